@@ -1,0 +1,158 @@
+"""EnvGroup: a few envs stepped in sequence, reading actions from and writing results to arrays.
+
+The same loop runs inside a worker process (over shared memory) and in the parent
+(over plain arrays), so local and external batches step envs identically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from batchrl.envs import spec
+
+_ALIGN = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class Buffers:
+    """Arrays one group reads actions from and writes results to. Leading axis: env in group."""
+
+    action: np.ndarray  # [k, *action_shape]
+    obs: np.ndarray  # [k, *obs_shape]
+    reward: np.ndarray  # [k] float64
+    terminated: np.ndarray  # [k] bool
+    truncated: np.ndarray  # [k] bool
+
+    @staticmethod
+    def fields(
+        num_envs: int, observation_space: gym.Space, action_space: gym.Space
+    ) -> list[tuple[str, tuple[int, ...], np.dtype]]:
+        """Name, shape and dtype of each array, in layout order."""
+        return [
+            ("action", (num_envs, *action_space.shape), np.dtype(action_space.dtype)),
+            ("obs", (num_envs, *observation_space.shape), np.dtype(observation_space.dtype)),
+            ("reward", (num_envs,), np.dtype(np.float64)),
+            ("terminated", (num_envs,), np.dtype(np.bool_)),
+            ("truncated", (num_envs,), np.dtype(np.bool_)),
+        ]
+
+    @classmethod
+    def nbytes(cls, num_envs: int, observation_space: gym.Space, action_space: gym.Space) -> int:
+        """Bytes needed to hold all arrays, each aligned to a cache line."""
+        total = 0
+        for _, shape, dtype in cls.fields(num_envs, observation_space, action_space):
+            total = _aligned(total) + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        return max(_aligned(total), _ALIGN)
+
+    @classmethod
+    def over(
+        cls,
+        buffer: Any,
+        num_envs: int,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+    ) -> Buffers:
+        """Views into `buffer` (bytes-like, writable), laid out identically in every process."""
+        arrays, offset = {}, 0
+        for name, shape, dtype in cls.fields(num_envs, observation_space, action_space):
+            offset = _aligned(offset)
+            count = int(np.prod(shape, dtype=np.int64))
+            arrays[name] = np.frombuffer(buffer, dtype, count, offset).reshape(shape)
+            offset += count * dtype.itemsize
+        return cls(**arrays)
+
+    @classmethod
+    def allocate(
+        cls, num_envs: int, observation_space: gym.Space, action_space: gym.Space
+    ) -> Buffers:
+        """Buffers in ordinary process memory."""
+        nbytes = cls.nbytes(num_envs, observation_space, action_space)
+        return cls.over(bytearray(nbytes), num_envs, observation_space, action_space)
+
+
+def _aligned(offset: int) -> int:
+    return -(-offset // _ALIGN) * _ALIGN
+
+
+class EnvGroup:
+    """Owns k envs that share spaces; steps them in sequence over `Buffers`."""
+
+    def __init__(self, constructors: Sequence[Callable[[], gym.Env]]):
+        self.envs: list[gym.Env] = []
+        try:
+            for constructor in constructors:
+                self.envs.append(constructor())
+        except BaseException:
+            self.close()
+            raise
+        first = self.envs[0]
+        self.name = spec.env_name(first)
+        self.observation_space = spec.check_observation_space(first.observation_space, self.name)
+        self.action_space = spec.check_action_space(first.action_space, self.name)
+        for env in self.envs[1:]:
+            check_same_spaces(self.name, first, spec.env_name(env), env)
+        self.buffers: Buffers | None = None
+
+    def step(self) -> list[dict]:
+        """Steps every env with its action from the buffers; returns their infos."""
+        buffers, infos = self.buffers, []
+        for i, env in enumerate(self.envs):
+            obs, reward, terminated, truncated, info = env.step(buffers.action[i])
+            self._write_obs(i, obs)
+            buffers.reward[i] = reward
+            buffers.terminated[i] = terminated
+            buffers.truncated[i] = truncated
+            infos.append(info)
+        return infos
+
+    def reset(
+        self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
+    ) -> list[dict]:
+        """Resets the envs at `indices` (positions in this group); writes obs to the buffers."""
+        infos = []
+        for i, seed in zip(indices, seeds, strict=True):
+            obs, info = self.envs[i].reset(seed=seed, options=options)
+            self._write_obs(i, obs)
+            infos.append(info)
+        return infos
+
+    def attribute(self, index: int, name: str) -> Any:
+        """The attribute `name` of env `index`."""
+        return getattr(self.envs[index], name)
+
+    def call(self, index: int, name: str, args: tuple, kwargs: dict) -> Any:
+        """Calls method `name` of env `index`."""
+        return getattr(self.envs[index], name)(*args, **kwargs)
+
+    def close(self) -> None:
+        """Closes every env; an env that fails to close does not stop the others."""
+        for env in self.envs:
+            with contextlib.suppress(Exception):
+                env.close()
+
+    def _write_obs(self, i: int, obs: Any) -> None:
+        target = self.buffers.obs[i]
+        obs = np.asarray(obs)
+        if obs.shape != target.shape:
+            raise ValueError(
+                f"env {self.name} returned an observation of shape {obs.shape}, but its "
+                f"observation_space has shape {target.shape}"
+            )
+        target[...] = obs
+
+
+def check_same_spaces(name_a: str, env_a: Any, name_b: str, env_b: Any) -> None:
+    """Raises a ValueError naming both envs when their spaces differ."""
+    for kind in ("observation_space", "action_space"):
+        space_a, space_b = getattr(env_a, kind), getattr(env_b, kind)
+        if not spec.same_space(space_a, space_b):
+            raise ValueError(
+                f"envs in one batch must share spaces, but {kind} of {name_a} is {space_a} "
+                f"and of {name_b} is {space_b}"
+            )

@@ -1,0 +1,102 @@
+"""Test envs: fixed episode lengths for exact bookkeeping, and envs that fail on demand.
+
+`CountingEnv(duration)` ends every episode after exactly `duration` steps; its
+observation is [step, duration, seed-derived offset], so a test can tell which env
+and which step produced it. `FailingEnv` raises, exits, kills itself or hangs at a
+chosen step, to test how workers report and recover.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+
+class CountingEnv(gym.Env):
+    """Episodes of exactly `duration` steps; reward is the action's sum plus the step number.
+
+    `end` chooses how an episode ends: "terminated" or "truncated".
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(
+        self, duration: int = 3, end: str = "terminated", discrete: bool = False, obs_size: int = 3
+    ):
+        if end not in ("terminated", "truncated"):
+            raise ValueError(f"end must be 'terminated' or 'truncated', got {end!r}")
+        self.duration = duration
+        self.end = end
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (obs_size,), np.float32)
+        if discrete:
+            self.action_space = gym.spaces.Discrete(3)
+        else:
+            self.action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.steps = 0
+        self.offset = 0.0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.steps = 0
+        self.offset = float(self.np_random.uniform())
+        return self._obs(), {"seed": seed}
+
+    def step(self, action):
+        self.steps += 1
+        reward = float(np.sum(action)) + self.steps
+        done = self.steps >= self.duration
+        terminated = done and self.end == "terminated"
+        truncated = done and self.end == "truncated"
+        return self._obs(), reward, terminated, truncated, {}
+
+    def _obs(self) -> np.ndarray:
+        obs = np.zeros(self.observation_space.shape, np.float32)
+        obs[:3] = (self.steps, self.duration, self.offset)[: obs.size]
+        return obs
+
+
+class FailingEnv(CountingEnv):
+    """A CountingEnv that fails in `where` ("init", "reset", "step") on its `at`-th call.
+
+    `how`: "raise" (a ValueError), "exit" (`os._exit(3)`), "sigkill", "segv" or "hang".
+    Calls before the `at`-th one behave normally, so a batch can start and then fail.
+    """
+
+    def __init__(self, where: str = "step", how: str = "raise", at: int = 1, **kwargs: Any):
+        self.where, self.how, self.at = where, how, at
+        self.calls = {"reset": 0, "step": 0}
+        if where == "init":
+            self._fail()
+        super().__init__(**kwargs)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        self._maybe_fail("reset")
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        self._maybe_fail("step")
+        return super().step(action)
+
+    def _maybe_fail(self, where: str) -> None:
+        self.calls[where] += 1
+        if where == self.where and self.calls[where] == self.at:
+            self._fail()
+
+    def _fail(self) -> None:
+        if self.how == "raise":
+            raise ValueError(f"FailingEnv failed on purpose in {self.where}")
+        if self.how == "exit":
+            os._exit(3)
+        if self.how == "sigkill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.how == "segv":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        if self.how == "hang":
+            while True:
+                time.sleep(1)
+        raise ValueError(f"unknown failure {self.how!r}")

@@ -1,0 +1,402 @@
+"""ExternalProcess and ProcessGroup: the parent's handles on env worker processes.
+
+A `ProcessGroup` owns one worker process hosting k envs. Actions and results cross
+through shared memory; only a short command and the infos go through the pipe. It
+detects a dead worker at once (its sentinel), a hung one after `timeout` seconds,
+and with `restart=True` replaces either by a fresh, deterministically seeded worker.
+`ExternalProcess` is the public single-env view with Gymnasium's API.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import select
+import signal
+import weakref
+from collections.abc import Callable, Sequence
+from multiprocessing import connection
+from typing import Any
+
+import cloudpickle
+import gymnasium as gym
+import numpy as np
+
+from batchrl.envs import errors, group, shared, worker
+from batchrl.envs import infos as infos_lib
+
+logger = logging.getLogger("batchrl.envs")
+
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_CONTEXT = "spawn"
+_START_TIMEOUT = 120.0
+_CLOSE_TIMEOUT = 1.0
+_CONTEXTS = ("spawn", "forkserver")
+
+# obs, reward, terminated, truncated (views into the group's buffers), and encoded infos.
+Step = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any]
+
+
+def restart_seed(seed: int | None, index: int, restarts: int) -> int:
+    """The seed of env `index` after its worker's `restarts`-th restart: fixed by all three."""
+    entropy = [0 if seed is None else seed, index, restarts]
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0])
+
+
+class ProcessGroup:
+    """One worker process hosting `len(constructors)` envs, stepped in sequence there."""
+
+    def __init__(
+        self,
+        constructors: Sequence[Callable[[], gym.Env]],
+        *,
+        first_index: int = 0,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        restart: bool = False,
+        context: str = DEFAULT_CONTEXT,
+    ):
+        if context not in _CONTEXTS:
+            raise ValueError(
+                f"unknown start method {context!r}: use one of {_CONTEXTS} (plain fork is "
+                f"unsafe once JAX's threads run)"
+            )
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be positive seconds or None, got {timeout!r}")
+        self.num_envs = len(constructors)
+        self.first_index = first_index
+        self.timeout = timeout
+        self.restart = restart
+        self.restarts = 0
+        self.name = "env"
+        self._context = multiprocessing.get_context(context)
+        self._blob = cloudpickle.dumps(list(constructors))
+        self._seeds: list[int | None] = [None] * self.num_envs
+        self._fresh = np.zeros(self.num_envs, bool)  # Restarted without a step to report it.
+        self._pending: str | None = None
+        self._pending_reset: tuple | None = None
+        self._broken: str | None = None
+        self._closed = False
+        self._process = None
+        self._start()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        parent_conn, child_conn = self._context.Pipe()
+        process = self._context.Process(
+            target=worker.main,
+            args=(child_conn, os.getpid(), self._blob),
+            name=f"batchrl-env-{self.first_index}",
+            daemon=True,
+        )
+        process.start()
+        child_conn.close()
+        self._process, self._conn = process, parent_conn
+        self._poller = select.poll()  # Made once: cheaper per step than connection.wait.
+        self._poller.register(parent_conn.fileno(), select.POLLIN)
+        self._poller.register(process.sentinel, select.POLLIN)
+        self._finalizer = weakref.finalize(self, _terminate, process, parent_conn)
+        try:
+            name, observation_space, action_space = self._receive("start", _START_TIMEOUT)
+            if self.restarts == 0:
+                self.name, self.observation_space, self.action_space = (
+                    name,
+                    observation_space,
+                    action_space,
+                )
+            nbytes = group.Buffers.nbytes(self.num_envs, observation_space, action_space)
+            path, mapping = shared.create(nbytes)
+            try:
+                self._conn.send(("attach", path, nbytes))
+                self._receive("attach", _START_TIMEOUT)
+            finally:
+                shared.unlink(path)
+        except BaseException:
+            self._finalizer()
+            raise
+        self.buffers = group.Buffers.over(mapping, self.num_envs, observation_space, action_space)
+
+    def close(self) -> None:
+        """Stops the worker: asks it to close its envs, kills it if it does not exit in 1 s."""
+        if self._closed:
+            return
+        self._closed = True
+        self._finalizer()
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id."""
+        return self._process.pid if self._process is not None else None
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def step_async(self, actions: np.ndarray) -> None:
+        """Sends actions [k, ...] to the worker; `step_wait` collects the results."""
+        self._expect_idle("step")
+        self.buffers.action[...] = actions
+        self._send("step", ("step",))
+
+    def step_wait(self) -> Step:
+        """Results of the step in flight: obs, reward, terminated, truncated as views, and infos."""
+        self._expect_pending("step")
+        try:
+            infos = self._receive("step", self.timeout)
+        except (errors.EnvCrashedError, errors.EnvTimeoutError) as error:
+            if not self.restart:
+                raise
+            infos = self._recover(error)
+        finally:
+            self._pending = None
+        if self._fresh.any():
+            infos = self._report_fresh(infos)
+        buffers = self.buffers
+        return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
+
+    def reset_async(
+        self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
+    ) -> None:
+        """Resets envs at `indices` (positions in this group) with `seeds`."""
+        self._expect_idle("reset")
+        indices, seeds = list(indices), list(seeds)
+        for index, seed in zip(indices, seeds, strict=True):
+            if seed is not None:
+                self._seeds[index] = seed
+        self._pending_reset = (indices, seeds, options)
+        self._send("reset", ("reset", indices, seeds, options))
+
+    def reset_wait(self) -> tuple[np.ndarray, list[dict]]:
+        """Observations [len(indices), ...] of the reset in flight (a view) and their infos."""
+        self._expect_pending("reset")
+        indices, seeds, options = self._pending_reset
+        try:
+            infos = self._receive("reset", self.timeout)
+        except (errors.EnvCrashedError, errors.EnvTimeoutError) as error:
+            if not self.restart:
+                raise
+            self._recover(error)
+            self._conn.send(("reset", indices, seeds, options))
+            infos = self._receive("reset", self.timeout)
+        finally:
+            self._pending = None
+        self._fresh[indices] = False
+        return self.buffers.obs[indices], infos
+
+    def attribute(self, index: int, name: str) -> Any:
+        """The attribute `name` of env `index`, pickled back from the worker."""
+        return self._request("attribute", ("attribute", index, name))
+
+    def call(self, index: int, name: str, args: tuple = (), kwargs: dict | None = None) -> Any:
+        """Calls method `name` of env `index` in the worker and returns its result."""
+        return self._request(f"call {name}", ("call", index, name, args, kwargs or {}))
+
+    def _request(self, command: str, message: tuple) -> Any:
+        self._expect_idle(command)
+        self._send(command, message)
+        try:
+            return self._receive(command, self.timeout)
+        finally:
+            self._pending = None
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _describe(self) -> str:
+        last = self.first_index + self.num_envs - 1
+        envs = f"env {last}" if self.num_envs == 1 else f"envs {self.first_index}-{last}"
+        return f"env {self.name} ({envs}, worker pid {self.pid})"
+
+    def _expect_idle(self, command: str) -> None:
+        if self._closed:
+            raise errors.EnvError(f"{self._describe()} is closed; cannot {command}", self.name)
+        if self._broken is not None:
+            raise errors.EnvError(
+                f"{self._describe()} is unusable after: {self._broken}", self.name, command
+            )
+        if self._pending is not None:
+            raise errors.EnvError(
+                f"cannot {command} {self._describe()}: its {self._pending} is still in flight; "
+                f"collect it with its promise first",
+                self.name,
+                command,
+            )
+
+    def _expect_pending(self, command: str) -> None:
+        if self._pending != command:
+            raise errors.EnvError(f"no {command} in flight for {self._describe()}", self.name)
+
+    def _send(self, command: str, message: tuple) -> None:
+        try:
+            self._conn.send(message)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self._pending = command  # The receive below reports the death.
+            return
+        self._pending = command
+
+    def _receive(self, command: str, timeout: float | None) -> Any:
+        events = dict(self._poller.poll(None if timeout is None else int(timeout * 1000)))
+        if self._conn.fileno() in events:
+            try:
+                status, payload = self._conn.recv()
+            except (EOFError, OSError):
+                raise self._fail(self._died(command)) from None
+            if status == "error":
+                error_type, message, text = payload
+                raise errors.EnvRaisedError(
+                    f"{error_type}: {message} (raised by {self._describe()} during {command})"
+                    f"\n\nTraceback in the worker:\n{text}",
+                    self.name,
+                    command,
+                    error_type,
+                    text,
+                )
+            return payload
+        if events:
+            raise self._fail(self._died(command))
+        self._process.kill()
+        self._process.join()
+        raise self._fail(
+            errors.EnvTimeoutError(
+                f"{self._describe()} did not answer {command} within {timeout} s and was killed; "
+                f"raise the timeout or pass restart=True",
+                self.name,
+                command,
+            )
+        )
+
+    def _died(self, command: str) -> errors.EnvCrashedError:
+        self._process.join(_CLOSE_TIMEOUT)
+        code = self._process.exitcode
+        how = f"exit code {code}"
+        if code is not None and code < 0:
+            how = f"signal {signal.Signals(-code).name}"
+        return errors.EnvCrashedError(
+            f"{self._describe()} died ({how}) during {command}; pass restart=True to replace "
+            f"crashed workers",
+            self.name,
+            command,
+        )
+
+    def _fail(self, error: errors.EnvError) -> errors.EnvError:
+        if not self.restart:
+            self._broken = str(error)
+            self._finalizer()
+        return error
+
+    def _recover(self, error: errors.EnvError) -> list[dict]:
+        """Replaces the worker after `error`; its envs begin fresh episodes, ended as truncated."""
+        self.restarts += 1
+        logger.warning("%s; restart %d of this worker", error, self.restarts)
+        self._finalizer()
+        self._start()
+        indices = list(range(self.num_envs))
+        seeds = [restart_seed(self._seeds[i], self.first_index + i, self.restarts) for i in indices]
+        self._conn.send(("reset", indices, seeds, None))
+        infos = self._receive("reset", self.timeout)
+        self._fresh[:] = True
+        return infos
+
+    def _report_fresh(self, infos: Any) -> list[dict]:
+        """Envs restarted since their last step report truncated, zero reward, and the restart."""
+        infos = list(infos_lib.Infos([infos], [self.num_envs]))
+        self.buffers.reward[self._fresh] = 0.0
+        self.buffers.terminated[self._fresh] = False
+        self.buffers.truncated[self._fresh] = True
+        for i in np.flatnonzero(self._fresh):
+            infos[i] = {**infos[i], "restarted": True}
+        self._fresh[:] = False
+        return infos
+
+
+def _terminate(process: multiprocessing.Process, conn: connection.Connection) -> None:
+    """Ends a worker: a polite close, then SIGKILL. Safe to call at any time, once."""
+    try:
+        if process.is_alive():
+            conn.send(("close",))
+            process.join(_CLOSE_TIMEOUT)
+    except (OSError, ValueError):
+        pass
+    if process.is_alive():
+        process.kill()
+    process.join()
+    conn.close()
+
+
+class ExternalProcess:
+    """A Gymnasium env built and run in its own process.
+
+    `constructor` is any callable returning a `gym.Env` (lambdas and closures work: it is
+    sent with cloudpickle). `step` and `reset` take `blocking=False` to return a promise,
+    a callable that waits for the result, so several envs step in parallel.
+    """
+
+    def __init__(
+        self,
+        constructor: Callable[[], gym.Env],
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        restart: bool = False,
+        context: str = DEFAULT_CONTEXT,
+    ):
+        self._group = ProcessGroup([constructor], timeout=timeout, restart=restart, context=context)
+
+    @property
+    def observation_space(self) -> gym.Space:
+        """The env's observation space."""
+        return self._group.observation_space
+
+    @property
+    def action_space(self) -> gym.Space:
+        """The env's action space."""
+        return self._group.action_space
+
+    @property
+    def restarts(self) -> int:
+        """How often the worker was replaced after dying or hanging."""
+        return self._group.restarts
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id."""
+        return self._group.pid
+
+    def reset(
+        self, *, seed: int | None = None, options: dict | None = None, blocking: bool = True
+    ) -> Any:
+        """Gymnasium's reset: (obs, info), or a promise of it when not blocking."""
+        self._group.reset_async([0], [seed], options)
+
+        def promise() -> tuple[np.ndarray, dict]:
+            obs, infos = self._group.reset_wait()
+            return obs[0].copy(), infos[0]
+
+        return promise() if blocking else promise
+
+    def step(self, action: Any, *, blocking: bool = True) -> Any:
+        """Gymnasium's step: (obs, reward, terminated, truncated, info), or a promise of it."""
+        self._group.step_async(np.asarray(action)[None])
+
+        def promise() -> tuple[np.ndarray, float, bool, bool, dict]:
+            obs, reward, terminated, truncated, infos = self._group.step_wait()
+            info = infos_lib.Infos([infos], [1])[0]
+            return obs[0].copy(), float(reward[0]), bool(terminated[0]), bool(truncated[0]), info
+
+        return promise() if blocking else promise
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Calls the env's method `name` in the worker and returns the result."""
+        return self._group.call(0, name, args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self._group.attribute(0, name)
+
+    def close(self) -> None:
+        """Closes the env and ends its worker. Safe to call more than once."""
+        self._group.close()
+
+    def __enter__(self) -> ExternalProcess:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()

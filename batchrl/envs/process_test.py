@@ -1,0 +1,178 @@
+import functools
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from batchrl.conftest import wait_gone
+from batchrl.envs import errors, mock, process
+
+
+def make_pendulum():
+    return gym.make("Pendulum-v1")
+
+
+def test_matches_stepping_the_env_directly():
+    local = make_pendulum()
+    with process.ExternalProcess(make_pendulum) as external:
+        assert external.observation_space == local.observation_space
+        assert external.action_space == local.action_space
+        obs, _info = external.reset(seed=5)
+        local_obs, _local_info = local.reset(seed=5)
+        np.testing.assert_array_equal(obs, local_obs)
+        for action in np.linspace(-2, 2, 30, dtype=np.float32)[:, None]:
+            result = external.step(action)
+            expected = local.step(action)
+            np.testing.assert_array_equal(result[0], expected[0])
+            assert result[1:4] == expected[1:4]
+
+
+def test_promises_step_several_envs_in_parallel():
+    envs = [process.ExternalProcess(make_pendulum) for _ in range(3)]
+    try:
+        promises = [env.reset(seed=i, blocking=False) for i, env in enumerate(envs)]
+        first = [promise()[0] for promise in promises]
+        assert not np.array_equal(first[0], first[1])
+        promises = [env.step(np.array([1.0], np.float32), blocking=False) for env in envs]
+        results = [promise() for promise in promises]
+        local = make_pendulum()
+        for i, (obs, reward, *_) in enumerate(results):
+            local.reset(seed=i)
+            local_obs, local_reward, *_ = local.step(np.array([1.0], np.float32))
+            np.testing.assert_array_equal(obs, local_obs)
+            assert reward == local_reward
+    finally:
+        for env in envs:
+            env.close()
+
+
+def test_lambda_constructor_attribute_and_call():
+    duration = 7
+    with process.ExternalProcess(lambda: mock.CountingEnv(duration=duration)) as env:
+        assert env.duration == 7
+        assert env.call("get_wrapper_attr", "duration") == 7
+        env.reset(seed=0)
+        assert env.step(np.zeros(2, np.float32))[0][0] == 1.0
+
+
+def test_a_second_request_before_collecting_the_first_is_refused():
+    with process.ExternalProcess(make_pendulum) as env:
+        env.reset(seed=0)
+        promise = env.step(np.zeros(1, np.float32), blocking=False)
+        with pytest.raises(errors.EnvError, match="still in flight"):
+            env.step(np.zeros(1, np.float32))
+        promise()
+
+
+@pytest.mark.parametrize("where", ["init", "reset", "step"])
+def test_exception_reaches_parent_with_traceback_and_env_name(where):
+    constructor = functools.partial(mock.FailingEnv, where=where, how="raise")
+    if where == "init":
+        with pytest.raises(errors.EnvRaisedError) as caught:
+            process.ExternalProcess(constructor)
+        assert "ValueError: FailingEnv failed on purpose in init" in str(caught.value)
+        assert "mock.py" in caught.value.remote_traceback
+        return
+    with process.ExternalProcess(constructor) as env:
+        if where == "step":
+            env.reset(seed=0)
+        with pytest.raises(errors.EnvRaisedError) as caught:
+            if where == "step":
+                env.step(np.zeros(2, np.float32))
+            else:
+                env.reset(seed=0)
+        message = str(caught.value)
+        assert message.startswith(f"ValueError: FailingEnv failed on purpose in {where}")
+        assert "'FailingEnv'" in message and f"during {where}" in message
+        assert f"in {where}" in caught.value.remote_traceback
+        assert "_fail" in caught.value.remote_traceback
+        # The worker survives an exception in its env.
+        env.reset(seed=1)
+
+
+def test_unsupported_space_is_named():
+    def make():
+        env = mock.CountingEnv()
+        env.action_space = gym.spaces.MultiBinary(3)
+        return env
+
+    with pytest.raises(errors.EnvRaisedError, match=r"unsupported action space MultiBinary\(3\)"):
+        process.ExternalProcess(make)
+
+
+@pytest.mark.parametrize("how", ["exit", "sigkill", "segv"])
+def test_dead_worker_is_reported_within_a_second(how):
+    env = process.ExternalProcess(functools.partial(mock.FailingEnv, how=how, at=2))
+    env.reset(seed=0)
+    env.step(np.zeros(2, np.float32))
+    pid = env.pid
+    start = time.monotonic()
+    with pytest.raises(errors.EnvCrashedError, match="died") as caught:
+        env.step(np.zeros(2, np.float32))
+    assert time.monotonic() - start < 1.0
+    assert "'FailingEnv'" in str(caught.value) and "restart=True" in str(caught.value)
+    with pytest.raises(errors.EnvError, match="unusable"):
+        env.step(np.zeros(2, np.float32))
+    env.close()
+    assert not wait_gone([pid])
+
+
+def test_hung_worker_times_out_and_is_killed():
+    env = process.ExternalProcess(functools.partial(mock.FailingEnv, how="hang", at=2), timeout=0.5)
+    env.reset(seed=0)
+    env.step(np.zeros(2, np.float32))
+    pid = env.pid
+    start = time.monotonic()
+    with pytest.raises(errors.EnvTimeoutError, match=r"did not answer step within 0.5 s"):
+        env.step(np.zeros(2, np.float32))
+    assert 0.4 < time.monotonic() - start < 2.0
+    assert not wait_gone([pid], 1.0)
+    env.close()
+
+
+@pytest.mark.parametrize("how", ["sigkill", "hang"])
+def test_restart_replaces_a_dead_or_hung_worker(how, caplog):
+    def run():
+        env = process.ExternalProcess(
+            functools.partial(mock.FailingEnv, how=how, at=3, duration=100),
+            restart=True,
+            timeout=0.5,
+        )
+        with env:
+            env.reset(seed=11)
+            results = [env.step(np.zeros(2, np.float32)) for _ in range(5)]
+            return results, env.restarts
+
+    results, restarts = run()
+    assert restarts == 1
+    assert [r[3] for r in results] == [False, False, True, False, False]  # truncated
+    assert results[2][1] == 0.0 and results[2][4]["restarted"] is True
+    assert results[2][0][0] == 0.0  # A fresh episode begins.
+    assert results[3][0][0] == 1.0
+    assert "restart 1 of this worker" in caplog.text
+    # Restarts are seeded from (seed, env index, restart count): a rerun is identical.
+    again, _ = run()
+    for a, b in zip(results, again, strict=True):
+        np.testing.assert_array_equal(a[0], b[0])
+
+
+def test_close_is_idempotent_and_ends_the_worker():
+    env = process.ExternalProcess(make_pendulum)
+    pid = env.pid
+    env.close()
+    env.close()
+    assert not wait_gone([pid], 1.0)
+    with pytest.raises(errors.EnvError, match="closed"):
+        env.reset()
+
+
+def test_unknown_start_method_is_refused():
+    with pytest.raises(ValueError, match="unknown start method 'fork'"):
+        process.ExternalProcess(make_pendulum, context="fork")
+
+
+def test_forkserver_start_method_works():
+    with process.ExternalProcess(make_pendulum, context="forkserver") as env:
+        obs, _ = env.reset(seed=0)
+        assert obs.shape == (3,)

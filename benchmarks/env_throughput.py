@@ -1,0 +1,152 @@
+"""Env-steps/s of BatchEnv against Gymnasium's vector envs and the machine's limit.
+
+Prints one JSON line. For each task and batch size, the peers run in the same process
+one after another, repeated in alternating rounds (the median is kept), because the
+machines are shared and noisy. The limit is one env stepped in a plain loop in one
+process, times the number of cores. Actions are pre-generated uniformly at random.
+
+    python benchmarks/env_throughput.py [--seconds 2] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import time
+import warnings
+
+import gymnasium as gym
+import numpy as np
+
+from batchrl.envs import BatchEnv
+
+TASKS = ("Pendulum-v1", "HalfCheetah-v5")
+SIZES = (8, 32)
+
+
+def actions_for(space: gym.Space, batch: int, count: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.uniform(space.low, space.high, (count, batch, *space.shape)).astype(space.dtype)
+
+
+def rate_single(env_id: str, seconds: float) -> float:
+    env = gym.make(env_id)
+    env.reset(seed=0)
+    actions = actions_for(env.action_space, 1, 4096)[:, 0]
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for action in actions[:512]:
+            _, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                env.reset()
+        steps += 512
+        actions = np.roll(actions, 1, axis=0)
+    rate = steps / (time.perf_counter() - start)
+    env.close()
+    return rate
+
+
+def rate_vector(env: gym.vector.VectorEnv, seconds: float) -> float:
+    env.reset(seed=0)
+    actions = actions_for(env.single_action_space, env.num_envs, 256)
+    for action in actions[:20]:
+        env.step(action)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for action in actions:
+            env.step(action)
+        steps += len(actions) * env.num_envs
+    return steps / (time.perf_counter() - start)
+
+
+def rate_batch(env: BatchEnv, seconds: float) -> float:
+    env.reset(seed=0)
+    actions = actions_for(env.action_space, env.num_envs, 256)
+
+    def run(block: np.ndarray) -> None:
+        for action in block:
+            _, _, terminated, truncated, _ = env.step(action)
+            done = np.flatnonzero(terminated | truncated)
+            if len(done):
+                env.reset(done)
+
+    run(actions[:20])
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        run(actions)
+        steps += len(actions) * env.num_envs
+    return steps / (time.perf_counter() - start)
+
+
+def measure(env_id: str, num_envs: int, cores: int, seconds: float, rounds: int) -> dict:
+    per_worker = sorted({math.ceil(num_envs / cores), math.ceil(num_envs / (2 * cores))})
+    makers = {
+        "sync_vector_env": lambda: gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * num_envs),
+        "async_vector_env": lambda: gym.vector.AsyncVectorEnv(
+            [lambda: gym.make(env_id)] * num_envs, shared_memory=True
+        ),
+    }
+    for k in per_worker:
+        makers[f"batch_env_{k}_per_worker"] = lambda k=k: BatchEnv.external(
+            env_id, num_envs, envs_per_worker=k
+        )
+    envs = {name: make() for name, make in makers.items()}
+    samples: dict[str, list[float]] = {name: [] for name in [*envs, "single_env_loop"]}
+    try:
+        for _ in range(rounds):
+            samples["single_env_loop"].append(rate_single(env_id, seconds))
+            for name, env in envs.items():
+                rate = rate_batch if isinstance(env, BatchEnv) else rate_vector
+                samples[name].append(rate(env, seconds))
+    finally:
+        for env in envs.values():
+            env.close()
+    rates = {name: statistics.median(values) for name, values in samples.items()}
+    best = max((n for n in rates if n.startswith("batch_env")), key=rates.get)
+    limit = rates["single_env_loop"] * cores
+    return {
+        "env": env_id,
+        "num_envs": num_envs,
+        "steps_per_sec": {name: round(rate) for name, rate in rates.items()},
+        "machine_limit": round(limit),
+        "batch_env": round(rates[best]),
+        "batch_env_best_envs_per_worker": int(best.split("_")[2]),
+        "batch_env_fraction_of_limit": round(rates[best] / limit, 3),
+        "batch_env_over_async_vector_env": round(rates[best] / rates["async_vector_env"], 2),
+        "batch_env_over_sync_vector_env": round(rates[best] / rates["sync_vector_env"], 2),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=2.0, help="per measurement")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating repeats; median kept")
+    parser.add_argument("--envs", nargs="*", default=TASKS)
+    parser.add_argument("--sizes", nargs="*", type=int, default=SIZES)
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    cores = len(os.sched_getaffinity(0))
+    results = [
+        measure(env_id, n, cores, args.seconds, args.rounds)
+        for env_id in args.envs
+        for n in args.sizes
+    ]
+    print(
+        json.dumps(
+            {
+                "benchmark": "env_throughput",
+                "cores": cores,
+                "python": platform.python_version(),
+                "gymnasium": gym.__version__,
+                "results": results,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
