@@ -233,6 +233,15 @@ class ProcessGroup:
         self._pending = command
 
     def _receive(self, command: str, timeout: float | None) -> Any:
+        try:
+            return self._receive_answer(command, timeout)
+        except (KeyboardInterrupt, SystemExit):
+            # The answer may still arrive and would be read as the next one's: retire the worker.
+            self._broken = f"interrupted while waiting for {command}"
+            self._finalizer()
+            raise
+
+    def _receive_answer(self, command: str, timeout: float | None) -> Any:
         events = dict(self._poller.poll(None if timeout is None else int(timeout * 1000)))
         if self._conn.fileno() in events:
             try:

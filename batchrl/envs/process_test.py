@@ -176,3 +176,68 @@ def test_forkserver_start_method_works():
     with process.ExternalProcess(make_pendulum, context="forkserver") as env:
         obs, _ = env.reset(seed=0)
         assert obs.shape == (3,)
+
+
+ORPHAN_SCRIPT = """
+import functools
+import sys
+import numpy as np
+from batchrl.envs import BatchEnv, mock
+
+if __name__ == "__main__":
+    # The last worker hangs in its third step, so a parent killed then leaves a busy worker.
+    hangs = functools.partial(mock.FailingEnv, how="hang", at=3, duration=10**6)
+    env = BatchEnv.external([mock.CountingEnv] * 2 + [hangs] * 2, envs_per_worker=2)
+    env.reset(seed=0)
+    print("ready", flush=True)
+    if sys.argv[1] == "raise":
+        raise RuntimeError("the parent fails without closing its envs")
+    while True:
+        env.step(np.zeros((4, 2), np.float32))
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("ending", ["raise", "sigint_to_group", "sigint", "sigterm", "sigkill"])
+def test_no_worker_outlives_its_parent(ending, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    script = tmp_path / "parent.py"
+    script.write_text(ORPHAN_SCRIPT)
+    parent = subprocess.Popen(
+        [sys.executable, str(script), ending],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert parent.stdout.readline().strip() == "ready", parent.stderr.read()
+        descendants = [p.pid for p in psutil.Process(parent.pid).children(recursive=True)]
+        assert len(descendants) >= 2
+        signals = {
+            "sigint": signal.SIGINT,
+            "sigterm": signal.SIGTERM,
+            "sigkill": signal.SIGKILL,
+        }
+        if ending == "sigint_to_group":  # What Ctrl-C in a terminal does.
+            time.sleep(0.5)  # Let the parent reach the hung step.
+            os.killpg(parent.pid, signal.SIGINT)
+        elif ending in signals:
+            time.sleep(0.5)
+            os.kill(parent.pid, signals[ending])
+        code = parent.wait(10)
+        assert code != 0
+        assert not wait_gone(descendants, 3.0)
+        if ending in ("raise", "sigint", "sigint_to_group"):
+            stderr = parent.stderr.read()
+            assert "KeyboardInterrupt" in stderr or "the parent fails" in stderr
+    finally:
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+            parent.wait()

@@ -1,0 +1,205 @@
+import functools
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from batchrl.conftest import wait_gone
+from batchrl.envs import batch, errors, mock, process, spec
+
+
+def random_actions(space, batch_size, steps, seed=0):
+    rng = np.random.default_rng(seed)
+    if isinstance(space, gym.spaces.Discrete):
+        return rng.integers(0, space.n, (steps, batch_size))
+    return rng.uniform(space.low, space.high, (steps, batch_size, *space.shape)).astype(space.dtype)
+
+
+def rollout(env, actions, seed):
+    """Steps `env` through `actions`, resetting finished envs; returns everything it saw."""
+    obs, _ = env.reset(seed=seed)
+    seen = [obs]
+    for action in actions:
+        obs, reward, terminated, truncated, _ = env.step(action)
+        seen += [obs, reward, terminated, truncated]
+        done = np.flatnonzero(terminated | truncated)
+        if len(done):
+            seen.append(env.reset(done)[0])
+    return seen
+
+
+def assert_same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b, strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_local_batch_equals_stepping_envs_directly():
+    envs = [gym.make("Pendulum-v1") for _ in range(3)]
+    direct = [gym.make("Pendulum-v1") for _ in range(3)]
+    actions = random_actions(envs[0].action_space, 3, 20)
+    with batch.BatchEnv(envs) as env:
+        obs, _ = env.reset(seed=4)
+        for i, d in enumerate(direct):
+            np.testing.assert_array_equal(obs[i], d.reset(seed=4 + i)[0])
+        for action in actions:
+            obs, reward, terminated, truncated, _ = env.step(action)
+            for i, d in enumerate(direct):
+                d_obs, d_reward, d_terminated, d_truncated, _ = d.step(action[i])
+                np.testing.assert_array_equal(obs[i], d_obs)
+                assert (reward[i], terminated[i], truncated[i]) == (
+                    d_reward,
+                    d_terminated,
+                    d_truncated,
+                )
+
+
+@pytest.mark.parametrize(
+    ("env_id", "steps"), [("Pendulum-v1", 250), ("CartPole-v1", 120), ("HalfCheetah-v5", 40)]
+)
+@pytest.mark.parametrize("envs_per_worker", [1, 3])
+def test_parallel_equals_blocking_for_the_same_seed(env_id, steps, envs_per_worker):
+    local = batch.BatchEnv([gym.make(env_id) for _ in range(4)])
+    actions = random_actions(local.action_space, 4, steps)
+    expected = rollout(local, actions, seed=3)
+    with batch.BatchEnv.external(env_id, 4, envs_per_worker=envs_per_worker) as external:
+        assert external.observation_space == local.observation_space
+        assert len(external) == 4
+        assert_same(rollout(external, actions, seed=3), expected)
+    local.close()
+
+
+def test_infos_equal_the_envs_own_infos():
+    direct = gym.make("HalfCheetah-v5")
+    direct.reset(seed=0)
+    action = np.full(6, 0.5, np.float32)
+    expected = direct.step(action)[4]
+    with batch.BatchEnv.external("HalfCheetah-v5", 2, envs_per_worker=2) as env:
+        env.reset(seed=0)
+        infos = env.step(np.stack([action, action]))[4]
+        assert len(infos) == 2
+        assert infos[0].keys() == expected.keys()
+        for key, value in expected.items():
+            assert infos[0][key] == value and type(infos[0][key]) is type(value)
+
+
+def test_reset_by_index_resets_only_those_envs():
+    with batch.BatchEnv.external(functools.partial(mock.CountingEnv, duration=10), 4) as env:
+        env.reset(seed=0)
+        env.step(np.zeros((4, 2), np.float32))
+        obs, infos = env.reset([3, 1], seed=100)
+        assert [info["seed"] for info in infos] == [103, 101]
+        np.testing.assert_array_equal(obs[:, 0], [0, 0])
+        obs = env.step(np.zeros((4, 2), np.float32))[0]
+        np.testing.assert_array_equal(obs[:, 0], [2, 1, 2, 1])
+
+
+def test_exact_episode_bookkeeping_with_durations_one_to_four():
+    constructors = [functools.partial(mock.CountingEnv, duration=d) for d in (1, 2, 3, 4)]
+    with batch.BatchEnv.external(constructors, envs_per_worker=2) as env:
+        env.reset(seed=0)
+        dones = []
+        for _ in range(12):
+            _, _, terminated, truncated, _ = env.step(np.zeros((4, 2), np.float32))
+            assert not truncated.any()
+            dones.append(terminated.copy())
+            env.reset(np.flatnonzero(terminated))
+        dones = np.array(dones)
+        for i, duration in enumerate((1, 2, 3, 4)):
+            expected = [(t + 1) % duration == 0 for t in range(12)]
+            np.testing.assert_array_equal(dones[:, i], expected)
+
+
+def test_discrete_actions():
+    with batch.BatchEnv.external(
+        functools.partial(mock.CountingEnv, discrete=True, duration=5), 3
+    ) as env:
+        env.reset(seed=0)
+        reward = env.step(np.array([0, 1, 2]))[1]
+        np.testing.assert_array_equal(reward, [1.0, 2.0, 3.0])
+
+
+def test_mismatched_spaces_are_refused():
+    envs = [gym.make("Pendulum-v1"), gym.make("MountainCarContinuous-v0")]
+    with pytest.raises(ValueError, match=r"must share spaces.*'Pendulum-v1'.*'MountainCar"):
+        batch.BatchEnv(envs)
+    with pytest.raises(errors.EnvRaisedError, match="must share spaces"):
+        batch.BatchEnv.external(
+            [lambda: gym.make("Pendulum-v1"), lambda: gym.make("MountainCarContinuous-v0")],
+            envs_per_worker=2,
+        )
+    with pytest.raises(ValueError, match="must share spaces"):
+        batch.BatchEnv.external(
+            [lambda: gym.make("Pendulum-v1"), lambda: gym.make("MountainCarContinuous-v0")],
+            envs_per_worker=1,
+        )
+
+
+def test_unsupported_observation_space_is_named():
+    with pytest.raises(spec.UnsupportedSpaceError, match=r"observation space Tuple.*Box obs"):
+        batch.BatchEnv([gym.make("Blackjack-v1")])
+
+
+def test_bad_actions_and_indices_get_clear_errors():
+    with batch.BatchEnv.external("Pendulum-v1", 2) as env:
+        env.reset(seed=0)
+        with pytest.raises(ValueError, match=r"actions of shape \(3, 1\).*expected \(2, 1\)"):
+            env.step(np.zeros((3, 1), np.float32))
+        with pytest.raises(IndexError, match="env index 5 is out of range"):
+            env.reset([5])
+        env.step(np.zeros((2, 1), np.float32))  # Still usable after refused input.
+
+
+def test_a_crash_in_one_worker_is_reported_and_close_ends_all_workers():
+    constructors = [functools.partial(mock.CountingEnv, obs_size=3)] * 3 + [
+        functools.partial(mock.FailingEnv, how="sigkill", at=2, obs_size=3)
+    ]
+    env = batch.BatchEnv.external(constructors, envs_per_worker=2)
+    pids = [g.pid for g in env._groups]
+    env.reset(seed=0)
+    env.step(np.zeros((4, 2), np.float32))
+    with pytest.raises(errors.EnvCrashedError, match=r"envs 2-3.*died \(signal SIGKILL\)"):
+        env.step(np.zeros((4, 2), np.float32))
+    env.close()
+    env.close()
+    assert not wait_gone(pids, 1.0)
+
+
+def test_restart_in_a_batch_truncates_only_that_workers_envs():
+    constructors = [lambda: mock.CountingEnv(duration=100)] * 2 + [
+        functools.partial(mock.FailingEnv, how="exit", at=2, duration=100)
+    ] * 2
+    with batch.BatchEnv.external(constructors, envs_per_worker=2, restart=True) as env:
+        env.reset(seed=0)
+        env.step(np.zeros((4, 2), np.float32))
+        _, reward, terminated, truncated, infos = env.step(np.zeros((4, 2), np.float32))
+        np.testing.assert_array_equal(truncated, [False, False, True, True])
+        assert not terminated.any() and env.restarts == 1
+        assert "restarted" not in infos[0] and infos[2]["restarted"] is True
+        np.testing.assert_array_equal(reward, [2.0, 2.0, 0.0, 0.0])
+
+
+def test_external_process_instances_can_be_batched():
+    envs = [process.ExternalProcess(lambda: gym.make("Pendulum-v1")) for _ in range(2)]
+    with batch.BatchEnv([*envs, gym.make("Pendulum-v1")]) as env:
+        obs, _ = env.reset(seed=0)
+        assert obs.shape == (3, 3)
+        assert env.step(np.zeros((3, 1), np.float32))[0].shape == (3, 3)
+
+
+def _normalized_pendulum():
+    from batchrl.envs import wrappers
+
+    return wrappers.apply(gym.make("Pendulum-v1"), normalize=True, to_32bit=True)
+
+
+def test_wrapped_envs_in_workers():
+    with batch.BatchEnv.external(_normalized_pendulum, 2) as env:
+        assert env.observation_space.dtype == np.float32
+        np.testing.assert_array_equal(env.action_space.high, [1.0])
+        obs, _ = env.reset(seed=0)
+        assert obs.dtype == np.float32 and np.all(np.abs(obs) <= 1.0)
+        reward = env.step(np.ones((2, 1), np.float32))[1]
+        direct = gym.make("Pendulum-v1")
+        direct.reset(seed=0)
+        assert reward[0] == pytest.approx(direct.step(np.array([2.0], np.float32))[1], rel=1e-6)
