@@ -94,6 +94,10 @@ def measure(env_id: str, num_envs: int, cores: int, seconds: float, rounds: int)
         makers[f"batch_env_{k}_per_worker"] = lambda k=k: BatchEnv.external(
             env_id, num_envs, envs_per_worker=k
         )
+    default = math.ceil(num_envs / cores)
+    makers[f"batch_env_{default}_per_worker_no_spin"] = lambda: BatchEnv.external(
+        env_id, num_envs, envs_per_worker=default, spin=0.0
+    )
     envs = {name: make() for name, make in makers.items()}
     samples: dict[str, list[float]] = {name: [] for name in [*envs, "single_env_loop"]}
     try:
@@ -106,7 +110,10 @@ def measure(env_id: str, num_envs: int, cores: int, seconds: float, rounds: int)
         for env in envs.values():
             env.close()
     rates = {name: statistics.median(values) for name, values in samples.items()}
-    best = max((n for n in rates if n.startswith("batch_env")), key=rates.get)
+    best = max(
+        (n for n in rates if n.startswith("batch_env") and not n.endswith("no_spin")),
+        key=rates.get,
+    )
     limit = rates["single_env_loop"] * cores
     return {
         "env": env_id,

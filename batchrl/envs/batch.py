@@ -107,11 +107,13 @@ class BatchEnv:
         timeout: float | None = process.DEFAULT_TIMEOUT,
         restart: bool = False,
         context: str = process.DEFAULT_CONTEXT,
+        spin: float = process.DEFAULT_SPIN,
     ) -> BatchEnv:
         """Builds envs in worker processes, `envs_per_worker` to a process.
 
         `env` is a Gymnasium id, a constructor called `num_envs` times, or a list of
-        constructors. By default there is one worker per core.
+        constructors. By default there is one worker per core. `timeout`, `restart`,
+        `context` and `spin` are those of `ExternalProcess`.
         """
         constructors = _constructors(env, num_envs)
         per_worker = envs_per_worker or default_envs_per_worker(len(constructors))
@@ -127,6 +129,7 @@ class BatchEnv:
                         timeout=timeout,
                         restart=restart,
                         context=context,
+                        spin=spin,
                     )
                 )
         except BaseException:

@@ -30,6 +30,10 @@ logger = logging.getLogger("batchrl.envs")
 
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_CONTEXT = "spawn"
+# Seconds a worker keeps polling for the next command before it blocks. Measured on 2
+# cores with 32 HalfCheetah-v5 envs: 2 ms raised throughput by about 40% over blocking
+# at once (docs/benchmarks.md); polling yields the core, so the parent is not starved.
+DEFAULT_SPIN = 0.002
 _START_TIMEOUT = 120.0
 _CLOSE_TIMEOUT = 1.0
 _CONTEXTS = ("spawn", "forkserver")
@@ -55,6 +59,7 @@ class ProcessGroup:
         timeout: float | None = DEFAULT_TIMEOUT,
         restart: bool = False,
         context: str = DEFAULT_CONTEXT,
+        spin: float = DEFAULT_SPIN,
     ):
         if context not in _CONTEXTS:
             raise ValueError(
@@ -63,10 +68,13 @@ class ProcessGroup:
             )
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be positive seconds or None, got {timeout!r}")
+        if spin < 0:
+            raise ValueError(f"spin must be zero or positive seconds, got {spin!r}")
         self.num_envs = len(constructors)
         self.first_index = first_index
         self.timeout = timeout
         self.restart = restart
+        self.spin = spin
         self.restarts = 0
         self.name = "env"
         self._context = multiprocessing.get_context(context)
@@ -86,7 +94,7 @@ class ProcessGroup:
         parent_conn, child_conn = self._context.Pipe()
         process = self._context.Process(
             target=worker.main,
-            args=(child_conn, os.getpid(), self._blob),
+            args=(child_conn, os.getpid(), self._blob, self.spin),
             name=f"batchrl-env-{self.first_index}",
             daemon=True,
         )
@@ -336,6 +344,11 @@ class ExternalProcess:
     `constructor` is any callable returning a `gym.Env` (lambdas and closures work: it is
     sent with cloudpickle). `step` and `reset` take `blocking=False` to return a promise,
     a callable that waits for the result, so several envs step in parallel.
+
+    `timeout`: seconds to wait for an answer before the worker counts as hung (None:
+    forever). `restart`: replace a dead or hung worker instead of raising. `context`:
+    "spawn" or "forkserver" (never plain fork, unsafe beside JAX's threads). `spin`:
+    seconds the worker polls for the next command before it blocks.
     """
 
     def __init__(
@@ -345,8 +358,11 @@ class ExternalProcess:
         timeout: float | None = DEFAULT_TIMEOUT,
         restart: bool = False,
         context: str = DEFAULT_CONTEXT,
+        spin: float = DEFAULT_SPIN,
     ):
-        self._group = ProcessGroup([constructor], timeout=timeout, restart=restart, context=context)
+        self._group = ProcessGroup(
+            [constructor], timeout=timeout, restart=restart, context=context, spin=spin
+        )
 
     @property
     def observation_space(self) -> gym.Space:

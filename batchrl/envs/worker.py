@@ -27,15 +27,20 @@ _PR_SET_PDEATHSIG = 1
 _WATCHDOG_PERIOD = 0.2
 
 
-def main(conn: Connection, parent_pid: int, constructors_blob: bytes) -> None:
-    """Entry point of a worker: `constructors_blob` is a cloudpickled list of env constructors."""
+def main(conn: Connection, parent_pid: int, constructors_blob: bytes, spin: float = 0.0) -> None:
+    """Entry point of a worker: `constructors_blob` is a cloudpickled list of env constructors.
+
+    After each answer the worker polls for the next command for up to `spin` seconds,
+    yielding its core between polls, before it blocks: a blocked process on an idle
+    core wakes up slowly, which costs more than the stepping of a small env.
+    """
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     envs = None
     try:
         envs = group_lib.EnvGroup(cloudpickle.loads(constructors_blob))
         conn.send(("ok", (envs.name, envs.observation_space, envs.action_space)))
-        _serve(conn, envs)
+        _serve(conn, envs, spin)
     except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
         pass  # The parent is gone or closed the pipe: exit quietly.
     except BaseException as error:
@@ -46,9 +51,11 @@ def main(conn: Connection, parent_pid: int, constructors_blob: bytes) -> None:
         conn.close()
 
 
-def _serve(conn: Connection, envs: group_lib.EnvGroup) -> None:
+def _serve(conn: Connection, envs: group_lib.EnvGroup, spin: float) -> None:
     mapping = None
     while True:
+        if spin:
+            spin_until_readable(conn, spin)
         command, *args = conn.recv()
         try:
             if command == "step":
@@ -76,6 +83,16 @@ def _serve(conn: Connection, envs: group_lib.EnvGroup) -> None:
             raise
         except Exception as error:
             _send_error(conn, error)
+
+
+def spin_until_readable(conn: Connection, seconds: float) -> bool:
+    """Polls `conn` without blocking for up to `seconds`, yielding the core between polls."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        if conn.poll(0):
+            return True
+        os.sched_yield()
+    return False
 
 
 def _send_error(conn: Connection, error: BaseException) -> None:
