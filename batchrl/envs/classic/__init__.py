@@ -1,0 +1,22 @@
+"""JAX-native classic control envs, one per file, matching Gymnasium step for step."""
+
+from batchrl.envs import jax_env
+from batchrl.envs.classic import cartpole, pendulum
+from batchrl.envs.classic.cartpole import CartPole
+from batchrl.envs.classic.pendulum import Pendulum
+
+_ENVS = {"CartPole-v1": CartPole, "Pendulum-v1": Pendulum}
+
+
+def make(name: str) -> jax_env.LimitDuration:
+    """The JAX-native env registered as `name`, with its time limit, as `gym.make` adds.
+
+    Raises:
+        ValueError: `name` is not a JAX-native env.
+    """
+    if name not in _ENVS:
+        raise ValueError(f"unknown JAX-native env {name!r}; known: {', '.join(sorted(_ENVS))}")
+    return jax_env.LimitDuration(_ENVS[name]())
+
+
+__all__ = ["CartPole", "Pendulum", "cartpole", "make", "pendulum"]

@@ -1,0 +1,214 @@
+"""The JAX-native env protocol: pure reset and step on one env, batched with vmap.
+
+A JAX-native env is an object holding only static things (constants, shapes, bounds)
+whose `reset` and `step` are pure functions of arrays, so whole rollouts compile into
+one graph with `jax.jit` and `lax.scan`. Envs are written unbatched, for one env;
+`reset_batch`, `step_batch` and `reset_where` batch them with `jax.vmap` over a
+leading axis B. Any randomness a step needs travels in the env state as a key.
+
+`LimitDuration` adds the time limit (the host wrapper of the same name uses
+Gymnasium's `TimeLimit`): it counts steps in the state and sets `truncated`, never
+`terminated`, so a time limit is bootstrapped rather than treated as terminal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Protocol, runtime_checkable
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+EnvState = Any
+"""A pytree of arrays: everything an env needs to step, including its key if it has one."""
+
+
+@flax.struct.dataclass
+class TimeStep:
+    """The result of one step of one env (with a leading [B] axis when batched).
+
+    Attributes:
+        obs: [*observation_shape] the observation after the step.
+        reward: [] float32 reward for the step.
+        terminated: [] bool, the episode reached a terminal state (no bootstrapping).
+        truncated: [] bool, the episode was cut short, e.g. by a time limit (bootstrap).
+    """
+
+    obs: jax.Array
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+
+
+@runtime_checkable
+class Env(Protocol):
+    """One unbatched JAX-native env: static description plus pure `reset` and `step`.
+
+    Attributes:
+        observation_shape: Shape of one observation.
+        action_shape: Shape of one action; () for discrete actions.
+        num_actions: Number of discrete actions, or None for continuous actions.
+        action_low: Lower bound of each continuous action element, or None when discrete.
+        action_high: Upper bound of each continuous action element, or None when discrete.
+        discrete: Whether actions are integers in [0, num_actions).
+        max_length: The registered time limit in steps (e.g. 200 for Pendulum-v1);
+            applied by `LimitDuration`, not by `step` itself.
+    """
+
+    observation_shape: tuple[int, ...]
+    action_shape: tuple[int, ...]
+    num_actions: int | None
+    action_low: tuple[float, ...] | None
+    action_high: tuple[float, ...] | None
+    discrete: bool
+    max_length: int
+
+    def reset(self, key: jax.Array) -> tuple[EnvState, jax.Array]:
+        """Starts an episode. Returns (env_state, obs [*observation_shape])."""
+        ...
+
+    def step(self, env_state: EnvState, action: jax.Array) -> tuple[EnvState, TimeStep]:
+        """Advances one step with action [*action_shape]. Returns (env_state, TimeStep)."""
+        ...
+
+
+@flax.struct.dataclass
+class LimitDurationState:
+    """State of an env under `LimitDuration`.
+
+    Attributes:
+        env_state: The wrapped env's state.
+        elapsed_steps: [] int32 steps taken since the last reset.
+    """
+
+    env_state: EnvState
+    elapsed_steps: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class LimitDuration:
+    """Truncates episodes after `duration` steps (the wrapped env's `max_length` by default).
+
+    At the `duration`-th step `truncated` is set; `terminated` is passed through unchanged,
+    so an episode that ends both ways at once reports both, as Gymnasium's `TimeLimit` does.
+    """
+
+    env: Env
+    duration: int | None = None
+
+    def __post_init__(self):
+        if self.duration is None:
+            object.__setattr__(self, "duration", self.env.max_length)
+        if self.duration < 1:
+            raise ValueError(f"duration must be at least 1, got {self.duration}")
+
+    @property
+    def observation_shape(self) -> tuple[int, ...]:
+        return self.env.observation_shape
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        return self.env.action_shape
+
+    @property
+    def num_actions(self) -> int | None:
+        return self.env.num_actions
+
+    @property
+    def action_low(self) -> tuple[float, ...] | None:
+        return self.env.action_low
+
+    @property
+    def action_high(self) -> tuple[float, ...] | None:
+        return self.env.action_high
+
+    @property
+    def discrete(self) -> bool:
+        return self.env.discrete
+
+    @property
+    def max_length(self) -> int:
+        return self.duration
+
+    def reset(self, key: jax.Array) -> tuple[LimitDurationState, jax.Array]:
+        """Resets the wrapped env and the step counter. Returns (state, obs)."""
+        env_state, obs = self.env.reset(key)
+        return LimitDurationState(env_state, jnp.zeros((), jnp.int32)), obs
+
+    def step(
+        self, state: LimitDurationState, action: jax.Array
+    ) -> tuple[LimitDurationState, TimeStep]:
+        """Steps the wrapped env and sets `truncated` once `duration` steps are taken."""
+        env_state, time_step = self.env.step(state.env_state, action)
+        elapsed_steps = state.elapsed_steps + 1
+        truncated = jnp.logical_or(time_step.truncated, elapsed_steps >= self.duration)
+        state = LimitDurationState(env_state=env_state, elapsed_steps=elapsed_steps)
+        return state, time_step.replace(truncated=truncated)
+
+
+def reset_batch(env: Env, key: jax.Array, num_envs: int) -> tuple[EnvState, jax.Array]:
+    """Resets `num_envs` envs, each with its own key split from `key`.
+
+    Returns:
+        (state, obs): the batched env state, every leaf with a leading [B] axis, and
+        obs [B, *observation_shape], where B = num_envs.
+    """
+    keys = jax.random.split(key, num_envs)
+    return jax.vmap(env.reset)(keys)
+
+
+def step_batch(env: Env, state: EnvState, action: jax.Array) -> tuple[EnvState, TimeStep]:
+    """Steps a batch of envs. state: leaves [B, ...]; action: [B, *action_shape].
+
+    Returns:
+        (state, time_step): the new batched state and a TimeStep whose fields have a
+        leading [B] axis.
+    """
+    num_envs = _num_envs(state)
+    expected = (num_envs, *env.action_shape)
+    if action.shape != expected:
+        raise ValueError(f"action has shape {action.shape}, expected {expected}")
+    return jax.vmap(env.step)(state, action)
+
+
+def reset_where(
+    env: Env, state: EnvState, obs: jax.Array, key: jax.Array, mask: jax.Array
+) -> tuple[EnvState, jax.Array]:
+    """Resets only the envs where `mask` is True; the others keep their state and obs.
+
+    Every env is reset and the results are selected with `jnp.where`, so shapes stay
+    static under `jit`. Env i uses the i-th of B keys split from `key`, as `reset_batch`.
+
+    Args:
+        env: The unbatched env.
+        state: Batched env state, leaves [B, ...].
+        obs: [B, *observation_shape] current observations.
+        key: One key for this reset.
+        mask: [B] bool, which envs to reset.
+
+    Returns:
+        (state, obs) with the masked envs reset.
+    """
+    num_envs = _num_envs(state)
+    if mask.shape != (num_envs,) or obs.shape[:1] != (num_envs,):
+        raise ValueError(
+            f"mask {mask.shape} and obs {obs.shape} must lead with the batch size {num_envs}"
+        )
+    fresh_state, fresh_obs = reset_batch(env, key, num_envs)
+
+    def select(fresh: jax.Array, old: jax.Array) -> jax.Array:
+        where = mask.reshape(mask.shape + (1,) * (old.ndim - 1))
+        return jnp.where(where, fresh, old)
+
+    return jax.tree.map(select, fresh_state, state), select(fresh_obs, obs)
+
+
+def _num_envs(state: EnvState) -> int:
+    """The leading batch size B shared by every leaf of a batched state."""
+    sizes = {leaf.shape[:1] for leaf in jax.tree.leaves(state)}
+    if len(sizes) != 1 or () in sizes:
+        raise ValueError(
+            f"batched env state leaves need one leading batch axis, got {sorted(sizes)}"
+        )
+    return sizes.pop()[0]

@@ -1,0 +1,202 @@
+import dataclasses
+import functools
+from typing import ClassVar
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from batchrl.envs import jax_env
+from batchrl.envs.classic import cartpole, pendulum
+
+
+@flax.struct.dataclass
+class _CountingState:
+    count: jax.Array
+    tag: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class _CountingEnv:
+    """Terminates after `end` steps (never if 0); obs [count, tag], tag drawn at reset."""
+
+    end: int = 0
+    observation_shape: ClassVar[tuple[int, ...]] = (2,)
+    action_shape: ClassVar[tuple[int, ...]] = ()
+    num_actions: ClassVar[int | None] = 3
+    action_low: ClassVar[None] = None
+    action_high: ClassVar[None] = None
+    discrete: ClassVar[bool] = True
+    max_length: ClassVar[int] = 4
+
+    def reset(self, key):
+        state = _CountingState(jnp.zeros((), jnp.int32), jax.random.uniform(key))
+        return state, self._obs(state)
+
+    def step(self, env_state, action):
+        state = env_state.replace(count=env_state.count + 1)
+        terminated = (state.count >= self.end) & (self.end > 0)
+        time_step = jax_env.TimeStep(
+            self._obs(state), action.astype(jnp.float32), terminated, jnp.zeros((), bool)
+        )
+        return state, time_step
+
+    def _obs(self, state):
+        return jnp.stack([state.count.astype(jnp.float32), state.tag])
+
+
+@functools.cache
+def _unroll(env, length):
+    """Steps one env `length` times from reset with action 1; TimeStep [length, ...]."""
+
+    def unroll(key):
+        state, _ = env.reset(key)
+        actions = jnp.ones((length, *env.action_shape), jnp.int32)
+        return jax.lax.scan(env.step, state, actions)[1]
+
+    return jax.jit(unroll)
+
+
+def test_envs_follow_the_protocol():
+    for env in (_CountingEnv(), jax_env.LimitDuration(_CountingEnv())):
+        assert isinstance(env, jax_env.Env)
+
+
+@pytest.mark.parametrize(
+    ("env", "duration", "max_length"),
+    [(_CountingEnv(), None, 4), (pendulum.Pendulum(), None, 200), (cartpole.CartPole(), 3, 3)],
+)
+def test_limit_duration_truncates_exactly_at_max_length_and_never_terminates(
+    env, duration, max_length
+):
+    limited = jax_env.LimitDuration(env, duration)
+    assert limited.max_length == max_length
+    duration = max_length
+    time_step = _unroll(limited, duration)(jax.random.key(0))
+    expected = np.arange(1, duration + 1) == duration
+    np.testing.assert_array_equal(time_step.truncated, expected)
+    assert not time_step.terminated.any()
+
+
+def test_limit_duration_passes_termination_through_unchanged():
+    time_step = _unroll(jax_env.LimitDuration(_CountingEnv(end=3), 5), 3)(jax.random.key(0))
+    np.testing.assert_array_equal(time_step.terminated, [False, False, True])
+    assert not time_step.truncated.any()
+    both = _unroll(jax_env.LimitDuration(_CountingEnv(end=3), 3), 3)(jax.random.key(0))
+    assert both.terminated[-1] and both.truncated[-1]
+
+
+def test_limit_duration_restarts_its_count_at_reset():
+    env = jax_env.LimitDuration(_CountingEnv(), 2)
+    state, _ = env.reset(jax.random.key(0))
+    state, _ = env.step(state, jnp.ones((), jnp.int32))
+    assert state.elapsed_steps == 1
+    state, _ = env.reset(jax.random.key(1))
+    assert state.elapsed_steps == 0
+
+
+def test_limit_duration_rejects_a_duration_below_one():
+    with pytest.raises(ValueError, match="at least 1"):
+        jax_env.LimitDuration(_CountingEnv(), 0)
+
+
+def test_reset_where_resets_only_masked_envs():
+    env = jax_env.LimitDuration(_CountingEnv())
+    reset_key, key = jax.random.split(jax.random.key(0))
+    mask = jnp.array([True, False, True, False])
+
+    @jax.jit
+    def run(state, obs):
+        for _ in range(2):
+            state, time_step = jax_env.step_batch(env, state, jnp.ones(4, jnp.int32))
+            obs = time_step.obs
+        return (state, obs), jax_env.reset_where(env, state, obs, key, mask)
+
+    (old_state, old_obs), (state, obs) = run(*jax_env.reset_batch(env, reset_key, 4))
+    fresh_state, fresh_obs = jax_env.reset_batch(env, key, 4)
+    np.testing.assert_array_equal(state.elapsed_steps, [0, 2, 0, 2])
+    np.testing.assert_array_equal(state.env_state.count, [0, 2, 0, 2])
+    np.testing.assert_array_equal(obs[0::2], fresh_obs[0::2])
+    np.testing.assert_array_equal(obs[1::2], old_obs[1::2])
+    np.testing.assert_array_equal(state.env_state.tag[0::2], fresh_state.env_state.tag[0::2])
+    np.testing.assert_array_equal(state.env_state.tag[1::2], old_state.env_state.tag[1::2])
+
+
+def test_batch_helpers_check_the_batch_size():
+    env = _CountingEnv()
+    state, obs = jax_env.reset_batch(env, jax.random.key(0), 3)
+    with pytest.raises(ValueError, match=r"action has shape \(2,\), expected \(3,\)"):
+        jax_env.step_batch(env, state, jnp.ones(2, jnp.int32))
+    with pytest.raises(ValueError, match="batch size 3"):
+        jax_env.reset_where(env, state, obs, jax.random.key(1), jnp.ones(2, bool))
+
+
+def _actions(env, key, shape):
+    if env.discrete:
+        return jax.random.randint(key, shape, 0, env.num_actions)
+    return jax.random.uniform(key, (*shape, *env.action_shape), minval=-3, maxval=3)
+
+
+def _scan_rollout(env, state, obs, keys, actions):
+    """A jitted rollout of a batch: step, then reset the envs that ended. Returns [T, B, ...]."""
+
+    def body(carry, inputs):
+        state, obs = carry
+        key, action = inputs
+        state, time_step = jax_env.step_batch(env, state, action)
+        done = time_step.terminated | time_step.truncated
+        state, obs = jax_env.reset_where(env, state, time_step.obs, key, done)
+        return (state, obs), (time_step, obs)
+
+    return jax.lax.scan(body, (state, obs), (keys, actions))[1]
+
+
+def _loop_rollout(env, start_key, keys, actions):
+    """The same rollout as a Python loop of single, unbatched steps of each env."""
+    length, num_envs = actions.shape[:2]
+    step, reset = jax.jit(env.step), jax.jit(env.reset)
+    start_keys = jax.random.split(start_key, num_envs)  # As reset_batch splits.
+    reset_keys = jax.vmap(lambda key: jax.random.split(key, num_envs))(keys)  # [T, B]
+    actions = np.asarray(actions)
+    obs_shape = (length, num_envs, *env.observation_shape)
+    obs, next_obs = np.zeros(obs_shape), np.zeros(obs_shape)
+    reward, terminated, truncated = (np.zeros((length, num_envs)) for _ in range(3))
+    for i in range(num_envs):
+        state, _ = reset(start_keys[i])
+        for t in range(length):
+            state, time_step = step(state, actions[t, i])
+            time_step = jax.device_get(time_step)
+            obs[t, i] = next_obs[t, i] = time_step.obs
+            reward[t, i] = time_step.reward
+            terminated[t, i], truncated[t, i] = time_step.terminated, time_step.truncated
+            if time_step.terminated or time_step.truncated:
+                state, next_obs[t, i] = reset(reset_keys[t, i])
+    return jax_env.TimeStep(obs, reward, terminated, truncated), next_obs
+
+
+@pytest.mark.parametrize(
+    ("env", "length"),
+    [
+        (jax_env.LimitDuration(pendulum.Pendulum(), 5), 12),
+        (jax_env.LimitDuration(cartpole.CartPole()), 40),
+    ],
+)
+def test_jitted_scan_rollout_matches_a_python_loop_of_single_steps(env, length):
+    num_envs = 3
+    start_key, step_key, action_key = jax.random.split(jax.random.key(0), 3)
+    keys = jax.random.split(step_key, length)
+    actions = _actions(env, action_key, (length, num_envs))
+    state, obs = jax_env.reset_batch(env, start_key, num_envs)
+
+    time_step, next_obs = jax.jit(functools.partial(_scan_rollout, env))(state, obs, keys, actions)
+    expected, expected_next_obs = _loop_rollout(env, start_key, keys, actions)
+
+    done = np.asarray(time_step.terminated | time_step.truncated)
+    assert done.any() and not done.all()
+    np.testing.assert_array_equal(time_step.terminated, expected.terminated)
+    np.testing.assert_array_equal(time_step.truncated, expected.truncated)
+    np.testing.assert_allclose(time_step.reward, expected.reward, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(time_step.obs, expected.obs, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(next_obs, expected_next_obs, rtol=1e-6, atol=1e-6)
