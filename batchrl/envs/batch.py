@@ -151,7 +151,8 @@ class BatchEnv:
         self.num_envs = sum(g.num_envs for g in groups)
         bounds = np.cumsum([0] + [g.num_envs for g in groups])
         self._slices = [slice(lo, hi) for lo, hi in itertools.pairwise(bounds)]
-        self._owner = np.repeat(np.arange(len(groups)), [g.num_envs for g in groups])
+        self._sizes = tuple(g.num_envs for g in groups)
+        self._owner = np.repeat(np.arange(len(groups)), self._sizes)
         self._action_shape = (self.num_envs, *self.action_space.shape)
 
     def __len__(self) -> int:
@@ -190,7 +191,7 @@ class BatchEnv:
             chunks.append(chunk)
 
         _collect_all(self._groups, self._slices, collect)
-        infos = infos_lib.Infos(chunks, [g.num_envs for g in self._groups])
+        infos = infos_lib.Infos(chunks, self._sizes)
         return obs, reward, terminated, truncated, infos
 
     def reset(

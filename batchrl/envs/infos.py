@@ -45,12 +45,13 @@ class Infos(Sequence):
     """The infos of a batch, one dict per env, built from encoded chunks when read."""
 
     def __init__(self, chunks: Sequence[tuple | list[dict] | None], sizes: Sequence[int]):
-        self._chunks = list(chunks)
-        self._starts = np.cumsum([0, *sizes])
+        self._chunks = chunks
+        self._sizes = sizes
+        self._starts: np.ndarray | None = None  # Computed on first read: most steps never read.
         self._cache: dict[int, dict] = {}
 
     def __len__(self) -> int:
-        return int(self._starts[-1])
+        return sum(self._sizes)
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
@@ -64,6 +65,8 @@ class Infos(Sequence):
         return self._cache[index]
 
     def _decode(self, index: int) -> dict:
+        if self._starts is None:
+            self._starts = np.cumsum([0, *self._sizes])
         chunk_index = int(np.searchsorted(self._starts, index, side="right")) - 1
         chunk, i = self._chunks[chunk_index], index - int(self._starts[chunk_index])
         if chunk is None:

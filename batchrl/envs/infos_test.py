@@ -1,0 +1,48 @@
+import pickle
+
+import numpy as np
+import pytest
+
+from batchrl.envs import infos
+
+
+def roundtrip(chunks, sizes):
+    return infos.Infos([pickle.loads(pickle.dumps(c)) for c in chunks], sizes)
+
+
+def test_empty_infos_travel_as_nothing():
+    assert infos.encode([{}, {}]) is None
+    assert list(roundtrip([None], [2])) == [{}, {}]
+
+
+def test_numeric_columns_keep_their_values_and_types():
+    sent = [
+        {"x": np.float64(0.5), "c": np.float32(-1.5), "n": 3, "ok": True, "r": 0.25},
+        {"x": np.float64(1.5), "c": np.float32(2.0), "n": 4, "ok": False, "r": -0.75},
+    ]
+    received = list(roundtrip([infos.encode(sent)], [2]))
+    assert received == sent
+    for a, b in zip(received, sent, strict=True):
+        assert all(type(a[k]) is type(b[k]) for k in b)
+
+
+def test_mixed_and_ragged_infos_round_trip_exactly():
+    sent = [
+        {"name": "a", "x": 1.0, "frame": np.arange(3)},
+        {"x": 2, "extra": None},
+        {"x": 3.0},
+    ]
+    received = roundtrip([infos.encode(sent)], [3])
+    assert received[0]["name"] == "a" and received[0]["x"] == 1.0
+    np.testing.assert_array_equal(received[0]["frame"], np.arange(3))
+    assert received[1] == {"x": 2, "extra": None} and type(received[1]["x"]) is int
+    assert received[2] == {"x": 3.0}
+
+
+def test_chunks_of_several_workers_index_as_one_batch():
+    batch = roundtrip([infos.encode([{"i": 0}, {"i": 1}]), None, [{"i": 3}]], [2, 1, 1])
+    assert len(batch) == 4
+    assert [info.get("i") for info in batch] == [0, 1, None, 3]
+    assert batch[-1] == {"i": 3} and batch[1:3] == [{"i": 1}, {}]
+    with pytest.raises(IndexError, match="env index 4 out of range for a batch of 4"):
+        batch[4]
