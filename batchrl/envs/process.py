@@ -81,6 +81,7 @@ class ProcessGroup:
         self._blob = cloudpickle.dumps(list(constructors))
         self._seeds: list[int | None] = [None] * self.num_envs
         self._fresh = np.zeros(self.num_envs, bool)  # Restarted without a step to report it.
+        self._any_fresh = False  # self._fresh.any(), kept off the per-step path.
         self._pending: str | None = None
         self._pending_reset: tuple | None = None
         self._broken: str | None = None
@@ -156,7 +157,7 @@ class ProcessGroup:
             infos = self._recover(error)
         finally:
             self._pending = None
-        if self._fresh.any():
+        if self._any_fresh:
             infos = self._report_fresh(infos)
         buffers = self.buffers
         return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
@@ -188,6 +189,7 @@ class ProcessGroup:
         finally:
             self._pending = None
         self._fresh[indices] = False
+        self._any_fresh = bool(self._fresh.any())
         return self.buffers.obs[indices], infos
 
     def attribute(self, index: int, name: str) -> Any:
@@ -310,6 +312,7 @@ class ProcessGroup:
         self._conn.send(("reset", indices, seeds, None))
         infos = self._receive("reset", self.timeout)
         self._fresh[:] = True
+        self._any_fresh = True
         return infos
 
     def _report_fresh(self, infos: Any) -> list[dict]:
@@ -321,6 +324,7 @@ class ProcessGroup:
         for i in np.flatnonzero(self._fresh):
             infos[i] = {**infos[i], "restarted": True}
         self._fresh[:] = False
+        self._any_fresh = False
         return infos
 
 
