@@ -212,3 +212,45 @@ def _num_envs(state: EnvState) -> int:
             f"batched env state leaves need one leading batch axis, got {sorted(sizes)}"
         )
     return sizes.pop()[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class Batched:
+    """`num_envs` copies of a JAX-native env behind the batched interface simulate uses.
+
+    `init(key)`, `reset(env_state, obs, key, mask)` and `step(env_state, action)` are
+    pure; no step ever leaves the compiled program.
+    """
+
+    env: Env
+    num_envs: int
+
+    @property
+    def observation_shape(self) -> tuple[int, ...]:
+        return self.env.observation_shape
+
+    @property
+    def action_shape(self) -> tuple[int, ...]:
+        return self.env.action_shape
+
+    @property
+    def discrete(self) -> bool:
+        return self.env.discrete
+
+    @property
+    def num_actions(self) -> int | None:
+        return self.env.num_actions
+
+    def init(self, key: jax.Array) -> tuple[EnvState, jax.Array]:
+        """Resets every env. Returns (env_state, obs [B, *observation_shape])."""
+        return reset_batch(self.env, key, self.num_envs)
+
+    def reset(
+        self, env_state: EnvState, obs: jax.Array, key: jax.Array, mask: jax.Array
+    ) -> tuple[EnvState, jax.Array]:
+        """Resets the envs where mask [B] is True."""
+        return reset_where(self.env, env_state, obs, key, mask)
+
+    def step(self, env_state: EnvState, action: jax.Array) -> tuple[EnvState, TimeStep]:
+        """Steps every env with action [B, *action_shape]."""
+        return step_batch(self.env, env_state, action)

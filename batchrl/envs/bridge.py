@@ -1,0 +1,216 @@
+"""InGraphBatchEnv: a BatchEnv of worker processes, callable from compiled JAX code.
+
+Each reset and step is one host callback made with `buffer_callback`, which hands the
+callback XLA's own buffers: measured on 2 cores, about 5 µs per call inside `lax.scan`
+against about 75 µs for `io_callback` (and 55 µs for a Python loop calling a jitted
+policy). Every call consumes a token that the previous call produced, so XLA cannot
+reorder them even when an action does not depend on the observation, and they are
+marked side-effecting so XLA never drops them.
+Where `buffer_callback` is missing, the bridge falls back to an ordered `io_callback`.
+
+An exception in a callback aborts the compiled program with an opaque runtime error;
+the bridge keeps the original error and `surface_errors` raises it in its place.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import flax.struct
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from batchrl.envs import batch as batch_lib
+from batchrl.envs import jax_env
+
+try:  # Present in the JAX versions pyproject.toml allows; kept optional on purpose.
+    from jax.experimental.buffer_callback import buffer_callback
+except ImportError:  # pragma: no cover - exercised only on other JAX versions
+    buffer_callback = None
+
+# The error of the last failed host call. Callbacks run on XLA's threads, not the caller's,
+# so this is process-wide; compiled programs that drive worker envs run one at a time.
+_last_error: list[BaseException | None] = [None]
+
+
+@flax.struct.dataclass
+class BridgeState:
+    """What the in-graph env knows of its batch: the last results of the host envs.
+
+    Attributes:
+        token: [] int32 count of host calls; each call consumes the last one's token,
+            which orders the calls.
+        obs: [B, *obs_shape] current observations.
+        action: [B, *action_shape] the last actions sent.
+        reward: [B] float32 last rewards.
+        terminated: [B] bool.
+        truncated: [B] bool.
+    """
+
+    token: jax.Array
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+
+
+_TOKEN = jax.ShapeDtypeStruct((), np.int32)
+
+
+def _jax_dtype(dtype: np.dtype) -> np.dtype:
+    """The dtype JAX uses by default for values of `dtype` (float32, int32, bool)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return dtype
+    if np.issubdtype(dtype, np.floating):
+        return np.dtype(np.float32)
+    return np.dtype(np.int32)
+
+
+class InGraphBatchEnv:
+    """A `BatchEnv` behind the batched interface of `simulate`: init, reset by mask, step.
+
+    `seed` seeds env i with seed + i at `init`; later resets continue each env's own
+    random stream, so a run is reproducible whatever the worker layout.
+    """
+
+    def __init__(self, batch_env: batch_lib.BatchEnv, seed: int = 0):
+        self.batch_env = batch_env
+        self.seed = seed
+        self.num_envs = len(batch_env)
+        self._obs_space = batch_env.observation_space
+        self._action_space = batch_env.action_space
+        self.observation_shape = tuple(self._obs_space.shape)
+        self.discrete = isinstance(self._action_space, gym.spaces.Discrete)
+        self.action_shape = () if self.discrete else tuple(self._action_space.shape)
+        self.num_actions = int(self._action_space.n) if self.discrete else None
+        obs_dtype = _jax_dtype(self._obs_space.dtype)
+        self._obs_type = jax.ShapeDtypeStruct((self.num_envs, *self.observation_shape), obs_dtype)
+        self._step_types = (
+            _TOKEN,
+            self._obs_type,
+            jax.ShapeDtypeStruct((self.num_envs,), np.float32),
+            jax.ShapeDtypeStruct((self.num_envs,), np.bool_),
+            jax.ShapeDtypeStruct((self.num_envs,), np.bool_),
+        )
+        self._action_dtype = _jax_dtype(self._action_space.dtype)
+        self._host_init = _host_call(self._init_on_host, (_TOKEN, self._obs_type))
+        self._host_reset = _host_call(self._reset_on_host, (_TOKEN, self._obs_type))
+        self._host_step = _host_call(self._step_on_host, self._step_types)
+
+    def init(self, key: jax.Array) -> tuple[BridgeState, jax.Array]:
+        """Resets every env (env i with seed + i). `key` only orders the call."""
+        del key
+        token, obs = self._host_init(jnp.zeros((), jnp.int32))
+        zeros = jnp.zeros((self.num_envs,), jnp.float32)
+        falses = jnp.zeros((self.num_envs,), bool)
+        action = jnp.zeros((self.num_envs, *self.action_shape), self._action_dtype)
+        return BridgeState(token, obs, action, zeros, falses, falses), obs
+
+    def reset(
+        self, env_state: BridgeState, obs: jax.Array, key: jax.Array, mask: jax.Array
+    ) -> tuple[BridgeState, jax.Array]:
+        """Resets the envs where mask [B] is True; no host call when none is."""
+        del key
+        token, obs = jax.lax.cond(
+            mask.any(),
+            lambda: self._host_reset(env_state.token, mask, obs),
+            lambda: (env_state.token, obs),
+        )
+        return env_state.replace(token=token, obs=obs), obs
+
+    def step(
+        self, env_state: BridgeState, action: jax.Array
+    ) -> tuple[BridgeState, jax_env.TimeStep]:
+        """Steps every host env with action [B, *action_shape]."""
+        expected = (self.num_envs, *self.action_shape)
+        if action.shape != expected:
+            raise ValueError(f"action has shape {action.shape}, expected {expected}")
+        token, obs, reward, terminated, truncated = self._host_step(env_state.token, action)
+        action = action.astype(self._action_dtype)
+        state = BridgeState(token, obs, action, reward, terminated, truncated)
+        return state, jax_env.TimeStep(obs, reward, terminated, truncated)
+
+    # -- host side: runs on XLA's thread, inside the compiled program -----------------------
+
+    def _init_on_host(self, outputs: tuple[np.ndarray, ...], token: np.ndarray) -> None:
+        outputs[0][...] = token + 1
+        outputs[1][...] = self.batch_env.reset(seed=self.seed)[0]
+
+    def _reset_on_host(
+        self, outputs: tuple[np.ndarray, ...], token: np.ndarray, mask: np.ndarray, obs: np.ndarray
+    ) -> None:
+        indices = np.flatnonzero(mask)
+        outputs[0][...] = token + 1
+        out = outputs[1]
+        out[...] = obs
+        out[indices] = self.batch_env.reset(indices)[0]
+
+    def _step_on_host(
+        self, outputs: tuple[np.ndarray, ...], token: np.ndarray, action: np.ndarray
+    ) -> None:
+        obs, reward, terminated, truncated, _ = self.batch_env.step(action)
+        values = (token + 1, obs, reward, terminated, truncated)
+        for out, value in zip(outputs, values, strict=True):
+            out[...] = value
+
+
+def _host_call(function: Callable[..., None], result_types: Any) -> Callable[..., Any]:
+    """A side-effecting call of `function(outputs, *inputs)` on numpy views, from compiled code."""
+    single = not isinstance(result_types, tuple)
+
+    def keep_error(*args: Any) -> None:
+        try:
+            function(*args)
+        except BaseException as error:
+            _last_error[0] = error
+            raise
+
+    if buffer_callback is not None:
+
+        def on_buffers(ctx: Any, out: Any, *inputs: Any) -> None:
+            del ctx
+            outputs = (np.asarray(out),) if single else tuple(np.asarray(o) for o in out)
+            keep_error(outputs, *(np.asarray(x) for x in inputs))
+
+        return buffer_callback(on_buffers, result_types, has_side_effect=True)
+
+    def on_arrays(*inputs: Any) -> Any:  # pragma: no cover - older JAX only
+        types = (result_types,) if single else result_types
+        outputs = tuple(np.empty(t.shape, t.dtype) for t in types)
+        keep_error(outputs, *inputs)
+        return outputs[0] if single else outputs
+
+    return functools.partial(jax.experimental.io_callback, on_arrays, result_types, ordered=True)
+
+
+def take_error() -> BaseException | None:
+    """The error raised by the last failed bridge call in this process, cleared once read."""
+    error, _last_error[0] = _last_error[0], None
+    return error
+
+
+def surface_errors(function: Callable[..., Any]) -> Callable[..., Any]:
+    """Wraps a compiled function so an env error inside it is raised as itself.
+
+    Without this, an exception in an env worker (crash, timeout, raised error) reaches
+    the caller as a JaxRuntimeError with the message buried in text.
+    """
+
+    @functools.wraps(function)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        take_error()
+        try:
+            return jax.block_until_ready(function(*args, **kwargs))
+        except Exception:
+            error = take_error()
+            if error is None:
+                raise
+            raise error from None
+
+    return wrapped

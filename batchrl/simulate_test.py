@@ -1,0 +1,139 @@
+import functools
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from batchrl import simulate
+from batchrl.envs import BatchEnv, EnvCrashedError, bridge, jax_mock, mock
+
+DURATIONS = (1, 2, 3, 4)
+
+
+@flax.struct.dataclass
+class Counts:
+    begin: jax.Array  # [B] begin_episode calls per env
+    end: jax.Array  # [B] end_episode calls per env
+    reward: jax.Array  # [B] reward summed over experience
+    steps: jax.Array  # [] experience calls
+
+
+def counting_agent(num_envs):
+    """A mock algorithm: constant actions, and a count of every call per env."""
+
+    def begin_episode(state, mask):
+        return state.replace(begin=state.begin + mask)
+
+    def perform(state, obs, key):
+        del key
+        return state, jnp.ones((obs.shape[0], 2), jnp.float32)
+
+    def experience(state, transition):
+        return state.replace(reward=state.reward + transition.reward, steps=state.steps + 1)
+
+    def end_episode(state, mask):
+        return state.replace(end=state.end + mask)
+
+    zeros = jnp.zeros((num_envs,), jnp.int32)
+    initial = Counts(zeros, zeros, jnp.zeros((num_envs,), jnp.float32), jnp.zeros((), jnp.int32))
+    return simulate.Agent(begin_episode, perform, experience, end_episode), initial
+
+
+def expected_counts(num_steps, reset_at=()):
+    """Plain-Python bookkeeping of the same episodes."""
+    begin, end, reward, episodes, score_sum, length_sum = [], [], [], 0, 0.0, 0
+    for duration in DURATIONS:
+        steps, b, e, r, done = 0, 0, 0, 0.0, True
+        for t in range(num_steps):
+            if done or t in reset_at:
+                steps, b, done = 0, b + 1, False
+            steps += 1
+            r += 2.0 + steps
+            if steps == duration:
+                e, done = e + 1, True
+                episodes += 1
+                score_sum += sum(2.0 + k for k in range(1, duration + 1))
+                length_sum += duration
+        begin.append(b), end.append(e), reward.append(r)
+    return begin, end, reward, episodes, score_sum, length_sum
+
+
+@pytest.fixture(params=["jax", "workers"])
+def counting_env(request):
+    if request.param == "jax":
+        yield jax_mock.CountingBatch(DURATIONS)
+        return
+    constructors = [functools.partial(mock.CountingEnv, duration=d) for d in DURATIONS]
+    with BatchEnv.external(constructors, envs_per_worker=2) as batch_env:
+        yield bridge.InGraphBatchEnv(batch_env, seed=0)
+
+
+def test_exact_episode_bookkeeping(counting_env):
+    agent, agent_state = counting_agent(4)
+    run = simulate.make_rollout(counting_env, agent, 12)
+    state = simulate.init(counting_env, jax.random.key(0))
+    state, agent_state = run(state, agent_state)
+    begin, end, reward, episodes, score_sum, length_sum = expected_counts(12)
+    np.testing.assert_array_equal(agent_state.begin, begin)
+    np.testing.assert_array_equal(agent_state.end, end)
+    np.testing.assert_allclose(agent_state.reward, reward)
+    assert int(agent_state.steps) == 12
+    summary = simulate.summary(state)
+    assert int(summary["episode/count"]) == episodes
+    assert float(summary["episode/return"]) == pytest.approx(score_sum / episodes)
+    assert float(summary["episode/length"]) == pytest.approx(length_sum / episodes)
+    np.testing.assert_array_equal(state.done, [(12 % d) == 0 for d in DURATIONS])
+    np.testing.assert_array_equal(state.obs[:, 0], [12 % d or d for d in DURATIONS])
+
+
+def test_reset_flag_restarts_every_env(counting_env):
+    agent, agent_state = counting_agent(4)
+    run = simulate.make_rollout(counting_env, agent, 5)
+    state = simulate.init(counting_env, jax.random.key(0))
+    state, agent_state = run(state, agent_state)
+    state = simulate.clear_summary(state)
+    state, agent_state = run(state, agent_state, True)
+    begin, end, reward, _, _, _ = expected_counts(10, reset_at=(5,))
+    np.testing.assert_array_equal(agent_state.begin, begin)
+    np.testing.assert_array_equal(agent_state.end, end)
+    np.testing.assert_allclose(agent_state.reward, reward)
+    np.testing.assert_array_equal(state.length, [1, 1, 2, 1])
+
+
+def test_env_steps_are_never_dropped_hoisted_or_reordered():
+    with BatchEnv.external(functools.partial(mock.CountingEnv, duration=10**6), 2) as batch_env:
+        env = bridge.InGraphBatchEnv(batch_env, seed=0)
+        agent, agent_state = counting_agent(2)
+
+        def inner(carry, _):
+            state, agent_state = carry
+            return simulate.rollout(env, agent, state, agent_state, 4), None
+
+        @jax.jit
+        def scan_of_scans(state, agent_state, params):
+            (state, agent_state), _ = jax.lax.scan(inner, (state, agent_state), None, length=3)
+            # A gradient elsewhere in the same program, and the rollout's result unused.
+            grad = jax.grad(lambda p: jnp.sum(jnp.sin(p) ** 2))(params)
+            return state, grad
+
+        state = simulate.init(env, jax.random.key(0))
+        scan_of_scans = bridge.surface_errors(scan_of_scans)
+        state, _ = scan_of_scans(state, agent_state, jnp.ones(3))
+        np.testing.assert_array_equal(state.obs[:, 0], [12, 12])
+        # Run again without using the result: the host envs still step 12 more times.
+        scan_of_scans(state, agent_state, jnp.ones(3))
+        obs, *_ = batch_env.step(np.zeros((2, 2), np.float32))
+        np.testing.assert_array_equal(obs[:, 0], [25, 25])
+
+
+def test_a_worker_crash_in_a_compiled_rollout_raises_the_env_error():
+    constructors = [mock.CountingEnv, functools.partial(mock.FailingEnv, how="sigkill", at=3)]
+    with BatchEnv.external(constructors, envs_per_worker=1) as batch_env:
+        env = bridge.InGraphBatchEnv(batch_env)
+        agent, agent_state = counting_agent(2)
+        run = simulate.make_rollout(env, agent, 10)
+        state = simulate.init(env, jax.random.key(0))
+        with pytest.raises(EnvCrashedError, match=r"'FailingEnv' \(env 1.*died \(signal SIGKILL\)"):
+            run(state, agent_state)
