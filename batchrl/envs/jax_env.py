@@ -248,8 +248,12 @@ class Batched:
     def reset(
         self, env_state: EnvState, obs: jax.Array, key: jax.Array, mask: jax.Array
     ) -> tuple[EnvState, jax.Array]:
-        """Resets the envs where mask [B] is True."""
-        return reset_where(self.env, env_state, obs, key, mask)
+        """Resets the envs where mask [B] is True; skips the work when none is."""
+        return jax.lax.cond(
+            mask.any(),
+            lambda: reset_where(self.env, env_state, obs, key, mask),
+            lambda: (env_state, obs),
+        )
 
     def step(self, env_state: EnvState, action: jax.Array) -> tuple[EnvState, TimeStep]:
         """Steps every env with action [B, *action_shape]."""

@@ -1,0 +1,37 @@
+"""A 64x64 MLP Gaussian policy as a simulate Agent, shared by the simulate benchmarks."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from batchrl import simulate
+
+
+def init_mlp(key: jax.Array, sizes: list[int]) -> list[tuple[jax.Array, jax.Array]]:
+    keys = jax.random.split(key, len(sizes) - 1)
+    return [
+        (jax.random.normal(k, (m, n)) / jnp.sqrt(m), jnp.zeros(n))
+        for k, m, n in zip(keys, sizes[:-1], sizes[1:], strict=True)
+    ]
+
+
+def mlp(params: list, obs: jax.Array) -> jax.Array:
+    x = obs
+    for weight, bias in params[:-1]:
+        x = jnp.tanh(x @ weight + bias)
+    weight, bias = params[-1]
+    return x @ weight + bias
+
+
+def gaussian_agent(params: list, scale: float = 1.0) -> simulate.Agent:
+    """Samples tanh(MLP(obs)) * scale + noise; keeps no state of its own."""
+
+    def perform(agent_state, obs, key):
+        mean = jnp.tanh(mlp(params, obs.astype(jnp.float32))) * scale
+        return agent_state, mean + 0.1 * jax.random.normal(key, mean.shape)
+
+    def identity(agent_state, _):
+        return agent_state
+
+    return simulate.Agent(identity, perform, identity, identity)

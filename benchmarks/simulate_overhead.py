@@ -1,0 +1,143 @@
+"""Per batch step, the time simulate on worker envs spends beyond env work and policy math.
+
+Prints one JSON line. For each env and batch size, in the same run and alternating
+rounds (median kept), it times per batch step:
+  env:      BatchEnv stepped with pre-generated actions (env work, messaging included);
+  policy:   the jitted 64x64 MLP policy alone, in a lax.scan;
+  loop:     a Python loop calling the jitted policy, then BatchEnv.step;
+  simulate: simulate.rollout through InGraphBatchEnv, compiled in one lax.scan.
+Overhead = total - env - policy, for the loop and for simulate. XLA runs on one
+thread (`xla_threads.limit()`, as the train command does for worker envs) unless
+--xla-threads is given, so its thread pool does not take cores from the workers.
+
+    python benchmarks/simulate_overhead.py [--steps 500] [--rounds 3] [--xla-threads]
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import statistics
+import time
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import policies
+
+from batchrl import simulate
+from batchrl.envs import BatchEnv, bridge, mock, xla_threads
+
+ENVS = {
+    "trivial": functools.partial(mock.CountingEnv, duration=1000, obs_size=17),
+    "HalfCheetah-v5": "HalfCheetah-v5",
+}
+
+
+def per_step(function, steps: int) -> float:
+    start = time.perf_counter()
+    function()
+    return (time.perf_counter() - start) / steps
+
+
+def measure(name: str, num_envs: int, steps: int, rounds: int) -> dict:
+    batch_env = BatchEnv.external(ENVS[name], num_envs)
+    try:
+        obs_size = batch_env.observation_space.shape[0]
+        action_size = batch_env.action_space.shape[0]
+        params = policies.init_mlp(jax.random.key(1), [obs_size, 64, 64, action_size])
+        agent = policies.gaussian_agent(params)
+        env = bridge.InGraphBatchEnv(batch_env, seed=0)
+        rollout = simulate.make_rollout(env, agent, steps)
+        state = simulate.init(env, jax.random.key(0))
+        policy = jax.jit(lambda obs, key: agent.perform((), obs, key)[1])
+        obs0 = jnp.zeros((num_envs, obs_size))
+
+        @jax.jit
+        def policy_scan(key):
+            def body(key, _):
+                key, act_key = jax.random.split(key)
+                return key, policy(obs0, act_key).sum()
+
+            return jax.lax.scan(body, key, None, length=steps)[1].sum()
+
+        rng = np.random.default_rng(0)
+        actions = rng.uniform(-1, 1, (steps, num_envs, action_size)).astype(np.float32)
+
+        def run_env():
+            for action in actions:
+                _, _, terminated, truncated, _ = batch_env.step(action)
+                done = np.flatnonzero(terminated | truncated)
+                if len(done):
+                    batch_env.reset(done)
+
+        def run_loop():
+            obs, _ = batch_env.reset(seed=0)
+            key = jax.random.key(0)
+            for _ in range(steps):
+                key, act_key = jax.random.split(key)
+                action = np.asarray(policy(obs, act_key))
+                obs, _, terminated, truncated, _ = batch_env.step(action)
+                done = np.flatnonzero(terminated | truncated)
+                if len(done):
+                    obs[done] = batch_env.reset(done)[0]
+
+        def run_simulate():
+            nonlocal state
+            state, _ = rollout(state, ())
+
+        def run_policy():
+            jax.block_until_ready(policy_scan(jax.random.key(0)))
+
+        batch_env.reset(seed=0)
+        for warm_up in (run_policy, run_simulate, run_loop):
+            warm_up()
+        times = {"env": [], "policy": [], "loop": [], "simulate": []}
+        runs = {"env": run_env, "policy": run_policy, "loop": run_loop, "simulate": run_simulate}
+        for _ in range(rounds):
+            for key, run in runs.items():
+                times[key].append(per_step(run, steps))
+        us = {key: statistics.median(values) * 1e6 for key, values in times.items()}
+    finally:
+        batch_env.close()
+    overhead_loop = us["loop"] - us["env"] - us["policy"]
+    overhead_simulate = us["simulate"] - us["env"] - us["policy"]
+    return {
+        "env": name,
+        "num_envs": num_envs,
+        "us_per_batch_step": {key: round(value, 1) for key, value in us.items()},
+        "overhead_us_loop": round(overhead_loop, 1),
+        "overhead_us_simulate": round(overhead_simulate, 1),
+        "simulate_over_loop_speed": round(us["loop"] / us["simulate"], 3),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--envs", nargs="*", default=list(ENVS))
+    parser.add_argument("--sizes", nargs="*", type=int, default=[8, 32])
+    parser.add_argument("--xla-threads", action="store_true", help="keep XLA's thread pool")
+    args = parser.parse_args()
+    if not args.xla_threads:
+        xla_threads.limit()
+    warnings.filterwarnings("ignore")
+    results = [measure(name, n, args.steps, args.rounds) for name in args.envs for n in args.sizes]
+    print(
+        json.dumps(
+            {
+                "benchmark": "simulate_overhead",
+                "jax": jax.__version__,
+                "xla_flags": os.environ.get("XLA_FLAGS", ""),
+                "results": results,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
