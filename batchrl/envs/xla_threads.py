@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 
-FLAGS = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+FLAGS = "--xla_cpu_multi_thread_eigen=false"
 
 logger = logging.getLogger("batchrl.envs")
 
