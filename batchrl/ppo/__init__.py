@@ -1,0 +1,1 @@
+"""PPO: the seed's KL-penalty BatchPPO and the clipped variant, on one infrastructure."""

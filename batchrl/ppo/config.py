@@ -1,0 +1,105 @@
+"""The PPO config: one frozen dataclass for both objectives, checked when built.
+
+Defaults are the seed's BatchPPO (KL penalty with cutoff, episode memory). The clipped
+objective's fields default to common practice (Schulman et al. 2017, SB3, CleanRL).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+OBJECTIVES = ("kl_penalty", "clipped")
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Everything PPO needs to know; derived values are properties."""
+
+    objective: str = "kl_penalty"
+    seed: int = 0
+    # Environment side.
+    num_agents: int = 30
+    max_length: int = 1000
+    discount: float = 0.995
+    normalize_observations: bool = True
+    normalize_rewards: bool = True
+    observation_clip: float = 5.0
+    reward_clip: float = 10.0
+    # Networks.
+    policy_layers: tuple[int, ...] = (200, 100)
+    value_layers: tuple[int, ...] = (200, 100)
+    activation: str = "relu"
+    init_output_factor: float = 0.1
+    init_std: float = 0.35
+    orthogonal_init: bool = False
+    recurrent: bool = False
+    # Optimisation.
+    learning_rate: float = 1e-4
+    max_grad_norm: float | None = None
+    update_epochs: int = 25
+    entropy_coef: float = 0.0
+    gae_lambda: float | None = None  # None: Monte-Carlo returns, as the seed.
+    # The seed's objective: episode memory and an adaptive KL penalty with cutoff.
+    update_every: int = 30  # Episodes per update.
+    chunk_length: int = 200  # Steps of an episode per minibatch row.
+    batch_size: int = 30  # Episodes per minibatch.
+    kl_target: float = 1e-2
+    kl_init_penalty: float = 1.0
+    kl_cutoff_factor: float = 2.0
+    kl_cutoff_coef: float = 1000.0
+    # The clipped objective: fixed steps per env per update, shuffled minibatches.
+    steps_per_update: int = 256  # Steps per env between updates.
+    num_minibatches: int = 32
+    clip_ratio: float = 0.2
+    clip_value: float | None = None
+    target_kl: float | None = None  # Stop an update's epochs early above this KL.
+    value_coef: float = 0.5
+
+    def __post_init__(self):
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"unknown objective {self.objective!r}: use one of {OBJECTIVES}")
+        if self.activation not in ("relu", "tanh"):
+            raise ValueError(f"unknown activation {self.activation!r}: use 'relu' or 'tanh'")
+        positive = ("num_agents", "max_length", "update_epochs", "update_every", "batch_size")
+        for name in (*positive, "steps_per_update", "num_minibatches", "chunk_length"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not 0.0 < self.discount <= 1.0:
+            raise ValueError(f"discount must be in (0, 1], got {self.discount}")
+        if self.objective == "clipped" and self.batch_steps % self.num_minibatches:
+            raise ValueError(
+                f"num_agents * steps_per_update = {self.batch_steps} must divide into "
+                f"num_minibatches = {self.num_minibatches}"
+            )
+
+    @property
+    def batch_steps(self) -> int:
+        """Env steps per update of the clipped objective."""
+        return self.num_agents * self.steps_per_update
+
+    @property
+    def minibatch_size(self) -> int:
+        """Transitions per minibatch of the clipped objective."""
+        return self.batch_steps // self.num_minibatches
+
+
+def clipped(**overrides: object) -> Config:
+    """The clipped objective with common-practice defaults (SB3, CleanRL)."""
+    defaults = dict(
+        objective="clipped",
+        num_agents=8,
+        discount=0.99,
+        policy_layers=(64, 64),
+        value_layers=(64, 64),
+        activation="tanh",
+        init_std=1.0,
+        orthogonal_init=True,
+        learning_rate=3e-4,
+        max_grad_norm=0.5,
+        update_epochs=10,
+        gae_lambda=0.95,
+        steps_per_update=256,
+        num_minibatches=32,
+        normalize_rewards=True,
+    )
+    return Config(**{**defaults, **overrides})

@@ -1,0 +1,82 @@
+"""PPO losses: the seed's KL-penalty surrogate, the clipped surrogate, and the value loss.
+
+Each takes per-step arrays of any shape and a `mask` of the same shape marking valid
+steps (padding in episode memory is masked out), and returns a scalar.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+
+def masked_mean(x: jax.Array, mask: jax.Array | None) -> jax.Array:
+    """Mean of x over the entries where mask is True (all when mask is None)."""
+    if mask is None:
+        return x.mean()
+    mask = mask.astype(x.dtype)
+    return (x * mask).sum() / jnp.maximum(mask.sum(), 1.0)
+
+
+def kl_penalty_policy_loss(
+    log_prob: jax.Array,
+    old_log_prob: jax.Array,
+    advantage: jax.Array,
+    kl: jax.Array,
+    penalty: jax.Array,
+    kl_target: float,
+    cutoff_factor: float,
+    cutoff_coef: float,
+    mask: jax.Array | None = None,
+) -> jax.Array:
+    """The seed's objective: -ratio*advantage + penalty*KL + cutoff_coef*max(0, KL - c*target)^2.
+
+    kl is KL(old || new) per step; the cutoff term applies to the mean KL of the batch.
+    """
+    ratio = jnp.exp(log_prob - old_log_prob)
+    surrogate = -masked_mean(ratio * advantage, mask)
+    mean_kl = masked_mean(kl, mask)
+    cutoff = cutoff_coef * jnp.maximum(0.0, mean_kl - cutoff_factor * kl_target) ** 2
+    return surrogate + penalty * mean_kl + cutoff
+
+
+def clipped_policy_loss(
+    log_prob: jax.Array,
+    old_log_prob: jax.Array,
+    advantage: jax.Array,
+    clip_ratio: float,
+    mask: jax.Array | None = None,
+) -> jax.Array:
+    """The clipped surrogate of Schulman et al. (2017), negated for minimisation."""
+    ratio = jnp.exp(log_prob - old_log_prob)
+    clipped = jnp.clip(ratio, 1.0 - clip_ratio, 1.0 + clip_ratio)
+    return -masked_mean(jnp.minimum(ratio * advantage, clipped * advantage), mask)
+
+
+def value_loss(
+    value: jax.Array,
+    target: jax.Array,
+    old_value: jax.Array | None = None,
+    clip: float | None = None,
+    mask: jax.Array | None = None,
+) -> jax.Array:
+    """0.5 * (target - value)^2; with `clip`, the larger of it and the clipped-value error."""
+    error = (target - value) ** 2
+    if clip is not None:
+        clipped = old_value + jnp.clip(value - old_value, -clip, clip)
+        error = jnp.maximum(error, (target - clipped) ** 2)
+    return 0.5 * masked_mean(error, mask)
+
+
+def update_penalty(penalty: jax.Array, kl: jax.Array, kl_target: float) -> jax.Array:
+    """The seed's adaptive rule: x1.5 when KL > 1.3 target, /1.5 when KL < 0.7 target."""
+    penalty = jnp.where(kl > 1.3 * kl_target, penalty * 1.5, penalty)
+    return jnp.where(kl < 0.7 * kl_target, penalty / 1.5, penalty)
+
+
+def standardize(x: jax.Array, mask: jax.Array | None = None) -> jax.Array:
+    """Rescales x to zero mean and unit std over the valid entries; padding stays zero."""
+    mean = masked_mean(x, mask)
+    std = jnp.sqrt(masked_mean((x - mean) ** 2, mask))
+    out = (x - mean) / (std + 1e-8)
+    return out if mask is None else jnp.where(mask, out, 0.0)

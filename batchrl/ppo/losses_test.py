@@ -1,0 +1,53 @@
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from batchrl.ppo import losses
+
+
+def test_penalty_rule():
+    target = 0.01
+    assert float(losses.update_penalty(jnp.array(1.0), jnp.array(0.02), target)) == 1.5
+    assert float(losses.update_penalty(jnp.array(1.0), jnp.array(0.005), target)) == pytest.approx(
+        1 / 1.5
+    )
+    assert float(losses.update_penalty(jnp.array(1.0), jnp.array(0.01), target)) == 1.0
+    assert float(losses.update_penalty(jnp.array(1.0), jnp.array(0.013), target)) == 1.0
+
+
+def test_kl_penalty_loss_matches_the_formula_and_masks_padding():
+    rng = np.random.default_rng(0)
+    log_prob, old, advantage, kl = (rng.normal(size=(4, 5)).astype(np.float32) for _ in range(4))
+    kl = np.abs(kl) * 0.05
+    mask = rng.uniform(size=(4, 5)) < 0.7
+    loss = losses.kl_penalty_policy_loss(
+        log_prob, old, advantage, kl, jnp.array(2.0), 0.01, 2.0, 1000.0, mask
+    )
+    ratio = np.exp(log_prob - old)[mask]
+    mean_kl = kl[mask].mean()
+    expected = -(ratio * advantage[mask]).mean() + 2.0 * mean_kl
+    expected += 1000.0 * max(0.0, mean_kl - 0.02) ** 2
+    assert float(loss) == pytest.approx(expected, rel=1e-5)
+
+
+def test_clipped_loss_ignores_ratios_beyond_the_clip_in_the_improving_direction():
+    advantage = np.array([1.0, -1.0], np.float32)
+    old = np.zeros(2, np.float32)
+    log_prob = np.log(np.array([1.5, 0.5], np.float32))
+    loss = losses.clipped_policy_loss(log_prob, old, advantage, 0.2)
+    assert float(loss) == pytest.approx(-(1.2 * 1.0 + 0.8 * -1.0) / 2)
+
+
+def test_value_loss_clipping_takes_the_larger_error():
+    value, old, target = jnp.array([2.0]), jnp.array([0.0]), jnp.array([3.0])
+    assert float(losses.value_loss(value, target)) == pytest.approx(0.5)
+    assert float(losses.value_loss(value, target, old, clip=0.5)) == pytest.approx(0.5 * 2.5**2)
+
+
+def test_standardize_over_valid_entries_only():
+    x = jnp.array([1.0, 2.0, 3.0, 100.0])
+    mask = jnp.array([True, True, True, False])
+    out = np.asarray(losses.standardize(x, mask))
+    assert out[3] == 0.0
+    assert out[:3].mean() == pytest.approx(0.0, abs=1e-6)
+    assert out[:3].std() == pytest.approx(1.0, rel=1e-4)
