@@ -1,0 +1,1 @@
+"""Networks of BatchPPO: action distributions, feed-forward and recurrent policies, values."""

@@ -1,0 +1,154 @@
+"""Action distributions as pure functions of their parameters: diagonal Gaussian, categorical.
+
+A distribution is not an object here: it is the arrays a network returns, (mean, std)
+for a diagonal Gaussian over A action dimensions and logits over N actions for a
+categorical, passed to the functions below. Leading batch dimensions `...` broadcast.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def gaussian_log_prob(mean: jax.Array, std: jax.Array, x: jax.Array) -> jax.Array:
+    """Log density of `x` under a diagonal Gaussian.
+
+    Args:
+        mean: [..., A] mean.
+        std: [..., A] standard deviation, positive.
+        x: [..., A] the point to evaluate.
+
+    Returns:
+        [...] log density, summed over the A dimensions.
+    """
+    z = (x - mean) / std
+    return jnp.sum(-0.5 * jnp.square(z) - jnp.log(std) - 0.5 * _LOG_2PI, axis=-1)
+
+
+def gaussian_entropy(mean: jax.Array, std: jax.Array) -> jax.Array:
+    """Differential entropy of a diagonal Gaussian.
+
+    Args:
+        mean: [..., A] mean; only its shape matters.
+        std: [..., A] standard deviation, positive; broadcast against `mean`.
+
+    Returns:
+        [...] entropy in nats, summed over the A dimensions.
+    """
+    shape = jnp.broadcast_shapes(jnp.shape(mean), jnp.shape(std))
+    per_dim = jnp.broadcast_to(jnp.log(std) + 0.5 * (1.0 + _LOG_2PI), shape)
+    return jnp.sum(per_dim, axis=-1)
+
+
+def gaussian_kl(
+    mean_p: jax.Array, std_p: jax.Array, mean_q: jax.Array, std_q: jax.Array
+) -> jax.Array:
+    """Closed-form KL(p || q) between two diagonal Gaussians.
+
+    Args:
+        mean_p: [..., A] mean of p.
+        std_p: [..., A] standard deviation of p.
+        mean_q: [..., A] mean of q.
+        std_q: [..., A] standard deviation of q.
+
+    Returns:
+        [...] KL divergence in nats, summed over the A dimensions.
+    """
+    variance_ratio = jnp.square(std_p / std_q)
+    mean_term = jnp.square((mean_p - mean_q) / std_q)
+    per_dim = 0.5 * (variance_ratio + mean_term - 1.0 - jnp.log(variance_ratio))
+    return jnp.sum(per_dim, axis=-1)
+
+
+def gaussian_sample(key: jax.Array, mean: jax.Array, std: jax.Array) -> jax.Array:
+    """Draws one sample from a diagonal Gaussian.
+
+    Args:
+        key: PRNG key.
+        mean: [..., A] mean.
+        std: [..., A] standard deviation; broadcast against `mean`.
+
+    Returns:
+        [..., A] sample, in the dtype of `mean`.
+    """
+    shape = jnp.broadcast_shapes(jnp.shape(mean), jnp.shape(std))
+    noise = jax.random.normal(key, shape, dtype=jnp.result_type(mean))
+    return mean + std * noise
+
+
+def categorical_log_prob(logits: jax.Array, x: jax.Array) -> jax.Array:
+    """Log probability of actions `x` under a categorical distribution.
+
+    Args:
+        logits: [..., N] unnormalised log probabilities.
+        x: [...] int actions in [0, N).
+
+    Returns:
+        [...] log probability of each action.
+    """
+    log_probs = jax.nn.log_softmax(logits, axis=-1)
+    index = jnp.asarray(x, jnp.int32)[..., None]
+    return jnp.take_along_axis(log_probs, index, axis=-1)[..., 0]
+
+
+def categorical_entropy(logits: jax.Array) -> jax.Array:
+    """Entropy of a categorical distribution; actions with logit -inf contribute zero.
+
+    Args:
+        logits: [..., N] unnormalised log probabilities.
+
+    Returns:
+        [...] entropy in nats.
+    """
+    log_probs = jax.nn.log_softmax(logits, axis=-1)
+    probs = jnp.exp(log_probs)
+    # Replace -inf before multiplying so that neither the value nor the gradient is nan.
+    safe_log_probs = jnp.where(probs > 0, log_probs, 0.0)
+    return -jnp.sum(probs * safe_log_probs, axis=-1)
+
+
+def categorical_kl(logits_p: jax.Array, logits_q: jax.Array) -> jax.Array:
+    """KL(p || q) between two categorical distributions.
+
+    Args:
+        logits_p: [..., N] logits of p; actions p gives probability zero contribute zero.
+        logits_q: [..., N] logits of q.
+
+    Returns:
+        [...] KL divergence in nats.
+    """
+    log_p = jax.nn.log_softmax(logits_p, axis=-1)
+    log_q = jax.nn.log_softmax(logits_q, axis=-1)
+    p = jnp.exp(log_p)
+    log_ratio = jnp.where(p > 0, log_p - log_q, 0.0)
+    return jnp.sum(p * log_ratio, axis=-1)
+
+
+def categorical_sample(key: jax.Array, logits: jax.Array) -> jax.Array:
+    """Draws one action from a categorical distribution.
+
+    Args:
+        key: PRNG key.
+        logits: [..., N] unnormalised log probabilities.
+
+    Returns:
+        [...] int32 action.
+    """
+    return jax.random.categorical(key, logits, axis=-1).astype(jnp.int32)
+
+
+def categorical_mode(logits: jax.Array) -> jax.Array:
+    """The most probable action (the first one on ties).
+
+    Args:
+        logits: [..., N] unnormalised log probabilities.
+
+    Returns:
+        [...] int32 action.
+    """
+    return jnp.argmax(logits, axis=-1).astype(jnp.int32)

@@ -1,0 +1,1 @@
+"""Algorithm-agnostic pieces: normaliser, returns, episode memory."""

@@ -1,0 +1,160 @@
+"""Streaming mean and variance normalisation, for use inside compiled training code.
+
+As in BatchPPO, observations are centred, scaled and clipped to +-5, and rewards are
+scaled but not centred and clipped to +-10:
+
+    obs_norm = normalizer.update(obs_norm, transition.next_obs)
+    obs = normalizer.normalize(obs_norm, obs, center=True, clip=5.0)
+    reward = normalizer.normalize(reward_norm, reward, center=False, clip=10.0)
+
+Batches are merged with the parallel-variance formula of Chan et al., which stays
+accurate when the data's mean is large relative to its spread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+VAR_FLOOR = 1e-8
+"""The smallest variance `std` reports, so that a constant feature does not divide by zero."""
+
+
+@flax.struct.dataclass
+class NormalizerState:
+    """Running statistics of a stream of values of one shape.
+
+    Attributes:
+        count: [] float32, number of rows merged so far.
+        mean: [*shape] float32, mean of the rows.
+        var_sum: [*shape] float32, sum of squared deviations from the mean (M2).
+    """
+
+    count: jax.Array
+    mean: jax.Array
+    var_sum: jax.Array
+
+
+def init(shape: Sequence[int]) -> NormalizerState:
+    """Statistics of an empty stream of values of shape `shape`.
+
+    Args:
+        shape: the shape of one value, e.g. the observation shape; () for rewards.
+
+    Returns:
+        A state with count 0, mean 0 and var_sum 0, mean and var_sum of shape [*shape].
+    """
+    shape = tuple(shape)
+    return NormalizerState(
+        count=jnp.zeros((), jnp.float32),
+        mean=jnp.zeros(shape, jnp.float32),
+        var_sum=jnp.zeros(shape, jnp.float32),
+    )
+
+
+def update(
+    state: NormalizerState, batch: jax.Array, mask: jax.Array | None = None
+) -> NormalizerState:
+    """Merges a batch of rows into the statistics (Chan et al.'s parallel variance).
+
+    Args:
+        state: the statistics so far.
+        batch: [N, *shape] rows to merge.
+        mask: optional [N] bool; only rows where it is True are merged.
+
+    Returns:
+        The statistics of the old stream followed by the batch's (selected) rows. A batch
+        with no (selected) rows returns `state` unchanged.
+
+    Raises:
+        ValueError: if `batch` is not [N, *shape] or `mask` is not [N].
+    """
+    shape = state.mean.shape
+    if batch.ndim != len(shape) + 1 or batch.shape[1:] != shape:
+        raise ValueError(f"batch must be [N, *{shape}], got {batch.shape}")
+    batch = jnp.asarray(batch, jnp.float32)
+    if mask is None:
+        weight = jnp.ones(batch.shape[:1], jnp.float32)
+    else:
+        if mask.shape != batch.shape[:1]:
+            raise ValueError(f"mask must be [{batch.shape[0]}], got {mask.shape}")
+        weight = jnp.asarray(mask, jnp.float32)
+    weight = weight.reshape(weight.shape + (1,) * len(shape))  # [N, 1, ...]
+
+    batch_count = jnp.sum(weight[(...,) + (0,) * len(shape)])
+    safe_batch_count = jnp.maximum(batch_count, 1.0)
+    batch_mean = jnp.sum(weight * batch, axis=0) / safe_batch_count
+    batch_var_sum = jnp.sum(weight * jnp.square(batch - batch_mean), axis=0)
+
+    count = state.count + batch_count
+    batch_fraction = batch_count / jnp.maximum(count, 1.0)
+    delta = batch_mean - state.mean
+    mean = state.mean + delta * batch_fraction
+    # delta^2 * n_a * n_b / n, ordered so that n_a * n_b cannot overflow.
+    var_sum = state.var_sum + batch_var_sum + jnp.square(delta) * state.count * batch_fraction
+
+    merged = NormalizerState(count=count, mean=mean, var_sum=var_sum)
+    return jax.tree.map(lambda new, old: jnp.where(batch_count > 0, new, old), merged, state)
+
+
+def std(state: NormalizerState) -> jax.Array:
+    """Sample standard deviation (ddof=1) of the stream.
+
+    Args:
+        state: the statistics.
+
+    Returns:
+        [*shape] float32: sqrt(max(var_sum / (count - 1), VAR_FLOOR)), or 1.0 while
+        fewer than two rows have been seen.
+    """
+    var = state.var_sum / jnp.maximum(state.count - 1.0, 1.0)
+    scale = jnp.sqrt(jnp.maximum(var, VAR_FLOOR))
+    return jnp.where(state.count >= 2.0, scale, jnp.ones_like(scale))
+
+
+def normalize(
+    state: NormalizerState, x: jax.Array, *, center: bool, clip: float | None
+) -> jax.Array:
+    """Scales `x` by the stream's statistics.
+
+    Args:
+        state: the statistics.
+        x: [..., *shape] values; leading axes (e.g. [B] or [T, B]) broadcast.
+        center: subtract the mean first (observations), or not (rewards).
+        clip: clip the result to [-clip, clip]; None leaves it unclipped.
+
+    Returns:
+        [..., *shape] float32, ((x - mean) if center else x) / std, clipped.
+
+    Raises:
+        ValueError: if the trailing axes of `x` are not [*shape].
+    """
+    shape = state.mean.shape
+    if x.ndim < len(shape) or x.shape[x.ndim - len(shape) :] != shape:
+        raise ValueError(f"x must be [..., *{shape}], got {x.shape}")
+    x = jnp.asarray(x, jnp.float32)
+    if center:
+        x = x - state.mean
+    x = x / std(state)
+    if clip is not None:
+        x = jnp.clip(x, -clip, clip)
+    return x
+
+
+def check_finite(state: NormalizerState) -> jax.Array:
+    """Whether every statistic is finite.
+
+    Training checks this after each update and stops with an error naming the
+    normaliser, instead of silently training on NaN.
+
+    Args:
+        state: the statistics.
+
+    Returns:
+        [] bool, True if count, mean and var_sum are all finite.
+    """
+    leaves = jax.tree.leaves(state)
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in leaves]))

@@ -1,0 +1,234 @@
+"""Clipped PPO as a simulate Agent: fixed steps per env, GAE, shuffled minibatches.
+
+Each env contributes `steps_per_update` steps to a rollout [T, B]; when it is full,
+`end_episode` runs the update inside the same compiled program (lax.cond). Time limits
+are bootstrapped: a truncated step's advantage uses the value of its final observation.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+from batchrl import simulate, types
+from batchrl.parts import normalizer, returns
+from batchrl.ppo import config as config_lib
+from batchrl.ppo import losses
+from batchrl.ppo import policy as policy_lib
+
+
+@flax.struct.dataclass
+class Rollout:
+    """Steps [T, B] collected since the last update (raw observations and rewards)."""
+
+    obs: jax.Array
+    action: jax.Array  # The policy's action, before mapping onto the env's bounds.
+    log_prob: jax.Array
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    next_obs: jax.Array
+
+
+@flax.struct.dataclass
+class State:
+    """Everything the clipped PPO agent carries between steps and updates."""
+
+    params: dict
+    opt_state: Any
+    obs_norm: normalizer.NormalizerState
+    reward_norm: normalizer.NormalizerState
+    rollout: Rollout
+    position: jax.Array  # [] int32 steps written into the rollout
+    action: jax.Array  # [B, ...] the last action sampled, as the policy sees it
+    log_prob: jax.Array  # [B]
+    key: jax.Array
+    updates: jax.Array  # [] int32
+    metrics: dict[str, jax.Array]
+
+
+METRICS = ("train/policy_loss", "train/value_loss", "train/entropy", "train/kl", "train/grad_norm")
+
+
+def optimizer(config: config_lib.Config) -> optax.GradientTransformation:
+    """Adam, after clipping the global gradient norm when the config asks for it."""
+    adam = optax.adam(config.learning_rate, eps=1e-5)
+    if config.max_grad_norm is None:
+        return adam
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), adam)
+
+
+def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
+    """A fresh agent for `num_envs` envs."""
+    config = networks.config
+    params_key, key = jax.random.split(key)
+    params = networks.init(params_key)
+    steps, obs_shape = config.steps_per_update, networks.observation_shape
+    action_shape = () if networks.discrete else (networks.action_size,)
+    action_dtype = jnp.int32 if networks.discrete else jnp.float32
+    zeros = jnp.zeros((steps, num_envs), jnp.float32)
+    falses = jnp.zeros((steps, num_envs), bool)
+    rollout = Rollout(
+        obs=jnp.zeros((steps, num_envs, *obs_shape), jnp.float32),
+        action=jnp.zeros((steps, num_envs, *action_shape), action_dtype),
+        log_prob=zeros,
+        reward=zeros,
+        terminated=falses,
+        truncated=falses,
+        next_obs=jnp.zeros((steps, num_envs, *obs_shape), jnp.float32),
+    )
+    return State(
+        params=params,
+        opt_state=optimizer(config).init(params),
+        obs_norm=normalizer.init(obs_shape),
+        reward_norm=normalizer.init(()),
+        rollout=rollout,
+        position=jnp.zeros((), jnp.int32),
+        action=jnp.zeros((num_envs, *action_shape), action_dtype),
+        log_prob=jnp.zeros((num_envs,), jnp.float32),
+        key=key,
+        updates=jnp.zeros((), jnp.int32),
+        metrics={name: jnp.zeros((), jnp.float32) for name in METRICS},
+    )
+
+
+def _normalize_obs(networks: policy_lib.Networks, state: State, obs: jax.Array) -> jax.Array:
+    config = networks.config
+    if not config.normalize_observations:
+        return obs.astype(jnp.float32)
+    return normalizer.normalize(state.obs_norm, obs, center=True, clip=config.observation_clip)
+
+
+def agent(networks: policy_lib.Networks, training: bool = True) -> simulate.Agent:
+    """The agent's functions for simulate: sampling and learning, or the mean action only."""
+
+    def begin_episode(state: State, mask: jax.Array) -> State:
+        del mask
+        return state
+
+    def perform(state: State, obs: jax.Array, key: jax.Array) -> tuple[State, jax.Array]:
+        dist = networks.distribution(state.params, _normalize_obs(networks, state, obs))
+        action = networks.sample(dist, key) if training else networks.mode(dist)
+        state = state.replace(action=action, log_prob=networks.log_prob(dist, action))
+        return state, networks.to_env(action)
+
+    def experience(state: State, transition: types.Transition) -> State:
+        if not training:
+            return state
+        rollout, t = state.rollout, state.position
+        step = Rollout(
+            obs=transition.obs.astype(jnp.float32),
+            action=state.action,
+            log_prob=state.log_prob,
+            reward=transition.reward.astype(jnp.float32),
+            terminated=transition.terminated,
+            truncated=transition.truncated,
+            next_obs=transition.next_obs.astype(jnp.float32),
+        )
+        rollout = jax.tree.map(lambda buffer, x: buffer.at[t].set(x), rollout, step)
+        return state.replace(
+            rollout=rollout,
+            position=t + 1,
+            obs_norm=normalizer.update(state.obs_norm, transition.obs.astype(jnp.float32)),
+            reward_norm=normalizer.update(state.reward_norm, step.reward),
+        )
+
+    def end_episode(state: State, mask: jax.Array) -> State:
+        del mask
+        if not training:
+            return state
+        full = state.position >= networks.config.steps_per_update
+        return jax.lax.cond(full, lambda s: update(networks, s), lambda s: s, state)
+
+    return simulate.Agent(begin_episode, perform, experience, end_episode)
+
+
+def update(networks: policy_lib.Networks, state: State) -> State:
+    """One PPO update on the full rollout: GAE, then epochs of shuffled minibatches."""
+    config = networks.config
+    rollout = state.rollout
+    steps, num_envs = rollout.reward.shape
+    obs = _normalize_obs(networks, state, rollout.obs)
+    next_obs = _normalize_obs(networks, state, rollout.next_obs)
+    reward = rollout.reward
+    if config.normalize_rewards:
+        reward = normalizer.normalize(
+            state.reward_norm, reward, center=False, clip=config.reward_clip
+        )
+    flat = lambda x: x.reshape((steps * num_envs, *x.shape[2:]))  # noqa: E731
+    value = networks.value(state.params, flat(obs)).reshape(steps, num_envs)
+    next_value = networks.value(state.params, flat(next_obs)).reshape(steps, num_envs)
+    done = rollout.terminated | rollout.truncated
+    lambda_ = 1.0 if config.gae_lambda is None else config.gae_lambda
+    advantage = jax.vmap(returns.gae, in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)(
+        reward, value, next_value, rollout.terminated, done, config.discount, lambda_
+    )
+    batch = {
+        "obs": flat(obs),
+        "action": flat(rollout.action),
+        "log_prob": flat(rollout.log_prob),
+        "advantage": flat(advantage),
+        "target": flat(advantage + value),
+        "value": flat(value),
+    }
+    old_dist = networks.distribution(state.params, batch["obs"])
+    tx = optimizer(config)
+
+    def loss_fn(params: dict, minibatch: dict, old: Any) -> tuple[jax.Array, dict]:
+        dist = networks.distribution(params, minibatch["obs"])
+        log_prob = networks.log_prob(dist, minibatch["action"])
+        advantage = losses.standardize(minibatch["advantage"])
+        policy_loss = losses.clipped_policy_loss(
+            log_prob, minibatch["log_prob"], advantage, config.clip_ratio
+        )
+        value = networks.value(params, minibatch["obs"])
+        value_loss = losses.value_loss(
+            value, minibatch["target"], minibatch["value"], config.clip_value
+        )
+        entropy = networks.entropy(dist).mean()
+        kl = networks.kl(old, dist).mean()
+        total = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
+        return total, {
+            "train/policy_loss": policy_loss,
+            "train/value_loss": value_loss,
+            "train/entropy": entropy,
+            "train/kl": kl,
+        }
+
+    def minibatch_step(carry: tuple, indices: jax.Array) -> tuple[tuple, dict]:
+        params, opt_state, stopped = carry
+        minibatch = jax.tree.map(lambda x: x[indices], batch)
+        old = jax.tree.map(lambda x: x[indices], old_dist)
+        grads, metrics = jax.grad(loss_fn, has_aux=True)(params, minibatch, old)
+        updates, new_opt_state = tx.update(grads, opt_state, params)
+        new_params = optax.apply_updates(params, updates)
+        keep = lambda new, old: jax.tree.map(  # noqa: E731
+            lambda a, b: jnp.where(stopped, b, a), new, old
+        )
+        params, opt_state = keep(new_params, params), keep(new_opt_state, opt_state)
+        metrics["train/grad_norm"] = optax.tree.norm(grads)
+        if config.target_kl is not None:
+            stopped = stopped | (metrics["train/kl"] > config.target_kl)
+        return (params, opt_state, stopped), metrics
+
+    def epoch(carry: tuple, key: jax.Array) -> tuple[tuple, dict]:
+        order = jax.random.permutation(key, steps * num_envs)
+        minibatches = order.reshape(config.num_minibatches, config.minibatch_size)
+        return jax.lax.scan(minibatch_step, carry, minibatches)
+
+    key, epoch_key = jax.random.split(state.key)
+    epoch_keys = jax.random.split(epoch_key, config.update_epochs)
+    carry = (state.params, state.opt_state, jnp.zeros((), bool))
+    (params, opt_state, _), metrics = jax.lax.scan(epoch, carry, epoch_keys)
+    return state.replace(
+        params=params,
+        opt_state=opt_state,
+        position=jnp.zeros((), jnp.int32),
+        key=key,
+        updates=state.updates + 1,
+        metrics={name: value.mean() for name, value in metrics.items()},
+    )

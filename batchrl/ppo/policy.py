@@ -1,0 +1,130 @@
+"""The policy and value networks of a PPO agent, and the distribution of its actions.
+
+Continuous actions: a Gaussian with tanh mean in [-1, 1], mapped linearly onto the
+env's bounds when acting. Discrete actions: a categorical over logits. `Networks`
+hides the difference from the update, which only asks for log-probs, entropy and KL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from batchrl.networks import distributions, feed_forward
+from batchrl.ppo import config as config_lib
+
+_ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
+
+
+@dataclasses.dataclass(frozen=True)
+class Networks:
+    """Static description of the policy and value networks for one env's spaces."""
+
+    config: config_lib.Config
+    observation_shape: tuple[int, ...]
+    discrete: bool
+    action_size: int  # Action dimensions, or the number of discrete actions.
+    action_low: tuple[float, ...] | None = None
+    action_high: tuple[float, ...] | None = None
+
+    @property
+    def policy_module(self) -> nn.Module:
+        config, activation = self.config, _ACTIVATIONS[self.config.activation]
+        if self.discrete:
+            return feed_forward.CategoricalPolicy(
+                self.action_size,
+                layers=config.policy_layers,
+                activation=activation,
+                init_output_factor=config.init_output_factor,
+                orthogonal=config.orthogonal_init,
+            )
+        return feed_forward.GaussianPolicy(
+            self.action_size,
+            layers=config.policy_layers,
+            activation=activation,
+            init_output_factor=config.init_output_factor,
+            init_std=config.init_std,
+            orthogonal=config.orthogonal_init,
+        )
+
+    @property
+    def value_module(self) -> nn.Module:
+        config = self.config
+        return feed_forward.Value(
+            layers=config.value_layers,
+            activation=_ACTIVATIONS[config.activation],
+            orthogonal=config.orthogonal_init,
+        )
+
+    def init(self, key: jax.Array) -> dict[str, Any]:
+        """Parameters {"policy": ..., "value": ...} for observations of this shape."""
+        policy_key, value_key = jax.random.split(key)
+        obs = jnp.zeros((1, *self.observation_shape), jnp.float32)
+        return {
+            "policy": self.policy_module.init(policy_key, obs),
+            "value": self.value_module.init(value_key, obs),
+        }
+
+    def distribution(self, params: dict, obs: jax.Array) -> Any:
+        """The action distribution's parameters for obs [N, ...]: (mean, std) or logits."""
+        return self.policy_module.apply(params["policy"], obs)
+
+    def value(self, params: dict, obs: jax.Array) -> jax.Array:
+        """V(obs) [N]."""
+        return self.value_module.apply(params["value"], obs)
+
+    def sample(self, dist: Any, key: jax.Array) -> jax.Array:
+        if self.discrete:
+            return distributions.categorical_sample(key, dist)
+        return distributions.gaussian_sample(key, *dist)
+
+    def mode(self, dist: Any) -> jax.Array:
+        if self.discrete:
+            return distributions.categorical_mode(dist)
+        return dist[0]
+
+    def log_prob(self, dist: Any, action: jax.Array) -> jax.Array:
+        if self.discrete:
+            return distributions.categorical_log_prob(dist, action)
+        return distributions.gaussian_log_prob(*dist, action)
+
+    def entropy(self, dist: Any) -> jax.Array:
+        if self.discrete:
+            return distributions.categorical_entropy(dist)
+        return distributions.gaussian_entropy(*dist)
+
+    def kl(self, old: Any, new: Any) -> jax.Array:
+        """KL(old || new) per row."""
+        if self.discrete:
+            return distributions.categorical_kl(old, new)
+        return distributions.gaussian_kl(*old, *new)
+
+    def to_env(self, action: jax.Array) -> jax.Array:
+        """Maps a policy action onto the env's action space (bounds, dtype)."""
+        if self.discrete:
+            return action.astype(jnp.int32)
+        if self.action_low is None:
+            return action
+        low, high = jnp.asarray(self.action_low), jnp.asarray(self.action_high)
+        return jnp.clip(low + (action + 1.0) * 0.5 * (high - low), low, high)
+
+
+def for_env(config: config_lib.Config, env: Any) -> Networks:
+    """Networks for a batched env (JAX-native or bridge) from its static description."""
+    inner = getattr(env, "env", env)
+    if env.discrete:
+        return Networks(config, tuple(env.observation_shape), True, int(env.num_actions))
+    low = getattr(inner, "action_low", None)
+    high = getattr(inner, "action_high", None)
+    return Networks(
+        config,
+        tuple(env.observation_shape),
+        False,
+        int(env.action_shape[0]),
+        None if low is None else tuple(low),
+        None if high is None else tuple(high),
+    )

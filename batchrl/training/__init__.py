@@ -1,0 +1,1 @@
+"""The imperative shell: training phases, evaluation, and (later) logging and checkpoints."""
