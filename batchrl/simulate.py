@@ -109,9 +109,11 @@ def step(
     key, reset_key, act_key = jax.random.split(state.key, 3)
     reset_all = jnp.asarray(reset, bool)
     begin = state.done | reset_all
-    # The very first step after init needs no env reset: init already reset every env.
+    # Envs that only just began after init need no reset; the reset flag always resets.
     fresh = state.length == 0
-    env_state, obs = env.reset(state.env_state, state.obs, reset_key, begin & ~fresh)
+    env_state, obs = env.reset(
+        state.env_state, state.obs, reset_key, (state.done & ~fresh) | reset_all
+    )
     score = jnp.where(begin, 0.0, state.score)
     length = jnp.where(begin, 0, state.length)
     agent_state = agent.begin_episode(agent_state, begin)

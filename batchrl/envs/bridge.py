@@ -89,6 +89,10 @@ class InGraphBatchEnv:
         self.discrete = isinstance(self._action_space, gym.spaces.Discrete)
         self.action_shape = () if self.discrete else tuple(self._action_space.shape)
         self.num_actions = int(self._action_space.n) if self.discrete else None
+        bounded = not self.discrete and np.all(np.isfinite(self._action_space.low))
+        bounded = bounded and np.all(np.isfinite(self._action_space.high))
+        self.action_low = tuple(map(float, self._action_space.low)) if bounded else None
+        self.action_high = tuple(map(float, self._action_space.high)) if bounded else None
         obs_dtype = _jax_dtype(self._obs_space.dtype)
         self._obs_type = jax.ShapeDtypeStruct((self.num_envs, *self.observation_shape), obs_dtype)
         self._step_types = (

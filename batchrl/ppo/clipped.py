@@ -107,8 +107,14 @@ def agent(networks: policy_lib.Networks, training: bool = True) -> simulate.Agen
     """The agent's functions for simulate: sampling and learning, or the mean action only."""
 
     def begin_episode(state: State, mask: jax.Array) -> State:
-        del mask
-        return state
+        # An env restarted without ending (a reset when switching phases) cuts its episode:
+        # its last stored step becomes truncated, so it is bootstrapped and not continued.
+        if not training:
+            return state
+        last = jnp.maximum(state.position - 1, 0)
+        cut = mask & (state.position > 0)
+        truncated = state.rollout.truncated.at[last].set(state.rollout.truncated[last] | cut)
+        return state.replace(rollout=state.rollout.replace(truncated=truncated))
 
     def perform(state: State, obs: jax.Array, key: jax.Array) -> tuple[State, jax.Array]:
         dist = networks.distribution(state.params, _normalize_obs(networks, state, obs))

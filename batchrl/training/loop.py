@@ -9,6 +9,7 @@ compiled program; this loop only reads the metrics it returns.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -17,6 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from batchrl import simulate
+from batchrl.envs import bridge
 from batchrl.ppo import clipped
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import policy as policy_lib
@@ -31,6 +33,7 @@ class Phase:
     train_state: simulate.State
     eval_state: simulate.State
     agent_state: Any
+    shared_envs: bool  # Train and eval step the same host envs: restart them between phases.
     env_steps: int = 0
 
 
@@ -59,7 +62,27 @@ def build(
         train_state=simulate.init(env, train_key),
         eval_state=simulate.init(env, eval_key),
         agent_state=agent_state,
+        shared_envs=isinstance(env, bridge.InGraphBatchEnv),
     )
+
+
+def check_finite(agent_state: Any, metrics: dict[str, float], env_steps: int) -> None:
+    """Stops training with an error naming the first non-finite quantity and the env step."""
+    quantities = {name: metrics[name] for name in getattr(agent_state, "metrics", {})}
+    quantities["parameters"] = _all_finite(agent_state.params)
+    for name in ("obs_norm", "reward_norm"):
+        quantities[f"{name} statistics"] = _all_finite(getattr(agent_state, name))
+    for name, value in quantities.items():
+        if not math.isfinite(value):
+            raise FloatingPointError(
+                f"{name} became {value} by env step {env_steps}; lower the learning rate or "
+                f"check the env's observations and rewards"
+            )
+
+
+def _all_finite(tree: Any) -> float:
+    leaves = [jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]
+    return 1.0 if bool(jnp.all(jnp.stack(leaves))) else math.nan
 
 
 def run(phase: Phase, num_envs: int, train_steps: int, phases: int) -> Iterator[dict[str, float]]:
@@ -67,7 +90,8 @@ def run(phase: Phase, num_envs: int, train_steps: int, phases: int) -> Iterator[
     for _ in range(phases):
         start = time.perf_counter()
         state = simulate.clear_summary(phase.train_state)
-        state, agent_state = phase.train(state, phase.agent_state)
+        restart = jnp.asarray(phase.shared_envs)
+        state, agent_state = phase.train(state, phase.agent_state, restart)
         jax.block_until_ready(agent_state)
         seconds = time.perf_counter() - start
         phase.train_state, phase.agent_state = state, agent_state
@@ -81,6 +105,7 @@ def run(phase: Phase, num_envs: int, train_steps: int, phases: int) -> Iterator[
         )
         metrics.update(getattr(agent_state, "metrics", {}))
         metrics = {name: float(value) for name, value in metrics.items()}
+        check_finite(agent_state, metrics, phase.env_steps)
         metrics["perf/env_steps"] = float(phase.env_steps)
         metrics["perf/env_steps_per_sec"] = train_steps * num_envs / seconds
         yield metrics

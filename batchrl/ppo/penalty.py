@@ -1,0 +1,254 @@
+"""The seed's BatchPPO as a simulate Agent: episode memory and an adaptive KL penalty.
+
+`num_agents` envs fill the episode memory with finished episodes; when it holds
+`update_every` of them, `end_episode` trains inside the same compiled program
+(lax.cond) and clears it. The objective is -ratio*advantage + beta*KL(old||new) +
+kl_cutoff_coef*max(0, KL - kl_cutoff_factor*kl_target)^2; beta adapts after each
+update. Advantages are Monte-Carlo returns minus values (GAE when gae_lambda is set),
+standardised; a truncated episode is bootstrapped from its final observation's value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+from batchrl import simulate, types
+from batchrl.parts import memory, normalizer, returns
+from batchrl.ppo import clipped, losses
+from batchrl.ppo import policy as policy_lib
+
+
+@flax.struct.dataclass
+class State:
+    """Everything the KL-penalty agent carries between steps and updates."""
+
+    params: dict
+    opt_state: Any
+    obs_norm: normalizer.NormalizerState
+    reward_norm: normalizer.NormalizerState
+    memory: memory.MemoryState
+    penalty: jax.Array  # [] the KL penalty coefficient beta
+    action: jax.Array  # [B, ...] the last action, as the policy sees it
+    dist: Any  # The last action distribution's parameters, [B, ...] each
+    key: jax.Array
+    updates: jax.Array
+    metrics: dict[str, jax.Array]
+
+
+METRICS = (
+    "train/policy_loss",
+    "train/value_loss",
+    "train/entropy",
+    "train/kl",
+    "train/penalty",
+    "train/grad_norm",
+)
+
+
+def _step_example(networks: policy_lib.Networks, dist: Any) -> dict:
+    obs = jnp.zeros(networks.observation_shape, jnp.float32)
+    action_shape = () if networks.discrete else (networks.action_size,)
+    action_dtype = jnp.int32 if networks.discrete else jnp.float32
+    return {
+        "obs": obs,
+        "next_obs": obs,
+        "action": jnp.zeros(action_shape, action_dtype),
+        "dist": jax.tree.map(lambda x: jnp.zeros(x.shape[1:], x.dtype), dist),
+        "reward": jnp.zeros((), jnp.float32),
+        "terminated": jnp.zeros((), bool),
+        "truncated": jnp.zeros((), bool),
+    }
+
+
+def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
+    """A fresh agent for `num_envs` envs."""
+    config = networks.config
+    params_key, key = jax.random.split(key)
+    params = networks.init(params_key)
+    obs = jnp.zeros((num_envs, *networks.observation_shape), jnp.float32)
+    dist = networks.distribution(params, obs)
+    example = _step_example(networks, dist)
+    return State(
+        params=params,
+        opt_state=clipped.optimizer(config).init(params),
+        obs_norm=normalizer.init(networks.observation_shape),
+        reward_norm=normalizer.init(()),
+        memory=memory.init(example, num_envs, config.update_every, config.max_length),
+        penalty=jnp.asarray(config.kl_init_penalty, jnp.float32),
+        action=jnp.zeros((num_envs, *example["action"].shape), example["action"].dtype),
+        dist=dist,
+        key=key,
+        updates=jnp.zeros((), jnp.int32),
+        metrics={name: jnp.zeros((), jnp.float32) for name in METRICS},
+    )
+
+
+def _normalize_obs(networks: policy_lib.Networks, state: State, obs: jax.Array) -> jax.Array:
+    config = networks.config
+    if not config.normalize_observations:
+        return obs.astype(jnp.float32)
+    return normalizer.normalize(state.obs_norm, obs, center=True, clip=config.observation_clip)
+
+
+def agent(networks: policy_lib.Networks, training: bool = True) -> simulate.Agent:
+    """The agent's functions for simulate: sampling and learning, or the mean action only."""
+
+    def begin_episode(state: State, mask: jax.Array) -> State:
+        # Episodes that ended were moved to memory by end_episode (their buffers are empty).
+        # One cut short by a reset (switching phases) is kept, as truncated at its last step.
+        if not training:
+            return state
+        return state.replace(memory=memory.finish(state.memory, mask))
+
+    def perform(state: State, obs: jax.Array, key: jax.Array) -> tuple[State, jax.Array]:
+        dist = networks.distribution(state.params, _normalize_obs(networks, state, obs))
+        action = networks.sample(dist, key) if training else networks.mode(dist)
+        return state.replace(action=action, dist=dist), networks.to_env(action)
+
+    def experience(state: State, transition: types.Transition) -> State:
+        if not training:
+            return state
+        obs = transition.obs.astype(jnp.float32)
+        step = {
+            "obs": obs,
+            "next_obs": transition.next_obs.astype(jnp.float32),
+            "action": state.action,
+            "dist": state.dist,
+            "reward": transition.reward.astype(jnp.float32),
+            "terminated": transition.terminated,
+            "truncated": transition.truncated,
+        }
+        return state.replace(
+            memory=memory.append(state.memory, step),
+            obs_norm=normalizer.update(state.obs_norm, obs),
+            reward_norm=normalizer.update(state.reward_norm, step["reward"]),
+        )
+
+    def end_episode(state: State, mask: jax.Array) -> State:
+        if not training:
+            return state
+        state = state.replace(memory=memory.finish(state.memory, mask))
+        return jax.lax.cond(
+            memory.full(state.memory), lambda s: update(networks, s), lambda s: s, state
+        )
+
+    return simulate.Agent(begin_episode, perform, experience, end_episode)
+
+
+def _advantages(networks: policy_lib.Networks, state: State, data: dict, valid: jax.Array):
+    """Advantages and value targets [E, L] of the episodes in memory."""
+    config = networks.config
+    episodes, length = data["reward"].shape
+    flat = lambda x: x.reshape((episodes * length, *x.shape[2:]))  # noqa: E731
+    value = networks.value(state.params, flat(data["obs"])).reshape(episodes, length)
+    next_value = networks.value(state.params, flat(data["next_obs"])).reshape(episodes, length)
+    steps = jnp.arange(length)[None, :]
+    last = steps == (state.memory.length[:, None] - 1)
+    # An episode cut by the memory's max_length counts as truncated at its last kept step.
+    done = (data["terminated"] | data["truncated"] | last) & valid
+    terminated = data["terminated"] & valid
+    reward = data["reward"]
+    if config.normalize_rewards:
+        reward = normalizer.normalize(
+            state.reward_norm, reward, center=False, clip=config.reward_clip
+        )
+    reward = jnp.where(valid, reward, 0.0)
+    if config.gae_lambda is None:
+        target = jax.vmap(returns.discounted_return, in_axes=(0, 0, 0, 0, None))(
+            reward, next_value, terminated, done, config.discount
+        )
+        advantage = target - value
+    else:
+        advantage = jax.vmap(returns.gae, in_axes=(0, 0, 0, 0, 0, None, None))(
+            reward, value, next_value, terminated, done, config.discount, config.gae_lambda
+        )
+        target = advantage + value
+    return losses.standardize(advantage, valid), jnp.where(valid, target, 0.0)
+
+
+def update(networks: policy_lib.Networks, state: State) -> State:
+    """`update_epochs` passes over the episodes in memory, then the penalty rule and a clear."""
+    config = networks.config
+    data = dict(state.memory.memory)
+    valid = memory.valid_mask(state.memory)
+    data["obs"] = _normalize_obs(networks, state, data["obs"])
+    data["next_obs"] = _normalize_obs(networks, state, data["next_obs"])
+    data["advantage"], data["target"] = _advantages(networks, state, data, valid)
+    data["valid"] = valid
+    old_log_prob = networks.log_prob(data["dist"], data["action"])
+    data["old_log_prob"] = old_log_prob
+    tx = clipped.optimizer(config)
+    penalty = state.penalty
+
+    def loss_fn(params: dict, batch: dict) -> tuple[jax.Array, dict]:
+        episodes, length = batch["valid"].shape
+        flat = lambda x: x.reshape((episodes * length, *x.shape[2:]))  # noqa: E731
+        mask = flat(batch["valid"])
+        dist = networks.distribution(params, flat(batch["obs"]))
+        old = jax.tree.map(flat, batch["dist"])
+        log_prob = networks.log_prob(dist, flat(batch["action"]))
+        kl = networks.kl(old, dist)
+        policy_loss = losses.kl_penalty_policy_loss(
+            log_prob,
+            flat(batch["old_log_prob"]),
+            flat(batch["advantage"]),
+            kl,
+            penalty,
+            config.kl_target,
+            config.kl_cutoff_factor,
+            config.kl_cutoff_coef,
+            mask,
+        )
+        value = networks.value(params, flat(batch["obs"]))
+        value_loss = losses.value_loss(value, flat(batch["target"]), mask=mask)
+        entropy = losses.masked_mean(networks.entropy(dist), mask)
+        total = policy_loss + value_loss - config.entropy_coef * entropy
+        return total, {
+            "train/policy_loss": policy_loss,
+            "train/value_loss": value_loss,
+            "train/entropy": entropy,
+            "train/kl": losses.masked_mean(kl, mask),
+        }
+
+    def minibatch_step(carry: tuple, indices: jax.Array) -> tuple[tuple, dict]:
+        params, opt_state = carry
+        batch = jax.tree.map(lambda x: x[indices], data)
+        grads, metrics = jax.grad(loss_fn, has_aux=True)(params, batch)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        metrics["train/grad_norm"] = optax.tree.norm(grads)
+        return (optax.apply_updates(params, updates), opt_state), metrics
+
+    episodes = config.update_every
+    batch_size = min(config.batch_size, episodes)
+    num_batches = episodes // batch_size
+
+    def epoch(carry: tuple, key: jax.Array) -> tuple[tuple, dict]:
+        order = jax.random.permutation(key, episodes)[: num_batches * batch_size]
+        return jax.lax.scan(minibatch_step, carry, order.reshape(num_batches, batch_size))
+
+    key, epoch_key = jax.random.split(state.key)
+    carry = (state.params, state.opt_state)
+    (params, opt_state), metrics = jax.lax.scan(
+        epoch, carry, jax.random.split(epoch_key, config.update_epochs)
+    )
+    # The KL of the whole update, measured after it, drives the penalty rule.
+    new_dist = networks.distribution(params, data["obs"].reshape(-1, *data["obs"].shape[2:]))
+    old_dist = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), data["dist"])
+    kl = losses.masked_mean(networks.kl(old_dist, new_dist), valid.reshape(-1))
+    metrics = {name: value[-1].mean() for name, value in metrics.items()}
+    metrics["train/kl"] = kl
+    metrics["train/penalty"] = penalty
+    return state.replace(
+        params=params,
+        opt_state=opt_state,
+        memory=memory.clear(state.memory),
+        penalty=losses.update_penalty(penalty, kl, config.kl_target),
+        key=key,
+        updates=state.updates + 1,
+        metrics=metrics,
+    )
