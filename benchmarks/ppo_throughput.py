@@ -1,0 +1,149 @@
+"""End-to-end PPO training speed: batchrl against Stable-Baselines3, and time to solve Pendulum.
+
+Prints one JSON line. On HalfCheetah-v5 in worker processes, env-steps/s of training
+(collection and updates together) for batchrl's clipped PPO and, in the same run,
+Stable-Baselines3's PPO with DummyVecEnv and SubprocVecEnv, all with the same
+hyperparameters: 8 envs, n_steps 256, 64x64 tanh networks, 10 epochs, minibatch 64,
+GAE 0.95, discount 0.99. batchrl's compile time is reported apart from its steady
+rate. Then the wall-clock time, compilation included, for batchrl's clipped PPO on the
+JAX-native Pendulum to reach an evaluation return of -200.
+
+    pip install -e '.[bench]'
+    python benchmarks/ppo_throughput.py [--updates 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+import warnings
+
+from batchrl.envs import xla_threads
+
+xla_threads.limit()  # Before JAX starts: its thread pool would take the workers' cores.
+
+import gymnasium as gym  # noqa: E402
+import jax  # noqa: E402
+
+from batchrl.envs import BatchEnv, bridge, classic, jax_env  # noqa: E402
+from batchrl.ppo import config as config_lib  # noqa: E402
+from batchrl.training import loop  # noqa: E402
+
+NUM_ENVS, N_STEPS, EPOCHS, MINIBATCH = 8, 256, 10, 64
+ENV = "HalfCheetah-v5"
+
+
+def batchrl_rate(updates: int) -> dict:
+    config = config_lib.clipped(
+        num_agents=NUM_ENVS,
+        steps_per_update=N_STEPS,
+        update_epochs=EPOCHS,
+        num_minibatches=NUM_ENVS * N_STEPS // MINIBATCH,
+        policy_layers=(64, 64),
+        value_layers=(64, 64),
+        activation="tanh",
+        gae_lambda=0.95,
+        discount=0.99,
+    )
+    with BatchEnv.external(ENV, NUM_ENVS) as batch_env:
+        env = bridge.InGraphBatchEnv(batch_env, seed=0)
+        start = time.perf_counter()
+        phase = loop.build(config, env, train_steps=N_STEPS * updates, eval_steps=1)
+        train = loop.run(phase, NUM_ENVS, N_STEPS * updates, phases=2)
+        first = next(train)  # Compiles, then trains `updates` updates.
+        compile_and_first = time.perf_counter() - start
+        steady = next(train)
+    return {
+        "env_steps_per_sec": round(steady["perf/env_steps_per_sec"]),
+        "first_phase_seconds_with_compile": round(compile_and_first, 1),
+        "first_phase_env_steps_per_sec": round(first["perf/env_steps_per_sec"]),
+    }
+
+
+def sb3_rate(vec_env_cls: type, updates: int) -> float:
+    import torch
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    env = make_vec_env(ENV, n_envs=NUM_ENVS, seed=0, vec_env_cls=vec_env_cls)
+    try:
+        model = PPO(
+            "MlpPolicy",
+            env,
+            n_steps=N_STEPS,
+            batch_size=MINIBATCH,
+            n_epochs=EPOCHS,
+            gae_lambda=0.95,
+            gamma=0.99,
+            policy_kwargs={"net_arch": [64, 64], "activation_fn": torch.nn.Tanh},
+            device="cpu",
+            seed=0,
+            verbose=0,
+        )
+        model.learn(NUM_ENVS * N_STEPS)  # Warm-up: one update.
+        steps = NUM_ENVS * N_STEPS * updates
+        start = time.perf_counter()
+        model.learn(steps, reset_num_timesteps=False)
+        return steps / (time.perf_counter() - start)
+    finally:
+        env.close()
+
+
+def pendulum_seconds_to(target: float, max_phases: int = 40) -> dict:
+    config = config_lib.clipped(
+        num_agents=32, steps_per_update=128, num_minibatches=16, update_epochs=10, discount=0.95
+    )
+    start = time.perf_counter()
+    env = jax_env.Batched(classic.make("Pendulum-v1"), config.num_agents)
+    phase = loop.build(config, env, train_steps=128 * 5, eval_steps=200)
+    for metrics in loop.run(phase, env.num_envs, 128 * 5, max_phases):
+        if metrics["eval/return"] >= target:
+            return {
+                "seconds": round(time.perf_counter() - start, 1),
+                "env_steps": int(metrics["perf/env_steps"]),
+                "eval_return": round(metrics["eval/return"], 1),
+            }
+    return {"seconds": None, "env_steps": int(metrics["perf/env_steps"]), "eval_return": None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--updates", type=int, default=5, help="PPO updates timed per peer")
+    args = parser.parse_args()
+    warnings.filterwarnings("ignore")
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
+
+    pendulum = pendulum_seconds_to(-200.0)
+    ours = batchrl_rate(args.updates)
+    dummy = sb3_rate(DummyVecEnv, args.updates)
+    subproc = sb3_rate(SubprocVecEnv, args.updates)
+    best = max(dummy, subproc)
+    print(
+        json.dumps(
+            {
+                "benchmark": "ppo_throughput",
+                "env": ENV,
+                "hyperparameters": {
+                    "num_envs": NUM_ENVS,
+                    "n_steps": N_STEPS,
+                    "networks": "64x64 tanh",
+                    "epochs": EPOCHS,
+                    "minibatch": MINIBATCH,
+                    "gae_lambda": 0.95,
+                    "discount": 0.99,
+                },
+                "batchrl_clipped": ours,
+                "sb3_dummy_vec_env_steps_per_sec": round(dummy),
+                "sb3_subproc_vec_env_steps_per_sec": round(subproc),
+                "batchrl_over_best_sb3": round(ours["env_steps_per_sec"] / best, 2),
+                "pendulum_jax_seconds_to_minus_200": pendulum,
+                "jax": jax.__version__,
+                "gymnasium": gym.__version__,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
