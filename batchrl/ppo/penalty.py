@@ -35,6 +35,7 @@ class State:
     penalty: jax.Array  # [] the KL penalty coefficient beta
     action: jax.Array  # [B, ...] the last action, as the policy sees it
     dist: Any  # The last action distribution's parameters, [B, ...] each
+    carry: jax.Array  # [B, H] recurrent policy state ([B, 0] for feed-forward policies)
     key: jax.Array
     updates: jax.Array
     metrics: dict[str, jax.Array]
@@ -71,7 +72,8 @@ def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
     params_key, key = jax.random.split(key)
     params = networks.init(params_key)
     obs = jnp.zeros((num_envs, *networks.observation_shape), jnp.float32)
-    dist = networks.distribution(params, obs)
+    carry = networks.initial_carry(num_envs)
+    _, dist = networks.step_distribution(params, carry, obs)
     example = _step_example(networks, dist)
     return State(
         params=params,
@@ -82,6 +84,7 @@ def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
         penalty=jnp.asarray(config.kl_init_penalty, jnp.float32),
         action=jnp.zeros((num_envs, *example["action"].shape), example["action"].dtype),
         dist=dist,
+        carry=carry,
         key=key,
         updates=jnp.zeros((), jnp.int32),
         metrics={name: jnp.zeros((), jnp.float32) for name in METRICS},
@@ -101,14 +104,17 @@ def agent(networks: policy_lib.Networks, training: bool = True) -> simulate.Agen
     def begin_episode(state: State, mask: jax.Array) -> State:
         # Episodes that ended were moved to memory by end_episode (their buffers are empty).
         # One cut short by a reset (switching phases) is kept, as truncated at its last step.
+        fresh = networks.initial_carry(mask.shape[0])
+        carry = jnp.where(mask[:, None], fresh, state.carry)
         if not training:
-            return state
-        return state.replace(memory=memory.finish(state.memory, mask))
+            return state.replace(carry=carry)
+        return state.replace(memory=memory.finish(state.memory, mask), carry=carry)
 
     def perform(state: State, obs: jax.Array, key: jax.Array) -> tuple[State, jax.Array]:
-        dist = networks.distribution(state.params, _normalize_obs(networks, state, obs))
+        obs = _normalize_obs(networks, state, obs)
+        carry, dist = networks.step_distribution(state.params, state.carry, obs)
         action = networks.sample(dist, key) if training else networks.mode(dist)
-        return state.replace(action=action, dist=dist), networks.to_env(action)
+        return state.replace(action=action, dist=dist, carry=carry), networks.to_env(action)
 
     def experience(state: State, transition: types.Transition) -> State:
         if not training:
@@ -189,7 +195,7 @@ def update(networks: policy_lib.Networks, state: State) -> State:
         episodes, length = batch["valid"].shape
         flat = lambda x: x.reshape((episodes * length, *x.shape[2:]))  # noqa: E731
         mask = flat(batch["valid"])
-        dist = networks.distribution(params, flat(batch["obs"]))
+        dist = jax.tree.map(flat, networks.episode_distribution(params, batch["obs"]))
         old = jax.tree.map(flat, batch["dist"])
         log_prob = networks.log_prob(dist, flat(batch["action"]))
         kl = networks.kl(old, dist)
@@ -237,7 +243,8 @@ def update(networks: policy_lib.Networks, state: State) -> State:
         epoch, carry, jax.random.split(epoch_key, config.update_epochs)
     )
     # The KL of the whole update, measured after it, drives the penalty rule.
-    new_dist = networks.distribution(params, data["obs"].reshape(-1, *data["obs"].shape[2:]))
+    new_dist = networks.episode_distribution(params, data["obs"])
+    new_dist = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), new_dist)
     old_dist = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), data["dist"])
     kl = losses.masked_mean(networks.kl(old_dist, new_dist), valid.reshape(-1))
     metrics = {name: value[-1].mean() for name, value in metrics.items()}

@@ -71,3 +71,29 @@ def test_short_run_on_halfcheetah_in_worker_processes(objective):
     assert all(np.isfinite(v) for m in metrics for v in m.values())
     low = jnp.asarray(env.action_low)
     assert low.shape == (6,)
+
+
+def test_recurrent_policy_trains_and_resets_its_state_at_episode_start():
+    config = config_lib.Config(
+        num_agents=4,
+        max_length=20,
+        update_every=4,
+        batch_size=2,
+        update_epochs=2,
+        recurrent=True,
+        policy_layers=(32, 16),
+    )
+    env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
+    metrics, phase = train(config, env, 20, 20, phases=2)
+    assert int(phase.agent_state.updates) == 2
+    assert phase.agent_state.carry.shape == (4, 16)
+    assert all(np.isfinite(m["train/policy_loss"]) for m in metrics)
+
+
+def test_recurrent_needs_the_penalty_objective_and_box_actions():
+    env = jax_env.Batched(classic.make("CartPole-v1"), 2)
+    with pytest.raises(ValueError, match="recurrent policies support Box actions"):
+        loop.build(config_lib.Config(recurrent=True), env, 10, 10)
+    env = jax_env.Batched(classic.make("Pendulum-v1"), 2)
+    with pytest.raises(ValueError, match="use objective='kl_penalty'"):
+        loop.build(config_lib.clipped(recurrent=True), env, 10, 10)

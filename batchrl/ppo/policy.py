@@ -14,7 +14,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from batchrl.networks import distributions, feed_forward
+from batchrl.networks import distributions, feed_forward, recurrent
 from batchrl.ppo import config as config_lib
 
 _ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
@@ -31,9 +31,30 @@ class Networks:
     action_low: tuple[float, ...] | None = None
     action_high: tuple[float, ...] | None = None
 
+    def __post_init__(self):
+        if self.config.recurrent and self.discrete:
+            raise ValueError("recurrent policies support Box actions only; set recurrent=False")
+        if self.config.recurrent and self.config.objective != "kl_penalty":
+            raise ValueError(
+                "recurrent policies train on whole episodes: use objective='kl_penalty'"
+            )
+
+    @property
+    def recurrent(self) -> bool:
+        return self.config.recurrent
+
     @property
     def policy_module(self) -> nn.Module:
         config, activation = self.config, _ACTIVATIONS[self.config.activation]
+        if self.recurrent:
+            return recurrent.RecurrentGaussianPolicy(
+                self.action_size,
+                layers=config.policy_layers,
+                activation=activation,
+                init_output_factor=config.init_output_factor,
+                init_std=config.init_std,
+                orthogonal=config.orthogonal_init,
+            )
         if self.discrete:
             return feed_forward.CategoricalPolicy(
                 self.action_size,
@@ -64,14 +85,50 @@ class Networks:
         """Parameters {"policy": ..., "value": ...} for observations of this shape."""
         policy_key, value_key = jax.random.split(key)
         obs = jnp.zeros((1, *self.observation_shape), jnp.float32)
+        if self.recurrent:
+            policy = self.policy_module.init(
+                policy_key, self.initial_carry(1), obs, jnp.zeros((1,), bool)
+            )
+        else:
+            policy = self.policy_module.init(policy_key, obs)
         return {
-            "policy": self.policy_module.init(policy_key, obs),
+            "policy": policy,
             "value": self.value_module.init(value_key, obs),
         }
 
+    def initial_carry(self, batch_size: int) -> jax.Array:
+        """The recurrent state [B, H] at episode start; [B, 0] for feed-forward policies."""
+        if not self.recurrent:
+            return jnp.zeros((batch_size, 0), jnp.float32)
+        return self.policy_module.initial_carry(batch_size)
+
     def distribution(self, params: dict, obs: jax.Array) -> Any:
         """The action distribution's parameters for obs [N, ...]: (mean, std) or logits."""
+        if self.recurrent:
+            raise ValueError("a recurrent policy needs step_distribution or episode_distribution")
         return self.policy_module.apply(params["policy"], obs)
+
+    def step_distribution(
+        self, params: dict, carry: jax.Array, obs: jax.Array
+    ) -> tuple[jax.Array, Any]:
+        """One acting step for obs [B, ...]: (carry, distribution parameters)."""
+        if not self.recurrent:
+            return carry, self.distribution(params, obs)
+        reset = jnp.zeros(obs.shape[:1], bool)
+        return self.policy_module.apply(params["policy"], carry, obs, reset)
+
+    def episode_distribution(self, params: dict, obs: jax.Array) -> Any:
+        """Distribution parameters [E, L, ...] for episodes obs [E, L, ...], each from its start."""
+        episodes, length = obs.shape[:2]
+        if not self.recurrent:
+            flat = self.distribution(params, obs.reshape(episodes * length, *obs.shape[2:]))
+            return jax.tree.map(lambda x: x.reshape(episodes, length, *x.shape[1:]), flat)
+        time_major = jnp.swapaxes(obs, 0, 1)
+        reset = jnp.zeros((length, episodes), bool).at[0].set(True)
+        _, dist = recurrent.unroll(
+            self.policy_module, params["policy"], self.initial_carry(episodes), time_major, reset
+        )
+        return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), dist)
 
     def value(self, params: dict, obs: jax.Array) -> jax.Array:
         """V(obs) [N]."""
