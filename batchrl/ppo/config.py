@@ -66,11 +66,20 @@ class Config:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         if not 0.0 < self.discount <= 1.0:
             raise ValueError(f"discount must be in (0, 1], got {self.discount}")
+        if self.max_length % self.chunk:
+            raise ValueError(
+                f"chunk_length = {self.chunk_length} must divide max_length = {self.max_length}"
+            )
         if self.objective == "clipped" and self.batch_steps % self.num_minibatches:
             raise ValueError(
                 f"num_agents * steps_per_update = {self.batch_steps} must divide into "
                 f"num_minibatches = {self.num_minibatches}"
             )
+
+    @property
+    def chunk(self) -> int:
+        """Steps per minibatch row of the seed's objective: chunk_length, at most max_length."""
+        return min(self.chunk_length, self.max_length)
 
     @property
     def batch_steps(self) -> int:

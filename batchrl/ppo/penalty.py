@@ -229,12 +229,16 @@ def update(networks: policy_lib.Networks, state: State) -> State:
         metrics["train/grad_norm"] = optax.tree.norm(grads)
         return (optax.apply_updates(params, updates), opt_state), metrics
 
-    episodes = config.update_every
-    batch_size = min(config.batch_size, episodes)
-    num_batches = episodes // batch_size
+    # Minibatches of `batch_size` chunks of `chunk_length` steps (whole episodes for a
+    # recurrent policy, whose state must start at the episode's beginning).
+    chunk = config.max_length if networks.recurrent else config.chunk
+    rows = config.update_every * (config.max_length // chunk)
+    data = jax.tree.map(lambda x: x.reshape(rows, chunk, *x.shape[2:]), data)
+    batch_size = min(config.batch_size, rows)
+    num_batches = rows // batch_size
 
     def epoch(carry: tuple, key: jax.Array) -> tuple[tuple, dict]:
-        order = jax.random.permutation(key, episodes)[: num_batches * batch_size]
+        order = jax.random.permutation(key, rows)[: num_batches * batch_size]
         return jax.lax.scan(minibatch_step, carry, order.reshape(num_batches, batch_size))
 
     key, epoch_key = jax.random.split(state.key)
@@ -246,7 +250,7 @@ def update(networks: policy_lib.Networks, state: State) -> State:
     new_dist = networks.episode_distribution(params, data["obs"])
     new_dist = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), new_dist)
     old_dist = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), data["dist"])
-    kl = losses.masked_mean(networks.kl(old_dist, new_dist), valid.reshape(-1))
+    kl = losses.masked_mean(networks.kl(old_dist, new_dist), data["valid"].reshape(-1))
     metrics = {name: value[-1].mean() for name, value in metrics.items()}
     metrics["train/kl"] = kl
     metrics["train/penalty"] = penalty

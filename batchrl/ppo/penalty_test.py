@@ -97,3 +97,19 @@ def test_recurrent_needs_the_penalty_objective_and_box_actions():
     env = jax_env.Batched(classic.make("Pendulum-v1"), 2)
     with pytest.raises(ValueError, match="use objective='kl_penalty'"):
         loop.build(config_lib.clipped(recurrent=True), env, 10, 10)
+
+
+def test_chunks_must_divide_episodes():
+    with pytest.raises(ValueError, match="chunk_length = 300 must divide max_length = 1000"):
+        config_lib.Config(chunk_length=300)
+    assert config_lib.Config(max_length=200, chunk_length=500).chunk == 200
+
+
+def test_updates_in_chunks_of_episodes():
+    config = config_lib.Config(
+        num_agents=4, max_length=20, chunk_length=5, update_every=4, batch_size=4, update_epochs=2
+    )
+    env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
+    metrics, phase = train(config, env, 20, 20, phases=2)
+    assert int(phase.agent_state.updates) == 2
+    assert all(np.isfinite(m["train/policy_loss"]) for m in metrics)
