@@ -41,7 +41,7 @@ class Config:
     gae_lambda: float | None = None  # None: Monte-Carlo returns, as the seed.
     # The seed's objective: episode memory and an adaptive KL penalty with cutoff.
     update_every: int = 30  # Episodes per update.
-    chunk_length: int = 200  # Steps of an episode per minibatch row.
+    chunk_length: int = 50  # Steps of an episode per minibatch row.
     batch_size: int = 30  # Episodes per minibatch.
     kl_target: float = 1e-2
     kl_init_penalty: float = 1.0

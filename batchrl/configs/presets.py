@@ -1,0 +1,125 @@
+"""The tasks of the seed with its hyperparameters, JAX-native presets, and clipped variants.
+
+Seed presets use the KL-penalty objective, 200-100 ReLU networks, 30 agents and 30
+episodes per update, as the seed did; `*_clipped` presets use the clipped objective
+with common-practice hyperparameters (SB3's and CleanRL's MuJoCo defaults).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+from batchrl.configs.train_config import TrainConfig
+
+
+def default() -> TrainConfig:
+    """The seed's defaults: KL-penalty PPO, 30 agents, 30 episodes per update."""
+    return TrainConfig()
+
+
+def pendulum() -> TrainConfig:
+    """Pendulum-v1 swing-up in worker processes, 1M steps."""
+    return dataclasses.replace(default(), env="Pendulum-v1", max_length=200, discount=0.95)
+
+
+def pendulum_jax() -> TrainConfig:
+    """The JAX-native Pendulum-v1, fully compiled, 1M steps."""
+    return dataclasses.replace(pendulum(), env_kind="jax")
+
+
+def cartpole() -> TrainConfig:
+    """CartPole-v1 with a categorical policy, 200k steps."""
+    return dataclasses.replace(default(), env="CartPole-v1", max_length=500, steps=200_000)
+
+
+def cartpole_jax() -> TrainConfig:
+    """The JAX-native CartPole-v1, fully compiled, 200k steps."""
+    return dataclasses.replace(cartpole(), env_kind="jax")
+
+
+def _mujoco(env: str, steps: int, **overrides: object) -> TrainConfig:
+    return dataclasses.replace(default(), env=env, max_length=1000, steps=steps, **overrides)
+
+
+def reacher() -> TrainConfig:
+    """Reacher-v5 (episodes end at 50 steps), 5M steps."""
+    return _mujoco("Reacher-v5", 5_000_000, discount=0.985, update_every=60)
+
+
+def cheetah() -> TrainConfig:
+    """HalfCheetah-v5, 10M steps."""
+    return _mujoco("HalfCheetah-v5", 10_000_000, discount=0.99)
+
+
+def walker() -> TrainConfig:
+    """Walker2d-v5, 10M steps."""
+    return _mujoco("Walker2d-v5", 10_000_000)
+
+
+def hopper() -> TrainConfig:
+    """Hopper-v5, 10M steps."""
+    return _mujoco("Hopper-v5", 10_000_000, update_every=60)
+
+
+def ant() -> TrainConfig:
+    """Ant-v5, 20M steps."""
+    return _mujoco("Ant-v5", 20_000_000)
+
+
+def humanoid() -> TrainConfig:
+    """Humanoid-v5, 50M steps."""
+    return _mujoco("Humanoid-v5", 50_000_000, update_every=60)
+
+
+def clipped(base: TrainConfig) -> TrainConfig:
+    """`base`'s task with the clipped objective and SB3/CleanRL MuJoCo hyperparameters."""
+    return TrainConfig(
+        objective="clipped",
+        env=base.env,
+        env_kind=base.env_kind,
+        max_length=base.max_length,
+        steps=min(base.steps, 1_000_000),
+        num_agents=8,
+        discount=0.99,
+        policy_layers=(64, 64),
+        value_layers=(64, 64),
+        activation="tanh",
+        init_std=1.0,
+        orthogonal_init=True,
+        learning_rate=3e-4,
+        max_grad_norm=0.5,
+        update_epochs=10,
+        gae_lambda=0.95,
+        steps_per_update=256,
+        num_minibatches=32,
+        phase_steps=20_480,  # Ten updates between evaluations.
+        eval_episodes=8,
+    )
+
+
+_SEED = {
+    "pendulum": pendulum,
+    "pendulum_jax": pendulum_jax,
+    "cartpole": cartpole,
+    "cartpole_jax": cartpole_jax,
+    "reacher": reacher,
+    "cheetah": cheetah,
+    "walker": walker,
+    "hopper": hopper,
+    "ant": ant,
+    "humanoid": humanoid,
+}
+_MUJOCO = ("reacher", "cheetah", "walker", "hopper", "ant", "humanoid")
+
+PRESETS: dict[str, Callable[[], TrainConfig]] = {
+    **_SEED,
+    **{f"{name}_clipped": (lambda name=name: clipped(_SEED[name]())) for name in _MUJOCO},
+}
+
+
+def get(name: str) -> TrainConfig:
+    """The preset called `name`; a one-line error listing the presets otherwise."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown config {name!r}: choose one of {', '.join(PRESETS)}")
+    return PRESETS[name]()

@@ -1,0 +1,136 @@
+"""Tests for the plot script: images from fake runs, resumed runs, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from batchrl.scripts import plot
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def fake_run(folder, offset: float) -> None:
+    """A run folder whose metrics.jsonl has train returns every phase and eval every other."""
+    folder.mkdir(parents=True)
+    with (folder / "metrics.jsonl").open("w") as file:
+        for phase in range(10):
+            steps = 10_000 * (phase + 1)
+            record = {
+                "step": steps,
+                "perf/env_steps": steps,
+                "train/return": offset + 50.0 * phase,
+                "eval/return": offset + 60.0 * phase if phase % 2 else None,
+                "train/kl": 0.01,
+            }
+            file.write(json.dumps(record) + "\n")
+
+
+@pytest.fixture
+def runs(tmp_path):
+    first, second = tmp_path / "runs" / "clipped", tmp_path / "runs" / "penalty"
+    fake_run(first, offset=-800.0)
+    fake_run(second, offset=-700.0)
+    return first, second
+
+
+def assert_png(path) -> None:
+    data = path.read_bytes()
+    assert data.startswith(PNG_SIGNATURE)
+    assert len(data) > 10_000
+
+
+def test_main_writes_a_png_of_two_runs(runs, tmp_path, capsys):
+    out = tmp_path / "figures" / "curves.png"
+    assert plot.main([str(runs[0]), str(runs[1]), "--out", str(out)]) == 0
+    assert_png(out)
+    assert str(out) in capsys.readouterr().out
+
+
+def test_main_draws_the_chosen_metrics(runs, tmp_path):
+    out = tmp_path / "kl.png"
+    assert plot.main([str(runs[0]), "--out", str(out), "--metrics", "train/kl"]) == 0
+    assert_png(out)
+
+
+def test_figure_has_a_line_per_run_and_metric_and_a_legend_of_both(runs):
+    records = {path.name: plot.load(path) for path in runs}
+    figure = plot.draw(records, ["train/return", "eval/return"])
+    (axes,) = figure.axes
+    assert len(axes.lines) == 4
+    assert [line.get_linestyle() for line in axes.lines] == ["-", "--", "-", "--"]
+    assert axes.lines[0].get_color() != axes.lines[2].get_color()
+    legend = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert legend == ["clipped", "penalty", "train/return", "eval/return"]
+    # Eval returns exist on every other phase only; their null entries are skipped.
+    assert list(axes.lines[1].get_xdata()) == [20_000, 40_000, 60_000, 80_000, 100_000]
+
+
+def test_series_skips_nulls_and_keeps_the_redone_points_of_a_resumed_run():
+    records = [
+        {"perf/env_steps": 100, "train/return": 1.0},
+        {"perf/env_steps": 200, "train/return": None},
+        {"perf/env_steps": 300, "train/return": 3.0},
+        {"perf/env_steps": 400, "train/return": 4.0},
+        {"train/return": 9.0},
+        # Resumed from a checkpoint at 200 env steps.
+        {"perf/env_steps": 300, "train/return": 3.5},
+        {"perf/env_steps": 400, "train/return": 4.5},
+    ]
+    assert plot.series(records, "train/return") == ([100, 300, 400], [1.0, 3.5, 4.5])
+    assert plot.series(records, "eval/return") == ([], [])
+
+
+def test_legend_uses_paths_when_folder_names_clash(tmp_path):
+    paths = [tmp_path / "a" / "seed0", tmp_path / "b" / "seed0"]
+    assert plot.labels(paths) == [str(path) for path in paths]
+    assert plot.labels(paths[:1]) == ["seed0"]
+
+
+def test_missing_run_folder_exits_2_with_one_line(runs, tmp_path, capsys):
+    missing = tmp_path / "runs" / "nope"
+    out = tmp_path / "curves.png"
+    assert plot.main([str(runs[0]), str(missing), "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert error == f"plot: error: run folder not found: {missing}\n"
+    assert not out.exists()
+
+
+def test_run_folder_without_metrics_exits_2_with_one_line(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert plot.main([str(empty), "--out", str(tmp_path / "curves.png")]) == 2
+    error = capsys.readouterr().err
+    assert error == f"plot: error: no metrics.jsonl in run folder {empty}\n"
+
+
+def test_unreadable_metrics_exit_2_with_one_line(tmp_path, capsys):
+    run = tmp_path / "broken"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"step": 0}\n{oops\n{"step": 2}\n')
+    assert plot.main([str(run), "--out", str(tmp_path / "curves.png")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("plot: error: ") and "line 2" in error
+    assert error.count("\n") == 1
+
+
+def run_module(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "batchrl.scripts.plot", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60)
+
+
+def test_module_runs_from_the_command_line(runs, tmp_path):
+    out = tmp_path / "curves.png"
+    result = run_module(str(runs[0]), str(runs[1]), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert_png(out)
+
+
+def test_module_reports_a_missing_folder_without_a_traceback(tmp_path):
+    missing = tmp_path / "nope"
+    result = run_module(str(missing), "--out", str(tmp_path / "curves.png"))
+    assert result.returncode == 2
+    assert result.stderr == f"plot: error: run folder not found: {missing}\n"

@@ -1,0 +1,165 @@
+"""Trains PPO on a preset: run folder, config as YAML, train and eval phases, checkpoints, logs.
+
+    python -m batchrl.scripts.train --logdir runs --config pendulum [--seed 1] [--set k=v ...]
+    python -m batchrl.scripts.train --logdir runs --timestamp 20261122T101500   # resume
+    python -m batchrl.scripts.train --list
+
+A new run goes to LOGDIR/<timestamp>-<config>/. Resuming restores parameters, optimiser,
+normalisers, KL penalty, step counters, random keys and the episode memory from the
+last good checkpoint; on JAX-native envs it continues exactly as if never stopped.
+Ctrl-C or SIGTERM saves a checkpoint and exits cleanly. Bad input ends with one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import pathlib
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from batchrl import configs
+from batchrl.envs import errors as env_errors
+from batchrl.envs import spec, xla_threads
+
+CONFIG_FILE = "config.yaml"
+CHECKPOINTS = "checkpoints"
+
+
+class UsageError(Exception):
+    """Bad input from the command line: reported as one line, exit status 2."""
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="batchrl", description=__doc__.splitlines()[0])
+    parser.add_argument("--logdir", help="folder that holds the runs")
+    parser.add_argument("--config", help="preset name (see --list)")
+    parser.add_argument("--timestamp", help="resume the run with this timestamp")
+    parser.add_argument("--seed", type=int, help="run seed (new runs only)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a field"
+    )
+    parser.add_argument("--list", action="store_true", help="list the presets and exit")
+    parser.add_argument("--list-keys", action="store_true", help="list the config keys and exit")
+    return parser.parse_args(argv)
+
+
+def list_presets() -> str:
+    lines = [f"{'preset':<18} {'env':<16} {'kind':<8} {'objective':<11} steps"]
+    for name, make in configs.PRESETS.items():
+        config = make()
+        lines.append(
+            f"{name:<18} {config.env:<16} {config.env_kind:<8} {config.objective:<11} "
+            f"{config.steps:,}"
+        )
+    return "\n".join(lines)
+
+
+def list_keys() -> str:
+    defaults = configs.TrainConfig()
+    return "\n".join(
+        f"{field.name} = {getattr(defaults, field.name)!r}"
+        for field in dataclasses.fields(defaults)
+    )
+
+
+def new_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainConfig]:
+    if not args.config:
+        raise UsageError("give --config NAME for a new run (see --list), or --timestamp to resume")
+    try:
+        config = configs.get(args.config)
+        if args.seed is not None:
+            config = dataclasses.replace(config, seed=args.seed)
+        for assignment in args.set:
+            config = configs.parse_override(config, assignment)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    timestamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+    rundir = pathlib.Path(args.logdir) / f"{timestamp}-{args.config}"
+    rundir.mkdir(parents=True, exist_ok=False)
+    text = yaml.safe_dump(configs.to_dict(config), sort_keys=False)
+    temporary = rundir / f".{CONFIG_FILE}.tmp"
+    temporary.write_text(text)
+    temporary.replace(rundir / CONFIG_FILE)
+    return rundir, config
+
+
+def find_run(logdir: pathlib.Path, timestamp: str) -> pathlib.Path:
+    matches = sorted(logdir.glob(f"{timestamp}-*")) if logdir.is_dir() else []
+    if not matches:
+        raise UsageError(f"no run with timestamp {timestamp!r} in {str(logdir)!r} to resume")
+    if len(matches) > 1:
+        raise UsageError(f"several runs match timestamp {timestamp!r}: {matches}")
+    return matches[0]
+
+
+def load_config(rundir: pathlib.Path) -> configs.TrainConfig:
+    path = rundir / CONFIG_FILE
+    try:
+        data = yaml.safe_load(path.read_text())
+        return configs.from_dict(data)
+    except FileNotFoundError:
+        raise UsageError(f"{str(path)!r} is missing: not a batchrl run folder") from None
+    except (yaml.YAMLError, ValueError, TypeError, AttributeError) as error:
+        first = str(error).splitlines()[0]
+        raise UsageError(f"cannot read {str(path)!r}: {first}") from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; returns the exit status."""
+    args = parse_args(argv)
+    if args.list:
+        print(list_presets())
+        return 0
+    if args.list_keys:
+        print(list_keys())
+        return 0
+    try:
+        if not args.logdir:
+            raise UsageError("give --logdir DIR: the folder that holds the runs")
+        if args.timestamp:
+            if args.config or args.set or args.seed is not None:
+                raise UsageError(
+                    "a resumed run keeps its saved config: drop --config, --seed and --set"
+                )
+            rundir = find_run(pathlib.Path(args.logdir), args.timestamp)
+            config = load_config(rundir)
+        else:
+            rundir, config = new_run(args)
+        if config.env_kind == "workers":
+            xla_threads.limit()
+        from batchrl.training import run as run_lib
+
+        signal.signal(signal.SIGTERM, _interrupt)
+        return run_lib.train(rundir, config)
+    except UsageError as error:
+        print(f"batchrl: error: {error}", file=sys.stderr)
+        return 2
+    except (
+        ValueError,
+        env_errors.EnvError,
+        spec.UnsupportedSpaceError,
+        FloatingPointError,
+        _checkpoint_error(),
+    ) as error:
+        print(f"batchrl: error: {str(error).splitlines()[0]}", file=sys.stderr)
+        return 1
+
+
+def _checkpoint_error() -> type[Exception]:
+    from batchrl.training import checkpoint
+
+    return checkpoint.CheckpointError
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import numpy as np
+import pytest
+
+from batchrl.conftest import wait_gone
+from batchrl.scripts import train
+from batchrl.training import checkpoint
+from batchrl.training import logging as logs
+
+TINY = [
+    "--set",
+    "num_agents=4",
+    "--set",
+    "update_every=4",
+    "--set",
+    "max_length=50",
+    "--set",
+    "eval_episodes=4",
+    "--set",
+    "policy_layers=32,32",
+    "--set",
+    "value_layers=32,32",
+]
+
+
+def run_folder(logdir: pathlib.Path) -> pathlib.Path:
+    (folder,) = logdir.iterdir()
+    return folder
+
+
+def launch(*args: str, cwd: pathlib.Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "batchrl.scripts.train", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("runs")
+    code = train.main(
+        ["--logdir", str(logdir), "--config", "pendulum_jax", *TINY, "--set", "steps=1000"]
+    )
+    assert code == 0
+    return run_folder(logdir)
+
+
+def test_a_run_folder_holds_config_checkpoints_events_and_metrics(finished_run):
+    assert (finished_run / "config.yaml").read_text().startswith("objective: kl_penalty")
+    assert checkpoint.steps(finished_run / "checkpoints") == [3, 4, 5]
+    assert list(finished_run.glob("events.out.tfevents.*"))
+    rows = logs.read_jsonl(finished_run / "metrics.jsonl")
+    assert [row["step"] for row in rows] == [200, 400, 600, 800, 1000]
+    assert all(row["eval/count"] == 4 for row in rows)
+
+
+def test_resuming_a_finished_run_trains_no_further(finished_run, capsys):
+    code = train.main(
+        ["--logdir", str(finished_run.parent), "--timestamp", finished_run.name.split("-")[0]]
+    )
+    assert code == 0
+    assert len(logs.read_jsonl(finished_run / "metrics.jsonl")) == 5
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--config", "nope"], "unknown config 'nope': choose one of pendulum"),
+        (["--config", "pendulum", "--set", "lerning_rate=1"], "did you mean 'learning_rate'"),
+        (["--config", "pendulum", "--set", "num_agents=many"], "num_agents='many': expected an"),
+        (["--config", "pendulum", "--set", "env=Nope-v0"], "unknown env 'Nope-v0'"),
+        (["--timestamp", "19990101T000000"], "no run with timestamp '19990101T000000'"),
+    ],
+)
+def test_bad_input_is_one_line_without_traceback(tmp_path, capsys, args, message):
+    code = train.main(["--logdir", str(tmp_path), *args])
+    err = capsys.readouterr().err
+    assert code != 0
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_a_corrupt_checkpoint_is_reported_and_the_previous_one_used(finished_run, tmp_path, capsys):
+    copy = tmp_path / finished_run.name
+    subprocess.run(["cp", "-r", str(finished_run), str(copy)], check=True)
+    newest = checkpoint.path_for(copy / "checkpoints", 5)
+    newest.write_bytes(newest.read_bytes()[:100])
+    code = train.main(["--logdir", str(tmp_path), "--timestamp", copy.name.split("-")[0]])
+    assert code == 0
+    assert checkpoint.steps(copy / "checkpoints")[-1] == 5  # Phase 5 trained again and saved.
+    for path in (copy / "checkpoints").glob("ckpt-*"):
+        path.write_bytes(b"garbage")
+    capsys.readouterr()
+    code = train.main(["--logdir", str(tmp_path), "--timestamp", copy.name.split("-")[0]])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err
+    assert "checkpoint" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_exactly_as_if_never_stopped(tmp_path):
+    budget = ["--set", "steps=4000", "--seed", "3"]
+    whole = tmp_path / "whole"
+    assert train.main(["--logdir", str(whole), "--config", "pendulum_jax", *TINY, *budget]) == 0
+    killed = tmp_path / "killed"
+    process = launch(
+        "--logdir", str(killed), "--config", "pendulum_jax", *TINY, *budget, cwd=tmp_path
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        folders = list(killed.glob("*/checkpoints")) if killed.exists() else []
+        if folders and checkpoint.steps(folders[0]):
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    folder = run_folder(killed)
+    stopped_at = checkpoint.steps(folder / "checkpoints")[-1]
+    assert stopped_at < 20, "the run finished before it was killed"
+    code = train.main(["--logdir", str(killed), "--timestamp", folder.name.split("-")[0]])
+    assert code == 0
+    a = checkpoint.path_for(run_folder(whole) / "checkpoints", 20).read_bytes()
+    b = checkpoint.path_for(folder / "checkpoints", 20).read_bytes()
+    assert a == b  # Byte for byte: parameters, optimiser, normalisers, keys, memory.
+    steps = [row["step"] for row in logs.read_jsonl(folder / "metrics.jsonl")]
+    assert steps[-1] == 4000 and sorted(set(steps)) == list(range(200, 4001, 200))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT])
+def test_sigterm_or_ctrl_c_saves_a_checkpoint_and_leaves_no_worker(tmp_path, how):
+    import psutil
+
+    process = launch(
+        "--logdir",
+        str(tmp_path),
+        "--config",
+        "pendulum",
+        *TINY,
+        "--set",
+        "steps=1000000",
+        cwd=tmp_path,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        rows = list(tmp_path.glob("*/metrics.jsonl"))
+        if rows and rows[0].read_text().count("\n") >= 1:
+            break
+        time.sleep(0.05)
+    workers = [p.pid for p in psutil.Process(process.pid).children(recursive=True)]
+    process.send_signal(how)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err
+    assert "interrupted: saved a checkpoint" in out
+    assert checkpoint.steps(run_folder(tmp_path) / "checkpoints")
+    assert not wait_gone(workers, 3.0)
+
+
+def test_list_shows_every_preset(capsys):
+    assert train.main(["--list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("pendulum", "cartpole_jax", "humanoid", "cheetah_clipped"):
+        assert name in out
+
+
+def test_saved_config_reads_back_without_executing_code(finished_run):
+    text = (finished_run / "config.yaml").read_text()
+    assert "!!python" not in text
+    config = train.load_config(finished_run)
+    assert config.num_agents == 4 and config.policy_layers == (32, 32)
+
+
+def test_metrics_are_json_with_null_for_missing(finished_run):
+    first = json.loads((finished_run / "metrics.jsonl").read_text().splitlines()[0])
+    assert set(first) >= {"step", "train/return", "eval/return", "train/kl"}
+    assert np.isfinite(first["eval/return"])
+    assert jax.numpy.isfinite(first["train/policy_loss"])
+    assert os.path.getsize(finished_run / "metrics.jsonl") > 0
+
+
+@pytest.mark.slow
+def test_the_readme_train_command_learns_pendulum_with_a_smaller_budget(tmp_path):
+    # README: python -m batchrl.scripts.train --config pendulum --logdir runs (1M steps).
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "batchrl.scripts.train",
+            "--config",
+            "pendulum",
+            "--logdir",
+            str(tmp_path),
+            "--set",
+            "steps=300000",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = logs.read_jsonl(run_folder(tmp_path) / "metrics.jsonl")
+    assert rows[-1]["step"] == 300000
+    assert rows[-1]["eval/return"] >= -400, [round(r["eval/return"]) for r in rows[-10:]]

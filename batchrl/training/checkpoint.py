@@ -1,0 +1,278 @@
+"""Checkpoints of a training run's state: atomic, checksummed, and free of pickle.
+
+A checkpoint holds one state pytree (flax.struct dataclasses, dicts, optax states, jax and numpy
+arrays including typed PRNG key arrays, Python scalars) as a flax state dict packed with msgpack,
+so loading a run folder never executes code. Loading restores into a `target` pytree of the same
+structure, usually a freshly initialised state, and checks every leaf's shape and dtype.
+
+File layout of `ckpt-{step:012d}.bin`, little endian:
+
+    magic (8 bytes) | format version (uint32) | payload length (uint64) | sha256 (32 bytes)
+    payload: msgpack of {"step": int, "state": encoded state dict}
+
+Files are written to a temporary name in the same directory, flushed and fsynced, then renamed,
+so a crash mid-write never leaves a half-written file under a final name; `steps` ignores the
+temporary files such a crash leaves behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import pathlib
+import re
+import struct
+import tempfile
+from typing import Any, NoReturn
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import serialization
+
+logger = logging.getLogger("batchrl.training")
+
+MAGIC = b"BRLCKPT\x00"
+VERSION = 1
+_HEADER = struct.Struct("<8sIQ32s")  # magic, version, payload length, sha256 of payload.
+_NAME = re.compile(r"ckpt-(\d{12})\.bin")
+_KEY_MARK = "__prng_key__"  # Encoded key array: {_KEY_MARK: impl name, "key_data": uint array}.
+_SCALARS = (bool, int, float, str, type(None))
+
+
+class CheckpointError(Exception):
+    """A checkpoint cannot be written or read, or does not match the target state."""
+
+
+def path_for(directory: str | os.PathLike, step: int) -> pathlib.Path:
+    """The final file name of the checkpoint of `step` in `directory`."""
+    return pathlib.Path(directory) / f"ckpt-{step:012d}.bin"
+
+
+def save(directory: str | os.PathLike, step: int, state: Any, keep: int = 3) -> pathlib.Path:
+    """Writes `state` atomically as the checkpoint of `step`, then keeps only the newest `keep`.
+
+    Retention is by step number: after the write, every checkpoint except the `keep` highest
+    steps is deleted (so saving a step below `keep` newer ones deletes it again at once).
+
+    Args:
+        directory: Run folder; created if missing.
+        step: Non-negative training step, used in the file name.
+        state: The pytree to save.
+        keep: How many checkpoints to keep, at least 1.
+
+    Returns:
+        The path of the written checkpoint.
+
+    Raises:
+        CheckpointError: `state` holds a leaf that cannot be stored without pickle.
+        ValueError: `step` is negative or `keep` is below 1.
+    """
+    if step < 0 or step >= 10**12:
+        raise ValueError(f"step must be in [0, 1e12), got {step}")
+    if keep < 1:
+        raise ValueError(f"keep must be at least 1, got {keep}")
+    directory = pathlib.Path(directory)
+    encoded = _encode(serialization.to_state_dict(state), "")
+    payload = serialization.msgpack_serialize({"step": step, "state": encoded})
+    header = _HEADER.pack(MAGIC, VERSION, len(payload), hashlib.sha256(payload).digest())
+    path = path_for(directory, step)
+    directory.mkdir(parents=True, exist_ok=True)
+    _write_atomic(path, header + payload)
+    for old in steps(directory)[:-keep]:
+        path_for(directory, old).unlink(missing_ok=True)
+    return path
+
+
+def steps(directory: str | os.PathLike) -> list[int]:
+    """Steps of the checkpoints in `directory`, ascending; empty if it does not exist."""
+    directory = pathlib.Path(directory)
+    if not directory.is_dir():
+        return []
+    found = (_NAME.fullmatch(entry.name) for entry in directory.iterdir())
+    return sorted(int(match.group(1)) for match in found if match)
+
+
+def load(path: str | os.PathLike, target: Any) -> Any:
+    """Reads the checkpoint at `path` into the structure of `target`.
+
+    Args:
+        path: A checkpoint file written by `save`.
+        target: A pytree of the saved structure, e.g. a freshly initialised state; only its
+            structure, shapes, dtypes and key implementations are used.
+
+    Returns:
+        A pytree like `target` holding the saved values.
+
+    Raises:
+        CheckpointError: With a one-line message naming the file and what is wrong: unreadable,
+            bad magic, unsupported version, truncated, checksum mismatch, undecodable payload,
+            step mismatch, or structure mismatch at the first differing leaf path.
+    """
+    path = pathlib.Path(path)
+    try:
+        step, encoded = _read(path)
+        match = _NAME.fullmatch(path.name)
+        if match and int(match.group(1)) != step:
+            raise CheckpointError(f"step mismatch: the file holds step {step}")
+        restored = _restore(encoded, serialization.to_state_dict(target), "")
+    except CheckpointError as error:
+        raise CheckpointError(f"{path}: {error}") from None
+    try:
+        return serialization.from_state_dict(target, restored)
+    except (ValueError, TypeError, KeyError) as error:  # Flax's own checks, as a backstop.
+        message = " ".join(str(error).split())
+        raise CheckpointError(f"{path}: structure mismatch: {message}") from None
+
+
+def load_latest(directory: str | os.PathLike, target: Any) -> tuple[int, Any] | None:
+    """Loads the newest checkpoint in `directory` that loads, skipping corrupt newer ones.
+
+    Each skipped checkpoint is reported as a warning on the "batchrl.training" logger.
+
+    Args:
+        directory: Run folder.
+        target: A pytree of the saved structure; see `load`.
+
+    Returns:
+        `(step, state)` of the newest loadable checkpoint, or None if there are none.
+
+    Raises:
+        CheckpointError: Checkpoints exist but none of them loads.
+    """
+    available = steps(directory)
+    if not available:
+        return None
+    for step in reversed(available):
+        try:
+            return step, load(path_for(directory, step), target)
+        except CheckpointError as error:
+            logger.warning("Skipping checkpoint %s", error)
+    raise CheckpointError(
+        f"none of the {len(available)} checkpoints in {directory} loads; see the warnings above"
+    )
+
+
+def _write_atomic(path: pathlib.Path, data: bytes) -> None:
+    """Writes `data` to a temporary file beside `path`, fsyncs it, and renames it to `path`."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        pathlib.Path(temporary).unlink(missing_ok=True)
+        raise
+    if hasattr(os, "O_DIRECTORY"):  # Make the rename itself durable (POSIX).
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+
+
+def _read(path: pathlib.Path) -> tuple[int, Any]:
+    """Checks the header of the file at `path` and decodes its payload to (step, state)."""
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise CheckpointError(f"unreadable: {error.strerror}") from None
+    if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
+        raise CheckpointError("bad magic: not a batchrl checkpoint")
+    if len(data) < _HEADER.size:
+        raise CheckpointError(f"truncated: {len(data)} bytes is shorter than the header")
+    _, version, length, digest = _HEADER.unpack_from(data)
+    if version != VERSION:
+        raise CheckpointError(f"unsupported format version {version}, expected {VERSION}")
+    payload = data[_HEADER.size :]
+    if len(payload) < length:
+        raise CheckpointError(f"truncated: payload has {len(payload)} of {length} bytes")
+    if len(payload) > length:
+        raise CheckpointError(f"length mismatch: payload has {len(payload)} bytes, not {length}")
+    if hashlib.sha256(payload).digest() != digest:
+        raise CheckpointError("checksum mismatch: the payload is corrupted")
+    try:
+        contents = serialization.msgpack_restore(payload)
+        return int(contents["step"]), contents["state"]
+    except Exception as error:  # A valid checksum over bytes that were never a checkpoint.
+        raise CheckpointError(f"undecodable payload: {type(error).__name__}") from None
+
+
+def _is_key(leaf: Any) -> bool:
+    return isinstance(leaf, jax.Array) and jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+
+
+def _describe(leaf: Any) -> str:
+    """A short description of a leaf for error messages, e.g. `float32[4,64]`."""
+    if isinstance(leaf, dict):
+        if _KEY_MARK in leaf:
+            return f"key<{leaf[_KEY_MARK]}>{list(np.shape(leaf.get('key_data')))}"
+        return f"a subtree with keys {sorted(leaf)}"
+    if _is_key(leaf):
+        return f"key<{jax.random.key_impl(leaf)}>{list(leaf.shape)}"
+    if isinstance(leaf, jax.Array | np.ndarray | np.generic):
+        return f"{leaf.dtype}{list(np.shape(leaf))}".replace(" ", "")
+    return type(leaf).__name__
+
+
+def _encode(node: Any, path: str) -> Any:
+    """Replaces the leaves of a state dict by values msgpack stores without pickle."""
+    if isinstance(node, dict):
+        return {key: _encode(value, f"{path}/{key}") for key, value in node.items()}
+    if _is_key(node):
+        data = np.asarray(jax.random.key_data(node))
+        return {_KEY_MARK: str(jax.random.key_impl(node)), "key_data": data}
+    if isinstance(node, jax.Array):
+        return np.asarray(node)
+    if isinstance(node, np.ndarray | np.generic) and node.dtype.kind not in "OV":
+        return node
+    if isinstance(node, _SCALARS):
+        return node
+    raise CheckpointError(f"cannot checkpoint leaf {path or '/'} of type {type(node).__name__}")
+
+
+def _restore(saved: Any, target: Any, path: str) -> Any:
+    """Decodes `saved` leaf by leaf into the state dict structure of `target`."""
+    if isinstance(target, dict):
+        if not isinstance(saved, dict) or _KEY_MARK in saved:
+            _mismatch(path, saved, target)
+        for key in sorted(set(target) ^ set(saved)):
+            where = "target" if key in target else "checkpoint"
+            raise CheckpointError(f"structure mismatch at {path}/{key}: only in the {where}")
+        return {key: _restore(saved[key], value, f"{path}/{key}") for key, value in target.items()}
+    if _is_key(target):
+        return _restore_key(saved, target, path)
+    if isinstance(target, jax.Array | np.ndarray | np.generic):
+        if not isinstance(saved, np.ndarray | np.generic) or _describe(saved) != _describe(target):
+            _mismatch(path, saved, target)
+        if isinstance(target, jax.Array):
+            return jnp.asarray(saved)
+        return np.array(saved) if isinstance(target, np.ndarray) else saved
+    if type(saved) is not type(target):
+        _mismatch(path, saved, target)
+    return saved
+
+
+def _restore_key(saved: Any, target: jax.Array, path: str) -> jax.Array:
+    """Rebuilds a typed PRNG key array with the key implementation of `target`."""
+    impl = jax.random.key_impl(target)
+    expected = jax.random.key_data(target)
+    if not isinstance(saved, dict) or saved.get(_KEY_MARK) != str(impl):
+        _mismatch(path, saved, target)
+    data = saved.get("key_data")
+    if not isinstance(data, np.ndarray) or (data.shape, data.dtype) != (
+        expected.shape,
+        expected.dtype,
+    ):
+        _mismatch(path, saved, target)
+    return jax.random.wrap_key_data(data, impl=impl)
+
+
+def _mismatch(path: str, saved: Any, target: Any) -> NoReturn:
+    raise CheckpointError(
+        f"structure mismatch at {path or '/'}: checkpoint has {_describe(saved)}, "
+        f"target has {_describe(target)}"
+    )

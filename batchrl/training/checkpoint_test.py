@@ -1,0 +1,207 @@
+"""Tests for checkpoint: exact round trips, retention, corruption, structure checks, no pickle."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pathlib
+import pickle
+from typing import Any
+
+import flax
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from batchrl.training import checkpoint
+
+
+class _MLP(nn.Module):
+    hidden: int = 32
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        return nn.Dense(2)(nn.tanh(nn.Dense(self.hidden)(obs)))
+
+
+@flax.struct.dataclass
+class _TrainState:
+    params: Any
+    opt_state: Any
+    key: jax.Array
+    updates: int
+    learning_rate: float
+    extra: dict
+
+
+def _state(seed: int, hidden: int = 32, obs_size: int = 3) -> _TrainState:
+    key, init_key = jax.random.split(jax.random.key(seed))
+    params = _MLP(hidden).init(init_key, jnp.zeros((1, 4)))
+    opt_state = optax.adam(1e-3).init(params)
+    extra = {
+        "normalizer": {
+            "count": jnp.asarray(seed + 1, jnp.int32),
+            "mean": jnp.arange(obs_size, dtype=jnp.float32) * (seed + 1),
+        },
+        "episodes": seed * 7,
+        "best_return": seed * 0.5 - 1.25,
+        "schedule": np.linspace(0.0, 1.0, 4) + seed,
+    }
+    return _TrainState(params, opt_state, key, seed * 100, seed * 1e-4 + 3e-4, extra)
+
+
+def _assert_same(actual: Any, expected: Any) -> None:
+    assert jax.tree.structure(actual) == jax.tree.structure(expected)
+    for got, want in zip(jax.tree.leaves(actual), jax.tree.leaves(expected), strict=True):
+        assert type(got) is type(want)
+        if isinstance(want, jax.Array) and jax.dtypes.issubdtype(want.dtype, jax.dtypes.prng_key):
+            assert jax.random.key_impl(got) == jax.random.key_impl(want)
+            got, want = jax.random.key_data(got), jax.random.key_data(want)
+        if isinstance(want, jax.Array | np.ndarray):
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        else:
+            assert got == want
+
+
+def _corrupt(path: pathlib.Path, how: str) -> None:
+    data = bytearray(path.read_bytes())
+    if how == "truncate":
+        data = data[: len(data) // 2]
+    elif how == "flip":
+        data[-10] ^= 0xFF
+    elif how == "magic":
+        data[0] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+def test_round_trip_is_exact(tmp_path):
+    state = _state(seed=1)
+    path = checkpoint.save(tmp_path, 7, state)
+    assert path == tmp_path / "ckpt-000000000007.bin"
+    restored = checkpoint.load(path, _state(seed=0))
+    _assert_same(restored, state)
+    # The restored key is usable as a key.
+    assert jax.random.uniform(restored.key) == jax.random.uniform(state.key)
+
+
+def test_keep_deletes_older(tmp_path):
+    state = _state(seed=0)
+    for step in range(1, 6):
+        checkpoint.save(tmp_path, step, state, keep=3)
+    assert checkpoint.steps(tmp_path) == [3, 4, 5]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "ckpt-000000000003.bin",
+        "ckpt-000000000004.bin",
+        "ckpt-000000000005.bin",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("how", "reason"),
+    [("truncate", "truncated"), ("flip", "checksum mismatch"), ("magic", "bad magic")],
+)
+def test_corrupt_newest_falls_back_with_warning(tmp_path, caplog, how, reason):
+    old, new = _state(seed=1), _state(seed=2)
+    checkpoint.save(tmp_path, 10, old)
+    newest = checkpoint.save(tmp_path, 20, new)
+    _corrupt(newest, how)
+    with pytest.raises(checkpoint.CheckpointError, match=reason) as error:
+        checkpoint.load(newest, _state(seed=0))
+    assert str(newest) in str(error.value) and "\n" not in str(error.value)
+    with caplog.at_level(logging.WARNING, logger="batchrl.training"):
+        step, restored = checkpoint.load_latest(tmp_path, _state(seed=0))
+    assert step == 10
+    _assert_same(restored, old)
+    (warning,) = [r for r in caplog.records if r.name == "batchrl.training"]
+    assert warning.levelno == logging.WARNING
+    assert newest.name in warning.getMessage() and reason in warning.getMessage()
+
+
+def test_all_corrupt_raises(tmp_path):
+    for step in (1, 2):
+        _corrupt(checkpoint.save(tmp_path, step, _state(seed=step)), "flip")
+    with pytest.raises(checkpoint.CheckpointError, match="none of the 2 checkpoints"):
+        checkpoint.load_latest(tmp_path, _state(seed=0))
+
+
+def test_no_checkpoints_gives_none(tmp_path):
+    assert checkpoint.load_latest(tmp_path, _state(seed=0)) is None
+    assert checkpoint.load_latest(tmp_path / "missing", _state(seed=0)) is None
+    assert checkpoint.steps(tmp_path / "missing") == []
+
+
+def test_structure_mismatch_names_the_leaf(tmp_path):
+    path = checkpoint.save(tmp_path, 1, _state(seed=1))
+    with pytest.raises(checkpoint.CheckpointError) as error:
+        checkpoint.load(path, _state(seed=0, obs_size=4))
+    message = str(error.value)
+    assert str(path) in message
+    assert "structure mismatch at /extra/normalizer/mean" in message
+    assert "float32[3]" in message and "float32[4]" in message
+
+    shape = r"/params/params/Dense_\d/\w+: checkpoint has float32"
+    with pytest.raises(checkpoint.CheckpointError, match=shape):
+        checkpoint.load(path, _state(seed=0, hidden=16))
+
+    target = _state(seed=0)
+    missing = target.replace(extra={**target.extra, "new_stat": jnp.zeros(2)})
+    with pytest.raises(checkpoint.CheckpointError, match="/extra/new_stat: only in the target"):
+        checkpoint.load(path, missing)
+
+    as_float = target.replace(updates=0.0)
+    with pytest.raises(checkpoint.CheckpointError, match="/updates: checkpoint has int"):
+        checkpoint.load(path, as_float)
+
+    rbg = target.replace(key=jax.random.key(0, impl="rbg"))
+    with pytest.raises(checkpoint.CheckpointError, match=r"/key: checkpoint has key<threefry"):
+        checkpoint.load(path, rbg)
+
+
+def test_crash_leftovers_are_ignored(tmp_path):
+    state = _state(seed=1)
+    checkpoint.save(tmp_path, 10, state)
+    # What a writer killed mid-write leaves: a partial temporary file, never a final name.
+    (tmp_path / ".ckpt-000000000020.bin.x1y2z3.tmp").write_bytes(checkpoint.MAGIC + b"\x01")
+    (tmp_path / "ckpt-000000000030.bin.tmp").write_bytes(b"partial")
+    assert checkpoint.steps(tmp_path) == [10]
+    step, restored = checkpoint.load_latest(tmp_path, _state(seed=0))
+    assert step == 10
+    _assert_same(restored, state)
+
+
+def test_failed_write_leaves_no_final_file(tmp_path, monkeypatch):
+    checkpoint.save(tmp_path, 10, _state(seed=1))
+
+    def crash(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(OSError, match="disk full"):
+        checkpoint.save(tmp_path, 20, _state(seed=2), keep=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-000000000010.bin"]
+
+
+def test_no_pickle(tmp_path, monkeypatch):
+    state = _state(seed=1)
+    path = checkpoint.save(tmp_path, 3, state)
+    payload = path.read_bytes()[len(checkpoint.MAGIC) :][4 + 8 + 32 :]
+    assert not payload.startswith(b"\x80")
+    assert b"\x80\x04\x95" not in payload and b"\x80\x05\x95" not in payload
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("pickle used while loading")
+
+    for name in ("load", "loads", "Unpickler"):
+        monkeypatch.setattr(pickle, name, forbidden)
+    _assert_same(checkpoint.load(path, _state(seed=0)), state)
+
+
+def test_unsupported_leaf_is_refused(tmp_path):
+    state = {"weights": jnp.ones(2), "callback": object()}
+    with pytest.raises(checkpoint.CheckpointError, match="/callback of type object"):
+        checkpoint.save(tmp_path, 1, state)
+    assert checkpoint.steps(tmp_path) == []

@@ -1,0 +1,289 @@
+"""logging: a run's metrics written to TensorBoard and a JSON-lines file, and shown on a terminal.
+
+`Writer` appends every `write(step, metrics)` to `logdir/metrics.jsonl` (one JSON object a
+line, NaN written as null) and writes the finite scalars to TensorBoard event files in the
+same folder. Both are flushed on every write, so a run killed at any moment keeps all it
+wrote except possibly a half-written last line, which `read_jsonl` skips and a resumed
+`Writer` cuts off before it appends.
+
+`Progress` redraws one status line (bar, env steps, steps per second, latest returns, ETA);
+`summary_line` formats one line per phase for the log.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging as std_logging
+import math
+import numbers
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TextIO
+
+_log = std_logging.getLogger(__name__)
+
+JSONL_NAME = "metrics.jsonl"
+
+# Tells apart the event files of Writers opened on one folder within the same second.
+_writer_ids = itertools.count()
+
+# (metric key, label, format) in the order `summary_line` shows them.
+_SUMMARY_FIELDS = (
+    ("train/return", "train return", "{:.1f}"),
+    ("eval/return", "eval return", "{:.1f}"),
+    ("train/policy_loss", "policy loss", "{:.4g}"),
+    ("train/value_loss", "value loss", "{:.4g}"),
+    ("train/kl", "kl", "{:.4g}"),
+    ("train/penalty", "penalty", "{:.4g}"),
+    ("train/entropy", "entropy", "{:.4g}"),
+    ("perf/env_steps_per_sec", "steps/s", "{:,.0f}"),
+)
+
+
+class Writer:
+    """Writes metrics to TensorBoard event files and `metrics.jsonl` in one folder.
+
+    Opening a folder that already holds a `metrics.jsonl` (a resumed run) appends to it; the
+    event files of each `Writer` are new files in the folder, which TensorBoard merges.
+
+    Example:
+        with logging.Writer("runs/pendulum") as writer:
+            writer.write(env_steps, metrics)
+    """
+
+    def __init__(self, logdir: str | os.PathLike) -> None:
+        # Imported here: tensorboardX imports torch when it is installed, which takes seconds
+        # that readers of metrics.jsonl (plots, Progress) need not pay.
+        from tensorboardX import event_file_writer
+        from tensorboardX.proto import event_pb2, summary_pb2
+
+        self._event_pb2 = event_pb2
+        self._summary_pb2 = summary_pb2
+        self.logdir = Path(logdir)
+        self.logdir.mkdir(parents=True, exist_ok=True)
+        jsonl_path = self.logdir / JSONL_NAME
+        _drop_partial_line(jsonl_path)
+        self._jsonl = jsonl_path.open("a", encoding="utf-8")
+        # EventsWriter writes and flushes synchronously. SummaryWriter hands events to a
+        # background thread, so its flush() can return before the last events are on disk.
+        suffix = f".{os.getpid()}.{next(_writer_ids)}"
+        self._events = event_file_writer.EventsWriter(str(self.logdir / "events"), suffix)
+        self._closed = False
+
+    def write(self, step: int, metrics: Mapping[str, float]) -> None:
+        """Appends `{"step": step, **metrics}` to metrics.jsonl, finite scalars to TensorBoard.
+
+        Args:
+            step: the x-axis value of this record, usually env steps.
+            metrics: flat namespaced metrics, e.g. {"train/return": -512.3}. Non-finite
+                values are written as null to the JSON line and left out of TensorBoard.
+
+        Raises:
+            ValueError: if the writer is closed or `metrics` has a "step" key.
+        """
+        if self._closed:
+            raise ValueError("write() on a closed Writer")
+        if "step" in metrics:
+            raise ValueError('metrics must not have a "step" key; it is the record\'s own step')
+        record = {"step": int(step)}
+        record.update({key: _json_number(value) for key, value in metrics.items()})
+        self._jsonl.write(json.dumps(record, allow_nan=False) + "\n")
+        self._jsonl.flush()
+        values = [
+            self._summary_pb2.Summary.Value(tag=key, simple_value=value)
+            for key, value in record.items()
+            if key != "step" and value is not None
+        ]
+        if values:
+            summary = self._summary_pb2.Summary(value=values)
+            event = self._event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary)
+            self._events.write_event(event)
+            self._events.flush()
+
+    def close(self) -> None:
+        """Closes both files; further closes do nothing."""
+        if not self._closed:
+            self._closed = True
+            self._jsonl.close()
+            self._events.close()
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Reads a metrics.jsonl file into one dict a line; null values come back as None.
+
+    A last line that does not parse (a run killed mid-write) is skipped with a warning.
+
+    Args:
+        path: the file to read.
+
+    Returns:
+        The records in file order.
+
+    Raises:
+        ValueError: if a line other than the last does not parse.
+    """
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as error:
+            if number == len(lines):
+                _log.warning("%s: skipped a truncated last line %d", path, number)
+                break
+            raise ValueError(f"{path}: line {number} is not valid JSON: {error}") from error
+    return records
+
+
+class Progress:
+    """A one-line progress display: bar, env steps, steps per second, latest returns and ETA.
+
+    On a terminal the line is redrawn in place with carriage returns; on any other stream
+    (a log file, a pipe) each `update` prints a line of its own, so call it once a phase.
+    """
+
+    def __init__(
+        self,
+        total_steps: int,
+        initial_steps: int = 0,
+        stream: TextIO | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """Starts the clock.
+
+        Args:
+            total_steps: env steps of the whole run.
+            initial_steps: env steps already done (a resumed run); the speed counts only
+                the steps done after them.
+            stream: where to write; sys.stderr when None.
+            clock: seconds from an arbitrary start; tests pass a fake one.
+        """
+        self.total_steps = total_steps
+        self.initial_steps = initial_steps
+        self._stream = sys.stderr if stream is None else stream
+        self._clock = clock
+        self._start = clock()
+        self._tty = _is_tty(self._stream)
+        self._returns: dict[str, float] = {}  # Latest finite train/eval return.
+        self._line = ""  # The line drawn on the terminal, "" when none is open.
+
+    def update(self, env_steps: int, metrics: Mapping[str, float]) -> None:
+        """Redraws the line for `env_steps` done; returns absent or NaN keep their last value.
+
+        Args:
+            env_steps: env steps done so far in the run, counting `initial_steps`.
+            metrics: the latest metrics; "train/return" and "eval/return" are shown.
+        """
+        for key in ("train/return", "eval/return"):
+            if key in metrics and math.isfinite(metrics[key]):
+                self._returns[key] = float(metrics[key])
+        line = self._format(env_steps)
+        if not self._tty:
+            self._stream.write(line + "\n")
+        else:
+            line = line[: max(shutil.get_terminal_size().columns - 1, 1)]
+            self._stream.write("\r" + line.ljust(len(self._line)))
+            self._line = line
+        self._stream.flush()
+
+    def close(self) -> None:
+        """Ends the line drawn on a terminal, so what follows starts on a line of its own."""
+        if self._tty and self._line:
+            self._stream.write("\n")
+            self._stream.flush()
+        self._line = ""
+
+    def _format(self, env_steps: int) -> str:
+        fraction = min(max(env_steps / self.total_steps, 0.0), 1.0) if self.total_steps else 1.0
+        filled = round(20 * fraction)
+        elapsed = self._clock() - self._start
+        done = env_steps - self.initial_steps
+        rate = done / elapsed if elapsed > 0 and done > 0 else None
+        parts = [
+            f"[{'#' * filled}{'-' * (20 - filled)}] {fraction:4.0%}",
+            f"{env_steps:,}/{self.total_steps:,} steps",
+            f"{rate:,.0f} steps/s" if rate else "? steps/s",
+        ]
+        for key, label in (("train/return", "train return"), ("eval/return", "eval return")):
+            if key in self._returns:
+                parts.append(f"{label} {self._returns[key]:.1f}")
+        remaining = max(self.total_steps - env_steps, 0)
+        parts.append(f"ETA {_duration(remaining / rate)}" if rate else "ETA ?")
+        return "  ".join(parts)
+
+
+def summary_line(phase: int, env_steps: int, metrics: Mapping[str, float]) -> str:
+    """One log line for a finished phase, showing the metrics it has among the usual ones.
+
+    Example:
+        "phase 3  env steps 120,000  train return -512.3  eval return -230.1  policy loss
+        -0.01234  kl 0.008  steps/s 41,200"
+
+    Args:
+        phase: the phase number.
+        env_steps: env steps done by the end of the phase.
+        metrics: the phase's metrics; keys not present are left out, NaN shows as "nan".
+
+    Returns:
+        The line, without a newline.
+    """
+    parts = [f"phase {phase}", f"env steps {env_steps:,}"]
+    for key, label, number_format in _SUMMARY_FIELDS:
+        if key in metrics:
+            parts.append(f"{label} {number_format.format(float(metrics[key]))}")
+    return "  ".join(parts)
+
+
+def _json_number(value: float) -> float | int | None:
+    """The value as JSON can hold it: None for NaN and infinities, ints kept as ints."""
+    number = float(value)
+    if not math.isfinite(number):
+        return None
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    return number
+
+
+def _drop_partial_line(path: Path) -> None:
+    """Cuts off a last line left without its newline, so that appended lines start clean."""
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end < len(data):
+        _log.warning("%s: dropped a truncated last line of %d bytes", path, len(data) - end)
+        with path.open("r+b") as file:
+            file.truncate(end)
+
+
+def _is_tty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _duration(seconds: float) -> str:
+    """Formats seconds as h:mm:ss."""
+    minutes, seconds = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{seconds:02d}"

@@ -1,0 +1,195 @@
+"""Tests for logging: JSONL and event files, truncated lines, Progress and summary lines."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from tensorboard.backend.event_processing import event_accumulator
+
+from batchrl.training import logging
+
+
+def read_scalars(logdir) -> dict[str, list[tuple[int, float]]]:
+    """(step, value) pairs of each scalar tag, as TensorBoard reads them from `logdir`."""
+    accumulator = event_accumulator.EventAccumulator(str(logdir), size_guidance={"scalars": 0})
+    accumulator.Reload()
+    return {
+        tag: [(event.step, event.value) for event in accumulator.Scalars(tag)]
+        for tag in accumulator.Tags()["scalars"]
+    }
+
+
+def test_jsonl_lines_written_and_read_back_with_nan_as_null(tmp_path):
+    with logging.Writer(tmp_path) as writer:
+        writer.write(0, {"train/return": -512.25, "eval/return": math.nan, "perf/env_steps": 0})
+        writer.write(100, {"train/return": -300.5, "eval/return": -230.0, "perf/env_steps": 100})
+
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert json.loads(lines[0]) == {
+        "step": 0,
+        "train/return": -512.25,
+        "eval/return": None,
+        "perf/env_steps": 0,
+    }
+    assert '"eval/return": null' in lines[0]
+    assert logging.read_jsonl(tmp_path / "metrics.jsonl") == [
+        {"step": 0, "train/return": -512.25, "eval/return": None, "perf/env_steps": 0},
+        {"step": 100, "train/return": -300.5, "eval/return": -230.0, "perf/env_steps": 100},
+    ]
+
+
+def test_event_files_hold_the_finite_scalars_before_close(tmp_path):
+    writer = logging.Writer(tmp_path)
+    writer.write(10, {"train/kl": 0.5, "train/policy_loss": -0.25, "eval/return": math.nan})
+    writer.write(20, {"train/kl": 0.125, "eval/return": math.inf})
+    # Flushed on write: readable while the writer is still open.
+    assert read_scalars(tmp_path) == {
+        "train/kl": [(10, 0.5), (20, 0.125)],
+        "train/policy_loss": [(10, -0.25)],
+    }
+    writer.close()
+    writer.close()
+    with pytest.raises(ValueError, match="closed"):
+        writer.write(30, {"train/kl": 1.0})
+
+
+def test_killed_run_keeps_what_it_wrote(tmp_path):
+    script = textwrap.dedent(f"""
+        import os
+        from batchrl.training import logging
+        writer = logging.Writer({str(tmp_path)!r})
+        for step in range(3):
+            writer.write(step, {{"train/return": float(step)}})
+        os._exit(9)  # No cleanup, as when the process is killed.
+    """)
+    result = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True)
+    assert result.returncode == 9, result.stderr.decode()
+    expected = [{"step": step, "train/return": float(step)} for step in range(3)]
+    assert logging.read_jsonl(tmp_path / "metrics.jsonl") == expected
+    assert read_scalars(tmp_path) == {"train/return": [(0, 0.0), (1, 1.0), (2, 2.0)]}
+
+
+def test_read_jsonl_skips_a_truncated_last_line(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(
+        '{"step": 0, "train/return": 1.0}\n{"step": 1, "train/return": 2.0}\n{"step": 2, "tr'
+    )
+    assert logging.read_jsonl(path) == [
+        {"step": 0, "train/return": 1.0},
+        {"step": 1, "train/return": 2.0},
+    ]
+
+
+def test_read_jsonl_rejects_a_bad_line_before_the_last(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 0}\n{"step": 1, \n{"step": 2}\n')
+    with pytest.raises(ValueError, match="line 2"):
+        logging.read_jsonl(path)
+
+
+def test_resumed_writer_appends_after_cutting_a_truncated_line(tmp_path):
+    with logging.Writer(tmp_path) as writer:
+        writer.write(0, {"train/return": 1.0})
+    with (tmp_path / "metrics.jsonl").open("a") as file:
+        file.write('{"step": 1, "train/ret')  # Killed mid-write.
+    with logging.Writer(tmp_path) as writer:
+        writer.write(1, {"train/return": 2.0})
+
+    assert logging.read_jsonl(tmp_path / "metrics.jsonl") == [
+        {"step": 0, "train/return": 1.0},
+        {"step": 1, "train/return": 2.0},
+    ]
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 2
+    assert read_scalars(tmp_path) == {"train/return": [(0, 1.0), (1, 2.0)]}
+
+
+def test_write_rejects_a_step_metric(tmp_path):
+    with logging.Writer(tmp_path) as writer, pytest.raises(ValueError, match="step"):
+        writer.write(0, {"step": 1.0})
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_progress_prints_plain_lines_on_a_stream_that_is_not_a_tty():
+    stream, clock = io.StringIO(), FakeClock()
+    progress = logging.Progress(1_000_000, stream=stream, clock=clock)
+    clock.now += 10.0
+    progress.update(250_000, {"train/return": -512.34, "eval/return": math.nan})
+    clock.now += 10.0
+    progress.update(500_000, {"eval/return": -230.06})
+    progress.close()
+
+    lines = stream.getvalue().split("\n")
+    assert lines[-1] == "" and len(lines) == 3
+    assert "\r" not in stream.getvalue()
+    first, second = lines[:2]
+    assert "250,000/1,000,000 steps" in first
+    assert "25,000 steps/s" in first
+    assert "train return -512.3" in first
+    assert "eval return" not in first
+    assert "ETA 0:00:30" in first
+    assert "[#####---------------]" in first
+    assert "500,000/1,000,000 steps" in second
+    assert "train return -512.3" in second  # The latest, kept while no episode finishes.
+    assert "eval return -230.1" in second
+    assert "ETA 0:00:20" in second
+
+
+def test_progress_speed_counts_only_steps_after_initial_steps():
+    stream, clock = io.StringIO(), FakeClock()
+    progress = logging.Progress(1_000, initial_steps=600, stream=stream, clock=clock)
+    progress.update(600, {})
+    assert "? steps/s" in stream.getvalue() and "ETA ?" in stream.getvalue()
+    clock.now += 2.0
+    progress.update(800, {})
+    assert "100 steps/s" in stream.getvalue().splitlines()[-1]
+    assert "ETA 0:00:02" in stream.getvalue().splitlines()[-1]
+
+
+class TtyStream(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_redraws_one_line_on_a_tty():
+    stream, clock = TtyStream(), FakeClock()
+    progress = logging.Progress(100, stream=stream, clock=clock)
+    clock.now += 1.0
+    progress.update(50, {"train/return": 1.0})
+    progress.update(100, {})
+    progress.close()
+    progress.close()
+
+    output = stream.getvalue()
+    assert output.count("\r") == 2
+    assert output.count("\n") == 1 and output.endswith("\n")
+    assert "100/100 steps" in output.split("\r")[-1]
+
+
+def test_summary_line_shows_the_usual_metrics_present():
+    metrics = {
+        "train/return": -512.34,
+        "eval/return": -230.06,
+        "train/policy_loss": -0.01234,
+        "train/kl": 0.008,
+        "train/grad_norm": 3.0,
+        "perf/env_steps_per_sec": 41_234.4,
+    }
+    line = logging.summary_line(3, 120_000, metrics)
+    assert line == (
+        "phase 3  env steps 120,000  train return -512.3  eval return -230.1  "
+        "policy loss -0.01234  kl 0.008  steps/s 41,234"
+    )
+    assert "train return nan" in logging.summary_line(1, 0, {"train/return": math.nan})
