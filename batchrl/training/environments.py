@@ -19,18 +19,20 @@ from batchrl.envs import BatchEnv, bridge, classic, jax_env
 class MakeEnv:
     """A picklable constructor of one Gymnasium env for worker processes."""
 
-    def __init__(self, env: str, max_length: int):
+    def __init__(self, env: str, max_length: int, render_mode: str | None = None):
         self.env = env
         self.max_length = max_length
+        self.render_mode = render_mode
 
     def __call__(self) -> gym.Env:
+        kwargs = {} if self.render_mode is None else {"render_mode": self.render_mode}
         if ":" in self.env:
             module_name, _, class_name = self.env.partition(":")
-            env = getattr(importlib.import_module(module_name), class_name)()
+            env = getattr(importlib.import_module(module_name), class_name)(**kwargs)
             return gym.wrappers.TimeLimit(env, self.max_length)
         registered = gym.spec(self.env).max_episode_steps
         limit = self.max_length if registered is None else min(registered, self.max_length)
-        return gym.make(self.env, max_episode_steps=limit)
+        return gym.make(self.env, max_episode_steps=limit, **kwargs)
 
 
 def check_env_name(config: TrainConfig) -> None:
@@ -54,17 +56,23 @@ def check_env_name(config: TrainConfig) -> None:
         raise ValueError(f"unknown env {config.env!r}: {error}") from None
 
 
-def build(config: TrainConfig) -> tuple[Any, BatchEnv | None]:
-    """The batched env for `config` and the BatchEnv behind it (None when JAX-native)."""
+def build(config: TrainConfig, local: bool = False) -> tuple[Any, BatchEnv | None]:
+    """The batched env for `config` and the BatchEnv behind it (None when JAX-native).
+
+    `local` steps Gymnasium envs in this process instead of workers (for tools that only
+    need the env's structure, such as loading a checkpoint).
+    """
     check_env_name(config)
     if config.env_kind == "jax":
         registered = classic.make(config.env)
         limit = min(registered.max_length, config.max_length)
         env = jax_env.LimitDuration(registered.env, limit)
         return jax_env.Batched(env, config.num_agents), None
-    batch_env = BatchEnv.external(
-        MakeEnv(config.env, config.max_length),
-        config.num_agents,
-        envs_per_worker=config.envs_per_worker or None,
-    )
+    make = MakeEnv(config.env, config.max_length)
+    if local:
+        batch_env = BatchEnv([make() for _ in range(config.num_agents)])
+    else:
+        batch_env = BatchEnv.external(
+            make, config.num_agents, envs_per_worker=config.envs_per_worker or None
+        )
     return bridge.InGraphBatchEnv(batch_env, seed=config.seed), batch_env

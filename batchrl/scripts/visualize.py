@@ -1,0 +1,144 @@
+"""Renders a trained policy: MP4 videos and a JSON of episode returns and lengths.
+
+    python -m batchrl.scripts.visualize --logdir runs/<timestamp>-<config> --outdir videos
+
+Loads the run's last good checkpoint and runs the policy's mean action in the run's
+Gymnasium env (a JAX-native run uses the Gymnasium env it matches), rendering headless:
+MuJoCo through EGL, or OSMesa where EGL is missing; classic-control envs through SDL's
+dummy video driver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes.util
+import json
+import os
+import pathlib
+import sys
+import warnings
+from collections.abc import Sequence
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line, exit status 2."""
+
+
+def choose_headless_gl() -> str:
+    """Picks EGL or OSMesa for MuJoCo before it loads; a one-line error when neither exists."""
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    if "MUJOCO_GL" in os.environ:
+        return os.environ["MUJOCO_GL"]
+    for backend, library in (("egl", "EGL"), ("osmesa", "OSMesa")):
+        if ctypes.util.find_library(library):
+            os.environ["MUJOCO_GL"] = backend
+            os.environ.setdefault("PYOPENGL_PLATFORM", backend)
+            return backend
+    raise UsageError(
+        "no headless OpenGL found: install EGL (apt-get install libegl1) or OSMesa "
+        "(apt-get install libosmesa6), or set MUJOCO_GL"
+    )
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--logdir", required=True, help="the run folder, DIR/<timestamp>-<config>")
+    parser.add_argument("--outdir", required=True, help="where videos and episodes.json go")
+    parser.add_argument("--episodes", type=int, default=1, help="episodes to record")
+    return parser.parse_args(argv)
+
+
+def load_agent(rundir: pathlib.Path):
+    """The run's config, its networks, and the agent state of its newest good checkpoint."""
+    from batchrl.ppo import policy as policy_lib
+    from batchrl.scripts import train
+    from batchrl.training import checkpoint, environments, loop
+    from batchrl.training import run as run_lib
+
+    if not rundir.is_dir():
+        raise UsageError(f"run folder {str(rundir)!r} does not exist")
+    try:
+        config = train.load_config(rundir)
+    except train.UsageError as error:
+        raise UsageError(str(error)) from None
+    env, batch_env = environments.build(config, local=True)
+    try:
+        phase = loop.build(config, env, 1, 1)
+        restored = checkpoint.load_latest(rundir / run_lib.CHECKPOINTS, run_lib.snapshot(phase, 0))
+    finally:
+        if batch_env is not None:
+            batch_env.close()
+    if restored is None:
+        raise UsageError(f"run folder {str(rundir)!r} has no checkpoint yet")
+    return config, policy_lib.for_env(config, env), restored[1].agent
+
+
+def record(config, networks, agent, episodes: int, outdir: pathlib.Path) -> list[dict]:
+    """Runs `episodes` episodes with the mean action; writes one MP4 each; returns stats."""
+    import imageio
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from batchrl.parts import normalizer
+    from batchrl.training import environments
+
+    env = environments.MakeEnv(config.env, config.max_length, render_mode="rgb_array")()
+
+    @jax.jit
+    def act(carry: jax.Array, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        obs = obs[None].astype(jnp.float32)
+        if config.normalize_observations:
+            obs = normalizer.normalize(
+                agent.obs_norm, obs, center=True, clip=config.observation_clip
+            )
+        carry, dist = networks.step_distribution(agent.params, carry, obs)
+        return carry, networks.to_env(networks.mode(dist))[0]
+
+    outdir.mkdir(parents=True, exist_ok=True)
+    fps = env.metadata.get("render_fps", 30)
+    stats = []
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=config.seed + episode)
+        carry = networks.initial_carry(1)
+        frames, score, length, done = [env.render()], 0.0, 0, False
+        while not done:
+            carry, action = act(carry, jnp.asarray(obs))
+            obs, reward, terminated, truncated, _ = env.step(np.asarray(action))
+            frames.append(env.render())
+            score, length, done = score + float(reward), length + 1, terminated or truncated
+        path = outdir / f"episode-{episode}.mp4"
+        with warnings.catch_warnings():
+            # imageio starts ffmpeg with fork+exec; exec follows at once, so JAX's threads
+            # cannot deadlock the child.
+            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")
+            imageio.mimwrite(path, frames, fps=fps, macro_block_size=1)
+        stats.append({"episode": episode, "return": score, "length": length, "video": path.name})
+    env.close()
+    (outdir / "episodes.json").write_text(json.dumps(stats, indent=2) + "\n")
+    return stats
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; returns the exit status."""
+    args = parse_args(argv)
+    try:
+        if args.episodes < 1:
+            raise UsageError(f"--episodes must be at least 1, got {args.episodes}")
+        choose_headless_gl()
+        config, networks, agent = load_agent(pathlib.Path(args.logdir))
+        stats = record(config, networks, agent, args.episodes, pathlib.Path(args.outdir))
+    except UsageError as error:
+        print(f"visualize: error: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:
+        name = type(error).__name__
+        print(f"visualize: error: {name}: {str(error).splitlines()[0]}", file=sys.stderr)
+        return 1
+    for row in stats:
+        print(f"episode {row['episode']}: return {row['return']:.1f}, length {row['length']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
