@@ -183,7 +183,7 @@ def test_saved_config_reads_back_without_executing_code(finished_run):
 
 def test_metrics_are_json_with_null_for_missing(finished_run):
     first = json.loads((finished_run / "metrics.jsonl").read_text().splitlines()[0])
-    assert set(first) >= {"step", "train/return", "eval/return", "train/kl"}
+    assert set(first) >= {"step", "train/return", "eval/return", "train/kl", "normalizer/obs_std"}
     assert np.isfinite(first["eval/return"])
     assert jax.numpy.isfinite(first["train/policy_loss"])
     assert os.path.getsize(finished_run / "metrics.jsonl") > 0

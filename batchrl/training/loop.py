@@ -19,6 +19,7 @@ import jax.numpy as jnp
 
 from batchrl import simulate
 from batchrl.envs import bridge
+from batchrl.parts import normalizer
 from batchrl.ppo import clipped
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import policy as policy_lib
@@ -66,6 +67,16 @@ def build(
     )
 
 
+def normalizer_metrics(agent_state: Any) -> dict[str, jax.Array]:
+    """Summaries of the streaming normalisers: mean and std over observation dimensions."""
+    return {
+        "normalizer/obs_mean": agent_state.obs_norm.mean.mean(),
+        "normalizer/obs_std": normalizer.std(agent_state.obs_norm).mean(),
+        "normalizer/reward_std": normalizer.std(agent_state.reward_norm).mean(),
+        "normalizer/count": agent_state.obs_norm.count,
+    }
+
+
 def check_finite(agent_state: Any, metrics: dict[str, float], env_steps: int) -> None:
     """Stops training with an error naming the first non-finite quantity and the env step."""
     quantities = {name: metrics[name] for name in getattr(agent_state, "metrics", {})}
@@ -104,6 +115,7 @@ def run(phase: Phase, num_envs: int, train_steps: int, phases: int) -> Iterator[
             {f"eval/{k.split('/')[1]}": v for k, v in simulate.summary(eval_state).items()}
         )
         metrics.update(getattr(agent_state, "metrics", {}))
+        metrics.update(normalizer_metrics(agent_state))
         metrics = {name: float(value) for name, value in metrics.items()}
         check_finite(agent_state, metrics, phase.env_steps)
         metrics["perf/env_steps"] = float(phase.env_steps)
