@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Callable
 
 from batchrl.configs.train_config import TrainConfig
+from batchrl.ppo import config as ppo_config
 
 
 def default() -> TrainConfig:
@@ -75,24 +76,11 @@ def humanoid() -> TrainConfig:
 def clipped(base: TrainConfig) -> TrainConfig:
     """`base`'s task with the clipped objective and SB3/CleanRL MuJoCo hyperparameters."""
     return TrainConfig(
-        objective="clipped",
+        **ppo_config.CLIPPED_DEFAULTS,
         env=base.env,
         env_kind=base.env_kind,
         max_length=base.max_length,
         steps=min(base.steps, 1_000_000),
-        num_agents=8,
-        discount=0.99,
-        policy_layers=(64, 64),
-        value_layers=(64, 64),
-        activation="tanh",
-        init_std=1.0,
-        orthogonal_init=True,
-        learning_rate=3e-4,
-        max_grad_norm=0.5,
-        update_epochs=10,
-        gae_lambda=0.95,
-        steps_per_update=256,
-        num_minibatches=32,
         phase_steps=20_480,  # Ten updates between evaluations.
         eval_episodes=8,
     )

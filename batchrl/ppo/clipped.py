@@ -96,13 +96,6 @@ def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
     )
 
 
-def _normalize_obs(networks: policy_lib.Networks, state: State, obs: jax.Array) -> jax.Array:
-    config = networks.config
-    if not config.normalize_observations:
-        return obs.astype(jnp.float32)
-    return normalizer.normalize(state.obs_norm, obs, center=True, clip=config.observation_clip)
-
-
 def agent(networks: policy_lib.Networks, training: bool = True) -> simulate.Agent:
     """The agent's functions for simulate: sampling and learning, or the mean action only."""
 
@@ -117,7 +110,7 @@ def agent(networks: policy_lib.Networks, training: bool = True) -> simulate.Agen
         return state.replace(rollout=state.rollout.replace(truncated=truncated))
 
     def perform(state: State, obs: jax.Array, key: jax.Array) -> tuple[State, jax.Array]:
-        dist = networks.distribution(state.params, _normalize_obs(networks, state, obs))
+        dist = networks.distribution(state.params, networks.normalize_obs(state.obs_norm, obs))
         action = networks.sample(dist, key) if training else networks.mode(dist)
         state = state.replace(action=action, log_prob=networks.log_prob(dist, action))
         return state, networks.to_env(action)
@@ -158,8 +151,8 @@ def update(networks: policy_lib.Networks, state: State) -> State:
     config = networks.config
     rollout = state.rollout
     steps, num_envs = rollout.reward.shape
-    obs = _normalize_obs(networks, state, rollout.obs)
-    next_obs = _normalize_obs(networks, state, rollout.next_obs)
+    obs = networks.normalize_obs(state.obs_norm, rollout.obs)
+    next_obs = networks.normalize_obs(state.obs_norm, rollout.next_obs)
     reward = rollout.reward
     if config.normalize_rewards:
         reward = normalizer.normalize(

@@ -92,23 +92,25 @@ class Config:
         return self.batch_steps // self.num_minibatches
 
 
+# The clipped objective's common-practice settings (SB3's and CleanRL's MuJoCo defaults).
+CLIPPED_DEFAULTS: dict[str, object] = dict(
+    objective="clipped",
+    num_agents=8,
+    discount=0.99,
+    policy_layers=(64, 64),
+    value_layers=(64, 64),
+    activation="tanh",
+    init_std=1.0,
+    orthogonal_init=True,
+    learning_rate=3e-4,
+    max_grad_norm=0.5,
+    update_epochs=10,
+    gae_lambda=0.95,
+    steps_per_update=256,
+    num_minibatches=32,
+)
+
+
 def clipped(**overrides: object) -> Config:
     """The clipped objective with common-practice defaults (SB3, CleanRL)."""
-    defaults = dict(
-        objective="clipped",
-        num_agents=8,
-        discount=0.99,
-        policy_layers=(64, 64),
-        value_layers=(64, 64),
-        activation="tanh",
-        init_std=1.0,
-        orthogonal_init=True,
-        learning_rate=3e-4,
-        max_grad_norm=0.5,
-        update_epochs=10,
-        gae_lambda=0.95,
-        steps_per_update=256,
-        num_minibatches=32,
-        normalize_rewards=True,
-    )
-    return Config(**{**defaults, **overrides})
+    return Config(**{**CLIPPED_DEFAULTS, **overrides})

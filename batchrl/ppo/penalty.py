@@ -91,13 +91,6 @@ def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
     )
 
 
-def _normalize_obs(networks: policy_lib.Networks, state: State, obs: jax.Array) -> jax.Array:
-    config = networks.config
-    if not config.normalize_observations:
-        return obs.astype(jnp.float32)
-    return normalizer.normalize(state.obs_norm, obs, center=True, clip=config.observation_clip)
-
-
 def agent(networks: policy_lib.Networks, training: bool = True) -> simulate.Agent:
     """The agent's functions for simulate: sampling and learning, or the mean action only."""
 
@@ -111,7 +104,7 @@ def agent(networks: policy_lib.Networks, training: bool = True) -> simulate.Agen
         return state.replace(memory=memory.finish(state.memory, mask), carry=carry)
 
     def perform(state: State, obs: jax.Array, key: jax.Array) -> tuple[State, jax.Array]:
-        obs = _normalize_obs(networks, state, obs)
+        obs = networks.normalize_obs(state.obs_norm, obs)
         carry, dist = networks.step_distribution(state.params, state.carry, obs)
         action = networks.sample(dist, key) if training else networks.mode(dist)
         return state.replace(action=action, dist=dist, carry=carry), networks.to_env(action)
@@ -182,8 +175,8 @@ def update(networks: policy_lib.Networks, state: State) -> State:
     config = networks.config
     data = dict(state.memory.memory)
     valid = memory.valid_mask(state.memory)
-    data["obs"] = _normalize_obs(networks, state, data["obs"])
-    data["next_obs"] = _normalize_obs(networks, state, data["next_obs"])
+    data["obs"] = networks.normalize_obs(state.obs_norm, data["obs"])
+    data["next_obs"] = networks.normalize_obs(state.obs_norm, data["next_obs"])
     data["advantage"], data["target"] = _advantages(networks, state, data, valid)
     data["valid"] = valid
     old_log_prob = networks.log_prob(data["dist"], data["action"])

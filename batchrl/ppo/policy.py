@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from batchrl.networks import distributions, feed_forward, recurrent
+from batchrl.parts import normalizer
 from batchrl.ppo import config as config_lib
 
 _ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
@@ -129,6 +130,13 @@ class Networks:
             self.policy_module, params["policy"], self.initial_carry(episodes), time_major, reset
         )
         return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), dist)
+
+    def normalize_obs(self, obs_norm: normalizer.NormalizerState, obs: jax.Array) -> jax.Array:
+        """Observations as the networks see them: centred, scaled and clipped, or as float32."""
+        config = self.config
+        if not config.normalize_observations:
+            return obs.astype(jnp.float32)
+        return normalizer.normalize(obs_norm, obs, center=True, clip=config.observation_clip)
 
     def value(self, params: dict, obs: jax.Array) -> jax.Array:
         """V(obs) [N]."""

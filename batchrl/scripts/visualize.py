@@ -80,18 +80,13 @@ def record(config, networks, agent, episodes: int, outdir: pathlib.Path) -> list
     import jax.numpy as jnp
     import numpy as np
 
-    from batchrl.parts import normalizer
     from batchrl.training import environments
 
     env = environments.MakeEnv(config.env, config.max_length, render_mode="rgb_array")()
 
     @jax.jit
     def act(carry: jax.Array, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        obs = obs[None].astype(jnp.float32)
-        if config.normalize_observations:
-            obs = normalizer.normalize(
-                agent.obs_norm, obs, center=True, clip=config.observation_clip
-            )
+        obs = networks.normalize_obs(agent.obs_norm, obs[None])
         carry, dist = networks.step_distribution(agent.params, carry, obs)
         return carry, networks.to_env(networks.mode(dist))[0]
 
