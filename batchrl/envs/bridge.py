@@ -135,8 +135,9 @@ class InGraphBatchEnv:
         expected = (self.num_envs, *self.action_shape)
         if action.shape != expected:
             raise ValueError(f"action has shape {action.shape}, expected {expected}")
-        token, obs, reward, terminated, truncated = self._host_step(env_state.token, action)
+        # Cast before the call, so no work runs beside it (see simulate._as_one_block).
         action = action.astype(self._action_dtype)
+        token, obs, reward, terminated, truncated = self._host_step(env_state.token, action)
         state = BridgeState(token, obs, action, reward, terminated, truncated)
         return state, jax_env.TimeStep(obs, reward, terminated, truncated)
 
