@@ -79,6 +79,8 @@ class InGraphBatchEnv:
     random stream, so a run is reproducible whatever the worker layout.
     """
 
+    calls_host = True  # Tells simulate to keep its compiled step in order around the calls.
+
     def __init__(self, batch_env: batch_lib.BatchEnv, seed: int = 0):
         self.batch_env = batch_env
         self.seed = seed
