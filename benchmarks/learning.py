@@ -11,8 +11,10 @@ sets a smaller one.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import pathlib
+import sys
 import tempfile
 import time
 
@@ -30,7 +32,8 @@ def main() -> None:
     logdir = pathlib.Path(args.logdir or tempfile.mkdtemp(prefix="batchrl-learning-"))
     start = time.perf_counter()
     argv = ["--logdir", str(logdir), "--config", args.config, "--seed", str(args.seed)]
-    code = train.main([*argv, "--set", f"steps={args.steps}"])
+    with contextlib.redirect_stdout(sys.stderr):  # Progress to stderr; stdout: one JSON line.
+        code = train.main([*argv, "--set", f"steps={args.steps}"])
     seconds = time.perf_counter() - start
     (run,) = [p for p in logdir.iterdir() if p.name.endswith(f"-{args.config}")][-1:]
     rows = logs.read_jsonl(run / "metrics.jsonl")
