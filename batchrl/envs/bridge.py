@@ -110,7 +110,7 @@ class InGraphBatchEnv:
         self._host_step = _host_call(self._step_on_host, self._step_types)
 
     def init(self, key: jax.Array) -> tuple[BridgeState, jax.Array]:
-        """Resets every env (env i with seed + i). `key` only orders the call."""
+        """Resets every env, env i with seed + i; `key` is unused (the envs seed themselves)."""
         del key
         token, obs = self._host_init(jnp.zeros((), jnp.int32))
         zeros = jnp.zeros((self.num_envs,), jnp.float32)
