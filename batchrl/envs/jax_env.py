@@ -86,22 +86,10 @@ class LimitDurationState:
     elapsed_steps: jax.Array
 
 
-@dataclasses.dataclass(frozen=True)
-class LimitDuration:
-    """Truncates episodes after `duration` steps (the wrapped env's `max_length` by default).
-
-    At the `duration`-th step `truncated` is set; `terminated` is passed through unchanged,
-    so an episode that ends both ways at once reports both, as Gymnasium's `TimeLimit` does.
-    """
+class Describes:
+    """Forwards the static description of `self.env`: what every wrapper of an env exposes."""
 
     env: Env
-    duration: int | None = None
-
-    def __post_init__(self):
-        if self.duration is None:
-            object.__setattr__(self, "duration", self.env.max_length)
-        if self.duration < 1:
-            raise ValueError(f"duration must be at least 1, got {self.duration}")
 
     @property
     def observation_shape(self) -> tuple[int, ...]:
@@ -126,6 +114,28 @@ class LimitDuration:
     @property
     def discrete(self) -> bool:
         return self.env.discrete
+
+    @property
+    def max_length(self) -> int:
+        return self.env.max_length
+
+
+@dataclasses.dataclass(frozen=True)
+class LimitDuration(Describes):
+    """Truncates episodes after `duration` steps (the wrapped env's `max_length` by default).
+
+    At the `duration`-th step `truncated` is set; `terminated` is passed through unchanged,
+    so an episode that ends both ways at once reports both, as Gymnasium's `TimeLimit` does.
+    """
+
+    env: Env
+    duration: int | None = None
+
+    def __post_init__(self):
+        if self.duration is None:
+            object.__setattr__(self, "duration", self.env.max_length)
+        if self.duration < 1:
+            raise ValueError(f"duration must be at least 1, got {self.duration}")
 
     @property
     def max_length(self) -> int:
@@ -215,7 +225,7 @@ def _num_envs(state: EnvState) -> int:
 
 
 @dataclasses.dataclass(frozen=True)
-class Batched:
+class Batched(Describes):
     """`num_envs` copies of a JAX-native env behind the batched interface simulate uses.
 
     `init(key)`, `reset(env_state, obs, key, mask)` and `step(env_state, action)` are
@@ -224,22 +234,6 @@ class Batched:
 
     env: Env
     num_envs: int
-
-    @property
-    def observation_shape(self) -> tuple[int, ...]:
-        return self.env.observation_shape
-
-    @property
-    def action_shape(self) -> tuple[int, ...]:
-        return self.env.action_shape
-
-    @property
-    def discrete(self) -> bool:
-        return self.env.discrete
-
-    @property
-    def num_actions(self) -> int | None:
-        return self.env.num_actions
 
     def init(self, key: jax.Array) -> tuple[EnvState, jax.Array]:
         """Resets every env. Returns (env_state, obs [B, *observation_shape])."""

@@ -180,11 +180,9 @@ class Networks:
 
 def for_env(config: config_lib.Config, env: Any) -> Networks:
     """Networks for a batched env (JAX-native or bridge) from its static description."""
-    inner = env if hasattr(env, "action_low") else getattr(env, "env", env)
     if env.discrete:
         return Networks(config, tuple(env.observation_shape), True, int(env.num_actions))
-    low = getattr(inner, "action_low", None)
-    high = getattr(inner, "action_high", None)
+    low, high = getattr(env, "action_low", None), getattr(env, "action_high", None)
     return Networks(
         config,
         tuple(env.observation_shape),
