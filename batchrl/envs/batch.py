@@ -19,6 +19,7 @@ import numpy as np
 
 from batchrl.envs import group as group_lib
 from batchrl.envs import infos as infos_lib
+from batchrl.envs import make as make_lib
 from batchrl.envs import process
 
 EnvLike = gym.Env | process.ExternalProcess
@@ -282,7 +283,8 @@ def _constructors(env: Any, num_envs: int | None) -> list[Callable[[], gym.Env]]
     if isinstance(env, str):
         if num_envs is None:
             raise ValueError(f"give num_envs to build a batch of {env!r}")
-        return [_Make(env)] * num_envs
+        make_lib.check_name(env)
+        return [make_lib.Make(env)] * num_envs
     if callable(env):
         if num_envs is None:
             raise ValueError("give num_envs to build a batch from one constructor")
@@ -293,13 +295,3 @@ def _constructors(env: Any, num_envs: int | None) -> list[Callable[[], gym.Env]]
     if not constructors:
         raise ValueError("a BatchEnv needs at least one env, got none")
     return constructors
-
-
-class _Make:
-    """A picklable `gym.make(env_id)`."""
-
-    def __init__(self, env_id: str):
-        self.env_id = env_id
-
-    def __call__(self) -> gym.Env:
-        return gym.make(self.env_id)

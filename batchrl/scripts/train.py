@@ -28,7 +28,6 @@ from batchrl.envs import errors as env_errors
 from batchrl.envs import spec, xla_threads
 
 CONFIG_FILE = "config.yaml"
-CHECKPOINTS = "checkpoints"
 
 
 class UsageError(Exception):

@@ -80,9 +80,9 @@ def record(config, networks, agent, episodes: int, outdir: pathlib.Path) -> list
     import jax.numpy as jnp
     import numpy as np
 
-    from batchrl.training import environments
+    from batchrl.envs import make
 
-    env = environments.MakeEnv(config.env, config.max_length, render_mode="rgb_array")()
+    env = make.Make(config.env, config.max_length, render_mode="rgb_array")()
 
     @jax.jit
     def act(carry: jax.Array, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
