@@ -24,7 +24,10 @@ AgentState = Any
 
 
 class BatchedEnv(Protocol):
-    """What simulate needs of a batch of envs: pure functions on an explicit env state."""
+    """What simulate needs of a batch of envs: pure functions on an explicit env state.
+
+    An env whose functions call the host (worker processes) sets `calls_host = True`.
+    """
 
     num_envs: int
 

@@ -18,7 +18,6 @@ import jax
 import jax.numpy as jnp
 
 from batchrl import simulate
-from batchrl.envs import bridge
 from batchrl.parts import normalizer
 from batchrl.ppo import clipped
 from batchrl.ppo import config as config_lib
@@ -63,7 +62,8 @@ def build(
         train_state=simulate.init(env, train_key),
         eval_state=simulate.init(env, eval_key),
         agent_state=agent_state,
-        shared_envs=isinstance(env, bridge.InGraphBatchEnv),
+        # Envs stepped on the host are one set, whichever simulate state drives them.
+        shared_envs=getattr(env, "calls_host", False),
     )
 
 
