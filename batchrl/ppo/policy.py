@@ -46,32 +46,19 @@ class Networks:
 
     @property
     def policy_module(self) -> nn.Module:
-        config, activation = self.config, _ACTIVATIONS[self.config.activation]
-        if self.recurrent:
-            return recurrent.RecurrentGaussianPolicy(
-                self.action_size,
-                layers=config.policy_layers,
-                activation=activation,
-                init_output_factor=config.init_output_factor,
-                init_std=config.init_std,
-                orthogonal=config.orthogonal_init,
-            )
-        if self.discrete:
-            return feed_forward.CategoricalPolicy(
-                self.action_size,
-                layers=config.policy_layers,
-                activation=activation,
-                init_output_factor=config.init_output_factor,
-                orthogonal=config.orthogonal_init,
-            )
-        return feed_forward.GaussianPolicy(
-            self.action_size,
+        config = self.config
+        shared = dict(
             layers=config.policy_layers,
-            activation=activation,
+            activation=_ACTIVATIONS[config.activation],
             init_output_factor=config.init_output_factor,
-            init_std=config.init_std,
             orthogonal=config.orthogonal_init,
         )
+        if self.discrete:
+            return feed_forward.CategoricalPolicy(self.action_size, **shared)
+        gaussian = (
+            recurrent.RecurrentGaussianPolicy if self.recurrent else feed_forward.GaussianPolicy
+        )
+        return gaussian(self.action_size, init_std=config.init_std, **shared)
 
     @property
     def value_module(self) -> nn.Module:
