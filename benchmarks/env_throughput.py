@@ -23,6 +23,7 @@ import gymnasium as gym
 import numpy as np
 
 from batchrl.envs import BatchEnv
+from batchrl.envs.batch import default_local_envs
 
 TASKS = ("Pendulum-v1", "HalfCheetah-v5")
 SIZES = (8, 32)
@@ -98,6 +99,12 @@ def measure(env_id: str, num_envs: int, cores: int, seconds: float, rounds: int)
     makers[f"batch_env_{default}_per_worker_no_spin"] = lambda: BatchEnv.external(
         env_id, num_envs, envs_per_worker=default, spin=0.0
     )
+    local = default_local_envs(num_envs)
+    if local:
+        remote = math.ceil((num_envs - local) / (cores - 1))
+        makers[f"batch_env_{remote}_per_worker_{local}_local"] = lambda: BatchEnv.external(
+            env_id, num_envs, local_envs="auto"
+        )
     envs = {name: make() for name, make in makers.items()}
     samples: dict[str, list[float]] = {name: [] for name in [*envs, "single_env_loop"]}
     try:
@@ -121,7 +128,7 @@ def measure(env_id: str, num_envs: int, cores: int, seconds: float, rounds: int)
         "steps_per_sec": {name: round(rate) for name, rate in rates.items()},
         "machine_limit": round(limit),
         "batch_env": round(rates[best]),
-        "batch_env_best_envs_per_worker": int(best.split("_")[2]),
+        "batch_env_best_setting": best.removeprefix("batch_env_"),
         "batch_env_fraction_of_limit": round(rates[best] / limit, 3),
         "batch_env_over_async_vector_env": round(rates[best] / rates["async_vector_env"], 2),
         "batch_env_over_sync_vector_env": round(rates[best] / rates["sync_vector_env"], 2),

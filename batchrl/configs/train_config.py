@@ -29,17 +29,22 @@ class TrainConfig(ppo_config.Config):
     phase_steps: int = 0  # Env steps per train phase; 0: one update's worth.
     eval_episodes: int = 30  # Episodes per evaluation phase (mean action).
     envs_per_worker: int = 0  # 0: one worker per core.
+    local_envs: int = 0  # Envs stepped in the trainer's process beside workers; no restart.
     checkpoint_every: int = 1  # Phases between checkpoints.
     keep_checkpoints: int = 3
 
     def __post_init__(self):
         super().__post_init__()
+        if self.local_envs > self.num_agents:
+            raise ValueError(
+                f"local_envs must be at most num_agents={self.num_agents}, got {self.local_envs}"
+            )
         if self.env_kind not in ENV_KINDS:
             raise ValueError(f"unknown env_kind {self.env_kind!r}: use one of {ENV_KINDS}")
         for name in ("steps", "eval_episodes", "checkpoint_every", "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("phase_steps", "envs_per_worker"):
+        for name in ("phase_steps", "envs_per_worker", "local_envs"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
 

@@ -68,10 +68,23 @@ class LocalGroup:
         self._group.close()
 
 
-def default_envs_per_worker(num_envs: int) -> int:
-    """One worker per available core, envs split evenly: the fastest setting measured."""
+def _cores() -> int:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, math.ceil(num_envs / max(1, cores or 1)))
+    return max(1, cores or 1)
+
+
+def default_envs_per_worker(num_envs: int, parent_steps: bool = False) -> int:
+    """Envs split evenly over one worker per core (one core fewer when the parent steps envs).
+
+    The fastest setting measured: more, smaller workers pay more wake-ups per step.
+    """
+    workers = max(1, _cores() - 1) if parent_steps else _cores()
+    return max(1, math.ceil(num_envs / workers))
+
+
+def default_local_envs(num_envs: int) -> int:
+    """The parent's even share of the batch when it steps envs beside one worker per other core."""
+    return num_envs // _cores() if _cores() > 1 else 0
 
 
 class BatchEnv:
@@ -109,23 +122,32 @@ class BatchEnv:
         restart: bool = False,
         context: str = process.DEFAULT_CONTEXT,
         spin: float = process.DEFAULT_SPIN,
+        local_envs: int | str = 0,
     ) -> BatchEnv:
         """Builds envs in worker processes, `envs_per_worker` to a process.
 
         `env` is a Gymnasium id, a constructor called `num_envs` times, or a list of
         constructors. By default there is one worker per core. `timeout`, `restart`,
         `context` and `spin` are those of `ExternalProcess`.
+
+        `local_envs`: how many of the envs (the last ones) this process steps itself
+        while the workers step theirs, or "auto" for its even share beside one worker
+        per other core. On a machine with few cores this keeps every core busy without
+        a process waiting to be woken, and is fastest (docs/benchmarks.md); those envs
+        run in the caller's process, so a crash in one is not caught or restarted.
         """
         constructors = _constructors(env, num_envs)
-        per_worker = envs_per_worker or default_envs_per_worker(len(constructors))
+        local = _check_local_envs(local_envs, len(constructors))
+        remote = constructors[: len(constructors) - local]
+        per_worker = envs_per_worker or default_envs_per_worker(len(remote), local > 0)
         if per_worker < 1:
             raise ValueError(f"envs_per_worker must be at least 1, got {per_worker}")
         groups = []
         try:
-            for start in range(0, len(constructors), per_worker):
+            for start in range(0, len(remote), per_worker):
                 groups.append(
                     process.ProcessGroup(
-                        constructors[start : start + per_worker],
+                        remote[start : start + per_worker],
                         first_index=start,
                         timeout=timeout,
                         restart=restart,
@@ -133,6 +155,8 @@ class BatchEnv:
                         spin=spin,
                     )
                 )
+            if local:
+                groups.append(LocalGroup([make() for make in constructors[len(remote) :]]))
         except BaseException:
             for started in groups:
                 started.close()
@@ -185,13 +209,14 @@ class BatchEnv:
         reward = np.empty(self.num_envs, np.float64)
         terminated = np.empty(self.num_envs, bool)
         truncated = np.empty(self.num_envs, bool)
-        chunks = []
+        chunks: list[Any] = [None] * len(self._groups)
 
-        def collect(g: Any, part: slice) -> None:
-            obs[part], reward[part], terminated[part], truncated[part], chunk = g.step_wait()
-            chunks.append(chunk)
+        def collect(g: Any, numbered: tuple[int, slice]) -> None:
+            number, part = numbered
+            results = g.step_wait()
+            obs[part], reward[part], terminated[part], truncated[part], chunks[number] = results
 
-        _collect_all(self._groups, self._slices, collect)
+        _collect_all(self._groups, list(enumerate(self._slices)), collect)
         infos = infos_lib.Infos(chunks, self._sizes)
         return obs, reward, terminated, truncated, infos
 
@@ -268,15 +293,29 @@ class BatchEnv:
 
 
 def _collect_all(groups: Sequence, parts: Sequence, collect: Callable) -> None:
-    """Collects every group's answer even when one fails, so none is left in flight; then raises."""
+    """Collects every group's answer even when one fails, so none is left in flight; then raises.
+
+    Envs in this process are stepped first, while the workers step theirs.
+    """
     failure = None
-    for g, part in zip(groups, parts, strict=True):
+    pairs = sorted(zip(groups, parts, strict=True), key=lambda p: not isinstance(p[0], LocalGroup))
+    for g, part in pairs:
         try:
             collect(g, part)
         except BaseException as error:
             failure = failure or error
     if failure is not None:
         raise failure
+
+
+def _check_local_envs(local_envs: int | str, num_envs: int) -> int:
+    if local_envs == "auto":
+        return default_local_envs(num_envs)
+    if isinstance(local_envs, bool) or not isinstance(local_envs, int | np.integer):
+        raise ValueError(f"local_envs must be a number of envs or 'auto', got {local_envs!r}")
+    if not 0 <= local_envs <= num_envs:
+        raise ValueError(f"local_envs must be between 0 and num_envs={num_envs}, got {local_envs}")
+    return int(local_envs)
 
 
 def _constructors(env: Any, num_envs: int | None) -> list[Callable[[], gym.Env]]:

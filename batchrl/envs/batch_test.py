@@ -57,12 +57,14 @@ def test_local_batch_equals_stepping_envs_directly():
 @pytest.mark.parametrize(
     ("env_id", "steps"), [("Pendulum-v1", 250), ("CartPole-v1", 120), ("HalfCheetah-v5", 40)]
 )
-@pytest.mark.parametrize("envs_per_worker", [1, 3])
-def test_parallel_equals_blocking_for_the_same_seed(env_id, steps, envs_per_worker):
+@pytest.mark.parametrize(("envs_per_worker", "local_envs"), [(1, 0), (3, 0), (None, 2)])
+def test_parallel_equals_blocking_for_the_same_seed(env_id, steps, envs_per_worker, local_envs):
     local = batch.BatchEnv([gym.make(env_id) for _ in range(4)])
     actions = random_actions(local.action_space, 4, steps)
     expected = rollout(local, actions, seed=3)
-    with batch.BatchEnv.external(env_id, 4, envs_per_worker=envs_per_worker) as external:
+    with batch.BatchEnv.external(
+        env_id, 4, envs_per_worker=envs_per_worker, local_envs=local_envs
+    ) as external:
         assert external.observation_space == local.observation_space
         assert len(external) == 4
         assert_same(rollout(external, actions, seed=3), expected)
@@ -203,3 +205,52 @@ def test_wrapped_envs_in_workers():
         direct = gym.make("Pendulum-v1")
         direct.reset(seed=0)
         assert reward[0] == pytest.approx(direct.step(np.array([2.0], np.float32))[1], rel=1e-6)
+
+
+def test_local_envs_step_in_this_process_beside_the_workers():
+    with batch.BatchEnv.external(mock.CountingEnv, 5, local_envs=2, envs_per_worker=2) as env:
+        assert [type(g).__name__ for g in env._groups] == ["ProcessGroup"] * 2 + ["LocalGroup"]
+        _, infos = env.reset(seed=10)
+        assert [info["seed"] for info in infos] == [10, 11, 12, 13, 14]
+        np.testing.assert_array_equal(env.step(np.zeros((5, 2), np.float32))[0][:, 0], [1] * 5)
+    with batch.BatchEnv.external(mock.CountingEnv, 3, local_envs="auto") as env:
+        assert sum(g.num_envs for g in env._groups if isinstance(g, batch.LocalGroup)) == (
+            batch.default_local_envs(3)
+        )
+
+
+@pytest.mark.parametrize("bad", [-1, 4, "half", True])
+def test_bad_local_envs_are_named(bad):
+    with pytest.raises(ValueError, match=f"local_envs must be .*got '?{bad}"):
+        batch.BatchEnv.external(mock.CountingEnv, 3, local_envs=bad)
+
+
+class _KeepsActions(mock.CountingEnv):
+    def __init__(self):
+        super().__init__(duration=10)
+        self.actions = []
+
+    def step(self, action):
+        self.actions.append(action)
+        return super().step(action)
+
+
+def test_an_env_may_keep_the_actions_it_was_given():
+    kept = _KeepsActions()
+    with batch.BatchEnv([kept]) as env:
+        env.reset(seed=0)
+        env.step(np.full((1, 2), 0.5, np.float32))
+        env.step(np.full((1, 2), -0.5, np.float32))
+    np.testing.assert_array_equal(kept.actions, [[0.5, 0.5], [-0.5, -0.5]])
+
+
+class _WrongShape(mock.CountingEnv):
+    def step(self, action):
+        return np.zeros(5, np.float32), *super().step(action)[1:]
+
+
+def test_an_observation_of_the_wrong_shape_is_named():
+    with batch.BatchEnv([mock.CountingEnv(), _WrongShape()]) as env:
+        env.reset(seed=0)
+        with pytest.raises(ValueError, match=r"observation of shape \(5,\).*has shape \(3,\)"):
+            env.step(np.zeros((2, 2), np.float32))

@@ -100,16 +100,19 @@ class EnvGroup:
         self.buffers: Buffers | None = None
 
     def step(self) -> list[dict]:
-        """Steps every env with its action from the buffers; returns their infos."""
-        buffers, infos = self.buffers, []
-        for i, env in enumerate(self.envs):
-            obs, reward, terminated, truncated, info = env.step(buffers.action[i])
-            self._write_obs(i, obs)
-            buffers.reward[i] = reward
-            buffers.terminated[i] = terminated
-            buffers.truncated[i] = truncated
-            infos.append(info)
-        return infos
+        """Steps every env with its action from the buffers; returns their infos.
+
+        Each env gets its own copy of its action (an env may keep it), and the results
+        are written to the buffers once for all envs, which is several times cheaper.
+        """
+        buffers = self.buffers
+        results = [env.step(a) for env, a in zip(self.envs, buffers.action.copy(), strict=True)]
+        obs, reward, terminated, truncated, infos = zip(*results, strict=True)
+        self._write_obs(slice(None), obs)
+        buffers.reward[:] = reward
+        buffers.terminated[:] = terminated
+        buffers.truncated[:] = truncated
+        return list(infos)
 
     def reset(
         self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
@@ -136,15 +139,22 @@ class EnvGroup:
             with contextlib.suppress(Exception):
                 env.close()
 
-    def _write_obs(self, i: int, obs: Any) -> None:
-        target = self.buffers.obs[i]
-        obs = np.asarray(obs)
-        if obs.shape != target.shape:
+    def _write_obs(self, where: int | slice, obs: Any) -> None:
+        """Writes one env's observation (`where` an index) or a list of all (`where` a slice)."""
+        target = self.buffers.obs[where]
+        try:
+            array = np.asarray(obs)
+        except ValueError:  # Observations of different shapes.
+            array = None
+        if array is None or array.shape != target.shape:
+            expected = self.observation_space.shape
+            shapes = [np.shape(o) for o in obs] if isinstance(where, slice) else [np.shape(obs)]
+            shape = next((s for s in shapes if s != expected), shapes[0])
             raise ValueError(
-                f"env {self.name} returned an observation of shape {obs.shape}, but its "
-                f"observation_space has shape {target.shape}"
+                f"env {self.name} returned an observation of shape {shape}, but its "
+                f"observation_space has shape {expected}"
             )
-        target[...] = obs
+        target[...] = array
 
 
 def check_same_spaces(name_a: str, env_a: Any, name_b: str, env_b: Any) -> None:

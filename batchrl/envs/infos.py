@@ -16,29 +16,43 @@ import numpy as np
 _PYTHON_SCALARS = (float, int, bool)
 
 
+def _numeric(value: Any) -> bool:
+    return type(value) in _PYTHON_SCALARS or (
+        isinstance(value, np.generic) and value.dtype.kind in "biuf"
+    )
+
+
 def encode(infos: Sequence[dict]) -> tuple | None:
-    """A compact form of the infos of k envs: (k, columns, python_keys, rest), or None if empty."""
+    """A compact form of the infos of k envs: (k, columns, rest), or None if all are empty.
+
+    `columns` maps each numeric key that every env reports with the same type to
+    (dtype, python scalar?, raw bytes); raw bytes pickle about 15 times faster than
+    arrays. `rest` holds what is left per env, or is None when nothing is.
+    """
     if not any(infos):
         return None
-    columns, python_keys = {}, []
     first = infos[0]
-    for key, value in first.items():
-        kind = type(value)
-        numeric = kind in _PYTHON_SCALARS or (
-            isinstance(value, np.generic) and value.dtype.kind in "biuf"
-        )
-        if not numeric or not all(key in info and type(info[key]) is kind for info in infos):
+    kinds = tuple(map(type, first.values()))
+    keys = tuple(first)
+    uniform = all(
+        len(info) == len(keys) and tuple(info) == keys and tuple(map(type, info.values())) == kinds
+        for info in infos
+    )  # The common case: the same keys in the same order, each with one type.
+    columns = {}
+    for key, kind, value in zip(keys, kinds, first.values(), strict=True):
+        if not _numeric(value):
             continue
-        columns[key] = np.array(
-            [info[key] for info in infos], dtype=None if kind in _PYTHON_SCALARS else value.dtype
-        )
-        if kind in _PYTHON_SCALARS:
-            python_keys.append(key)
-    if len(columns) == len(first) and all(len(info) == len(first) for info in infos):
+        if not uniform and not all(key in info and type(info[key]) is kind for info in infos):
+            continue
+        python = kind in _PYTHON_SCALARS
+        dtype = np.array(value).dtype if python else value.dtype
+        column = np.array([info[key] for info in infos], dtype)
+        columns[key] = (column.dtype.str, python, column.tobytes())
+    if uniform and len(columns) == len(keys):
         rest = None
     else:
         rest = [{k: v for k, v in info.items() if k not in columns} for info in infos]
-    return len(infos), columns, python_keys, rest
+    return len(infos), columns, rest
 
 
 class Infos(Sequence):
@@ -73,10 +87,12 @@ class Infos(Sequence):
             return {}
         if isinstance(chunk, list):
             return chunk[i]
-        _, columns, python_keys, rest = chunk
+        _, columns, rest = chunk
         info = dict(rest[i]) if rest is not None else {}
-        for key, column in columns.items():
-            info[key] = column[i].item() if key in python_keys else column[i]
+        for key, (dtype, python, data) in columns.items():
+            dtype = np.dtype(dtype)
+            value = np.frombuffer(data, dtype, 1, i * dtype.itemsize)[0]
+            info[key] = value.item() if python else value
         return info
 
     def __repr__(self) -> str:

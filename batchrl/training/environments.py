@@ -37,6 +37,9 @@ def build(config: TrainConfig, local: bool = False) -> tuple[Any, BatchEnv | Non
         batch_env = BatchEnv([constructor() for _ in range(config.num_agents)])
     else:
         batch_env = BatchEnv.external(
-            constructor, config.num_agents, envs_per_worker=config.envs_per_worker or None
+            constructor,
+            config.num_agents,
+            envs_per_worker=config.envs_per_worker or None,
+            local_envs=config.local_envs,
         )
     return bridge.InGraphBatchEnv(batch_env, seed=config.seed), batch_env
