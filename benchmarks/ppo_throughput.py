@@ -5,7 +5,8 @@ Prints one JSON line. On HalfCheetah-v5 in worker processes, env-steps/s of trai
 Stable-Baselines3's PPO with DummyVecEnv and SubprocVecEnv, all with the same
 hyperparameters: 8 envs, n_steps 256, 64x64 tanh networks, 10 epochs, minibatch 64,
 GAE 0.95, discount 0.99. batchrl's compile time is reported apart from its steady
-rate. Then the wall-clock time, compilation included, for batchrl's clipped PPO on the
+rate; batchrl runs twice, all envs in workers and with `local_envs="auto"`. Then the
+wall-clock time, compilation included, for batchrl's clipped PPO on the
 JAX-native Pendulum to reach an evaluation return of -200.
 
     pip install -e '.[bench]'
@@ -34,7 +35,7 @@ NUM_ENVS, N_STEPS, EPOCHS, MINIBATCH = 8, 256, 10, 64
 ENV = "HalfCheetah-v5"
 
 
-def batchrl_rate(updates: int) -> dict:
+def batchrl_rate(updates: int, local_envs: int | str = 0) -> dict:
     config = config_lib.clipped(
         num_agents=NUM_ENVS,
         steps_per_update=N_STEPS,
@@ -46,7 +47,7 @@ def batchrl_rate(updates: int) -> dict:
         gae_lambda=0.95,
         discount=0.99,
     )
-    with BatchEnv.external(ENV, NUM_ENVS) as batch_env:
+    with BatchEnv.external(ENV, NUM_ENVS, local_envs=local_envs) as batch_env:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
         start = time.perf_counter()
         phase = loop.build(config, env, train_steps=N_STEPS * updates, eval_steps=1)
@@ -116,6 +117,7 @@ def main() -> None:
 
     pendulum = pendulum_seconds_to(-200.0)
     ours = batchrl_rate(args.updates)
+    ours_local = batchrl_rate(args.updates, local_envs="auto")
     dummy = sb3_rate(DummyVecEnv, args.updates)
     subproc = sb3_rate(SubprocVecEnv, args.updates)
     best = max(dummy, subproc)
@@ -134,9 +136,13 @@ def main() -> None:
                     "discount": 0.99,
                 },
                 "batchrl_clipped": ours,
+                "batchrl_clipped_local_envs": ours_local,
                 "sb3_dummy_vec_env_steps_per_sec": round(dummy),
                 "sb3_subproc_vec_env_steps_per_sec": round(subproc),
                 "batchrl_over_best_sb3": round(ours["env_steps_per_sec"] / best, 2),
+                "batchrl_local_envs_over_best_sb3": round(
+                    ours_local["env_steps_per_sec"] / best, 2
+                ),
                 "pendulum_jax_seconds_to_minus_200": pendulum,
                 "jax": jax.__version__,
                 "gymnasium": gym.__version__,

@@ -11,6 +11,7 @@ thread (`xla_threads.limit()`, as the train command does for worker envs) unless
 --xla-threads is given, so its thread pool does not take cores from the workers.
 
     python benchmarks/simulate_overhead.py [--steps 500] [--rounds 3] [--xla-threads]
+        [--local-envs auto]
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def per_step(function, steps: int) -> float:
     return (time.perf_counter() - start) / steps
 
 
-def measure(name: str, num_envs: int, steps: int, rounds: int) -> dict:
-    batch_env = BatchEnv.external(ENVS[name], num_envs)
+def measure(name: str, num_envs: int, steps: int, rounds: int, local_envs: int | str) -> dict:
+    batch_env = BatchEnv.external(ENVS[name], num_envs, local_envs=local_envs)
     try:
         obs_size = batch_env.observation_space.shape[0]
         action_size = batch_env.action_space.shape[0]
@@ -122,17 +123,26 @@ def main() -> None:
     parser.add_argument("--envs", nargs="*", default=list(ENVS))
     parser.add_argument("--sizes", nargs="*", type=int, default=[8, 32])
     parser.add_argument("--xla-threads", action="store_true", help="keep XLA's thread pool")
+    parser.add_argument(
+        "--local-envs", default="0", help="BatchEnv.external's local_envs: a number or 'auto'"
+    )
     args = parser.parse_args()
     if not args.xla_threads:
         xla_threads.limit()
     warnings.filterwarnings("ignore")
-    results = [measure(name, n, args.steps, args.rounds) for name in args.envs for n in args.sizes]
+    local_envs = args.local_envs if args.local_envs == "auto" else int(args.local_envs)
+    results = [
+        measure(name, n, args.steps, args.rounds, local_envs)
+        for name in args.envs
+        for n in args.sizes
+    ]
     print(
         json.dumps(
             {
                 "benchmark": "simulate_overhead",
                 "jax": jax.__version__,
                 "xla_flags": os.environ.get("XLA_FLAGS", ""),
+                "local_envs": local_envs,
                 "results": results,
             }
         )
