@@ -78,7 +78,7 @@ class ProcessGroup:
         self.restart = restart
         self.spin = spin
         self.restarts = 0
-        self.name = "env"
+        self.name = _constructor_name(constructors[0])  # Until the worker reports the env's own.
         self._context = multiprocessing.get_context(context)
         self._blob = cloudpickle.dumps(list(constructors))
         self._seeds: list[int | None] = [None] * self.num_envs
@@ -344,6 +344,15 @@ class ProcessGroup:
         self._fresh[:] = False
         self._any_fresh = False
         return infos
+
+
+def _constructor_name(constructor: Callable[[], gym.Env]) -> str:
+    """A readable name for the envs a constructor builds, before any is built."""
+    name = getattr(constructor, "name", None)  # envs.make.Make
+    if isinstance(name, str):
+        return repr(name)
+    function = getattr(constructor, "func", constructor)  # functools.partial
+    return f"from {getattr(function, '__qualname__', type(function).__name__)}"
 
 
 def _terminate(process: multiprocessing.Process, conn: connection.Connection) -> None:

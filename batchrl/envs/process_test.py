@@ -72,6 +72,7 @@ def test_exception_reaches_parent_with_traceback_and_env_name(where):
         with pytest.raises(errors.EnvRaisedError) as caught:
             process.ExternalProcess(constructor)
         assert "ValueError: FailingEnv failed on purpose in init" in str(caught.value)
+        assert "raised by env from FailingEnv (env 0" in str(caught.value)
         assert "mock.py" in caught.value.remote_traceback
         return
     with process.ExternalProcess(constructor) as env:
