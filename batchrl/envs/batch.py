@@ -179,6 +179,10 @@ class BatchEnv:
         self._sizes = tuple(g.num_envs for g in groups)
         self._owner = np.repeat(np.arange(len(groups)), self._sizes)
         self._action_shape = (self.num_envs, *self.action_space.shape)
+        # Each step's collection order, made once: envs in this process go first.
+        self._step_plan = _local_first(
+            [(g, (n, part)) for n, (g, part) in enumerate(zip(groups, self._slices, strict=True))]
+        )
 
     def __len__(self) -> int:
         return self.num_envs
@@ -216,7 +220,7 @@ class BatchEnv:
             results = g.step_wait()
             obs[part], reward[part], terminated[part], truncated[part], chunks[number] = results
 
-        _collect_all(self._groups, list(enumerate(self._slices)), collect)
+        _collect_all(self._step_plan, collect)
         infos = infos_lib.Infos(chunks, self._sizes)
         return obs, reward, terminated, truncated, infos
 
@@ -246,7 +250,7 @@ class BatchEnv:
                 obs[position[int(i)]] = o
                 infos[position[int(i)]] = info
 
-        _collect_all([g for g, _ in requests], [m for _, m in requests], collect)
+        _collect_all(_local_first(requests), collect)
         return obs, infos
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> list[Any]:
@@ -292,14 +296,18 @@ class BatchEnv:
         return indices
 
 
-def _collect_all(groups: Sequence, parts: Sequence, collect: Callable) -> None:
-    """Collects every group's answer even when one fails, so none is left in flight; then raises.
+def _local_first(requests: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """The (group, part) pairs, groups in this process first: they step while workers do."""
+    return sorted(requests, key=lambda request: not isinstance(request[0], LocalGroup))
 
-    Envs in this process are stepped first, while the workers step theirs.
+
+def _collect_all(requests: Sequence[tuple[Any, Any]], collect: Callable) -> None:
+    """Calls `collect(group, part)` for every request, even after one fails, then raises.
+
+    So no answer is left in flight when a worker fails.
     """
     failure = None
-    pairs = sorted(zip(groups, parts, strict=True), key=lambda p: not isinstance(p[0], LocalGroup))
-    for g, part in pairs:
+    for g, part in requests:
         try:
             collect(g, part)
         except BaseException as error:

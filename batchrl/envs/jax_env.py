@@ -182,6 +182,16 @@ def step_batch(env: Env, state: EnvState, action: jax.Array) -> tuple[EnvState, 
     return jax.vmap(env.step)(state, action)
 
 
+def rollout_batch(env: Env, state: EnvState, actions: jax.Array) -> tuple[EnvState, TimeStep]:
+    """Steps a batch through actions [T, B, *action_shape] in one `lax.scan`, without resets.
+
+    Returns:
+        (state, time_steps): the final batched state and a TimeStep whose fields have
+        leading [T, B] axes.
+    """
+    return jax.lax.scan(lambda state, action: step_batch(env, state, action), state, actions)
+
+
 def reset_where(
     env: Env, state: EnvState, obs: jax.Array, key: jax.Array, mask: jax.Array
 ) -> tuple[EnvState, jax.Array]:

@@ -13,22 +13,8 @@ ENV = cartpole.CartPole()
 X, THETA = cartpole.X_THRESHOLD, cartpole.THETA_THRESHOLD
 
 
-@functools.cache
-def _step_many():
-    return jax.jit(jax.vmap(ENV.step))
-
-
-@functools.cache
-def _rollout():
-    """Steps a batch through actions [T, B] from state; returns TimeStep [T, B, ...]."""
-
-    def rollout(state, actions):
-        def body(state, action):
-            return jax_env.step_batch(ENV, state, action)
-
-        return jax.lax.scan(body, state, actions)[1]
-
-    return jax.jit(rollout)
+_step_many = jax.jit(jax.vmap(ENV.step))
+_rollout = jax.jit(lambda state, actions: jax_env.rollout_batch(ENV, state, actions)[1])
 
 
 def _sample_states(rng, count):
@@ -67,7 +53,7 @@ def test_one_step_matches_gymnasium_over_sampled_states_and_actions():
     # Both ways of ending occur often, most of them from the states near a threshold.
     assert 50 < terminated.sum() < 450
 
-    _, time_step = _step_many()(cartpole.state_from_gym(states), jnp.asarray(actions))
+    _, time_step = _step_many(cartpole.state_from_gym(states), jnp.asarray(actions))
     np.testing.assert_allclose(time_step.obs, obs, rtol=0, atol=1e-5)
     np.testing.assert_array_equal(time_step.reward, reward)
     np.testing.assert_array_equal(time_step.terminated, terminated)
@@ -117,7 +103,7 @@ def test_whole_episodes_match_gymnasium_in_float64():
     actions, start, obs, lengths = _episodes()
     with jax.enable_x64(True):
         state = cartpole.state_from_gym(start, jnp.float64)
-        time_step = jax.device_get(_rollout()(state, jnp.asarray(actions)))
+        time_step = jax.device_get(_rollout(state, jnp.asarray(actions)))
     assert time_step.obs.dtype == np.float64
     # Gymnasium's own float64 arithmetic: differences stay at rounding level (1e-15).
     _check_episodes(time_step, obs, lengths, atol=1e-9)
@@ -125,7 +111,7 @@ def test_whole_episodes_match_gymnasium_in_float64():
 
 def test_whole_episodes_match_gymnasium_in_float32():
     actions, start, obs, lengths = _episodes()
-    time_step = jax.device_get(_rollout()(cartpole.state_from_gym(start), jnp.asarray(actions)))
+    time_step = jax.device_get(_rollout(cartpole.state_from_gym(start), jnp.asarray(actions)))
     # float32 rounds at about 1e-7 relative per step against Gymnasium's float64, and a
     # falling pole amplifies differences by about e^(4 * 0.02) = 1.08 per step, so over
     # these episodes (at most 35 steps under random actions) differences stay near 1e-6

@@ -12,22 +12,8 @@ from batchrl.envs.classic import make, pendulum
 ENV = pendulum.Pendulum()
 
 
-@functools.cache
-def _step_many():
-    return jax.jit(jax.vmap(ENV.step))
-
-
-@functools.cache
-def _rollout():
-    """Steps a batch through actions [T, B, 1] from state; returns TimeStep [T, B, ...]."""
-
-    def rollout(state, actions):
-        def body(state, action):
-            return jax_env.step_batch(ENV, state, action)
-
-        return jax.lax.scan(body, state, actions)[1]
-
-    return jax.jit(rollout)
+_step_many = jax.jit(jax.vmap(ENV.step))
+_rollout = jax.jit(lambda state, actions: jax_env.rollout_batch(ENV, state, actions)[1])
 
 
 def _gym_step(gym_env, gym_state, action):
@@ -51,7 +37,7 @@ def test_one_step_matches_gymnasium_over_sampled_states_and_actions():
     expected = [_gym_step(gym_env, s, a) for s, a in zip(states, actions, strict=True)]
     obs, reward, terminated, truncated = (np.array(x) for x in zip(*expected, strict=True))
 
-    _, time_step = _step_many()(pendulum.state_from_gym(states), jnp.asarray(actions))
+    _, time_step = _step_many(pendulum.state_from_gym(states), jnp.asarray(actions))
     np.testing.assert_allclose(time_step.obs, obs, rtol=0, atol=1e-5)
     np.testing.assert_allclose(time_step.reward, reward, rtol=0, atol=1e-5)
     np.testing.assert_array_equal(time_step.terminated, terminated)
@@ -90,7 +76,7 @@ def test_whole_episodes_match_gymnasium_in_float64():
     actions, start, obs, reward = _episodes()
     with jax.enable_x64(True):
         state = pendulum.state_from_gym(start, jnp.float64)
-        time_step = jax.device_get(_rollout()(state, jnp.asarray(actions)))
+        time_step = jax.device_get(_rollout(state, jnp.asarray(actions)))
     assert time_step.obs.dtype == np.float64
     # Same arithmetic as Gymnasium's float64: differences start at rounding (1e-16) and are
     # amplified only while a pendulum passes near its unstable upright position; the worst
@@ -102,7 +88,7 @@ def test_whole_episodes_match_gymnasium_in_float64():
 
 def test_whole_episodes_match_gymnasium_in_float32_as_far_as_float32_allows():
     actions, start, obs, reward = _episodes()
-    time_step = _rollout()(pendulum.state_from_gym(start), jnp.asarray(actions))
+    time_step = _rollout(pendulum.state_from_gym(start), jnp.asarray(actions))
     error = np.maximum(
         np.abs(time_step.obs - obs).max(axis=2), np.abs(time_step.reward - reward) / 16
     )  # [T, B], rewards scaled by their range
