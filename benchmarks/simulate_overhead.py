@@ -3,10 +3,13 @@
 Prints one JSON line. For each env and batch size, in the same run and alternating
 rounds (median kept), it times per batch step:
   env:      BatchEnv stepped with pre-generated actions (env work, messaging included);
-  policy:   the jitted 64x64 MLP policy alone, in a lax.scan;
+  policy:   the jitted 64x64 MLP policy alone, in a lax.scan over changing observations;
   loop:     a Python loop calling the jitted policy, then BatchEnv.step;
   simulate: simulate.rollout through InGraphBatchEnv, compiled in one lax.scan.
-Overhead = total - env - policy, for the loop and for simulate. XLA runs on one
+Overhead = total - env - policy, for the loop and for simulate. Because env and
+simulate run at different moments of a noisy machine, simulate's overhead is also
+given from within its own rounds: total minus the time its host calls spent in
+`BatchEnv.step` and `reset` (`InGraphBatchEnv.env_seconds`), minus policy. XLA runs on one
 thread (`xla_threads.limit()`, as the train command does for worker envs) unless
 --xla-threads is given, so its thread pool does not take cores from the workers.
 
@@ -55,15 +58,19 @@ def measure(name: str, num_envs: int, steps: int, rounds: int, local_envs: int |
         rollout = simulate.make_rollout(env, agent, steps)
         state = simulate.init(env, jax.random.key(0))
         policy = jax.jit(lambda obs, key: agent.perform((), obs, key)[1])
-        obs0 = jnp.zeros((num_envs, obs_size))
+        obs0 = jnp.ones((num_envs, obs_size))
 
         @jax.jit
-        def policy_scan(key):
-            def body(key, _):
+        def policy_scan(key, obs):
+            # The observations change every step, as in a rollout: on constant ones
+            # XLA would fold most of the network away and under-count its arithmetic.
+            def body(carry, _):
+                key, obs = carry
                 key, act_key = jax.random.split(key)
-                return key, policy(obs0, act_key).sum()
+                action = policy(obs, act_key)
+                return (key, obs + 1e-6 * action.mean()), None
 
-            return jax.lax.scan(body, key, None, length=steps)[1].sum()
+            return jax.lax.scan(body, (key, obs), None, length=steps)[0]
 
         rng = np.random.default_rng(0)
         actions = rng.uniform(-1, 1, (steps, num_envs, action_size)).astype(np.float32)
@@ -88,30 +95,40 @@ def measure(name: str, num_envs: int, steps: int, rounds: int, local_envs: int |
 
         def run_simulate():
             nonlocal state
+            before = env.env_seconds
             state, _ = rollout(state, ())
+            env_in_simulate.append((env.env_seconds - before) / steps)
 
         def run_policy():
-            jax.block_until_ready(policy_scan(jax.random.key(0)))
+            jax.block_until_ready(policy_scan(jax.random.key(0), obs0))
 
+        env_in_simulate: list[float] = []
         batch_env.reset(seed=0)
         for warm_up in (run_policy, run_simulate, run_loop):
             warm_up()
+        env_in_simulate.clear()
         times = {"env": [], "policy": [], "loop": [], "simulate": []}
         runs = {"env": run_env, "policy": run_policy, "loop": run_loop, "simulate": run_simulate}
         for _ in range(rounds):
             for key, run in runs.items():
                 times[key].append(per_step(run, steps))
+        # The simulate rounds' own time outside the envs: immune to the machine's drift
+        # between the env-only and the simulate rounds.
+        pairs = zip(times["simulate"], env_in_simulate, strict=True)
+        times["simulate_outside_env"] = [total - env_time for total, env_time in pairs]
         us = {key: statistics.median(values) * 1e6 for key, values in times.items()}
     finally:
         batch_env.close()
     overhead_loop = us["loop"] - us["env"] - us["policy"]
     overhead_simulate = us["simulate"] - us["env"] - us["policy"]
+    overhead_in_run = us.pop("simulate_outside_env") - us["policy"]
     return {
         "env": name,
         "num_envs": num_envs,
         "us_per_batch_step": {key: round(value, 1) for key, value in us.items()},
         "overhead_us_loop": round(overhead_loop, 1),
         "overhead_us_simulate": round(overhead_simulate, 1),
+        "overhead_us_simulate_in_run": round(overhead_in_run, 1),
         "simulate_over_loop_speed": round(us["loop"] / us["simulate"], 3),
     }
 

@@ -199,6 +199,27 @@ class BatchEnv:
 
         `infos` is a sequence of one dict per env, decoded when read.
         """
+        obs = np.empty((self.num_envs, *self.observation_space.shape), self.observation_space.dtype)
+        reward = np.empty(self.num_envs, np.float64)
+        terminated = np.empty(self.num_envs, bool)
+        truncated = np.empty(self.num_envs, bool)
+        infos = self.step_into(actions, obs, reward, terminated, truncated)
+        return obs, reward, terminated, truncated, infos
+
+    def step_into(
+        self,
+        actions: Any,
+        obs: np.ndarray,
+        reward: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+    ) -> infos_lib.Infos:
+        """`step`, writing the results into the given arrays [B, ...]; returns the infos.
+
+        For callers that own the result memory (the in-graph bridge writes straight into
+        XLA's buffers), which saves allocating and copying every array on every step.
+        Values are cast to the arrays' dtypes.
+        """
         actions = np.asarray(actions)
         if actions.shape != self._action_shape:
             raise ValueError(
@@ -209,10 +230,6 @@ class BatchEnv:
         self._expect_open()
         for g, part in zip(self._groups, self._slices, strict=True):
             g.step_async(actions[part])
-        obs = np.empty((self.num_envs, *self.observation_space.shape), self.observation_space.dtype)
-        reward = np.empty(self.num_envs, np.float64)
-        terminated = np.empty(self.num_envs, bool)
-        truncated = np.empty(self.num_envs, bool)
         chunks: list[Any] = [None] * len(self._groups)
 
         def collect(g: Any, numbered: tuple[int, slice]) -> None:
@@ -221,8 +238,7 @@ class BatchEnv:
             obs[part], reward[part], terminated[part], truncated[part], chunks[number] = results
 
         _collect_all(self._step_plan, collect)
-        infos = infos_lib.Infos(chunks, self._sizes)
-        return obs, reward, terminated, truncated, infos
+        return infos_lib.Infos(chunks, self._sizes)
 
     def reset(
         self,

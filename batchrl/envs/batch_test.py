@@ -254,3 +254,26 @@ def test_an_observation_of_the_wrong_shape_is_named():
         env.reset(seed=0)
         with pytest.raises(ValueError, match=r"observation of shape \(5,\).*has shape \(3,\)"):
             env.step(np.zeros((2, 2), np.float32))
+
+
+def test_step_into_writes_what_step_returns_into_the_callers_arrays():
+    actions = random_actions(gym.make("HalfCheetah-v5").action_space, 3, 5)
+    with (
+        batch.BatchEnv.external("HalfCheetah-v5", 3, local_envs=1) as a,
+        batch.BatchEnv.external("HalfCheetah-v5", 3, local_envs=1) as b,
+    ):
+        a.reset(seed=3)
+        b.reset(seed=3)
+        obs = np.zeros((3, 17), np.float32)
+        reward = np.zeros(3, np.float32)
+        terminated, truncated = np.ones(3, bool), np.ones(3, bool)
+        for action in actions:
+            expected = a.step(action)
+            infos = b.step_into(action, obs, reward, terminated, truncated)
+            np.testing.assert_allclose(obs, expected[0], rtol=1e-6)
+            np.testing.assert_allclose(reward, expected[1], rtol=1e-6)
+            np.testing.assert_array_equal(terminated, expected[2])
+            np.testing.assert_array_equal(truncated, expected[3])
+            assert list(infos) == list(expected[4])
+        with pytest.raises(ValueError, match=r"actions of shape \(2, 6\) do not fit"):
+            b.step_into(actions[0, :2], obs, reward, terminated, truncated)

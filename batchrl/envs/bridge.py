@@ -15,6 +15,7 @@ the bridge keeps the original error and `surface_errors` raises it in its place.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -77,6 +78,8 @@ class InGraphBatchEnv:
 
     `seed` seeds env i with seed + i at `init`; later resets continue each env's own
     random stream, so a run is reproducible whatever the worker layout.
+    `env_seconds` counts the time the compiled program spent in the batch's step and
+    reset (env work and messaging), so the rest of a rollout's time is the program's own.
     """
 
     calls_host = True  # Tells simulate to keep its compiled step in order around the calls.
@@ -85,6 +88,7 @@ class InGraphBatchEnv:
         self.batch_env = batch_env
         self.seed = seed
         self.num_envs = len(batch_env)
+        self.env_seconds = 0.0
         self._obs_space = batch_env.observation_space
         self._action_space = batch_env.action_space
         self.observation_shape = tuple(self._obs_space.shape)
@@ -146,25 +150,30 @@ class InGraphBatchEnv:
     # -- host side: runs on XLA's thread, inside the compiled program -----------------------
 
     def _init_on_host(self, outputs: tuple[np.ndarray, ...], token: np.ndarray) -> None:
-        outputs[0][...] = token + 1
+        start = time.perf_counter()
         outputs[1][...] = self.batch_env.reset(seed=self.seed)[0]
+        self.env_seconds += time.perf_counter() - start
+        outputs[0][...] = token + 1
 
     def _reset_on_host(
         self, outputs: tuple[np.ndarray, ...], token: np.ndarray, mask: np.ndarray, obs: np.ndarray
     ) -> None:
         indices = np.flatnonzero(mask)
-        outputs[0][...] = token + 1
         out = outputs[1]
         out[...] = obs
+        start = time.perf_counter()
         out[indices] = self.batch_env.reset(indices)[0]
+        self.env_seconds += time.perf_counter() - start
+        outputs[0][...] = token + 1
 
     def _step_on_host(
         self, outputs: tuple[np.ndarray, ...], token: np.ndarray, action: np.ndarray
     ) -> None:
-        obs, reward, terminated, truncated, _ = self.batch_env.step(action)
-        values = (token + 1, obs, reward, terminated, truncated)
-        for out, value in zip(outputs, values, strict=True):
-            out[...] = value
+        token_out, obs, reward, terminated, truncated = outputs
+        start = time.perf_counter()
+        self.batch_env.step_into(action, obs, reward, terminated, truncated)
+        self.env_seconds += time.perf_counter() - start
+        token_out[...] = token + 1
 
 
 def _host_call(function: Callable[..., None], result_types: Any) -> Callable[..., Any]:

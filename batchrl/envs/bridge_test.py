@@ -67,3 +67,16 @@ def test_an_env_exception_in_compiled_code_is_raised_as_itself():
         with pytest.raises(Exception, match="FailingEnv failed on purpose in step") as caught:
             two_steps(state)
         assert type(caught.value).__name__ == "EnvRaisedError"
+
+
+def test_env_seconds_counts_the_time_spent_in_the_envs():
+    constructor = functools.partial(mock.CountingEnv, step_seconds=0.01)
+    with BatchEnv.external(constructor, 2) as batch_env:
+        env = bridge.InGraphBatchEnv(batch_env)
+        state, _ = env.init(jax.random.key(0))
+        before = env.env_seconds
+        step = jax.jit(env.step)
+        for _ in range(5):
+            state, _ = step(state, jnp.zeros((2, 2)))
+        jax.block_until_ready(state)
+        assert 0.05 <= env.env_seconds - before < 1.0

@@ -20,13 +20,19 @@ import numpy as np
 class CountingEnv(gym.Env):
     """Episodes of exactly `duration` steps; reward is the action's sum plus the step number.
 
-    `end` chooses how an episode ends: "terminated" or "truncated".
+    `end` chooses how an episode ends: "terminated" or "truncated". `step_seconds` makes
+    each step take at least that long, like a slow simulator.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
 
     def __init__(
-        self, duration: int = 3, end: str = "terminated", discrete: bool = False, obs_size: int = 3
+        self,
+        duration: int = 3,
+        end: str = "terminated",
+        discrete: bool = False,
+        obs_size: int = 3,
+        step_seconds: float = 0.0,
     ):
         if end not in ("terminated", "truncated"):
             raise ValueError(f"end must be 'terminated' or 'truncated', got {end!r}")
@@ -37,6 +43,7 @@ class CountingEnv(gym.Env):
             self.action_space = gym.spaces.Discrete(3)
         else:
             self.action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.step_seconds = step_seconds
         self.steps = 0
         self.offset = 0.0
 
@@ -47,6 +54,8 @@ class CountingEnv(gym.Env):
         return self._obs(), {"seed": seed}
 
     def step(self, action):
+        if self.step_seconds:
+            time.sleep(self.step_seconds)
         self.steps += 1
         reward = float(np.sum(action)) + self.steps
         done = self.steps >= self.duration
