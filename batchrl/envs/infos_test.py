@@ -46,3 +46,18 @@ def test_chunks_of_several_workers_index_as_one_batch():
     assert batch[-1] == {"i": 3} and batch[1:3] == [{"i": 1}, {}]
     with pytest.raises(IndexError, match="env index 4 out of range for a batch of 4"):
         batch[4]
+
+
+def test_one_key_other_orders_and_an_empty_first_info_round_trip():
+    cases = [
+        [{"x": 1.5}, {"x": 2.5}],
+        [{"a": 1, "b": 2.0}, {"b": 3.0, "a": 4}],
+        [{}, {"x": 1.0}],
+        [{"x": 1.0}, {"y": 1.0}],
+        [{"x": 1.0}, {"x": 2}],
+    ]
+    for sent in cases:
+        received = list(roundtrip([infos.encode(sent)], [len(sent)]))
+        assert received == sent
+        for a, b in zip(received, sent, strict=True):
+            assert all(type(a[k]) is type(b[k]) for k in b)
