@@ -277,3 +277,36 @@ def test_step_into_writes_what_step_returns_into_the_callers_arrays():
             assert list(infos) == list(expected[4])
         with pytest.raises(ValueError, match=r"actions of shape \(2, 6\) do not fit"):
             b.step_into(actions[0, :2], obs, reward, terminated, truncated)
+
+
+@pytest.mark.parametrize("local_envs", [0, 1])
+def test_infos_read_late_or_after_close_are_each_steps_own(local_envs):
+    """Infos are decoded on first read: what is read later is still that step's."""
+    actions = random_actions(gym.make("HalfCheetah-v5").action_space, 3, 6)
+    direct = [gym.make("HalfCheetah-v5") for _ in range(3)]
+    for i, d in enumerate(direct):
+        d.reset(seed=11 + i)
+    expected = [[d.step(a)[4] for d, a in zip(direct, action, strict=True)] for action in actions]
+    with batch.BatchEnv.external("HalfCheetah-v5", 3, local_envs=local_envs) as env:
+        env.reset(seed=11)
+        kept = [env.step(action)[4] for action in actions]  # Read none of them yet.
+        assert list(kept[2]) == expected[2]  # One read between steps.
+        assert env.attribute("spec")[0].id == "HalfCheetah-v5"  # A command while infos are owed.
+        kept.append(env.step(actions[0])[4])
+    assert [list(infos) for infos in kept[:-1]] == expected  # Last one read after close.
+    assert all(info.keys() == expected[0][0].keys() for info in kept[-1])
+
+
+def test_an_info_that_cannot_cross_processes_is_named():
+    def constructor():
+        class LambdaInfo(gym.Wrapper):
+            def step(self, action):
+                obs, reward, terminated, truncated, info = self.env.step(action)
+                return obs, reward, terminated, truncated, {**info, "bad": lambda: None}
+
+        return LambdaInfo(mock.CountingEnv())
+
+    with batch.BatchEnv.external(constructor, 2) as env:
+        env.reset(seed=0)
+        with pytest.raises(errors.EnvRaisedError, match=r"(?s)pickle.*during step"):
+            env.step(np.zeros((2, 2), np.float32))
