@@ -3,7 +3,10 @@
 Prints one JSON line. For each task and batch size, the peers run in the same process
 one after another, repeated in alternating rounds (the median is kept), because the
 machines are shared and noisy. The limit is one env stepped in a plain loop in one
-process, times the number of cores. Actions are pre-generated uniformly at random.
+process, times the number of cores. "free_running" splits the same envs over one
+process per core that step them in a loop with no one to wait for: what the machine
+gives this workload when no batch step has to wait for its slowest part. Actions are
+pre-generated uniformly at random.
 
     python benchmarks/env_throughput.py [--seconds 2] [--rounds 3]
 """
@@ -13,6 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
+import multiprocessing.connection
 import os
 import platform
 import statistics
@@ -49,6 +54,54 @@ def rate_single(env_id: str, seconds: float) -> float:
     rate = steps / (time.perf_counter() - start)
     env.close()
     return rate
+
+
+def free_runner(conn: multiprocessing.connection.Connection, env_id: str, count: int) -> None:
+    """Steps `count` envs in turn for as long as it is told, then answers its rate."""
+    warnings.filterwarnings("ignore")
+    envs = [gym.make(env_id) for _ in range(count)]
+    for i, env in enumerate(envs):
+        env.reset(seed=i)
+    actions = actions_for(envs[0].action_space, count, 256)
+    conn.send("ready")
+    while (seconds := conn.recv()) is not None:
+        steps, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            for action in actions:
+                for env, a in zip(envs, action, strict=True):
+                    _, _, terminated, truncated, _ = env.step(a)
+                    if terminated or truncated:
+                        env.reset()
+            steps += len(actions) * count
+        conn.send(steps / (time.perf_counter() - start))
+
+
+class FreeRunning:
+    """`num_envs` envs split over one process per core, stepped with no synchronisation."""
+
+    def __init__(self, env_id: str, num_envs: int, cores: int):
+        context = multiprocessing.get_context("spawn")
+        counts = [num_envs // cores + (i < num_envs % cores) for i in range(cores)]
+        self.conns, self.processes = [], []
+        for count in filter(None, counts):
+            parent, child = context.Pipe()
+            process = context.Process(target=free_runner, args=(child, env_id, count))
+            process.start()
+            self.conns.append(parent)
+            self.processes.append(process)
+        for conn in self.conns:
+            conn.recv()
+
+    def rate(self, seconds: float) -> float:
+        for conn in self.conns:
+            conn.send(seconds)
+        return sum(conn.recv() for conn in self.conns)
+
+    def close(self) -> None:
+        for conn in self.conns:
+            conn.send(None)
+        for process in self.processes:
+            process.join()
 
 
 def rate_vector(env: gym.vector.VectorEnv, seconds: float) -> float:
@@ -106,14 +159,18 @@ def measure(env_id: str, num_envs: int, cores: int, seconds: float, rounds: int)
             env_id, num_envs, local_envs="auto"
         )
     envs = {name: make() for name, make in makers.items()}
-    samples: dict[str, list[float]] = {name: [] for name in [*envs, "single_env_loop"]}
+    free = FreeRunning(env_id, num_envs, cores)
+    names = [*envs, "single_env_loop", "free_running"]
+    samples: dict[str, list[float]] = {name: [] for name in names}
     try:
         for _ in range(rounds):
             samples["single_env_loop"].append(rate_single(env_id, seconds))
+            samples["free_running"].append(free.rate(seconds))
             for name, env in envs.items():
                 rate = rate_batch if isinstance(env, BatchEnv) else rate_vector
                 samples[name].append(rate(env, seconds))
     finally:
+        free.close()
         for env in envs.values():
             env.close()
     rates = {name: statistics.median(values) for name, values in samples.items()}
@@ -130,6 +187,7 @@ def measure(env_id: str, num_envs: int, cores: int, seconds: float, rounds: int)
         "batch_env": round(rates[best]),
         "batch_env_best_setting": best.removeprefix("batch_env_"),
         "batch_env_fraction_of_limit": round(rates[best] / limit, 3),
+        "batch_env_fraction_of_free_running": round(rates[best] / rates["free_running"], 3),
         "batch_env_over_async_vector_env": round(rates[best] / rates["async_vector_env"], 2),
         "batch_env_over_sync_vector_env": round(rates[best] / rates["sync_vector_env"], 2),
     }
