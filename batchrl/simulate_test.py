@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from batchrl import simulate
-from batchrl.envs import BatchEnv, EnvCrashedError, bridge, jax_mock, mock
+from batchrl.conftest import wait_gone
+from batchrl.envs import BatchEnv, EnvCrashedError, EnvTimeoutError, bridge, jax_mock, mock
 
 DURATIONS = (1, 2, 3, 4)
 
@@ -128,12 +129,35 @@ def test_env_steps_are_never_dropped_hoisted_or_reordered():
         np.testing.assert_array_equal(obs[:, 0], [25, 25])
 
 
-def test_a_worker_crash_in_a_compiled_rollout_raises_the_env_error():
-    constructors = [mock.CountingEnv, functools.partial(mock.FailingEnv, how="sigkill", at=3)]
-    with BatchEnv.external(constructors, envs_per_worker=1) as batch_env:
+@pytest.mark.parametrize(
+    ("how", "error", "message"),
+    [
+        ("sigkill", EnvCrashedError, r"'FailingEnv' \(env 1.*died \(signal SIGKILL\)"),
+        ("hang", EnvTimeoutError, r"'FailingEnv' \(env 1.*did not answer step within 1.0 s"),
+    ],
+)
+def test_a_worker_crash_or_hang_in_a_compiled_rollout_raises_the_env_error(how, error, message):
+    constructors = [mock.CountingEnv, functools.partial(mock.FailingEnv, how=how, at=3)]
+    with BatchEnv.external(constructors, envs_per_worker=1, timeout=1.0) as batch_env:
+        pids = [g.pid for g in batch_env._groups]
         env = bridge.InGraphBatchEnv(batch_env)
         agent, agent_state = counting_agent(2)
         run = simulate.make_rollout(env, agent, 10)
         state = simulate.init(env, jax.random.key(0))
-        with pytest.raises(EnvCrashedError, match=r"'FailingEnv' \(env 1.*died \(signal SIGKILL\)"):
+        with pytest.raises(error, match=message):
             run(state, agent_state)
+    assert wait_gone(pids) == []
+
+
+def test_a_compiled_rollout_goes_on_past_crashes_with_restart():
+    constructors = [mock.CountingEnv, functools.partial(mock.FailingEnv, how="sigkill", at=3)]
+    with BatchEnv.external(constructors, envs_per_worker=1, restart=True) as batch_env:
+        env = bridge.InGraphBatchEnv(batch_env)
+        agent, agent_state = counting_agent(2)
+        run = simulate.make_rollout(env, agent, 10)
+        state = simulate.init(env, jax.random.key(0))
+        state, agent_state = run(state, agent_state)
+        assert batch_env.restarts >= 2  # Each fresh worker's env fails on its third step.
+        assert int(agent_state.steps) == 10
+        # The crashed env's episodes end every time its worker is replaced; env 0 runs on.
+        assert int(agent_state.end[1]) >= 2 and int(agent_state.end[0]) == 3
