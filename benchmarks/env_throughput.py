@@ -64,7 +64,7 @@ def free_runner(conn: multiprocessing.connection.Connection, env_id: str, count:
         env.reset(seed=i)
     actions = actions_for(envs[0].action_space, count, 256)
     conn.send("ready")
-    while (seconds := conn.recv()) is not None:
+    while (seconds := _receive(conn)) is not None:
         steps, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
             for action in actions:
@@ -76,6 +76,14 @@ def free_runner(conn: multiprocessing.connection.Connection, env_id: str, count:
         conn.send(steps / (time.perf_counter() - start))
 
 
+def _receive(conn: multiprocessing.connection.Connection) -> float | None:
+    """The next instruction; None also when the parent is gone."""
+    try:
+        return conn.recv()
+    except (EOFError, KeyboardInterrupt):
+        return None
+
+
 class FreeRunning:
     """`num_envs` envs split over one process per core, stepped with no synchronisation."""
 
@@ -85,7 +93,7 @@ class FreeRunning:
         self.conns, self.processes = [], []
         for count in filter(None, counts):
             parent, child = context.Pipe()
-            process = context.Process(target=free_runner, args=(child, env_id, count))
+            process = context.Process(target=free_runner, args=(child, env_id, count), daemon=True)
             process.start()
             self.conns.append(parent)
             self.processes.append(process)
