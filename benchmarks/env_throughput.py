@@ -14,6 +14,7 @@ pre-generated uniformly at random.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import multiprocessing
@@ -39,19 +40,26 @@ def actions_for(space: gym.Space, batch: int, count: int, seed: int = 0) -> np.n
     return rng.uniform(space.low, space.high, (count, batch, *space.shape)).astype(space.dtype)
 
 
+def loop_rate(envs: list[gym.Env], actions: np.ndarray, seconds: float) -> float:
+    """Env-steps/s of a plain loop stepping `envs` in turn for about `seconds`.
+
+    `actions` is [T, len(envs), ...], repeated; envs that finish are reset.
+    """
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for action in actions:
+            for env, a in zip(envs, action, strict=True):
+                _, _, terminated, truncated, _ = env.step(a)
+                if terminated or truncated:
+                    env.reset()
+        steps += actions.shape[0] * len(envs)
+    return steps / (time.perf_counter() - start)
+
+
 def rate_single(env_id: str, seconds: float) -> float:
     env = gym.make(env_id)
     env.reset(seed=0)
-    actions = actions_for(env.action_space, 1, 4096)[:, 0]
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        for action in actions[:512]:
-            _, _, terminated, truncated, _ = env.step(action)
-            if terminated or truncated:
-                env.reset()
-        steps += 512
-        actions = np.roll(actions, 1, axis=0)
-    rate = steps / (time.perf_counter() - start)
+    rate = loop_rate([env], actions_for(env.action_space, 1, 512), seconds)
     env.close()
     return rate
 
@@ -65,15 +73,7 @@ def free_runner(conn: multiprocessing.connection.Connection, env_id: str, count:
     actions = actions_for(envs[0].action_space, count, 256)
     conn.send("ready")
     while (seconds := _receive(conn)) is not None:
-        steps, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            for action in actions:
-                for env, a in zip(envs, action, strict=True):
-                    _, _, terminated, truncated, _ = env.step(a)
-                    if terminated or truncated:
-                        env.reset()
-            steps += len(actions) * count
-        conn.send(steps / (time.perf_counter() - start))
+        conn.send(loop_rate(envs, actions, seconds))
 
 
 def _receive(conn: multiprocessing.connection.Connection) -> float | None:
@@ -107,7 +107,8 @@ class FreeRunning:
 
     def close(self) -> None:
         for conn in self.conns:
-            conn.send(None)
+            with contextlib.suppress(OSError):  # A runner that died has nothing to stop.
+                conn.send(None)
         for process in self.processes:
             process.join()
 

@@ -93,6 +93,8 @@ def measure(name: str, num_envs: int, steps: int, rounds: int, local_envs: int |
                 if len(done):
                     obs[done] = batch_env.reset(done)[0]
 
+        env_in_simulate: list[float] = []  # Per simulate round: env seconds per step.
+
         def run_simulate():
             nonlocal state
             before = env.env_seconds
@@ -102,7 +104,6 @@ def measure(name: str, num_envs: int, steps: int, rounds: int, local_envs: int |
         def run_policy():
             jax.block_until_ready(policy_scan(jax.random.key(0), obs0))
 
-        env_in_simulate: list[float] = []
         batch_env.reset(seed=0)
         for warm_up in (run_policy, run_simulate, run_loop):
             warm_up()
