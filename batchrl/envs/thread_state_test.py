@@ -1,0 +1,71 @@
+import subprocess
+import sys
+import threading
+
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from batchrl import simulate
+from batchrl.envs import BatchEnv, bridge
+
+
+class ThreadProbeEnv(gym.Env):
+    """Records, at each step, whether its thread's Python locals survived the last step."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def __init__(self):
+        self.locals = threading.local()
+        self.kept: list[bool] = []
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        self.kept.append(getattr(self.locals, "mark", False))
+        self.locals.mark = True
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
+
+def steps_that_found_their_thread_state(num_steps: int = 20) -> list[bool]:
+    """Runs a compiled rollout on a ThreadProbeEnv; returns, per step, whether locals survived."""
+    probe = ThreadProbeEnv()
+    env = bridge.InGraphBatchEnv(BatchEnv([probe]))
+    shapes = [(2, 64), (64, 64), (64, 1)]
+    keys = jax.random.split(jax.random.key(1), len(shapes))
+    weights = [jax.random.normal(k, shape) for k, shape in zip(keys, shapes, strict=True)]
+
+    def perform(agent_state, obs, key):
+        # A policy with matrix products, as in training: XLA then often runs the rest of
+        # the program, host calls included, on its own threads rather than the caller's.
+        x = obs + jax.random.normal(key, obs.shape)
+        for weight in weights:
+            x = jnp.tanh(x @ weight)
+        return agent_state, x
+
+    keep = lambda agent_state, _: agent_state  # noqa: E731
+    rollout = simulate.make_rollout(env, simulate.Agent(keep, perform, keep, keep), num_steps)
+    rollout(simulate.init(env, jax.random.key(0)), ())
+    return probe.kept[1:]
+
+
+SCRIPT = """
+from batchrl.envs import thread_state_test
+print(sum(thread_state_test.steps_that_found_their_thread_state()))
+"""
+
+
+def test_host_calls_from_a_compiled_rollout_keep_their_thread_state():
+    # Whether XLA runs the program on the caller's thread or its own is settled once per
+    # process, so fresh processes try both; a thread state made afresh for each host
+    # call would drop the thread's locals at every step on XLA's threads.
+    for _ in range(3):
+        result = subprocess.run(
+            [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split()[-1] == "19"
