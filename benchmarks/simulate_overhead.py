@@ -15,6 +15,9 @@ thread (`xla_threads.limit()`, as the train command does for worker envs) unless
 
     python benchmarks/simulate_overhead.py [--steps 500] [--rounds 3] [--xla-threads]
         [--local-envs auto]
+
+With `--envs trivial --local-envs all` the envs step in this process and take almost
+no time, which leaves simulate's own cost per step.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ def per_step(function, steps: int) -> float:
 
 
 def measure(name: str, num_envs: int, steps: int, rounds: int, local_envs: int | str) -> dict:
+    local_envs = num_envs if local_envs == "all" else local_envs
     batch_env = BatchEnv.external(ENVS[name], num_envs, local_envs=local_envs)
     try:
         obs_size = batch_env.observation_space.shape[0]
@@ -142,13 +146,17 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="*", type=int, default=[8, 32])
     parser.add_argument("--xla-threads", action="store_true", help="keep XLA's thread pool")
     parser.add_argument(
-        "--local-envs", default="0", help="BatchEnv.external's local_envs: a number or 'auto'"
+        "--local-envs",
+        default="0",
+        help="BatchEnv.external's local_envs: a number, 'auto', or 'all' (no workers)",
     )
     args = parser.parse_args()
     if not args.xla_threads:
         xla_threads.limit()
     warnings.filterwarnings("ignore")
-    local_envs = args.local_envs if args.local_envs == "auto" else int(args.local_envs)
+    local_envs = args.local_envs
+    if local_envs not in ("auto", "all"):
+        local_envs = int(local_envs)
     results = [
         measure(name, n, args.steps, args.rounds, local_envs)
         for name in args.envs
