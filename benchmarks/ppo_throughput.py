@@ -66,6 +66,7 @@ def sb3_rate(vec_env_cls: type, updates: int) -> float:
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.logger import Logger
 
     env = make_vec_env(ENV, n_envs=NUM_ENVS, seed=0, vec_env_cls=vec_env_cls)
     try:
@@ -82,6 +83,7 @@ def sb3_rate(vec_env_cls: type, updates: int) -> float:
             seed=0,
             verbose=0,
         )
+        model.set_logger(Logger(folder=None, output_formats=[]))  # No SB3-* dirs left in /tmp.
         model.learn(NUM_ENVS * N_STEPS)  # Warm-up: one update.
         steps = NUM_ENVS * N_STEPS * updates
         start = time.perf_counter()
