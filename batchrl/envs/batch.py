@@ -197,7 +197,7 @@ class BatchEnv:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, infos_lib.Infos]:
         """Steps every env with its action; returns obs, reward, terminated, truncated, infos.
 
-        `infos` is a sequence of one dict per env, decoded when read.
+        `infos` is a sequence of one dict per env, fetched from its worker and decoded when read.
         """
         obs = np.empty((self.num_envs, *self.observation_space.shape), self.observation_space.dtype)
         reward = np.empty(self.num_envs, np.float64)

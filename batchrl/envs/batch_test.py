@@ -308,5 +308,10 @@ def test_an_info_that_cannot_cross_processes_is_named():
 
     with batch.BatchEnv.external(constructor, 2) as env:
         env.reset(seed=0)
-        with pytest.raises(errors.EnvRaisedError, match=r"(?s)pickle.*during step"):
-            env.step(np.zeros((2, 2), np.float32))
+        infos = env.step(np.zeros((2, 2), np.float32))[4]
+        # Infos stay in the worker until read: the error comes when they are.
+        with pytest.raises(errors.EnvRaisedError, match=r"(?s)pickle.*during infos"):
+            infos[0]
+        with pytest.raises(errors.EnvRaisedError, match=r"(?s)pickle.*during infos"):
+            infos[1]  # Each read says it again.
+        env.step(np.zeros((2, 2), np.float32))  # The batch goes on.

@@ -1,7 +1,9 @@
 """ExternalProcess and ProcessGroup: the parent's handles on env worker processes.
 
 A `ProcessGroup` owns one worker process hosting k envs. Actions and results cross
-through shared memory; only a short command and the infos go through the pipe. It
+through shared memory, and a step is asked for and answered by one byte each way on a
+pair of pipes (no pickling on the per-step path); the step's infos stay in the worker
+until read (`infos.Owed`), and every other command goes through the command pipe. It
 detects a dead worker at once (its sentinel), a hung one after `timeout` seconds,
 and with `restart=True` replaces either by a fresh, deterministically seeded worker.
 `ExternalProcess` is the public single-env view with Gymnasium's API.
@@ -9,6 +11,8 @@ and with `restart=True` replaces either by a fresh, deterministically seeded wor
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import multiprocessing
 import os
@@ -95,19 +99,31 @@ class ProcessGroup:
 
     def _start(self) -> None:
         parent_conn, child_conn = self._context.Pipe()
+        bell_in, bell_out = self._context.Pipe(duplex=False)  # Parent rings: step.
+        answer_in, answer_out = self._context.Pipe(duplex=False)  # Worker rings: stepped.
         process = self._context.Process(
             target=worker.main,
-            args=(child_conn, os.getpid(), self._blob, self.spin),
+            args=(child_conn, os.getpid(), self._blob, self.spin, bell_in, answer_out),
             name=f"batchrl-env-{self.first_index}",
             daemon=True,
         )
         process.start()
-        child_conn.close()
+        for end in (child_conn, bell_in, answer_out):
+            end.close()
         self._process, self._conn = process, parent_conn
+        self._bell, self._answer = bell_out.fileno(), answer_in.fileno()
         self._poller = select.poll()  # Made once: cheaper per step than connection.wait.
         self._poller.register(parent_conn.fileno(), select.POLLIN)
         self._poller.register(process.sentinel, select.POLLIN)
-        self._finalizer = weakref.finalize(self, _terminate, process, parent_conn)
+        self._step_poller = select.poll()
+        self._step_poller.register(self._answer, select.POLLIN)
+        self._step_poller.register(parent_conn.fileno(), select.POLLIN)
+        self._step_poller.register(process.sentinel, select.POLLIN)
+        self._steps = 0  # Steps rung on this worker; numbers its kept infos.
+        self._owed: dict[int, weakref.ref] = {}  # Infos still in the worker, by step.
+        self._finalizer = weakref.finalize(
+            self, _terminate, process, parent_conn, (bell_out, answer_in)
+        )
         try:
             name, observation_space, action_space = self._receive("start", _START_TIMEOUT)
             if self.restarts == 0:
@@ -132,6 +148,7 @@ class ProcessGroup:
         """Stops the worker: asks it to close its envs, kills it if it does not exit in 1 s."""
         if self._closed:
             return
+        self._fetch_owed(keep_newest=0, timeout=_CLOSE_TIMEOUT)
         self._closed = True
         self._finalizer()
 
@@ -143,16 +160,29 @@ class ProcessGroup:
     # -- commands ---------------------------------------------------------------------------
 
     def step_async(self, actions: np.ndarray) -> None:
-        """Sends actions [k, ...] to the worker; `step_wait` collects the results."""
+        """Writes actions [k, ...] for the worker and rings it; `step_wait` collects the results.
+
+        A step travels as one byte each way: actions and results are in shared memory,
+        and the worker keeps the step's infos until they are read (`infos_lib.Owed`).
+        """
         self._expect_idle("step")
+        # The worker keeps the infos of its last KEPT_STEPS steps: fetch those it is about
+        # to drop while something still holds them.
+        self._fetch_owed(keep_newest=worker.KEPT_STEPS - 1, timeout=self.timeout)
         self.buffers.action[...] = actions
-        self._send("step", ("step",))
+        self._pending = "step"
+        self._steps += 1
+        with contextlib.suppress(OSError):  # The worker is gone: step_wait reports it.
+            os.write(self._bell, b"s")
 
     def step_wait(self) -> Step:
         """Results of the step in flight: obs, reward, terminated, truncated as views, and infos."""
         self._expect_pending("step")
         try:
-            infos = self._receive("step", self.timeout)
+            self._wait_answer()
+            owed = infos_lib.Owed(functools.partial(self._fetch, self.restarts, self._steps))
+            self._owed[self._steps] = weakref.ref(owed)
+            infos = owed
         except (errors.EnvCrashedError, errors.EnvTimeoutError) as error:
             if not self.restart:
                 raise
@@ -210,6 +240,44 @@ class ProcessGroup:
         finally:
             self._pending = None
 
+    def _wait_answer(self) -> None:
+        """Waits for the worker's byte that says a step's results are in the buffers."""
+        events = self._spin_poll(self._step_poller) if self.spin else None
+        if not events:
+            timeout = self.timeout
+            events = self._step_poller.poll(None if timeout is None else int(timeout * 1000))
+        if self._answer in dict(events):
+            if os.read(self._answer, 1):
+                return
+            events = [(self._process.sentinel, select.POLLIN)]  # End of file: the worker died.
+        # An error from the env, the worker's death or silence: reported as for any command.
+        self._receive("step", self.timeout, events)
+        raise errors.EnvError(f"{self._describe()} answered a step out of turn", self.name)
+
+    def _fetch(self, restarts: int, step: int, timeout: float | None = None) -> Any:
+        """The encoded infos of `step` of the worker after `restarts` restarts, from it."""
+        current = restarts == self.restarts
+        if current:
+            self._owed.pop(step, None)
+        kept = current and step > self._steps - worker.KEPT_STEPS
+        if self._closed or self._broken is not None or not kept:
+            raise errors.EnvError(
+                f"the infos of step {step} of {self._describe()} were lost with its worker",
+                self.name,
+                "infos",
+            )
+        self._conn.send(("infos", step))
+        return self._receive("infos", self.timeout if timeout is None else timeout)
+
+    def _fetch_owed(self, keep_newest: int, timeout: float | None) -> None:
+        """Fetches the owed infos that something still holds, but for the `keep_newest` last."""
+        for step in sorted(self._owed):
+            if step > self._steps - keep_newest:
+                break
+            owed = self._owed.pop(step)()
+            if owed is not None and self._broken is None and self._process.is_alive():
+                owed.fetch_now(functools.partial(self._fetch, self.restarts, step, timeout))
+
     # -- plumbing ---------------------------------------------------------------------------
 
     def _describe(self) -> str:
@@ -244,19 +312,20 @@ class ProcessGroup:
             return
         self._pending = command
 
-    def _receive(self, command: str, timeout: float | None) -> Any:
+    def _receive(self, command: str, timeout: float | None, events: list | None = None) -> Any:
         try:
-            return self._receive_answer(command, timeout)
+            return self._receive_answer(command, timeout, events)
         except (KeyboardInterrupt, SystemExit):
             # The answer may still arrive and would be read as the next one's: retire the worker.
             self._broken = f"interrupted while waiting for {command}"
             self._finalizer()
             raise
 
-    def _receive_answer(self, command: str, timeout: float | None) -> Any:
-        events = self._spin_poll() if self.spin else None
-        if not events:
-            events = self._poller.poll(None if timeout is None else int(timeout * 1000))
+    def _receive_answer(self, command: str, timeout: float | None, events: list | None) -> Any:
+        if events is None:
+            events = self._spin_poll(self._poller) if self.spin else None
+            if not events:
+                events = self._poller.poll(None if timeout is None else int(timeout * 1000))
         events = dict(events)
         if self._conn.fileno() in events:
             try:
@@ -287,7 +356,7 @@ class ProcessGroup:
             )
         )
 
-    def _spin_poll(self) -> list:
+    def _spin_poll(self, poller: Any) -> list:
         """Polls for the answer without blocking for up to `spin` seconds, yielding the core.
 
         The answer of a batch step usually arrives within a millisecond; sleeping in
@@ -295,7 +364,7 @@ class ProcessGroup:
         """
         end = time.perf_counter() + self.spin
         while True:
-            events = self._poller.poll(0)
+            events = poller.poll(0)
             if events or time.perf_counter() >= end:
                 return events
             os.sched_yield()
@@ -324,6 +393,7 @@ class ProcessGroup:
         self.restarts += 1
         logger.warning("%s; restart %d of this worker", error, self.restarts)
         self._finalizer()
+        self._owed.clear()  # Their fetch now reports them lost with the worker.
         self._start()
         indices = list(range(self.num_envs))
         seeds = [restart_seed(self._seeds[i], self.first_index + i, self.restarts) for i in indices]
@@ -355,7 +425,11 @@ def _constructor_name(constructor: Callable[[], gym.Env]) -> str:
     return f"from {getattr(function, '__qualname__', type(function).__name__)}"
 
 
-def _terminate(process: multiprocessing.Process, conn: connection.Connection) -> None:
+def _terminate(
+    process: multiprocessing.Process,
+    conn: connection.Connection,
+    doorbells: tuple[connection.Connection, ...],
+) -> None:
     """Ends a worker: a polite close, then SIGKILL. Safe to call at any time, once."""
     try:
         if process.is_alive():
@@ -367,6 +441,8 @@ def _terminate(process: multiprocessing.Process, conn: connection.Connection) ->
         process.kill()
     process.join()
     conn.close()
+    for doorbell in doorbells:
+        doorbell.close()
 
 
 class ExternalProcess:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import select
 import signal
 import threading
 import time
@@ -25,14 +26,25 @@ from batchrl.envs import shared
 
 _PR_SET_PDEATHSIG = 1
 _WATCHDOG_PERIOD = 0.2
+# Steps whose infos a worker keeps for the parent to fetch (ProcessGroup._fetch_owed).
+KEPT_STEPS = 2
 
 
-def main(conn: Connection, parent_pid: int, constructors_blob: bytes, spin: float = 0.0) -> None:
+def main(
+    conn: Connection,
+    parent_pid: int,
+    constructors_blob: bytes,
+    spin: float,
+    bell: Connection,
+    answer: Connection,
+) -> None:
     """Entry point of a worker: `constructors_blob` is a cloudpickled list of env constructors.
 
     After each answer the worker polls for the next command for up to `spin` seconds,
     yielding its core between polls, before it blocks: a blocked process on an idle
-    core wakes up slowly, which costs more than the stepping of a small env.
+    core wakes up slowly, which costs more than the stepping of a small env. A step is
+    asked for by one byte on `bell` and answered by one byte on `answer`, the actions
+    and results being in shared memory; every other command goes through `conn`.
     """
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -40,7 +52,7 @@ def main(conn: Connection, parent_pid: int, constructors_blob: bytes, spin: floa
     try:
         envs = group_lib.EnvGroup(cloudpickle.loads(constructors_blob))
         conn.send(("ok", (envs.name, envs.observation_space, envs.action_space)))
-        _serve(conn, envs, spin)
+        _serve(conn, envs, spin, bell, answer)
     except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
         pass  # The parent is gone or closed the pipe: exit quietly.
     except BaseException as error:
@@ -51,15 +63,34 @@ def main(conn: Connection, parent_pid: int, constructors_blob: bytes, spin: floa
         conn.close()
 
 
-def _serve(conn: Connection, envs: group_lib.EnvGroup, spin: float) -> None:
+def _serve(
+    conn: Connection, envs: group_lib.EnvGroup, spin: float, bell: Connection, answer: Connection
+) -> None:
     mapping = None
+    poller = select.poll()
+    poller.register(conn.fileno(), select.POLLIN)
+    poller.register(bell.fileno(), select.POLLIN)
+    kept: dict[int, list[dict]] = {}  # The infos of the last KEPT_STEPS steps.
+    steps = 0
     while True:
-        if spin:
-            spin_until_readable(conn, spin)
+        events = spin_poll(poller, spin) if spin else None
+        if not events:
+            events = poller.poll(None)
+        if bell.fileno() in dict(events):
+            os.read(bell.fileno(), 1)
+            steps += 1
+            kept.pop(steps - KEPT_STEPS, None)
+            try:
+                kept[steps] = envs.step()
+            except Exception as error:
+                _send_error(conn, error)
+                continue
+            os.write(answer.fileno(), b"a")
+            continue
         command, *args = conn.recv()
         try:
-            if command == "step":
-                conn.send(("ok", infos_lib.encode(envs.step())))
+            if command == "infos":
+                conn.send(("ok", infos_lib.encode(kept[args[0]])))
             elif command == "reset":
                 conn.send(("ok", envs.reset(*args)))
             elif command == "attribute":
@@ -85,14 +116,14 @@ def _serve(conn: Connection, envs: group_lib.EnvGroup, spin: float) -> None:
             _send_error(conn, error)
 
 
-def spin_until_readable(conn: Connection, seconds: float) -> bool:
-    """Polls `conn` without blocking for up to `seconds`, yielding the core between polls."""
+def spin_poll(poller: select.poll, seconds: float) -> list:
+    """Polls without blocking for up to `seconds`, yielding the core between polls."""
     end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        if conn.poll(0):
-            return True
+    while True:
+        events = poller.poll(0)
+        if events or time.perf_counter() >= end:
+            return events
         os.sched_yield()
-    return False
 
 
 def _send_error(conn: Connection, error: BaseException) -> None:
