@@ -181,6 +181,20 @@ def test_restart_in_a_batch_truncates_only_that_workers_envs():
         np.testing.assert_array_equal(reward, [2.0, 2.0, 0.0, 0.0])
 
 
+def test_unread_infos_of_a_worker_that_died_are_named_as_lost():
+    constructors = [lambda: mock.CountingEnv(duration=100)] * 2 + [
+        functools.partial(mock.FailingEnv, how="exit", at=2, duration=100)
+    ] * 2
+    with batch.BatchEnv.external(constructors, envs_per_worker=2, restart=True) as env:
+        env.reset(seed=0)
+        before = env.step(np.zeros((4, 2), np.float32))[4]  # Not read before the crash.
+        env.step(np.zeros((4, 2), np.float32))
+        assert env.restarts == 1
+        assert before[1] == {}  # The other worker's infos are still there.
+        with pytest.raises(errors.EnvError, match=r"infos of step 1 of .*envs 2-3.* were lost"):
+            before[2]
+
+
 def test_external_process_instances_can_be_batched():
     envs = [process.ExternalProcess(lambda: gym.make("Pendulum-v1")) for _ in range(2)]
     with batch.BatchEnv([*envs, gym.make("Pendulum-v1")]) as env:
