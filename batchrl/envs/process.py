@@ -242,14 +242,20 @@ class ProcessGroup:
 
     def _wait_answer(self) -> None:
         """Waits for the worker's byte that says a step's results are in the buffers."""
-        events = self._spin_poll(self._step_poller) if self.spin else None
-        if not events:
-            timeout = self.timeout
-            events = self._step_poller.poll(None if timeout is None else int(timeout * 1000))
-        if self._answer in dict(events):
-            if os.read(self._answer, 1):
-                return
-            events = [(self._process.sentinel, select.POLLIN)]  # End of file: the worker died.
+        try:
+            events = self._spin_poll(self._step_poller) if self.spin else None
+            if not events:
+                timeout = self.timeout
+                events = self._step_poller.poll(None if timeout is None else int(timeout * 1000))
+            if self._answer in dict(events):
+                if os.read(self._answer, 1):
+                    return
+                events = [(self._process.sentinel, select.POLLIN)]  # End of file: it died.
+        except (KeyboardInterrupt, SystemExit):
+            # The answer may still come and be read as the next step's: retire the worker.
+            self._broken = "interrupted while waiting for step"
+            self._finalizer()
+            raise
         # An error from the env, the worker's death or silence: reported as for any command.
         self._receive("step", self.timeout, events)
         raise errors.EnvError(f"{self._describe()} answered a step out of turn", self.name)
@@ -260,6 +266,13 @@ class ProcessGroup:
         if current:
             self._owed.pop(step, None)
         kept = current and step > self._steps - worker.KEPT_STEPS
+        if current and self._pending is not None:
+            raise errors.EnvError(
+                f"cannot read the infos of step {step} of {self._describe()} while its "
+                f"{self._pending} is in flight; collect it first",
+                self.name,
+                "infos",
+            )
         if self._closed or self._broken is not None or not kept:
             raise errors.EnvError(
                 f"the infos of step {step} of {self._describe()} were lost with its worker",
