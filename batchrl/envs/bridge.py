@@ -62,6 +62,8 @@ class BridgeState:
 
 
 _TOKEN = jax.ShapeDtypeStruct((), np.int32)
+# How a KeyboardInterrupt raised in a host call shows in XLA's error text.
+_INTERRUPTED = "KeyboardInterrupt:"
 
 
 def _jax_dtype(dtype: np.dtype) -> np.dtype:
@@ -217,7 +219,9 @@ def surface_errors(function: Callable[..., Any]) -> Callable[..., Any]:
     """Wraps a compiled function so an env error inside it is raised as itself.
 
     Without this, an exception in an env worker (crash, timeout, raised error) reaches
-    the caller as a JaxRuntimeError with the message buried in text.
+    the caller as a JaxRuntimeError with the message buried in text. So does Ctrl-C (or
+    a signal made into KeyboardInterrupt) that lands in JAX's own part of a host call,
+    around the bridge's code: it is raised as KeyboardInterrupt.
     """
 
     @functools.wraps(function)
@@ -225,8 +229,11 @@ def surface_errors(function: Callable[..., Any]) -> Callable[..., Any]:
         take_error()
         try:
             return jax.block_until_ready(function(*args, **kwargs))
-        except Exception:
+        except Exception as runtime_error:
             error = take_error()
+            if error is None and _INTERRUPTED in str(runtime_error):
+                message = str(runtime_error).split(_INTERRUPTED, 1)[1].splitlines()[0].strip()
+                raise KeyboardInterrupt(message) from None
             if error is None:
                 raise
             raise error from None

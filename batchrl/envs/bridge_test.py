@@ -80,3 +80,14 @@ def test_env_seconds_counts_the_time_spent_in_the_envs():
             state, _ = step(state, jnp.zeros((2, 2)))
         jax.block_until_ready(state)
         assert 0.05 <= env.env_seconds - before < 1.0
+
+
+def test_an_interrupt_in_jaxs_part_of_a_host_call_is_raised_as_keyboard_interrupt():
+    from jax.experimental.buffer_callback import buffer_callback
+
+    def interrupted(ctx, out):
+        raise KeyboardInterrupt("signal SIGTERM")  # As if it landed outside the bridge's code.
+
+    call = buffer_callback(interrupted, jax.ShapeDtypeStruct((), np.int32), has_side_effect=True)
+    with pytest.raises(KeyboardInterrupt, match="signal SIGTERM"):
+        bridge.surface_errors(jax.jit(call))()
