@@ -167,10 +167,15 @@ def test_a_crash_in_one_worker_is_reported_and_close_ends_all_workers():
     assert not wait_gone(pids, 1.0)
 
 
-def test_restart_in_a_batch_truncates_only_that_workers_envs():
-    constructors = [lambda: mock.CountingEnv(duration=100)] * 2 + [
+def second_worker_exits_at_step_two() -> list:
+    """Constructors of 4 envs for 2 per worker: the second worker's envs exit at step 2."""
+    return [lambda: mock.CountingEnv(duration=100)] * 2 + [
         functools.partial(mock.FailingEnv, how="exit", at=2, duration=100)
     ] * 2
+
+
+def test_restart_in_a_batch_truncates_only_that_workers_envs():
+    constructors = second_worker_exits_at_step_two()
     with batch.BatchEnv.external(constructors, envs_per_worker=2, restart=True) as env:
         env.reset(seed=0)
         env.step(np.zeros((4, 2), np.float32))
@@ -182,9 +187,7 @@ def test_restart_in_a_batch_truncates_only_that_workers_envs():
 
 
 def test_unread_infos_of_a_worker_that_died_are_named_as_lost():
-    constructors = [lambda: mock.CountingEnv(duration=100)] * 2 + [
-        functools.partial(mock.FailingEnv, how="exit", at=2, duration=100)
-    ] * 2
+    constructors = second_worker_exits_at_step_two()
     with batch.BatchEnv.external(constructors, envs_per_worker=2, restart=True) as env:
         env.reset(seed=0)
         before = env.step(np.zeros((4, 2), np.float32))[4]  # Not read before the crash.
