@@ -71,6 +71,16 @@ def test_parallel_equals_blocking_for_the_same_seed(env_id, steps, envs_per_work
     local.close()
 
 
+def test_workers_that_block_at_once_step_the_same():
+    """spin=0: parent and workers sleep in poll instead of polling first."""
+    local = batch.BatchEnv([gym.make("Pendulum-v1") for _ in range(4)])
+    actions = random_actions(local.action_space, 4, 60)
+    expected = rollout(local, actions, seed=5)
+    with batch.BatchEnv.external("Pendulum-v1", 4, envs_per_worker=2, spin=0.0) as external:
+        assert_same(rollout(external, actions, seed=5), expected)
+    local.close()
+
+
 def test_infos_equal_the_envs_own_infos():
     direct = gym.make("HalfCheetah-v5")
     direct.reset(seed=0)

@@ -18,7 +18,6 @@ import multiprocessing
 import os
 import select
 import signal
-import time
 import weakref
 from collections.abc import Callable, Sequence
 from multiprocessing import connection
@@ -44,7 +43,8 @@ _START_TIMEOUT = 120.0
 _CLOSE_TIMEOUT = 1.0
 _CONTEXTS = ("spawn", "forkserver")
 
-# obs, reward, terminated, truncated (views into the group's buffers), and encoded infos.
+# obs, reward, terminated, truncated (views into the group's buffers), and the infos:
+# owed by the worker (infos.Owed), or a list after a restart.
 Step = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any]
 
 
@@ -243,10 +243,7 @@ class ProcessGroup:
     def _wait_answer(self) -> None:
         """Waits for the worker's byte that says a step's results are in the buffers."""
         try:
-            events = self._spin_poll(self._step_poller) if self.spin else None
-            if not events:
-                timeout = self.timeout
-                events = self._step_poller.poll(None if timeout is None else int(timeout * 1000))
+            events = worker.poll(self._step_poller, self.spin, self.timeout)
             if self._answer in dict(events):
                 if os.read(self._answer, 1):
                     return
@@ -336,9 +333,7 @@ class ProcessGroup:
 
     def _receive_answer(self, command: str, timeout: float | None, events: list | None) -> Any:
         if events is None:
-            events = self._spin_poll(self._poller) if self.spin else None
-            if not events:
-                events = self._poller.poll(None if timeout is None else int(timeout * 1000))
+            events = worker.poll(self._poller, self.spin, timeout)
         events = dict(events)
         if self._conn.fileno() in events:
             try:
@@ -368,19 +363,6 @@ class ProcessGroup:
                 command,
             )
         )
-
-    def _spin_poll(self, poller: Any) -> list:
-        """Polls for the answer without blocking for up to `spin` seconds, yielding the core.
-
-        The answer of a batch step usually arrives within a millisecond; sleeping in
-        `poll` instead costs a wake-up of 60-145 µs on these machines (docs/benchmarks.md).
-        """
-        end = time.perf_counter() + self.spin
-        while True:
-            events = poller.poll(0)
-            if events or time.perf_counter() >= end:
-                return events
-            os.sched_yield()
 
     def _died(self, command: str) -> errors.EnvCrashedError:
         self._process.join(_CLOSE_TIMEOUT)

@@ -73,9 +73,7 @@ def _serve(
     kept: dict[int, list[dict]] = {}  # The infos of the last KEPT_STEPS steps.
     steps = 0
     while True:
-        events = spin_poll(poller, spin) if spin else None
-        if not events:
-            events = poller.poll(None)
+        events = poll(poller, spin)
         if bell.fileno() in dict(events):
             os.read(bell.fileno(), 1)
             steps += 1
@@ -116,14 +114,23 @@ def _serve(
             _send_error(conn, error)
 
 
-def spin_poll(poller: select.poll, seconds: float) -> list:
-    """Polls without blocking for up to `seconds`, yielding the core between polls."""
-    end = time.perf_counter() + seconds
-    while True:
+def poll(poller: select.poll, spin: float, timeout: float | None = None) -> list:
+    """`poller`'s events: polls without blocking for up to `spin` seconds, then blocks.
+
+    Used on both sides of the pipes. An answer or the next command usually arrives
+    within a millisecond; a process that sleeps in `poll` instead costs a wake-up of
+    60-145 µs on these machines (docs/benchmarks.md). Polling yields the core between
+    polls. Blocks for at most `timeout` seconds (None: forever); [] when nothing came.
+    """
+    events, end = [], time.perf_counter() + spin
+    while spin:
         events = poller.poll(0)
         if events or time.perf_counter() >= end:
-            return events
+            break
         os.sched_yield()
+    if not events:
+        events = poller.poll(None if timeout is None else int(timeout * 1000))
+    return events
 
 
 def _send_error(conn: Connection, error: BaseException) -> None:
