@@ -83,22 +83,27 @@ class MLP(nn.Module):
 
 
 class GaussianHead(nn.Module):
-    """Diagonal Gaussian from features: tanh-squashed mean and a state-independent std.
+    """Diagonal Gaussian from features: a mean (tanh-squashed or linear), a state-independent std.
 
     Maps features [B, H] to (mean [B, A], std [B, A]). The std is softplus of a
     parameter "raw_std" [A] initialised to `inverse_softplus(init_std)`, so the initial
-    std equals `init_std` up to float32 rounding.
+    std equals `init_std` up to float32 rounding. With `squash_mean` (the seed's head) the
+    mean lies in (-1, 1): a policy that wants an action at the bound can only get there by
+    shrinking its std. A linear mean can move past the bound, where the env clips it.
     """
 
     action_size: int
     init_output_factor: float = 0.1
     init_std: float = 0.35
     orthogonal: bool = False
+    squash_mean: bool = True
 
     @nn.compact
     def __call__(self, features: jax.Array) -> tuple[jax.Array, jax.Array]:
         kernel_init = policy_output_init(self.orthogonal, self.init_output_factor)
-        mean = jnp.tanh(nn.Dense(self.action_size, kernel_init=kernel_init)(features))
+        mean = nn.Dense(self.action_size, kernel_init=kernel_init)(features)
+        if self.squash_mean:
+            mean = jnp.tanh(mean)
         raw_std = self.param(
             "raw_std",
             nn.initializers.constant(inverse_softplus(self.init_std)),
@@ -119,6 +124,7 @@ class GaussianPolicy(nn.Module):
             initial means near zero. Ignored when `orthogonal`.
         init_std: Initial standard deviation of every action dimension.
         orthogonal: Use the orthogonal PPO init (see the module docstring).
+        squash_mean: Keep the mean in (-1, 1) with tanh, as the seed did; else linear.
     """
 
     action_size: int
@@ -127,6 +133,7 @@ class GaussianPolicy(nn.Module):
     init_output_factor: float = 0.1
     init_std: float = 0.35
     orthogonal: bool = False
+    squash_mean: bool = True
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -136,12 +143,16 @@ class GaussianPolicy(nn.Module):
             obs: [B, *obs_shape] observations.
 
         Returns:
-            mean: [B, A] in (-1, 1).
+            mean: [B, A], in (-1, 1) when `squash_mean`.
             std: [B, A] positive, the same for every observation.
         """
         features = MLP(self.layers, self.activation, self.orthogonal)(flatten_obs(obs))
         head = GaussianHead(
-            self.action_size, self.init_output_factor, self.init_std, self.orthogonal
+            self.action_size,
+            self.init_output_factor,
+            self.init_std,
+            self.orthogonal,
+            self.squash_mean,
         )
         return head(features)
 

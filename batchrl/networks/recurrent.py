@@ -32,6 +32,7 @@ class RecurrentGaussianPolicy(nn.Module):
         init_std: Initial standard deviation of every action dimension.
         orthogonal: Orthogonal init for the Dense layers and the mean layer (see
             `feed_forward`); the GRU keeps flax's default init.
+        squash_mean: Keep the mean in (-1, 1) with tanh, as the seed did; else linear.
     """
 
     action_size: int
@@ -40,6 +41,7 @@ class RecurrentGaussianPolicy(nn.Module):
     init_output_factor: float = 0.1
     init_std: float = 0.35
     orthogonal: bool = False
+    squash_mean: bool = True
 
     @nn.nowrap
     def initial_carry(self, batch_size: int) -> jax.Array:
@@ -76,7 +78,11 @@ class RecurrentGaussianPolicy(nn.Module):
         x = hidden(feed_forward.flatten_obs(obs))
         carry, features = nn.GRUCell(self.layers[-1])(carry, x)
         head = feed_forward.GaussianHead(
-            self.action_size, self.init_output_factor, self.init_std, self.orthogonal
+            self.action_size,
+            self.init_output_factor,
+            self.init_std,
+            self.orthogonal,
+            self.squash_mean,
         )
         return carry, head(features)
 

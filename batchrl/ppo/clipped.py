@@ -41,7 +41,8 @@ class State:
     params: dict
     opt_state: Any
     obs_norm: normalizer.NormalizerState
-    reward_norm: normalizer.NormalizerState
+    reward_norm: normalizer.NormalizerState  # Of rewards, or of discounted returns.
+    discounted_return: jax.Array  # [B] each env's discounted reward sum in this episode
     rollout: Rollout
     position: jax.Array  # [] int32 steps written into the rollout
     action: jax.Array  # [B, ...] the last action sampled, as the policy sees it
@@ -86,6 +87,7 @@ def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
         opt_state=optimizer(config).init(params),
         obs_norm=normalizer.init(obs_shape),
         reward_norm=normalizer.init(()),
+        discounted_return=jnp.zeros((num_envs,), jnp.float32),
         rollout=rollout,
         position=jnp.zeros((), jnp.int32),
         action=jnp.zeros((num_envs, *action_shape), action_dtype),
@@ -129,11 +131,15 @@ def agent(networks: policy_lib.Networks, training: bool = True) -> simulate.Agen
             next_obs=transition.next_obs.astype(jnp.float32),
         )
         rollout = jax.tree.map(lambda buffer, x: buffer.at[t].set(x), rollout, step)
+        discounted = state.discounted_return * networks.config.discount + step.reward
+        scaled_by = discounted if networks.config.reward_scale == "return" else step.reward
+        done = transition.terminated | transition.truncated
         return state.replace(
             rollout=rollout,
             position=t + 1,
             obs_norm=normalizer.update(state.obs_norm, transition.obs.astype(jnp.float32)),
-            reward_norm=normalizer.update(state.reward_norm, step.reward),
+            reward_norm=normalizer.update(state.reward_norm, scaled_by),
+            discounted_return=jnp.where(done, 0.0, discounted),
         )
 
     def end_episode(state: State, mask: jax.Array) -> State:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 OBJECTIVES = ("kl_penalty", "clipped")
+REWARD_SCALES = ("reward", "return")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,12 +26,16 @@ class Config:
     normalize_rewards: bool = True
     observation_clip: float = 5.0
     reward_clip: float = 10.0
+    # "reward": divide rewards by the std of rewards (the seed). "return": by the std of
+    # each env's discounted return so far (Gymnasium's NormalizeReward, SB3's VecNormalize).
+    reward_scale: str = "reward"
     # Networks.
     policy_layers: tuple[int, ...] = (200, 100)
     value_layers: tuple[int, ...] = (200, 100)
     activation: str = "relu"
     init_output_factor: float = 0.1
     init_std: float = 0.35
+    squash_mean: bool = True  # tanh keeps the Gaussian mean in (-1, 1), as the seed did.
     orthogonal_init: bool = False
     recurrent: bool = False
     # Optimisation.
@@ -58,6 +63,12 @@ class Config:
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
             raise ValueError(f"unknown objective {self.objective!r}: use one of {OBJECTIVES}")
+        if self.reward_scale not in REWARD_SCALES:
+            raise ValueError(
+                f"unknown reward_scale {self.reward_scale!r}: use one of {REWARD_SCALES}"
+            )
+        if self.reward_scale == "return" and self.objective != "clipped":
+            raise ValueError("reward_scale='return' needs objective='clipped'")
         if self.activation not in ("relu", "tanh"):
             raise ValueError(f"unknown activation {self.activation!r}: use 'relu' or 'tanh'")
         positive = ("num_agents", "max_length", "update_epochs", "update_every", "batch_size")

@@ -1,8 +1,9 @@
 """The policy and value networks of a PPO agent, and the distribution of its actions.
 
-Continuous actions: a Gaussian with tanh mean in [-1, 1], mapped linearly onto the
-env's bounds when acting. Discrete actions: a categorical over logits. `Networks`
-hides the difference from the update, which only asks for log-probs, entropy and KL.
+Continuous actions: a Gaussian whose mean is tanh-squashed into [-1, 1] (the seed's) or
+linear, mapped linearly onto the env's bounds and clipped to them when acting. Discrete
+actions: a categorical over logits. `Networks` hides the difference from the update,
+which only asks for log-probs, entropy and KL.
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ class Networks:
         gaussian = (
             recurrent.RecurrentGaussianPolicy if self.recurrent else feed_forward.GaussianPolicy
         )
-        return gaussian(self.action_size, init_std=config.init_std, **shared)
+        return gaussian(
+            self.action_size, init_std=config.init_std, squash_mean=config.squash_mean, **shared
+        )
 
     @property
     def value_module(self) -> nn.Module:

@@ -2,9 +2,13 @@
 
     python -m batchrl.scripts.train --logdir runs --config pendulum [--seed 1] [--set k=v ...]
     python -m batchrl.scripts.train --logdir runs --timestamp 20261122T101500   # resume
+    python -m batchrl.scripts.train --logdir runs --config pendulum --timestamp T  # start or resume
     python -m batchrl.scripts.train --list
 
-A new run goes to LOGDIR/<timestamp>-<config>/. Resuming restores parameters, optimiser,
+A new run goes to LOGDIR/<timestamp>-<config>/. As in the seed, adding `--timestamp T` to
+the command that started a run resumes it (and starts run T-<config> if there is none);
+a resume whose --config, --seed or --set differ from the saved config names the keys
+that differ and stops. Resuming restores parameters, optimiser,
 normalisers, KL penalty, step counters, random keys and the episode memory from the
 last good checkpoint; on JAX-native envs it continues exactly as if never stopped.
 Ctrl-C or SIGTERM saves a checkpoint and exits cleanly. Bad input ends with one line.
@@ -38,7 +42,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="batchrl", description=__doc__.splitlines()[0])
     parser.add_argument("--logdir", help="folder that holds the runs")
     parser.add_argument("--config", help="preset name (see --list)")
-    parser.add_argument("--timestamp", help="resume the run with this timestamp")
+    parser.add_argument(
+        "--timestamp", help="resume the run with this timestamp (with --config: start it if new)"
+    )
     parser.add_argument("--seed", type=int, help="run seed (new runs only)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a field"
@@ -67,18 +73,28 @@ def list_keys() -> str:
     )
 
 
-def new_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainConfig]:
-    if not args.config:
-        raise UsageError("give --config NAME for a new run (see --list), or --timestamp to resume")
+def requested_config(
+    args: argparse.Namespace, base: configs.TrainConfig | None = None
+) -> configs.TrainConfig:
+    """The config the command line asks for: --config's preset (or `base`), --seed, --set."""
     try:
-        config = configs.get(args.config)
+        config = configs.get(args.config) if args.config else base
         if args.seed is not None:
             config = dataclasses.replace(config, seed=args.seed)
         for assignment in args.set:
             config = configs.parse_override(config, assignment)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    timestamp = datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
+    return config
+
+
+def new_run(
+    args: argparse.Namespace, timestamp: str | None = None
+) -> tuple[pathlib.Path, configs.TrainConfig]:
+    if not args.config:
+        raise UsageError("give --config NAME for a new run (see --list), or --timestamp to resume")
+    config = requested_config(args)
+    timestamp = timestamp or datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
     rundir = pathlib.Path(args.logdir) / f"{timestamp}-{args.config}"
     rundir.mkdir(parents=True, exist_ok=False)
     text = yaml.safe_dump(configs.to_dict(config), sort_keys=False)
@@ -86,6 +102,31 @@ def new_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainConfig
     temporary.write_text(text)
     temporary.replace(rundir / CONFIG_FILE)
     return rundir, config
+
+
+def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainConfig]:
+    """The run --timestamp names, or a new one by that name when --config has none yet."""
+    logdir = pathlib.Path(args.logdir)
+    if args.config and not (logdir / f"{args.timestamp}-{args.config}" / CONFIG_FILE).exists():
+        return new_run(args, args.timestamp)
+    rundir = (
+        logdir / f"{args.timestamp}-{args.config}"
+        if args.config
+        else find_run(logdir, args.timestamp)
+    )
+    saved = load_config(rundir)
+    requested = requested_config(args, saved)
+    differ = [
+        f"{field.name}={getattr(requested, field.name)!r} (saved {getattr(saved, field.name)!r})"
+        for field in dataclasses.fields(saved)
+        if getattr(requested, field.name) != getattr(saved, field.name)
+    ]
+    if differ:
+        raise UsageError(
+            f"run {rundir.name!r} was started with other settings: {', '.join(differ)}; "
+            "resume it with the command that started it"
+        )
+    return rundir, saved
 
 
 def find_run(logdir: pathlib.Path, timestamp: str) -> pathlib.Path:
@@ -122,12 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.logdir:
             raise UsageError("give --logdir DIR: the folder that holds the runs")
         if args.timestamp:
-            if args.config or args.set or args.seed is not None:
-                raise UsageError(
-                    "a resumed run keeps its saved config: drop --config, --seed and --set"
-                )
-            rundir = find_run(pathlib.Path(args.logdir), args.timestamp)
-            config = load_config(rundir)
+            rundir, config = resumed_run(args)
         else:
             rundir, config = new_run(args)
         if config.env_kind == "workers":

@@ -1,12 +1,10 @@
 import json
-import os
 import pathlib
 import signal
 import subprocess
 import sys
 import time
 
-import jax
 import numpy as np
 import pytest
 
@@ -49,8 +47,9 @@ def launch(*args: str, cwd: pathlib.Path) -> subprocess.Popen:
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("runs")
+    every = ["--set", "eval_every=2"]
     code = train.main(
-        ["--logdir", str(logdir), "--config", "pendulum_jax", *TINY, "--set", "steps=1000"]
+        ["--logdir", str(logdir), "--config", "pendulum_jax", *TINY, *every, "--set", "steps=1000"]
     )
     assert code == 0
     return run_folder(logdir)
@@ -62,7 +61,16 @@ def test_a_run_folder_holds_config_checkpoints_events_and_metrics(finished_run):
     assert list(finished_run.glob("events.out.tfevents.*"))
     rows = logs.read_jsonl(finished_run / "metrics.jsonl")
     assert [row["step"] for row in rows] == [200, 400, 600, 800, 1000]
-    assert all(row["eval/count"] == 4 for row in rows)
+
+
+def test_evaluates_every_eval_every_phases_and_the_final_policy_at_the_end(finished_run):
+    rows = logs.read_jsonl(finished_run / "metrics.jsonl")
+    assert [row["step"] for row in rows if "eval/return" in row] == [400, 800, 1000]
+    assert all(row["eval/count"] == 4 for row in rows if "eval/return" in row)
+    assert [row["step"] for row in rows if "final/return" in row] == [1000]
+    assert rows[-1]["final/return"] == rows[-1]["eval/return"]
+    assert rows[-1]["final/episodes"] == 4
+    assert all(row["perf/eval_seconds"] == 0 for row in rows if "eval/return" not in row)
 
 
 def test_resuming_a_finished_run_trains_no_further(finished_run, capsys):
@@ -181,12 +189,12 @@ def test_saved_config_reads_back_without_executing_code(finished_run):
     assert config.num_agents == 4 and config.policy_layers == (32, 32)
 
 
-def test_metrics_are_json_with_null_for_missing(finished_run):
-    first = json.loads((finished_run / "metrics.jsonl").read_text().splitlines()[0])
-    assert set(first) >= {"step", "train/return", "eval/return", "train/kl", "normalizer/obs_std"}
-    assert np.isfinite(first["eval/return"])
-    assert jax.numpy.isfinite(first["train/policy_loss"])
-    assert os.path.getsize(finished_run / "metrics.jsonl") > 0
+def test_metrics_are_json_lines_with_finite_losses_and_returns(finished_run):
+    lines = (finished_run / "metrics.jsonl").read_text().splitlines()
+    first, last = json.loads(lines[0]), json.loads(lines[-1])
+    assert set(first) >= {"step", "train/return", "train/kl", "normalizer/obs_std"}
+    assert "eval/return" not in first  # Phase 1 is not evaluated with eval_every=2.
+    assert np.isfinite(last["eval/return"]) and np.isfinite(last["train/policy_loss"])
 
 
 @pytest.mark.slow

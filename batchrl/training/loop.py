@@ -96,28 +96,54 @@ def _all_finite(tree: Any) -> float:
     return 1.0 if bool(jnp.all(jnp.stack(leaves))) else math.nan
 
 
-def run(phase: Phase, num_envs: int, train_steps: int, phases: int) -> Iterator[dict[str, float]]:
-    """Runs `phases` train+eval phases; yields one flat metrics dict per phase."""
-    for _ in range(phases):
+def run(
+    phase: Phase,
+    num_envs: int,
+    train_steps: int,
+    phases: int,
+    *,
+    eval_every: int = 1,
+    done: int = 0,
+    total: int | None = None,
+) -> Iterator[dict[str, float]]:
+    """Runs train phases done+1 .. done+phases; yields one flat metrics dict per phase.
+
+    A phase is evaluated when its number is a multiple of `eval_every`, and always when
+    it is the run's last (`total`, default done + phases): that row also carries
+    `final/return` and `final/episodes`, the mean-action return of the final policy.
+    `phase` takes the new states only when the phase's metrics are ready, so an interrupt
+    during a phase leaves it as it was after the previous one.
+    """
+    total = done + phases if total is None else total
+    for number in range(done + 1, done + phases + 1):
         start = time.perf_counter()
         state = simulate.clear_summary(phase.train_state)
         restart = jnp.asarray(phase.shared_envs)
         state, agent_state = phase.train(state, phase.agent_state, restart)
         jax.block_until_ready(agent_state)
-        seconds = time.perf_counter() - start
-        phase.train_state, phase.agent_state = state, agent_state
-        phase.env_steps += train_steps * num_envs
-        eval_state = simulate.clear_summary(phase.eval_state)
-        eval_state, _ = phase.evaluate(eval_state, agent_state, jnp.asarray(True))
-        phase.eval_state = eval_state
+        train_seconds = time.perf_counter() - start
         metrics = {f"train/{k.split('/')[1]}": v for k, v in simulate.summary(state).items()}
-        metrics.update(
-            {f"eval/{k.split('/')[1]}": v for k, v in simulate.summary(eval_state).items()}
-        )
+        eval_state, eval_seconds = phase.eval_state, 0.0
+        if number % eval_every == 0 or number == total:
+            start = time.perf_counter()
+            eval_state = simulate.clear_summary(phase.eval_state)
+            eval_state, _ = phase.evaluate(eval_state, agent_state, jnp.asarray(True))
+            summary = simulate.summary(eval_state)
+            metrics.update({f"eval/{k.split('/')[1]}": v for k, v in summary.items()})
+            jax.block_until_ready(summary)
+            eval_seconds = time.perf_counter() - start
         metrics.update(getattr(agent_state, "metrics", {}))
         metrics.update(normalizer_metrics(agent_state))
         metrics = {name: float(value) for name, value in metrics.items()}
-        check_finite(agent_state, metrics, phase.env_steps)
-        metrics["perf/env_steps"] = float(phase.env_steps)
-        metrics["perf/env_steps_per_sec"] = train_steps * num_envs / seconds
+        env_steps = phase.env_steps + train_steps * num_envs
+        check_finite(agent_state, metrics, env_steps)
+        if number == total:
+            metrics["final/return"] = metrics["eval/return"]
+            metrics["final/episodes"] = metrics["eval/count"]
+        metrics["perf/env_steps"] = float(env_steps)
+        metrics["perf/env_steps_per_sec"] = train_steps * num_envs / train_seconds
+        metrics["perf/train_seconds"] = train_seconds
+        metrics["perf/eval_seconds"] = eval_seconds
+        phase.train_state, phase.agent_state, phase.eval_state = state, agent_state, eval_state
+        phase.env_steps = env_steps
         yield metrics

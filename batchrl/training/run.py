@@ -77,7 +77,15 @@ def _train(rundir: pathlib.Path, config: TrainConfig, env: Any) -> int:
     print(f"run folder {rundir}; compiling the first phase", flush=True)
     writer = logs.Writer(rundir)
     try:
-        phases = loop.run(phase, env.num_envs, steps_per_phase, total_phases - done)
+        phases = loop.run(
+            phase,
+            env.num_envs,
+            steps_per_phase,
+            total_phases - done,
+            eval_every=config.eval_every,
+            done=done,
+            total=total_phases,
+        )
         for metrics in phases:
             done += 1
             writer.write(phase.env_steps, metrics)
