@@ -74,15 +74,19 @@ def humanoid() -> TrainConfig:
 
 
 def clipped(base: TrainConfig) -> TrainConfig:
-    """`base`'s task with the clipped objective and SB3/CleanRL MuJoCo hyperparameters."""
+    """`base`'s task with the clipped objective and SB3/CleanRL MuJoCo hyperparameters.
+
+    Evaluation: 16 episodes after every 4th phase of ten updates (about 7 % of the time).
+    """
     return TrainConfig(
         **ppo_config.CLIPPED_DEFAULTS,
         env=base.env,
         env_kind=base.env_kind,
         max_length=base.max_length,
         steps=min(base.steps, 1_000_000),
-        phase_steps=20_480,  # Ten updates between evaluations.
-        eval_episodes=8,
+        phase_steps=20_480,  # Ten updates per phase.
+        eval_episodes=16,
+        eval_every=4,
     )
 
 

@@ -112,6 +112,12 @@ CLIPPED_DEFAULTS: dict[str, object] = dict(
     value_layers=(64, 64),
     activation="tanh",
     init_std=1.0,
+    # A tanh-squashed mean cannot reach the action bounds, so the policy shrinks its std to
+    # get there: on HalfCheetah-v5 the entropy fell from 8.4 to -4.7 in 1M steps and the KL
+    # between consecutive policies reached 0.12 (seed 3 ended at 792). A linear mean, as in
+    # SB3 and CleanRL, lets the env clip the action instead.
+    squash_mean=False,
+    reward_scale="return",  # As SB3's VecNormalize and Gymnasium's NormalizeReward.
     orthogonal_init=True,
     learning_rate=3e-4,
     max_grad_norm=0.5,

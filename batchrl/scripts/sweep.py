@@ -1,0 +1,161 @@
+"""Runs presets x seeds to their budget, each a normal run folder, and prints one JSON line a run.
+
+    python -m batchrl.scripts.sweep --logdir runs/sweep --configs cheetah_clipped walker_clipped
+        --seeds 0 1 2 [--steps 1000000] [--set key=value ...]
+
+Run (config, seed) lives in LOGDIR/seed<seed>-<config>/ and is trained by the train
+command with `--timestamp seed<seed>`, so a sweep can be stopped at any moment and run
+again: finished runs are skipped, interrupted ones resume from their last checkpoint, and
+the CPU hours of a table add up across sessions. Each run's line (stdout, and appended to
+LOGDIR/results.jsonl) gives its evaluation curve, the final policy's return, the mean of
+the last 5 evaluations, wall-clock, env-steps/s, the machine and the versions. The train
+command's own output goes to LOGDIR/seed<seed>-<config>.log; its progress bar to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import importlib.metadata
+import json
+import os
+import pathlib
+import platform
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from batchrl.scripts import train
+from batchrl.training import results
+
+RESULTS = "results.jsonl"
+_PR_SET_PDEATHSIG = 1
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m batchrl.scripts.sweep", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("--logdir", required=True, help="folder that holds the sweep's runs")
+    parser.add_argument("--configs", nargs="+", required=True, metavar="CONFIG")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0], metavar="SEED")
+    parser.add_argument("--steps", type=int, help="budget of env steps (default: the preset's)")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a field"
+    )
+    return parser.parse_args(argv)
+
+
+def machine() -> dict[str, Any]:
+    """The machine and versions a result was measured with."""
+    model = "unknown"
+    cpuinfo = pathlib.Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    versions = {"python": platform.python_version()}
+    for package in ("batchrl", "jax", "gymnasium", "mujoco"):
+        try:
+            versions[package] = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            versions[package] = None
+    return {"cores": os.cpu_count(), "cpu": model, "versions": versions}
+
+
+def train_argv(args: argparse.Namespace, config: str, seed: int) -> list[str]:
+    """The train command's arguments for one run of the sweep."""
+    budget = [] if args.steps is None else ["--set", f"steps={args.steps}"]
+    overrides = [item for assignment in args.set for item in ("--set", assignment)]
+    return [
+        "--logdir",
+        args.logdir,
+        "--config",
+        config,
+        "--seed",
+        str(seed),
+        "--timestamp",
+        f"seed{seed}",
+        *budget,
+        *overrides,
+    ]
+
+
+def run_one(args: argparse.Namespace, config: str, seed: int) -> tuple[int, float | None]:
+    """Trains one run to its budget unless it is finished; returns (exit status, seconds)."""
+    argv = train_argv(args, config, seed)
+    rundir = pathlib.Path(args.logdir) / f"seed{seed}-{config}"
+    if results.read(rundir).finished:
+        train.resumed_run(train.parse_args(argv))  # Refuses a finished run of other settings.
+        return 0, None
+    log = pathlib.Path(args.logdir) / f"seed{seed}-{config}.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    with log.open("a") as out:
+        # Its own process group, so a Ctrl-C reaches it once, through us; SIGTERM if we die.
+        process = subprocess.Popen(
+            [sys.executable, "-m", "batchrl.scripts.train", *argv],
+            stdout=out,
+            process_group=0,
+            preexec_fn=_terminate_with_parent,
+        )
+        try:
+            code = process.wait()
+        except KeyboardInterrupt:  # The run saves its checkpoint and exits.
+            process.send_signal(signal.SIGINT)
+            process.wait()
+            raise
+    return code, round(time.perf_counter() - start, 1)
+
+
+def _terminate_with_parent() -> None:
+    """In the child before exec: the kernel sends it SIGTERM when the sweep dies (Linux)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the sweep; returns 0, or the first failed run's exit status."""
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    about = machine()
+    for config in args.configs:
+        for seed in args.seeds:
+            try:
+                code, seconds = run_one(args, config, seed)
+            except train.UsageError as error:
+                print(f"sweep: error: {error}", file=sys.stderr)
+                return 2
+            except KeyboardInterrupt:
+                print("sweep: interrupted; run it again to resume", file=sys.stderr)
+                return 130
+            if code != 0:
+                print(f"sweep: error: {config} seed {seed} exited with {code}", file=sys.stderr)
+                return code
+            summary = results.read(pathlib.Path(args.logdir) / f"seed{seed}-{config}")
+            line = json.dumps(
+                {
+                    "benchmark": "learning",
+                    "config": config,
+                    "seed": seed,
+                    **summary.as_dict(),
+                    "seconds_this_invocation": seconds,
+                    "machine": about,
+                }
+            )
+            print(line, flush=True)
+            with (pathlib.Path(args.logdir) / RESULTS).open("a") as file:
+                file.write(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""Tests for the sweep: one JSON line a run, finished runs skipped, interrupted runs resumed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from batchrl.scripts import sweep
+from batchrl.training import checkpoint, results
+from batchrl.training import logging as logs
+
+TINY = [
+    "--set",
+    "num_agents=4",
+    "--set",
+    "update_every=4",
+    "--set",
+    "max_length=50",
+    "--set",
+    "eval_episodes=4",
+    "--set",
+    "eval_every=2",
+    "--set",
+    "policy_layers=16",
+    "--set",
+    "value_layers=16",
+]
+
+
+def lines(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("sweep")
+    argv = ["--logdir", str(logdir), "--configs", "pendulum_jax", "--seeds", "0", "1"]
+    argv += ["--steps", "1000", *TINY]
+    result = subprocess.run(
+        [sys.executable, "-m", "batchrl.scripts.sweep", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    return logdir, argv, lines(result.stdout)
+
+
+def test_each_run_is_a_run_folder_and_a_json_line(swept):
+    logdir, _, rows = swept
+    assert [(row["config"], row["seed"]) for row in rows] == [
+        ("pendulum_jax", 0),
+        ("pendulum_jax", 1),
+    ]
+    for row in rows:
+        assert row["finished"] and row["env_steps"] == 1000 and row["final_episodes"] == 4
+        assert row["final_return"] == row["eval_curve"][-1][1]
+        assert [point[0] for point in row["eval_curve"]] == [400, 800, 1000]
+        walls = [point[2] for point in row["eval_curve"]]
+        assert walls == sorted(walls) and row["wall_seconds"] >= walls[-1] > 0
+        assert row["machine"]["cores"] >= 1 and row["machine"]["versions"]["jax"]
+    assert (logdir / "seed0-pendulum_jax" / "config.yaml").is_file()
+    assert len(lines((logdir / sweep.RESULTS).read_text())) == 2
+    # Different seeds learn differently.
+    assert rows[0]["eval_curve"] != rows[1]["eval_curve"]
+
+
+def test_a_finished_run_is_skipped_not_trained_again(swept, capsys):
+    logdir, argv, rows = swept
+    before = (logdir / "seed0-pendulum_jax" / "metrics.jsonl").read_text()
+    assert sweep.main(argv) == 0
+    again = lines(capsys.readouterr().out)
+    assert [row["seconds_this_invocation"] for row in again] == [None, None]
+    assert [row["final_return"] for row in again] == [row["final_return"] for row in rows]
+    assert (logdir / "seed0-pendulum_jax" / "metrics.jsonl").read_text() == before
+
+
+def test_a_finished_run_asked_for_with_other_settings_is_refused(swept, capsys):
+    _, argv, _ = swept
+    assert sweep.main([*argv, "--set", "learning_rate=0.001"]) == 2
+    err = capsys.readouterr().err
+    assert "learning_rate=0.001 (saved 0.0001)" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_an_interrupted_sweep_resumes_its_run_where_it_stopped(tmp_path):
+    argv = ["--logdir", str(tmp_path), "--configs", "pendulum_jax", "--seeds", "3"]
+    argv += ["--steps", "40000", *TINY]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "batchrl.scripts.sweep", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    rundir = tmp_path / "seed3-pendulum_jax"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(checkpoint.steps(rundir / "checkpoints")) < 2:
+        time.sleep(0.02)
+    process.send_signal(subprocess.signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err[-2000:]
+    assert out == ""  # No line for a run that did not finish.
+    stopped = results.phases(logs.read_jsonl(rundir / "metrics.jsonl"))
+    assert 2 <= len(stopped) < 200 and not results.read(rundir).finished
+    result = subprocess.run(
+        [sys.executable, "-m", "batchrl.scripts.sweep", *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    (row,) = lines(result.stdout)
+    assert row["finished"] and row["env_steps"] == 40000
+    assert "resumed seed3-pendulum_jax" in (tmp_path / "seed3-pendulum_jax.log").read_text() + (
+        result.stderr
+    )
+    assert [r["step"] for r in results.phases(logs.read_jsonl(rundir / "metrics.jsonl"))] == [
+        200 * n for n in range(1, 201)
+    ]
