@@ -1,11 +1,15 @@
-"""Plots training curves of runs: returns against env steps, one colour per run.
+"""Plots training curves of runs: returns against env steps or wall-clock hours.
 
     python -m batchrl.scripts.plot RUN [RUN ...] --out curves.png [--metrics train/return ...]
+    python -m batchrl.scripts.plot runs/sweep/seed*-cheetah_clipped --seeds --x hours --out c.png
 
-Reads RUN/metrics.jsonl of each run folder and draws each metric against "perf/env_steps",
-one line style per metric and one colour per run, as in Figure 1 of the batch-ppo paper.
-Draws headless with matplotlib's Agg canvas. A missing or unreadable run ends with one line
-on stderr and exit status 2.
+Reads RUN/metrics.jsonl of each run folder and draws each metric against "perf/env_steps"
+(or the hours its phases took, `--x hours`), one line style per metric and one colour per
+run. With `--seeds`, runs whose folder names differ only before the first "-" (the seeds
+of one sweep, `seed0-cheetah_clipped`, `seed1-...`) are drawn as one curve: the mean over
+seeds and a band from the lowest to the highest, as in Figures 1 and 2 of the seed's
+paper. Draws headless with matplotlib's Agg canvas. A missing or unreadable run ends with
+one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -17,13 +21,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from matplotlib import lines, ticker
 from matplotlib.backends import backend_agg
 from matplotlib.figure import Figure
 
 from batchrl.training import logging as logging_lib
+from batchrl.training import results
 
 X_KEY = "perf/env_steps"
+HOURS = "hours"
 DEFAULT_METRICS = ("train/return", "eval/return")
 LINE_STYLES = ("-", "--", ":", "-.")
 
@@ -42,32 +49,79 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="KEY",
         help=f"metrics to draw (default: {' '.join(DEFAULT_METRICS)})",
     )
+    parser.add_argument(
+        "--x", choices=("steps", HOURS), default="steps", help="env steps or wall-clock hours"
+    )
+    parser.add_argument(
+        "--seeds", action="store_true", help="draw the seeds of a config as mean and band"
+    )
     return parser.parse_args(argv)
 
 
-def series(records: Sequence[dict[str, Any]], metric: str) -> tuple[list[float], list[float]]:
-    """Points (env steps, value) of one metric, in run order.
+def series(
+    records: Sequence[dict[str, Any]], metric: str, x: str = "steps"
+) -> tuple[list[float], list[float]]:
+    """Points (env steps or hours, value) of one metric, in run order.
 
     Records without the metric or env steps, or with null in either, are skipped. When env
     steps go back (a run resumed from a checkpoint older than its last records), the points
-    it re-does replace the earlier ones, as TensorBoard's purge does.
+    it re-does replace the earlier ones, as TensorBoard's purge does. Hours are the sum of
+    the phases' train and eval seconds up to and including the point's phase.
 
     Args:
         records: the lines of a metrics.jsonl.
         metric: the key to draw.
+        x: "steps" or "hours".
 
     Returns:
         The x and y values, x increasing.
     """
-    points: list[tuple[float, float]] = []
-    for record in records:
-        x, y = record.get(X_KEY), record.get(metric)
-        if x is None or y is None:
+    kept = results.phases([{**r, "step": r[X_KEY]} for r in records if r.get(X_KEY) is not None])
+    xs, ys, seconds = [], [], 0.0
+    for record in kept:
+        seconds += (record.get("perf/train_seconds") or 0.0) + (
+            record.get("perf/eval_seconds") or 0.0
+        )
+        if record.get(metric) is None:
             continue
-        while points and points[-1][0] >= x:
-            points.pop()
-        points.append((x, y))
-    return [x for x, _ in points], [y for _, y in points]
+        xs.append(seconds / 3600.0 if x == HOURS else record[X_KEY])
+        ys.append(record[metric])
+    return xs, ys
+
+
+def seed_band(
+    curves: Sequence[tuple[list[float], list[float]]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, lowest and highest of several seeds' curves at common x values.
+
+    The curves are interpolated linearly onto the x values of the first curve that lie
+    within every curve's range, so seeds evaluated at the same steps are not moved at all.
+
+    Args:
+        curves: (x, y) of each seed, x increasing.
+
+    Returns:
+        x, mean, low, high: [N] each.
+    """
+    curves = [(np.asarray(x, float), np.asarray(y, float)) for x, y in curves if len(x)]
+    if not curves:
+        empty = np.zeros(0)
+        return empty, empty, empty, empty
+    start = max(x[0] for x, _ in curves)
+    stop = min(x[-1] for x, _ in curves)
+    grid = curves[0][0][(curves[0][0] >= start) & (curves[0][0] <= stop)]
+    values = np.stack([np.interp(grid, x, y) for x, y in curves])
+    return grid, values.mean(0), values.min(0), values.max(0)
+
+
+def groups(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[list[dict[str, Any]]]]:
+    """Runs grouped by folder name without its first part (`seed0-cheetah` -> `cheetah`)."""
+    grouped: dict[str, list[list[dict[str, Any]]]] = {}
+    for label, records in runs.items():
+        name = Path(label).name
+        key = name.split("-", 1)[1] if "-" in name else name
+        grouped.setdefault(key, []).append(records)
+    return grouped
 
 
 def labels(runs: Sequence[Path]) -> list[str]:
@@ -99,12 +153,19 @@ def load(run: Path) -> list[dict[str, Any]]:
         raise RunError(str(error)) from error
 
 
-def draw(runs: dict[str, list[dict[str, Any]]], metrics: Sequence[str]) -> Figure:
-    """Draws every metric of every run on one axes; the legend names runs and line styles.
+def draw(
+    runs: dict[str, list[dict[str, Any]]],
+    metrics: Sequence[str],
+    x: str = "steps",
+    seeds: bool = False,
+) -> Figure:
+    """Draws every metric of every run (or seed group) on one axes, with a legend of both.
 
     Args:
         runs: the records of each run, by legend name.
         metrics: the keys to draw, one line style each.
+        x: "steps" or "hours".
+        seeds: draw each group of seeds (see `groups`) as its mean and a min-max band.
 
     Returns:
         The figure, on an Agg canvas.
@@ -113,17 +174,25 @@ def draw(runs: dict[str, list[dict[str, Any]]], metrics: Sequence[str]) -> Figur
     backend_agg.FigureCanvasAgg(figure)
     axes = figure.subplots()
     handles = []
-    for index, (label, records) in enumerate(runs.items()):
+    curves = groups(runs) if seeds else {label: [records] for label, records in runs.items()}
+    for index, (label, members) in enumerate(curves.items()):
         colour = f"C{index % 10}"
         for metric, style in zip(metrics, itertools.cycle(LINE_STYLES), strict=False):
-            axes.plot(*series(records, metric), color=colour, linestyle=style, linewidth=1.5)
-        handles.append(lines.Line2D([], [], color=colour, label=label))
+            if not seeds:
+                axes.plot(*series(members[0], metric, x), color=colour, linestyle=style)
+                continue
+            grid, mean, low, high = seed_band([series(m, metric, x) for m in members])
+            axes.fill_between(grid, low, high, color=colour, alpha=0.2, linewidth=0)
+            axes.plot(grid, mean, color=colour, linestyle=style, linewidth=1.5)
+        name = f"{label} ({len(members)} seeds, mean and range)" if seeds else label
+        handles.append(lines.Line2D([], [], color=colour, label=name))
     for metric, style in zip(metrics, itertools.cycle(LINE_STYLES), strict=False):
         handles.append(lines.Line2D([], [], color="0.3", linestyle=style, label=metric))
     axes.legend(handles=handles, fontsize="small")
-    axes.set_xlabel("env steps")
+    axes.set_xlabel("wall-clock hours" if x == HOURS else "env steps")
     axes.set_ylabel("return" if all(m.endswith("return") for m in metrics) else "value")
-    axes.xaxis.set_major_formatter(ticker.EngFormatter(sep=""))
+    if x != HOURS:
+        axes.xaxis.set_major_formatter(ticker.EngFormatter(sep=""))
     axes.grid(alpha=0.3)
     return figure
 
@@ -145,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     except RunError as error:
         print(f"plot: error: {error}", file=sys.stderr)
         return 2
-    figure = draw(runs, args.metrics)
+    figure = draw(runs, args.metrics, args.x, args.seeds)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(out)

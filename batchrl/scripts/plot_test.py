@@ -134,3 +134,60 @@ def test_module_reports_a_missing_folder_without_a_traceback(tmp_path):
     result = run_module(str(missing), "--out", str(tmp_path / "curves.png"))
     assert result.returncode == 2
     assert result.stderr == f"plot: error: run folder not found: {missing}\n"
+
+
+def seed_run(folder, offset: float, seconds: float) -> None:
+    """A sweep's run folder: eval every phase, each phase taking `seconds`."""
+    folder.mkdir(parents=True)
+    with (folder / "metrics.jsonl").open("w") as file:
+        for phase in range(4):
+            steps = 1000 * (phase + 1)
+            record = {
+                "step": steps,
+                "perf/env_steps": steps,
+                "eval/return": offset + 10.0 * phase,
+                "perf/train_seconds": seconds * 0.75,
+                "perf/eval_seconds": seconds * 0.25,
+            }
+            file.write(json.dumps(record) + "\n")
+
+
+def test_seeds_of_a_config_are_drawn_as_their_mean_and_range(tmp_path):
+    sweep = tmp_path / "sweep"
+    for seed, offset in enumerate((0.0, 30.0, 90.0)):
+        seed_run(sweep / f"seed{seed}-cheetah", offset, seconds=360.0)
+    seed_run(sweep / "seed0-hopper", 5.0, seconds=360.0)
+    runs = {str(path): plot.load(path) for path in sorted(sweep.iterdir())}
+    figure = plot.draw(runs, ["eval/return"], seeds=True)
+    (axes,) = figure.axes
+    mean = axes.lines[0]
+    assert list(mean.get_xdata()) == [1000, 2000, 3000, 4000]
+    assert list(mean.get_ydata()) == [40.0, 50.0, 60.0, 70.0]
+    band = axes.collections[0].get_paths()[0].vertices
+    assert band[:, 1].min() == 0.0 and band[:, 1].max() == 120.0
+    legend = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert legend[:2] == ["cheetah (3 seeds, mean and range)", "hopper (1 seeds, mean and range)"]
+
+
+def test_hours_on_x_add_up_the_phases_train_and_eval_seconds(tmp_path):
+    seed_run(tmp_path / "seed0-cheetah", 0.0, seconds=360.0)
+    xs, ys = plot.series(plot.load(tmp_path / "seed0-cheetah"), "eval/return", x="hours")
+    assert xs == pytest.approx([0.1, 0.2, 0.3, 0.4]) and ys == [0.0, 10.0, 20.0, 30.0]
+
+
+def test_seed_band_interpolates_seeds_evaluated_at_other_points():
+    grid, mean, low, high = plot.seed_band([([0, 2, 4], [0, 2, 4]), ([1, 3, 5], [10, 30, 50])])
+    assert list(grid) == [2.0, 4.0]
+    assert list(mean) == [11.0, 22.0] and list(low) == [2.0, 4.0] and list(high) == [20.0, 40.0]
+
+
+def test_command_line_draws_seeds_against_hours(tmp_path):
+    for seed in range(2):
+        seed_run(tmp_path / f"seed{seed}-cheetah", 100.0 * seed, seconds=60.0)
+    out = tmp_path / "hours.png"
+    runs = [str(tmp_path / f"seed{seed}-cheetah") for seed in range(2)]
+    result = run_module(
+        *runs, "--seeds", "--x", "hours", "--metrics", "eval/return", "--out", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    assert_png(out)
