@@ -29,6 +29,7 @@ class TrainConfig(ppo_config.Config):
     phase_steps: int = 0  # Env steps per train phase; 0: one update's worth.
     eval_episodes: int = 30  # Episodes per evaluation phase (mean action).
     eval_every: int = 10  # Train phases between evaluations; the last phase always evaluates.
+    final_episodes: int = 10  # At least this many episodes evaluate the final policy.
     envs_per_worker: int = 0  # 0: one worker per core.
     local_envs: int = 0  # Envs stepped in the trainer's process beside workers; no restart.
     checkpoint_every: int = 1  # Phases between checkpoints.
@@ -42,8 +43,8 @@ class TrainConfig(ppo_config.Config):
             )
         if self.env_kind not in ENV_KINDS:
             raise ValueError(f"unknown env_kind {self.env_kind!r}: use one of {ENV_KINDS}")
-        names = ("steps", "eval_episodes", "eval_every", "checkpoint_every", "keep_checkpoints")
-        for name in names:
+        names = ("steps", "eval_episodes", "eval_every", "final_episodes", "checkpoint_every")
+        for name in (*names, "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("phase_steps", "envs_per_worker", "local_envs"):

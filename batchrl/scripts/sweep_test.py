@@ -57,7 +57,7 @@ def test_each_run_is_a_run_folder_and_a_json_line(swept):
         ("pendulum_jax", 1),
     ]
     for row in rows:
-        assert row["finished"] and row["env_steps"] == 1000 and row["final_episodes"] == 4
+        assert row["finished"] and row["env_steps"] == 1000 and row["final_episodes"] == 12
         assert row["final_return"] == row["eval_curve"][-1][1]
         assert [point[0] for point in row["eval_curve"]] == [400, 800, 1000]
         walls = [point[2] for point in row["eval_curve"]]

@@ -66,10 +66,11 @@ def test_a_run_folder_holds_config_checkpoints_events_and_metrics(finished_run):
 def test_evaluates_every_eval_every_phases_and_the_final_policy_at_the_end(finished_run):
     rows = logs.read_jsonl(finished_run / "metrics.jsonl")
     assert [row["step"] for row in rows if "eval/return" in row] == [400, 800, 1000]
-    assert all(row["eval/count"] == 4 for row in rows if "eval/return" in row)
+    # Periodic evaluations: eval_episodes (4); the final one: rounds of 4 until 10 ended.
+    assert [row["eval/count"] for row in rows if "eval/return" in row] == [4, 4, 12]
     assert [row["step"] for row in rows if "final/return" in row] == [1000]
     assert rows[-1]["final/return"] == rows[-1]["eval/return"]
-    assert rows[-1]["final/episodes"] == 4
+    assert rows[-1]["final/episodes"] == 12
     assert all(row["perf/eval_seconds"] == 0 for row in rows if "eval/return" not in row)
 
 

@@ -96,6 +96,31 @@ def _all_finite(tree: Any) -> float:
     return 1.0 if bool(jnp.all(jnp.stack(leaves))) else math.nan
 
 
+def evaluate(
+    phase: Phase, eval_state: simulate.State, agent_state: Any, episodes: int
+) -> tuple[simulate.State, dict[str, float]]:
+    """Runs the eval phase until at least `episodes` episodes ended; their summary.
+
+    The eval phase ends every env's episode (at least `eval_episodes` in all), so one
+    round is enough unless more episodes are asked for.
+    """
+    score = length = count = 0.0
+    while count < episodes or count == 0:
+        eval_state = simulate.clear_summary(eval_state)
+        eval_state, _ = phase.evaluate(eval_state, agent_state, jnp.asarray(True))
+        summary = {name: float(value) for name, value in simulate.summary(eval_state).items()}
+        if summary["episode/count"] == 0:
+            break
+        count += summary["episode/count"]
+        score += summary["episode/return"] * summary["episode/count"]
+        length += summary["episode/length"] * summary["episode/count"]
+    return eval_state, {
+        "episode/count": count,
+        "episode/return": score / count if count else math.nan,
+        "episode/length": length / count if count else math.nan,
+    }
+
+
 def run(
     phase: Phase,
     num_envs: int,
@@ -103,16 +128,18 @@ def run(
     phases: int,
     *,
     eval_every: int = 1,
+    final_episodes: int = 1,
     done: int = 0,
     total: int | None = None,
 ) -> Iterator[dict[str, float]]:
     """Runs train phases done+1 .. done+phases; yields one flat metrics dict per phase.
 
     A phase is evaluated when its number is a multiple of `eval_every`, and always when
-    it is the run's last (`total`, default done + phases): that row also carries
-    `final/return` and `final/episodes`, the mean-action return of the final policy.
-    `phase` takes the new states only when the phase's metrics are ready, so an interrupt
-    during a phase leaves it as it was after the previous one.
+    it is the run's last (`total`, default done + phases). The last one runs the eval
+    phase again until at least `final_episodes` episodes have ended; its row also
+    carries `final/return` and `final/episodes`, the mean-action return of the final
+    policy. `phase` takes the new states only when the phase's metrics are ready, so an
+    interrupt during a phase leaves it as it was after the previous one.
     """
     total = done + phases if total is None else total
     for number in range(done + 1, done + phases + 1):
@@ -126,11 +153,9 @@ def run(
         eval_state, eval_seconds = phase.eval_state, 0.0
         if number % eval_every == 0 or number == total:
             start = time.perf_counter()
-            eval_state = simulate.clear_summary(phase.eval_state)
-            eval_state, _ = phase.evaluate(eval_state, agent_state, jnp.asarray(True))
-            summary = simulate.summary(eval_state)
+            least = final_episodes if number == total else 1
+            eval_state, summary = evaluate(phase, eval_state, agent_state, least)
             metrics.update({f"eval/{k.split('/')[1]}": v for k, v in summary.items()})
-            jax.block_until_ready(summary)
             eval_seconds = time.perf_counter() - start
         metrics.update(getattr(agent_state, "metrics", {}))
         metrics.update(normalizer_metrics(agent_state))

@@ -83,6 +83,7 @@ def _train(rundir: pathlib.Path, config: TrainConfig, env: Any) -> int:
             steps_per_phase,
             total_phases - done,
             eval_every=config.eval_every,
+            final_episodes=config.final_episodes,
             done=done,
             total=total_phases,
         )
