@@ -8,6 +8,7 @@ with common-practice hyperparameters (SB3's and CleanRL's MuJoCo defaults).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 from batchrl.configs.train_config import TrainConfig
@@ -73,14 +74,13 @@ def humanoid() -> TrainConfig:
     return _mujoco("Humanoid-v5", 50_000_000, update_every=60)
 
 
-def clipped(base: TrainConfig) -> TrainConfig:
+def clipped(base: TrainConfig, **tuning: object) -> TrainConfig:
     """`base`'s task with the clipped objective and SB3/CleanRL MuJoCo hyperparameters.
 
     Evaluation: 8 episodes after every 4th phase of ten updates, 16 for the final policy
     (about 7 % of the wall-clock on HalfCheetah-v5).
     """
-    return TrainConfig(
-        **ppo_config.CLIPPED_DEFAULTS,
+    fields = dict(
         env=base.env,
         env_kind=base.env_kind,
         max_length=base.max_length,
@@ -89,6 +89,11 @@ def clipped(base: TrainConfig) -> TrainConfig:
         eval_episodes=8,
         eval_every=4,
     )
+    return TrainConfig(**{**ppo_config.CLIPPED_DEFAULTS, **fields, **tuning})
+
+
+def _clipped_preset(name: str) -> TrainConfig:
+    return clipped(_SEED[name](), **_CLIPPED_TUNING.get(name, {}))
 
 
 _SEED = {
@@ -105,9 +110,16 @@ _SEED = {
 }
 _MUJOCO = ("reacher", "cheetah", "walker", "hopper", "ant", "humanoid")
 
+# What each clipped preset changes from the shared defaults, and why (docs/results.md).
+_CLIPPED_TUNING: dict[str, dict[str, object]] = {
+    # With std 1 the exploring cheetah ends on its back in the 1,600-return optimum (3 of
+    # 3 seeds); starting at 0.135 (the RL Zoo's log_std_init=-2) it runs upright.
+    "cheetah": {"init_std": 0.135},
+}
+
 PRESETS: dict[str, Callable[[], TrainConfig]] = {
     **_SEED,
-    **{f"{name}_clipped": (lambda name=name: clipped(_SEED[name]())) for name in _MUJOCO},
+    **{f"{name}_clipped": functools.partial(_clipped_preset, name) for name in _MUJOCO},
 }
 
 
