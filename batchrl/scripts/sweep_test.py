@@ -9,30 +9,23 @@ import time
 
 import pytest
 
-from batchrl.scripts import sweep
+from batchrl.scripts import sweep, train_test
 from batchrl.training import checkpoint, results
 from batchrl.training import logging as logs
 
-TINY = [
-    "--set",
-    "num_agents=4",
-    "--set",
-    "update_every=4",
-    "--set",
-    "max_length=50",
-    "--set",
-    "eval_episodes=4",
-    "--set",
-    "eval_every=2",
-    "--set",
-    "policy_layers=16",
-    "--set",
-    "value_layers=16",
-]
+# The train tests' tiny pendulum runs, evaluated every second phase.
+TINY = [*train_test.TINY, "--set", "eval_every=2"]
 
 
 def lines(out: str) -> list[dict]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def run_sweep(argv: list[str]) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "batchrl.scripts.sweep", *argv]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
 
 
 @pytest.fixture(scope="module")
@@ -40,14 +33,7 @@ def swept(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("sweep")
     argv = ["--logdir", str(logdir), "--configs", "pendulum_jax", "--seeds", "0", "1"]
     argv += ["--steps", "1000", *TINY]
-    result = subprocess.run(
-        [sys.executable, "-m", "batchrl.scripts.sweep", *argv],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    return logdir, argv, lines(result.stdout)
+    return logdir, argv, lines(run_sweep(argv).stdout)
 
 
 def test_each_run_is_a_run_folder_and_a_json_line(swept):
@@ -106,13 +92,7 @@ def test_an_interrupted_sweep_resumes_its_run_where_it_stopped(tmp_path):
     assert out == ""  # No line for a run that did not finish.
     stopped = results.phases(logs.read_jsonl(rundir / "metrics.jsonl"))
     assert 2 <= len(stopped) < 200 and not results.read(rundir).finished
-    result = subprocess.run(
-        [sys.executable, "-m", "batchrl.scripts.sweep", *argv],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
+    result = run_sweep(argv)
     (row,) = lines(result.stdout)
     assert row["finished"] and row["env_steps"] == 40000
     assert "resumed seed3-pendulum_jax" in (tmp_path / "seed3-pendulum_jax.log").read_text() + (
