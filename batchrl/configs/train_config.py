@@ -25,7 +25,6 @@ class TrainConfig(ppo_config.Config):
 
     env: str = "Pendulum-v1"  # A Gymnasium id or a `module:Class` entry point.
     env_kind: str = "workers"  # "workers": Gymnasium envs in processes; "jax": JAX-native.
-    steps: int = 1_000_000  # Env steps of training.
     phase_steps: int = 0  # Env steps per train phase; 0: one update's worth.
     eval_episodes: int = 30  # Episodes per evaluation phase (mean action).
     eval_every: int = 10  # Train phases between evaluations; the last phase always evaluates.

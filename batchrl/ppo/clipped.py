@@ -165,23 +165,33 @@ def update(networks: policy_lib.Networks, state: State) -> State:
             state.reward_norm, reward, center=False, clip=config.reward_clip
         )
     flat = lambda x: x.reshape((steps * num_envs, *x.shape[2:]))  # noqa: E731
-    value = networks.value(state.params, flat(obs)).reshape(steps, num_envs)
-    next_value = networks.value(state.params, flat(next_obs)).reshape(steps, num_envs)
     done = rollout.terminated | rollout.truncated
     lambda_ = 1.0 if config.gae_lambda is None else config.gae_lambda
-    advantage = jax.vmap(returns.gae, in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)(
-        reward, value, next_value, rollout.terminated, done, config.discount, lambda_
-    )
+    gae = jax.vmap(returns.gae, in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
+
+    def advantages(params: dict) -> dict[str, jax.Array]:
+        value = networks.value(params, flat(obs)).reshape(steps, num_envs)
+        next_value = networks.value(params, flat(next_obs)).reshape(steps, num_envs)
+        advantage = gae(
+            reward, value, next_value, rollout.terminated, done, config.discount, lambda_
+        )
+        return {
+            "advantage": flat(advantage),
+            "target": flat(advantage + value),
+            "value": flat(value),
+        }
+
     batch = {
         "obs": flat(obs),
         "action": flat(rollout.action),
         "log_prob": flat(rollout.log_prob),
-        "advantage": flat(advantage),
-        "target": flat(advantage + value),
-        "value": flat(value),
+        **advantages(state.params),
     }
     old_dist = networks.distribution(state.params, batch["obs"])
     tx = optimizer(config)
+    # CleanRL's anneal_lr: Adam's step scaled by 1 - updates/total, reaching zero at `steps`.
+    progress = state.updates / config.total_updates
+    lr_scale = jnp.maximum(1.0 - progress, 0.0) if config.anneal_learning_rate else 1.0
 
     def loss_fn(params: dict, minibatch: dict, old: Any) -> tuple[jax.Array, dict]:
         dist = networks.distribution(params, minibatch["obs"])
@@ -205,11 +215,12 @@ def update(networks: policy_lib.Networks, state: State) -> State:
         }
 
     def minibatch_step(carry: tuple, indices: jax.Array) -> tuple[tuple, dict]:
-        params, opt_state, stopped = carry
+        params, opt_state, stopped, batch = carry
         minibatch = jax.tree.map(lambda x: x[indices], batch)
         old = jax.tree.map(lambda x: x[indices], old_dist)
         grads, metrics = jax.grad(loss_fn, has_aux=True)(params, minibatch, old)
         updates, new_opt_state = tx.update(grads, opt_state, params)
+        updates = jax.tree.map(lambda u: u * lr_scale, updates)
         new_params = optax.apply_updates(params, updates)
         keep = lambda new, old: jax.tree.map(  # noqa: E731
             lambda a, b: jnp.where(stopped, b, a), new, old
@@ -218,17 +229,21 @@ def update(networks: policy_lib.Networks, state: State) -> State:
         metrics["train/grad_norm"] = optax.tree.norm(grads)
         if config.target_kl is not None:
             stopped = stopped | (metrics["train/kl"] > config.target_kl)
-        return (params, opt_state, stopped), metrics
+        return (params, opt_state, stopped, batch), metrics
 
     def epoch(carry: tuple, key: jax.Array) -> tuple[tuple, dict]:
+        params, opt_state, stopped, batch = carry
+        if config.recompute_advantages:
+            batch = {**batch, **advantages(params)}
         order = jax.random.permutation(key, steps * num_envs)
         minibatches = order.reshape(config.num_minibatches, config.minibatch_size)
+        carry = (params, opt_state, stopped, batch)
         return jax.lax.scan(minibatch_step, carry, minibatches)
 
     key, epoch_key = jax.random.split(state.key)
     epoch_keys = jax.random.split(epoch_key, config.update_epochs)
-    carry = (state.params, state.opt_state, jnp.zeros((), bool))
-    (params, opt_state, _), metrics = jax.lax.scan(epoch, carry, epoch_keys)
+    carry = (state.params, state.opt_state, jnp.zeros((), bool), batch)
+    (params, opt_state, _, _), metrics = jax.lax.scan(epoch, carry, epoch_keys)
     return state.replace(
         params=params,
         opt_state=opt_state,

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from batchrl.envs import classic, jax_env
+from batchrl.ppo import clipped
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import policy as policy_lib
 from batchrl.training import loop
@@ -106,3 +107,60 @@ def test_a_time_limit_is_bootstrapped_not_treated_as_terminal(end, low, high):
     networks = policy_lib.for_env(config, env)
     value = float(networks.value(phase.agent_state.params, jnp.zeros((1, 1)))[0])
     assert low < value < high
+
+
+def filled_state(config, key=0):
+    """A fresh agent for Pendulum whose rollout holds random steps, ready to update."""
+    env = jax_env.Batched(classic.make("Pendulum-v1"), config.num_agents)
+    networks = policy_lib.for_env(config, env)
+    state = clipped.init(networks, config.num_agents, jax.random.key(key))
+    shapes = jax.tree.map(lambda x: (x.shape, x.dtype), state.rollout)
+    keys = iter(jax.random.split(jax.random.key(key + 1), 8))
+    random = lambda s: jax.random.normal(next(keys), s[0]).astype(s[1])  # noqa: E731
+    rollout = jax.tree.map(random, shapes, is_leaf=lambda x: isinstance(x, tuple))
+    rollout = rollout.replace(log_prob=-jnp.abs(rollout.log_prob))
+    return networks, state.replace(rollout=rollout, position=jnp.asarray(16, jnp.int32))
+
+
+def param_step(networks, state):
+    new = clipped.update(networks, state)
+    return jax.tree.map(lambda a, b: np.asarray(a - b), new.params, state.params)
+
+
+def test_annealed_learning_rate_falls_linearly_to_zero_at_the_budget():
+    config = config_lib.clipped(
+        num_agents=4, steps_per_update=16, num_minibatches=1, update_epochs=1,
+        anneal_learning_rate=True, steps=4 * 64,
+    )  # fmt: skip
+    assert config.total_updates == 4
+    networks, state = filled_state(config)
+    first = param_step(networks, state)
+    for updates, scale in [(1, 0.75), (3, 0.25), (4, 0.0), (9, 0.0)]:
+        later = param_step(networks, state.replace(updates=jnp.asarray(updates, jnp.int32)))
+        for a, b in zip(jax.tree.leaves(later), jax.tree.leaves(first), strict=True):
+            np.testing.assert_allclose(a, scale * b, rtol=1e-3, atol=1e-7)
+
+
+@pytest.mark.parametrize("epochs", [1, 3])
+def test_recomputed_advantages_use_the_value_net_of_each_epoch(epochs):
+    # The first epoch sees the rollout's advantages either way; later epochs see the
+    # values the previous epochs learned, so the results part only from the second epoch.
+    base = dict(num_agents=4, steps_per_update=16, num_minibatches=2, update_epochs=epochs)
+    networks, state = filled_state(config_lib.clipped(**base))
+    fixed = param_step(networks, state)
+    recompute = config_lib.clipped(**base, recompute_advantages=True)
+    networks = dataclasses.replace(networks, config=recompute)
+    recomputed = param_step(networks, state)
+    same = all(
+        np.array_equal(a, b)
+        for a, b in zip(jax.tree.leaves(fixed), jax.tree.leaves(recomputed), strict=True)
+    )
+    assert same == (epochs == 1)
+
+
+def test_annealing_and_recomputing_need_the_clipped_objective():
+    for name in ("anneal_learning_rate", "recompute_advantages"):
+        with pytest.raises(ValueError, match=f"{name}=True needs objective='clipped'"):
+            config_lib.Config(**{name: True})
+    with pytest.raises(ValueError, match=r"learning_rate must be positive, got 0\.0"):
+        config_lib.clipped(learning_rate=0.0)

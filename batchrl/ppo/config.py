@@ -18,6 +18,7 @@ class Config:
 
     objective: str = "kl_penalty"
     seed: int = 0
+    steps: int = 1_000_000  # Env steps of training; the horizon of a decaying learning rate.
     # Environment side.
     num_agents: int = 30
     max_length: int = 1000
@@ -40,6 +41,8 @@ class Config:
     recurrent: bool = False
     # Optimisation.
     learning_rate: float = 1e-4
+    # Clipped objective: fall linearly to zero over `steps`, as CleanRL's anneal_lr.
+    anneal_learning_rate: bool = False
     max_grad_norm: float | None = None
     update_epochs: int = 25
     entropy_coef: float = 0.0
@@ -59,6 +62,8 @@ class Config:
     clip_value: float | None = None
     target_kl: float | None = None  # Stop an update's epochs early above this KL.
     value_coef: float = 0.5
+    # Recompute values and GAE with the current value net before every epoch (Tianshou).
+    recompute_advantages: bool = False
 
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
@@ -69,12 +74,17 @@ class Config:
             )
         if self.reward_scale == "return" and self.objective != "clipped":
             raise ValueError("reward_scale='return' needs objective='clipped'")
+        for name in ("anneal_learning_rate", "recompute_advantages"):
+            if getattr(self, name) and self.objective != "clipped":
+                raise ValueError(f"{name}=True needs objective='clipped'")
         if self.activation not in ("relu", "tanh"):
             raise ValueError(f"unknown activation {self.activation!r}: use 'relu' or 'tanh'")
         positive = ("num_agents", "max_length", "update_epochs", "update_every", "batch_size")
         for name in (*positive, "steps_per_update", "num_minibatches", "chunk_length"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if not self.learning_rate > 0.0:
+            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
         if not 0.0 < self.discount <= 1.0:
             raise ValueError(f"discount must be in (0, 1], got {self.discount}")
         if self.max_length % self.chunk:
@@ -96,6 +106,11 @@ class Config:
     def batch_steps(self) -> int:
         """Env steps per update of the clipped objective."""
         return self.num_agents * self.steps_per_update
+
+    @property
+    def total_updates(self) -> int:
+        """Updates of the clipped objective in `steps` env steps."""
+        return -(-self.steps // self.batch_steps)
 
     @property
     def minibatch_size(self) -> int:
