@@ -50,11 +50,10 @@ def batchrl_rate(updates: int, local_envs: int | str = 0) -> dict:
     with BatchEnv.external(ENV, NUM_ENVS, local_envs=local_envs) as batch_env:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
         start = time.perf_counter()
-        phase = loop.build(config, env, train_steps=N_STEPS * updates, eval_steps=1)
-        train = loop.run(phase, NUM_ENVS, N_STEPS * updates, phases=2)
-        first = next(train)  # Compiles, then trains `updates` updates.
+        programs, state = loop.build(config, env, train_steps=N_STEPS * updates, eval_steps=1)
+        state, first = loop.run_phase(programs, state)  # Compiles, then trains `updates`.
         compile_and_first = time.perf_counter() - start
-        steady = next(train)
+        _, steady = loop.run_phase(programs, state)
     return {
         "env_steps_per_sec": round(steady["perf/env_steps_per_sec"]),
         "first_phase_seconds_with_compile": round(compile_and_first, 1),
@@ -99,8 +98,8 @@ def pendulum_seconds_to(target: float, max_phases: int = 40) -> dict:
     )
     start = time.perf_counter()
     env = jax_env.Batched(classic.make("Pendulum-v1"), config.num_agents)
-    phase = loop.build(config, env, train_steps=128 * 5, eval_steps=200)
-    for metrics in loop.run(phase, env.num_envs, 128 * 5, max_phases):
+    programs, state = loop.build(config, env, train_steps=128 * 5, eval_steps=200)
+    for _, metrics in loop.run(programs, state, max_phases):
         if metrics["eval/return"] >= target:
             return {
                 "seconds": round(time.perf_counter() - start, 1),

@@ -11,12 +11,6 @@ from batchrl.ppo import config as config_lib
 from batchrl.ppo import policy as policy_lib
 from batchrl.training import loop
 
-
-def train(config, env, steps_per_phase, eval_steps, phases):
-    phase = loop.build(config, env, train_steps=steps_per_phase, eval_steps=eval_steps)
-    return list(loop.run(phase, env.num_envs, steps_per_phase, phases)), phase
-
-
 PENDULUM = config_lib.clipped(
     num_agents=32, steps_per_update=128, num_minibatches=16, update_epochs=10, discount=0.95
 )
@@ -34,7 +28,7 @@ CARTPOLE = config_lib.clipped(
 @pytest.mark.slow
 def test_pendulum_learns_to_swing_up():
     env = jax_env.Batched(classic.make("Pendulum-v1"), PENDULUM.num_agents)
-    metrics, _ = train(PENDULUM, env, 1280, 200, phases=8)  # 328k env steps
+    metrics, _ = loop.train(PENDULUM, env, 1280, 200, phases=8)  # 328k env steps
     assert metrics[-1]["eval/count"] == env.num_envs
     assert metrics[-1]["eval/return"] >= -250, [m["eval/return"] for m in metrics]
 
@@ -42,17 +36,17 @@ def test_pendulum_learns_to_swing_up():
 @pytest.mark.slow
 def test_cartpole_learns_to_balance():
     env = jax_env.Batched(classic.make("CartPole-v1"), CARTPOLE.num_agents)
-    metrics, _ = train(CARTPOLE, env, 1280, 500, phases=5)  # 102k env steps
+    metrics, _ = loop.train(CARTPOLE, env, 1280, 500, phases=5)  # 102k env steps
     assert metrics[-1]["eval/return"] >= 475, [m["eval/return"] for m in metrics]
 
 
 def test_same_seed_same_results():
     config = dataclasses.replace(PENDULUM, num_agents=4, steps_per_update=16, num_minibatches=4)
     env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
-    first, phase_a = train(config, env, 32, 10, phases=2)
-    second, phase_b = train(config, env, 32, 10, phases=2)
-    assert phase_a.agent_state.updates == 4
-    leaves = [jax.tree.leaves(p.agent_state.replace(key=None)) for p in (phase_a, phase_b)]
+    first, state_a = loop.train(config, env, 32, 10, phases=2)
+    second, state_b = loop.train(config, env, 32, 10, phases=2)
+    assert state_a.agent.updates == 4
+    leaves = [jax.tree.leaves(p.agent.replace(key=None)) for p in (state_a, state_b)]
     for a, b in zip(*leaves, strict=True):
         np.testing.assert_array_equal(a, b)
     assert [m["train/policy_loss"] for m in first] == [m["train/policy_loss"] for m in second]
@@ -103,9 +97,9 @@ def test_a_time_limit_is_bootstrapped_not_treated_as_terminal(end, low, high):
         learning_rate=3e-3,
     )
     env = ConstantReward(8, end)
-    _, phase = train(config, env, 400, 5, phases=3)
+    _, state = loop.train(config, env, 400, 5, phases=3)
     networks = policy_lib.for_env(config, env)
-    value = float(networks.value(phase.agent_state.params, jnp.zeros((1, 1)))[0])
+    value = float(networks.value(state.agent.params, jnp.zeros((1, 1)))[0])
     assert low < value < high
 
 

@@ -10,16 +10,11 @@ from batchrl.ppo import config as config_lib
 from batchrl.training import loop
 
 
-def train(config, env, steps_per_phase, eval_steps, phases):
-    phase = loop.build(config, env, train_steps=steps_per_phase, eval_steps=eval_steps)
-    return list(loop.run(phase, env.num_envs, steps_per_phase, phases)), phase
-
-
 @pytest.mark.slow
 def test_pendulum_learns_with_the_seeds_objective():
     config = config_lib.Config(max_length=200, discount=0.95)
     env = jax_env.Batched(classic.make("Pendulum-v1"), config.num_agents)
-    metrics, _ = train(config, env, 1000, 200, phases=12)  # 360k env steps, 12 updates
+    metrics, _ = loop.train(config, env, 1000, 200, phases=12)  # 360k env steps, 12 updates
     assert metrics[-1]["train/count"] == 150  # 5 episodes of 30 envs per phase
     assert metrics[-1]["eval/return"] >= -250, [m["eval/return"] for m in metrics]
 
@@ -30,8 +25,8 @@ def test_memory_fills_then_trains_and_the_penalty_adapts():
     )
     env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
     env = dataclasses.replace(env, env=jax_env.LimitDuration(env.env.env, 20))
-    metrics, phase = train(config, env, 20, 20, phases=3)
-    state = phase.agent_state
+    metrics, run_state = loop.train(config, env, 20, 20, phases=3)
+    state = run_state.agent
     assert int(state.updates) == 3  # One full memory (4 episodes of 20 steps) per phase.
     assert int(state.memory.count) == 0
     kl, penalty = metrics[-1]["train/kl"], metrics[-1]["train/penalty"]
@@ -42,9 +37,9 @@ def test_memory_fills_then_trains_and_the_penalty_adapts():
 def test_a_nan_stops_training_with_the_quantity_and_step():
     config = config_lib.Config(num_agents=2, max_length=10, update_every=2, learning_rate=1e30)
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 10), 2)
-    phase = loop.build(config, env, train_steps=10, eval_steps=10)
+    programs, state = loop.build(config, env, train_steps=10, eval_steps=10)
     with pytest.raises(FloatingPointError, match=r"became nan by env step \d+"):
-        for _ in loop.run(phase, 2, 10, phases=20):
+        for _ in loop.run(programs, state, phases=20):
             pass
 
 
@@ -65,8 +60,8 @@ def test_short_run_on_halfcheetah_in_worker_processes(objective):
         config = config_lib.Config(num_agents=4, max_length=50, update_every=4, update_epochs=2)
     with BatchEnv.external(functools.partial(_cheetah), 4) as batch_env:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
-        metrics, phase = train(config, env, 100, 50, phases=2)
-    assert int(phase.agent_state.updates) == 4
+        metrics, state = loop.train(config, env, 100, 50, phases=2)
+    assert int(state.agent.updates) == 4
     assert metrics[-1]["eval/count"] == 4 and metrics[-1]["train/count"] == 8
     assert all(np.isfinite(v) for m in metrics for v in m.values())
     low = jnp.asarray(env.action_low)
@@ -84,9 +79,9 @@ def test_recurrent_policy_trains_and_resets_its_state_at_episode_start():
         policy_layers=(32, 16),
     )
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
-    metrics, phase = train(config, env, 20, 20, phases=2)
-    assert int(phase.agent_state.updates) == 2
-    assert phase.agent_state.carry.shape == (4, 16)
+    metrics, state = loop.train(config, env, 20, 20, phases=2)
+    assert int(state.agent.updates) == 2
+    assert state.agent.carry.shape == (4, 16)
     assert all(np.isfinite(m["train/policy_loss"]) for m in metrics)
 
 
@@ -110,6 +105,6 @@ def test_updates_in_chunks_of_episodes():
         num_agents=4, max_length=20, chunk_length=5, update_every=4, batch_size=4, update_epochs=2
     )
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
-    metrics, phase = train(config, env, 20, 20, phases=2)
-    assert int(phase.agent_state.updates) == 2
+    metrics, state = loop.train(config, env, 20, 20, phases=2)
+    assert int(state.agent.updates) == 2
     assert all(np.isfinite(m["train/policy_loss"]) for m in metrics)

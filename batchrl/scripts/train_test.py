@@ -117,6 +117,42 @@ def test_a_corrupt_checkpoint_is_reported_and_the_previous_one_used(finished_run
     assert "checkpoint" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    ("where", "call"),
+    [
+        ("evaluate", 1),  # During the evaluation of phase 2, after it trained.
+        ("evaluate", 3),  # During the final evaluation of phase 5.
+        ("check_finite", 3),  # After phase 3 trained, before it returned.
+        ("summary_line", 2),  # After phase 2 returned and was checkpointed.
+    ],
+)
+def test_an_interrupt_anywhere_then_resume_matches_an_uninterrupted_run(
+    finished_run, tmp_path, monkeypatch, where, call
+):
+    from batchrl.training import loop
+
+    module = logs if where == "summary_line" else loop
+    original, calls = getattr(module, where), []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == call:
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    settings = [*TINY, "--set", "eval_every=2", "--set", "steps=1000"]
+    start = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--timestamp", "t0"]
+    with monkeypatch.context() as patch:
+        patch.setattr(module, where, interrupted)
+        assert train.main([*start, *settings]) == 130
+    assert train.main([*start, *settings]) == 0
+    folder = run_folder(tmp_path)
+    whole = checkpoint.path_for(finished_run / "checkpoints", 5).read_bytes()
+    assert checkpoint.path_for(folder / "checkpoints", 5).read_bytes() == whole
+    steps = [row["step"] for row in logs.read_jsonl(folder / "metrics.jsonl")]
+    assert sorted(set(steps)) == [200, 400, 600, 800, 1000]
+
+
 @pytest.mark.slow
 def test_a_killed_run_resumes_exactly_as_if_never_stopped(tmp_path):
     budget = ["--set", "steps=4000", "--seed", "3"]

@@ -63,8 +63,8 @@ def load_agent(rundir: pathlib.Path):
         raise UsageError(str(error)) from None
     env, batch_env = environments.build(config, local=True)
     try:
-        phase = loop.build(config, env, 1, 1)
-        restored = checkpoint.load_latest(rundir / run_lib.CHECKPOINTS, run_lib.snapshot(phase, 0))
+        _, state = loop.build(config, env, 1, 1)
+        restored = checkpoint.load_latest(rundir / run_lib.CHECKPOINTS, state)
     finally:
         if batch_env is not None:
             batch_env.close()

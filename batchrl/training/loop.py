@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import flax.struct
 import jax
 import jax.numpy as jnp
 
@@ -24,17 +25,26 @@ from batchrl.ppo import config as config_lib
 from batchrl.ppo import policy as policy_lib
 
 
-@dataclasses.dataclass
-class Phase:
-    """The compiled phases of one run and the state they pass along."""
+@dataclasses.dataclass(frozen=True)
+class Programs:
+    """The compiled phases of one run and the static facts they run with."""
 
     train: Callable
     evaluate: Callable
-    train_state: simulate.State
-    eval_state: simulate.State
-    agent_state: Any
+    num_envs: int
+    train_steps: int  # Batch steps of one train phase.
     shared_envs: bool  # Train and eval step the same host envs: restart them between phases.
-    env_steps: int = 0
+
+
+@flax.struct.dataclass
+class RunState:
+    """Everything a run carries from one phase to the next, and all a checkpoint holds."""
+
+    agent: Any
+    train: simulate.State
+    eval: simulate.State
+    env_steps: jax.Array  # [] int32
+    phases: jax.Array  # [] int32 train phases done
 
 
 def _algorithm(config: config_lib.Config) -> Any:
@@ -47,24 +57,31 @@ def _algorithm(config: config_lib.Config) -> Any:
 
 def build(
     config: config_lib.Config, env: simulate.BatchedEnv, train_steps: int, eval_steps: int
-) -> Phase:
-    """Compiles a train phase of `train_steps` batch steps and an eval phase of `eval_steps`."""
+) -> tuple[Programs, RunState]:
+    """The run's programs and initial state.
+
+    The train phase runs `train_steps` batch steps, the eval phase `eval_steps`.
+    """
     algorithm = _algorithm(config)
     networks = policy_lib.for_env(config, env)
     key = jax.random.key(config.seed)
     agent_key, train_key, eval_key = jax.random.split(key, 3)
-    agent_state = algorithm.init(networks, env.num_envs, agent_key)
-    train = simulate.make_rollout(env, algorithm.agent(networks, training=True), train_steps)
-    evaluate = simulate.make_rollout(env, algorithm.agent(networks, training=False), eval_steps)
-    return Phase(
-        train=train,
-        evaluate=evaluate,
-        train_state=simulate.init(env, train_key),
-        eval_state=simulate.init(env, eval_key),
-        agent_state=agent_state,
+    programs = Programs(
+        train=simulate.make_rollout(env, algorithm.agent(networks, training=True), train_steps),
+        evaluate=simulate.make_rollout(env, algorithm.agent(networks, training=False), eval_steps),
+        num_envs=env.num_envs,
+        train_steps=train_steps,
         # Envs stepped on the host are one set, whichever simulate state drives them.
         shared_envs=getattr(env, "calls_host", False),
     )
+    state = RunState(
+        agent=algorithm.init(networks, env.num_envs, agent_key),
+        train=simulate.init(env, train_key),
+        eval=simulate.init(env, eval_key),
+        env_steps=jnp.zeros((), jnp.int32),
+        phases=jnp.zeros((), jnp.int32),
+    )
+    return programs, state
 
 
 def normalizer_metrics(agent_state: Any) -> dict[str, jax.Array]:
@@ -97,7 +114,7 @@ def _all_finite(tree: Any) -> float:
 
 
 def evaluate(
-    phase: Phase, eval_state: simulate.State, agent_state: Any, episodes: int
+    programs: Programs, eval_state: simulate.State, agent_state: Any, episodes: int
 ) -> tuple[simulate.State, dict[str, float]]:
     """Runs the eval phase until at least `episodes` episodes ended; their summary.
 
@@ -107,7 +124,7 @@ def evaluate(
     score = length = count = 0.0
     while count < episodes or count == 0:
         eval_state = simulate.clear_summary(eval_state)
-        eval_state, _ = phase.evaluate(eval_state, agent_state, jnp.asarray(True))
+        eval_state, _ = programs.evaluate(eval_state, agent_state, jnp.asarray(True))
         summary = {name: float(value) for name, value in simulate.summary(eval_state).items()}
         if summary["episode/count"] == 0:
             break
@@ -121,54 +138,86 @@ def evaluate(
     }
 
 
+def run_phase(
+    programs: Programs, state: RunState, *, eval_episodes: int = 0
+) -> tuple[RunState, dict[str, float]]:
+    """One train phase from `state`, evaluated; the state after it and its flat metrics.
+
+    Evaluation runs rounds of the eval phase until at least `eval_episodes` episodes
+    ended, none when 0. `state` itself is left as it was, so an interrupt anywhere in
+    here loses nothing.
+    """
+    start = time.perf_counter()
+    train_state = simulate.clear_summary(state.train)
+    restart = jnp.asarray(programs.shared_envs)
+    train_state, agent_state = programs.train(train_state, state.agent, restart)
+    jax.block_until_ready(agent_state)
+    train_seconds = time.perf_counter() - start
+    metrics = {f"train/{k.split('/')[1]}": v for k, v in simulate.summary(train_state).items()}
+    eval_state, eval_seconds = state.eval, 0.0
+    if eval_episodes:
+        start = time.perf_counter()
+        eval_state, summary = evaluate(programs, eval_state, agent_state, eval_episodes)
+        metrics.update({f"eval/{k.split('/')[1]}": v for k, v in summary.items()})
+        eval_seconds = time.perf_counter() - start
+    metrics.update(getattr(agent_state, "metrics", {}))
+    metrics.update(normalizer_metrics(agent_state))
+    metrics = {name: float(value) for name, value in metrics.items()}
+    phase_steps = programs.train_steps * programs.num_envs
+    env_steps = int(state.env_steps) + phase_steps
+    check_finite(agent_state, metrics, env_steps)
+    metrics["perf/env_steps"] = float(env_steps)
+    metrics["perf/env_steps_per_sec"] = phase_steps / train_seconds
+    metrics["perf/train_seconds"] = train_seconds
+    metrics["perf/eval_seconds"] = eval_seconds
+    new_state = RunState(
+        agent=agent_state,
+        train=train_state,
+        eval=eval_state,
+        env_steps=jnp.asarray(env_steps, jnp.int32),
+        phases=state.phases + 1,
+    )
+    return new_state, metrics
+
+
 def run(
-    phase: Phase,
-    num_envs: int,
-    train_steps: int,
+    programs: Programs,
+    state: RunState,
     phases: int,
     *,
     eval_every: int = 1,
     final_episodes: int = 1,
-    done: int = 0,
     total: int | None = None,
-) -> Iterator[dict[str, float]]:
-    """Runs train phases done+1 .. done+phases; yields one flat metrics dict per phase.
+) -> Iterator[tuple[RunState, dict[str, float]]]:
+    """Runs `phases` train phases after those `state` has done; yields (state, metrics) each.
 
     A phase is evaluated when its number is a multiple of `eval_every`, and always when
-    it is the run's last (`total`, default done + phases). The last one runs the eval
-    phase again until at least `final_episodes` episodes have ended; its row also
-    carries `final/return` and `final/episodes`, the mean-action return of the final
-    policy. `phase` takes the new states only when the phase's metrics are ready, so an
-    interrupt during a phase leaves it as it was after the previous one.
+    it is the run's last (`total`, default the last of these), whose evaluation runs
+    until at least `final_episodes` episodes ended; its row also carries `final/return`
+    and `final/episodes`, the mean-action return of the final policy.
     """
+    done = int(state.phases)
     total = done + phases if total is None else total
     for number in range(done + 1, done + phases + 1):
-        start = time.perf_counter()
-        state = simulate.clear_summary(phase.train_state)
-        restart = jnp.asarray(phase.shared_envs)
-        state, agent_state = phase.train(state, phase.agent_state, restart)
-        jax.block_until_ready(agent_state)
-        train_seconds = time.perf_counter() - start
-        metrics = {f"train/{k.split('/')[1]}": v for k, v in simulate.summary(state).items()}
-        eval_state, eval_seconds = phase.eval_state, 0.0
-        if number % eval_every == 0 or number == total:
-            start = time.perf_counter()
-            least = final_episodes if number == total else 1
-            eval_state, summary = evaluate(phase, eval_state, agent_state, least)
-            metrics.update({f"eval/{k.split('/')[1]}": v for k, v in summary.items()})
-            eval_seconds = time.perf_counter() - start
-        metrics.update(getattr(agent_state, "metrics", {}))
-        metrics.update(normalizer_metrics(agent_state))
-        metrics = {name: float(value) for name, value in metrics.items()}
-        env_steps = phase.env_steps + train_steps * num_envs
-        check_finite(agent_state, metrics, env_steps)
+        episodes = final_episodes if number == total else int(number % eval_every == 0)
+        state, metrics = run_phase(programs, state, eval_episodes=episodes)
         if number == total:
             metrics["final/return"] = metrics["eval/return"]
             metrics["final/episodes"] = metrics["eval/count"]
-        metrics["perf/env_steps"] = float(env_steps)
-        metrics["perf/env_steps_per_sec"] = train_steps * num_envs / train_seconds
-        metrics["perf/train_seconds"] = train_seconds
-        metrics["perf/eval_seconds"] = eval_seconds
-        phase.train_state, phase.agent_state, phase.eval_state = state, agent_state, eval_state
-        phase.env_steps = env_steps
-        yield metrics
+        yield state, metrics
+
+
+def train(
+    config: config_lib.Config,
+    env: simulate.BatchedEnv,
+    train_steps: int,
+    eval_steps: int,
+    phases: int,
+) -> tuple[list[dict[str, float]], RunState]:
+    """Builds and runs `phases` phases, each evaluated; every phase's metrics and the end state."""
+    programs, state = build(config, env, train_steps, eval_steps)
+    rows = []
+    for after, metrics in run(programs, state, phases):
+        state = after
+        rows.append(metrics)
+    return rows, state
