@@ -109,8 +109,9 @@ def _as_one_block(
     XLA's CPU runtime runs independent operations of a loop body concurrently on its
     thread pool. When the body also calls the host (worker envs), every hand-off between
     threads is slow; grouped into one conditional, the pure part of a step is a single
-    node, and the body runs in order on one thread: measured with a 64x64 MLP policy,
-    66 µs per step instead of 18. Both branches are the same function, so the result
+    node, and the body runs in order on one thread, several times faster per step
+    (docs/benchmarks.md, "Simulate on worker envs").
+    Both branches are the same function, so the result
     never depends on the predicate. JAX-native envs, with no host calls, skip it.
     """
     if not getattr(env, "calls_host", False):

@@ -1,9 +1,9 @@
 """InGraphBatchEnv: a BatchEnv of worker processes, callable from compiled JAX code.
 
 Each reset and step is one host callback made with `buffer_callback`, which hands the
-callback XLA's own buffers: measured on 2 cores, about 5 µs per call inside `lax.scan`
-against about 75 µs for `io_callback` (and 55 µs for a Python loop calling a jitted
-policy). Every call consumes a token that the previous call produced, so XLA cannot
+callback XLA's own buffers, an order of magnitude cheaper per call inside `lax.scan`
+than `io_callback` (docs/benchmarks.md, "Simulate on worker envs").
+Every call consumes a token that the previous call produced, so XLA cannot
 reorder them even when an action does not depend on the observation, and they are
 marked side-effecting so XLA never drops them. Python's state of the XLA thread that
 makes the calls is kept from one call to the next (`thread_state`), not rebuilt each step.

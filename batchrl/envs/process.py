@@ -35,9 +35,9 @@ logger = logging.getLogger("batchrl.envs")
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_CONTEXT = "spawn"
 # Seconds a worker keeps polling for the next command, and the parent for an answer,
-# before it blocks. Measured on 2 cores with 32 HalfCheetah-v5 envs: 2 ms raised
-# throughput by about 40% over blocking at once (docs/benchmarks.md); polling yields
-# the core, so a process that has work on the same core is not starved.
+# before it blocks: 2 ms beats blocking at once (the "no spin" column of docs/benchmarks.md,
+# "Environment throughput"); polling yields the core, so a process that has work on the
+# same core is not starved.
 DEFAULT_SPIN = 0.002
 _START_TIMEOUT = 120.0
 _CLOSE_TIMEOUT = 1.0

@@ -118,9 +118,10 @@ def poll(poller: select.poll, spin: float, timeout: float | None = None) -> list
     """`poller`'s events: polls without blocking for up to `spin` seconds, then blocks.
 
     Used on both sides of the pipes. An answer or the next command usually arrives
-    within a millisecond; a process that sleeps in `poll` instead costs a wake-up of
-    60-145 µs on these machines (docs/benchmarks.md). Polling yields the core between
-    polls. Blocks for at most `timeout` seconds (None: forever); [] when nothing came.
+    within a millisecond; a process that sleeps in `poll` instead pays a wake-up that
+    costs more than the step (measured in docs/benchmarks.md, "Environment throughput").
+    Polling yields the core between polls.
+    Blocks for at most `timeout` seconds (None: forever); [] when nothing came.
     """
     events, end = [], time.perf_counter() + spin
     while spin:

@@ -2,9 +2,9 @@
 
 By default XLA runs compiled CPU code on a pool of threads that spin while they wait.
 When a compiled rollout drives env worker processes, those threads take cores from the
-workers: measured on 2 cores with 32 HalfCheetah-v5 envs, simulate's time per batch step
-beyond env work and policy fell from about 420 µs to about zero with one XLA thread
-(docs/benchmarks.md). Call `limit()` before JAX first computes anything.
+workers; with one XLA thread simulate's overhead per batch step beyond env work and
+policy nearly vanishes (docs/benchmarks.md, "Simulate on worker envs").
+Call `limit()` before JAX first computes anything.
 """
 
 from __future__ import annotations
