@@ -6,12 +6,14 @@ same folder. Both are flushed on every write, so a run killed at any moment keep
 wrote except possibly a half-written last line, which `read_jsonl` skips and a resumed
 `Writer` cuts off before it appends.
 
-`Progress` redraws one status line (bar, env steps, steps per second, latest returns, ETA);
-`summary_line` formats one line per phase for the log.
+`Progress` redraws one status line (bar, env steps, steps per second, latest returns, ETA),
+and on a terminal keeps it moving during a phase; `summary_line` formats one line per
+phase for the log.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging as std_logging
@@ -20,6 +22,7 @@ import numbers
 import os
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -157,8 +160,9 @@ def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
 class Progress:
     """A one-line progress display: bar, env steps, steps per second, latest returns and ETA.
 
-    On a terminal the line is redrawn in place with carriage returns; on any other stream
-    (a log file, a pipe) each `update` prints a line of its own, so call it once a phase.
+    On a terminal the line is redrawn in place with carriage returns, and `ticking()`
+    redraws it every second between updates; on any other stream (a log file, a pipe)
+    each `update` prints a line of its own, so call it once a phase.
     """
 
     def __init__(
@@ -185,6 +189,9 @@ class Progress:
         self._tty = _is_tty(self._stream)
         self._returns: dict[str, float] = {}  # Latest finite train/eval return.
         self._line = ""  # The line drawn on the terminal, "" when none is open.
+        self._steps, self._at, self._phase = initial_steps, self._start, 0  # Last update.
+        self._updated = False
+        self._lock = threading.Lock()
 
     def update(self, env_steps: int, metrics: Mapping[str, float]) -> None:
         """Redraws the line for `env_steps` done; returns absent or NaN keep their last value.
@@ -193,10 +200,59 @@ class Progress:
             env_steps: env steps done so far in the run, counting `initial_steps`.
             metrics: the latest metrics; "train/return" and "eval/return" are shown.
         """
-        for key in ("train/return", "eval/return"):
-            if key in metrics and math.isfinite(metrics[key]):
-                self._returns[key] = float(metrics[key])
-        line = self._format(env_steps)
+        with self._lock:
+            for key in ("train/return", "eval/return"):
+                if key in metrics and math.isfinite(metrics[key]):
+                    self._returns[key] = float(metrics[key])
+            self._phase = max(env_steps - self._steps, 0)
+            self._steps, self._at, self._updated = env_steps, self._clock(), True
+            self._draw(self._format(env_steps))
+
+    def tick(self) -> None:
+        """Redraws the terminal line with the steps estimated from the speed so far.
+
+        The estimate stops at the end of the phase under way (taken to be as long as the
+        last one); the next `update` shows the counted steps again. Off a terminal, or
+        before the first update, it draws nothing.
+        """
+        with self._lock:
+            if not self._tty or not self._updated:
+                return
+            now = self._clock()
+            elapsed = self._at - self._start
+            rate = (self._steps - self.initial_steps) / elapsed if elapsed > 0 else 0.0
+            estimate = self._steps + min(round(rate * (now - self._at)), self._phase)
+            self._draw(self._format(estimate))
+
+    @contextlib.contextmanager
+    def ticking(self, interval: float = 1.0):
+        """Calls `tick` every `interval` seconds on a daemon thread while the block runs."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(interval):
+                self.tick()
+
+        thread = threading.Thread(target=loop, name="progress", daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            stop.set()
+            thread.join()
+
+    def print(self, text: str, stream: TextIO | None = None) -> None:
+        """Ends the line drawn, prints `text` on a line of its own (stdout by default)."""
+        with self._lock:
+            self._end_line()
+            print(text, file=sys.stdout if stream is None else stream, flush=True)
+
+    def close(self) -> None:
+        """Ends the line drawn on a terminal, so what follows starts on a line of its own."""
+        with self._lock:
+            self._end_line()
+
+    def _draw(self, line: str) -> None:
         if not self._tty:
             self._stream.write(line + "\n")
         else:
@@ -205,8 +261,7 @@ class Progress:
             self._line = line
         self._stream.flush()
 
-    def close(self) -> None:
-        """Ends the line drawn on a terminal, so what follows starts on a line of its own."""
+    def _end_line(self) -> None:
         if self._tty and self._line:
             self._stream.write("\n")
             self._stream.flush()

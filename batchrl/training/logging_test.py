@@ -8,6 +8,7 @@ import math
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 from tensorboard.backend.event_processing import event_accumulator
@@ -193,3 +194,37 @@ def test_summary_line_shows_the_usual_metrics_present():
         "policy loss -0.01234  kl 0.008  steps/s 41,234"
     )
     assert "train return nan" in logging.summary_line(1, 0, {"train/return": math.nan})
+
+
+def test_progress_moves_during_a_phase_at_the_speed_so_far_up_to_the_phase_end(capsys):
+    stream, clock = TtyStream(), FakeClock()
+    progress = logging.Progress(1_000, stream=stream, clock=clock)
+    progress.tick()
+    assert stream.getvalue() == ""  # Nothing to estimate from before the first phase.
+    clock.now += 10.0
+    progress.update(100, {})  # 10 steps/s; phases of 100 steps.
+    progress.print("phase 1")
+    clock.now += 5.0
+    progress.tick()
+    assert "150/1,000 steps" in stream.getvalue().split("\r")[-1]
+    clock.now += 60.0
+    progress.tick()
+    assert "200/1,000 steps" in stream.getvalue().split("\r")[-1]  # Not past the phase.
+    progress.update(200, {})
+    progress.close()
+    first, second, last = stream.getvalue().split("\n")  # The printed line ended the first.
+    assert "100/1,000 steps" in first and second.count("\r") == 3 and last == ""
+    assert capsys.readouterr().out == "phase 1\n"
+
+
+def test_progress_ticks_only_on_a_terminal(capsys):
+    for stream in (io.StringIO(), TtyStream()):
+        progress = logging.Progress(1_000, stream=stream)
+        progress.update(10, {})
+        with progress.ticking(interval=0.01):
+            deadline = time.monotonic() + 5
+            while stream.getvalue().count("\r") < 3 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        progress.close()
+    assert stream.getvalue().count("\r") >= 3
+    assert "\r" not in capsys.readouterr().err

@@ -57,14 +57,14 @@ def _train(rundir: pathlib.Path, config: TrainConfig, env: Any) -> int:
             final_episodes=config.final_episodes,
             total=total_phases,
         )
-        for state, metrics in phases:  # On interrupt, `state` is the last one returned.
-            done, env_steps = int(state.phases), int(state.env_steps)
-            writer.write(env_steps, metrics)
-            progress.update(env_steps, metrics)
-            if done % config.checkpoint_every == 0 or done == total_phases:
-                checkpoint.save(directory, done, state, config.keep_checkpoints)
-            progress.close()
-            print(logs.summary_line(done, env_steps, metrics), flush=True)
+        with progress.ticking():
+            for state, metrics in phases:  # On interrupt, `state` is the last one returned.
+                done, env_steps = int(state.phases), int(state.env_steps)
+                writer.write(env_steps, metrics)
+                progress.update(env_steps, metrics)
+                if done % config.checkpoint_every == 0 or done == total_phases:
+                    checkpoint.save(directory, done, state, config.keep_checkpoints)
+                progress.print(logs.summary_line(done, env_steps, metrics))
     except KeyboardInterrupt:
         progress.close()
         checkpoint.save(directory, int(state.phases), state, config.keep_checkpoints)
