@@ -19,6 +19,7 @@ import jax.numpy as jnp
 
 from batchrl import types
 from batchrl.envs import bridge, jax_env
+from batchrl.types import EnvSpec
 
 AgentState = Any
 
@@ -26,10 +27,11 @@ AgentState = Any
 class BatchedEnv(Protocol):
     """What simulate needs of a batch of envs: pure functions on an explicit env state.
 
-    An env whose functions call the host (worker processes) sets `calls_host = True`.
+    An env whose functions call the host (worker processes) says so in `env_spec.calls_host`.
     """
 
     num_envs: int
+    env_spec: EnvSpec
 
     def init(self, key: jax.Array) -> tuple[Any, jax.Array]: ...
 
@@ -114,7 +116,7 @@ def _as_one_block(
     Both branches are the same function, so the result
     never depends on the predicate. JAX-native envs, with no host calls, skip it.
     """
-    if not getattr(env, "calls_host", False):
+    if not env.env_spec.calls_host:
         return function(*args)
     return jax.lax.cond(always, function, function, *args)
 

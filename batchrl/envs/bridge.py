@@ -15,19 +15,19 @@ the bridge keeps the original error and `surface_errors` raises it in its place.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable
 from typing import Any
 
 import flax.struct
-import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from batchrl.envs import batch as batch_lib
-from batchrl.envs import jax_env, thread_state
+from batchrl.envs import jax_env, spec, thread_state
 
 try:  # Present in the JAX versions pyproject.toml allows; kept optional on purpose.
     from jax.experimental.buffer_callback import buffer_callback
@@ -85,8 +85,6 @@ class InGraphBatchEnv:
     reset (env work and messaging), so the rest of a rollout's time is the program's own.
     """
 
-    calls_host = True  # Tells simulate to keep its compiled step in order around the calls.
-
     def __init__(self, batch_env: batch_lib.BatchEnv, seed: int = 0):
         self.batch_env = batch_env
         self.seed = seed
@@ -94,16 +92,14 @@ class InGraphBatchEnv:
         self.env_seconds = 0.0
         self._obs_space = batch_env.observation_space
         self._action_space = batch_env.action_space
-        self.observation_shape = tuple(self._obs_space.shape)
-        self.discrete = isinstance(self._action_space, gym.spaces.Discrete)
-        self.action_shape = () if self.discrete else tuple(self._action_space.shape)
-        self.num_actions = int(self._action_space.n) if self.discrete else None
-        bounded = not self.discrete and np.all(np.isfinite(self._action_space.low))
-        bounded = bounded and np.all(np.isfinite(self._action_space.high))
-        self.action_low = tuple(map(float, self._action_space.low)) if bounded else None
-        self.action_high = tuple(map(float, self._action_space.high)) if bounded else None
         obs_dtype = _jax_dtype(self._obs_space.dtype)
-        self._obs_type = jax.ShapeDtypeStruct((self.num_envs, *self.observation_shape), obs_dtype)
+        # calls_host tells simulate to keep its compiled step in order around the calls.
+        self.env_spec = dataclasses.replace(
+            spec.env_spec(self._obs_space, self._action_space, calls_host=True),
+            observation_dtype=obs_dtype.name,  # As the compiled program receives them.
+        )
+        obs_shape = (self.num_envs, *self.env_spec.observation_shape)
+        self._obs_type = jax.ShapeDtypeStruct(obs_shape, obs_dtype)
         self._step_types = (
             _TOKEN,
             self._obs_type,
@@ -122,7 +118,7 @@ class InGraphBatchEnv:
         token, obs = self._host_init(jnp.zeros((), jnp.int32))
         zeros = jnp.zeros((self.num_envs,), jnp.float32)
         falses = jnp.zeros((self.num_envs,), bool)
-        action = jnp.zeros((self.num_envs, *self.action_shape), self._action_dtype)
+        action = jnp.zeros((self.num_envs, *self.env_spec.action_shape), self._action_dtype)
         return BridgeState(token, obs, action, zeros, falses, falses), obs
 
     def reset(
@@ -141,7 +137,7 @@ class InGraphBatchEnv:
         self, env_state: BridgeState, action: jax.Array
     ) -> tuple[BridgeState, jax_env.TimeStep]:
         """Steps every host env with action [B, *action_shape]."""
-        expected = (self.num_envs, *self.action_shape)
+        expected = (self.num_envs, *self.env_spec.action_shape)
         if action.shape != expected:
             raise ValueError(f"action has shape {action.shape}, expected {expected}")
         # Cast before the call, so no work runs beside it (see simulate._as_one_block).

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from batchrl.envs import BatchEnv, bridge, mock
+from batchrl.types import EnvSpec
 
 
 def test_jitted_steps_match_stepping_the_batch_directly():
@@ -33,7 +34,7 @@ def test_jitted_steps_match_stepping_the_batch_directly():
 def test_discrete_actions_and_masked_reset():
     with BatchEnv.external(lambda: gym.make("CartPole-v1"), 4) as batch_env:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
-        assert env.discrete and env.num_actions == 2 and env.action_shape == ()
+        assert env.env_spec == EnvSpec((4,), True, num_actions=2, calls_host=True)
         state, _ = env.init(jax.random.key(0))
         state, time_step = env.step(state, jnp.array([0, 1, 0, 1]))
         assert time_step.reward.dtype == jnp.float32

@@ -20,6 +20,8 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
+from batchrl.types import EnvSpec
+
 EnvState = Any
 """A pytree of arrays: everything an env needs to step, including its key if it has one."""
 
@@ -46,22 +48,12 @@ class Env(Protocol):
     """One unbatched JAX-native env: static description plus pure `reset` and `step`.
 
     Attributes:
-        observation_shape: Shape of one observation.
-        action_shape: Shape of one action; () for discrete actions.
-        num_actions: Number of discrete actions, or None for continuous actions.
-        action_low: Lower bound of each continuous action element, or None when discrete.
-        action_high: Upper bound of each continuous action element, or None when discrete.
-        discrete: Whether actions are integers in [0, num_actions).
+        env_spec: Shapes, action kind and bounds (`calls_host` False: all is compiled).
         max_length: The registered time limit in steps (e.g. 200 for Pendulum-v1);
             applied by `LimitDuration`, not by `step` itself.
     """
 
-    observation_shape: tuple[int, ...]
-    action_shape: tuple[int, ...]
-    num_actions: int | None
-    action_low: tuple[float, ...] | None
-    action_high: tuple[float, ...] | None
-    discrete: bool
+    env_spec: EnvSpec
     max_length: int
 
     def reset(self, key: jax.Array) -> tuple[EnvState, jax.Array]:
@@ -92,28 +84,8 @@ class Describes:
     env: Env
 
     @property
-    def observation_shape(self) -> tuple[int, ...]:
-        return self.env.observation_shape
-
-    @property
-    def action_shape(self) -> tuple[int, ...]:
-        return self.env.action_shape
-
-    @property
-    def num_actions(self) -> int | None:
-        return self.env.num_actions
-
-    @property
-    def action_low(self) -> tuple[float, ...] | None:
-        return self.env.action_low
-
-    @property
-    def action_high(self) -> tuple[float, ...] | None:
-        return self.env.action_high
-
-    @property
-    def discrete(self) -> bool:
-        return self.env.discrete
+    def env_spec(self) -> EnvSpec:
+        return self.env.env_spec
 
     @property
     def max_length(self) -> int:
@@ -176,7 +148,7 @@ def step_batch(env: Env, state: EnvState, action: jax.Array) -> tuple[EnvState, 
         leading [B] axis.
     """
     num_envs = _num_envs(state)
-    expected = (num_envs, *env.action_shape)
+    expected = (num_envs, *env.env_spec.action_shape)
     if action.shape != expected:
         raise ValueError(f"action has shape {action.shape}, expected {expected}")
     return jax.vmap(env.step)(state, action)

@@ -10,6 +10,7 @@ import pytest
 
 from batchrl.envs import jax_env
 from batchrl.envs.classic import cartpole, pendulum
+from batchrl.types import EnvSpec
 
 
 @flax.struct.dataclass
@@ -23,12 +24,7 @@ class _CountingEnv:
     """Terminates after `end` steps (never if 0); obs [count, tag], tag drawn at reset."""
 
     end: int = 0
-    observation_shape: ClassVar[tuple[int, ...]] = (2,)
-    action_shape: ClassVar[tuple[int, ...]] = ()
-    num_actions: ClassVar[int | None] = 3
-    action_low: ClassVar[None] = None
-    action_high: ClassVar[None] = None
-    discrete: ClassVar[bool] = True
+    env_spec: ClassVar[EnvSpec] = EnvSpec(observation_shape=(2,), discrete=True, num_actions=3)
     max_length: ClassVar[int] = 4
 
     def reset(self, key):
@@ -53,7 +49,7 @@ def _unroll(env, length):
 
     def unroll(key):
         state, _ = env.reset(key)
-        actions = jnp.ones((length, *env.action_shape), jnp.int32)
+        actions = jnp.ones((length, *env.env_spec.action_shape), jnp.int32)
         return jax.lax.scan(env.step, state, actions)[1]
 
     return jax.jit(unroll)
@@ -134,9 +130,9 @@ def test_batch_helpers_check_the_batch_size():
 
 
 def _actions(env, key, shape):
-    if env.discrete:
-        return jax.random.randint(key, shape, 0, env.num_actions)
-    return jax.random.uniform(key, (*shape, *env.action_shape), minval=-3, maxval=3)
+    if env.env_spec.discrete:
+        return jax.random.randint(key, shape, 0, env.env_spec.num_actions)
+    return jax.random.uniform(key, (*shape, *env.env_spec.action_shape), minval=-3, maxval=3)
 
 
 def _scan_rollout(env, state, obs, keys, actions):
@@ -160,7 +156,7 @@ def _loop_rollout(env, start_key, keys, actions):
     start_keys = jax.random.split(start_key, num_envs)  # As reset_batch splits.
     reset_keys = jax.vmap(lambda key: jax.random.split(key, num_envs))(keys)  # [T, B]
     actions = np.asarray(actions)
-    obs_shape = (length, num_envs, *env.observation_shape)
+    obs_shape = (length, num_envs, *env.env_spec.observation_shape)
     obs, next_obs = np.zeros(obs_shape), np.zeros(obs_shape)
     reward, terminated, truncated = (np.zeros((length, num_envs)) for _ in range(3))
     for i in range(num_envs):

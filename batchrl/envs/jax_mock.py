@@ -8,11 +8,13 @@ ends every episode after exactly durations[i] steps; its observation is [step, d
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
 
 from batchrl.envs import jax_env
+from batchrl.types import EnvSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -21,10 +23,7 @@ class CountingBatch:
 
     durations: tuple[int, ...]
     end: str = "terminated"
-    observation_shape: tuple[int, ...] = (3,)
-    action_shape: tuple[int, ...] = (2,)
-    discrete: bool = False
-    num_actions: None = None
+    env_spec: ClassVar[EnvSpec] = EnvSpec(observation_shape=(3,), discrete=False, action_shape=(2,))
 
     @property
     def num_envs(self) -> int:

@@ -1,4 +1,4 @@
-"""Which spaces batchrl supports, and checks that name the offending space.
+"""Which spaces batchrl supports, and the `EnvSpec` of an env with supported spaces.
 
 Observations: `Box` of any shape. Actions: `Box` or `Discrete`. Everything else
 is rejected up front with an error that says what is supported, rather than
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+
+from batchrl.types import EnvSpec
 
 SUPPORTED_OBSERVATION = "Box observations of any shape"
 SUPPORTED_ACTION = "Box or Discrete actions"
@@ -56,3 +58,28 @@ def env_name(env: gym.Env) -> str:
     if spec is not None and getattr(spec, "id", None):
         return f"'{spec.id}'"
     return f"'{type(getattr(env, 'unwrapped', env)).__name__}'"
+
+
+def env_spec(
+    observation_space: gym.Space,
+    action_space: gym.Space,
+    calls_host: bool = False,
+    env_name: str = "env",
+) -> EnvSpec:
+    """The spec of an env with these Gymnasium spaces; unsupported spaces are refused."""
+    observation_space = check_observation_space(observation_space, env_name)
+    action_space = check_action_space(action_space, env_name)
+    discrete = isinstance(action_space, gym.spaces.Discrete)
+    bounded = not discrete and bool(
+        np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))
+    )
+    return EnvSpec(
+        observation_shape=tuple(observation_space.shape),
+        discrete=discrete,
+        action_shape=() if discrete else tuple(action_space.shape),
+        num_actions=int(action_space.n) if discrete else None,
+        action_low=tuple(map(float, action_space.low.flat)) if bounded else None,
+        action_high=tuple(map(float, action_space.high.flat)) if bounded else None,
+        observation_dtype=np.dtype(observation_space.dtype).name,
+        calls_host=calls_host,
+    )

@@ -1,4 +1,5 @@
 import dataclasses
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -10,6 +11,7 @@ from batchrl.ppo import clipped
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import policy as policy_lib
 from batchrl.training import loop
+from batchrl.types import EnvSpec
 
 PENDULUM = config_lib.clipped(
     num_agents=32, steps_per_update=128, num_minibatches=16, update_epochs=10, discount=0.95
@@ -58,10 +60,7 @@ class ConstantReward:
 
     num_envs: int
     end: str
-    observation_shape: tuple = (1,)
-    action_shape: tuple = (1,)
-    discrete: bool = False
-    num_actions: None = None
+    env_spec: ClassVar[EnvSpec] = EnvSpec(observation_shape=(1,), discrete=False, action_shape=(1,))
 
     def init(self, key):
         del key

@@ -64,7 +64,7 @@ def test_short_run_on_halfcheetah_in_worker_processes(objective):
     assert int(state.agent.updates) == 4
     assert metrics[-1]["eval/count"] == 4 and metrics[-1]["train/count"] == 8
     assert all(np.isfinite(v) for m in metrics for v in m.values())
-    low = jnp.asarray(env.action_low)
+    low = jnp.asarray(env.env_spec.action_low)
     assert low.shape == (6,)
 
 

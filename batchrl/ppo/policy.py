@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from batchrl.networks import distributions, feed_forward, recurrent
 from batchrl.parts import normalizer
 from batchrl.ppo import config as config_lib
+from batchrl.types import EnvSpec
 
 _ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
 
@@ -27,11 +28,7 @@ class Networks:
     """Static description of the policy and value networks for one env's spaces."""
 
     config: config_lib.Config
-    observation_shape: tuple[int, ...]
-    discrete: bool
-    action_size: int  # Action dimensions, or the number of discrete actions.
-    action_low: tuple[float, ...] | None = None
-    action_high: tuple[float, ...] | None = None
+    env_spec: EnvSpec  # The only thing the networks know of the env.
 
     def __post_init__(self):
         if self.config.recurrent and self.discrete:
@@ -44,6 +41,19 @@ class Networks:
     @property
     def recurrent(self) -> bool:
         return self.config.recurrent
+
+    @property
+    def observation_shape(self) -> tuple[int, ...]:
+        return self.env_spec.observation_shape
+
+    @property
+    def discrete(self) -> bool:
+        return self.env_spec.discrete
+
+    @property
+    def action_size(self) -> int:
+        """Action dimensions, or the number of discrete actions."""
+        return self.env_spec.action_size
 
     @property
     def policy_module(self) -> nn.Module:
@@ -162,22 +172,12 @@ class Networks:
         """Maps a policy action onto the env's action space (bounds, dtype)."""
         if self.discrete:
             return action.astype(jnp.int32)
-        if self.action_low is None:
+        if self.env_spec.action_low is None:
             return action
-        low, high = jnp.asarray(self.action_low), jnp.asarray(self.action_high)
+        low, high = jnp.asarray(self.env_spec.action_low), jnp.asarray(self.env_spec.action_high)
         return jnp.clip(low + (action + 1.0) * 0.5 * (high - low), low, high)
 
 
 def for_env(config: config_lib.Config, env: Any) -> Networks:
-    """Networks for a batched env (JAX-native or bridge) from its static description."""
-    if env.discrete:
-        return Networks(config, tuple(env.observation_shape), True, int(env.num_actions))
-    low, high = getattr(env, "action_low", None), getattr(env, "action_high", None)
-    return Networks(
-        config,
-        tuple(env.observation_shape),
-        False,
-        int(env.action_shape[0]),
-        None if low is None else tuple(low),
-        None if high is None else tuple(high),
-    )
+    """Networks for a batched env (JAX-native or bridge), from its `env_spec`."""
+    return Networks(config, env.env_spec)

@@ -72,7 +72,7 @@ def build(
         num_envs=env.num_envs,
         train_steps=train_steps,
         # Envs stepped on the host are one set, whichever simulate state drives them.
-        shared_envs=getattr(env, "calls_host", False),
+        shared_envs=env.env_spec.calls_host,
     )
     state = RunState(
         agent=algorithm.init(networks, env.num_envs, agent_key),

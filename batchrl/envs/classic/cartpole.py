@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl.envs import jax_env
+from batchrl.types import EnvSpec
 
 GRAVITY = 9.8
 MASS_CART = 1.0
@@ -56,12 +57,7 @@ class CartPoleState:
 class CartPole:
     """Gymnasium's CartPole-v1 with its default reward (not the Sutton-Barto variant)."""
 
-    observation_shape: ClassVar[tuple[int, ...]] = (4,)
-    action_shape: ClassVar[tuple[int, ...]] = ()
-    num_actions: ClassVar[int | None] = 2
-    action_low: ClassVar[tuple[float, ...] | None] = None
-    action_high: ClassVar[tuple[float, ...] | None] = None
-    discrete: ClassVar[bool] = True
+    env_spec: ClassVar[EnvSpec] = EnvSpec(observation_shape=(4,), discrete=True, num_actions=2)
     max_length: ClassVar[int] = 500
 
     def reset(self, key: jax.Array) -> tuple[CartPoleState, jax.Array]:
@@ -76,8 +72,8 @@ class CartPole:
         self, env_state: CartPoleState, action: jax.Array
     ) -> tuple[CartPoleState, jax_env.TimeStep]:
         """Pushes right for action 1, left otherwise (action: [] int). Returns (state, TimeStep)."""
-        if action.shape != self.action_shape:
-            raise ValueError(f"action has shape {action.shape}, expected {self.action_shape}")
+        if action.shape != ():
+            raise ValueError(f"action has shape {action.shape}, expected ()")
         s = env_state
         force = jnp.where(action == 1, FORCE, -FORCE).astype(s.x.dtype)
         cos_theta, sin_theta = jnp.cos(s.theta), jnp.sin(s.theta)

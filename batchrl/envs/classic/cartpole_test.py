@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.envs import jax_env
+from batchrl.envs import jax_env, spec
 from batchrl.envs.classic import cartpole, make
 
 ENV = cartpole.CartPole()
@@ -133,11 +133,8 @@ def test_reset_samples_each_variable_uniformly_within_gymnasium_bounds():
 
 def test_description_matches_gymnasium_spaces():
     gym_env = gym.make("CartPole-v1")
-    assert isinstance(ENV, jax_env.Env) and ENV.discrete
-    assert ENV.num_actions == gym_env.action_space.n
-    assert ENV.action_shape == gym_env.action_space.shape == ()
-    assert ENV.action_low is None and ENV.action_high is None
-    assert ENV.observation_shape == gym_env.observation_space.shape
+    assert isinstance(ENV, jax_env.Env)
+    assert ENV.env_spec == spec.env_spec(gym_env.observation_space, gym_env.action_space)
     assert ENV.max_length == gym_env.spec.max_episode_steps == 500
 
 

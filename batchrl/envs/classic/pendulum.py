@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl.envs import jax_env
+from batchrl.types import EnvSpec
 
 MAX_SPEED = 8.0
 MAX_TORQUE = 2.0
@@ -53,12 +54,13 @@ class Pendulum:
 
     g: float = 10.0
 
-    observation_shape: ClassVar[tuple[int, ...]] = (3,)
-    action_shape: ClassVar[tuple[int, ...]] = (1,)
-    num_actions: ClassVar[int | None] = None
-    action_low: ClassVar[tuple[float, ...]] = (-MAX_TORQUE,)
-    action_high: ClassVar[tuple[float, ...]] = (MAX_TORQUE,)
-    discrete: ClassVar[bool] = False
+    env_spec: ClassVar[EnvSpec] = EnvSpec(
+        observation_shape=(3,),
+        discrete=False,
+        action_shape=(1,),
+        action_low=(-MAX_TORQUE,),
+        action_high=(MAX_TORQUE,),
+    )
     max_length: ClassVar[int] = 200
 
     def reset(self, key: jax.Array) -> tuple[PendulumState, jax.Array]:
@@ -72,8 +74,8 @@ class Pendulum:
         self, env_state: PendulumState, action: jax.Array
     ) -> tuple[PendulumState, jax_env.TimeStep]:
         """Applies torque action [1], clipped to [-2, 2]. Returns (state, TimeStep)."""
-        if action.shape != self.action_shape:
-            raise ValueError(f"action has shape {action.shape}, expected {self.action_shape}")
+        if action.shape != (1,):
+            raise ValueError(f"action has shape {action.shape}, expected (1,)")
         theta, theta_dot = env_state.theta, env_state.theta_dot
         # The torque terms stay in the action's dtype, as in Gymnasium, where NumPy keeps
         # them float32 for a float32 action; this matters only for a float64 state.

@@ -1,3 +1,4 @@
+import dataclasses
 import functools
 
 import gymnasium as gym
@@ -6,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.envs import jax_env
+from batchrl.envs import jax_env, spec
 from batchrl.envs.classic import make, pendulum
 
 ENV = pendulum.Pendulum()
@@ -122,11 +123,10 @@ def test_reset_samples_angle_and_speed_uniformly_within_gymnasium_bounds():
 
 def test_description_matches_gymnasium_spaces():
     gym_env = gym.make("Pendulum-v1")
-    assert isinstance(ENV, jax_env.Env) and not ENV.discrete and ENV.num_actions is None
-    assert ENV.observation_shape == gym_env.observation_space.shape
-    assert ENV.action_shape == gym_env.action_space.shape
-    np.testing.assert_array_equal(ENV.action_low, gym_env.action_space.low)
-    np.testing.assert_array_equal(ENV.action_high, gym_env.action_space.high)
+    assert isinstance(ENV, jax_env.Env)
+    described = dataclasses.replace(spec.env_spec(gym_env.observation_space, gym_env.action_space),
+        observation_dtype="float32")  # fmt: skip
+    assert ENV.env_spec == described
     assert ENV.max_length == gym_env.spec.max_episode_steps == 200
 
 
