@@ -20,19 +20,22 @@ class ThreadProbeEnv(gym.Env):
     def __init__(self):
         self.locals = threading.local()
         self.kept: list[bool] = []
+        self.threads: set[int] = set()
 
     def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         return np.zeros(2, np.float32), {}
 
     def step(self, action):
+        self.threads.add(threading.get_ident())
         self.kept.append(getattr(self.locals, "mark", False))
         self.locals.mark = True
         return np.zeros(2, np.float32), 0.0, False, False, {}
 
 
-def steps_that_found_their_thread_state(num_steps: int = 20) -> list[bool]:
-    """Runs a compiled rollout on a ThreadProbeEnv; returns, per step, whether locals survived."""
+def steps_that_found_their_thread_state(num_steps: int = 20) -> tuple[list[bool], bool]:
+    """Runs a compiled rollout on a ThreadProbeEnv: per step, whether locals survived, and
+    whether every step ran on a thread other than the caller's."""
     probe = ThreadProbeEnv()
     env = bridge.InGraphBatchEnv(BatchEnv([probe]))
     shapes = [(2, 64), (64, 64), (64, 1)]
@@ -50,22 +53,29 @@ def steps_that_found_their_thread_state(num_steps: int = 20) -> list[bool]:
     keep = lambda agent_state, _: agent_state  # noqa: E731
     rollout = simulate.make_rollout(env, simulate.Agent(keep, perform, keep, keep), num_steps)
     rollout(simulate.init(env, jax.random.key(0)), ())
-    return probe.kept[1:]
+    return probe.kept[1:], threading.get_ident() not in probe.threads
 
 
 SCRIPT = """
 from batchrl.envs import thread_state_test
-print(sum(thread_state_test.steps_that_found_their_thread_state()))
+kept, off_main = thread_state_test.steps_that_found_their_thread_state()
+print(sum(kept), off_main)
 """
 
 
 def test_host_calls_from_a_compiled_rollout_keep_their_thread_state():
     # Whether XLA runs the program on the caller's thread or its own is settled once per
-    # process, so fresh processes try both; a thread state made afresh for each host
-    # call would drop the thread's locals at every step on XLA's threads.
-    for _ in range(3):
+    # process, so fresh processes are tried until one ran the host calls on XLA's thread,
+    # where a thread state made afresh for each call would drop the locals at every step.
+    off_main = []
+    for _ in range(5):
         result = subprocess.run(
             [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120
         )
         assert result.returncode == 0, result.stderr
-        assert result.stdout.split()[-1] == "19"
+        kept, off = result.stdout.split()[-2:]
+        assert kept == "19"
+        off_main.append(off == "True")
+        if off_main[-1]:
+            break
+    assert any(off_main), "no run made its host calls off the main thread"

@@ -3,10 +3,13 @@ import functools
 
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from batchrl.envs import BatchEnv, bridge, classic, jax_env
 from batchrl.ppo import config as config_lib
+from batchrl.ppo import penalty
+from batchrl.ppo import policy as policy_lib
 from batchrl.training import loop
 
 
@@ -81,8 +84,15 @@ def test_recurrent_policy_trains_and_resets_its_state_at_episode_start():
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
     metrics, state = loop.train(config, env, 20, 20, phases=2)
     assert int(state.agent.updates) == 2
-    assert state.agent.carry.shape == (4, 16)
     assert all(np.isfinite(m["train/policy_loss"]) for m in metrics)
+    networks = policy_lib.for_env(config, env)
+    carried = state.agent.replace(carry=jnp.ones((4, 16)))
+    starting = jnp.array([True, False, True, False])
+    fresh = networks.initial_carry(4)
+    for training in (True, False):
+        begun = penalty.agent(networks, training).begin_episode(carried, starting)
+        np.testing.assert_array_equal(begun.carry[starting], fresh[starting])
+        np.testing.assert_array_equal(begun.carry[~starting], carried.carry[~starting])
 
 
 def test_recurrent_needs_the_penalty_objective_and_box_actions():
@@ -100,11 +110,14 @@ def test_chunks_must_divide_episodes():
     assert config_lib.Config(max_length=200, chunk_length=500).chunk == 200
 
 
-def test_updates_in_chunks_of_episodes():
+def test_updates_in_minibatches_of_chunks_of_episodes():
+    # 4 episodes of 20 steps cut in chunks of 5 make 16 rows: 4 minibatches of 4 chunks per
+    # epoch, so 2 updates of 2 epochs take 16 Adam steps (4 if whole episodes were rows).
     config = config_lib.Config(
         num_agents=4, max_length=20, chunk_length=5, update_every=4, batch_size=4, update_epochs=2
     )
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
     metrics, state = loop.train(config, env, 20, 20, phases=2)
     assert int(state.agent.updates) == 2
+    assert int(optax.tree.get(state.agent.opt_state, "count")) == 16
     assert all(np.isfinite(m["train/policy_loss"]) for m in metrics)

@@ -29,6 +29,13 @@ TINY = [
 ]
 
 
+def phase_ends(folder: pathlib.Path) -> list[int]:
+    """The env step at the end of every phase of the run in `folder`, from its config."""
+    config = train.load_config(folder)
+    phase = config.batch_steps_per_phase * config.num_agents
+    return [phase * number for number in range(1, config.phases + 1)]
+
+
 def run_folder(logdir: pathlib.Path) -> pathlib.Path:
     (folder,) = logdir.iterdir()
     return folder
@@ -57,18 +64,21 @@ def finished_run(tmp_path_factory):
 
 def test_a_run_folder_holds_config_checkpoints_events_and_metrics(finished_run):
     assert (finished_run / "config.yaml").read_text().startswith("objective: kl_penalty")
+    ends = phase_ends(finished_run)
+    assert len(ends) == 5  # keep_checkpoints=3 of them are kept:
     assert checkpoint.steps(finished_run / "checkpoints") == [3, 4, 5]
     assert list(finished_run.glob("events.out.tfevents.*"))
     rows = logs.read_jsonl(finished_run / "metrics.jsonl")
-    assert [row["step"] for row in rows] == [200, 400, 600, 800, 1000]
+    assert [row["step"] for row in rows] == ends
 
 
 def test_evaluates_every_eval_every_phases_and_the_final_policy_at_the_end(finished_run):
     rows = logs.read_jsonl(finished_run / "metrics.jsonl")
-    assert [row["step"] for row in rows if "eval/return" in row] == [400, 800, 1000]
+    ends = phase_ends(finished_run)  # eval_every=2 of 5 phases, and the last.
+    assert [row["step"] for row in rows if "eval/return" in row] == [ends[1], ends[3], ends[4]]
     # Periodic evaluations: eval_episodes (4); the final one: rounds of 4 until 10 ended.
     assert [row["eval/count"] for row in rows if "eval/return" in row] == [4, 4, 12]
-    assert [row["step"] for row in rows if "final/return" in row] == [1000]
+    assert [row["step"] for row in rows if "final/return" in row] == [ends[-1]]
     assert rows[-1]["final/return"] == rows[-1]["eval/return"]
     assert rows[-1]["final/episodes"] == 12
     assert all(row["perf/eval_seconds"] == 0 for row in rows if "eval/return" not in row)
@@ -150,7 +160,7 @@ def test_an_interrupt_anywhere_then_resume_matches_an_uninterrupted_run(
     whole = checkpoint.path_for(finished_run / "checkpoints", 5).read_bytes()
     assert checkpoint.path_for(folder / "checkpoints", 5).read_bytes() == whole
     steps = [row["step"] for row in logs.read_jsonl(folder / "metrics.jsonl")]
-    assert sorted(set(steps)) == [200, 400, 600, 800, 1000]
+    assert sorted(set(steps)) == phase_ends(folder)
 
 
 @pytest.mark.slow
@@ -179,7 +189,7 @@ def test_a_killed_run_resumes_exactly_as_if_never_stopped(tmp_path):
     b = checkpoint.path_for(folder / "checkpoints", 20).read_bytes()
     assert a == b  # Byte for byte: parameters, optimiser, normalisers, keys, memory.
     steps = [row["step"] for row in logs.read_jsonl(folder / "metrics.jsonl")]
-    assert steps[-1] == 4000 and sorted(set(steps)) == list(range(200, 4001, 200))
+    assert sorted(set(steps)) == phase_ends(folder) and steps[-1] == 4000
 
 
 @pytest.mark.slow
