@@ -12,12 +12,10 @@ from typing import Any
 import flax.struct
 import jax
 import jax.numpy as jnp
-import optax
 
 from batchrl import simulate, types
 from batchrl.parts import normalizer, returns
-from batchrl.ppo import config as config_lib
-from batchrl.ppo import losses
+from batchrl.ppo import losses, sgd
 from batchrl.ppo import policy as policy_lib
 
 
@@ -55,14 +53,6 @@ class State:
 METRICS = ("train/policy_loss", "train/value_loss", "train/entropy", "train/kl", "train/grad_norm")
 
 
-def optimizer(config: config_lib.Config) -> optax.GradientTransformation:
-    """Adam, after clipping the global gradient norm when the config asks for it."""
-    adam = optax.adam(config.learning_rate, eps=1e-5)
-    if config.max_grad_norm is None:
-        return adam
-    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm), adam)
-
-
 def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
     """A fresh agent for `num_envs` envs."""
     config = networks.config
@@ -84,7 +74,7 @@ def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
     )
     return State(
         params=params,
-        opt_state=optimizer(config).init(params),
+        opt_state=sgd.optimizer(config.learning_rate, config.max_grad_norm).init(params),
         obs_norm=normalizer.init(obs_shape),
         reward_norm=normalizer.init(()),
         discounted_return=jnp.zeros((num_envs,), jnp.float32),
@@ -181,19 +171,18 @@ def update(networks: policy_lib.Networks, state: State) -> State:
             "value": flat(value),
         }
 
-    batch = {
+    data = {
         "obs": flat(obs),
         "action": flat(rollout.action),
         "log_prob": flat(rollout.log_prob),
         **advantages(state.params),
     }
-    old_dist = networks.distribution(state.params, batch["obs"])
-    tx = optimizer(config)
+    data["old_dist"] = networks.distribution(state.params, data["obs"])
     # CleanRL's anneal_lr: Adam's step scaled by 1 - updates/total, reaching zero at `steps`.
     progress = state.updates / config.total_updates
     lr_scale = jnp.maximum(1.0 - progress, 0.0) if config.anneal_learning_rate else 1.0
 
-    def loss_fn(params: dict, minibatch: dict, old: Any) -> tuple[jax.Array, dict]:
+    def loss_fn(params: dict, minibatch: dict) -> tuple[jax.Array, dict]:
         dist = networks.distribution(params, minibatch["obs"])
         log_prob = networks.log_prob(dist, minibatch["action"])
         advantage = losses.standardize(minibatch["advantage"])
@@ -205,7 +194,7 @@ def update(networks: policy_lib.Networks, state: State) -> State:
             value, minibatch["target"], minibatch["value"], config.clip_value
         )
         entropy = networks.entropy(dist).mean()
-        kl = networks.kl(old, dist).mean()
+        kl = networks.kl(minibatch["old_dist"], dist).mean()
         total = policy_loss + config.value_coef * value_loss - config.entropy_coef * entropy
         return total, {
             "train/policy_loss": policy_loss,
@@ -214,36 +203,23 @@ def update(networks: policy_lib.Networks, state: State) -> State:
             "train/kl": kl,
         }
 
-    def minibatch_step(carry: tuple, indices: jax.Array) -> tuple[tuple, dict]:
-        params, opt_state, stopped, batch = carry
-        minibatch = jax.tree.map(lambda x: x[indices], batch)
-        old = jax.tree.map(lambda x: x[indices], old_dist)
-        grads, metrics = jax.grad(loss_fn, has_aux=True)(params, minibatch, old)
-        updates, new_opt_state = tx.update(grads, opt_state, params)
-        updates = jax.tree.map(lambda u: u * lr_scale, updates)
-        new_params = optax.apply_updates(params, updates)
-        keep = lambda new, old: jax.tree.map(  # noqa: E731
-            lambda a, b: jnp.where(stopped, b, a), new, old
-        )
-        params, opt_state = keep(new_params, params), keep(new_opt_state, opt_state)
-        metrics["train/grad_norm"] = optax.tree.norm(grads)
-        if config.target_kl is not None:
-            stopped = stopped | (metrics["train/kl"] > config.target_kl)
-        return (params, opt_state, stopped, batch), metrics
-
-    def epoch(carry: tuple, key: jax.Array) -> tuple[tuple, dict]:
-        params, opt_state, stopped, batch = carry
-        if config.recompute_advantages:
-            batch = {**batch, **advantages(params)}
-        order = jax.random.permutation(key, steps * num_envs)
-        minibatches = order.reshape(config.num_minibatches, config.minibatch_size)
-        carry = (params, opt_state, stopped, batch)
-        return jax.lax.scan(minibatch_step, carry, minibatches)
+    def refresh(params: dict, data: dict) -> dict:
+        return {**data, **advantages(params)}
 
     key, epoch_key = jax.random.split(state.key)
-    epoch_keys = jax.random.split(epoch_key, config.update_epochs)
-    carry = (state.params, state.opt_state, jnp.zeros((), bool), batch)
-    (params, opt_state, _, _), metrics = jax.lax.scan(epoch, carry, epoch_keys)
+    params, opt_state, metrics = sgd.run_epochs(
+        sgd.optimizer(config.learning_rate, config.max_grad_norm),
+        state.params,
+        state.opt_state,
+        data,
+        loss_fn,
+        epoch_key,
+        epochs=config.update_epochs,
+        batch_size=config.minibatch_size,
+        refresh=refresh if config.recompute_advantages else None,
+        target_kl=config.target_kl,
+        step_scale=lr_scale,
+    )
     return state.replace(
         params=params,
         opt_state=opt_state,

@@ -15,11 +15,10 @@ from typing import Any
 import flax.struct
 import jax
 import jax.numpy as jnp
-import optax
 
 from batchrl import simulate, types
 from batchrl.parts import memory, normalizer, returns
-from batchrl.ppo import clipped, losses
+from batchrl.ppo import losses, sgd
 from batchrl.ppo import policy as policy_lib
 
 
@@ -77,7 +76,7 @@ def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
     example = _step_example(networks, dist)
     return State(
         params=params,
-        opt_state=clipped.optimizer(config).init(params),
+        opt_state=sgd.optimizer(config.learning_rate, config.max_grad_norm).init(params),
         obs_norm=normalizer.init(networks.observation_shape),
         reward_norm=normalizer.init(()),
         memory=memory.init(example, num_envs, config.update_every, config.max_length),
@@ -181,7 +180,6 @@ def update(networks: policy_lib.Networks, state: State) -> State:
     data["valid"] = valid
     old_log_prob = networks.log_prob(data["dist"], data["action"])
     data["old_log_prob"] = old_log_prob
-    tx = clipped.optimizer(config)
     penalty = state.penalty
 
     def loss_fn(params: dict, batch: dict) -> tuple[jax.Array, dict]:
@@ -214,30 +212,21 @@ def update(networks: policy_lib.Networks, state: State) -> State:
             "train/kl": losses.masked_mean(kl, mask),
         }
 
-    def minibatch_step(carry: tuple, indices: jax.Array) -> tuple[tuple, dict]:
-        params, opt_state = carry
-        batch = jax.tree.map(lambda x: x[indices], data)
-        grads, metrics = jax.grad(loss_fn, has_aux=True)(params, batch)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        metrics["train/grad_norm"] = optax.tree.norm(grads)
-        return (optax.apply_updates(params, updates), opt_state), metrics
-
     # Minibatches of `batch_size` chunks of `chunk_length` steps (whole episodes for a
     # recurrent policy, whose state must start at the episode's beginning).
     chunk = config.max_length if networks.recurrent else config.chunk
     rows = config.update_every * (config.max_length // chunk)
     data = jax.tree.map(lambda x: x.reshape(rows, chunk, *x.shape[2:]), data)
-    batch_size = min(config.batch_size, rows)
-    num_batches = rows // batch_size
-
-    def epoch(carry: tuple, key: jax.Array) -> tuple[tuple, dict]:
-        order = jax.random.permutation(key, rows)[: num_batches * batch_size]
-        return jax.lax.scan(minibatch_step, carry, order.reshape(num_batches, batch_size))
-
     key, epoch_key = jax.random.split(state.key)
-    carry = (state.params, state.opt_state)
-    (params, opt_state), metrics = jax.lax.scan(
-        epoch, carry, jax.random.split(epoch_key, config.update_epochs)
+    params, opt_state, metrics = sgd.run_epochs(
+        sgd.optimizer(config.learning_rate, config.max_grad_norm),
+        state.params,
+        state.opt_state,
+        data,
+        loss_fn,
+        epoch_key,
+        epochs=config.update_epochs,
+        batch_size=min(config.batch_size, rows),
     )
     # The KL of the whole update, measured after it, drives the penalty rule.
     new_dist = networks.episode_distribution(params, data["obs"])

@@ -1,0 +1,83 @@
+"""The SGD loop both PPO objectives share: epochs of shuffled minibatches, the loss passed in.
+
+Each objective builds its rows (steps, or chunks of episodes) and its loss; this file
+owns the shuffling, the optimiser steps, the optional early stop on KL, and the
+per-epoch refresh of the data (advantages recomputed with the latest value net).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+Batch = dict[str, Any]
+LossFn = Callable[[Any, Batch], tuple[jax.Array, dict[str, jax.Array]]]
+
+
+def optimizer(learning_rate: float, max_grad_norm: float | None) -> optax.GradientTransformation:
+    """Adam, after clipping the global gradient norm when `max_grad_norm` is set."""
+    adam = optax.adam(learning_rate, eps=1e-5)
+    if max_grad_norm is None:
+        return adam
+    return optax.chain(optax.clip_by_global_norm(max_grad_norm), adam)
+
+
+def run_epochs(
+    tx: optax.GradientTransformation,
+    params: Any,
+    opt_state: Any,
+    data: Batch,
+    loss_fn: LossFn,
+    key: jax.Array,
+    *,
+    epochs: int,
+    batch_size: int,
+    refresh: Callable[[Any, Batch], Batch] | None = None,
+    target_kl: float | None = None,
+    step_scale: jax.Array | float = 1.0,
+) -> tuple[Any, Any, dict[str, jax.Array]]:
+    """`epochs` passes over the rows of `data` (leading axis) in shuffled minibatches.
+
+    Each minibatch of `batch_size` rows takes one step of `tx`, scaled by `step_scale`;
+    rows that do not fill the last minibatch of an epoch sit that epoch out. `refresh`
+    recomputes data from the params before every epoch. With `target_kl`, no step is
+    taken once a minibatch's "train/kl" exceeded it. Returns the params, the optimiser
+    state and the metrics of every step, [epochs, minibatches] each, with the gradient
+    norm as "train/grad_norm".
+    """
+    rows = jax.tree.leaves(data)[0].shape[0]
+    num_batches = rows // batch_size
+
+    def minibatch_step(carry: tuple, indices: jax.Array) -> tuple[tuple, dict]:
+        params, opt_state, stopped, data = carry
+        batch = jax.tree.map(lambda x: x[indices], data)
+        grads, metrics = jax.grad(loss_fn, has_aux=True)(params, batch)
+        updates, new_opt_state = tx.update(grads, opt_state, params)
+        if not isinstance(step_scale, float) or step_scale != 1.0:
+            updates = jax.tree.map(lambda u: u * step_scale, updates)
+        new_params = optax.apply_updates(params, updates)
+        metrics["train/grad_norm"] = optax.tree.norm(grads)
+        if target_kl is None:
+            return (new_params, new_opt_state, stopped, data), metrics
+        keep = lambda new, old: jax.tree.map(  # noqa: E731
+            lambda a, b: jnp.where(stopped, b, a), new, old
+        )
+        params, opt_state = keep(new_params, params), keep(new_opt_state, opt_state)
+        stopped = stopped | (metrics["train/kl"] > target_kl)
+        return (params, opt_state, stopped, data), metrics
+
+    def epoch(carry: tuple, key: jax.Array) -> tuple[tuple, dict]:
+        params, opt_state, stopped, data = carry
+        if refresh is not None:
+            data = refresh(params, data)
+        order = jax.random.permutation(key, rows)[: num_batches * batch_size]
+        carry = (params, opt_state, stopped, data)
+        return jax.lax.scan(minibatch_step, carry, order.reshape(num_batches, batch_size))
+
+    carry = (params, opt_state, jnp.zeros((), bool), data)
+    (params, opt_state, _, _), metrics = jax.lax.scan(epoch, carry, jax.random.split(key, epochs))
+    return params, opt_state, metrics
