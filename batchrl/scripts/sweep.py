@@ -106,7 +106,9 @@ def run_one(args: argparse.Namespace, config: str, seed: int) -> tuple[int, floa
         try:
             code = process.wait()
         except KeyboardInterrupt:  # The run saves its checkpoint and exits.
-            process.send_signal(signal.SIGINT)
+            # SIGTERM, not SIGINT: a sweep started in the background (`nohup ... &`) hands
+            # its runs an ignored SIGINT, and they would never stop.
+            process.send_signal(signal.SIGTERM)
             process.wait()
             raise
     return code, round(time.perf_counter() - start, 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -72,8 +73,18 @@ def test_a_finished_run_asked_for_with_other_settings_is_refused(swept, capsys):
     assert "learning_rate=0.001 (saved 0.0001)" in err and len(err.strip().splitlines()) == 1
 
 
+def _as_background_job() -> None:
+    """What a shell does to `sweep ... &` before exec: SIGINT ignored, inherited by children."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 @pytest.mark.slow
-def test_an_interrupted_sweep_resumes_its_run_where_it_stopped(tmp_path):
+@pytest.mark.parametrize(
+    ("start", "stop"),
+    [(None, signal.SIGINT), (_as_background_job, signal.SIGTERM)],
+    ids=["ctrl-c", "kill-a-background-sweep"],
+)
+def test_an_interrupted_sweep_resumes_its_run_where_it_stopped(tmp_path, start, stop):
     argv = ["--logdir", str(tmp_path), "--configs", "pendulum_jax", "--seeds", "3"]
     argv += ["--steps", "40000", *TINY]
     process = subprocess.Popen(
@@ -81,12 +92,13 @@ def test_an_interrupted_sweep_resumes_its_run_where_it_stopped(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=start,
     )
     rundir = tmp_path / "seed3-pendulum_jax"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(checkpoint.steps(rundir / "checkpoints")) < 2:
         time.sleep(0.02)
-    process.send_signal(subprocess.signal.SIGINT)
+    process.send_signal(stop)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130, err[-2000:]
     assert out == ""  # No line for a run that did not finish.
