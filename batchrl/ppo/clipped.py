@@ -88,14 +88,12 @@ def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
     )
 
 
-def agent(networks: policy_lib.Networks, training: bool = True) -> simulate.Agent:
-    """The agent's functions for simulate: sampling and learning, or the mean action only."""
+def agent(networks: policy_lib.Networks) -> simulate.Agent:
+    """The training agent's functions for simulate: sampling, storing steps, updating."""
 
     def begin_episode(state: State, mask: jax.Array) -> State:
         # An env restarted without ending (a reset when switching phases) cuts its episode:
         # its last stored step becomes truncated, so it is bootstrapped and not continued.
-        if not training:
-            return state
         last = jnp.maximum(state.position - 1, 0)
         cut = mask & (state.position > 0)
         truncated = state.rollout.truncated.at[last].set(state.rollout.truncated[last] | cut)
@@ -103,13 +101,11 @@ def agent(networks: policy_lib.Networks, training: bool = True) -> simulate.Agen
 
     def perform(state: State, obs: jax.Array, key: jax.Array) -> tuple[State, jax.Array]:
         dist = networks.distribution(state.params, networks.normalize_obs(state.obs_norm, obs))
-        action = networks.sample(dist, key) if training else networks.mode(dist)
+        action = networks.sample(dist, key)
         state = state.replace(action=action, log_prob=networks.log_prob(dist, action))
         return state, networks.to_env(action)
 
     def experience(state: State, transition: types.Transition) -> State:
-        if not training:
-            return state
         rollout, t = state.rollout, state.position
         step = Rollout(
             obs=transition.obs.astype(jnp.float32),
@@ -134,8 +130,6 @@ def agent(networks: policy_lib.Networks, training: bool = True) -> simulate.Agen
 
     def end_episode(state: State, mask: jax.Array) -> State:
         del mask
-        if not training:
-            return state
         full = state.position >= networks.config.steps_per_update
         return jax.lax.cond(full, lambda s: update(networks, s), lambda s: s, state)
 

@@ -90,27 +90,23 @@ def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
     )
 
 
-def agent(networks: policy_lib.Networks, training: bool = True) -> simulate.Agent:
-    """The agent's functions for simulate: sampling and learning, or the mean action only."""
+def agent(networks: policy_lib.Networks) -> simulate.Agent:
+    """The training agent's functions for simulate: sampling, episode memory, updating."""
 
     def begin_episode(state: State, mask: jax.Array) -> State:
         # Episodes that ended were moved to memory by end_episode (their buffers are empty).
         # One cut short by a reset (switching phases) is kept, as truncated at its last step.
         fresh = networks.initial_carry(mask.shape[0])
         carry = jnp.where(mask[:, None], fresh, state.carry)
-        if not training:
-            return state.replace(carry=carry)
         return state.replace(memory=memory.finish(state.memory, mask), carry=carry)
 
     def perform(state: State, obs: jax.Array, key: jax.Array) -> tuple[State, jax.Array]:
         obs = networks.normalize_obs(state.obs_norm, obs)
         carry, dist = networks.step_distribution(state.params, state.carry, obs)
-        action = networks.sample(dist, key) if training else networks.mode(dist)
+        action = networks.sample(dist, key)
         return state.replace(action=action, dist=dist, carry=carry), networks.to_env(action)
 
     def experience(state: State, transition: types.Transition) -> State:
-        if not training:
-            return state
         obs = transition.obs.astype(jnp.float32)
         step = {
             "obs": obs,
@@ -128,8 +124,6 @@ def agent(networks: policy_lib.Networks, training: bool = True) -> simulate.Agen
         )
 
     def end_episode(state: State, mask: jax.Array) -> State:
-        if not training:
-            return state
         state = state.replace(memory=memory.finish(state.memory, mask))
         return jax.lax.cond(
             memory.full(state.memory), lambda s: update(networks, s), lambda s: s, state

@@ -7,8 +7,8 @@ import optax
 import pytest
 
 from batchrl.envs import BatchEnv, bridge, classic, jax_env
+from batchrl.ppo import acting, penalty
 from batchrl.ppo import config as config_lib
-from batchrl.ppo import penalty
 from batchrl.ppo import policy as policy_lib
 from batchrl.training import loop
 
@@ -89,8 +89,8 @@ def test_recurrent_policy_trains_and_resets_its_state_at_episode_start():
     carried = state.agent.replace(carry=jnp.ones((4, 16)))
     starting = jnp.array([True, False, True, False])
     fresh = networks.initial_carry(4)
-    for training in (True, False):
-        begun = penalty.agent(networks, training).begin_episode(carried, starting)
+    for agent in (penalty.agent(networks), acting.evaluation_agent(networks)):
+        begun = agent.begin_episode(carried, starting)
         np.testing.assert_array_equal(begun.carry[starting], fresh[starting])
         np.testing.assert_array_equal(begun.carry[~starting], carried.carry[~starting])
 

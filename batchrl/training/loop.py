@@ -20,7 +20,7 @@ import jax.numpy as jnp
 
 from batchrl import simulate
 from batchrl.parts import normalizer
-from batchrl.ppo import clipped
+from batchrl.ppo import acting, clipped
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import policy as policy_lib
 
@@ -67,8 +67,8 @@ def build(
     key = jax.random.key(config.seed)
     agent_key, train_key, eval_key = jax.random.split(key, 3)
     programs = Programs(
-        train=simulate.make_rollout(env, algorithm.agent(networks, training=True), train_steps),
-        evaluate=simulate.make_rollout(env, algorithm.agent(networks, training=False), eval_steps),
+        train=simulate.make_rollout(env, algorithm.agent(networks), train_steps),
+        evaluate=simulate.make_rollout(env, acting.evaluation_agent(networks), eval_steps),
         num_envs=env.num_envs,
         train_steps=train_steps,
         # Envs stepped on the host are one set, whichever simulate state drives them.
