@@ -73,6 +73,26 @@ def load_agent(rundir: pathlib.Path):
     return config, policy_lib.for_env(config, env), restored[1].agent
 
 
+def follow_the_agent(env) -> bool:
+    """Films a MuJoCo env through its model's tracking camera ("track") when it has one.
+
+    Gymnasium renders locomotion tasks from a still camera that the agent leaves within
+    seconds (HalfCheetah after about 30 of 1,000 frames); every MuJoCo locomotion model
+    has a camera named "track" that follows the agent's centre of mass. Returns whether
+    one was found; other envs keep their camera.
+    """
+    renderer = getattr(env.unwrapped, "mujoco_renderer", None)
+    if renderer is None:
+        return False
+    import mujoco
+
+    camera = mujoco.mj_name2id(renderer.model, mujoco.mjtObj.mjOBJ_CAMERA, "track")
+    if camera < 0:
+        return False
+    renderer.camera_id = camera
+    return True
+
+
 def record(config, networks, agent, episodes: int, outdir: pathlib.Path) -> list[dict]:
     """Runs `episodes` episodes with the mean action; writes one MP4 each; returns stats."""
     import imageio
@@ -83,6 +103,7 @@ def record(config, networks, agent, episodes: int, outdir: pathlib.Path) -> list
     from batchrl.envs import make
 
     env = make.Make(config.env, config.max_length, render_mode="rgb_array")()
+    follow_the_agent(env)
 
     @jax.jit
     def act(carry: jax.Array, obs: jax.Array) -> tuple[jax.Array, jax.Array]:

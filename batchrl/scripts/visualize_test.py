@@ -48,3 +48,42 @@ def test_missing_run_or_checkpoint_is_one_line(tmp_path, capsys):
     (empty / "config.yaml").write_text("env_kind: jax\nmax_length: 40\n")
     assert visualize.main(["--logdir", str(empty), "--outdir", str(tmp_path)]) == 2
     assert "has no checkpoint yet" in capsys.readouterr().err
+
+
+def agent_pixels(frame) -> int:
+    """Pixels of HalfCheetah's body: the model's brown ("self" material), not floor or sky."""
+    r, g, b = (frame[..., i].astype(int) for i in range(3))
+    return int(((r - b > 60) & (r > g) & (g > b)).sum())
+
+
+@pytest.mark.parametrize("follow", [True, False])
+def test_the_video_camera_follows_a_running_agent(follow):
+    import mujoco
+
+    from batchrl.envs import make
+
+    visualize.choose_headless_gl()
+    env = make.Make("HalfCheetah-v5", 1000, render_mode="rgb_array")()
+    try:
+        assert visualize.follow_the_agent(env) if follow else True
+        env.reset(seed=0)
+        start = agent_pixels(env.render())
+        model, data = env.unwrapped.model, env.unwrapped.data
+        data.qpos[0] = 30.0  # Where a good policy is about a third of the way in.
+        mujoco.mj_forward(model, data)
+        middle = agent_pixels(env.render())
+    finally:
+        env.close()
+    assert start > 1000
+    assert (middle > 1000) if follow else (middle == 0)  # Gymnasium's still camera loses it.
+
+
+def test_envs_without_a_tracking_camera_keep_theirs():
+    from batchrl.envs import make
+
+    for name in ("Reacher-v5", "Pendulum-v1"):
+        env = make.Make(name, 50, render_mode="rgb_array")()
+        try:
+            assert not visualize.follow_the_agent(env)
+        finally:
+            env.close()
