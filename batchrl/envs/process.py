@@ -514,9 +514,8 @@ class ExternalProcess:
         """Calls the env's method `name` in the worker and returns the result."""
         return self._group.call(0, name, args, kwargs)
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
+    def get_attr(self, name: str) -> Any:
+        """The env's attribute `name`, read in the worker (named as Gymnasium's vector envs)."""
         return self._group.attribute(0, name)
 
     def close(self) -> None:

@@ -50,7 +50,7 @@ def test_promises_step_several_envs_in_parallel():
 def test_lambda_constructor_attribute_and_call():
     duration = 7
     with process.ExternalProcess(lambda: mock.CountingEnv(duration=duration)) as env:
-        assert env.duration == 7
+        assert env.get_attr("duration") == 7
         assert env.call("get_wrapper_attr", "duration") == 7
         env.reset(seed=0)
         assert env.step(np.zeros(2, np.float32))[0][0] == 1.0
