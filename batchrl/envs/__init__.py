@@ -2,7 +2,7 @@
 
 from batchrl.envs.batch import BatchEnv
 from batchrl.envs.errors import EnvCrashedError, EnvError, EnvRaisedError, EnvTimeoutError
-from batchrl.envs.process import ExternalProcess
+from batchrl.envs.external import ExternalProcess
 from batchrl.envs.spec import UnsupportedSpaceError
 
 __all__ = [

@@ -17,12 +17,12 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from batchrl.envs import external, process
 from batchrl.envs import group as group_lib
 from batchrl.envs import infos as infos_lib
 from batchrl.envs import make as make_lib
-from batchrl.envs import process
 
-EnvLike = gym.Env | process.ExternalProcess
+EnvLike = gym.Env | external.ExternalProcess
 
 
 class LocalGroup:
@@ -100,11 +100,11 @@ class BatchEnv:
             raise ValueError("a BatchEnv needs at least one env, got none")
         groups, local = [], []
         for env in envs:
-            if isinstance(env, process.ExternalProcess):
+            if isinstance(env, external.ExternalProcess):
                 if local:
                     groups.append(LocalGroup(local))
                     local = []
-                groups.append(env._group)
+                groups.append(env.group)
             else:
                 local.append(env)
         if local:

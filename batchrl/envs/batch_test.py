@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from batchrl.conftest import wait_gone
-from batchrl.envs import batch, errors, mock, process, spec
+from batchrl.envs import batch, errors, external, mock, spec
 
 
 def random_actions(space, batch_size, steps, seed=0):
@@ -209,7 +209,7 @@ def test_unread_infos_of_a_worker_that_died_are_named_as_lost():
 
 
 def test_external_process_instances_can_be_batched():
-    envs = [process.ExternalProcess(lambda: gym.make("Pendulum-v1")) for _ in range(2)]
+    envs = [external.ExternalProcess(lambda: gym.make("Pendulum-v1")) for _ in range(2)]
     with batch.BatchEnv([*envs, gym.make("Pendulum-v1")]) as env:
         obs, _ = env.reset(seed=0)
         assert obs.shape == (3, 3)

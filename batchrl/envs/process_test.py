@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from batchrl.conftest import wait_gone
-from batchrl.envs import errors, mock, process
+from batchrl.envs import errors, external, mock
 
 
 def make_pendulum():
@@ -15,21 +15,21 @@ def make_pendulum():
 
 def test_matches_stepping_the_env_directly():
     local = make_pendulum()
-    with process.ExternalProcess(make_pendulum) as external:
-        assert external.observation_space == local.observation_space
-        assert external.action_space == local.action_space
-        obs, _info = external.reset(seed=5)
+    with external.ExternalProcess(make_pendulum) as remote:
+        assert remote.observation_space == local.observation_space
+        assert remote.action_space == local.action_space
+        obs, _info = remote.reset(seed=5)
         local_obs, _local_info = local.reset(seed=5)
         np.testing.assert_array_equal(obs, local_obs)
         for action in np.linspace(-2, 2, 30, dtype=np.float32)[:, None]:
-            result = external.step(action)
+            result = remote.step(action)
             expected = local.step(action)
             np.testing.assert_array_equal(result[0], expected[0])
             assert result[1:4] == expected[1:4]
 
 
 def test_promises_step_several_envs_in_parallel():
-    envs = [process.ExternalProcess(make_pendulum) for _ in range(3)]
+    envs = [external.ExternalProcess(make_pendulum) for _ in range(3)]
     try:
         promises = [env.reset(seed=i, blocking=False) for i, env in enumerate(envs)]
         first = [promise()[0] for promise in promises]
@@ -49,7 +49,7 @@ def test_promises_step_several_envs_in_parallel():
 
 def test_lambda_constructor_attribute_and_call():
     duration = 7
-    with process.ExternalProcess(lambda: mock.CountingEnv(duration=duration)) as env:
+    with external.ExternalProcess(lambda: mock.CountingEnv(duration=duration)) as env:
         assert env.get_attr("duration") == 7
         assert env.call("get_wrapper_attr", "duration") == 7
         env.reset(seed=0)
@@ -57,7 +57,7 @@ def test_lambda_constructor_attribute_and_call():
 
 
 def test_a_second_request_before_collecting_the_first_is_refused():
-    with process.ExternalProcess(make_pendulum) as env:
+    with external.ExternalProcess(make_pendulum) as env:
         env.reset(seed=0)
         promise = env.step(np.zeros(1, np.float32), blocking=False)
         with pytest.raises(errors.EnvError, match="still in flight"):
@@ -70,12 +70,12 @@ def test_exception_reaches_parent_with_traceback_and_env_name(where):
     constructor = functools.partial(mock.FailingEnv, where=where, how="raise")
     if where == "init":
         with pytest.raises(errors.EnvRaisedError) as caught:
-            process.ExternalProcess(constructor)
+            external.ExternalProcess(constructor)
         assert "ValueError: FailingEnv failed on purpose in init" in str(caught.value)
         assert "raised by env from FailingEnv (env 0" in str(caught.value)
         assert "mock.py" in caught.value.remote_traceback
         return
-    with process.ExternalProcess(constructor) as env:
+    with external.ExternalProcess(constructor) as env:
         if where == "step":
             env.reset(seed=0)
         with pytest.raises(errors.EnvRaisedError) as caught:
@@ -99,12 +99,12 @@ def test_unsupported_space_is_named():
         return env
 
     with pytest.raises(errors.EnvRaisedError, match=r"unsupported action space MultiBinary\(3\)"):
-        process.ExternalProcess(make)
+        external.ExternalProcess(make)
 
 
 @pytest.mark.parametrize("how", ["exit", "sigkill", "segv"])
 def test_dead_worker_is_reported_within_a_second(how):
-    env = process.ExternalProcess(functools.partial(mock.FailingEnv, how=how, at=2))
+    env = external.ExternalProcess(functools.partial(mock.FailingEnv, how=how, at=2))
     env.reset(seed=0)
     env.step(np.zeros(2, np.float32))
     pid = env.pid
@@ -120,7 +120,9 @@ def test_dead_worker_is_reported_within_a_second(how):
 
 
 def test_hung_worker_times_out_and_is_killed():
-    env = process.ExternalProcess(functools.partial(mock.FailingEnv, how="hang", at=2), timeout=0.5)
+    env = external.ExternalProcess(
+        functools.partial(mock.FailingEnv, how="hang", at=2), timeout=0.5
+    )
     env.reset(seed=0)
     env.step(np.zeros(2, np.float32))
     pid = env.pid
@@ -135,7 +137,7 @@ def test_hung_worker_times_out_and_is_killed():
 @pytest.mark.parametrize("how", ["sigkill", "hang"])
 def test_restart_replaces_a_dead_or_hung_worker(how, caplog):
     def run():
-        env = process.ExternalProcess(
+        env = external.ExternalProcess(
             functools.partial(mock.FailingEnv, how=how, at=3, duration=100),
             restart=True,
             timeout=0.5,
@@ -159,7 +161,7 @@ def test_restart_replaces_a_dead_or_hung_worker(how, caplog):
 
 
 def test_close_is_idempotent_and_ends_the_worker():
-    env = process.ExternalProcess(make_pendulum)
+    env = external.ExternalProcess(make_pendulum)
     pid = env.pid
     env.close()
     env.close()
@@ -170,11 +172,11 @@ def test_close_is_idempotent_and_ends_the_worker():
 
 def test_unknown_start_method_is_refused():
     with pytest.raises(ValueError, match="unknown start method 'fork'"):
-        process.ExternalProcess(make_pendulum, context="fork")
+        external.ExternalProcess(make_pendulum, context="fork")
 
 
 def test_forkserver_start_method_works():
-    with process.ExternalProcess(make_pendulum, context="forkserver") as env:
+    with external.ExternalProcess(make_pendulum, context="forkserver") as env:
         obs, _ = env.reset(seed=0)
         assert obs.shape == (3,)
 

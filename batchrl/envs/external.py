@@ -1,0 +1,110 @@
+"""ExternalProcess: one Gymnasium env in its own worker process, with Gymnasium's API.
+
+A thin view on a `process.ProcessGroup` of one env; several of them step in parallel
+through promises (`blocking=False`), or together inside a `BatchEnv`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from batchrl.envs import infos as infos_lib
+from batchrl.envs import process
+
+
+class ExternalProcess:
+    """A Gymnasium env built and run in its own process.
+
+    `constructor` is any callable returning a `gym.Env` (lambdas and closures work: it is
+    sent with cloudpickle). `step` and `reset` take `blocking=False` to return a promise,
+    a callable that waits for the result, so several envs step in parallel.
+
+    `timeout`: seconds to wait for an answer before the worker counts as hung (None:
+    forever). `restart`: replace a dead or hung worker instead of raising. `context`:
+    "spawn" or "forkserver" (never plain fork, unsafe beside JAX's threads). `spin`:
+    seconds the worker polls for the next command, and the parent for an answer,
+    before it blocks.
+    """
+
+    def __init__(
+        self,
+        constructor: Callable[[], gym.Env],
+        *,
+        timeout: float | None = process.DEFAULT_TIMEOUT,
+        restart: bool = False,
+        context: str = process.DEFAULT_CONTEXT,
+        spin: float = process.DEFAULT_SPIN,
+    ):
+        self._group = process.ProcessGroup(
+            [constructor], timeout=timeout, restart=restart, context=context, spin=spin
+        )
+
+    @property
+    def group(self) -> process.ProcessGroup:
+        """The handle on its worker, which a BatchEnv steps together with others."""
+        return self._group
+
+    @property
+    def observation_space(self) -> gym.Space:
+        """The env's observation space."""
+        return self._group.observation_space
+
+    @property
+    def action_space(self) -> gym.Space:
+        """The env's action space."""
+        return self._group.action_space
+
+    @property
+    def restarts(self) -> int:
+        """How often the worker was replaced after dying or hanging."""
+        return self._group.restarts
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's process id."""
+        return self._group.pid
+
+    def reset(
+        self, *, seed: int | None = None, options: dict | None = None, blocking: bool = True
+    ) -> Any:
+        """Gymnasium's reset: (obs, info), or a promise of it when not blocking."""
+        self._group.reset_async([0], [seed], options)
+
+        def promise() -> tuple[np.ndarray, dict]:
+            obs, infos = self._group.reset_wait()
+            return obs[0].copy(), infos[0]
+
+        return promise() if blocking else promise
+
+    def step(self, action: Any, *, blocking: bool = True) -> Any:
+        """Gymnasium's step: (obs, reward, terminated, truncated, info), or a promise of it."""
+        self._group.step_async(np.asarray(action)[None])
+
+        def promise() -> tuple[np.ndarray, float, bool, bool, dict]:
+            obs, reward, terminated, truncated, infos = self._group.step_wait()
+            info = infos_lib.Infos([infos], [1])[0]
+            return obs[0].copy(), float(reward[0]), bool(terminated[0]), bool(truncated[0]), info
+
+        return promise() if blocking else promise
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Calls the env's method `name` in the worker and returns the result."""
+        return self._group.call(0, name, args, kwargs)
+
+    def get_attr(self, name: str) -> Any:
+        """The env's attribute `name`, read in the worker (named as Gymnasium's vector envs)."""
+        return self._group.attribute(0, name)
+
+    def close(self) -> None:
+        """Closes the env and ends its worker. Safe to call more than once."""
+        self._group.close()
+
+    def __enter__(self) -> ExternalProcess:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
