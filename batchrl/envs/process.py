@@ -12,6 +12,7 @@ and with `restart=True` replaces either by a fresh, deterministically seeded wor
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
 import logging
 import multiprocessing
@@ -54,6 +55,15 @@ def restart_seed(seed: int | None, index: int, restarts: int) -> int:
     return int(np.random.SeedSequence(entropy).generate_state(1)[0])
 
 
+class Pending(enum.Enum):
+    """What a worker is busy with, as Gymnasium's AsyncState: nothing, or one call."""
+
+    NONE = "nothing"
+    STEP = "step"
+    RESET = "reset"
+    REQUEST = "request"  # An attribute or a method call, answered before it returns.
+
+
 class ProcessGroup:
     """One worker process hosting `len(constructors)` envs, stepped in sequence there."""
 
@@ -88,7 +98,7 @@ class ProcessGroup:
         self._seeds: list[int | None] = [None] * self.num_envs
         self._fresh = np.zeros(self.num_envs, bool)  # Restarted without a step to report it.
         self._any_fresh = False  # self._fresh.any(), kept off the per-step path.
-        self._pending: str | None = None
+        self._pending = Pending.NONE
         self._pending_reset: tuple | None = None
         self._broken: str | None = None
         self._closed = False
@@ -170,14 +180,14 @@ class ProcessGroup:
         # to drop while something still holds them.
         self._fetch_owed(keep_newest=worker.KEPT_STEPS - 1, timeout=self.timeout)
         self.buffers.action[...] = actions
-        self._pending = "step"
+        self._pending = Pending.STEP
         self._steps += 1
         with contextlib.suppress(OSError):  # The worker is gone: step_wait reports it.
             os.write(self._bell, b"s")
 
     def step_wait(self) -> Step:
         """Results of the step in flight: obs, reward, terminated, truncated as views, and infos."""
-        self._expect_pending("step")
+        self._expect_pending(Pending.STEP)
         try:
             self._wait_answer()
             owed = infos_lib.Owed(functools.partial(self._fetch, self.restarts, self._steps))
@@ -188,7 +198,7 @@ class ProcessGroup:
                 raise
             infos = self._recover(error)
         finally:
-            self._pending = None
+            self._pending = Pending.NONE
         if self._any_fresh:
             infos = self._report_fresh(infos)
         buffers = self.buffers
@@ -204,11 +214,11 @@ class ProcessGroup:
             if seed is not None:
                 self._seeds[index] = seed
         self._pending_reset = (indices, seeds, options)
-        self._send("reset", ("reset", indices, seeds, options))
+        self._send(Pending.RESET, ("reset", indices, seeds, options))
 
     def reset_wait(self) -> tuple[np.ndarray, list[dict]]:
         """Observations [len(indices), ...] of the reset in flight (a view) and their infos."""
-        self._expect_pending("reset")
+        self._expect_pending(Pending.RESET)
         indices, seeds, options = self._pending_reset
         try:
             infos = self._receive("reset", self.timeout)
@@ -219,7 +229,7 @@ class ProcessGroup:
             self._conn.send(("reset", indices, seeds, options))
             infos = self._receive("reset", self.timeout)
         finally:
-            self._pending = None
+            self._pending = Pending.NONE
         self._fresh[indices] = False
         self._any_fresh = bool(self._fresh.any())
         return self.buffers.obs[indices], infos
@@ -234,11 +244,11 @@ class ProcessGroup:
 
     def _request(self, command: str, message: tuple) -> Any:
         self._expect_idle(command)
-        self._send(command, message)
+        self._send(Pending.REQUEST, message)
         try:
             return self._receive(command, self.timeout)
         finally:
-            self._pending = None
+            self._pending = Pending.NONE
 
     def _wait_answer(self) -> None:
         """Waits for the worker's byte that says a step's results are in the buffers."""
@@ -263,10 +273,10 @@ class ProcessGroup:
         if current:
             self._owed.pop(step, None)
         kept = current and step > self._steps - worker.KEPT_STEPS
-        if current and self._pending is not None:
+        if current and self._pending is not Pending.NONE:
             raise errors.EnvError(
                 f"cannot read the infos of step {step} of {self._describe()} while its "
-                f"{self._pending} is in flight; collect it first",
+                f"{self._pending.value} is in flight; collect it first",
                 self.name,
                 "infos",
             )
@@ -302,25 +312,24 @@ class ProcessGroup:
             raise errors.EnvError(
                 f"{self._describe()} is unusable after: {self._broken}", self.name, command
             )
-        if self._pending is not None:
+        if self._pending is not Pending.NONE:
             raise errors.EnvError(
-                f"cannot {command} {self._describe()}: its {self._pending} is still in flight; "
+                f"cannot {command} {self._describe()}: its {self._pending.value} is still in "
+                f"flight; "
                 f"collect it with its promise first",
                 self.name,
                 command,
             )
 
-    def _expect_pending(self, command: str) -> None:
-        if self._pending != command:
-            raise errors.EnvError(f"no {command} in flight for {self._describe()}", self.name)
+    def _expect_pending(self, pending: Pending) -> None:
+        if self._pending is not pending:
+            raise errors.EnvError(f"no {pending.value} in flight for {self._describe()}", self.name)
 
-    def _send(self, command: str, message: tuple) -> None:
-        try:
+    def _send(self, pending: Pending, message: tuple) -> None:
+        # On a broken pipe the call stays pending: the receive that follows reports the death.
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError, OSError):
             self._conn.send(message)
-        except (BrokenPipeError, ConnectionResetError, OSError):
-            self._pending = command  # The receive below reports the death.
-            return
-        self._pending = command
+        self._pending = pending
 
     def _receive(self, command: str, timeout: float | None, events: list | None = None) -> Any:
         try:

@@ -60,7 +60,7 @@ def test_a_second_request_before_collecting_the_first_is_refused():
     with external.ExternalProcess(make_pendulum) as env:
         env.reset(seed=0)
         promise = env.step(np.zeros(1, np.float32), blocking=False)
-        with pytest.raises(errors.EnvError, match="still in flight"):
+        with pytest.raises(errors.EnvError, match="its step is still in flight"):
             env.step(np.zeros(1, np.float32))
         promise()
 
