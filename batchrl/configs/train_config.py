@@ -25,6 +25,7 @@ class TrainConfig(ppo_config.Config):
 
     env: str = "Pendulum-v1"  # A Gymnasium id or a `module:Class` entry point.
     env_kind: str = "workers"  # "workers": Gymnasium envs in processes; "jax": JAX-native.
+    action_repeat: int = 1  # Gymnasium envs: each action held this many env steps.
     phase_steps: int = 0  # Env steps per train phase; 0: one update's worth.
     eval_episodes: int = 30  # Episodes per evaluation phase (mean action).
     eval_every: int = 10  # Train phases between evaluations; the last phase always evaluates.
@@ -42,7 +43,10 @@ class TrainConfig(ppo_config.Config):
             )
         if self.env_kind not in ENV_KINDS:
             raise ValueError(f"unknown env_kind {self.env_kind!r}: use one of {ENV_KINDS}")
+        if self.action_repeat != 1 and self.env_kind != "workers":
+            raise ValueError(f"action_repeat={self.action_repeat} needs env_kind='workers'")
         names = ("steps", "eval_episodes", "eval_every", "final_episodes", "checkpoint_every")
+        names += ("action_repeat",)
         for name in (*names, "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")

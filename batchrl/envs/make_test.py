@@ -1,6 +1,7 @@
 import pickle
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 from batchrl.envs import BatchEnv, make
@@ -33,3 +34,19 @@ def test_bad_names_are_one_line_errors_before_any_worker_starts(name, message):
 def test_batch_of_an_unknown_id_fails_before_starting_workers():
     with pytest.raises(ValueError, match="unknown env 'Nope-v0'"):
         BatchEnv.external("Nope-v0", 2)
+
+
+def test_training_envs_repeat_actions_as_the_config_asks():
+    single = make.Make("Pendulum-v1", 7)()
+    repeated = pickle.loads(pickle.dumps(make.Make("Pendulum-v1", 7, action_repeat=3)))()
+    single.reset(seed=0)
+    repeated.reset(seed=0)
+    action = np.ones(single.action_space.shape, np.float32)
+    rewards = [single.step(action)[1] for _ in range(7)]
+    first, second, third = (repeated.step(action) for _ in range(3))
+    assert first[1] == pytest.approx(sum(rewards[:3]))
+    assert second[1] == pytest.approx(sum(rewards[3:6]))
+    # The time limit counts the env's own steps: the third action ends after one.
+    assert third[1] == pytest.approx(rewards[6]) and third[3]
+    with pytest.raises(ValueError, match="action_repeat must be at least 1, got 0"):
+        make.Make("Pendulum-v1", action_repeat=0)

@@ -99,6 +99,8 @@ def test_resuming_a_finished_run_trains_no_further(finished_run, capsys):
         (["--config", "pendulum", "--set", "lerning_rate=1"], "did you mean 'learning_rate'"),
         (["--config", "pendulum", "--set", "num_agents=many"], "num_agents='many': expected an"),
         (["--config", "pendulum", "--set", "env=Nope-v0"], "unknown env 'Nope-v0'"),
+        (["--config", "pendulum_jax", "--set", "action_repeat=2"], "needs env_kind='workers'"),
+        (["--config", "pendulum", "--set", "learning_rate=-1"], "learning_rate must be positive"),
         (["--timestamp", "19990101T000000"], "no run with timestamp '19990101T000000'"),
     ],
 )

@@ -102,7 +102,9 @@ def record(config, networks, agent, episodes: int, outdir: pathlib.Path) -> list
 
     from batchrl.envs import make
 
-    env = make.Make(config.env, config.max_length, render_mode="rgb_array")()
+    env = make.Make(
+        config.env, config.max_length, render_mode="rgb_array", action_repeat=config.action_repeat
+    )()
     follow_the_agent(env)
 
     @jax.jit

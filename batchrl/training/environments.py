@@ -1,7 +1,8 @@
 """Builds the batched env a TrainConfig names: JAX-native, or Gymnasium envs in workers.
 
-Gymnasium envs are named as `envs.make` reads them; episodes end at the env's own time
-limit or at `max_length`, whichever comes first.
+Gymnasium envs are named as `envs.make` reads them and built with the wrappers the
+config asks for; episodes end at the env's own time limit or at `max_length` env steps,
+whichever comes first.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def build(config: TrainConfig, local: bool = False) -> tuple[Any, BatchEnv | Non
         limit = min(registered.max_length, config.max_length)
         env = jax_env.LimitDuration(registered.env, limit)
         return jax_env.Batched(env, config.num_agents), None
-    constructor = make.Make(config.env, config.max_length)
+    constructor = make.Make(config.env, config.max_length, action_repeat=config.action_repeat)
     if local:
         batch_env = BatchEnv([constructor() for _ in range(config.num_agents)])
     else:
