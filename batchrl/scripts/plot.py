@@ -94,8 +94,9 @@ def seed_band(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Mean, lowest and highest of several seeds' curves at common x values.
 
-    The curves are interpolated linearly onto the x values of the first curve that lie
-    within every curve's range, so seeds evaluated at the same steps are not moved at all.
+    The curves are interpolated linearly onto every x value of any curve that lies within
+    every curve's range, so seeds evaluated at the same steps are not moved at all, and
+    seeds that ran at different speeds (against wall-clock) keep all their points.
 
     Args:
         curves: (x, y) of each seed, x increasing.
@@ -109,7 +110,7 @@ def seed_band(
         return empty, empty, empty, empty
     start = max(x[0] for x, _ in curves)
     stop = min(x[-1] for x, _ in curves)
-    grid = curves[0][0][(curves[0][0] >= start) & (curves[0][0] <= stop)]
+    grid = np.unique(np.concatenate([x[(x >= start) & (x <= stop)] for x, _ in curves]))
     values = np.stack([np.interp(grid, x, y) for x, y in curves])
     return grid, values.mean(0), values.min(0), values.max(0)
 

@@ -177,8 +177,9 @@ def test_hours_on_x_add_up_the_phases_train_and_eval_seconds(tmp_path):
 
 def test_seed_band_interpolates_seeds_evaluated_at_other_points():
     grid, mean, low, high = plot.seed_band([([0, 2, 4], [0, 2, 4]), ([1, 3, 5], [10, 30, 50])])
-    assert list(grid) == [2.0, 4.0]
-    assert list(mean) == [11.0, 22.0] and list(low) == [2.0, 4.0] and list(high) == [20.0, 40.0]
+    assert list(grid) == [1.0, 2.0, 3.0, 4.0]  # Both seeds' points within both ranges.
+    assert list(low) == [1.0, 2.0, 3.0, 4.0] and list(high) == [10.0, 20.0, 30.0, 40.0]
+    assert list(mean) == [5.5, 11.0, 16.5, 22.0]
 
 
 def test_command_line_draws_seeds_against_hours(tmp_path):
