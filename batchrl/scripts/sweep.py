@@ -154,8 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 }
             )
             print(line, flush=True)
-            with (pathlib.Path(args.logdir) / RESULTS).open("a") as file:
-                file.write(line + "\n")
+            if seconds is not None:  # A run finished before this sweep is in the file already.
+                with (pathlib.Path(args.logdir) / RESULTS).open("a") as file:
+                    file.write(line + "\n")
     return 0
 
 

@@ -64,6 +64,7 @@ def test_a_finished_run_is_skipped_not_trained_again(swept, capsys):
     assert [row["seconds_this_invocation"] for row in again] == [None, None]
     assert [row["final_return"] for row in again] == [row["final_return"] for row in rows]
     assert (logdir / "seed0-pendulum_jax" / "metrics.jsonl").read_text() == before
+    assert len(lines((logdir / sweep.RESULTS).read_text())) == 2  # One line a run, still.
 
 
 def test_a_finished_run_asked_for_with_other_settings_is_refused(swept, capsys):
