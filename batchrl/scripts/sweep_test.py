@@ -74,26 +74,24 @@ def test_a_finished_run_asked_for_with_other_settings_is_refused(swept, capsys):
     assert "learning_rate=0.001 (saved 0.0001)" in err and len(err.strip().splitlines()) == 1
 
 
-def _as_background_job() -> None:
-    """What a shell does to `sweep ... &` before exec: SIGINT ignored, inherited by children."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+# What a shell does to `sweep ... &` before exec: SIGINT ignored, inherited by children.
+_AS_BACKGROUND_JOB = ["sh", "-c", 'trap "" INT; exec "$0" "$@"']
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("start", "stop"),
-    [(None, signal.SIGINT), (_as_background_job, signal.SIGTERM)],
+    [([], signal.SIGINT), (_AS_BACKGROUND_JOB, signal.SIGTERM)],
     ids=["ctrl-c", "kill-a-background-sweep"],
 )
 def test_an_interrupted_sweep_resumes_its_run_where_it_stopped(tmp_path, start, stop):
     argv = ["--logdir", str(tmp_path), "--configs", "pendulum_jax", "--seeds", "3"]
     argv += ["--steps", "40000", *TINY]
     process = subprocess.Popen(
-        [sys.executable, "-m", "batchrl.scripts.sweep", *argv],
+        [*start, sys.executable, "-m", "batchrl.scripts.sweep", *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=start,
     )
     rundir = tmp_path / "seed3-pendulum_jax"
     deadline = time.monotonic() + 120
