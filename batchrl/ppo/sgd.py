@@ -52,9 +52,11 @@ def run_epochs(
     rows = jax.tree.leaves(data)[0].shape[0]
     num_batches = rows // batch_size
 
+    # The data rides in the loop's carry only when epochs change it; otherwise the loop
+    # reads it as a constant, as a closure.
     def minibatch_step(carry: tuple, indices: jax.Array) -> tuple[tuple, dict]:
-        params, opt_state, stopped, data = carry
-        batch = jax.tree.map(lambda x: x[indices], data)
+        params, opt_state, stopped, refreshed = carry
+        batch = jax.tree.map(lambda x: x[indices], data if refreshed is None else refreshed)
         grads, metrics = jax.grad(loss_fn, has_aux=True)(params, batch)
         updates, new_opt_state = tx.update(grads, opt_state, params)
         if not isinstance(step_scale, float) or step_scale != 1.0:
@@ -62,22 +64,22 @@ def run_epochs(
         new_params = optax.apply_updates(params, updates)
         metrics["train/grad_norm"] = optax.tree.norm(grads)
         if target_kl is None:
-            return (new_params, new_opt_state, stopped, data), metrics
+            return (new_params, new_opt_state, stopped, refreshed), metrics
         keep = lambda new, old: jax.tree.map(  # noqa: E731
             lambda a, b: jnp.where(stopped, b, a), new, old
         )
         params, opt_state = keep(new_params, params), keep(new_opt_state, opt_state)
         stopped = stopped | (metrics["train/kl"] > target_kl)
-        return (params, opt_state, stopped, data), metrics
+        return (params, opt_state, stopped, refreshed), metrics
 
     def epoch(carry: tuple, key: jax.Array) -> tuple[tuple, dict]:
-        params, opt_state, stopped, data = carry
+        params, opt_state, stopped, refreshed = carry
         if refresh is not None:
-            data = refresh(params, data)
+            refreshed = refresh(params, refreshed)
         order = jax.random.permutation(key, rows)[: num_batches * batch_size]
-        carry = (params, opt_state, stopped, data)
+        carry = (params, opt_state, stopped, refreshed)
         return jax.lax.scan(minibatch_step, carry, order.reshape(num_batches, batch_size))
 
-    carry = (params, opt_state, jnp.zeros((), bool), data)
+    carry = (params, opt_state, jnp.zeros((), bool), None if refresh is None else data)
     (params, opt_state, _, _), metrics = jax.lax.scan(epoch, carry, jax.random.split(key, epochs))
     return params, opt_state, metrics

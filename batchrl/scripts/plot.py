@@ -185,7 +185,8 @@ def draw(
             grid, mean, low, high = seed_band([series(m, metric, x) for m in members])
             axes.fill_between(grid, low, high, color=colour, alpha=0.2, linewidth=0)
             axes.plot(grid, mean, color=colour, linestyle=style, linewidth=1.5)
-        name = f"{label} ({len(members)} seeds, mean and range)" if seeds else label
+        count = f"{len(members)} seeds, mean and range" if len(members) > 1 else "1 seed"
+        name = f"{label} ({count})" if seeds else label
         handles.append(lines.Line2D([], [], color=colour, label=name))
     for metric, style in zip(metrics, itertools.cycle(LINE_STYLES), strict=False):
         handles.append(lines.Line2D([], [], color="0.3", linestyle=style, label=metric))

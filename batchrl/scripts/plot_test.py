@@ -166,7 +166,7 @@ def test_seeds_of_a_config_are_drawn_as_their_mean_and_range(tmp_path):
     band = axes.collections[0].get_paths()[0].vertices
     assert band[:, 1].min() == 0.0 and band[:, 1].max() == 120.0
     legend = [text.get_text() for text in axes.get_legend().get_texts()]
-    assert legend[:2] == ["cheetah (3 seeds, mean and range)", "hopper (1 seeds, mean and range)"]
+    assert legend[:2] == ["cheetah (3 seeds, mean and range)", "hopper (1 seed)"]
 
 
 def test_hours_on_x_add_up_the_phases_train_and_eval_seconds(tmp_path):
