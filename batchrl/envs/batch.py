@@ -17,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from batchrl.envs import external, process
+from batchrl.envs import external, lifecycle, process
 from batchrl.envs import group as group_lib
 from batchrl.envs import infos as infos_lib
 from batchrl.envs import make as make_lib
@@ -118,10 +118,10 @@ class BatchEnv:
         num_envs: int | None = None,
         *,
         envs_per_worker: int | None = None,
-        timeout: float | None = process.DEFAULT_TIMEOUT,
+        timeout: float | None = lifecycle.DEFAULT_TIMEOUT,
         restart: bool = False,
-        context: str = process.DEFAULT_CONTEXT,
-        spin: float = process.DEFAULT_SPIN,
+        context: str = lifecycle.DEFAULT_CONTEXT,
+        spin: float = lifecycle.DEFAULT_SPIN,
         local_envs: int | str = 0,
     ) -> BatchEnv:
         """Builds envs in worker processes, `envs_per_worker` to a process.

@@ -13,7 +13,7 @@ import gymnasium as gym
 import numpy as np
 
 from batchrl.envs import infos as infos_lib
-from batchrl.envs import process
+from batchrl.envs import lifecycle, process
 
 
 class ExternalProcess:
@@ -34,10 +34,10 @@ class ExternalProcess:
         self,
         constructor: Callable[[], gym.Env],
         *,
-        timeout: float | None = process.DEFAULT_TIMEOUT,
+        timeout: float | None = lifecycle.DEFAULT_TIMEOUT,
         restart: bool = False,
-        context: str = process.DEFAULT_CONTEXT,
-        spin: float = process.DEFAULT_SPIN,
+        context: str = lifecycle.DEFAULT_CONTEXT,
+        spin: float = lifecycle.DEFAULT_SPIN,
     ):
         self._group = process.ProcessGroup(
             [constructor], timeout=timeout, restart=restart, context=context, spin=spin

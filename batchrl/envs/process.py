@@ -12,7 +12,6 @@ and with `restart=True` replaces either by a fresh, deterministically seeded wor
 from __future__ import annotations
 
 import contextlib
-import enum
 import functools
 import logging
 import multiprocessing
@@ -21,47 +20,21 @@ import select
 import signal
 import weakref
 from collections.abc import Callable, Sequence
-from multiprocessing import connection
 from typing import Any
 
 import cloudpickle
 import gymnasium as gym
 import numpy as np
 
-from batchrl.envs import errors, group, shared, worker
+from batchrl.envs import errors, group, lifecycle, shared, worker
 from batchrl.envs import infos as infos_lib
 
 logger = logging.getLogger("batchrl.envs")
 
-DEFAULT_TIMEOUT = 60.0
-DEFAULT_CONTEXT = "spawn"
-# Seconds a worker keeps polling for the next command, and the parent for an answer,
-# before it blocks: 2 ms beats blocking at once (the "no spin" column of docs/benchmarks.md,
-# "Environment throughput"); polling yields the core, so a process that has work on the
-# same core is not starved.
-DEFAULT_SPIN = 0.002
-_START_TIMEOUT = 120.0
-_CLOSE_TIMEOUT = 1.0
-_CONTEXTS = ("spawn", "forkserver")
 
 # obs, reward, terminated, truncated (views into the group's buffers), and the infos:
 # owed by the worker (infos.Owed), or a list after a restart.
 Step = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any]
-
-
-def restart_seed(seed: int | None, index: int, restarts: int) -> int:
-    """The seed of env `index` after its worker's `restarts`-th restart: fixed by all three."""
-    entropy = [0 if seed is None else seed, index, restarts]
-    return int(np.random.SeedSequence(entropy).generate_state(1)[0])
-
-
-class Pending(enum.Enum):
-    """What a worker is busy with, as Gymnasium's AsyncState: nothing, or one call."""
-
-    NONE = "nothing"
-    STEP = "step"
-    RESET = "reset"
-    REQUEST = "request"  # An attribute or a method call, answered before it returns.
 
 
 class ProcessGroup:
@@ -72,14 +45,14 @@ class ProcessGroup:
         constructors: Sequence[Callable[[], gym.Env]],
         *,
         first_index: int = 0,
-        timeout: float | None = DEFAULT_TIMEOUT,
+        timeout: float | None = lifecycle.DEFAULT_TIMEOUT,
         restart: bool = False,
-        context: str = DEFAULT_CONTEXT,
-        spin: float = DEFAULT_SPIN,
+        context: str = lifecycle.DEFAULT_CONTEXT,
+        spin: float = lifecycle.DEFAULT_SPIN,
     ):
-        if context not in _CONTEXTS:
+        if context not in lifecycle.CONTEXTS:
             raise ValueError(
-                f"unknown start method {context!r}: use one of {_CONTEXTS} (plain fork is "
+                f"unknown start method {context!r}: use one of {lifecycle.CONTEXTS} (plain fork is "
                 f"unsafe once JAX's threads run)"
             )
         if timeout is not None and timeout <= 0:
@@ -92,13 +65,15 @@ class ProcessGroup:
         self.restart = restart
         self.spin = spin
         self.restarts = 0
-        self.name = _constructor_name(constructors[0])  # Until the worker reports the env's own.
+        self.name = lifecycle.constructor_name(
+            constructors[0]
+        )  # Until the worker reports the env's own.
         self._context = multiprocessing.get_context(context)
         self._blob = cloudpickle.dumps(list(constructors))
         self._seeds: list[int | None] = [None] * self.num_envs
         self._fresh = np.zeros(self.num_envs, bool)  # Restarted without a step to report it.
         self._any_fresh = False  # self._fresh.any(), kept off the per-step path.
-        self._pending = Pending.NONE
+        self._pending = lifecycle.Pending.NONE
         self._pending_reset: tuple | None = None
         self._broken: str | None = None
         self._closed = False
@@ -132,10 +107,10 @@ class ProcessGroup:
         self._steps = 0  # Steps rung on this worker; numbers its kept infos.
         self._owed: dict[int, weakref.ref] = {}  # Infos still in the worker, by step.
         self._finalizer = weakref.finalize(
-            self, _terminate, process, parent_conn, (bell_out, answer_in)
+            self, lifecycle.terminate, process, parent_conn, (bell_out, answer_in)
         )
         try:
-            name, observation_space, action_space = self._receive("start", _START_TIMEOUT)
+            name, observation_space, action_space = self._receive("start", lifecycle.START_TIMEOUT)
             if self.restarts == 0:
                 self.name, self.observation_space, self.action_space = (
                     name,
@@ -146,7 +121,7 @@ class ProcessGroup:
             path, mapping = shared.create(nbytes)
             try:
                 self._conn.send(("attach", path, nbytes))
-                self._receive("attach", _START_TIMEOUT)
+                self._receive("attach", lifecycle.START_TIMEOUT)
             finally:
                 shared.unlink(path)
         except BaseException:
@@ -158,7 +133,7 @@ class ProcessGroup:
         """Stops the worker: asks it to close its envs, kills it if it does not exit in 1 s."""
         if self._closed:
             return
-        self._fetch_owed(keep_newest=0, timeout=_CLOSE_TIMEOUT)
+        self._fetch_owed(keep_newest=0, timeout=lifecycle.CLOSE_TIMEOUT)
         self._closed = True
         self._finalizer()
 
@@ -180,14 +155,14 @@ class ProcessGroup:
         # to drop while something still holds them.
         self._fetch_owed(keep_newest=worker.KEPT_STEPS - 1, timeout=self.timeout)
         self.buffers.action[...] = actions
-        self._pending = Pending.STEP
+        self._pending = lifecycle.Pending.STEP
         self._steps += 1
         with contextlib.suppress(OSError):  # The worker is gone: step_wait reports it.
             os.write(self._bell, b"s")
 
     def step_wait(self) -> Step:
         """Results of the step in flight: obs, reward, terminated, truncated as views, and infos."""
-        self._expect_pending(Pending.STEP)
+        self._expect_pending(lifecycle.Pending.STEP)
         try:
             self._wait_answer()
             owed = infos_lib.Owed(functools.partial(self._fetch, self.restarts, self._steps))
@@ -198,7 +173,7 @@ class ProcessGroup:
                 raise
             infos = self._recover(error)
         finally:
-            self._pending = Pending.NONE
+            self._pending = lifecycle.Pending.NONE
         if self._any_fresh:
             infos = self._report_fresh(infos)
         buffers = self.buffers
@@ -214,11 +189,11 @@ class ProcessGroup:
             if seed is not None:
                 self._seeds[index] = seed
         self._pending_reset = (indices, seeds, options)
-        self._send(Pending.RESET, ("reset", indices, seeds, options))
+        self._send(lifecycle.Pending.RESET, ("reset", indices, seeds, options))
 
     def reset_wait(self) -> tuple[np.ndarray, list[dict]]:
         """Observations [len(indices), ...] of the reset in flight (a view) and their infos."""
-        self._expect_pending(Pending.RESET)
+        self._expect_pending(lifecycle.Pending.RESET)
         indices, seeds, options = self._pending_reset
         try:
             infos = self._receive("reset", self.timeout)
@@ -229,7 +204,7 @@ class ProcessGroup:
             self._conn.send(("reset", indices, seeds, options))
             infos = self._receive("reset", self.timeout)
         finally:
-            self._pending = Pending.NONE
+            self._pending = lifecycle.Pending.NONE
         self._fresh[indices] = False
         self._any_fresh = bool(self._fresh.any())
         return self.buffers.obs[indices], infos
@@ -244,11 +219,11 @@ class ProcessGroup:
 
     def _request(self, command: str, message: tuple) -> Any:
         self._expect_idle(command)
-        self._send(Pending.REQUEST, message)
+        self._send(lifecycle.Pending.REQUEST, message)
         try:
             return self._receive(command, self.timeout)
         finally:
-            self._pending = Pending.NONE
+            self._pending = lifecycle.Pending.NONE
 
     def _wait_answer(self) -> None:
         """Waits for the worker's byte that says a step's results are in the buffers."""
@@ -273,7 +248,7 @@ class ProcessGroup:
         if current:
             self._owed.pop(step, None)
         kept = current and step > self._steps - worker.KEPT_STEPS
-        if current and self._pending is not Pending.NONE:
+        if current and self._pending is not lifecycle.Pending.NONE:
             raise errors.EnvError(
                 f"cannot read the infos of step {step} of {self._describe()} while its "
                 f"{self._pending.value} is in flight; collect it first",
@@ -312,7 +287,7 @@ class ProcessGroup:
             raise errors.EnvError(
                 f"{self._describe()} is unusable after: {self._broken}", self.name, command
             )
-        if self._pending is not Pending.NONE:
+        if self._pending is not lifecycle.Pending.NONE:
             raise errors.EnvError(
                 f"cannot {command} {self._describe()}: its {self._pending.value} is still in "
                 f"flight; "
@@ -321,11 +296,11 @@ class ProcessGroup:
                 command,
             )
 
-    def _expect_pending(self, pending: Pending) -> None:
+    def _expect_pending(self, pending: lifecycle.Pending) -> None:
         if self._pending is not pending:
             raise errors.EnvError(f"no {pending.value} in flight for {self._describe()}", self.name)
 
-    def _send(self, pending: Pending, message: tuple) -> None:
+    def _send(self, pending: lifecycle.Pending, message: tuple) -> None:
         # On a broken pipe the call stays pending: the receive that follows reports the death.
         with contextlib.suppress(BrokenPipeError, ConnectionResetError, OSError):
             self._conn.send(message)
@@ -374,7 +349,7 @@ class ProcessGroup:
         )
 
     def _died(self, command: str) -> errors.EnvCrashedError:
-        self._process.join(_CLOSE_TIMEOUT)
+        self._process.join(lifecycle.CLOSE_TIMEOUT)
         code = self._process.exitcode
         how = f"exit code {code}"
         if code is not None and code < 0:
@@ -400,7 +375,10 @@ class ProcessGroup:
         self._owed.clear()  # Their fetch now reports them lost with the worker.
         self._start()
         indices = list(range(self.num_envs))
-        seeds = [restart_seed(self._seeds[i], self.first_index + i, self.restarts) for i in indices]
+        seeds = [
+            lifecycle.restart_seed(self._seeds[i], self.first_index + i, self.restarts)
+            for i in indices
+        ]
         self._conn.send(("reset", indices, seeds, None))
         infos = self._receive("reset", self.timeout)
         self._fresh[:] = True
@@ -418,32 +396,3 @@ class ProcessGroup:
         self._fresh[:] = False
         self._any_fresh = False
         return infos
-
-
-def _constructor_name(constructor: Callable[[], gym.Env]) -> str:
-    """A readable name for the envs a constructor builds, before any is built."""
-    name = getattr(constructor, "name", None)  # envs.make.Make
-    if isinstance(name, str):
-        return repr(name)
-    function = getattr(constructor, "func", constructor)  # functools.partial
-    return f"from {getattr(function, '__qualname__', type(function).__name__)}"
-
-
-def _terminate(
-    process: multiprocessing.Process,
-    conn: connection.Connection,
-    doorbells: tuple[connection.Connection, ...],
-) -> None:
-    """Ends a worker: a polite close, then SIGKILL. Safe to call at any time, once."""
-    try:
-        if process.is_alive():
-            conn.send(("close",))
-            process.join(_CLOSE_TIMEOUT)
-    except (OSError, ValueError):
-        pass
-    if process.is_alive():
-        process.kill()
-    process.join()
-    conn.close()
-    for doorbell in doorbells:
-        doorbell.close()

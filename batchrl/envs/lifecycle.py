@@ -1,0 +1,66 @@
+"""The parent's bookkeeping of a worker's life: name, busy state, restart seeds, its end."""
+
+from __future__ import annotations
+
+import enum
+import multiprocessing
+from collections.abc import Callable
+from multiprocessing import connection
+
+import gymnasium as gym
+import numpy as np
+
+DEFAULT_TIMEOUT = 60.0  # Seconds without an answer before a worker counts as hung.
+DEFAULT_CONTEXT = "spawn"
+CONTEXTS = ("spawn", "forkserver")  # Never plain fork: unsafe beside JAX's threads.
+# Seconds a worker keeps polling for the next command, and the parent for an answer,
+# before it blocks: 2 ms beats blocking at once (the "no spin" column of docs/benchmarks.md,
+# "Environment throughput"); polling yields the core, so a process that has work on the
+# same core is not starved.
+DEFAULT_SPIN = 0.002
+START_TIMEOUT = 120.0  # Seconds a worker gets to start and build its envs.
+CLOSE_TIMEOUT = 1.0  # Seconds a worker gets to close its envs before it is killed.
+
+
+class Pending(enum.Enum):
+    """What a worker is busy with, as Gymnasium's AsyncState: nothing, or one call."""
+
+    NONE = "nothing"
+    STEP = "step"
+    RESET = "reset"
+    REQUEST = "request"  # An attribute or a method call, answered before it returns.
+
+
+def restart_seed(seed: int | None, index: int, restarts: int) -> int:
+    """The seed of env `index` after its worker's `restarts`-th restart: fixed by all three."""
+    entropy = [0 if seed is None else seed, index, restarts]
+    return int(np.random.SeedSequence(entropy).generate_state(1)[0])
+
+
+def constructor_name(constructor: Callable[[], gym.Env]) -> str:
+    """A readable name for the envs a constructor builds, before any is built."""
+    name = getattr(constructor, "name", None)  # envs.make.Make
+    if isinstance(name, str):
+        return repr(name)
+    function = getattr(constructor, "func", constructor)  # functools.partial
+    return f"from {getattr(function, '__qualname__', type(function).__name__)}"
+
+
+def terminate(
+    process: multiprocessing.Process,
+    conn: connection.Connection,
+    doorbells: tuple[connection.Connection, ...],
+) -> None:
+    """Ends a worker: a polite close, then SIGKILL. Safe to call at any time, once."""
+    try:
+        if process.is_alive():
+            conn.send(("close",))
+            process.join(CLOSE_TIMEOUT)
+    except (OSError, ValueError):
+        pass
+    if process.is_alive():
+        process.kill()
+    process.join()
+    conn.close()
+    for doorbell in doorbells:
+        doorbell.close()
