@@ -29,7 +29,7 @@ import gymnasium as gym
 import numpy as np
 
 from batchrl.envs import BatchEnv
-from batchrl.envs.batch import default_local_envs
+from batchrl.envs.layout import default_local_envs
 
 TASKS = ("Pendulum-v1", "HalfCheetah-v5")
 SIZES = (8, 32)
@@ -126,25 +126,6 @@ def rate_vector(env: gym.vector.VectorEnv, seconds: float) -> float:
     return steps / (time.perf_counter() - start)
 
 
-def rate_batch(env: BatchEnv, seconds: float) -> float:
-    env.reset(seed=0)
-    actions = actions_for(env.action_space, env.num_envs, 256)
-
-    def run(block: np.ndarray) -> None:
-        for action in block:
-            _, _, terminated, truncated, _ = env.step(action)
-            done = np.flatnonzero(terminated | truncated)
-            if len(done):
-                env.reset(done)
-
-    run(actions[:20])
-    steps, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        run(actions)
-        steps += len(actions) * env.num_envs
-    return steps / (time.perf_counter() - start)
-
-
 def measure(env_id: str, num_envs: int, cores: int, seconds: float, rounds: int) -> dict:
     per_worker = sorted({math.ceil(num_envs / cores), math.ceil(num_envs / (2 * cores))})
     makers = {
@@ -176,8 +157,7 @@ def measure(env_id: str, num_envs: int, cores: int, seconds: float, rounds: int)
             samples["single_env_loop"].append(rate_single(env_id, seconds))
             samples["free_running"].append(free.rate(seconds))
             for name, env in envs.items():
-                rate = rate_batch if isinstance(env, BatchEnv) else rate_vector
-                samples[name].append(rate(env, seconds))
+                samples[name].append(rate_vector(env, seconds))
     finally:
         free.close()
         for env in envs.values():

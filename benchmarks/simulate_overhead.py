@@ -54,8 +54,8 @@ def measure(name: str, num_envs: int, steps: int, rounds: int, local_envs: int |
     local_envs = num_envs if local_envs == "all" else local_envs
     batch_env = BatchEnv.external(ENVS[name], num_envs, local_envs=local_envs)
     try:
-        obs_size = batch_env.observation_space.shape[0]
-        action_size = batch_env.action_space.shape[0]
+        obs_size = batch_env.single_observation_space.shape[0]
+        action_size = batch_env.single_action_space.shape[0]
         params = policies.init_mlp(jax.random.key(1), [obs_size, 64, 64, action_size])
         agent = policies.gaussian_agent(params)
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
@@ -81,10 +81,7 @@ def measure(name: str, num_envs: int, steps: int, rounds: int, local_envs: int |
 
         def run_env():
             for action in actions:
-                _, _, terminated, truncated, _ = batch_env.step(action)
-                done = np.flatnonzero(terminated | truncated)
-                if len(done):
-                    batch_env.reset(done)
+                batch_env.step(action)  # Finished envs reset in their workers.
 
         def run_loop():
             obs, _ = batch_env.reset(seed=0)
@@ -92,10 +89,7 @@ def measure(name: str, num_envs: int, steps: int, rounds: int, local_envs: int |
             for _ in range(steps):
                 key, act_key = jax.random.split(key)
                 action = np.asarray(policy(obs, act_key))
-                obs, _, terminated, truncated, _ = batch_env.step(action)
-                done = np.flatnonzero(terminated | truncated)
-                if len(done):
-                    obs[done] = batch_env.reset(done)[0]
+                obs = batch_env.step(action)[0]
 
         env_in_simulate: list[float] = []  # Per simulate round: env seconds per step.
 

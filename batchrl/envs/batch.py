@@ -3,113 +3,58 @@
 Envs are held in groups: a worker process hosting k envs (`ProcessGroup`), or envs in
 this process (`LocalGroup`). A batch step sends every worker its actions first, then
 collects, so workers step at the same time; the messaging cost is paid per worker,
-not per env.
+not per env. `BatchEnv` is a Gymnasium `VectorEnv`: envs autoreset inside their
+workers, and infos are Gymnasium's dict of arrays, fetched only when read.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
 
-from batchrl.envs import external, lifecycle, process
+from batchrl.envs import external, layout, lifecycle, local, process
 from batchrl.envs import group as group_lib
 from batchrl.envs import infos as infos_lib
-from batchrl.envs import make as make_lib
 
 EnvLike = gym.Env | external.ExternalProcess
 
 
-class LocalGroup:
-    """Envs stepped in this process, behind the same interface as a worker process."""
+class BatchEnv(gym.vector.VectorEnv):
+    """A batch of envs with shared spaces, stepped together: a Gymnasium `VectorEnv`.
 
-    def __init__(self, envs: Sequence[gym.Env]):
-        self._group = group_lib.EnvGroup([lambda env=env: env for env in envs])
-        self.num_envs = len(envs)
-        self.name = self._group.name
-        self.observation_space = self._group.observation_space
-        self.action_space = self._group.action_space
-        self.buffers = self._group.buffers = group_lib.Buffers.allocate(
-            self.num_envs, self.observation_space, self.action_space
-        )
-        self.restarts = 0
-        self._reset: tuple | None = None
-
-    def step_async(self, actions: np.ndarray) -> None:
-        self.buffers.action[...] = actions
-
-    def step_wait(self) -> process.Step:
-        infos = self._group.step()
-        buffers = self.buffers
-        return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
-
-    def reset_async(
-        self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
-    ) -> None:
-        self._reset = (list(indices), list(seeds), options)
-
-    def reset_wait(self) -> tuple[np.ndarray, list[dict]]:
-        indices, seeds, options = self._reset
-        infos = self._group.reset(indices, seeds, options)
-        return self.buffers.obs[indices], infos
-
-    def attribute(self, index: int, name: str) -> Any:
-        return self._group.attribute(index, name)
-
-    def call(self, index: int, name: str, args: tuple = (), kwargs: dict | None = None) -> Any:
-        return self._group.call(index, name, args, kwargs or {})
-
-    def close(self) -> None:
-        self._group.close()
-
-
-def _cores() -> int:
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, cores or 1)
-
-
-def default_envs_per_worker(num_envs: int, parent_steps: bool = False) -> int:
-    """Envs split evenly over one worker per core (one core fewer when the parent steps envs).
-
-    The fastest setting measured: more, smaller workers pay more wake-ups per step.
-    """
-    workers = max(1, _cores() - 1) if parent_steps else _cores()
-    return max(1, math.ceil(num_envs / workers))
-
-
-def default_local_envs(num_envs: int) -> int:
-    """The parent's even share of the batch when it steps envs beside one worker per other core."""
-    return num_envs // _cores() if _cores() > 1 else 0
-
-
-class BatchEnv:
-    """A batch of envs with shared spaces, stepped together.
-
-    `step(actions[B]) -> obs[B], reward[B], terminated[B], truncated[B], infos` and
-    `reset(indices=None, seed=None) -> obs[len(indices)], infos`. Env i is seeded with
-    seed + i. Returned arrays are fresh copies, safe to keep across steps.
+    `step` and `reset` behave as Gymnasium's vector envs do, with `autoreset_mode`
+    NEXT_STEP (the default), SAME_STEP or DISABLED; env i is seeded with seed + i.
+    `step_into` and `reset_at` are the lower level beneath: a step without autoreset
+    into the caller's arrays, and a reset of chosen envs (what `InGraphBatchEnv` uses).
+    Returned arrays are fresh copies, safe to keep across steps.
     """
 
-    def __init__(self, envs: Sequence[EnvLike]):
+    def __init__(
+        self,
+        envs: Sequence[EnvLike],
+        *,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    ):
         if not envs:
             raise ValueError("a BatchEnv needs at least one env, got none")
-        groups, local = [], []
+        groups, here = [], []
         for env in envs:
             if isinstance(env, external.ExternalProcess):
-                if local:
-                    groups.append(LocalGroup(local))
-                    local = []
+                if here:
+                    groups.append(local.LocalGroup(here))
+                    here = []
                 groups.append(env.group)
             else:
-                local.append(env)
-        if local:
-            groups.append(LocalGroup(local))
-        self._init(groups)
+                here.append(env)
+        if here:
+            groups.append(local.LocalGroup(here))
+        self._init(groups, autoreset_mode)
 
     @classmethod
     def external(
@@ -123,6 +68,7 @@ class BatchEnv:
         context: str = lifecycle.DEFAULT_CONTEXT,
         spin: float = lifecycle.DEFAULT_SPIN,
         local_envs: int | str = 0,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
     ) -> BatchEnv:
         """Builds envs in worker processes, `envs_per_worker` to a process.
 
@@ -136,10 +82,11 @@ class BatchEnv:
         a process waiting to be woken, and is fastest (docs/benchmarks.md); those envs
         run in the caller's process, so a crash in one is not caught or restarted.
         """
-        constructors = _constructors(env, num_envs)
-        local = _check_local_envs(local_envs, len(constructors))
-        remote = constructors[: len(constructors) - local]
-        per_worker = envs_per_worker or default_envs_per_worker(len(remote), local > 0)
+        mode = layout.check_autoreset_mode(autoreset_mode)
+        constructors = layout.constructors(env, num_envs)
+        num_local = layout.check_local_envs(local_envs, len(constructors))
+        remote = constructors[: len(constructors) - num_local]
+        per_worker = envs_per_worker or layout.default_envs_per_worker(len(remote), num_local > 0)
         if per_worker < 1:
             raise ValueError(f"envs_per_worker must be at least 1, got {per_worker}")
         groups = []
@@ -155,56 +102,135 @@ class BatchEnv:
                         spin=spin,
                     )
                 )
-            if local:
-                groups.append(LocalGroup([make() for make in constructors[len(remote) :]]))
+            if num_local:
+                groups.append(local.LocalGroup([make() for make in constructors[len(remote) :]]))
+            batch = cls.__new__(cls)
+            batch._init(groups, mode)
         except BaseException:
             for started in groups:
                 started.close()
             raise
-        batch = cls.__new__(cls)
-        batch._init(groups)
         return batch
 
-    def _init(self, groups: list) -> None:
+    def _init(self, groups: list, autoreset_mode: AutoresetMode | str) -> None:
         self._groups = groups
-        self._closed = False
+        self.autoreset_mode = layout.check_autoreset_mode(autoreset_mode)
         first = groups[0]
         for other in groups[1:]:
             group_lib.check_same_spaces(first.name, first, other.name, other)
-        self.observation_space: gym.Space = first.observation_space
-        self.action_space: gym.Space = first.action_space
         self.num_envs = sum(g.num_envs for g in groups)
+        self.single_observation_space: gym.Space = first.observation_space
+        self.single_action_space: gym.Space = first.action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.spec = first.attribute(0, "spec")
+        self.render_mode = first.attribute(0, "render_mode")
+        self.metadata = {**first.attribute(0, "metadata"), "autoreset_mode": self.autoreset_mode}
         bounds = np.cumsum([0] + [g.num_envs for g in groups])
         self._slices = [slice(lo, hi) for lo, hi in itertools.pairwise(bounds)]
         self._sizes = tuple(g.num_envs for g in groups)
         self._owner = np.repeat(np.arange(len(groups)), self._sizes)
-        self._action_shape = (self.num_envs, *self.action_space.shape)
+        self._action_shape = (self.num_envs, *self.single_action_space.shape)
         # Each step's collection order, made once: envs in this process go first.
-        self._step_plan = _local_first(
+        self._step_plan = local.local_first(
             [(g, (n, part)) for n, (g, part) in enumerate(zip(groups, self._slices, strict=True))]
         )
 
     def __len__(self) -> int:
         return self.num_envs
 
+    def __repr__(self) -> str:
+        name = self.spec.id if self.spec is not None else self._groups[0].name
+        return f"BatchEnv({name}, num_envs={self.num_envs})"
+
     @property
     def restarts(self) -> int:
         """How many worker restarts happened in this batch."""
         return sum(g.restarts for g in self._groups)
 
+    # -- Gymnasium's vector API -------------------------------------------------------------
+
     def step(
         self, actions: Any
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, infos_lib.Infos]:
-        """Steps every env with its action; returns obs, reward, terminated, truncated, infos.
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """Steps every env, autoresetting as `autoreset_mode` says; Gymnasium's five results.
 
-        `infos` is a sequence of one dict per env, fetched from its worker and decoded when read.
+        The infos are Gymnasium's dict of arrays with `_key` masks, fetched from the
+        workers and decoded when first read.
         """
-        obs = np.empty((self.num_envs, *self.observation_space.shape), self.observation_space.dtype)
+        obs = np.empty(
+            (self.num_envs, *self.single_observation_space.shape),
+            self.single_observation_space.dtype,
+        )
         reward = np.empty(self.num_envs, np.float64)
         terminated = np.empty(self.num_envs, bool)
         truncated = np.empty(self.num_envs, bool)
-        infos = self.step_into(actions, obs, reward, terminated, truncated)
-        return obs, reward, terminated, truncated, infos
+        infos = self._step(actions, obs, reward, terminated, truncated, self.autoreset_mode)
+        return obs, reward, terminated, truncated, infos_lib.Batched(self._batched(infos))
+
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Resets every env (or those of `options["reset_mask"]`); returns the whole batch's obs.
+
+        `seed`: None, an int (env i gets seed + i) or one seed per env.
+        """
+        seeds = self._check_seeds(seed)
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
+        indices = np.arange(self.num_envs) if mask is None else self._check_mask(mask)
+        options = options or None
+        obs = self._all_obs() if mask is not None else None
+        reset_obs, infos = self._reset(indices, [seeds[i] for i in indices], options)
+        if obs is None:
+            obs = reset_obs
+        else:
+            obs[indices] = reset_obs
+        return obs, infos_lib.Batched(self._batched(dict(zip(indices, infos, strict=True))))
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Calls method `name` of every env (or reads it, if not callable), in env order."""
+        self._expect_open()
+        return tuple(g.call(i, name, args, kwargs) for g in self._groups for i in range(g.num_envs))
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """The attribute `name` of every env, found through its wrappers, in env order."""
+        self._expect_open()
+        return tuple(g.attribute(i, name) for g in self._groups for i in range(g.num_envs))
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Sets the attribute `name` of every env: one value for all, or a list of one each."""
+        self._expect_open()
+        if not isinstance(values, list | tuple):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(
+                f"set_attr needs one value or {self.num_envs} (one per env), got {len(values)}"
+            )
+        env_values = iter(values)
+        for g in self._groups:
+            for i in range(g.num_envs):
+                g.set_attr(i, name, next(env_values))
+
+    def render(self) -> tuple[Any, ...]:
+        """Every env's rendering, in env order."""
+        return self.call("render")
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Closes every env and ends every worker; `close()` calls it once."""
+        for g in self._groups:
+            g.close()
+
+    def __enter__(self) -> BatchEnv:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    # -- the lower level --------------------------------------------------------------------
 
     def step_into(
         self,
@@ -214,22 +240,50 @@ class BatchEnv:
         terminated: np.ndarray,
         truncated: np.ndarray,
     ) -> infos_lib.Infos:
-        """`step`, writing the results into the given arrays [B, ...]; returns the infos.
+        """A step without autoreset, writing the results into the given arrays [B, ...].
 
-        For callers that own the result memory (the in-graph bridge writes straight into
+        Returns the infos as a sequence of one dict per env. For callers that own the
+        result memory and reset envs themselves (the in-graph bridge writes straight into
         XLA's buffers), which saves allocating and copying every array on every step.
         Values are cast to the arrays' dtypes.
         """
+        return self._step(actions, obs, reward, terminated, truncated, AutoresetMode.DISABLED)
+
+    def reset_at(
+        self,
+        indices: Sequence[int] | np.ndarray | None = None,
+        seed: int | None = None,
+        options: dict | None = None,
+    ) -> tuple[np.ndarray, list[dict]]:
+        """Resets the envs at `indices` (all when None); env i gets seed + i.
+
+        Returns their obs [len(indices), ...] and one info dict each, in the order given.
+        """
+        indices = self._check_indices(indices)
+        seeds = [None if seed is None else seed + int(i) for i in indices]
+        return self._reset(indices, seeds, options)
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _step(
+        self,
+        actions: Any,
+        obs: np.ndarray,
+        reward: np.ndarray,
+        terminated: np.ndarray,
+        truncated: np.ndarray,
+        autoreset: AutoresetMode,
+    ) -> infos_lib.Infos:
         actions = np.asarray(actions)
         if actions.shape != self._action_shape:
             raise ValueError(
                 f"actions of shape {actions.shape} do not fit this batch: expected "
                 f"{self._action_shape} ({self.num_envs} envs, action shape "
-                f"{self.action_space.shape})"
+                f"{self.single_action_space.shape})"
             )
         self._expect_open()
         for g, part in zip(self._groups, self._slices, strict=True):
-            g.step_async(actions[part])
+            g.step_async(actions[part], autoreset)
         chunks: list[Any] = [None] * len(self._groups)
 
         def collect(g: Any, numbered: tuple[int, slice]) -> None:
@@ -240,23 +294,19 @@ class BatchEnv:
         _collect_all(self._step_plan, collect)
         return infos_lib.Infos(chunks, self._sizes)
 
-    def reset(
-        self,
-        indices: Sequence[int] | np.ndarray | None = None,
-        seed: int | None = None,
-        options: dict | None = None,
+    def _reset(
+        self, indices: np.ndarray, seeds: Sequence[int | None], options: dict | None
     ) -> tuple[np.ndarray, list[dict]]:
-        """Resets all envs, or those at `indices`; env i gets seed + i. Returns obs and infos."""
         self._expect_open()
-        indices = self._check_indices(indices)
+        seed_of = dict(zip(indices.tolist(), seeds, strict=True))
         requests = []
         for number, (g, part) in enumerate(zip(self._groups, self._slices, strict=True)):
             mine = indices[self._owner[indices] == number]
             if len(mine):
-                seeds = [None if seed is None else seed + int(i) for i in mine]
-                g.reset_async(list(mine - part.start), seeds, options)
+                g.reset_async(list(mine - part.start), [seed_of[int(i)] for i in mine], options)
                 requests.append((g, mine))
-        obs = np.empty((len(indices), *self.observation_space.shape), self.observation_space.dtype)
+        space = self.single_observation_space
+        obs = np.empty((len(indices), *space.shape), space.dtype)
         infos: list[dict] = [{}] * len(indices)
         position = {int(i): n for n, i in enumerate(indices)}
 
@@ -266,36 +316,51 @@ class BatchEnv:
                 obs[position[int(i)]] = o
                 infos[position[int(i)]] = info
 
-        _collect_all(_local_first(requests), collect)
+        _collect_all(local.local_first(requests), collect)
         return obs, infos
 
-    def call(self, name: str, *args: Any, **kwargs: Any) -> list[Any]:
-        """Calls method `name` on every env; returns the results in env order."""
-        self._expect_open()
-        return [g.call(i, name, args, kwargs) for g in self._groups for i in range(g.num_envs)]
+    def _all_obs(self) -> np.ndarray:
+        """A copy of every env's latest obs, as the groups' buffers hold them."""
+        return np.concatenate([g.buffers.obs for g in self._groups])
 
-    def attribute(self, name: str) -> list[Any]:
-        """The attribute `name` of every env, in env order."""
-        self._expect_open()
-        return [g.attribute(i, name) for g in self._groups for i in range(g.num_envs)]
+    def _batched(self, infos: Sequence[dict] | dict[int, dict]) -> Callable[[], dict]:
+        """Builds Gymnasium's vector infos from per-env infos (a sequence, or a dict by env)."""
+        items = infos.items() if isinstance(infos, dict) else None
 
-    def close(self) -> None:
-        """Closes every env and ends every worker. Safe to call more than once."""
-        if self._closed:
-            return
-        self._closed = True
-        for g in self._groups:
-            g.close()
+        def build() -> dict:
+            vector_infos: dict = {}
+            for i, info in items if items is not None else enumerate(infos):
+                if info:
+                    vector_infos = self._add_info(vector_infos, info, int(i))
+            return vector_infos
 
-    def __enter__(self) -> BatchEnv:
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self.close()
+        return build
 
     def _expect_open(self) -> None:
-        if self._closed:
+        if self.closed:
             raise RuntimeError("this BatchEnv is closed")
+
+    def _check_seeds(self, seed: Any) -> list[int | None]:
+        if seed is None:
+            return [None] * self.num_envs
+        if isinstance(seed, int | np.integer):
+            return [int(seed) + i for i in range(self.num_envs)]
+        seeds = list(seed)
+        if len(seeds) != self.num_envs:
+            raise ValueError(
+                f"reset got {len(seeds)} seeds for {self.num_envs} envs: give one int, None, or "
+                f"one seed per env"
+            )
+        return seeds
+
+    def _check_mask(self, mask: Any) -> np.ndarray:
+        mask = np.asarray(mask)
+        if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
+            raise ValueError(
+                f"options['reset_mask'] must be a bool array of shape ({self.num_envs},), got "
+                f"{mask.dtype} of shape {mask.shape}"
+            )
+        return np.flatnonzero(mask)
 
     def _check_indices(self, indices: Any) -> np.ndarray:
         if indices is None:
@@ -312,11 +377,6 @@ class BatchEnv:
         return indices
 
 
-def _local_first(requests: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
-    """The (group, part) pairs, groups in this process first: they step while workers do."""
-    return sorted(requests, key=lambda request: not isinstance(request[0], LocalGroup))
-
-
 def _collect_all(requests: Sequence[tuple[Any, Any]], collect: Callable) -> None:
     """Calls `collect(group, part)` for every request, even after one fails, then raises.
 
@@ -330,31 +390,3 @@ def _collect_all(requests: Sequence[tuple[Any, Any]], collect: Callable) -> None
             failure = failure or error
     if failure is not None:
         raise failure
-
-
-def _check_local_envs(local_envs: int | str, num_envs: int) -> int:
-    if local_envs == "auto":
-        return default_local_envs(num_envs)
-    if isinstance(local_envs, bool) or not isinstance(local_envs, int | np.integer):
-        raise ValueError(f"local_envs must be a number of envs or 'auto', got {local_envs!r}")
-    if not 0 <= local_envs <= num_envs:
-        raise ValueError(f"local_envs must be between 0 and num_envs={num_envs}, got {local_envs}")
-    return int(local_envs)
-
-
-def _constructors(env: Any, num_envs: int | None) -> list[Callable[[], gym.Env]]:
-    if isinstance(env, str):
-        if num_envs is None:
-            raise ValueError(f"give num_envs to build a batch of {env!r}")
-        make_lib.check_name(env)
-        return [make_lib.Make(env)] * num_envs
-    if callable(env):
-        if num_envs is None:
-            raise ValueError("give num_envs to build a batch from one constructor")
-        return [env] * num_envs
-    constructors = list(env)
-    if num_envs is not None and num_envs != len(constructors):
-        raise ValueError(f"num_envs={num_envs} but {len(constructors)} constructors were given")
-    if not constructors:
-        raise ValueError("a BatchEnv needs at least one env, got none")
-    return constructors

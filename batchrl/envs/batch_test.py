@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from batchrl.conftest import wait_gone
-from batchrl.envs import batch, errors, external, mock, spec
+from batchrl.envs import batch, errors, external, layout, mock, spec
+from batchrl.envs.local import LocalGroup
 
 
 def random_actions(space, batch_size, steps, seed=0):
@@ -24,8 +25,16 @@ def rollout(env, actions, seed):
         seen += [obs, reward, terminated, truncated]
         done = np.flatnonzero(terminated | truncated)
         if len(done):
-            seen.append(env.reset(done)[0])
+            seen.append(env.reset_at(done)[0])
     return seen
+
+
+def plain_step(env, actions):
+    """The per-env infos of a step without autoreset, through `step_into`."""
+    space = env.single_observation_space
+    obs = np.empty((env.num_envs, *space.shape), space.dtype)
+    flags = [np.empty(env.num_envs, t) for t in (np.float64, bool, bool)]
+    return env.step_into(actions, obs, *flags)
 
 
 def assert_same(a, b):
@@ -60,7 +69,7 @@ def test_local_batch_equals_stepping_envs_directly():
 @pytest.mark.parametrize(("envs_per_worker", "local_envs"), [(1, 0), (3, 0), (None, 2)])
 def test_parallel_equals_blocking_for_the_same_seed(env_id, steps, envs_per_worker, local_envs):
     local = batch.BatchEnv([gym.make(env_id) for _ in range(4)])
-    actions = random_actions(local.action_space, 4, steps)
+    actions = random_actions(local.single_action_space, 4, steps)
     expected = rollout(local, actions, seed=3)
     with batch.BatchEnv.external(
         env_id, 4, envs_per_worker=envs_per_worker, local_envs=local_envs
@@ -74,7 +83,7 @@ def test_parallel_equals_blocking_for_the_same_seed(env_id, steps, envs_per_work
 def test_workers_that_block_at_once_step_the_same():
     """spin=0: parent and workers sleep in poll instead of polling first."""
     local = batch.BatchEnv([gym.make("Pendulum-v1") for _ in range(4)])
-    actions = random_actions(local.action_space, 4, 60)
+    actions = random_actions(local.single_action_space, 4, 60)
     expected = rollout(local, actions, seed=5)
     with batch.BatchEnv.external("Pendulum-v1", 4, envs_per_worker=2, spin=0.0) as external:
         assert_same(rollout(external, actions, seed=5), expected)
@@ -89,17 +98,20 @@ def test_infos_equal_the_envs_own_infos():
     with batch.BatchEnv.external("HalfCheetah-v5", 2, envs_per_worker=2) as env:
         env.reset(seed=0)
         infos = env.step(np.stack([action, action]))[4]
-        assert len(infos) == 2
-        assert infos[0].keys() == expected.keys()
+        assert infos.keys() == {*expected, *(f"_{key}" for key in expected)}
         for key, value in expected.items():
-            assert infos[0][key] == value and type(infos[0][key]) is type(value)
+            assert infos[key][0] == value and infos[key].dtype == np.asarray(value).dtype
+            assert infos[f"_{key}"].tolist() == [True, True]
+        per_env = plain_step(env, np.stack([action, action]))
+        for key, value in expected.items():
+            assert type(per_env[0][key]) is type(value)
 
 
 def test_reset_by_index_resets_only_those_envs():
     with batch.BatchEnv.external(functools.partial(mock.CountingEnv, duration=10), 4) as env:
         env.reset(seed=0)
         env.step(np.zeros((4, 2), np.float32))
-        obs, infos = env.reset([3, 1], seed=100)
+        obs, infos = env.reset_at([3, 1], seed=100)
         assert [info["seed"] for info in infos] == [103, 101]
         np.testing.assert_array_equal(obs[:, 0], [0, 0])
         obs = env.step(np.zeros((4, 2), np.float32))[0]
@@ -115,7 +127,7 @@ def test_exact_episode_bookkeeping_with_durations_one_to_four():
             _, _, terminated, truncated, _ = env.step(np.zeros((4, 2), np.float32))
             assert not truncated.any()
             dones.append(terminated.copy())
-            env.reset(np.flatnonzero(terminated))
+            env.reset_at(np.flatnonzero(terminated))
         dones = np.array(dones)
         for i, duration in enumerate((1, 2, 3, 4)):
             expected = [(t + 1) % duration == 0 for t in range(12)]
@@ -158,7 +170,7 @@ def test_bad_actions_and_indices_get_clear_errors():
         with pytest.raises(ValueError, match=r"actions of shape \(3, 1\).*expected \(2, 1\)"):
             env.step(np.zeros((3, 1), np.float32))
         with pytest.raises(IndexError, match="env index 5 is out of range"):
-            env.reset([5])
+            env.reset_at([5])
         env.step(np.zeros((2, 1), np.float32))  # Still usable after refused input.
 
 
@@ -192,7 +204,8 @@ def test_restart_in_a_batch_truncates_only_that_workers_envs():
         _, reward, terminated, truncated, infos = env.step(np.zeros((4, 2), np.float32))
         np.testing.assert_array_equal(truncated, [False, False, True, True])
         assert not terminated.any() and env.restarts == 1
-        assert "restarted" not in infos[0] and infos[2]["restarted"] is True
+        assert infos["_restarted"].tolist() == [False, False, True, True]
+        assert infos["restarted"][2]
         np.testing.assert_array_equal(reward, [2.0, 2.0, 0.0, 0.0])
 
 
@@ -200,7 +213,7 @@ def test_unread_infos_of_a_worker_that_died_are_named_as_lost():
     constructors = second_worker_exits_at_step_two()
     with batch.BatchEnv.external(constructors, envs_per_worker=2, restart=True) as env:
         env.reset(seed=0)
-        before = env.step(np.zeros((4, 2), np.float32))[4]  # Not read before the crash.
+        before = plain_step(env, np.zeros((4, 2), np.float32))  # Not read before the crash.
         env.step(np.zeros((4, 2), np.float32))
         assert env.restarts == 1
         assert before[1] == {}  # The other worker's infos are still there.
@@ -225,7 +238,7 @@ def _normalized_pendulum():
 def test_wrapped_envs_in_workers():
     with batch.BatchEnv.external(_normalized_pendulum, 2) as env:
         assert env.observation_space.dtype == np.float32
-        np.testing.assert_array_equal(env.action_space.high, [1.0])
+        np.testing.assert_array_equal(env.single_action_space.high, [1.0])
         obs, _ = env.reset(seed=0)
         assert obs.dtype == np.float32 and np.all(np.abs(obs) <= 1.0)
         reward = env.step(np.ones((2, 1), np.float32))[1]
@@ -238,11 +251,11 @@ def test_local_envs_step_in_this_process_beside_the_workers():
     with batch.BatchEnv.external(mock.CountingEnv, 5, local_envs=2, envs_per_worker=2) as env:
         assert [type(g).__name__ for g in env._groups] == ["ProcessGroup"] * 2 + ["LocalGroup"]
         _, infos = env.reset(seed=10)
-        assert [info["seed"] for info in infos] == [10, 11, 12, 13, 14]
+        assert infos["seed"].tolist() == [10, 11, 12, 13, 14]
         np.testing.assert_array_equal(env.step(np.zeros((5, 2), np.float32))[0][:, 0], [1] * 5)
     with batch.BatchEnv.external(mock.CountingEnv, 3, local_envs="auto") as env:
-        assert sum(g.num_envs for g in env._groups if isinstance(g, batch.LocalGroup)) == (
-            batch.default_local_envs(3)
+        assert sum(g.num_envs for g in env._groups if isinstance(g, LocalGroup)) == (
+            layout.default_local_envs(3)
         )
 
 
@@ -301,7 +314,9 @@ def test_step_into_writes_what_step_returns_into_the_callers_arrays():
             np.testing.assert_allclose(reward, expected[1], rtol=1e-6)
             np.testing.assert_array_equal(terminated, expected[2])
             np.testing.assert_array_equal(truncated, expected[3])
-            assert list(infos) == list(expected[4])
+            for key, value in expected[4].items():
+                if not key.startswith("_"):
+                    np.testing.assert_array_equal(value, [info[key] for info in infos])
         with pytest.raises(ValueError, match=r"actions of shape \(2, 6\) do not fit"):
             b.step_into(actions[0, :2], obs, reward, terminated, truncated)
 
@@ -316,10 +331,10 @@ def test_infos_read_late_or_after_close_are_each_steps_own(local_envs):
     expected = [[d.step(a)[4] for d, a in zip(direct, action, strict=True)] for action in actions]
     with batch.BatchEnv.external("HalfCheetah-v5", 3, local_envs=local_envs) as env:
         env.reset(seed=11)
-        kept = [env.step(action)[4] for action in actions]  # Read none of them yet.
+        kept = [plain_step(env, action) for action in actions]  # Read none of them yet.
         assert list(kept[2]) == expected[2]  # One read between steps.
-        assert env.attribute("spec")[0].id == "HalfCheetah-v5"  # A command while infos are owed.
-        kept.append(env.step(actions[0])[4])
+        assert env.get_attr("spec")[0].id == "HalfCheetah-v5"  # A command while infos are owed.
+        kept.append(plain_step(env, actions[0]))
     assert [list(infos) for infos in kept[:-1]] == expected  # Last one read after close.
     assert all(info.keys() == expected[0][0].keys() for info in kept[-1])
 
@@ -338,7 +353,7 @@ def test_an_info_that_cannot_cross_processes_is_named():
         infos = env.step(np.zeros((2, 2), np.float32))[4]
         # Infos stay in the worker until read: the error comes when they are.
         with pytest.raises(errors.EnvRaisedError, match=r"(?s)pickle.*during infos"):
-            infos[0]
+            infos["bad"]
         with pytest.raises(errors.EnvRaisedError, match=r"(?s)pickle.*during infos"):
-            infos[1]  # Each read says it again.
+            infos.keys()  # Each read says it again.
         env.step(np.zeros((2, 2), np.float32))  # The batch goes on.

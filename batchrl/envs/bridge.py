@@ -90,8 +90,8 @@ class InGraphBatchEnv:
         self.seed = seed
         self.num_envs = len(batch_env)
         self.env_seconds = 0.0
-        self._obs_space = batch_env.observation_space
-        self._action_space = batch_env.action_space
+        self._obs_space = batch_env.single_observation_space
+        self._action_space = batch_env.single_action_space
         obs_dtype = _jax_dtype(self._obs_space.dtype)
         # calls_host tells simulate to keep its compiled step in order around the calls.
         self.env_spec = dataclasses.replace(
@@ -161,7 +161,7 @@ class InGraphBatchEnv:
         out = outputs[1]
         out[...] = obs
         start = time.perf_counter()
-        out[indices] = self.batch_env.reset(indices)[0]
+        out[indices] = self.batch_env.reset_at(indices)[0]
         self.env_seconds += time.perf_counter() - start
         outputs[0][...] = token + 1
 

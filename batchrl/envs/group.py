@@ -13,10 +13,21 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
 from batchrl.envs import spec
 
 _ALIGN = 64
+
+# The byte that rings a worker to step, by what happens to envs whose episode ended:
+# DISABLED, a plain step (the caller resets); NEXT_STEP, they are reset in place of the
+# next step; SAME_STEP, they are reset at once, the final obs and info kept in the info.
+STEP_BYTES = {
+    AutoresetMode.DISABLED: b"s",
+    AutoresetMode.NEXT_STEP: b"n",
+    AutoresetMode.SAME_STEP: b"f",
+}
+AUTORESET_MODES = {byte: mode for mode, byte in STEP_BYTES.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +92,11 @@ def _aligned(offset: int) -> int:
 
 
 class EnvGroup:
-    """Owns k envs that share spaces; steps them in sequence over `Buffers`."""
+    """Owns k envs that share spaces; steps them in sequence over `Buffers`.
+
+    Autoresets as Gymnasium's `SyncVectorEnv` does, env by env, so a batch behaves as
+    Gymnasium's vector envs do without a second round trip for the resets.
+    """
 
     def __init__(self, constructors: Sequence[Callable[[], gym.Env]]):
         self.envs: list[gym.Env] = []
@@ -98,21 +113,43 @@ class EnvGroup:
         for env in self.envs[1:]:
             check_same_spaces(self.name, first, spec.env_name(env), env)
         self.buffers: Buffers | None = None
+        self._ended = np.zeros(len(self.envs), bool)  # To reset at the next NEXT_STEP step.
 
-    def step(self) -> list[dict]:
+    def step(self, autoreset: AutoresetMode = AutoresetMode.DISABLED) -> list[dict]:
         """Steps every env with its action from the buffers; returns their infos.
 
         Each env gets its own copy of its action (an env may keep it), and the results
         are written to the buffers once for all envs, which is several times cheaper.
         """
         buffers = self.buffers
-        results = [env.step(a) for env, a in zip(self.envs, buffers.action.copy(), strict=True)]
-        obs, reward, terminated, truncated, infos = zip(*results, strict=True)
+        actions = buffers.action.copy()
+        if autoreset is AutoresetMode.NEXT_STEP and self._ended.any():
+            results = [
+                self._reset_for_step(env) if ended else env.step(a)
+                for env, a, ended in zip(self.envs, actions, self._ended, strict=True)
+            ]
+        else:
+            results = [env.step(a) for env, a in zip(self.envs, actions, strict=True)]
+        obs, reward, terminated, truncated, infos = map(list, zip(*results, strict=True))
+        if autoreset is AutoresetMode.SAME_STEP:
+            for i in np.flatnonzero(np.logical_or(terminated, truncated)):
+                final = {"final_obs": obs[i], "final_info": infos[i]}
+                obs[i], reset_info = self.envs[i].reset()
+                infos[i] = {**final, **reset_info}
         self._write_obs(slice(None), obs)
         buffers.reward[:] = reward
         buffers.terminated[:] = terminated
         buffers.truncated[:] = truncated
-        return list(infos)
+        if autoreset is AutoresetMode.NEXT_STEP:
+            np.logical_or(buffers.terminated, buffers.truncated, out=self._ended)
+        else:
+            self._ended[:] = False
+        return infos
+
+    @staticmethod
+    def _reset_for_step(env: gym.Env) -> tuple:
+        obs, info = env.reset()
+        return obs, 0.0, False, False, info
 
     def reset(
         self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
@@ -123,15 +160,21 @@ class EnvGroup:
             obs, info = self.envs[i].reset(seed=seed, options=options)
             self._write_obs(i, obs)
             infos.append(info)
+        self._ended[list(indices)] = False
         return infos
 
     def attribute(self, index: int, name: str) -> Any:
-        """The attribute `name` of env `index`."""
-        return getattr(self.envs[index], name)
+        """The attribute `name` of env `index`, found through its wrappers."""
+        return self.envs[index].get_wrapper_attr(name)
 
     def call(self, index: int, name: str, args: tuple, kwargs: dict) -> Any:
-        """Calls method `name` of env `index`."""
-        return getattr(self.envs[index], name)(*args, **kwargs)
+        """Calls method `name` of env `index`; the value itself when it is not callable."""
+        function = self.envs[index].get_wrapper_attr(name)
+        return function(*args, **kwargs) if callable(function) else function
+
+    def set_attr(self, index: int, name: str, value: Any) -> None:
+        """Sets the attribute `name` of env `index` where its wrappers hold it."""
+        self.envs[index].set_wrapper_attr(name, value)
 
     def close(self) -> None:
         """Closes every env; an env that fails to close does not stop the others."""

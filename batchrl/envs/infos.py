@@ -5,11 +5,13 @@ A worker keeps a step's infos until the parent asks (`Owed`): measured on 2 core
 about 11% faster (docs/benchmarks.md). When asked, numeric scalar entries that every
 env reports (for MuJoCo tasks: all of them) travel as one array per key instead of one
 pickled object per env and key, which is several times cheaper. `Infos` is a read-only
-sequence of dicts that builds each dict on access.
+sequence of dicts that builds each dict on access; `Batched` is Gymnasium's vector form
+of them (a dict of arrays with `_key` masks), built when first read.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -134,3 +136,64 @@ class Infos(Sequence):
 
     def __repr__(self) -> str:
         return f"Infos({list(self)!r})"
+
+
+class Batched(dict):
+    """Gymnasium's vector infos, a dict of arrays with `_key` masks, built when first read.
+
+    A plain dict to whoever reads it (Gymnasium's vector wrappers check for one), but
+    `build` runs only at the first read or write, so a step whose infos nobody reads
+    fetches nothing from the workers. Copies and pickles are plain dicts.
+    """
+
+    def __init__(self, build: Callable[[], dict]):
+        super().__init__()
+        self._build: Callable[[], dict] | None = build
+
+    def _ready(self) -> None:
+        if self._build is not None:
+            built = self._build()  # An error here is raised again at the next read.
+            self._build = None
+            dict.update(self, built)
+
+    def __reduce__(self) -> tuple:
+        return dict, (dict(self.items()),)
+
+
+def _built_first(name: str) -> Callable:
+    method = getattr(dict, name)
+
+    @functools.wraps(method)
+    def built_first(self: Batched, *args: Any, **kwargs: Any) -> Any:
+        self._ready()
+        return method(self, *args, **kwargs)
+
+    return built_first
+
+
+for _name in (
+    "__contains__",
+    "__delitem__",
+    "__eq__",
+    "__getitem__",
+    "__ior__",
+    "__iter__",
+    "__len__",
+    "__ne__",
+    "__or__",
+    "__repr__",
+    "__reversed__",
+    "__ror__",
+    "__setitem__",
+    "clear",
+    "copy",
+    "get",
+    "items",
+    "keys",
+    "pop",
+    "popitem",
+    "setdefault",
+    "update",
+    "values",
+):
+    setattr(Batched, _name, _built_first(_name))

@@ -25,6 +25,7 @@ from typing import Any
 import cloudpickle
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
 from batchrl.envs import errors, group, lifecycle, shared, worker
 from batchrl.envs import infos as infos_lib
@@ -65,9 +66,7 @@ class ProcessGroup:
         self.restart = restart
         self.spin = spin
         self.restarts = 0
-        self.name = lifecycle.constructor_name(
-            constructors[0]
-        )  # Until the worker reports the env's own.
+        self.name = lifecycle.constructor_name(constructors[0])  # Until the env reports its own.
         self._context = multiprocessing.get_context(context)
         self._blob = cloudpickle.dumps(list(constructors))
         self._seeds: list[int | None] = [None] * self.num_envs
@@ -112,11 +111,8 @@ class ProcessGroup:
         try:
             name, observation_space, action_space = self._receive("start", lifecycle.START_TIMEOUT)
             if self.restarts == 0:
-                self.name, self.observation_space, self.action_space = (
-                    name,
-                    observation_space,
-                    action_space,
-                )
+                self.name, self.observation_space = name, observation_space
+                self.action_space = action_space
             nbytes = group.Buffers.nbytes(self.num_envs, observation_space, action_space)
             path, mapping = shared.create(nbytes)
             try:
@@ -144,7 +140,9 @@ class ProcessGroup:
 
     # -- commands ---------------------------------------------------------------------------
 
-    def step_async(self, actions: np.ndarray) -> None:
+    def step_async(
+        self, actions: np.ndarray, autoreset: AutoresetMode = AutoresetMode.DISABLED
+    ) -> None:
         """Writes actions [k, ...] for the worker and rings it; `step_wait` collects the results.
 
         A step travels as one byte each way: actions and results are in shared memory,
@@ -158,7 +156,7 @@ class ProcessGroup:
         self._pending = lifecycle.Pending.STEP
         self._steps += 1
         with contextlib.suppress(OSError):  # The worker is gone: step_wait reports it.
-            os.write(self._bell, b"s")
+            os.write(self._bell, group.STEP_BYTES[autoreset])
 
     def step_wait(self) -> Step:
         """Results of the step in flight: obs, reward, terminated, truncated as views, and infos."""
@@ -216,6 +214,10 @@ class ProcessGroup:
     def call(self, index: int, name: str, args: tuple = (), kwargs: dict | None = None) -> Any:
         """Calls method `name` of env `index` in the worker and returns its result."""
         return self._request(f"call {name}", ("call", index, name, args, kwargs or {}))
+
+    def set_attr(self, index: int, name: str, value: Any) -> None:
+        """Sets the attribute `name` of env `index` in the worker."""
+        self._request(f"set_attr {name}", ("set_attr", index, name, value))
 
     def _request(self, command: str, message: tuple) -> Any:
         self._expect_idle(command)

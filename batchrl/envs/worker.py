@@ -43,8 +43,9 @@ def main(
     After each answer the worker polls for the next command for up to `spin` seconds,
     yielding its core between polls, before it blocks: a blocked process on an idle
     core wakes up slowly, which costs more than the stepping of a small env. A step is
-    asked for by one byte on `bell` and answered by one byte on `answer`, the actions
-    and results being in shared memory; every other command goes through `conn`.
+    asked for by one byte on `bell` (which also says how envs autoreset) and answered by
+    one byte on `answer`, the actions and results being in shared memory; every other
+    command goes through `conn`.
     """
     _die_with_parent(parent_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -75,11 +76,11 @@ def _serve(
     while True:
         events = poll(poller, spin)
         if bell.fileno() in dict(events):
-            os.read(bell.fileno(), 1)
+            autoreset = group_lib.AUTORESET_MODES[os.read(bell.fileno(), 1)]
             steps += 1
             kept.pop(steps - KEPT_STEPS, None)
             try:
-                kept[steps] = envs.step()
+                kept[steps] = envs.step(autoreset)
             except Exception as error:
                 _send_error(conn, error)
                 continue
@@ -95,6 +96,8 @@ def _serve(
                 conn.send(("ok", envs.attribute(*args)))
             elif command == "call":
                 conn.send(("ok", envs.call(*args)))
+            elif command == "set_attr":
+                conn.send(("ok", envs.set_attr(*args)))
             elif command == "attach":
                 path, nbytes = args
                 mapping = shared.attach(path, nbytes)

@@ -1,0 +1,75 @@
+"""How a batch's envs are laid out: their constructors, their split over workers and parent."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from batchrl.envs import make as make_lib
+
+
+def cores() -> int:
+    """The cores this process may run on."""
+    count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, count or 1)
+
+
+def default_envs_per_worker(num_envs: int, parent_steps: bool = False) -> int:
+    """Envs split evenly over one worker per core (one core fewer when the parent steps envs).
+
+    The fastest setting measured: more, smaller workers pay more wake-ups per step.
+    """
+    workers = max(1, cores() - 1) if parent_steps else cores()
+    return max(1, math.ceil(num_envs / workers))
+
+
+def default_local_envs(num_envs: int) -> int:
+    """The parent's even share of the batch when it steps envs beside one worker per other core."""
+    return num_envs // cores() if cores() > 1 else 0
+
+
+def check_local_envs(local_envs: int | str, num_envs: int) -> int:
+    """`local_envs` as a number of envs, or a ValueError naming what is allowed."""
+    if local_envs == "auto":
+        return default_local_envs(num_envs)
+    if isinstance(local_envs, bool) or not isinstance(local_envs, int | np.integer):
+        raise ValueError(f"local_envs must be a number of envs or 'auto', got {local_envs!r}")
+    if not 0 <= local_envs <= num_envs:
+        raise ValueError(f"local_envs must be between 0 and num_envs={num_envs}, got {local_envs}")
+    return int(local_envs)
+
+
+def constructors(env: Any, num_envs: int | None) -> list[Callable[[], gym.Env]]:
+    """One constructor per env from a Gymnasium id, one constructor, or a list of them."""
+    if isinstance(env, str):
+        if num_envs is None:
+            raise ValueError(f"give num_envs to build a batch of {env!r}")
+        make_lib.check_name(env)
+        return [make_lib.Make(env)] * num_envs
+    if callable(env):
+        if num_envs is None:
+            raise ValueError("give num_envs to build a batch from one constructor")
+        return [env] * num_envs
+    listed = list(env)
+    if num_envs is not None and num_envs != len(listed):
+        raise ValueError(f"num_envs={num_envs} but {len(listed)} constructors were given")
+    if not listed:
+        raise ValueError("a BatchEnv needs at least one env, got none")
+    return listed
+
+
+def check_autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
+    """`mode` as an `AutoresetMode`; its name or value works too ("next_step", "NEXT_STEP")."""
+    if isinstance(mode, AutoresetMode):
+        return mode
+    for known in AutoresetMode:
+        if isinstance(mode, str) and mode.lower() in (known.value.lower(), known.name.lower()):
+            return known
+    allowed = ", ".join(m.name for m in AutoresetMode)
+    raise ValueError(f"unknown autoreset_mode {mode!r}: use one of {allowed}")

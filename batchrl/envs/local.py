@@ -1,0 +1,68 @@
+"""LocalGroup: envs stepped in the caller's process, behind the interface of a worker process."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from batchrl.envs import group as group_lib
+from batchrl.envs import process
+
+
+class LocalGroup:
+    """Envs stepped in this process, behind the same interface as `process.ProcessGroup`."""
+
+    def __init__(self, envs: Sequence[gym.Env]):
+        self._group = group_lib.EnvGroup([lambda env=env: env for env in envs])
+        self.num_envs = len(envs)
+        self.name = self._group.name
+        self.observation_space = self._group.observation_space
+        self.action_space = self._group.action_space
+        self.buffers = self._group.buffers = group_lib.Buffers.allocate(
+            self.num_envs, self.observation_space, self.action_space
+        )
+        self.restarts = 0
+        self._autoreset = AutoresetMode.DISABLED
+        self._reset: tuple | None = None
+
+    def step_async(
+        self, actions: np.ndarray, autoreset: AutoresetMode = AutoresetMode.DISABLED
+    ) -> None:
+        self.buffers.action[...] = actions
+        self._autoreset = autoreset
+
+    def step_wait(self) -> process.Step:
+        infos = self._group.step(self._autoreset)
+        buffers = self.buffers
+        return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
+
+    def reset_async(
+        self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
+    ) -> None:
+        self._reset = (list(indices), list(seeds), options)
+
+    def reset_wait(self) -> tuple[np.ndarray, list[dict]]:
+        indices, seeds, options = self._reset
+        infos = self._group.reset(indices, seeds, options)
+        return self.buffers.obs[indices], infos
+
+    def attribute(self, index: int, name: str) -> Any:
+        return self._group.attribute(index, name)
+
+    def call(self, index: int, name: str, args: tuple = (), kwargs: dict | None = None) -> Any:
+        return self._group.call(index, name, args, kwargs or {})
+
+    def set_attr(self, index: int, name: str, value: Any) -> None:
+        self._group.set_attr(index, name, value)
+
+    def close(self) -> None:
+        self._group.close()
+
+
+def local_first(requests: list[tuple[Any, Any]]) -> list[tuple[Any, Any]]:
+    """The (group, part) pairs, groups in this process first: they step while workers do."""
+    return sorted(requests, key=lambda request: not isinstance(request[0], LocalGroup))

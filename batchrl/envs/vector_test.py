@@ -1,0 +1,148 @@
+"""BatchEnv as a Gymnasium VectorEnv: the same results as SyncVectorEnv, step for step."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+
+from batchrl.envs import batch
+
+MODES = list(AutoresetMode)
+
+
+def assert_same_infos(ours, theirs, where):
+    assert isinstance(ours, dict)
+    assert ours.keys() == theirs.keys(), where
+    for key, expected in theirs.items():
+        value = ours[key]
+        if isinstance(expected, dict):
+            assert_same_infos(value, expected, f"{where}, {key}")
+        elif expected.dtype == object:  # final_obs: one array (or None) per env.
+            for a, b in zip(value, expected, strict=True):
+                assert (a is None) == (b is None), f"{where}, {key}"
+                if b is not None:
+                    np.testing.assert_array_equal(a, b, err_msg=f"{where}, {key}")
+        else:
+            assert value.dtype == expected.dtype, f"{where}, {key}"
+            np.testing.assert_array_equal(value, expected, err_msg=f"{where}, {key}")
+
+
+def run_side_by_side(ours, theirs, steps, seed):
+    """Steps both with the same random actions; asserts equal results; counts episode ends."""
+    mode = theirs.metadata["autoreset_mode"]
+    rng = np.random.default_rng(seed)
+    seeds = [seed + 10 * i for i in range(ours.num_envs)]
+    got, want = ours.reset(seed=seeds), theirs.reset(seed=seeds)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert_same_infos(got[1], want[1], "first reset")
+    ends = 0
+    for t in range(steps):
+        low, high = theirs.action_space.low, theirs.action_space.high
+        action = rng.uniform(low, high).astype(theirs.action_space.dtype)
+        got, want = ours.step(action), theirs.step(action)
+        names = ("obs", "reward", "terminated", "truncated")
+        for name, a, b in zip(names, got[:4], want[:4], strict=True):
+            np.testing.assert_array_equal(a, b, err_msg=f"{name} at step {t}")
+        assert_same_infos(got[4], want[4], f"infos at step {t}")
+        done = want[2] | want[3]
+        ends += int(done.sum())
+        if mode is AutoresetMode.DISABLED and done.any():
+            options = {"reset_mask": done}
+            got, want = ours.reset(options=dict(options)), theirs.reset(options=dict(options))
+            np.testing.assert_array_equal(got[0], want[0], err_msg=f"reset obs at step {t}")
+            assert_same_infos(got[1], want[1], f"reset infos at step {t}")
+    return ends
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
+@pytest.mark.parametrize(("env_id", "steps"), [("Pendulum-v1", 1000), ("Hopper-v5", 1000)])
+def test_steps_as_sync_vector_env_for_every_autoreset_mode(mode, env_id, steps):
+    theirs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * 4, autoreset_mode=mode)
+    # Two workers of one env each, and two envs stepped in this process.
+    with batch.BatchEnv.external(
+        env_id, 4, envs_per_worker=1, local_envs=2, autoreset_mode=mode
+    ) as ours:
+        ends = run_side_by_side(ours, theirs, steps, seed=7)
+    theirs.close()
+    assert ends >= 8  # Every mode's episode ends were compared, several per env.
+
+
+def test_vector_env_attributes_match_sync_vector_env():
+    theirs = gym.vector.SyncVectorEnv([lambda: gym.make("Pendulum-v1")] * 3)
+    with batch.BatchEnv.external("Pendulum-v1", 3) as ours:
+        assert isinstance(ours, gym.vector.VectorEnv)
+        for name in ("num_envs", "single_observation_space", "single_action_space"):
+            assert getattr(ours, name) == getattr(theirs, name), name
+        assert ours.observation_space == theirs.observation_space
+        assert ours.action_space == theirs.action_space
+        assert ours.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
+        assert ours.metadata["render_fps"] == theirs.metadata["render_fps"]
+        assert ours.spec.id == "Pendulum-v1" and ours.render_mode is None
+        assert "Pendulum-v1" in repr(ours) and not ours.closed
+    assert ours.closed
+    theirs.close()
+
+
+def test_call_get_attr_set_attr_and_render_reach_every_env():
+    with batch.BatchEnv.external(
+        lambda: gym.make("Pendulum-v1", render_mode="rgb_array"), 3, envs_per_worker=2
+    ) as env:
+        assert env.render_mode == "rgb_array"
+        assert env.get_attr("max_speed") == (8.0, 8.0, 8.0)  # Found through the wrappers.
+        env.set_attr("max_speed", [1.0, 2.0, 3.0])
+        assert env.call("max_speed") == (1.0, 2.0, 3.0)  # A value, not callable.
+        env.set_attr("max_speed", 4.0)
+        assert env.get_attr("max_speed") == (4.0, 4.0, 4.0)
+        env.reset(seed=0)
+        frames = env.render()
+        assert len(frames) == 3 and frames[0].shape == (500, 500, 3) and frames[0].std() > 0
+        with pytest.raises(ValueError, match=r"set_attr needs one value or 3 .*got 2"):
+            env.set_attr("max_speed", [1.0, 2.0])
+
+
+def test_gymnasium_vector_wrappers_run_over_it():
+    def wrapped(env):
+        env = gym.wrappers.vector.ClipAction(env)
+        env = gym.wrappers.vector.NormalizeObservation(env)
+        return gym.wrappers.vector.RecordEpisodeStatistics(env)
+
+    theirs = wrapped(gym.vector.SyncVectorEnv([lambda: gym.make("Pendulum-v1")] * 2))
+    with batch.BatchEnv.external("Pendulum-v1", 2) as env:
+        ours = wrapped(env)
+        rng = np.random.default_rng(0)
+        np.testing.assert_array_equal(ours.reset(seed=0)[0], theirs.reset(seed=0)[0])
+        episodes = 0
+        for _ in range(450):
+            action = rng.uniform(-4, 4, (2, 1)).astype(np.float32)  # Clipped to [-2, 2].
+            got, want = ours.step(action), theirs.step(action)
+            np.testing.assert_allclose(got[0], want[0], rtol=1e-6)
+            if "episode" in want[4]:
+                episodes += 1
+                np.testing.assert_allclose(got[4]["episode"]["r"], want[4]["episode"]["r"])
+                np.testing.assert_array_equal(got[4]["_episode"], want[4]["_episode"])
+        assert episodes == 2 and len(ours.return_queue) == 4
+    theirs.close()
+
+
+def test_bad_autoreset_modes_seeds_and_masks_are_named():
+    with pytest.raises(ValueError, match="unknown autoreset_mode 'sometimes': use one of NEXT"):
+        batch.BatchEnv.external("Pendulum-v1", 2, autoreset_mode="sometimes")
+    with batch.BatchEnv.external("Pendulum-v1", 2, autoreset_mode="same_step") as env:
+        assert env.autoreset_mode is AutoresetMode.SAME_STEP
+        with pytest.raises(ValueError, match="reset got 3 seeds for 2 envs"):
+            env.reset(seed=[1, 2, 3])
+        with pytest.raises(ValueError, match=r"reset_mask'\] must be a bool array of shape \(2,\)"):
+            env.reset(options={"reset_mask": np.array([1, 0])})
+
+
+def test_infos_nobody_reads_are_never_fetched():
+    with batch.BatchEnv.external("HalfCheetah-v5", 2, envs_per_worker=2) as env:
+        env.reset(seed=0)
+        group = env._groups[0]
+        for _ in range(3):
+            infos = env.step(np.zeros((2, 6), np.float32))[4]
+        owed = group._owed[group._steps]()
+        assert owed is not None and owed._fetch is not None  # Still in the worker.
+        assert infos["_x_position"].all()
+        assert owed._fetch is None  # Fetched by that first read.
