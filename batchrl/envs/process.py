@@ -1,12 +1,10 @@
-"""ExternalProcess and ProcessGroup: the parent's handles on env worker processes.
+"""ProcessGroup: the parent's handle on one worker process hosting k envs.
 
-A `ProcessGroup` owns one worker process hosting k envs. Actions and results cross
-through shared memory, and a step is asked for and answered by one byte each way on a
-pair of pipes (no pickling on the per-step path); the step's infos stay in the worker
-until read (`infos.Owed`), and every other command goes through the command pipe. It
-detects a dead worker at once (its sentinel), a hung one after `timeout` seconds,
-and with `restart=True` replaces either by a fresh, deterministically seeded worker.
-`external.ExternalProcess` is the public single-env view with Gymnasium's API.
+Actions and results cross through shared memory, a step is asked for and answered by
+one byte each way (no pickling on the per-step path), its infos stay in the worker
+until read (`infos.Owed`), and every other command goes through the command pipe. A
+dead worker is detected at once, a hung one after `timeout` seconds; `restart=True`
+replaces either by a fresh, deterministically seeded worker.
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import multiprocessing
 import os
 import select
 import signal
@@ -51,11 +48,6 @@ class ProcessGroup:
         context: str = lifecycle.DEFAULT_CONTEXT,
         spin: float = lifecycle.DEFAULT_SPIN,
     ):
-        if context not in lifecycle.CONTEXTS:
-            raise ValueError(
-                f"unknown start method {context!r}: use one of {lifecycle.CONTEXTS} (plain fork is "
-                f"unsafe once JAX's threads run)"
-            )
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be positive seconds or None, got {timeout!r}")
         if spin < 0:
@@ -67,7 +59,7 @@ class ProcessGroup:
         self.spin = spin
         self.restarts = 0
         self.name = lifecycle.constructor_name(constructors[0])  # Until the env reports its own.
-        self._context = multiprocessing.get_context(context)
+        self._context = lifecycle.context(context)
         self._blob = cloudpickle.dumps(list(constructors))
         self._seeds: list[int | None] = [None] * self.num_envs
         self._fresh = np.zeros(self.num_envs, bool)  # Restarted without a step to report it.
@@ -100,19 +92,18 @@ class ProcessGroup:
         self._poller.register(parent_conn.fileno(), select.POLLIN)
         self._poller.register(process.sentinel, select.POLLIN)
         self._step_poller = select.poll()
-        self._step_poller.register(self._answer, select.POLLIN)
-        self._step_poller.register(parent_conn.fileno(), select.POLLIN)
-        self._step_poller.register(process.sentinel, select.POLLIN)
+        for fd in (self._answer, parent_conn.fileno(), process.sentinel):
+            self._step_poller.register(fd, select.POLLIN)
         self._steps = 0  # Steps rung on this worker; numbers its kept infos.
         self._owed: dict[int, weakref.ref] = {}  # Infos still in the worker, by step.
         self._finalizer = weakref.finalize(
             self, lifecycle.terminate, process, parent_conn, (bell_out, answer_in)
         )
         try:
-            name, observation_space, action_space = self._receive("start", lifecycle.START_TIMEOUT)
+            name, *spaces = self._receive("start", lifecycle.START_TIMEOUT)
+            observation_space, action_space = spaces
             if self.restarts == 0:
-                self.name, self.observation_space = name, observation_space
-                self.action_space = action_space
+                self.name, self.observation_space, self.action_space = name, *spaces
             nbytes = group.Buffers.nbytes(self.num_envs, observation_space, action_space)
             path, mapping = shared.create(nbytes)
             try:
@@ -219,6 +210,10 @@ class ProcessGroup:
         """Sets the attribute `name` of env `index` in the worker."""
         self._request(f"set_attr {name}", ("set_attr", index, name, value))
 
+    def is_wrapped(self, index: int, wrapper_class: type) -> bool:
+        """Whether env `index` is wrapped by a `wrapper_class` at any depth."""
+        return self._request("is_wrapped", ("is_wrapped", index, wrapper_class))
+
     def _request(self, command: str, message: tuple) -> Any:
         self._expect_idle(command)
         self._send(lifecycle.Pending.REQUEST, message)
@@ -292,8 +287,7 @@ class ProcessGroup:
         if self._pending is not lifecycle.Pending.NONE:
             raise errors.EnvError(
                 f"cannot {command} {self._describe()}: its {self._pending.value} is still in "
-                f"flight; "
-                f"collect it with its promise first",
+                f"flight; collect it with its promise first",
                 self.name,
                 command,
             )

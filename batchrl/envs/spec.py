@@ -10,7 +10,7 @@ from __future__ import annotations
 import gymnasium as gym
 import numpy as np
 
-from batchrl.types import EnvSpec
+from batchrl.env_spec import EnvSpec
 
 SUPPORTED_OBSERVATION = "Box observations of any shape"
 SUPPORTED_ACTION = "Box or Discrete actions"

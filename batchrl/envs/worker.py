@@ -1,9 +1,10 @@
 """The worker process: builds its envs, serves the parent's commands, relays errors, exits cleanly.
 
-Runs in a fresh interpreter (spawn or forkserver). It never outlives the parent: the
-kernel kills it when the parent dies (PR_SET_PDEATHSIG), a watchdog thread exits when
-it is re-parented, and it exits when the command pipe closes. It ignores SIGINT, so
-Ctrl-C in a terminal reaches the parent, which then closes its workers in order.
+Runs forked from a fork server, or in a fresh interpreter (spawn). It never outlives
+the parent: the kernel kills it when its parent process dies (PR_SET_PDEATHSIG), a
+watchdog thread exits when it is re-parented or the parent's end of its pipe closes,
+and it exits when the command pipe closes. It ignores SIGINT, so Ctrl-C in a terminal
+reaches the parent, which then closes its workers in order.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def main(
     one byte on `answer`, the actions and results being in shared memory; every other
     command goes through `conn`.
     """
-    _die_with_parent(parent_pid)
+    _die_with_parent(parent_pid, bell)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     envs = None
     try:
@@ -76,7 +77,10 @@ def _serve(
     while True:
         events = poll(poller, spin)
         if bell.fileno() in dict(events):
-            autoreset = group_lib.AUTORESET_MODES[os.read(bell.fileno(), 1)]
+            ring = os.read(bell.fileno(), 1)
+            if not ring:
+                return  # The parent is gone.
+            autoreset = group_lib.AUTORESET_MODES[ring]
             steps += 1
             kept.pop(steps - KEPT_STEPS, None)
             try:
@@ -98,6 +102,8 @@ def _serve(
                 conn.send(("ok", envs.call(*args)))
             elif command == "set_attr":
                 conn.send(("ok", envs.set_attr(*args)))
+            elif command == "is_wrapped":
+                conn.send(("ok", envs.is_wrapped(*args)))
             elif command == "attach":
                 path, nbytes = args
                 mapping = shared.attach(path, nbytes)
@@ -143,8 +149,13 @@ def _send_error(conn: Connection, error: BaseException) -> None:
         conn.send(("error", (type(error).__name__, str(error), text)))
 
 
-def _die_with_parent(parent_pid: int) -> None:
-    """Makes sure this process ends when the parent does, however the parent ends."""
+def _die_with_parent(parent_pid: int, bell: Connection) -> None:
+    """Makes sure this process ends when the parent does, however the parent ends.
+
+    Under a fork server the kernel's parent is the server, which lives as long as any
+    worker does: the watchdog also ends the worker when the parent's end of `bell`
+    closes, which only the parent holds and closes only after the worker has ended.
+    """
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -155,8 +166,10 @@ def _die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
     def watchdog() -> None:
-        while os.getppid() == initial_parent:
-            time.sleep(_WATCHDOG_PERIOD)
+        hangup = select.poll()
+        hangup.register(bell.fileno(), 0)  # Reports only a hang-up (or error) of the pipe.
+        while os.getppid() == initial_parent and not hangup.poll(_WATCHDOG_PERIOD * 1000):
+            pass
         os._exit(1)
 
     threading.Thread(target=watchdog, name="batchrl-parent-watchdog", daemon=True).start()
