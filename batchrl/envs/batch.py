@@ -178,42 +178,50 @@ class BatchEnv(gym.vector.VectorEnv):
 
         `seed`: None, an int (env i gets seed + i) or one seed per env.
         """
-        seeds = self._check_seeds(seed)
+        seeds = layout.check_seeds(seed, self.num_envs)
         options = dict(options or {})
         mask = options.pop("reset_mask", None)
-        indices = np.arange(self.num_envs) if mask is None else self._check_mask(mask)
-        options = options or None
-        obs = self._all_obs() if mask is not None else None
-        reset_obs, infos = self._reset(indices, [seeds[i] for i in indices], options)
-        if obs is None:
-            obs = reset_obs
+        if mask is None:
+            indices = np.arange(self.num_envs)
+            obs, infos = self._reset(indices, seeds, options or None)
         else:
-            obs[indices] = reset_obs
+            indices = layout.check_mask(mask, self.num_envs)
+            obs = self._all_obs()  # The others' obs as they are.
+            obs[indices], infos = self._reset(indices, [seeds[i] for i in indices], options or None)
         return obs, infos_lib.Batched(self._batched(dict(zip(indices, infos, strict=True))))
 
-    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
-        """Calls method `name` of every env (or reads it, if not callable), in env order."""
-        self._expect_open()
-        return tuple(g.call(i, name, args, kwargs) for g in self._groups for i in range(g.num_envs))
+    def call(
+        self, name: str, *args: Any, indices: Sequence[int] | None = None, **kwargs: Any
+    ) -> tuple[Any, ...]:
+        """Calls method `name` of every env (or of those at `indices`); a value is read as is."""
+        return self._per_env(indices, "call", name, args, kwargs)
 
-    def get_attr(self, name: str) -> tuple[Any, ...]:
-        """The attribute `name` of every env, found through its wrappers, in env order."""
-        self._expect_open()
-        return tuple(g.attribute(i, name) for g in self._groups for i in range(g.num_envs))
+    def get_attr(self, name: str, indices: Sequence[int] | None = None) -> tuple[Any, ...]:
+        """The attribute `name` of every env (or of those at `indices`), through its wrappers."""
+        return self._per_env(indices, "attribute", name)
 
-    def set_attr(self, name: str, values: Any) -> None:
-        """Sets the attribute `name` of every env: one value for all, or a list of one each."""
-        self._expect_open()
+    def set_attr(self, name: str, values: Any, indices: Sequence[int] | None = None) -> None:
+        """Sets the attribute `name` of every env (or of those at `indices`).
+
+        `values` is one value for all, or a list or tuple of one per env.
+        """
+        targets = layout.check_indices(indices, self.num_envs)
         if not isinstance(values, list | tuple):
-            values = [values] * self.num_envs
-        if len(values) != self.num_envs:
+            values = [values] * len(targets)
+        if len(values) != len(targets):
             raise ValueError(
-                f"set_attr needs one value or {self.num_envs} (one per env), got {len(values)}"
+                f"set_attr needs one value or {len(targets)} (one per env), got {len(values)}"
             )
-        env_values = iter(values)
-        for g in self._groups:
-            for i in range(g.num_envs):
-                g.set_attr(i, name, next(env_values))
+        self._expect_open()
+        for i, value in zip(targets, values, strict=True):
+            group, index = self._locate(i)
+            group.set_attr(index, name, value)
+
+    def is_wrapped(
+        self, wrapper_class: type, indices: Sequence[int] | None = None
+    ) -> tuple[bool, ...]:
+        """Whether each env (or those at `indices`) is wrapped by a `wrapper_class` at any depth."""
+        return self._per_env(indices, "is_wrapped", wrapper_class)
 
     def render(self) -> tuple[Any, ...]:
         """Every env's rendering, in env order."""
@@ -239,28 +247,34 @@ class BatchEnv(gym.vector.VectorEnv):
         reward: np.ndarray,
         terminated: np.ndarray,
         truncated: np.ndarray,
+        autoreset_mode: AutoresetMode = AutoresetMode.DISABLED,
     ) -> infos_lib.Infos:
-        """A step without autoreset, writing the results into the given arrays [B, ...].
+        """A step written into the given arrays [B, ...], by default without autoreset.
 
         Returns the infos as a sequence of one dict per env. For callers that own the
         result memory and reset envs themselves (the in-graph bridge writes straight into
         XLA's buffers), which saves allocating and copying every array on every step.
         Values are cast to the arrays' dtypes.
         """
-        return self._step(actions, obs, reward, terminated, truncated, AutoresetMode.DISABLED)
+        mode = layout.check_autoreset_mode(autoreset_mode)
+        return self._step(actions, obs, reward, terminated, truncated, mode)
 
     def reset_at(
         self,
         indices: Sequence[int] | np.ndarray | None = None,
-        seed: int | None = None,
+        seed: int | Sequence[int | None] | None = None,
         options: dict | None = None,
     ) -> tuple[np.ndarray, list[dict]]:
-        """Resets the envs at `indices` (all when None); env i gets seed + i.
+        """Resets the envs at `indices` (all when None): env i gets seed + i, or its own seed.
 
-        Returns their obs [len(indices), ...] and one info dict each, in the order given.
+        `seed` is None, an int, or a list of one seed per env reset. Returns their obs
+        [len(indices), ...] and one info dict each, in the order given.
         """
-        indices = self._check_indices(indices)
-        seeds = [None if seed is None else seed + int(i) for i in indices]
+        indices = layout.check_indices(indices, self.num_envs)
+        if seed is None or isinstance(seed, int | np.integer):
+            seeds = [None if seed is None else int(seed) + int(i) for i in indices]
+        else:
+            seeds = layout.check_seeds(seed, len(indices))
         return self._reset(indices, seeds, options)
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -319,6 +333,17 @@ class BatchEnv(gym.vector.VectorEnv):
         _collect_all(local.local_first(requests), collect)
         return obs, infos
 
+    def _per_env(self, indices: Any, method: str, *args: Any) -> tuple[Any, ...]:
+        """`method(i, *args)` of the group of each env at `indices` (all when None), in order."""
+        self._expect_open()
+        located = map(self._locate, layout.check_indices(indices, self.num_envs))
+        return tuple(getattr(group, method)(index, *args) for group, index in located)
+
+    def _locate(self, env: int) -> tuple[Any, int]:
+        """The group that holds env `env` of the batch, and the env's index in it."""
+        number = int(self._owner[env])
+        return self._groups[number], int(env) - self._slices[number].start
+
     def _all_obs(self) -> np.ndarray:
         """A copy of every env's latest obs, as the groups' buffers hold them."""
         return np.concatenate([g.buffers.obs for g in self._groups])
@@ -339,42 +364,6 @@ class BatchEnv(gym.vector.VectorEnv):
     def _expect_open(self) -> None:
         if self.closed:
             raise RuntimeError("this BatchEnv is closed")
-
-    def _check_seeds(self, seed: Any) -> list[int | None]:
-        if seed is None:
-            return [None] * self.num_envs
-        if isinstance(seed, int | np.integer):
-            return [int(seed) + i for i in range(self.num_envs)]
-        seeds = list(seed)
-        if len(seeds) != self.num_envs:
-            raise ValueError(
-                f"reset got {len(seeds)} seeds for {self.num_envs} envs: give one int, None, or "
-                f"one seed per env"
-            )
-        return seeds
-
-    def _check_mask(self, mask: Any) -> np.ndarray:
-        mask = np.asarray(mask)
-        if mask.dtype != np.bool_ or mask.shape != (self.num_envs,):
-            raise ValueError(
-                f"options['reset_mask'] must be a bool array of shape ({self.num_envs},), got "
-                f"{mask.dtype} of shape {mask.shape}"
-            )
-        return np.flatnonzero(mask)
-
-    def _check_indices(self, indices: Any) -> np.ndarray:
-        if indices is None:
-            return np.arange(self.num_envs)
-        indices = np.asarray(indices, dtype=np.int64).reshape(-1)
-        bad = indices[(indices < 0) | (indices >= self.num_envs)]
-        if len(bad):
-            raise IndexError(
-                f"env index {int(bad[0])} is out of range: this batch has envs 0 to "
-                f"{self.num_envs - 1}"
-            )
-        if len(np.unique(indices)) != len(indices):
-            raise ValueError(f"env indices must be distinct, got {indices.tolist()}")
-        return indices
 
 
 def _collect_all(requests: Sequence[tuple[Any, Any]], collect: Callable) -> None:

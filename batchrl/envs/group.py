@@ -176,6 +176,15 @@ class EnvGroup:
         """Sets the attribute `name` of env `index` where its wrappers hold it."""
         self.envs[index].set_wrapper_attr(name, value)
 
+    def is_wrapped(self, index: int, wrapper_class: type) -> bool:
+        """Whether env `index` is wrapped by a `wrapper_class` at any depth."""
+        env = self.envs[index]
+        while isinstance(env, gym.Wrapper):
+            if isinstance(env, wrapper_class):
+                return True
+            env = env.env
+        return False
+
     def close(self) -> None:
         """Closes every env; an env that fails to close does not stop the others."""
         for env in self.envs:

@@ -1,4 +1,4 @@
-"""How a batch's envs are laid out: their constructors, their split over workers and parent."""
+"""How a batch's envs are laid out and addressed: constructors, workers, seeds and indices."""
 
 from __future__ import annotations
 
@@ -73,3 +73,44 @@ def check_autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
             return known
     allowed = ", ".join(m.name for m in AutoresetMode)
     raise ValueError(f"unknown autoreset_mode {mode!r}: use one of {allowed}")
+
+
+def check_seeds(seed: Any, num_envs: int) -> list[int | None]:
+    """One seed per env from None, an int (env i gets seed + i) or a list."""
+    if seed is None:
+        return [None] * num_envs
+    if isinstance(seed, int | np.integer):
+        return [int(seed) + i for i in range(num_envs)]
+    seeds = list(seed)
+    if len(seeds) != num_envs:
+        raise ValueError(
+            f"reset got {len(seeds)} seeds for {num_envs} envs: give one int, None, or "
+            f"one seed per env"
+        )
+    return seeds
+
+
+def check_mask(mask: Any, num_envs: int) -> np.ndarray:
+    """The indices of a reset mask, a bool array [num_envs]."""
+    mask = np.asarray(mask)
+    if mask.dtype != np.bool_ or mask.shape != (num_envs,):
+        raise ValueError(
+            f"options['reset_mask'] must be a bool array of shape ({num_envs},), got "
+            f"{mask.dtype} of shape {mask.shape}"
+        )
+    return np.flatnonzero(mask)
+
+
+def check_indices(indices: Any, num_envs: int) -> np.ndarray:
+    """Distinct env indices in range as an array; all envs when None."""
+    if indices is None:
+        return np.arange(num_envs)
+    indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+    bad = indices[(indices < 0) | (indices >= num_envs)]
+    if len(bad):
+        raise IndexError(
+            f"env index {int(bad[0])} is out of range: this batch has envs 0 to {num_envs - 1}"
+        )
+    if len(np.unique(indices)) != len(indices):
+        raise ValueError(f"env indices must be distinct, got {indices.tolist()}")
+    return indices

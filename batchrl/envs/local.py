@@ -59,6 +59,9 @@ class LocalGroup:
     def set_attr(self, index: int, name: str, value: Any) -> None:
         self._group.set_attr(index, name, value)
 
+    def is_wrapped(self, index: int, wrapper_class: type) -> bool:
+        return self._group.is_wrapped(index, wrapper_class)
+
     def close(self) -> None:
         self._group.close()
 

@@ -1,0 +1,117 @@
+"""A Stable-Baselines3 `VecEnv` over a `BatchEnv`: SB3's algorithms on batchrl's workers.
+
+`PPO("MlpPolicy", VecEnv(BatchEnv.external("HalfCheetah-v5", 8)))` trains as it would on
+SB3's `SubprocVecEnv`, with SB3's conventions: an env resets in the step that ends its
+episode (inside its worker, no extra round trip), `dones = terminated | truncated`,
+`infos[i]["terminal_observation"]` holds the episode's last obs and
+`infos[i]["TimeLimit.truncated"]` says it was cut short. Needs `stable-baselines3`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from stable_baselines3.common import vec_env
+
+from batchrl.envs.batch import BatchEnv
+
+Indices = None | int | Iterable[int]
+
+
+class VecEnv(vec_env.VecEnv):
+    """SB3's vectorised-env interface over `batch_env`, which it closes when closed."""
+
+    def __init__(self, batch_env: BatchEnv):
+        if not isinstance(batch_env, BatchEnv):
+            raise TypeError(f"VecEnv wraps a batchrl BatchEnv, got {type(batch_env).__name__}")
+        self.batch_env = batch_env
+        super().__init__(
+            batch_env.num_envs, batch_env.single_observation_space, batch_env.single_action_space
+        )
+        self._actions: np.ndarray | None = None
+
+    def reset(self) -> np.ndarray:
+        """Resets every env with the seeds and options set since the last reset."""
+        options = [dict(o) for o in self._options]
+        if any(o != options[0] for o in options):
+            raise ValueError(
+                "VecEnv resets every env with the same options; got different ones per env: "
+                f"{options}"
+            )
+        seeds = list(self._seeds)
+        obs, infos = self.batch_env.reset_at(None, seed=seeds, options=options[0] or None)
+        self.reset_infos = list(infos)
+        self._reset_seeds()
+        self._reset_options()
+        return obs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = np.asarray(actions)
+
+    def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+        """Steps every env; the envs that finish reset in the same step, as SB3 expects."""
+        if self._actions is None:
+            raise RuntimeError("step_wait without step_async: call step_async(actions) first")
+        actions, self._actions = self._actions, None
+        space = self.batch_env.single_observation_space
+        obs = np.empty((self.num_envs, *space.shape), space.dtype)
+        reward = np.empty(self.num_envs, np.float32)
+        terminated = np.empty(self.num_envs, bool)
+        truncated = np.empty(self.num_envs, bool)
+        infos = self.batch_env.step_into(
+            actions, obs, reward, terminated, truncated, AutoresetMode.SAME_STEP
+        )
+        sb3_infos = [
+            self._sb3_info(i, infos[i], obs, terminated, truncated) for i in range(self.num_envs)
+        ]
+        return obs, reward, terminated | truncated, sb3_infos
+
+    def _sb3_info(
+        self, i: int, info: dict, obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray
+    ) -> dict:
+        """Env i's info in SB3's form; its reset's info goes to `reset_infos` as SB3 does."""
+        if not (terminated[i] or truncated[i]):
+            return {**info, "TimeLimit.truncated": False}
+        if "final_obs" in info:
+            self.reset_infos[i] = {
+                k: v for k, v in info.items() if k not in ("final_obs", "final_info")
+            }
+            step_info, last_obs = dict(info["final_info"]), info["final_obs"]
+        else:  # A restarted worker: its episode was cut, and obs already begins the next.
+            step_info, last_obs = dict(info), obs[i].copy()
+        step_info["terminal_observation"] = last_obs
+        step_info["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
+        return step_info
+
+    def close(self) -> None:
+        self.batch_env.close()
+
+    def get_attr(self, attr_name: str, indices: Indices = None) -> list[Any]:
+        return list(self.batch_env.get_attr(attr_name, indices=self._get_indices(indices)))
+
+    def set_attr(self, attr_name: str, value: Any, indices: Indices = None) -> None:
+        targets = list(self._get_indices(indices))
+        self.batch_env.set_attr(attr_name, [value] * len(targets), indices=targets)
+
+    def env_method(
+        self, method_name: str, *method_args: Any, indices: Indices = None, **method_kwargs: Any
+    ) -> list[Any]:
+        targets = self._get_indices(indices)
+        results = self.batch_env.call(method_name, *method_args, indices=targets, **method_kwargs)
+        return list(results)
+
+    def env_is_wrapped(self, wrapper_class: type, indices: Indices = None) -> list[bool]:
+        return list(self.batch_env.is_wrapped(wrapper_class, indices=self._get_indices(indices)))
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        if self.render_mode != "rgb_array":
+            warnings.warn(
+                f"the envs render in mode {self.render_mode!r}, not 'rgb_array': no images",
+                stacklevel=2,
+            )
+            return [None] * self.num_envs
+        return list(self.batch_env.render())

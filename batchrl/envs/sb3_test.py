@@ -1,0 +1,79 @@
+"""The SB3 adapter: the same steps as SB3's DummyVecEnv, and SB3's PPO trains the same on it."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
+
+from batchrl.envs import BatchEnv, sb3
+
+
+def assert_same_info(ours, theirs, where):
+    assert ours.keys() == theirs.keys(), where
+    for key, value in theirs.items():
+        np.testing.assert_array_equal(ours[key], value, err_msg=f"{where}, {key}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("env_id", "steps"), [("Pendulum-v1", 450), ("Hopper-v5", 300)])
+def test_steps_as_sb3_dummy_vec_env(env_id, steps):
+    theirs = DummyVecEnv([lambda: gym.make(env_id)] * 3)
+    ours = sb3.VecEnv(BatchEnv.external(env_id, 3, envs_per_worker=2, local_envs=1))
+    ours.seed(5)
+    theirs.seed(5)
+    np.testing.assert_array_equal(ours.reset(), theirs.reset())
+    for a, b in zip(ours.reset_infos, theirs.reset_infos, strict=True):
+        assert_same_info(a, b, "reset")
+    rng = np.random.default_rng(0)
+    space = theirs.action_space
+    ends = 0
+    for t in range(steps):
+        action = rng.uniform(space.low, space.high, (3, *space.shape)).astype(space.dtype)
+        got, want = ours.step(action), theirs.step(action)
+        for name, a, b in zip(("obs", "reward", "dones"), got[:3], want[:3], strict=True):
+            assert a.dtype == b.dtype, name
+            np.testing.assert_array_equal(a, b, err_msg=f"{name} at step {t}")
+        for i, (a, b) in enumerate(zip(got[3], want[3], strict=True)):
+            assert_same_info(a, b, f"info of env {i} at step {t}")
+        ends += int(want[2].sum())
+        for a, b in zip(ours.reset_infos, theirs.reset_infos, strict=True):
+            assert_same_info(a, b, f"reset infos at step {t}")
+    assert ends >= 3
+    ours.close()
+    theirs.close()
+    assert ours.batch_env.closed
+
+
+@pytest.mark.slow
+def test_sb3_ppo_learns_the_same_on_it_as_on_dummy_vec_env():
+    def train(venv):
+        model = PPO("MlpPolicy", VecMonitor(venv), n_steps=128, batch_size=128, n_epochs=2, seed=0)
+        model.learn(1024)
+        params = torch.nn.utils.parameters_to_vector(model.policy.parameters()).detach()
+        episodes = [info["r"] for info in model.ep_info_buffer]
+        venv.close()
+        return params.numpy(), episodes
+
+    ours = train(sb3.VecEnv(BatchEnv.external("CartPole-v1", 4)))
+    theirs = train(DummyVecEnv([lambda: gym.make("CartPole-v1")] * 4))
+    assert len(ours[1]) >= 20  # Episodes ended, were reset and counted.
+    assert ours[1] == theirs[1]
+    np.testing.assert_array_equal(ours[0], theirs[0])
+
+
+def test_attributes_methods_and_wrappers_reach_the_chosen_envs():
+    venv = sb3.VecEnv(BatchEnv.external("Pendulum-v1", 3, envs_per_worker=2))
+    try:
+        assert venv.get_attr("max_speed") == [8.0, 8.0, 8.0]
+        venv.set_attr("max_speed", 5.0, indices=[0, 2])
+        assert venv.get_attr("max_speed") == [5.0, 8.0, 5.0]
+        assert venv.get_attr("max_speed", indices=1) == [8.0]
+        assert venv.env_method("get_wrapper_attr", "max_speed", indices=[2]) == [5.0]
+        assert venv.env_is_wrapped(gym.wrappers.TimeLimit) == [True, True, True]
+        assert venv.env_is_wrapped(gym.wrappers.RecordVideo, indices=[0]) == [False]
+    finally:
+        venv.close()
+    with pytest.raises(TypeError, match="VecEnv wraps a batchrl BatchEnv, got DummyVecEnv"):
+        sb3.VecEnv(DummyVecEnv([lambda: gym.make("Pendulum-v1")]))
