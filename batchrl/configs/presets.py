@@ -40,6 +40,29 @@ def cartpole_jax() -> TrainConfig:
     return dataclasses.replace(cartpole(), env_kind="jax")
 
 
+def acrobot_gymnax() -> TrainConfig:
+    """Acrobot-v1 from gymnax, fully compiled, clipped objective, 500k steps.
+
+    Episodes end at the top (return about -60 to -100) or after 500 steps (-500).
+    """
+    return TrainConfig(
+        **{
+            **ppo_config.CLIPPED_DEFAULTS,
+            "env": "Acrobot-v1",
+            "env_kind": "gymnax",
+            "max_length": 500,
+            "steps": 500_000,
+            "num_agents": 32,
+            "steps_per_update": 128,
+            "num_minibatches": 8,
+            "update_epochs": 4,
+            "phase_steps": 40_960,  # Ten updates per phase.
+            "eval_episodes": 32,
+            "eval_every": 1,
+        }
+    )
+
+
 def _mujoco(env: str, steps: int, **overrides: object) -> TrainConfig:
     return dataclasses.replace(default(), env=env, max_length=1000, steps=steps, **overrides)
 
@@ -101,6 +124,7 @@ _SEED = {
     "pendulum_jax": pendulum_jax,
     "cartpole": cartpole,
     "cartpole_jax": cartpole_jax,
+    "acrobot_gymnax": acrobot_gymnax,
     "reacher": reacher,
     "cheetah": cheetah,
     "walker": walker,

@@ -16,7 +16,7 @@ from typing import Any
 
 from batchrl.ppo import config as ppo_config
 
-ENV_KINDS = ("workers", "jax")
+ENV_KINDS = ("workers", "jax", "gymnax")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,13 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from batchrl.configs import TrainConfig
-from batchrl.envs import BatchEnv, bridge, classic, jax_env, make
+from batchrl.envs import BatchEnv, bridge, classic, gymnax_env, jax_env, make
+
+# The JAX-native env kinds, by the function that makes one of their envs by name.
+JAX_NATIVE = {"jax": classic.make, "gymnax": gymnax_env.make}
 
 
 def check_env_name(config: TrainConfig) -> None:
     """Raises a one-line ValueError when the env cannot be found, before any worker starts."""
-    if config.env_kind == "jax":
-        classic.make(config.env)  # Names the known JAX-native envs when it fails.
+    if config.env_kind in JAX_NATIVE:
+        JAX_NATIVE[config.env_kind](config.env)  # Names the known envs when it fails.
         return
     make.check_name(config.env)
 
@@ -28,8 +31,8 @@ def build(config: TrainConfig, local: bool = False) -> tuple[Any, BatchEnv | Non
     need the env's structure, such as loading a checkpoint).
     """
     check_env_name(config)
-    if config.env_kind == "jax":
-        registered = classic.make(config.env)
+    if config.env_kind in JAX_NATIVE:
+        registered = JAX_NATIVE[config.env_kind](config.env)
         limit = min(registered.max_length, config.max_length)
         env = jax_env.LimitDuration(registered.env, limit)
         return jax_env.Batched(env, config.num_agents), None

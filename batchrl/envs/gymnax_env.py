@@ -1,0 +1,99 @@
+"""gymnax's envs as JAX-native envs of simulate: any env gymnax registers, by its name.
+
+`make("Acrobot-v1")` wraps gymnax's own env and default parameters. A step is gymnax's
+`step_env` (no reset inside: simulate resets finished envs itself); the episode's time
+limit, gymnax's `max_steps_in_episode`, is applied by `jax_env.LimitDuration`, so a
+time limit is `truncated` (bootstrapped) and only gymnax's own terminal states are
+`terminated`. The step's key travels in the state. Needs `pip install 'batchrl[gymnax]'`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+from batchrl.env_spec import EnvSpec
+from batchrl.envs import jax_env, spec
+
+try:
+    import gymnax
+    from gymnax.environments import spaces as gymnax_spaces
+except ImportError:  # Named when an env is asked for.
+    gymnax = None
+
+
+@flax.struct.dataclass
+class GymnaxState:
+    """A gymnax env's state and the key its next step draws from."""
+
+    env_state: Any
+    key: jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class GymnaxEnv:
+    """One gymnax env with fixed parameters, behind the `jax_env.Env` protocol."""
+
+    env: Any  # gymnax.environments.environment.Environment
+    params: Any  # Its EnvParams.
+    env_spec: EnvSpec
+    max_length: int
+
+    def reset(self, key: jax.Array) -> tuple[GymnaxState, jax.Array]:
+        """Starts an episode with gymnax's `reset_env`. Returns (state, obs)."""
+        key, reset_key = jax.random.split(key)
+        obs, env_state = self.env.reset_env(reset_key, self.params)
+        return GymnaxState(env_state, key), obs
+
+    def step(self, env_state: GymnaxState, action: jax.Array) -> tuple[GymnaxState, Any]:
+        """One step of gymnax's `step_env`: no reset; `terminated` only at a terminal state."""
+        key, step_key = jax.random.split(env_state.key)
+        obs, state, reward, terminated, _ = self.env.step_env(
+            step_key, env_state.env_state, action, self.params
+        )
+        time_step = jax_env.TimeStep(
+            obs=obs,
+            reward=jnp.asarray(reward, jnp.float32),
+            terminated=jnp.asarray(terminated, bool),
+            truncated=jnp.zeros((), bool),
+        )
+        return GymnaxState(state, key), time_step
+
+
+def names() -> list[str]:
+    """The envs gymnax registers."""
+    _require()
+    return list(gymnax.registered_envs)
+
+
+def make(name: str) -> jax_env.LimitDuration:
+    """The gymnax env `name` with its default parameters and time limit.
+
+    Raises:
+        ValueError: gymnax has no env `name` (the message lists those it has).
+        ImportError: gymnax is not installed.
+    """
+    if name not in names():
+        raise ValueError(f"unknown gymnax env {name!r}; gymnax has: {', '.join(names())}")
+    env, params = gymnax.make(name)
+    observation_space = gymnax_spaces.gymnax_space_to_gym_space(env.observation_space(params))
+    action_space = gymnax_spaces.gymnax_space_to_gym_space(env.action_space(params))
+    env_spec = spec.env_spec(observation_space, action_space, env_name=f"'{name}' (gymnax)")
+    # What reset returns, which is what simulate sees (some envs' spaces say otherwise).
+    obs = jax.eval_shape(env.reset_env, jax.random.key(0), params)[0]
+    env_spec = dataclasses.replace(
+        env_spec, observation_shape=tuple(obs.shape), observation_dtype=obs.dtype.name
+    )
+    limit = int(params.max_steps_in_episode)
+    return jax_env.LimitDuration(GymnaxEnv(env, params, env_spec, limit))
+
+
+def _require() -> None:
+    if gymnax is None:
+        raise ImportError(
+            "env_kind 'gymnax' needs gymnax, which is not installed: pip install 'batchrl[gymnax]'"
+        )

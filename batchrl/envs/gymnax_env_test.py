@@ -1,0 +1,85 @@
+"""gymnax envs as JAX-native envs: stepped as gymnax steps them, time limits truncated."""
+
+import gymnax
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from batchrl.configs import TrainConfig
+from batchrl.envs import gymnax_env, jax_env
+from batchrl.training import environments
+
+
+def random_action(env_spec, key):
+    if env_spec.discrete:
+        return jax.random.randint(key, (), 0, env_spec.num_actions)
+    low, high = np.array(env_spec.action_low), np.array(env_spec.action_high)
+    return jax.random.uniform(key, env_spec.action_shape, minval=low, maxval=high)
+
+
+@pytest.mark.parametrize(
+    "name", ["CartPole-v1", "Acrobot-v1", "MountainCarContinuous-v0", "Breakout-MinAtar"]
+)
+def test_an_episode_steps_as_gymnax_steps_it(name):
+    """Each step equals gymnax's `step_env` from the same state with the same key (to float
+    rounding: the two compile apart); the episode ends where gymnax's own `step` ends it."""
+    ours = gymnax_env.make(name)
+    env, params = gymnax.make(name)
+    step, reference_step = jax.jit(ours.step), jax.jit(env.step_env)
+    truncated_at = jax.jit(env.is_truncated)
+    state, obs = jax.jit(ours.reset)(jax.random.key(3))
+    actions = jax.random.split(jax.random.key(4), ours.max_length)
+    for t, action_key in enumerate(actions):
+        action = random_action(ours.env_spec, action_key)
+        step_key = jax.random.split(state.env_state.key)[1]  # The key our step draws.
+        obs, reference_state, reward, terminated, _ = reference_step(
+            step_key, state.env_state.env_state, action, params
+        )
+        state, got = step(state, action)
+        np.testing.assert_allclose(got.obs, obs, rtol=1e-5, atol=1e-5, err_msg=f"step {t}")
+        assert got.reward == pytest.approx(float(reward)) and got.reward.dtype == jnp.float32
+        assert bool(got.terminated) == bool(terminated), f"terminated at step {t}"
+        assert bool(got.truncated) == bool(truncated_at(reference_state, params)), t
+        if got.terminated or got.truncated:
+            break
+    assert got.terminated or got.truncated  # Each episode was followed to its end.
+    assert got.truncated == (t + 1 == params.max_steps_in_episode) and not (
+        got.terminated and got.truncated
+    )
+
+
+def test_specs_follow_what_the_env_returns():
+    breakout = gymnax_env.make("Breakout-MinAtar")
+    assert breakout.env_spec.observation_shape == (10, 10, 4) and breakout.env_spec.discrete
+    car = gymnax_env.make("MountainCarContinuous-v0")
+    assert car.env_spec.action_low == (-1.0,) and car.max_length == 999
+    catch = gymnax_env.make("Catch-bsuite")  # Its space says int32; its obs are float32.
+    obs = jax.jit(catch.reset)(jax.random.key(0))[1]
+    assert catch.env_spec.observation_dtype == obs.dtype.name == "float32"
+
+
+def test_a_batch_runs_in_a_compiled_rollout_with_resets():
+    env = jax_env.Batched(gymnax_env.make("CartPole-v1"), 16)
+
+    def body(carry, key):
+        state, obs = carry
+        action_key, reset_key = jax.random.split(key)
+        action = jax.random.randint(action_key, (16,), 0, 2)
+        state, step = env.step(state, action)
+        state, obs = env.reset(state, step.obs, reset_key, step.terminated | step.truncated)
+        return (state, obs), step.terminated
+
+    @jax.jit
+    def rollout(key):
+        keys = jax.random.split(key, 101)
+        return jax.lax.scan(body, env.init(keys[0]), keys[1:])[1]
+
+    terminated = rollout(jax.random.key(1))
+    assert terminated.sum() >= 16 * 2  # Random CartPole episodes last about 20 steps.
+
+
+def test_an_unknown_gymnax_env_is_named_before_training():
+    config = TrainConfig(env="Acrobot-v9", env_kind="gymnax")
+    with pytest.raises(ValueError, match=r"unknown gymnax env 'Acrobot-v9'; gymnax has: .*Acro"):
+        environments.check_env_name(config)
