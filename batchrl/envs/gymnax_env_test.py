@@ -6,9 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.configs import TrainConfig
+from batchrl.configs import TrainConfig, presets
 from batchrl.envs import gymnax_env, jax_env
-from batchrl.training import environments
+from batchrl.training import environments, loop
 
 
 def random_action(env_spec, key):
@@ -83,3 +83,14 @@ def test_an_unknown_gymnax_env_is_named_before_training():
     config = TrainConfig(env="Acrobot-v9", env_kind="gymnax")
     with pytest.raises(ValueError, match=r"unknown gymnax env 'Acrobot-v9'; gymnax has: .*Acro"):
         environments.check_env_name(config)
+
+
+@pytest.mark.slow
+def test_the_acrobot_preset_learns_within_two_phases():
+    config = presets.get("acrobot_gymnax")  # 40,960 env steps a phase.
+    env, _ = environments.build(config)
+    metrics, _ = loop.train(config, env, config.batch_steps_per_phase, config.eval_batch_steps, 2)
+    # A random policy scores about -500 (no swing-up in 500 steps). Seeds 0-4 scored -82
+    # to -88 after two phases (seed 1 was still at -269 after one); the full preset ends
+    # near -83 (docs/results.md).
+    assert metrics[-1]["eval/return"] >= -150, [m["eval/return"] for m in metrics]
