@@ -4,8 +4,9 @@ Prints one JSON line. On HalfCheetah-v5 in worker processes, env-steps/s of trai
 (collection and updates together) for batchrl's clipped PPO and, in the same run,
 Stable-Baselines3's PPO with DummyVecEnv and SubprocVecEnv, all with the same
 hyperparameters: 8 envs, n_steps 256, 64x64 tanh networks, 10 epochs, minibatch 64,
-GAE 0.95, discount 0.99. batchrl's compile time is reported apart from its steady
-rate; batchrl runs twice, all envs in workers and with `local_envs="auto"`. Then the
+GAE 0.95, discount 0.99. SB3's PPO also runs on batchrl's `BatchEnv` through the SB3
+adapter (`batchrl.envs.sb3.VecEnv`). batchrl's compile time is reported apart from its
+steady rate; batchrl runs twice, all envs in workers and with `local_envs="auto"`. Then the
 wall-clock time, compilation included, for batchrl's clipped PPO on the
 JAX-native Pendulum to reach an evaluation return of -200.
 
@@ -61,13 +62,19 @@ def batchrl_rate(updates: int, local_envs: int | str = 0) -> dict:
     }
 
 
-def sb3_rate(vec_env_cls: type, updates: int) -> float:
+def sb3_rate(vec_env_cls: type | None, updates: int) -> float:
+    """SB3's PPO on its own vec env class, or on a BatchEnv when `vec_env_cls` is None."""
     import torch
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.logger import Logger
 
-    env = make_vec_env(ENV, n_envs=NUM_ENVS, seed=0, vec_env_cls=vec_env_cls)
+    from batchrl.envs import sb3
+
+    if vec_env_cls is None:
+        env = sb3.VecEnv(BatchEnv.external(ENV, NUM_ENVS))
+    else:
+        env = make_vec_env(ENV, n_envs=NUM_ENVS, seed=0, vec_env_cls=vec_env_cls)
     try:
         model = PPO(
             "MlpPolicy",
@@ -121,6 +128,7 @@ def main() -> None:
     ours_local = batchrl_rate(args.updates, local_envs="auto")
     dummy = sb3_rate(DummyVecEnv, args.updates)
     subproc = sb3_rate(SubprocVecEnv, args.updates)
+    on_batch_env = sb3_rate(None, args.updates)
     best = max(dummy, subproc)
     print(
         json.dumps(
@@ -140,6 +148,8 @@ def main() -> None:
                 "batchrl_clipped_local_envs": ours_local,
                 "sb3_dummy_vec_env_steps_per_sec": round(dummy),
                 "sb3_subproc_vec_env_steps_per_sec": round(subproc),
+                "sb3_on_batch_env_steps_per_sec": round(on_batch_env),
+                "sb3_on_batch_env_over_best_sb3_vec_env": round(on_batch_env / best, 2),
                 "batchrl_over_best_sb3": round(ours["env_steps_per_sec"] / best, 2),
                 "batchrl_local_envs_over_best_sb3": round(
                     ours_local["env_steps_per_sec"] / best, 2
