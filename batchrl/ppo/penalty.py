@@ -40,6 +40,32 @@ class State:
     metrics: dict[str, jax.Array]
 
 
+@flax.struct.dataclass
+class Step:
+    """One env's step as the episode memory keeps it ([E, L, ...] in memory)."""
+
+    obs: jax.Array
+    next_obs: jax.Array
+    action: jax.Array
+    dist: Any  # The action distribution's parameters.
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+
+
+@flax.struct.dataclass
+class Batch:
+    """The episodes in memory as the update reads them, [rows, length, ...] each."""
+
+    obs: jax.Array  # Normalised.
+    action: jax.Array
+    dist: Any
+    old_log_prob: jax.Array
+    advantage: jax.Array
+    target: jax.Array
+    valid: jax.Array  # Whether a step belongs to an episode (not padding).
+
+
 METRICS = (
     "train/policy_loss",
     "train/value_loss",
@@ -50,19 +76,19 @@ METRICS = (
 )
 
 
-def _step_example(networks: policy_lib.Networks, dist: Any) -> dict:
+def _step_example(networks: policy_lib.Networks, dist: Any) -> Step:
     obs = jnp.zeros(networks.observation_shape, jnp.float32)
     action_shape = () if networks.discrete else (networks.action_size,)
     action_dtype = jnp.int32 if networks.discrete else jnp.float32
-    return {
-        "obs": obs,
-        "next_obs": obs,
-        "action": jnp.zeros(action_shape, action_dtype),
-        "dist": jax.tree.map(lambda x: jnp.zeros(x.shape[1:], x.dtype), dist),
-        "reward": jnp.zeros((), jnp.float32),
-        "terminated": jnp.zeros((), bool),
-        "truncated": jnp.zeros((), bool),
-    }
+    return Step(
+        obs=obs,
+        next_obs=obs,
+        action=jnp.zeros(action_shape, action_dtype),
+        dist=jax.tree.map(lambda x: jnp.zeros(x.shape[1:], x.dtype), dist),
+        reward=jnp.zeros((), jnp.float32),
+        terminated=jnp.zeros((), bool),
+        truncated=jnp.zeros((), bool),
+    )
 
 
 def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
@@ -81,7 +107,7 @@ def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
         reward_norm=normalizer.init(()),
         memory=memory.init(example, num_envs, config.update_every, config.max_length),
         penalty=jnp.asarray(config.kl_init_penalty, jnp.float32),
-        action=jnp.zeros((num_envs, *example["action"].shape), example["action"].dtype),
+        action=jnp.zeros((num_envs, *example.action.shape), example.action.dtype),
         dist=dist,
         carry=carry,
         key=key,
@@ -108,19 +134,19 @@ def agent(networks: policy_lib.Networks) -> simulate.Agent:
 
     def experience(state: State, transition: types.Transition) -> State:
         obs = transition.obs.astype(jnp.float32)
-        step = {
-            "obs": obs,
-            "next_obs": transition.next_obs.astype(jnp.float32),
-            "action": state.action,
-            "dist": state.dist,
-            "reward": transition.reward.astype(jnp.float32),
-            "terminated": transition.terminated,
-            "truncated": transition.truncated,
-        }
+        step = Step(
+            obs=obs,
+            next_obs=transition.next_obs.astype(jnp.float32),
+            action=state.action,
+            dist=state.dist,
+            reward=transition.reward.astype(jnp.float32),
+            terminated=transition.terminated,
+            truncated=transition.truncated,
+        )
         return state.replace(
             memory=memory.append(state.memory, step),
             obs_norm=normalizer.update(state.obs_norm, obs),
-            reward_norm=normalizer.update(state.reward_norm, step["reward"]),
+            reward_norm=normalizer.update(state.reward_norm, step.reward),
         )
 
     def end_episode(state: State, mask: jax.Array) -> State:
@@ -132,19 +158,19 @@ def agent(networks: policy_lib.Networks) -> simulate.Agent:
     return simulate.Agent(begin_episode, perform, experience, end_episode)
 
 
-def _advantages(networks: policy_lib.Networks, state: State, data: dict, valid: jax.Array):
-    """Advantages and value targets [E, L] of the episodes in memory."""
+def _advantages(networks: policy_lib.Networks, state: State, data: Step, valid: jax.Array):
+    """Advantages and value targets [E, L] of the episodes in memory (obs normalised)."""
     config = networks.config
-    episodes, length = data["reward"].shape
+    episodes, length = data.reward.shape
     flat = lambda x: x.reshape((episodes * length, *x.shape[2:]))  # noqa: E731
-    value = networks.value(state.params, flat(data["obs"])).reshape(episodes, length)
-    next_value = networks.value(state.params, flat(data["next_obs"])).reshape(episodes, length)
+    value = networks.value(state.params, flat(data.obs)).reshape(episodes, length)
+    next_value = networks.value(state.params, flat(data.next_obs)).reshape(episodes, length)
     steps = jnp.arange(length)[None, :]
     last = steps == (state.memory.length[:, None] - 1)
     # An episode cut by the memory's max_length counts as truncated at its last kept step.
-    done = (data["terminated"] | data["truncated"] | last) & valid
-    terminated = data["terminated"] & valid
-    reward = data["reward"]
+    done = (data.terminated | data.truncated | last) & valid
+    terminated = data.terminated & valid
+    reward = data.reward
     if config.normalize_rewards:
         reward = normalizer.normalize(
             state.reward_norm, reward, center=False, clip=config.reward_clip
@@ -166,28 +192,36 @@ def _advantages(networks: policy_lib.Networks, state: State, data: dict, valid: 
 def update(networks: policy_lib.Networks, state: State) -> State:
     """`update_epochs` passes over the episodes in memory, then the penalty rule and a clear."""
     config = networks.config
-    data = dict(state.memory.memory)
+    steps: Step = state.memory.memory
     valid = memory.valid_mask(state.memory)
-    data["obs"] = networks.normalize_obs(state.obs_norm, data["obs"])
-    data["next_obs"] = networks.normalize_obs(state.obs_norm, data["next_obs"])
-    data["advantage"], data["target"] = _advantages(networks, state, data, valid)
-    data["valid"] = valid
-    old_log_prob = networks.log_prob(data["dist"], data["action"])
-    data["old_log_prob"] = old_log_prob
+    steps = steps.replace(
+        obs=networks.normalize_obs(state.obs_norm, steps.obs),
+        next_obs=networks.normalize_obs(state.obs_norm, steps.next_obs),
+    )
+    advantage, target = _advantages(networks, state, steps, valid)
+    data = Batch(
+        obs=steps.obs,
+        action=steps.action,
+        dist=steps.dist,
+        old_log_prob=networks.log_prob(steps.dist, steps.action),
+        advantage=advantage,
+        target=target,
+        valid=valid,
+    )
     penalty = state.penalty
 
-    def loss_fn(params: dict, batch: dict) -> tuple[jax.Array, dict]:
-        episodes, length = batch["valid"].shape
+    def loss_fn(params: dict, batch: Batch) -> tuple[jax.Array, dict]:
+        episodes, length = batch.valid.shape
         flat = lambda x: x.reshape((episodes * length, *x.shape[2:]))  # noqa: E731
-        mask = flat(batch["valid"])
-        dist = jax.tree.map(flat, networks.episode_distribution(params, batch["obs"]))
-        old = jax.tree.map(flat, batch["dist"])
-        log_prob = networks.log_prob(dist, flat(batch["action"]))
+        mask = flat(batch.valid)
+        dist = jax.tree.map(flat, networks.episode_distribution(params, batch.obs))
+        old = jax.tree.map(flat, batch.dist)
+        log_prob = networks.log_prob(dist, flat(batch.action))
         kl = networks.kl(old, dist)
         policy_loss = losses.kl_penalty_policy_loss(
             log_prob,
-            flat(batch["old_log_prob"]),
-            flat(batch["advantage"]),
+            flat(batch.old_log_prob),
+            flat(batch.advantage),
             kl,
             penalty,
             config.kl_target,
@@ -195,8 +229,8 @@ def update(networks: policy_lib.Networks, state: State) -> State:
             config.kl_cutoff_coef,
             mask,
         )
-        value = networks.value(params, flat(batch["obs"]))
-        value_loss = losses.value_loss(value, flat(batch["target"]), mask=mask)
+        value = networks.value(params, flat(batch.obs))
+        value_loss = losses.value_loss(value, flat(batch.target), mask=mask)
         entropy = losses.masked_mean(networks.entropy(dist), mask)
         total = policy_loss + value_loss - config.entropy_coef * entropy
         return total, {
@@ -223,10 +257,10 @@ def update(networks: policy_lib.Networks, state: State) -> State:
         batch_size=min(config.batch_size, rows),
     )
     # The KL of the whole update, measured after it, drives the penalty rule.
-    new_dist = networks.episode_distribution(params, data["obs"])
+    new_dist = networks.episode_distribution(params, data.obs)
     new_dist = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), new_dist)
-    old_dist = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), data["dist"])
-    kl = losses.masked_mean(networks.kl(old_dist, new_dist), data["valid"].reshape(-1))
+    old_dist = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), data.dist)
+    kl = losses.masked_mean(networks.kl(old_dist, new_dist), data.valid.reshape(-1))
     metrics = {name: value[-1].mean() for name, value in metrics.items()}
     metrics["train/kl"] = kl
     metrics["train/penalty"] = penalty
