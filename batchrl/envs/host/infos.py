@@ -12,12 +12,13 @@ of them (a dict of arrays with `_key` masks), built when first read.
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from batchrl.envs import errors
+from batchrl.envs.host import errors
 
 _PYTHON_SCALARS = (float, int, bool)
 
@@ -90,6 +91,43 @@ class Owed:
         if self._error is not None:
             raise self._error
         return self._value
+
+
+class Ledger:
+    """A worker's infos that the parent has not fetched, by step, while something holds them.
+
+    Only weak references: infos nobody holds any more are never fetched.
+    """
+
+    def __init__(self):
+        self._owed: dict[int, weakref.ref] = {}
+
+    def add(self, step: int, owed: Owed) -> None:
+        """Notes the infos of `step`, still in the worker."""
+        self._owed[step] = weakref.ref(owed)
+
+    def held(self, step: int) -> Owed | None:
+        """The infos of `step` if they are noted and something still holds them."""
+        ref = self._owed.get(step)
+        return None if ref is None else ref()
+
+    def forget(self, step: int | None = None) -> None:
+        """Drops `step` (fetched), or every step (lost with the worker) when None."""
+        if step is None:
+            self._owed.clear()
+        else:
+            self._owed.pop(step, None)
+
+    def due(self, up_to: int) -> list[tuple[int, Owed]]:
+        """Drops the steps up to `up_to`; returns those still held, oldest first, to fetch."""
+        held = []
+        for step in sorted(self._owed):
+            if step > up_to:
+                break
+            owed = self._owed.pop(step)()
+            if owed is not None:
+                held.append((step, owed))
+        return held
 
 
 class Infos(Sequence):

@@ -24,8 +24,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs import errors, group, lifecycle, shared, worker
-from batchrl.envs import infos as infos_lib
+from batchrl.envs.host import errors, group, lifecycle, shared, worker
+from batchrl.envs.host import infos as infos_lib
 
 logger = logging.getLogger("batchrl.envs")
 
@@ -95,7 +95,7 @@ class ProcessGroup:
         for fd in (self._answer, parent_conn.fileno(), process.sentinel):
             self._step_poller.register(fd, select.POLLIN)
         self._steps = 0  # Steps rung on this worker; numbers its kept infos.
-        self._owed: dict[int, weakref.ref] = {}  # Infos still in the worker, by step.
+        self._ledger = infos_lib.Ledger()  # Infos still in the worker.
         self._finalizer = weakref.finalize(
             self, lifecycle.terminate, process, parent_conn, (bell_out, answer_in)
         )
@@ -155,7 +155,7 @@ class ProcessGroup:
         try:
             self._wait_answer()
             owed = infos_lib.Owed(functools.partial(self._fetch, self.restarts, self._steps))
-            self._owed[self._steps] = weakref.ref(owed)
+            self._ledger.add(self._steps, owed)
             infos = owed
         except (errors.EnvCrashedError, errors.EnvTimeoutError) as error:
             if not self.restart:
@@ -243,7 +243,7 @@ class ProcessGroup:
         """The encoded infos of `step` of the worker after `restarts` restarts, from it."""
         current = restarts == self.restarts
         if current:
-            self._owed.pop(step, None)
+            self._ledger.forget(step)
         kept = current and step > self._steps - worker.KEPT_STEPS
         if current and self._pending is not lifecycle.Pending.NONE:
             raise errors.EnvError(
@@ -263,11 +263,8 @@ class ProcessGroup:
 
     def _fetch_owed(self, keep_newest: int, timeout: float | None) -> None:
         """Fetches the owed infos that something still holds, but for the `keep_newest` last."""
-        for step in sorted(self._owed):
-            if step > self._steps - keep_newest:
-                break
-            owed = self._owed.pop(step)()
-            if owed is not None and self._broken is None and self._process.is_alive():
+        for step, owed in self._ledger.due(self._steps - keep_newest):
+            if self._broken is None and self._process.is_alive():
                 owed.fetch_now(functools.partial(self._fetch, self.restarts, step, timeout))
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -368,7 +365,7 @@ class ProcessGroup:
         self.restarts += 1
         logger.warning("%s; restart %d of this worker", error, self.restarts)
         self._finalizer()
-        self._owed.clear()  # Their fetch now reports them lost with the worker.
+        self._ledger.forget()  # Their fetch now reports them lost with the worker.
         self._start()
         indices = list(range(self.num_envs))
         seeds = [

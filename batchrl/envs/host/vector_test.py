@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs import batch
+from batchrl.envs.host import batch
 
 MODES = list(AutoresetMode)
 
@@ -142,7 +142,7 @@ def test_infos_nobody_reads_are_never_fetched():
         group = env._groups[0]
         for _ in range(3):
             infos = env.step(np.zeros((2, 6), np.float32))[4]
-        owed = group._owed[group._steps]()
+        owed = group._ledger.held(group._steps)
         assert owed is not None and owed._fetch is not None  # Still in the worker.
         assert infos["_x_position"].all()
         assert owed._fetch is None  # Fetched by that first read.
