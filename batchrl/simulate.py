@@ -10,6 +10,7 @@ inside the same compiled program. The same code runs on a JAX-native batch
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
@@ -18,7 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from batchrl import types
-from batchrl.envs import bridge, jax_env
+from batchrl.envs.jax import jax_env
 from batchrl.types import EnvSpec
 
 AgentState = Any
@@ -27,7 +28,9 @@ AgentState = Any
 class BatchedEnv(Protocol):
     """What simulate needs of a batch of envs: pure functions on an explicit env state.
 
-    An env whose functions call the host (worker processes) says so in `env_spec.calls_host`.
+    An env whose functions call the host (worker processes) says so in
+    `env_spec.calls_host`, and then also has `wrap_compiled(function) -> function`,
+    which makes a compiled program that calls it raise the env's own errors.
     """
 
     num_envs: int
@@ -200,14 +203,23 @@ def rollout(
 def make_rollout(
     env: BatchedEnv, agent: Agent, num_steps: int
 ) -> Callable[[State, AgentState, jax.Array | bool], tuple[State, AgentState]]:
-    """A compiled rollout of `num_steps`; an env worker's error is raised as itself."""
+    """A compiled rollout of `num_steps` that returns once it has run.
+
+    On an env that calls the host, an env worker's error is raised as itself.
+    """
 
     def run(
         state: State, agent_state: AgentState, reset: jax.Array | bool = False
     ) -> tuple[State, AgentState]:
         return rollout(env, agent, state, agent_state, num_steps, reset)
 
-    return bridge.surface_errors(jax.jit(run))
+    compiled = jax.jit(run)
+
+    @functools.wraps(run)
+    def finished(*args: Any, **kwargs: Any) -> tuple[State, AgentState]:
+        return jax.block_until_ready(compiled(*args, **kwargs))
+
+    return env.wrap_compiled(finished) if env.env_spec.calls_host else finished
 
 
 def summary(state: State) -> dict[str, jax.Array]:

@@ -6,9 +6,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl import simulate
+from batchrl import bridge, simulate
 from batchrl.conftest import wait_gone
-from batchrl.envs import BatchEnv, EnvCrashedError, EnvTimeoutError, bridge, jax_mock, mock
+from batchrl.envs import BatchEnv, EnvCrashedError, EnvTimeoutError
+from batchrl.envs.host import mock
+from batchrl.envs.jax import jax_mock
 
 DURATIONS = (1, 2, 3, 4)
 

@@ -5,7 +5,7 @@ Prints one JSON line. On HalfCheetah-v5 in worker processes, env-steps/s of trai
 Stable-Baselines3's PPO with DummyVecEnv and SubprocVecEnv, all with the same
 hyperparameters: 8 envs, n_steps 256, 64x64 tanh networks, 10 epochs, minibatch 64,
 GAE 0.95, discount 0.99. SB3's PPO also runs on batchrl's `BatchEnv` through the SB3
-adapter (`batchrl.envs.sb3.VecEnv`). batchrl's compile time is reported apart from its
+adapter (`batchrl.envs.host.sb3.VecEnv`). batchrl's compile time is reported apart from its
 steady rate; batchrl runs twice, all envs in workers and with `local_envs="auto"`. Then the
 wall-clock time, compilation included, for batchrl's clipped PPO on the
 JAX-native Pendulum to reach an evaluation return of -200.
@@ -21,14 +21,16 @@ import json
 import time
 import warnings
 
-from batchrl.envs import xla_threads
+from batchrl.bridge import xla_threads
 
 xla_threads.limit()  # Before JAX starts: its thread pool would take the workers' cores.
 
 import gymnasium as gym  # noqa: E402
 import jax  # noqa: E402
 
-from batchrl.envs import BatchEnv, bridge, classic, jax_env  # noqa: E402
+from batchrl import bridge  # noqa: E402
+from batchrl.envs import BatchEnv  # noqa: E402
+from batchrl.envs.jax import classic, jax_env  # noqa: E402
 from batchrl.ppo import config as config_lib  # noqa: E402
 from batchrl.training import loop  # noqa: E402
 
@@ -69,7 +71,7 @@ def sb3_rate(vec_env_cls: type | None, updates: int) -> float:
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.logger import Logger
 
-    from batchrl.envs import sb3
+    from batchrl.envs.host import sb3
 
     if vec_env_cls is None:
         env = sb3.VecEnv(BatchEnv.external(ENV, NUM_ENVS))

@@ -18,7 +18,7 @@ import jax
 import policies
 
 from batchrl import simulate
-from batchrl.envs import classic, jax_env
+from batchrl.envs.jax import classic, jax_env
 
 
 def timed(function, *args) -> float:

@@ -35,8 +35,10 @@ import jax.numpy as jnp
 import numpy as np
 import policies
 
-from batchrl import simulate
-from batchrl.envs import BatchEnv, bridge, mock, xla_threads
+from batchrl import bridge, simulate
+from batchrl.bridge import xla_threads
+from batchrl.envs import BatchEnv
+from batchrl.envs.host import mock
 
 ENVS = {
     "trivial": functools.partial(mock.CountingEnv, duration=1000, obs_size=17),

@@ -26,8 +26,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchrl.envs import batch as batch_lib
-from batchrl.envs import jax_env, spec, thread_state
+from batchrl.bridge import thread_state
+from batchrl.envs.host import batch as batch_lib
+from batchrl.envs.host import spec
+from batchrl.envs.jax import jax_env
 
 try:  # Present in the JAX versions pyproject.toml allows; kept optional on purpose.
     from jax.experimental.buffer_callback import buffer_callback
@@ -111,6 +113,11 @@ class InGraphBatchEnv:
         self._host_init = _host_call(self._init_on_host, (_TOKEN, self._obs_type))
         self._host_reset = _host_call(self._reset_on_host, (_TOKEN, self._obs_type))
         self._host_step = _host_call(self._step_on_host, self._step_types)
+
+    @staticmethod
+    def wrap_compiled(function: Callable[..., Any]) -> Callable[..., Any]:
+        """`function`, a compiled program calling this env, raising env errors as themselves."""
+        return surface_errors(function)
 
     def init(self, key: jax.Array) -> tuple[BridgeState, jax.Array]:
         """Resets every env, env i with seed + i; `key` is unused (the envs seed themselves)."""

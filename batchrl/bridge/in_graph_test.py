@@ -6,7 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.envs import BatchEnv, bridge, errors, mock
+from batchrl import bridge
+from batchrl.envs import BatchEnv
+from batchrl.envs.host import errors, mock
 from batchrl.types import EnvSpec
 
 

@@ -7,8 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchrl import simulate
-from batchrl.envs import BatchEnv, bridge
+from batchrl import bridge, simulate
+from batchrl.envs import BatchEnv
 
 
 class ThreadProbeEnv(gym.Env):
@@ -57,7 +57,7 @@ def steps_that_found_their_thread_state(num_steps: int = 20) -> tuple[list[bool]
 
 
 SCRIPT = """
-from batchrl.envs import thread_state_test
+from batchrl.bridge import thread_state_test
 kept, off_main = thread_state_test.steps_that_found_their_thread_state()
 print(sum(kept), off_main)
 """

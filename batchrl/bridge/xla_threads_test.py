@@ -4,7 +4,7 @@ import sys
 SCRIPT = """
 import os
 os.environ.pop("XLA_FLAGS", None)
-from batchrl.envs import xla_threads
+from batchrl.bridge import xla_threads
 assert xla_threads.limit()
 import jax.numpy as jnp
 jnp.ones(3).block_until_ready()

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.envs import classic, jax_env
+from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import clipped
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import policy as policy_lib

@@ -6,7 +6,9 @@ import numpy as np
 import optax
 import pytest
 
-from batchrl.envs import BatchEnv, bridge, classic, jax_env
+from batchrl import bridge
+from batchrl.envs import BatchEnv
+from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import acting, penalty
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import policy as policy_lib

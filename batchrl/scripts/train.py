@@ -28,8 +28,9 @@ from typing import Any
 import yaml
 
 from batchrl import configs
-from batchrl.envs import errors as env_errors
-from batchrl.envs import spec, xla_threads
+from batchrl.bridge import xla_threads
+from batchrl.envs.host import errors as env_errors
+from batchrl.envs.host import spec
 
 CONFIG_FILE = "config.yaml"
 

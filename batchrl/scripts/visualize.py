@@ -100,7 +100,7 @@ def record(config, networks, agent, episodes: int, outdir: pathlib.Path) -> list
     import jax.numpy as jnp
     import numpy as np
 
-    from batchrl.envs import make
+    from batchrl.envs.host import make
 
     env = make.Make(
         config.env, config.max_length, render_mode="rgb_array", action_repeat=config.action_repeat

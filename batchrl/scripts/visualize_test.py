@@ -60,7 +60,7 @@ def agent_pixels(frame) -> int:
 def test_the_video_camera_follows_a_running_agent(follow):
     import mujoco
 
-    from batchrl.envs import make
+    from batchrl.envs.host import make
 
     visualize.choose_headless_gl()
     env = make.Make("HalfCheetah-v5", 1000, render_mode="rgb_array")()
@@ -82,7 +82,7 @@ def test_the_video_camera_follows_a_running_agent(follow):
 
 
 def test_envs_without_a_tracking_camera_keep_theirs():
-    from batchrl.envs import make
+    from batchrl.envs.host import make
 
     for name in ("Reacher-v5", "Pendulum-v1"):
         env = make.Make(name, 50, render_mode="rgb_array")()

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from batchrl import bridge
 from batchrl.configs import TrainConfig
-from batchrl.envs import BatchEnv, bridge, classic, gymnax_env, jax_env, make
+from batchrl.envs import BatchEnv
+from batchrl.envs.host import make
+from batchrl.envs.jax import classic, gymnax_env, jax_env
 
 # The JAX-native env kinds, by the function that makes one of their envs by name.
 JAX_NATIVE = {"jax": classic.make, "gymnax": gymnax_env.make}

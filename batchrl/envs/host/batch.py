@@ -18,9 +18,9 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from batchrl.envs import external, layout, lifecycle, local, process
-from batchrl.envs import group as group_lib
-from batchrl.envs import infos as infos_lib
+from batchrl.envs.host import external, layout, lifecycle, local, process
+from batchrl.envs.host import group as group_lib
+from batchrl.envs.host import infos as infos_lib
 
 EnvLike = gym.Env | external.ExternalProcess
 

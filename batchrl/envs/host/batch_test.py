@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from batchrl.conftest import wait_gone
-from batchrl.envs import batch, errors, external, layout, mock, spec
-from batchrl.envs.local import LocalGroup
+from batchrl.envs.host import batch, errors, external, layout, mock, spec
+from batchrl.envs.host.local import LocalGroup
 
 
 def random_actions(space, batch_size, steps, seed=0):
@@ -230,7 +230,7 @@ def test_external_process_instances_can_be_batched():
 
 
 def _normalized_pendulum():
-    from batchrl.envs import wrappers
+    from batchrl.envs.host import wrappers
 
     return wrappers.apply(gym.make("Pendulum-v1"), normalize=True, to_32bit=True)
 

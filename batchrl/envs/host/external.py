@@ -12,8 +12,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from batchrl.envs import infos as infos_lib
-from batchrl.envs import lifecycle, process
+from batchrl.envs.host import infos as infos_lib
+from batchrl.envs.host import lifecycle, process
 
 
 class ExternalProcess:

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs import spec
+from batchrl.envs.host import spec
 
 _ALIGN = 64
 

@@ -3,7 +3,7 @@ import pickle
 import numpy as np
 import pytest
 
-from batchrl.envs import infos
+from batchrl.envs.host import infos
 
 
 def roundtrip(chunks, sizes):

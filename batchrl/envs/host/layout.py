@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs import make as make_lib
+from batchrl.envs.host import make as make_lib
 
 
 def cores() -> int:

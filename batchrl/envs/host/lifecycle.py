@@ -17,7 +17,7 @@ DEFAULT_TIMEOUT = 60.0  # Seconds without an answer before a worker counts as hu
 DEFAULT_CONTEXT = "forkserver"
 CONTEXTS = ("forkserver", "spawn")  # Never plain fork: unsafe beside JAX's threads.
 # Imported once by the fork server; a module that is not installed (MuJoCo) is skipped.
-PRELOAD = ["batchrl.envs.worker", "gymnasium.envs.mujoco"]
+PRELOAD = ["batchrl.envs.host.worker", "gymnasium.envs.mujoco"]
 # Seconds a worker keeps polling for the next command, and the parent for an answer,
 # before it blocks: 2 ms beats blocking at once (the "no spin" column of docs/benchmarks.md,
 # "Environment throughput"); polling yields the core, so a process that has work on the

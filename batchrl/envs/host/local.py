@@ -9,8 +9,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs import group as group_lib
-from batchrl.envs import process
+from batchrl.envs.host import group as group_lib
+from batchrl.envs.host import process
 
 
 class LocalGroup:

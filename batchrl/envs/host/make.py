@@ -11,7 +11,7 @@ import importlib
 
 import gymnasium as gym
 
-from batchrl.envs import wrappers
+from batchrl.envs.host import wrappers
 
 
 def check_name(name: str) -> None:

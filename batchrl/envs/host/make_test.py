@@ -4,7 +4,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from batchrl.envs import BatchEnv, make
+from batchrl.envs import BatchEnv
+from batchrl.envs.host import make
 
 
 def test_limit_is_the_smaller_of_the_registered_one_and_max_length():
@@ -14,7 +15,7 @@ def test_limit_is_the_smaller_of_the_registered_one_and_max_length():
 
 
 def test_entry_point_builds_the_class_with_a_time_limit():
-    env = pickle.loads(pickle.dumps(make.Make("batchrl.envs.mock:CountingEnv", 7)))()
+    env = pickle.loads(pickle.dumps(make.Make("batchrl.envs.host.mock:CountingEnv", 7)))()
     assert isinstance(env, gym.wrappers.TimeLimit) and env._max_episode_steps == 7
 
 
@@ -23,7 +24,7 @@ def test_entry_point_builds_the_class_with_a_time_limit():
     [
         ("Nope-v0", "unknown env 'Nope-v0'"),
         ("no_such_module:X", "cannot import 'no_such_module'"),
-        ("batchrl.envs.mock:Nope", "module 'batchrl.envs.mock' has no 'Nope'"),
+        ("batchrl.envs.host.mock:Nope", "module 'batchrl.envs.host.mock' has no 'Nope'"),
     ],
 )
 def test_bad_names_are_one_line_errors_before_any_worker_starts(name, message):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from batchrl.conftest import wait_gone
-from batchrl.envs import errors, external, mock
+from batchrl.envs.host import errors, external, mock
 
 
 def make_pendulum():
@@ -185,7 +185,8 @@ ORPHAN_SCRIPT = """
 import functools
 import sys
 import numpy as np
-from batchrl.envs import BatchEnv, mock
+from batchrl.envs import BatchEnv
+from batchrl.envs.host import mock
 
 if __name__ == "__main__":
     # The last worker hangs in its third step, so a parent killed then leaves a busy worker.

@@ -17,7 +17,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from stable_baselines3.common import vec_env
 
-from batchrl.envs.batch import BatchEnv
+from batchrl.envs.host.batch import BatchEnv
 
 Indices = None | int | Iterable[int]
 

@@ -2,7 +2,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from batchrl.envs import spec
+from batchrl.envs.host import spec
 from batchrl.types import EnvSpec
 
 

@@ -21,9 +21,9 @@ from multiprocessing.connection import Connection
 
 import cloudpickle
 
-from batchrl.envs import group as group_lib
-from batchrl.envs import infos as infos_lib
-from batchrl.envs import shared
+from batchrl.envs.host import group as group_lib
+from batchrl.envs.host import infos as infos_lib
+from batchrl.envs.host import shared
 
 _PR_SET_PDEATHSIG = 1
 _WATCHDOG_PERIOD = 0.2

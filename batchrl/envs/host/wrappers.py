@@ -16,7 +16,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
-from batchrl.envs import spec
+from batchrl.envs.host import spec
 
 AUTORESET_MODES = ("same_step", "next_step")
 

@@ -2,7 +2,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from batchrl.envs import mock, spec, wrappers
+from batchrl.envs.host import mock, spec, wrappers
 
 
 class _ArrayEnv(gym.Env):

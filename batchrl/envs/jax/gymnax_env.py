@@ -17,7 +17,8 @@ import jax
 import jax.numpy as jnp
 
 from batchrl.env_spec import EnvSpec
-from batchrl.envs import jax_env, spec
+from batchrl.envs.host import spec
+from batchrl.envs.jax import jax_env
 
 try:
     import gymnax

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from batchrl.configs import TrainConfig, presets
-from batchrl.envs import gymnax_env, jax_env
+from batchrl.envs.jax import gymnax_env, jax_env
 from batchrl.training import environments, loop
 
 

@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.envs import jax_env
-from batchrl.envs.classic import cartpole, pendulum
+from batchrl.envs.jax import jax_env
+from batchrl.envs.jax.classic import cartpole, pendulum
 from batchrl.types import EnvSpec
 
 

@@ -13,7 +13,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
-from batchrl.envs import jax_env
+from batchrl.envs.jax import jax_env
 from batchrl.types import EnvSpec
 
 

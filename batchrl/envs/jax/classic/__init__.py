@@ -1,9 +1,9 @@
 """JAX-native classic control envs, one per file, matching Gymnasium step for step."""
 
-from batchrl.envs import jax_env
-from batchrl.envs.classic import cartpole, pendulum
-from batchrl.envs.classic.cartpole import CartPole
-from batchrl.envs.classic.pendulum import Pendulum
+from batchrl.envs.jax import jax_env
+from batchrl.envs.jax.classic import cartpole, pendulum
+from batchrl.envs.jax.classic.cartpole import CartPole
+from batchrl.envs.jax.classic.pendulum import Pendulum
 
 _ENVS = {"CartPole-v1": CartPole, "Pendulum-v1": Pendulum}
 

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchrl.envs import jax_env
+from batchrl.envs.jax import jax_env
 from batchrl.types import EnvSpec
 
 GRAVITY = 9.8

@@ -6,8 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.envs import jax_env, spec
-from batchrl.envs.classic import cartpole, make
+from batchrl.envs.host import spec
+from batchrl.envs.jax import jax_env
+from batchrl.envs.jax.classic import cartpole, make
 
 ENV = cartpole.CartPole()
 X, THETA = cartpole.X_THRESHOLD, cartpole.THETA_THRESHOLD

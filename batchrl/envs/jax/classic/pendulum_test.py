@@ -7,8 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.envs import jax_env, spec
-from batchrl.envs.classic import make, pendulum
+from batchrl.envs.host import spec
+from batchrl.envs.jax import jax_env
+from batchrl.envs.jax.classic import make, pendulum
 
 ENV = pendulum.Pendulum()
 
