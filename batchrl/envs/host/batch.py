@@ -165,7 +165,7 @@ class BatchEnv(gym.vector.VectorEnv):
         reward = np.empty(self.num_envs, np.float64)
         terminated = np.empty(self.num_envs, bool)
         truncated = np.empty(self.num_envs, bool)
-        infos = self._step(actions, obs, reward, terminated, truncated, self.autoreset_mode)
+        infos = self.step_into(actions, obs, reward, terminated, truncated, self.autoreset_mode)
         return obs, reward, terminated, truncated, infos_lib.Batched(self._batched(infos))
 
     def reset(
@@ -257,7 +257,25 @@ class BatchEnv(gym.vector.VectorEnv):
         Values are cast to the arrays' dtypes.
         """
         mode = layout.check_autoreset_mode(autoreset_mode)
-        return self._step(actions, obs, reward, terminated, truncated, mode)
+        actions = np.asarray(actions)
+        if actions.shape != self._action_shape:
+            raise ValueError(
+                f"actions of shape {actions.shape} do not fit this batch: expected "
+                f"{self._action_shape} ({self.num_envs} envs, action shape "
+                f"{self.single_action_space.shape})"
+            )
+        self._expect_open()
+        for g, part in zip(self._groups, self._slices, strict=True):
+            g.step_async(actions[part], mode)
+        chunks: list[Any] = [None] * len(self._groups)
+
+        def collect(g: Any, numbered: tuple[int, slice]) -> None:
+            number, part = numbered
+            results = g.step_wait()
+            obs[part], reward[part], terminated[part], truncated[part], chunks[number] = results
+
+        _collect_all(self._step_plan, collect)
+        return infos_lib.Infos(chunks, self._sizes)
 
     def reset_at(
         self,
@@ -278,35 +296,6 @@ class BatchEnv(gym.vector.VectorEnv):
         return self._reset(indices, seeds, options)
 
     # -- plumbing ---------------------------------------------------------------------------
-
-    def _step(
-        self,
-        actions: Any,
-        obs: np.ndarray,
-        reward: np.ndarray,
-        terminated: np.ndarray,
-        truncated: np.ndarray,
-        autoreset: AutoresetMode,
-    ) -> infos_lib.Infos:
-        actions = np.asarray(actions)
-        if actions.shape != self._action_shape:
-            raise ValueError(
-                f"actions of shape {actions.shape} do not fit this batch: expected "
-                f"{self._action_shape} ({self.num_envs} envs, action shape "
-                f"{self.single_action_space.shape})"
-            )
-        self._expect_open()
-        for g, part in zip(self._groups, self._slices, strict=True):
-            g.step_async(actions[part], autoreset)
-        chunks: list[Any] = [None] * len(self._groups)
-
-        def collect(g: Any, numbered: tuple[int, slice]) -> None:
-            number, part = numbered
-            results = g.step_wait()
-            obs[part], reward[part], terminated[part], truncated[part], chunks[number] = results
-
-        _collect_all(self._step_plan, collect)
-        return infos_lib.Infos(chunks, self._sizes)
 
     def _reset(
         self, indices: np.ndarray, seeds: Sequence[int | None], options: dict | None
