@@ -133,7 +133,8 @@ class EnvGroup:
         obs, reward, terminated, truncated, infos = map(list, zip(*results, strict=True))
         if autoreset is AutoresetMode.SAME_STEP:
             for i in np.flatnonzero(np.logical_or(terminated, truncated)):
-                final = {"final_obs": obs[i], "final_info": infos[i]}
+                # A copy: the infos may be read steps later, and an env may reuse its array.
+                final = {"final_obs": np.copy(obs[i]), "final_info": infos[i]}
                 obs[i], reset_info = self.envs[i].reset()
                 infos[i] = {**final, **reset_info}
         self._write_obs(slice(None), obs)
