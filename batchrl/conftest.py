@@ -16,10 +16,10 @@ import time
 import psutil
 import pytest
 
-_CACHE = {
-    "JAX_COMPILATION_CACHE_DIR": None,  # Set to a fresh directory for the session.
-    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+# Every program is cached, however quick to compile or small.
+_CACHE_EVERYTHING = {
+    "jax_persistent_cache_min_compile_time_secs": 0,
+    "jax_persistent_cache_min_entry_size_bytes": 0,
 }
 _CACHE_KEY = pytest.StashKey[str]()
 
@@ -30,12 +30,14 @@ def pytest_configure(config: pytest.Config) -> None:
         return  # The caller chose a cache.
     directory = tempfile.mkdtemp(prefix="batchrl-test-xla-cache-")
     config.stash[_CACHE_KEY] = directory
-    os.environ.update({**_CACHE, "JAX_COMPILATION_CACHE_DIR": directory})
-    import jax  # After the environment, which subprocesses inherit.
+    settings = {"jax_compilation_cache_dir": directory, **_CACHE_EVERYTHING}
+    # JAX reads each setting from its upper-case environment variable: runs started
+    # by tests inherit them; this process is told directly.
+    os.environ.update({name.upper(): str(value) for name, value in settings.items()})
+    import jax
 
-    jax.config.update("jax_compilation_cache_dir", directory)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    for name, value in settings.items():
+        jax.config.update(name, value)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

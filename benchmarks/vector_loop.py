@@ -49,10 +49,7 @@ def main() -> None:
                 "benchmark": "vector_loop",
                 "env": args.env,
                 "num_envs": args.num_envs,
-                "env_steps_per_run": base.total_steps
-                // (base.num_steps * base.num_envs)
-                * base.num_steps
-                * base.num_envs,
+                "env_steps_per_run": result["env_steps"],
                 "env_steps_per_sec": {vector: round(rate) for vector, rate in median.items()},
                 "every_round": rates,
                 "batchrl_over_sync": round(median["batchrl"] / median["sync"], 2),

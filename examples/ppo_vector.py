@@ -176,7 +176,7 @@ def train(args: Args, make: Callable[[], gym.vector.VectorEnv] | None = None) ->
             obs = next_obs
         rollout = [jnp.asarray(np.stack(column)) for column in zip(*rollout, strict=True)]
         key, update_key = jax.random.split(key)
-        last_value = act(params, obs, key)[2]
+        last_value = act(params, obs, update_key)[2]  # The value does not use the key.
         params, opt_state = update(params, opt_state, rollout, last_value, update_key)
     seconds = time.perf_counter() - start
     envs.close()

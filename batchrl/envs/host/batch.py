@@ -166,7 +166,8 @@ class BatchEnv(gym.vector.VectorEnv):
         terminated = np.empty(self.num_envs, bool)
         truncated = np.empty(self.num_envs, bool)
         infos = self.step_into(actions, obs, reward, terminated, truncated, self.autoreset_mode)
-        return obs, reward, terminated, truncated, infos_lib.Batched(self._batched(infos))
+        vector_infos = infos_lib.Batched(self._batched(range(self.num_envs), infos))
+        return obs, reward, terminated, truncated, vector_infos
 
     def reset(
         self,
@@ -188,7 +189,7 @@ class BatchEnv(gym.vector.VectorEnv):
             indices = layout.check_mask(mask, self.num_envs)
             obs = self._all_obs()  # The others' obs as they are.
             obs[indices], infos = self._reset(indices, [seeds[i] for i in indices], options or None)
-        return obs, infos_lib.Batched(self._batched(dict(zip(indices, infos, strict=True))))
+        return obs, infos_lib.Batched(self._batched(indices, infos))
 
     def call(
         self, name: str, *args: Any, indices: Sequence[int] | None = None, **kwargs: Any
@@ -337,13 +338,12 @@ class BatchEnv(gym.vector.VectorEnv):
         """A copy of every env's latest obs, as the groups' buffers hold them."""
         return np.concatenate([g.buffers.obs for g in self._groups])
 
-    def _batched(self, infos: Sequence[dict] | dict[int, dict]) -> Callable[[], dict]:
-        """Builds Gymnasium's vector infos from per-env infos (a sequence, or a dict by env)."""
-        items = infos.items() if isinstance(infos, dict) else None
+    def _batched(self, envs: Sequence[int], infos: Sequence[dict]) -> Callable[[], dict]:
+        """Builds Gymnasium's vector infos from the infos of `envs`, decoding them then."""
 
         def build() -> dict:
             vector_infos: dict = {}
-            for i, info in items if items is not None else enumerate(infos):
+            for i, info in zip(envs, infos, strict=True):
                 if info:
                     vector_infos = self._add_info(vector_infos, info, int(i))
             return vector_infos
