@@ -14,8 +14,7 @@ def masked_mean(x: jax.Array, mask: jax.Array | None) -> jax.Array:
     """Mean of x over the entries where mask is True (all when mask is None)."""
     if mask is None:
         return x.mean()
-    mask = mask.astype(x.dtype)
-    return (x * mask).sum() / jnp.maximum(mask.sum(), 1.0)
+    return jnp.where(mask, x, 0.0).sum() / jnp.maximum(mask.sum(), 1)
 
 
 def kl_penalty_policy_loss(

@@ -199,11 +199,18 @@ def update(networks: policy_lib.Networks, state: State) -> State:
         next_obs=networks.normalize_obs(state.obs_norm, steps.next_obs),
     )
     advantage, target = _advantages(networks, state, steps, valid)
+    # Padding holds zeros, a Gaussian's std of 0 among them, whose log-probs and KLs are
+    # NaN or infinite; a masked mean drops them, but not from the gradient, where 0 * NaN
+    # is NaN. Padded steps get the first step's distribution (the memory is full here).
+    dist = jax.tree.map(
+        lambda x: jnp.where(valid.reshape(*valid.shape, *[1] * (x.ndim - 2)), x, x[0, 0]),
+        steps.dist,
+    )
     data = Batch(
         obs=steps.obs,
         action=steps.action,
-        dist=steps.dist,
-        old_log_prob=networks.log_prob(steps.dist, steps.action),
+        dist=dist,
+        old_log_prob=networks.log_prob(dist, steps.action),
         advantage=advantage,
         target=target,
         valid=valid,

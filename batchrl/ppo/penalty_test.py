@@ -1,6 +1,7 @@
 import dataclasses
 import functools
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
@@ -37,6 +38,19 @@ def test_memory_fills_then_trains_and_the_penalty_adapts():
     kl, penalty = metrics[-1]["train/kl"], metrics[-1]["train/penalty"]
     expected = penalty * 1.5 if kl > 0.013 else penalty / 1.5 if kl < 0.007 else penalty
     assert float(state.penalty) == pytest.approx(expected, rel=1e-5)
+
+
+def test_episodes_shorter_than_the_memory_train_without_nan():
+    # Pendulum's 20-step episodes in a memory of 40 steps: half of every row is padding,
+    # whose zero std once turned the whole update into NaN (Reacher-v5's 50-step
+    # episodes in the seed preset's max_length of 1000).
+    config = config_lib.Config(num_agents=4, max_length=40, update_every=4, update_epochs=2)
+    env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
+    metrics, state = loop.train(config, env, 20, 20, phases=2)
+    assert int(state.agent.updates) == 2
+    assert all(np.isfinite(v) for m in metrics for v in m.values()), metrics
+    params = jax.tree.leaves(state.agent.params)
+    assert all(bool(jnp.isfinite(p).all()) for p in params)
 
 
 def test_a_nan_stops_training_with_the_quantity_and_step():
