@@ -47,17 +47,37 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-# multiprocessing's own helpers: one per parent, they exit when the parent does.
+# multiprocessing's own helpers: one per parent, they exit when the parent does. Workers
+# forked from a fork server carry its command line too, and are not helpers.
 _HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+# Ray's own processes (the cluster a test starts, its idle workers and agents); an actor
+# of ours shows as "ray::Host" and counts.
+_RAY = ("site-packages/ray/", "ray::IDLE", "ray::DashboardAgent", "ray::RuntimeEnvAgent")
+
+
+def _command(process: psutil.Process) -> str:
+    return " ".join(process.cmdline())
+
+
+def _counted(process: psutil.Process) -> bool:
+    """Whether a running descendant is one a test must not leave behind."""
+    if process.status() == psutil.STATUS_ZOMBIE:
+        return False
+    command = _command(process)
+    if any(ray in command for ray in _RAY):
+        return False
+    if any(helper in command for helper in _HELPERS):
+        parent = process.parent()
+        return parent is not None and "multiprocessing.forkserver" in _command(parent)
+    return True
 
 
 def live_children() -> list[psutil.Process]:
-    """This process's running descendants (zombies and multiprocessing's helpers excluded)."""
+    """This process's running descendants, but multiprocessing's helpers and Ray's own."""
     alive = []
     for child in psutil.Process().children(recursive=True):
         try:
-            command = " ".join(child.cmdline())
-            if child.status() != psutil.STATUS_ZOMBIE and not any(h in command for h in _HELPERS):
+            if _counted(child):
                 alive.append(child)
         except psutil.NoSuchProcess:
             pass

@@ -17,6 +17,7 @@ from typing import Any
 from batchrl.ppo import config as ppo_config
 
 ENV_KINDS = ("workers", "jax", "gymnax")
+ENV_BACKENDS = ("processes", "ray")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,8 +31,12 @@ class TrainConfig(ppo_config.Config):
     eval_episodes: int = 30  # Episodes per evaluation phase (mean action).
     eval_every: int = 10  # Train phases between evaluations; the last phase always evaluates.
     final_episodes: int = 10  # At least this many episodes evaluate the final policy.
-    envs_per_worker: int = 0  # 0: one worker per core.
+    envs_per_worker: int = 0  # 0: one worker per core (of each node, with Ray).
     local_envs: int = 0  # Envs stepped in the trainer's process beside workers; no restart.
+    # Where worker envs run: "processes" on this machine, "ray" on the Ray cluster of
+    # RAY_ADDRESS (or a local one), split over `ray_actors` actors (0: one per node).
+    env_backend: str = "processes"
+    ray_actors: int = 0
     checkpoint_every: int = 1  # Phases between checkpoints.
     keep_checkpoints: int = 3
 
@@ -43,6 +48,10 @@ class TrainConfig(ppo_config.Config):
             )
         if self.env_kind not in ENV_KINDS:
             raise ValueError(f"unknown env_kind {self.env_kind!r}: use one of {ENV_KINDS}")
+        if self.env_backend not in ENV_BACKENDS:
+            raise ValueError(f"unknown env_backend {self.env_backend!r}: use one of {ENV_BACKENDS}")
+        if self.env_backend == "ray" and (self.env_kind != "workers" or self.local_envs):
+            raise ValueError("env_backend='ray' needs env_kind='workers' and local_envs=0")
         if self.action_repeat != 1 and self.env_kind != "workers":
             raise ValueError(f"action_repeat={self.action_repeat} needs env_kind='workers'")
         names = ("steps", "eval_episodes", "eval_every", "final_episodes", "checkpoint_every")
@@ -50,7 +59,7 @@ class TrainConfig(ppo_config.Config):
         for name in (*names, "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("phase_steps", "envs_per_worker", "local_envs"):
+        for name in ("phase_steps", "envs_per_worker", "local_envs", "ray_actors"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
 

@@ -42,6 +42,13 @@ def build(config: TrainConfig, local: bool = False) -> tuple[Any, BatchEnv | Non
     constructor = make.Make(config.env, config.max_length, action_repeat=config.action_repeat)
     if local:
         batch_env = BatchEnv([constructor() for _ in range(config.num_agents)])
+    elif config.env_backend == "ray":
+        batch_env = BatchEnv.ray(
+            constructor,
+            config.num_agents,
+            actors=config.ray_actors or None,
+            envs_per_worker=config.envs_per_worker or None,
+        )
     else:
         batch_env = BatchEnv.external(
             constructor,

@@ -69,6 +69,7 @@ class BatchEnv(gym.vector.VectorEnv):
         spin: float = lifecycle.DEFAULT_SPIN,
         local_envs: int | str = 0,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        first_index: int = 0,
     ) -> BatchEnv:
         """Builds envs in worker processes, `envs_per_worker` to a process.
 
@@ -81,6 +82,9 @@ class BatchEnv(gym.vector.VectorEnv):
         per other core. On a machine with few cores this keeps every core busy without
         a process waiting to be woken, and is fastest (docs/benchmarks.md); those envs
         run in the caller's process, so a crash in one is not caught or restarted.
+
+        `first_index`: the number of the first env when this batch is part of a larger
+        one (a Ray actor's share): it names envs in errors and seeds their restarts.
         """
         mode = layout.check_autoreset_mode(autoreset_mode)
         constructors = layout.constructors(env, num_envs)
@@ -95,7 +99,7 @@ class BatchEnv(gym.vector.VectorEnv):
                 groups.append(
                     process.ProcessGroup(
                         remote[start : start + per_worker],
-                        first_index=start,
+                        first_index=first_index + start,
                         timeout=timeout,
                         restart=restart,
                         context=context,
@@ -111,6 +115,45 @@ class BatchEnv(gym.vector.VectorEnv):
                 started.close()
             raise
         return batch
+
+    @classmethod
+    def ray(
+        cls,
+        env: str | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]],
+        num_envs: int | None = None,
+        *,
+        actors: int | None = None,
+        envs_per_worker: int | None = None,
+        timeout: float | None = lifecycle.DEFAULT_TIMEOUT,
+        restart: bool = False,
+        local_envs: int | str = 0,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        actor_options: dict[str, Any] | None = None,
+    ) -> BatchEnv:
+        """Builds envs on a Ray cluster, split evenly over `actors` actors spread over its nodes.
+
+        Each actor holds its share as `external` would on its node (`envs_per_worker`
+        and `local_envs` apply per actor), so a batch step costs one Ray call per actor.
+        Connects to the Ray the process uses (`ray.init` called, or `RAY_ADDRESS`), or
+        starts a local one that stops when the batch closes. `actors`: one per node by
+        default. `timeout` and `restart` are those of `external`; `restart=True` also
+        replaces a lost actor on a live node. `actor_options` go to Ray's `.options()`
+        (resources, runtime_env); actors ask for no CPU by default. Needs batchrl[ray].
+        """
+        from batchrl.envs.host import ray_cluster  # Ray is an optional dependency.
+
+        return ray_cluster.build(
+            cls,
+            env,
+            num_envs,
+            actors=actors,
+            envs_per_worker=envs_per_worker,
+            timeout=timeout,
+            restart=restart,
+            local_envs=local_envs,
+            autoreset_mode=autoreset_mode,
+            actor_options=actor_options,
+        )
 
     def _init(self, groups: list, autoreset_mode: AutoresetMode | str) -> None:
         self._groups = groups
@@ -275,7 +318,7 @@ class BatchEnv(gym.vector.VectorEnv):
             results = g.step_wait()
             obs[part], reward[part], terminated[part], truncated[part], chunks[number] = results
 
-        _collect_all(self._step_plan, collect)
+        group_lib.collect_all(self._step_plan, collect)
         return infos_lib.Infos(chunks, self._sizes)
 
     def reset_at(
@@ -320,7 +363,7 @@ class BatchEnv(gym.vector.VectorEnv):
                 obs[position[int(i)]] = o
                 infos[position[int(i)]] = info
 
-        _collect_all(local.local_first(requests), collect)
+        group_lib.collect_all(local.local_first(requests), collect)
         return obs, infos
 
     def _per_env(self, indices: Any, method: str, *args: Any) -> tuple[Any, ...]:
@@ -353,18 +396,3 @@ class BatchEnv(gym.vector.VectorEnv):
     def _expect_open(self) -> None:
         if self.closed:
             raise RuntimeError("this BatchEnv is closed")
-
-
-def _collect_all(requests: Sequence[tuple[Any, Any]], collect: Callable) -> None:
-    """Calls `collect(group, part)` for every request, even after one fails, then raises.
-
-    So no answer is left in flight when a worker fails.
-    """
-    failure = None
-    for g, part in requests:
-        try:
-            collect(g, part)
-        except BaseException as error:
-            failure = failure or error
-    if failure is not None:
-        raise failure

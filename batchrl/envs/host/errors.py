@@ -1,6 +1,11 @@
-"""Errors an env worker can raise in the parent: the env raised, the worker died, or it hung."""
+"""Errors an env worker can raise in the parent: the env raised, the worker died, or it hung.
+
+They pickle with every field, so they cross processes and Ray actors as they are.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class EnvError(RuntimeError):
@@ -10,6 +15,17 @@ class EnvError(RuntimeError):
         super().__init__(message)
         self.env = env
         self.command = command
+
+    def __reduce__(self) -> tuple:
+        return _rebuild, (type(self), str(self), dict(self.__dict__))
+
+
+def _rebuild(kind: type, message: str, fields: dict[str, Any]) -> EnvError:
+    """An error of type `kind` with `message` and `fields`, whatever its constructor takes."""
+    error = kind.__new__(kind)
+    RuntimeError.__init__(error, message)
+    error.__dict__.update(fields)
+    return error
 
 
 class EnvRaisedError(EnvError):

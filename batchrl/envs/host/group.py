@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host import spec
 
 _ALIGN = 64
@@ -219,3 +220,33 @@ def check_same_spaces(name_a: str, env_a: Any, name_b: str, env_b: Any) -> None:
                 f"envs in one batch must share spaces, but {kind} of {name_a} is {space_a} "
                 f"and of {name_b} is {space_b}"
             )
+
+
+def report_restarted(buffers: Buffers, fresh: np.ndarray, infos: Any) -> list[dict]:
+    """Infos where envs restarted since their last step (`fresh`, then cleared) report it.
+
+    Their step reads truncated with zero reward, and `info["restarted"]` is True.
+    """
+    infos = list(infos_lib.Infos([infos], [len(fresh)]))
+    buffers.reward[fresh] = 0.0
+    buffers.terminated[fresh] = False
+    buffers.truncated[fresh] = True
+    for i in np.flatnonzero(fresh):
+        infos[i] = {**infos[i], "restarted": True}
+    fresh[:] = False
+    return infos
+
+
+def collect_all(requests: Sequence[tuple[Any, Any]], collect: Callable) -> None:
+    """Calls `collect(group, part)` for every request, even after one fails, then raises.
+
+    So no answer is left in flight when a worker fails.
+    """
+    failure = None
+    for g, part in requests:
+        try:
+            collect(g, part)
+        except BaseException as error:
+            failure = failure or error
+    if failure is not None:
+        raise failure

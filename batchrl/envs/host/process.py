@@ -380,12 +380,6 @@ class ProcessGroup:
 
     def _report_fresh(self, infos: Any) -> list[dict]:
         """Envs restarted since their last step report truncated, zero reward, and the restart."""
-        infos = list(infos_lib.Infos([infos], [self.num_envs]))
-        self.buffers.reward[self._fresh] = 0.0
-        self.buffers.terminated[self._fresh] = False
-        self.buffers.truncated[self._fresh] = True
-        for i in np.flatnonzero(self._fresh):
-            infos[i] = {**infos[i], "restarted": True}
-        self._fresh[:] = False
+        infos = group.report_restarted(self.buffers, self._fresh, infos)
         self._any_fresh = False
         return infos

@@ -1,0 +1,64 @@
+"""A batch laid out over a Ray cluster: its envs split evenly over actors spread over nodes."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+from gymnasium.vector import AutoresetMode
+
+from batchrl.envs.host import layout, ray_group
+
+
+def build(
+    cls: type,
+    env: Any,
+    num_envs: int | None,
+    *,
+    actors: int | None,
+    envs_per_worker: int | None,
+    timeout: float | None,
+    restart: bool,
+    local_envs: int | str,
+    autoreset_mode: AutoresetMode | str,
+    actor_options: dict[str, Any] | None,
+) -> Any:
+    """A `cls` (BatchEnv) whose envs are split evenly over `actors` actors spread over nodes."""
+    mode = layout.check_autoreset_mode(autoreset_mode)
+    constructors = layout.constructors(env, num_envs)
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"timeout must be positive seconds or None, got {timeout!r}")
+    ray_group.SESSION.join()
+    groups: list[ray_group.RayGroup] = []
+    try:
+        nodes = ray_group.alive_nodes()
+        count = len(nodes) if actors is None else actors
+        if isinstance(count, bool) or not 1 <= count <= len(constructors):
+            raise ValueError(
+                f"actors must be between 1 and num_envs={len(constructors)}, got {actors!r}"
+            )
+        bounds = [len(constructors) * k // count for k in range(count + 1)]
+        host_options = {"envs_per_worker": envs_per_worker, "local_envs": local_envs}
+        for number, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+            groups.append(
+                ray_group.RayGroup(
+                    constructors[lo:hi],
+                    first_index=lo,
+                    node=nodes[number % len(nodes)],
+                    timeout=timeout,
+                    restart=restart,
+                    host_options=host_options,
+                    actor_options=dict(actor_options or {}),
+                )
+            )
+        for started in groups:
+            started.wait_ready()
+        batch = cls.__new__(cls)
+        batch._init(groups, mode)
+    except BaseException:
+        for started in groups:
+            started.close()
+        raise
+    finally:
+        ray_group.SESSION.leave()  # Each group holds the session until it closes.
+    return batch

@@ -1,0 +1,380 @@
+"""Envs on a Ray cluster: each actor hosts its share of a batch as node-local worker processes.
+
+`RayGroup` is the parent's handle on one actor (`Host`), behind the interface of a worker
+process (`process.ProcessGroup`), so `BatchEnv` steps actors as it steps workers: every
+actor is sent its actions first, then each is collected, and a batch step costs one Ray
+call per actor, not per env. Inside, an actor is a `BatchEnv.external` over its envs;
+the parent gives every env its seed, so a batch gives the same results on Ray as on
+local workers. Infos stay in the actor until read, as they stay in workers. A dead
+actor or a lost node is `EnvCrashedError`, a silent actor `EnvTimeoutError`, and
+`restart=True` replaces an actor on a live node, its envs reseeded as a restarted
+worker's are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import cloudpickle
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from batchrl.envs.host import errors, group, lifecycle, ray_host
+from batchrl.envs.host import infos as infos_lib
+
+logger = logging.getLogger("batchrl.envs")
+
+# Seconds the parent waits beyond `timeout`: a hung env is caught by the actor's own
+# workers first (and restarted there when asked), a hung actor by the parent after.
+ACTOR_GRACE = 5.0
+
+
+def import_ray() -> Any:
+    """The `ray` module, or an ImportError that says how to install it."""
+    try:
+        import ray
+    except ImportError:
+        raise ImportError("BatchEnv.ray needs Ray: pip install 'batchrl[ray]'") from None
+    return ray
+
+
+class Session:
+    """This process's use of Ray: a local Ray it started stops when its last group closes."""
+
+    def __init__(self):
+        self.started = False
+        self.users = 0
+
+    def join(self) -> None:
+        ray = import_ray()
+        if not ray.is_initialized():
+            # Connects to RAY_ADDRESS, or to a cluster started on this machine, or starts one.
+            ray.init(logging_level=logging.WARNING)
+            self.started = True
+        self.users += 1
+
+    def leave(self) -> None:
+        self.users -= 1
+        if self.users == 0 and self.started:
+            self.started = False
+            import_ray().shutdown()
+
+
+SESSION = Session()
+
+
+def alive_nodes() -> list[str]:
+    """The ids of the cluster's live nodes, in a fixed order."""
+    return sorted(node["NodeID"] for node in import_ray().nodes() if node["Alive"])
+
+
+@functools.cache
+def _remote_host() -> Any:
+    return import_ray().remote(ray_host.Host)
+
+
+class RayGroup:
+    """One Ray actor hosting `len(constructors)` envs in worker processes on its node."""
+
+    def __init__(
+        self,
+        constructors: Sequence[Callable[[], gym.Env]],
+        *,
+        first_index: int,
+        node: str,
+        timeout: float | None,
+        restart: bool,
+        host_options: dict[str, Any],
+        actor_options: dict[str, Any],
+    ):
+        self.num_envs = len(constructors)
+        self.first_index = first_index
+        self.node_id = node
+        self.timeout = timeout
+        self.restart = restart
+        self.name = lifecycle.constructor_name(constructors[0])
+        SESSION.join()
+        self._wait = None if timeout is None else timeout + ACTOR_GRACE
+        self._blob = cloudpickle.dumps(list(constructors))
+        self._options = {**host_options, "timeout": timeout, "restart": restart}
+        self._actor_options = {"num_cpus": 0, "max_restarts": 0, **actor_options}
+        self._seeds: list[int | None] = [None] * self.num_envs
+        self._fresh = np.zeros(self.num_envs, bool)  # Replaced without a step to report it.
+        self._any_fresh = False
+        self._replaced = 0  # Actors replaced.
+        self._worker_restarts = 0  # Worker restarts inside actors, past and present.
+        self._current_restarts = 0  # Those of the current actor.
+        self._pending = lifecycle.Pending.NONE
+        self._ref: Any = None
+        self._pending_reset: tuple | None = None
+        self._broken: str | None = None
+        self._closed = False
+        self._generation = 0  # Numbers the actors, so infos of a replaced one count as lost.
+        self._launch()
+
+    @property
+    def restarts(self) -> int:
+        """Actors replaced plus worker processes restarted inside actors."""
+        return self._replaced + self._worker_restarts + self._current_restarts
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def _launch(self) -> None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        # On its node; a replacement may go to any live node if that one is gone (soft).
+        replacement = self._generation > 0
+        strategy = NodeAffinitySchedulingStrategy(self.node_id, soft=replacement)
+        options = {"scheduling_strategy": strategy, **self._actor_options}
+        self._actor = (
+            _remote_host().options(**options).remote(self._blob, self.first_index, self._options)
+        )
+        self._ready = self._actor.describe.remote()
+        self._steps = 0
+        self._ledger = infos_lib.Ledger()
+        self._finalizer = weakref.finalize(self, _kill, self._actor)
+
+    def wait_ready(self) -> None:
+        """Waits for the actor to start its workers; raises what stopped it."""
+        try:
+            started = self._get(self._ready, "start", lifecycle.START_TIMEOUT)
+        except errors.EnvError as error:
+            self._broken = str(error).splitlines()[0]
+            self._finalizer()
+            raise
+        self.node_id, self.pid, observation_space, action_space = started
+        if self._generation == 0:
+            self.observation_space, self.action_space = observation_space, action_space
+            self.buffers = group.Buffers.allocate(self.num_envs, observation_space, action_space)
+
+    def close(self) -> None:
+        """Closes the actor's envs and workers, then ends the actor."""
+        if self._closed:
+            return
+        if self._broken is None:
+            self._fetch_owed(keep_newest=0)
+            with contextlib.suppress(errors.EnvError):
+                self._get(self._actor.close.remote(), "close", ACTOR_GRACE)
+        self._closed = True
+        self._finalizer()
+        SESSION.leave()
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def step_async(
+        self, actions: np.ndarray, autoreset: AutoresetMode = AutoresetMode.DISABLED
+    ) -> None:
+        """Sends the actor its actions [k, ...]; `step_wait` collects the results."""
+        self._expect_idle("step")
+        # The actor keeps the infos of its last ray_host.KEPT_STEPS steps: fetch those it is about
+        # to drop while something still holds them.
+        self._fetch_owed(keep_newest=ray_host.KEPT_STEPS - 1)
+        self._steps += 1
+        self._ref = self._actor.step.remote(np.asarray(actions), autoreset)
+        self._pending = lifecycle.Pending.STEP
+
+    def step_wait(self) -> tuple:
+        """Results of the step in flight: obs, reward, terminated, truncated as views, and infos."""
+        self._expect_pending(lifecycle.Pending.STEP)
+        buffers = self.buffers
+        try:
+            obs, reward, terminated, truncated, restarts = self._get(self._ref, "step", self._wait)
+            buffers.obs[...], buffers.reward[...] = obs, reward
+            buffers.terminated[...], buffers.truncated[...] = terminated, truncated
+            self._current_restarts = restarts
+            fetch = functools.partial(self._fetch, self._generation, self._steps)
+            infos = infos_lib.Owed(fetch)
+            self._ledger.add(self._steps, infos)
+        except (errors.EnvCrashedError, errors.EnvTimeoutError) as error:
+            if not self.restart:
+                raise
+            infos = self._recover(error)
+        finally:
+            self._pending, self._ref = lifecycle.Pending.NONE, None
+        if self._any_fresh:
+            infos = group.report_restarted(buffers, self._fresh, infos)
+            self._any_fresh = False
+        return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
+
+    def reset_async(
+        self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
+    ) -> None:
+        """Resets envs at `indices` (positions in this group) with `seeds`."""
+        self._expect_idle("reset")
+        indices, seeds = [int(i) for i in indices], list(seeds)
+        for index, seed in zip(indices, seeds, strict=True):
+            if seed is not None:
+                self._seeds[index] = seed
+        self._pending_reset = (indices, seeds, options)
+        self._ref = self._actor.reset.remote(*self._pending_reset)
+        self._pending = lifecycle.Pending.RESET
+
+    def reset_wait(self) -> tuple[np.ndarray, list[dict]]:
+        """Observations [len(indices), ...] of the reset in flight (a view) and their infos."""
+        self._expect_pending(lifecycle.Pending.RESET)
+        indices, _seeds, _options = self._pending_reset
+        try:
+            obs, infos = self._get(self._ref, "reset", self._wait)
+        except (errors.EnvCrashedError, errors.EnvTimeoutError) as error:
+            if not self.restart:
+                raise
+            self._recover(error)
+            obs, infos = self._get(self._actor.reset.remote(*self._pending_reset), "reset", None)
+        finally:
+            self._pending, self._ref = lifecycle.Pending.NONE, None
+        self.buffers.obs[indices] = obs
+        self._fresh[indices] = False
+        self._any_fresh = bool(self._fresh.any())
+        return self.buffers.obs[indices], infos
+
+    def attribute(self, index: int, name: str) -> Any:
+        """The attribute `name` of env `index`, from the actor."""
+        return self._request("attribute", "attribute", index, name)
+
+    def call(self, index: int, name: str, args: tuple = (), kwargs: dict | None = None) -> Any:
+        """Calls method `name` of env `index` and returns its result."""
+        return self._request(f"call {name}", "call", index, name, args, kwargs or {})
+
+    def set_attr(self, index: int, name: str, value: Any) -> None:
+        """Sets the attribute `name` of env `index`."""
+        self._request(f"set_attr {name}", "set_attr", index, name, value)
+
+    def is_wrapped(self, index: int, wrapper_class: type) -> bool:
+        """Whether env `index` is wrapped by a `wrapper_class` at any depth."""
+        return self._request("is_wrapped", "is_wrapped", index, wrapper_class)
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _request(self, command: str, method: str, *args: Any) -> Any:
+        self._expect_idle(command)
+        return self._get(getattr(self._actor, method).remote(*args), command, self._wait)
+
+    def _fetch(self, generation: int, step: int) -> Any:
+        """The encoded infos of `step` of the actor numbered `generation`, from it."""
+        current = generation == self._generation
+        if current:
+            self._ledger.forget(step)
+        if self._closed or self._broken is not None or not current:
+            raise errors.EnvError(
+                f"the infos of step {step} of {self._describe()} were lost with its actor",
+                self.name,
+                "infos",
+            )
+        return self._get(self._actor.infos.remote(step), "infos", self._wait)
+
+    def _fetch_owed(self, keep_newest: int) -> None:
+        """Fetches the owed infos that something still holds, but for the `keep_newest` last."""
+        for _step, owed in self._ledger.due(self._steps - keep_newest):
+            if self._broken is None:
+                owed.fetch_now()
+
+    def _get(self, ref: Any, command: str, timeout: float | None) -> Any:
+        """The value of `ref`, or the EnvError that says why there is none."""
+        ray = import_ray()
+        try:
+            return ray.get(ref, timeout=timeout)
+        except ray.exceptions.RayTaskError as error:
+            cause = error.cause
+            if isinstance(cause, errors.EnvRaisedError):
+                raise cause from None
+            if isinstance(cause, errors.EnvError):  # A worker in the actor died or hung.
+                raise self._fail(cause) from None
+            text = str(error)  # Ray's text of the error, with the actor's traceback.
+            raise errors.EnvRaisedError(
+                f"{type(cause).__name__}: {cause} (raised by {self._describe()} during "
+                f"{command})\n\nIn the actor:\n{text}",
+                self.name,
+                command,
+                type(cause).__name__,
+                text,
+            ) from None
+        except ray.exceptions.GetTimeoutError:
+            if self.node_id in alive_nodes():
+                self._finalizer()
+                raise self._fail(
+                    errors.EnvTimeoutError(
+                        f"{self._describe()} did not answer {command} within {timeout} s and "
+                        f"was killed; raise the timeout or pass restart=True",
+                        self.name,
+                        command,
+                    )
+                ) from None
+            raise self._fail(self._lost(command, "its node is gone")) from None
+        except ray.exceptions.RayError as error:  # The actor died, or its node.
+            why = type(error).__name__
+            if self.node_id not in alive_nodes():
+                why = f"{why}; its node is gone"
+            raise self._fail(self._lost(command, why)) from None
+
+    def _lost(self, command: str, why: str) -> errors.EnvCrashedError:
+        return errors.EnvCrashedError(
+            f"{self._describe()} died during {command} ({why}); pass restart=True to replace "
+            f"lost actors",
+            self.name,
+            command,
+        )
+
+    def _fail(self, error: errors.EnvError) -> errors.EnvError:
+        if not self.restart:
+            self._broken = str(error).splitlines()[0]
+            self._finalizer()
+        return error
+
+    def _recover(self, error: errors.EnvError) -> list[dict]:
+        """Replaces the actor after `error`; its envs begin fresh episodes, ended as truncated."""
+        self._replaced += 1
+        logger.warning("%s; replacement %d of this actor", error, self._replaced)
+        self._finalizer()
+        self._worker_restarts += self._current_restarts
+        self._current_restarts = 0
+        self._generation += 1
+        self._launch()
+        self.wait_ready()
+        indices = list(range(self.num_envs))
+        seeds = [
+            lifecycle.restart_seed(self._seeds[i], self.first_index + i, self._replaced)
+            for i in indices
+        ]
+        obs, infos = self._get(self._actor.reset.remote(indices, seeds, None), "reset", self._wait)
+        self.buffers.obs[...] = obs
+        self._fresh[:] = True
+        self._any_fresh = True
+        return infos
+
+    def _describe(self) -> str:
+        last = self.first_index + self.num_envs - 1
+        envs = f"env {last}" if self.num_envs == 1 else f"envs {self.first_index}-{last}"
+        return f"env {self.name} ({envs}, Ray actor on node {self.node_id[:8]})"
+
+    def _expect_idle(self, command: str) -> None:
+        if self._closed:
+            raise errors.EnvError(f"{self._describe()} is closed; cannot {command}", self.name)
+        if self._broken is not None:
+            raise errors.EnvError(
+                f"{self._describe()} is unusable after: {self._broken}", self.name, command
+            )
+        if self._pending is not lifecycle.Pending.NONE:
+            raise errors.EnvError(
+                f"cannot {command} {self._describe()}: its {self._pending.value} is still in "
+                f"flight; collect it first",
+                self.name,
+                command,
+            )
+
+    def _expect_pending(self, pending: lifecycle.Pending) -> None:
+        if self._pending is not pending:
+            raise errors.EnvError(f"no {pending.value} in flight for {self._describe()}", self.name)
+
+
+def _kill(actor: Any) -> None:
+    """Ends an actor and its workers at once. Safe to call at any time, once."""
+    ray = import_ray()
+    if ray.is_initialized():
+        with contextlib.suppress(Exception):
+            ray.kill(actor, no_restart=True)

@@ -1,0 +1,197 @@
+"""BatchEnv.ray on a local two-node Ray cluster: the same results as local workers, failures."""
+
+import contextlib
+import functools
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import psutil
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+from ray.util import state as ray_state
+
+from batchrl.conftest import wait_gone
+from batchrl.envs import BatchEnv, EnvCrashedError, EnvError, EnvRaisedError, EnvTimeoutError
+from batchrl.envs.host import lifecycle, mock
+from batchrl.scripts import train
+from batchrl.training import logging as logs
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, logging_level="ERROR")
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def _hosts() -> list:
+    """Our live actors, as Ray's state API lists them."""
+    filters = [("class_name", "=", "Host"), ("state", "=", "ALIVE")]
+    return ray_state.list_actors(filters=filters, detail=True, raise_on_missing_output=False)
+
+
+def _counting(**kwargs):
+    return functools.partial(mock.CountingEnv, **kwargs)
+
+
+def _assert_same_step(ours, theirs):
+    for a, b in zip(ours[:4], theirs[:4], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert ours[4].keys() == theirs[4].keys()
+    for key in ours[4]:
+        np.testing.assert_array_equal(ours[4][key], theirs[4][key])
+
+
+@pytest.mark.slow
+def test_steps_as_local_workers_do_with_actors_on_both_nodes(cluster):
+    rng = np.random.default_rng(0)
+    with (
+        BatchEnv.ray("Hopper-v5", 6) as on_ray,
+        BatchEnv.external("Hopper-v5", 6, envs_per_worker=3) as local,
+    ):
+        assert {actor.node_id for actor in _hosts()} == {n["NodeID"] for n in ray.nodes()}
+        np.testing.assert_array_equal(on_ray.reset(seed=5)[0], local.reset(seed=5)[0])
+        ended = 0
+        for _ in range(300):  # Random Hopper episodes end after 20-80 steps and autoreset.
+            actions = rng.uniform(-1, 1, (6, 3)).astype(np.float32)
+            ours, theirs = on_ray.step(actions), local.step(actions)
+            _assert_same_step(ours, theirs)
+            ended += int(np.sum(ours[2] | ours[3]))
+        assert ended > 6
+        assert on_ray.get_attr("spec")[0].id == "Hopper-v5"
+        (ours,), (theirs,) = (e.call("reset", seed=1, indices=[4]) for e in (on_ray, local))
+        np.testing.assert_array_equal(ours[0], theirs[0])
+        assert on_ray.restarts == 0
+
+
+def test_infos_are_fetched_when_read_and_after_later_steps(cluster):
+    with BatchEnv.ray(_counting(duration=2), 4, actors=2) as env:
+        env.reset(seed=0)
+        first = env.step(np.zeros((4, 2), np.float32))
+        env.step(np.zeros((4, 2), np.float32))
+        env.step(np.zeros((4, 2), np.float32))  # The actors drop the first step's infos here.
+        assert first[4] == {}  # CountingEnv's steps report no info.
+        _, infos = env.reset(seed=[7, 8, 9, 10])
+        np.testing.assert_array_equal(infos["seed"], [7, 8, 9, 10])
+
+
+def test_an_env_exception_keeps_the_workers_traceback(cluster):
+    failing = functools.partial(mock.FailingEnv, where="step", how="raise", at=2)
+    with BatchEnv.ray(failing, 2, actors=2) as env:
+        env.reset(seed=0)
+        env.step(np.zeros((2, 2), np.float32))
+        with pytest.raises(EnvRaisedError, match="FailingEnv failed on purpose") as caught:
+            env.step(np.zeros((2, 2), np.float32))
+        assert caught.value.error_type == "ValueError"
+        assert "_maybe_fail" in caught.value.remote_traceback
+
+
+def test_an_env_that_fails_to_start_is_named(cluster):
+    failing = functools.partial(mock.FailingEnv, where="init", how="raise")
+    with pytest.raises(EnvRaisedError, match="FailingEnv failed on purpose in init"):
+        BatchEnv.ray(failing, 2, actors=2)
+    assert _hosts() == []
+
+
+def test_a_killed_actor_is_a_crash_and_close_leaves_nothing(cluster):
+    env = BatchEnv.ray(_counting(duration=4), 4, actors=2)
+    env.reset(seed=0)
+    victim = _hosts()[0]
+    os.kill(victim.pid, signal.SIGKILL)
+    with pytest.raises(EnvCrashedError, match="died during step"):
+        env.step(np.zeros((4, 2), np.float32))
+    with pytest.raises(EnvError, match="unusable after"):
+        env.step(np.zeros((4, 2), np.float32))
+    survivors = [psutil.Process(actor.pid) for actor in _hosts()]
+    workers = [child.pid for actor in survivors for child in actor.children(recursive=True)]
+    env.close()
+    assert wait_gone([actor.pid for actor in survivors] + workers) == []
+    assert _hosts() == []
+
+
+def test_a_hung_actor_times_out(cluster):
+    env = BatchEnv.ray(_counting(duration=4), 2, actors=1, timeout=0.5)
+    env.reset(seed=0)
+    actor = _hosts()[0]
+    os.kill(actor.pid, signal.SIGSTOP)
+    try:
+        start = time.monotonic()
+        with pytest.raises(EnvTimeoutError, match=r"did not answer step within 5\.5 s"):
+            env.step(np.zeros((2, 2), np.float32))
+        assert time.monotonic() - start < 15
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # Killed by then, unless it failed.
+            os.kill(actor.pid, signal.SIGCONT)
+        env.close()
+    assert wait_gone([actor.pid]) == []
+
+
+@pytest.mark.slow
+def test_a_lost_node_is_replaced_with_restart_and_the_run_goes_on(cluster):
+    node = cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    try:
+        env = BatchEnv.ray(_counting(duration=50), 3, restart=True)  # One actor per node.
+        env.reset(seed=10)
+        zeros = np.zeros((3, 2), np.float32)
+        env.step(zeros)
+        assert node.node_id in {actor.node_id for actor in _hosts()}
+        # Actor k (env k here) goes to the k-th live node in the order of their ids.
+        index = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"]).index(node.node_id)
+        cluster.remove_node(node)
+        obs, reward, terminated, truncated, infos = env.step(zeros)
+        assert env.restarts == 1
+        assert truncated[index] and not terminated[index] and reward[index] == 0.0
+        assert infos["restarted"][index] and infos["_restarted"].sum() == 1
+        # Reseeded as a restarted worker is: from the seed, the env's index and the count.
+        fresh = mock.CountingEnv(duration=50)
+        expected, _ = fresh.reset(seed=lifecycle.restart_seed(10 + index, index, 1))
+        np.testing.assert_array_equal(obs[index], expected)
+        assert (obs[np.arange(3) != index, 0] == 2).all()  # The others stepped on.
+        obs, *_ = env.step(zeros)
+        assert obs[index, 0] == 1 and (obs[np.arange(3) != index, 0] == 3).all()
+        assert {actor.node_id for actor in _hosts()} <= {n["NodeID"] for n in ray.nodes()}
+        env.close()
+    finally:
+        if node in cluster.worker_nodes:
+            cluster.remove_node(node)
+
+
+def test_bad_actor_counts_are_named(cluster):
+    with pytest.raises(ValueError, match="actors must be between 1 and num_envs=2, got 3"):
+        BatchEnv.ray("Pendulum-v1", 2, actors=3)
+    with pytest.raises(ValueError, match="actors must be between 1 and num_envs=2, got 0"):
+        BatchEnv.ray("Pendulum-v1", 2, actors=0)
+    assert _hosts() == []
+
+
+@pytest.mark.slow
+def test_the_train_command_runs_on_the_cluster_as_on_local_workers(cluster, tmp_path):
+    tiny = ["--config", "pendulum", "--set", "steps=1600", "--set", "eval_episodes=4"]
+    tiny += ["--set", "num_agents=4", "--set", "update_every=4", "--set", "max_length=200"]
+    command = [sys.executable, "-m", "batchrl.scripts.train", "--logdir", str(tmp_path / "ray")]
+    on_ray = subprocess.run(
+        [*command, *tiny, "--set", "env_backend=ray"],
+        env={**os.environ, "RAY_ADDRESS": cluster.address},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert on_ray.returncode == 0, on_ray.stderr[-2000:]
+    assert train.main(["--logdir", str(tmp_path / "local"), *tiny]) == 0
+    (ray_run,), (local_run,) = ((tmp_path / k).iterdir() for k in ("ray", "local"))
+    ours, theirs = (logs.read_jsonl(run / "metrics.jsonl") for run in (ray_run, local_run))
+    assert [row["step"] for row in ours] == [800, 1600]
+    assert "eval/return" in ours[-1]
+    learned = lambda row: {k: v for k, v in row.items() if not k.startswith("perf/")}  # noqa: E731
+    assert [learned(row) for row in ours] == [learned(row) for row in theirs]
+    assert _hosts() == []

@@ -1,0 +1,87 @@
+"""The Ray actor that hosts a share of a batch: a node-local `BatchEnv.external` of its envs.
+
+`ray_group.RayGroup` is the parent's handle on it. The actor returns each step's
+arrays and keeps the step's infos (themselves still in its workers) until asked.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import cloudpickle
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from batchrl.envs.host import errors
+from batchrl.envs.host import infos as infos_lib
+
+KEPT_STEPS = 2  # Steps whose infos an actor keeps for the parent to fetch.
+
+
+class Host:
+    """The actor: a node-local `BatchEnv.external` over envs `first_index` onwards of a batch."""
+
+    def __init__(self, blob: bytes, first_index: int, options: dict[str, Any]):
+        from batchrl.envs.host import batch  # batch.py imports this module's parent.
+
+        try:
+            self._batch = batch.BatchEnv.external(
+                cloudpickle.loads(blob), first_index=first_index, **options
+            )
+        except errors.EnvError as error:
+            # Raised by `describe`: an actor whose __init__ raised reports only its text.
+            self._failure = error
+            return
+        self._failure = None
+        space, n = self._batch.single_observation_space, self._batch.num_envs
+        self._obs = np.empty((n, *space.shape), space.dtype)
+        self._reward = np.empty(n, np.float64)
+        self._terminated = np.empty(n, bool)
+        self._truncated = np.empty(n, bool)
+        self._kept: dict[int, infos_lib.Infos] = {}
+        self._steps = 0
+
+    def describe(self) -> tuple:
+        """Where the actor runs and what its envs look like; raises what stopped its envs."""
+        import ray
+
+        if self._failure is not None:
+            raise self._failure
+
+        batch = self._batch
+        node = ray.get_runtime_context().get_node_id()
+        return node, os.getpid(), batch.single_observation_space, batch.single_action_space
+
+    def step(self, actions: np.ndarray, autoreset: AutoresetMode) -> tuple:
+        """One step of every env: obs, reward, terminated, truncated, and the workers' restarts."""
+        results = (self._obs, self._reward, self._terminated, self._truncated)
+        infos = self._batch.step_into(actions, *results, autoreset)
+        self._steps += 1
+        self._kept[self._steps] = infos
+        self._kept.pop(self._steps - KEPT_STEPS, None)
+        return (*results, self._batch.restarts)
+
+    def infos(self, step: int) -> Any:
+        """The encoded infos of `step` (`infos.encode`), kept for the last KEPT_STEPS steps."""
+        return infos_lib.encode(list(self._kept[step]))
+
+    def reset(self, indices: list[int], seeds: list[int | None], options: dict | None) -> tuple:
+        """Obs and infos of the envs at `indices` after a reset with `seeds`."""
+        return self._batch.reset_at(indices, seed=seeds, options=options)
+
+    def attribute(self, index: int, name: str) -> Any:
+        return self._batch.get_attr(name, indices=[index])[0]
+
+    def call(self, index: int, name: str, args: tuple, kwargs: dict) -> Any:
+        return self._batch.call(name, *args, indices=[index], **kwargs)[0]
+
+    def set_attr(self, index: int, name: str, value: Any) -> None:
+        self._batch.set_attr(name, [value], indices=[index])
+
+    def is_wrapped(self, index: int, wrapper_class: type) -> bool:
+        return self._batch.is_wrapped(wrapper_class, indices=[index])[0]
+
+    def close(self) -> None:
+        if self._failure is None:
+            self._batch.close()
