@@ -85,9 +85,12 @@ class InGraphBatchEnv:
     random stream, so a run is reproducible whatever the worker layout.
     `env_seconds` counts the time the compiled program spent in the batch's step and
     reset (env work and messaging), so the rest of a rollout's time is the program's own.
+    `devices` > 1: the program runs over that many devices (a data-parallel update); the
+    host calls are then `io_callback`s placed on the first device, as XLA requires of a
+    side effect in such a program.
     """
 
-    def __init__(self, batch_env: batch_lib.BatchEnv, seed: int = 0):
+    def __init__(self, batch_env: batch_lib.BatchEnv, seed: int = 0, devices: int = 1):
         self.batch_env = batch_env
         self.seed = seed
         self.num_envs = len(batch_env)
@@ -110,9 +113,11 @@ class InGraphBatchEnv:
             jax.ShapeDtypeStruct((self.num_envs,), np.bool_),
         )
         self._action_dtype = _jax_dtype(self._action_space.dtype)
-        self._host_init = _host_call(self._init_on_host, (_TOKEN, self._obs_type))
-        self._host_reset = _host_call(self._reset_on_host, (_TOKEN, self._obs_type))
-        self._host_step = _host_call(self._step_on_host, self._step_types)
+        device = jax.local_devices()[0] if devices > 1 else None
+        call = functools.partial(_host_call, device=device)
+        self._host_init = call(self._init_on_host, (_TOKEN, self._obs_type))
+        self._host_reset = call(self._reset_on_host, (_TOKEN, self._obs_type))
+        self._host_step = call(self._step_on_host, self._step_types)
 
     @staticmethod
     def wrap_compiled(function: Callable[..., Any]) -> Callable[..., Any]:
@@ -182,8 +187,13 @@ class InGraphBatchEnv:
         token_out[...] = token + 1
 
 
-def _host_call(function: Callable[..., None], result_types: Any) -> Callable[..., Any]:
-    """A side-effecting call of `function(outputs, *inputs)` on numpy views, from compiled code."""
+def _host_call(
+    function: Callable[..., None], result_types: Any, device: jax.Device | None = None
+) -> Callable[..., Any]:
+    """A side-effecting call of `function(outputs, *inputs)` on numpy views, from compiled code.
+
+    `device`: the one device that makes the call in a program over several devices.
+    """
     single = not isinstance(result_types, tuple)
 
     def keep_error(*args: Any) -> None:
@@ -193,7 +203,7 @@ def _host_call(function: Callable[..., None], result_types: Any) -> Callable[...
             _last_error[0] = error
             raise
 
-    if buffer_callback is not None:
+    if buffer_callback is not None and device is None:
 
         def on_buffers(ctx: Any, out: Any, *inputs: Any) -> None:
             del ctx
@@ -203,12 +213,17 @@ def _host_call(function: Callable[..., None], result_types: Any) -> Callable[...
 
         return buffer_callback(on_buffers, result_types, has_side_effect=True)
 
-    def on_arrays(*inputs: Any) -> Any:  # pragma: no cover - older JAX only
+    def on_arrays(*inputs: Any) -> Any:
         types = (result_types,) if single else result_types
         outputs = tuple(np.empty(t.shape, t.dtype) for t in types)
         keep_error(outputs, *inputs)
         return outputs[0] if single else outputs
 
+    if device is not None:  # The token orders the calls; XLA allows no ordered effect here.
+        sharding = jax.sharding.SingleDeviceSharding(device)
+        return functools.partial(
+            jax.experimental.io_callback, on_arrays, result_types, sharding=sharding
+        )
     return functools.partial(jax.experimental.io_callback, on_arrays, result_types, ordered=True)
 
 

@@ -213,6 +213,7 @@ def update(networks: policy_lib.Networks, state: State) -> State:
         refresh=refresh if config.recompute_advantages else None,
         target_kl=config.target_kl,
         step_scale=lr_scale,
+        devices=config.learner_devices,
     )
     return state.replace(
         params=params,

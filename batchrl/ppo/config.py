@@ -64,6 +64,8 @@ class Config:
     value_coef: float = 0.5
     # Recompute values and GAE with the current value net before every epoch (Tianshou).
     recompute_advantages: bool = False
+    # Local devices each minibatch is split over (data-parallel update); 1: one device.
+    learner_devices: int = 1
 
     def __post_init__(self):
         if self.objective not in OBJECTIVES:
@@ -80,6 +82,7 @@ class Config:
         if self.activation not in ("relu", "tanh"):
             raise ValueError(f"unknown activation {self.activation!r}: use 'relu' or 'tanh'")
         positive = ("num_agents", "max_length", "update_epochs", "update_every", "batch_size")
+        positive += ("learner_devices",)
         for name in (*positive, "steps_per_update", "num_minibatches", "chunk_length"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")

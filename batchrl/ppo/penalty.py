@@ -262,6 +262,7 @@ def update(networks: policy_lib.Networks, state: State) -> State:
         epoch_key,
         epochs=config.update_epochs,
         batch_size=min(config.batch_size, rows),
+        devices=config.learner_devices,
     )
     # The KL of the whole update, measured after it, drives the penalty rule.
     new_dist = networks.episode_distribution(params, data.obs)

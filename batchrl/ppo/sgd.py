@@ -7,6 +7,7 @@ per-epoch refresh of the data (advantages recomputed with the latest value net).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +40,7 @@ def run_epochs(
     refresh: Callable[[Any, Batch], Batch] | None = None,
     target_kl: float | None = None,
     step_scale: jax.Array | float = 1.0,
+    devices: int = 1,
 ) -> tuple[Any, Any, dict[str, jax.Array]]:
     """`epochs` passes over the rows of `data` (leading axis) in shuffled minibatches.
 
@@ -48,15 +50,23 @@ def run_epochs(
     taken once a minibatch's "train/kl" exceeded it. Returns the params, the optimiser
     state and the metrics of every step, [epochs, minibatches] each, with the gradient
     norm as "train/grad_norm".
+
+    `devices` > 1 splits each minibatch's rows over that many local devices, the params
+    copied to each (data parallel): XLA computes the same loss and gradient as on one
+    device, summing the devices' parts.
     """
     rows = jax.tree.leaves(data)[0].shape[0]
     num_batches = rows // batch_size
+    split = data_parallel(devices, batch_size)
 
     # The data rides in the loop's carry only when epochs change it; otherwise the loop
     # reads it as a constant, as a closure.
     def minibatch_step(carry: tuple, indices: jax.Array) -> tuple[tuple, dict]:
         params, opt_state, stopped, refreshed = carry
         batch = jax.tree.map(lambda x: x[indices], data if refreshed is None else refreshed)
+        if split is not None:
+            params = jax.lax.with_sharding_constraint(params, split.replicated)
+            batch = jax.lax.with_sharding_constraint(batch, split.rows)
         grads, metrics = jax.grad(loss_fn, has_aux=True)(params, batch)
         updates, new_opt_state = tx.update(grads, opt_state, params)
         if not isinstance(step_scale, float) or step_scale != 1.0:
@@ -83,3 +93,33 @@ def run_epochs(
     carry = (params, opt_state, jnp.zeros((), bool), None if refresh is None else data)
     (params, opt_state, _, _), metrics = jax.lax.scan(epoch, carry, jax.random.split(key, epochs))
     return params, opt_state, metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """How a minibatch is laid out over devices: rows split, parameters copied."""
+
+    rows: jax.sharding.NamedSharding
+    replicated: jax.sharding.NamedSharding
+
+
+def data_parallel(devices: int, batch_size: int) -> Split | None:
+    """The layout of minibatches of `batch_size` rows over `devices` local devices (None: one)."""
+    if devices == 1:
+        return None
+    available = jax.local_device_count()
+    if not 1 <= devices <= available:
+        raise ValueError(
+            f"learner_devices={devices}, but this process has {available} local device(s) "
+            f"(on CPU, XLA_FLAGS=--xla_force_host_platform_device_count=N makes N)"
+        )
+    if batch_size % devices:
+        raise ValueError(
+            f"minibatches of {batch_size} rows do not split over learner_devices={devices}"
+        )
+    mesh = jax.sharding.Mesh(jax.local_devices()[:devices], ("data",))
+    spec = jax.sharding.PartitionSpec
+    return Split(
+        rows=jax.sharding.NamedSharding(mesh, spec("data")),
+        replicated=jax.sharding.NamedSharding(mesh, spec()),
+    )

@@ -56,4 +56,7 @@ def build(config: TrainConfig, local: bool = False) -> tuple[Any, BatchEnv | Non
             envs_per_worker=config.envs_per_worker or None,
             local_envs=config.local_envs,
         )
-    return bridge.InGraphBatchEnv(batch_env, seed=config.seed), batch_env
+    return (
+        bridge.InGraphBatchEnv(batch_env, seed=config.seed, devices=config.learner_devices),
+        batch_env,
+    )

@@ -1,0 +1,117 @@
+"""The PPO update split over several devices: the same result as on one, within float error.
+
+CPU tests get two devices from XLA_FLAGS=--xla_force_host_platform_device_count=2, which
+must be set before JAX starts, so each test runs its script in a fresh interpreter.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from batchrl.ppo import config as config_lib
+from batchrl.ppo import sgd
+from batchrl.training import logging as logs
+
+_SETUP = """
+import json, jax, numpy as np
+from batchrl.envs.jax import classic, jax_env
+from batchrl.ppo import config as config_lib, sgd
+from batchrl.training import loop
+"""
+
+_TRAIN = """
+def train(objective, devices):
+    if objective == "clipped":
+        config = config_lib.clipped(num_agents=4, steps_per_update=64, num_minibatches=4,
+                                    update_epochs=2, learner_devices=devices)
+        env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
+        metrics, state = loop.train(config, env, 64, 200, phases=3)
+    else:
+        config = config_lib.Config(num_agents=4, max_length=40, update_every=4, batch_size=4,
+                                   update_epochs=2, learner_devices=devices)
+        env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
+        metrics, state = loop.train(config, env, 40, 40, phases=3)
+    params = jax.tree.leaves(state.agent.params)
+    return params, metrics[-1]["train/policy_loss"], str(params[0].sharding)
+
+out = {"devices": jax.local_device_count()}
+for objective in ("clipped", "kl_penalty"):
+    one, loss_one, _ = train(objective, 1)
+    two, loss_two, sharding = train(objective, 2)
+    out[objective] = {
+        "max_param_difference": max(float(np.abs(a - b).max()) for a, b in zip(one, two)),
+        "losses": [loss_one, loss_two],
+        "sharding": sharding,
+    }
+
+def hlo(devices):
+    data = {"x": jax.numpy.ones((64, 3)), "y": jax.numpy.ones((64,))}
+    loss = lambda p, b: (((b["x"] @ p - b["y"]) ** 2).mean(), {})
+    def update(params):
+        return sgd.run_epochs(sgd.optimizer(1e-3, None), params, sgd.optimizer(1e-3, None)
+                              .init(params), data, loss, jax.random.key(0), epochs=1,
+                              batch_size=16, devices=devices)[0]
+    return jax.jit(update).lower(jax.numpy.zeros(3)).compile().as_text()
+
+out["all_reduce"] = ["all-reduce" in hlo(1), "all-reduce" in hlo(2)]
+try:
+    sgd.data_parallel(2, 15)
+except ValueError as error:
+    out["uneven"] = str(error)
+print(json.dumps(out))
+"""
+
+
+def _run(script: str) -> dict:
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_both_objectives_learn_the_same_on_two_devices_as_on_one():
+    out = _run(_SETUP + _TRAIN)
+    assert out["devices"] == 2
+    for objective in ("clipped", "kl_penalty"):
+        result = out[objective]
+        assert result["max_param_difference"] < 1e-5, result
+        assert result["losses"][0] == pytest.approx(result["losses"][1], rel=1e-3, abs=1e-6)
+        assert "'data': 2" in result["sharding"]  # The params live on both devices.
+    # XLA sums the devices' gradients: the update is split, not run twice.
+    assert out["all_reduce"] == [False, True]
+    assert out["uneven"] == "minibatches of 15 rows do not split over learner_devices=2"
+
+
+def test_more_devices_than_the_process_has_is_named():
+    with pytest.raises(ValueError, match=r"learner_devices=2, but this process has 1 local"):
+        sgd.data_parallel(2, 64)
+    with pytest.raises(ValueError, match="learner_devices must be at least 1, got 0"):
+        config_lib.clipped(learner_devices=0)
+
+
+@pytest.mark.slow
+def test_the_train_command_with_worker_envs_on_two_devices(tmp_path):
+    # Host calls in a program over two devices are io_callbacks placed on the first one.
+    tiny = ["--config", "pendulum", "--set", "steps=1600", "--set", "eval_episodes=4"]
+    tiny += ["--set", "num_agents=4", "--set", "update_every=4"]
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    rows = {}
+    for devices in (1, 2):
+        logdir = tmp_path / str(devices)
+        command = [sys.executable, "-m", "batchrl.scripts.train", "--logdir", str(logdir)]
+        command += [*tiny, "--set", f"learner_devices={devices}"]
+        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        (folder,) = logdir.iterdir()
+        rows[devices] = logs.read_jsonl(folder / "metrics.jsonl")
+    assert [row["step"] for row in rows[2]] == [800, 1600]
+    for one, two in zip(rows[1], rows[2], strict=True):
+        for key in ("train/return", "train/policy_loss", "train/value_loss"):
+            assert two[key] == pytest.approx(one[key], rel=1e-3), key
+    assert rows[2][-1]["eval/return"] == pytest.approx(rows[1][-1]["eval/return"], rel=1e-3)
