@@ -28,12 +28,12 @@ def train(objective, devices):
         config = config_lib.clipped(num_agents=4, steps_per_update=64, num_minibatches=4,
                                     update_epochs=2, learner_devices=devices)
         env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
-        metrics, state = loop.train(config, env, 64, 200, phases=3)
+        metrics, state = loop.train(config, env, 64, 200, phases=2)
     else:
         config = config_lib.Config(num_agents=4, max_length=40, update_every=4, batch_size=4,
                                    update_epochs=2, learner_devices=devices)
         env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
-        metrics, state = loop.train(config, env, 40, 40, phases=3)
+        metrics, state = loop.train(config, env, 40, 40, phases=2)
     params = jax.tree.leaves(state.agent.params)
     return params, metrics[-1]["train/policy_loss"], str(params[0].sharding)
 
@@ -98,7 +98,7 @@ def test_more_devices_than_the_process_has_is_named():
 @pytest.mark.slow
 def test_the_train_command_with_worker_envs_on_two_devices(tmp_path):
     # Host calls in a program over two devices are io_callbacks placed on the first one.
-    tiny = ["--config", "pendulum", "--set", "steps=1600", "--set", "eval_episodes=4"]
+    tiny = ["--config", "pendulum", "--set", "steps=800", "--set", "eval_episodes=4"]
     tiny += ["--set", "num_agents=4", "--set", "update_every=4"]
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
     rows = {}
@@ -110,7 +110,7 @@ def test_the_train_command_with_worker_envs_on_two_devices(tmp_path):
         assert result.returncode == 0, result.stderr[-3000:]
         (folder,) = logdir.iterdir()
         rows[devices] = logs.read_jsonl(folder / "metrics.jsonl")
-    assert [row["step"] for row in rows[2]] == [800, 1600]
+    assert [row["step"] for row in rows[2]] == [800]
     for one, two in zip(rows[1], rows[2], strict=True):
         for key in ("train/return", "train/policy_loss", "train/value_loss"):
             assert two[key] == pytest.approx(one[key], rel=1e-3), key
