@@ -3,7 +3,8 @@
 Prints one JSON line. Starts a local two-node Ray cluster (`ray.cluster_utils.Cluster`)
 on this machine. First the transports Ray offers, measured with the payload of a batch
 step of 16 HalfCheetah-v5 envs per actor, 2 actors: plain actor calls, async actors and
-a compiled graph (µs per round trip to both). Then env-steps/s of 32 envs stepped by
+a compiled graph (µs per round trip to both), on idle cores and with one process per
+core stepping MuJoCo, as env workers do. Then env-steps/s of 32 envs stepped by
 BatchEnv.external (2 workers of 16 envs) and by BatchEnv.ray (2 actors, one per node,
 each with one worker of 16 envs; or 1 actor with both workers; or 2 actors stepping
 their 16 envs themselves), for HalfCheetah-v5 and for envs whose step takes 5 ms
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import multiprocessing
 import os
 import platform
 import statistics
@@ -75,8 +77,34 @@ def round_trips(call, seconds: float) -> float:
     return (time.perf_counter() - start) / count * 1e6
 
 
-def transports(seconds: float) -> dict:
-    """µs per round trip to two actors (one per node) with each transport Ray offers."""
+def _busy(stop) -> None:
+    """Steps a HalfCheetah-v5 until `stop` is set: the load env workers put on a core."""
+    import gymnasium as gym
+
+    env = gym.make("HalfCheetah-v5")
+    env.reset(seed=0)
+    while not stop.is_set():
+        if any(env.step(env.action_space.sample())[2:4]):
+            env.reset()
+
+
+def transports(seconds: float, busy: bool = False) -> dict:
+    """µs per round trip to two actors (one per node) with each transport Ray offers.
+
+    `busy`: while one process per core steps a MuJoCo env, as env workers do.
+    """
+    if busy:
+        context = multiprocessing.get_context("spawn")
+        stop = context.Event()
+        loads = [context.Process(target=_busy, args=(stop,)) for _ in range(os.cpu_count())]
+        for load in loads:
+            load.start()
+        try:
+            return transports(seconds)
+        finally:
+            stop.set()
+            for load in loads:
+                load.join()
     nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -174,6 +202,7 @@ def main() -> None:
             "num_envs": NUM_ENVS,
             "nodes": 2,
             "transport_us_per_round_trip_2_actors": transports(args.seconds),
+            "transport_us_with_every_core_busy": transports(args.seconds, busy=True),
             "HalfCheetah-v5": compare("HalfCheetah-v5", args.seconds, args.rounds, VARIANTS),
             f"step_{SLOW_STEP * 1e3:g}ms": compare(
                 functools.partial(mock.CountingEnv, duration=1000, step_seconds=SLOW_STEP),
