@@ -35,7 +35,7 @@ logger = logging.getLogger("batchrl.envs")
 Step = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any]
 
 
-class ProcessGroup:
+class ProcessGroup(lifecycle.Handle):
     """One worker process hosting `len(constructors)` envs, stepped in sequence there."""
 
     def __init__(
@@ -269,29 +269,8 @@ class ProcessGroup:
 
     # -- plumbing ---------------------------------------------------------------------------
 
-    def _describe(self) -> str:
-        last = self.first_index + self.num_envs - 1
-        envs = f"env {last}" if self.num_envs == 1 else f"envs {self.first_index}-{last}"
-        return f"env {self.name} ({envs}, worker pid {self.pid})"
-
-    def _expect_idle(self, command: str) -> None:
-        if self._closed:
-            raise errors.EnvError(f"{self._describe()} is closed; cannot {command}", self.name)
-        if self._broken is not None:
-            raise errors.EnvError(
-                f"{self._describe()} is unusable after: {self._broken}", self.name, command
-            )
-        if self._pending is not lifecycle.Pending.NONE:
-            raise errors.EnvError(
-                f"cannot {command} {self._describe()}: its {self._pending.value} is still in "
-                f"flight; collect it with its promise first",
-                self.name,
-                command,
-            )
-
-    def _expect_pending(self, pending: lifecycle.Pending) -> None:
-        if self._pending is not pending:
-            raise errors.EnvError(f"no {pending.value} in flight for {self._describe()}", self.name)
+    def _where(self) -> str:
+        return f"worker pid {self.pid}"
 
     def _send(self, pending: lifecycle.Pending, message: tuple) -> None:
         # On a broken pipe the call stays pending: the receive that follows reports the death.

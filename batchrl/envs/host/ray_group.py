@@ -79,7 +79,7 @@ def _remote_host() -> Any:
     return import_ray().remote(ray_host.Host)
 
 
-class RayGroup:
+class RayGroup(lifecycle.Handle):
     """One Ray actor hosting `len(constructors)` envs in worker processes on its node."""
 
     def __init__(
@@ -347,29 +347,8 @@ class RayGroup:
         self._any_fresh = True
         return infos
 
-    def _describe(self) -> str:
-        last = self.first_index + self.num_envs - 1
-        envs = f"env {last}" if self.num_envs == 1 else f"envs {self.first_index}-{last}"
-        return f"env {self.name} ({envs}, Ray actor on node {self.node_id[:8]})"
-
-    def _expect_idle(self, command: str) -> None:
-        if self._closed:
-            raise errors.EnvError(f"{self._describe()} is closed; cannot {command}", self.name)
-        if self._broken is not None:
-            raise errors.EnvError(
-                f"{self._describe()} is unusable after: {self._broken}", self.name, command
-            )
-        if self._pending is not lifecycle.Pending.NONE:
-            raise errors.EnvError(
-                f"cannot {command} {self._describe()}: its {self._pending.value} is still in "
-                f"flight; collect it first",
-                self.name,
-                command,
-            )
-
-    def _expect_pending(self, pending: lifecycle.Pending) -> None:
-        if self._pending is not pending:
-            raise errors.EnvError(f"no {pending.value} in flight for {self._describe()}", self.name)
+    def _where(self) -> str:
+        return f"Ray actor on node {self.node_id[:8]}"
 
 
 def _kill(actor: Any) -> None:
