@@ -11,6 +11,7 @@ import dataclasses
 import functools
 from collections.abc import Callable
 
+from batchrl.configs import train_config
 from batchrl.configs.train_config import TrainConfig
 from batchrl.ppo import config as ppo_config
 
@@ -22,7 +23,7 @@ def default() -> TrainConfig:
 
 def pendulum() -> TrainConfig:
     """Pendulum-v1 swing-up in worker processes, 1M steps."""
-    return dataclasses.replace(default(), env="Pendulum-v1", max_length=200, discount=0.95)
+    return train_config.replace(default(), env="Pendulum-v1", max_length=200, discount=0.95)
 
 
 def pendulum_jax() -> TrainConfig:
@@ -32,7 +33,7 @@ def pendulum_jax() -> TrainConfig:
 
 def cartpole() -> TrainConfig:
     """CartPole-v1 with a categorical policy, 200k steps."""
-    return dataclasses.replace(default(), env="CartPole-v1", max_length=500, steps=200_000)
+    return train_config.replace(default(), env="CartPole-v1", max_length=500, steps=200_000)
 
 
 def cartpole_jax() -> TrainConfig:
@@ -45,27 +46,27 @@ def acrobot_gymnax() -> TrainConfig:
 
     Episodes end at the top (return about -60 to -100) or after 500 steps (-500).
     """
+    algorithm = ppo_config.ClippedConfig(
+        max_length=500,
+        steps=500_000,
+        num_agents=32,
+        steps_per_update=128,
+        num_minibatches=8,
+        update_epochs=4,
+    )
     return TrainConfig(
-        **{
-            **ppo_config.CLIPPED_DEFAULTS,
-            "env": "Acrobot-v1",
-            "env_kind": "gymnax",
-            "max_length": 500,
-            "steps": 500_000,
-            "num_agents": 32,
-            "steps_per_update": 128,
-            "num_minibatches": 8,
-            "update_epochs": 4,
-            "phase_steps": 40_960,  # Ten updates per phase.
-            "eval_episodes": 32,
-            "eval_every": 1,
-        }
+        algorithm=algorithm,
+        env="Acrobot-v1",
+        env_kind="gymnax",
+        phase_steps=40_960,  # Ten updates per phase.
+        eval_episodes=32,
+        eval_every=1,
     )
 
 
 def _mujoco(env: str, steps: int, **overrides: object) -> TrainConfig:
     fields = {"env": env, "max_length": 1000, "steps": steps, **overrides}
-    return dataclasses.replace(default(), **fields)
+    return train_config.replace(default(), **fields)
 
 
 def reacher() -> TrainConfig:
@@ -108,16 +109,18 @@ def clipped(base: TrainConfig, **tuning: object) -> TrainConfig:
     Evaluation: 8 episodes after every 4th phase of ten updates, 16 for the final policy
     (about 7 % of the wall-clock on HalfCheetah-v5).
     """
-    fields = dict(
+    algorithm = ppo_config.ClippedConfig(
+        max_length=base.algorithm.max_length, steps=min(base.algorithm.steps, 1_000_000)
+    )
+    config = TrainConfig(
+        algorithm=algorithm,
         env=base.env,
         env_kind=base.env_kind,
-        max_length=base.max_length,
-        steps=min(base.steps, 1_000_000),
         phase_steps=20_480,  # Ten updates per phase.
         eval_episodes=8,
         eval_every=4,
     )
-    return TrainConfig(**{**ppo_config.CLIPPED_DEFAULTS, **fields, **tuning})
+    return train_config.replace(config, **tuning)
 
 
 def _clipped_preset(name: str) -> TrainConfig:

@@ -1,8 +1,13 @@
-"""TrainConfig: the PPO config plus what a training run needs, read and written as plain data.
+"""TrainConfig: a training run's own settings and its algorithm's config, read and written as data.
 
-Every field can be set from the command line as `key=value`, parsed by the field's type;
-an unknown key or a badly typed value is a one-line error. Configs go to YAML as plain
-values, so reading a run folder never executes code.
+The run's fields (env, phases, evaluation, checkpoints, env backend) sit beside
+`algorithm`, a `PenaltyConfig` or a `ClippedConfig`, whose type picks the objective.
+Every field can be set from the command line as `key=value` (or `algorithm.key=value`),
+parsed by the field's type; `objective=clipped` changes the algorithm's type, keeping
+the settings both share. YAML holds the algorithm under `algorithm:` with its
+`objective`, and is read back typed, so reading a run folder never executes code. Run
+folders written when the config was one flat record still load: the keys of the other
+objective, which had no effect, are dropped.
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ from batchrl.ppo import config as ppo_config
 
 ENV_KINDS = ("workers", "jax", "gymnax")
 ENV_BACKENDS = ("processes", "ray")
+_PREFIX = "algorithm."
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig(ppo_config.Config):
-    """A training run: the env, its budget and phases, and every PPO setting."""
+class TrainConfig:
+    """A training run: the env, its budget split in phases, evaluation, and the algorithm."""
 
+    algorithm: ppo_config.Config = dataclasses.field(default_factory=ppo_config.PenaltyConfig)
     env: str = "Pendulum-v1"  # A Gymnasium id or a `module:Class` entry point.
     env_kind: str = "workers"  # "workers": Gymnasium envs in processes; "jax": JAX-native.
     action_repeat: int = 1  # Gymnasium envs: each action held this many env steps.
@@ -41,10 +48,14 @@ class TrainConfig(ppo_config.Config):
     keep_checkpoints: int = 3
 
     def __post_init__(self):
-        super().__post_init__()
-        if self.local_envs > self.num_agents:
+        if not isinstance(self.algorithm, ppo_config.Common):
             raise ValueError(
-                f"local_envs must be at most num_agents={self.num_agents}, got {self.local_envs}"
+                f"algorithm must be a PenaltyConfig or ClippedConfig, got {self.algorithm!r}"
+            )
+        num_agents = self.algorithm.num_agents
+        if self.local_envs > num_agents:
+            raise ValueError(
+                f"local_envs must be at most num_agents={num_agents}, got {self.local_envs}"
             )
         if self.env_kind not in ENV_KINDS:
             raise ValueError(f"unknown env_kind {self.env_kind!r}: use one of {ENV_KINDS}")
@@ -54,9 +65,8 @@ class TrainConfig(ppo_config.Config):
             raise ValueError("env_backend='ray' needs env_kind='workers' and local_envs=0")
         if self.action_repeat != 1 and self.env_kind != "workers":
             raise ValueError(f"action_repeat={self.action_repeat} needs env_kind='workers'")
-        names = ("steps", "eval_episodes", "eval_every", "final_episodes", "checkpoint_every")
-        names += ("action_repeat",)
-        for name in (*names, "keep_checkpoints"):
+        names = ("eval_episodes", "eval_every", "final_episodes", "checkpoint_every")
+        for name in (*names, "action_repeat", "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("phase_steps", "envs_per_worker", "local_envs", "ray_actors"):
@@ -66,29 +76,43 @@ class TrainConfig(ppo_config.Config):
     @property
     def batch_steps_per_phase(self) -> int:
         """Batch steps (each steps every env once) of one train phase."""
+        algorithm = self.algorithm
         if self.phase_steps:
-            return max(1, math.ceil(self.phase_steps / self.num_agents))
-        if self.objective == "clipped":
-            return self.steps_per_update
-        return self.update_every * self.max_length // self.num_agents
+            return max(1, math.ceil(self.phase_steps / algorithm.num_agents))
+        if isinstance(algorithm, ppo_config.ClippedConfig):
+            return algorithm.steps_per_update
+        return algorithm.update_every * algorithm.max_length // algorithm.num_agents
 
     @property
     def eval_batch_steps(self) -> int:
         """Batch steps of one eval phase: every env finishes at least its share of episodes."""
-        return self.max_length * math.ceil(self.eval_episodes / self.num_agents)
+        algorithm = self.algorithm
+        return algorithm.max_length * math.ceil(self.eval_episodes / algorithm.num_agents)
 
     @property
     def phases(self) -> int:
         """Train phases in the whole budget."""
-        return math.ceil(self.steps / (self.batch_steps_per_phase * self.num_agents))
+        per_phase = self.batch_steps_per_phase * self.algorithm.num_agents
+        return math.ceil(self.algorithm.steps / per_phase)
 
 
-def _fields() -> dict[str, dataclasses.Field]:
-    return {field.name: field for field in dataclasses.fields(TrainConfig)}
+def _run_fields() -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(TrainConfig) if f.name != "algorithm"}
 
 
-def _types() -> dict[str, Any]:
-    return typing.get_type_hints(TrainConfig)
+def _fields(kind: type) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(kind)}
+
+
+def _type(kind: type, name: str) -> Any:
+    return typing.get_type_hints(kind)[name]
+
+
+def _all_keys() -> set[str]:
+    keys = set(_run_fields()) | {"objective"}
+    for kind in ppo_config.OBJECTIVES.values():
+        keys |= set(_fields(kind))
+    return keys
 
 
 def _parse(name: str, kind: Any, text: str) -> Any:
@@ -125,33 +149,135 @@ def _parse(name: str, kind: Any, text: str) -> Any:
     return text
 
 
+def _typed(name: str, kind: Any, value: Any) -> Any:
+    """`value` as read from YAML, checked against type `kind`; a ValueError naming both."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        return _typed(name, next(a for a in args if a is not type(None)), value)
+    if origin is tuple and isinstance(value, list | tuple):
+        return tuple(_typed(name, args[0], v) for v in value)
+    if kind is bool and isinstance(value, bool):
+        return value
+    if kind is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if kind is str and isinstance(value, str):
+        return value
+    expected = getattr(kind, "__name__", str(kind))
+    raise ValueError(f"{name}={value!r}: expected {expected}")
+
+
+def _with_objective(config: TrainConfig, objective: str) -> TrainConfig:
+    """`config` with an algorithm of `objective`'s type, keeping the settings both share."""
+    if objective not in ppo_config.OBJECTIVES:
+        allowed = tuple(ppo_config.OBJECTIVES)
+        raise ValueError(f"unknown objective {objective!r}: use one of {allowed}")
+    kind = ppo_config.OBJECTIVES[objective]
+    if isinstance(config.algorithm, kind):
+        return config
+    shared = {
+        f.name: getattr(config.algorithm, f.name) for f in dataclasses.fields(ppo_config.Common)
+    }
+    return dataclasses.replace(config, algorithm=kind(**shared))
+
+
+def _check_key(name: str, algorithm: ppo_config.Common) -> None:
+    """Raises the one-line ValueError for a key that is neither the run's nor `algorithm`'s."""
+    bare = name[len(_PREFIX) :] if name.startswith(_PREFIX) else name
+    for other, other_kind in ppo_config.OBJECTIVES.items():
+        if bare in _fields(other_kind) and not isinstance(algorithm, other_kind):
+            raise ValueError(
+                f"{bare} is a setting of objective {other!r}, but this config's objective is "
+                f"{algorithm.objective!r} (set objective={other} first)"
+            )
+    close = difflib.get_close_matches(bare, _all_keys(), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise ValueError(f"unknown config key {name!r}{hint} (see --list-keys)")
+
+
+def _set(config: TrainConfig, name: str, value: Any, parse: Any) -> TrainConfig:
+    """`config` with `name`, a field of the run or of its algorithm, set to `parse(...)`."""
+    bare = name[len(_PREFIX) :] if name.startswith(_PREFIX) else name
+    if bare == "objective":
+        return _with_objective(config, value)
+    if name == bare and name in _run_fields():
+        return dataclasses.replace(config, **{name: parse(name, _type(TrainConfig, name), value)})
+    algorithm = config.algorithm
+    kind = type(algorithm)
+    if bare not in _fields(kind):
+        _check_key(name, algorithm)
+    typed = parse(bare, _type(kind, bare), value)
+    return dataclasses.replace(config, algorithm=dataclasses.replace(algorithm, **{bare: typed}))
+
+
 def parse_override(config: TrainConfig, assignment: str) -> TrainConfig:
     """`config` with one `key=value` applied; a one-line ValueError for a bad key or value."""
     if "=" not in assignment:
         raise ValueError(f"--set {assignment!r}: expected key=value")
     name, text = (part.strip() for part in assignment.split("=", 1))
-    if name not in _fields():
-        close = difflib.get_close_matches(name, _fields(), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"unknown config key {name!r}{hint} (see --list-keys)")
-    return dataclasses.replace(config, **{name: _parse(name, _types()[name], text)})
+    return _set(config, name, text, _parse)
+
+
+def replace(config: TrainConfig, **fields: Any) -> TrainConfig:
+    """`config` with typed values set, each a field of the run or of its algorithm."""
+    for name, value in fields.items():
+        config = _set(config, name, value, lambda _name, _kind, v: v)
+    return config
 
 
 def to_dict(config: TrainConfig) -> dict[str, Any]:
-    """Plain data (str, int, float, bool, None, lists) for YAML."""
-    return {
-        name: list(value) if isinstance(value, tuple) else value
-        for name, value in dataclasses.asdict(config).items()
-    }
+    """Plain data (str, int, float, bool, None, lists) for YAML; the algorithm nested."""
+
+    def plain(record: Any) -> dict[str, Any]:
+        return {
+            f.name: list(value) if isinstance(value := getattr(record, f.name), tuple) else value
+            for f in dataclasses.fields(record)
+            if f.name != "algorithm"
+        }
+
+    algorithm = {"objective": config.algorithm.objective, **plain(config.algorithm)}
+    return {"algorithm": algorithm, **plain(config)}
+
+
+def flat(config: TrainConfig) -> dict[str, Any]:
+    """Every setting by its name, the algorithm's beside the run's: for comparing configs."""
+    data = to_dict(config)
+    return {**{k: v for k, v in data.items() if k != "algorithm"}, **data["algorithm"]}
 
 
 def from_dict(data: dict[str, Any]) -> TrainConfig:
-    """A TrainConfig from plain data (as read from YAML); bad keys or values: one-line errors."""
-    config = TrainConfig()
+    """A TrainConfig from plain data (as read from YAML); bad keys or values: one-line errors.
+
+    Data written before the algorithm had a config of its own (one flat record) loads
+    too; the keys of the objective it did not use are dropped.
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"a config must be a mapping of settings, got {type(data).__name__}")
+    data = dict(data)
+    nested = data.pop("algorithm", None)
+    if nested is None:  # A flat record: the algorithm's keys sit among the run's.
+        nested = {k: data.pop(k) for k in list(data) if k not in _run_fields()}
+        nested.setdefault("objective", "kl_penalty")
+        kind = ppo_config.OBJECTIVES.get(nested["objective"])
+        if kind is not None:
+            known = {"objective", *_fields(kind)}
+            nested = {k: v for k, v in nested.items() if k in known or k not in _all_keys()}
+    if not isinstance(nested, dict):
+        raise ValueError(f"algorithm must be a mapping of settings, got {nested!r}")
+    nested = dict(nested)
+    config = _with_objective(TrainConfig(), nested.pop("objective", "kl_penalty"))
+    algorithm = {}
+    kind = type(config.algorithm)
+    for name, value in nested.items():
+        if name not in _fields(kind):
+            _check_key(f"{_PREFIX}{name}", config.algorithm)
+        algorithm[name] = _typed(name, _type(kind, name), value)
+    run = {}
     for name, value in data.items():
-        if isinstance(value, list | tuple):
-            text = ",".join(str(v) for v in value)
-        else:
-            text = "none" if value is None else str(value)
-        config = parse_override(config, f"{name}={text}")
-    return config
+        if name not in _run_fields():
+            _check_key(name, config.algorithm)
+        run[name] = _typed(name, _type(TrainConfig, name), value)
+    return TrainConfig(algorithm=kind(**algorithm), **run)

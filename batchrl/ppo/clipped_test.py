@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from batchrl.configs import train_config
 from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import clipped
 from batchrl.ppo import config as config_lib
@@ -151,9 +152,10 @@ def test_recomputed_advantages_use_the_value_net_of_each_epoch(epochs):
     assert same == (epochs == 1)
 
 
-def test_annealing_and_recomputing_need_the_clipped_objective():
+def test_annealing_and_recomputing_are_settings_of_the_clipped_objective():
     for name in ("anneal_learning_rate", "recompute_advantages"):
-        with pytest.raises(ValueError, match=f"{name}=True needs objective='clipped'"):
-            config_lib.Config(**{name: True})
+        assert hasattr(config_lib.clipped(), name)
+        with pytest.raises(ValueError, match=f"{name} is a setting of objective 'clipped'"):
+            train_config.parse_override(train_config.TrainConfig(), f"{name}=true")
     with pytest.raises(ValueError, match=r"learning_rate must be positive, got 0\.0"):
         config_lib.clipped(learning_rate=0.0)

@@ -30,7 +30,7 @@ def train(objective, devices):
         env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
         metrics, state = loop.train(config, env, 64, 200, phases=2)
     else:
-        config = config_lib.Config(num_agents=4, max_length=40, update_every=4, batch_size=4,
+        config = config_lib.PenaltyConfig(num_agents=4, max_length=40, update_every=4, batch_size=4,
                                    update_epochs=2, learner_devices=devices)
         env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
         metrics, state = loop.train(config, env, 40, 40, phases=2)

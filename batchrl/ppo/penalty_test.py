@@ -18,7 +18,7 @@ from batchrl.training import loop
 
 @pytest.mark.slow
 def test_pendulum_learns_with_the_seeds_objective():
-    config = config_lib.Config(max_length=200, discount=0.95)
+    config = config_lib.PenaltyConfig(max_length=200, discount=0.95)
     env = jax_env.Batched(classic.make("Pendulum-v1"), config.num_agents)
     metrics, _ = loop.train(config, env, 1000, 200, phases=12)  # 360k env steps, 12 updates
     assert metrics[-1]["train/count"] == 150  # 5 episodes of 30 envs per phase
@@ -26,7 +26,7 @@ def test_pendulum_learns_with_the_seeds_objective():
 
 
 def test_memory_fills_then_trains_and_the_penalty_adapts():
-    config = config_lib.Config(
+    config = config_lib.PenaltyConfig(
         num_agents=4, max_length=20, update_every=4, batch_size=2, update_epochs=2
     )
     env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
@@ -44,7 +44,7 @@ def test_episodes_shorter_than_the_memory_train_without_nan():
     # Pendulum's 20-step episodes in a memory of 40 steps: half of every row is padding,
     # whose zero std once turned the whole update into NaN (Reacher-v5's 50-step
     # episodes in the seed preset's max_length of 1000).
-    config = config_lib.Config(num_agents=4, max_length=40, update_every=4, update_epochs=2)
+    config = config_lib.PenaltyConfig(num_agents=4, max_length=40, update_every=4, update_epochs=2)
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
     metrics, state = loop.train(config, env, 20, 20, phases=2)
     assert int(state.agent.updates) == 2
@@ -54,7 +54,9 @@ def test_episodes_shorter_than_the_memory_train_without_nan():
 
 
 def test_a_nan_stops_training_with_the_quantity_and_step():
-    config = config_lib.Config(num_agents=2, max_length=10, update_every=2, learning_rate=1e30)
+    config = config_lib.PenaltyConfig(
+        num_agents=2, max_length=10, update_every=2, learning_rate=1e30
+    )
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 10), 2)
     programs, state = loop.build(config, env, train_steps=10, eval_steps=10)
     with pytest.raises(FloatingPointError, match=r"became nan by env step \d+"):
@@ -76,7 +78,9 @@ def test_short_run_on_halfcheetah_in_worker_processes(objective):
             num_agents=4, steps_per_update=50, num_minibatches=4, update_epochs=2
         )
     else:
-        config = config_lib.Config(num_agents=4, max_length=50, update_every=4, update_epochs=2)
+        config = config_lib.PenaltyConfig(
+            num_agents=4, max_length=50, update_every=4, update_epochs=2
+        )
     with BatchEnv.external(functools.partial(_cheetah), 4) as batch_env:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
         metrics, state = loop.train(config, env, 100, 50, phases=2)
@@ -88,7 +92,7 @@ def test_short_run_on_halfcheetah_in_worker_processes(objective):
 
 
 def test_recurrent_policy_trains_and_resets_its_state_at_episode_start():
-    config = config_lib.Config(
+    config = config_lib.PenaltyConfig(
         num_agents=4,
         max_length=20,
         update_every=4,
@@ -114,7 +118,7 @@ def test_recurrent_policy_trains_and_resets_its_state_at_episode_start():
 def test_recurrent_needs_the_penalty_objective_and_box_actions():
     env = jax_env.Batched(classic.make("CartPole-v1"), 2)
     with pytest.raises(ValueError, match="recurrent policies support Box actions"):
-        loop.build(config_lib.Config(recurrent=True), env, 10, 10)
+        loop.build(config_lib.PenaltyConfig(recurrent=True), env, 10, 10)
     env = jax_env.Batched(classic.make("Pendulum-v1"), 2)
     with pytest.raises(ValueError, match="use objective='kl_penalty'"):
         loop.build(config_lib.clipped(recurrent=True), env, 10, 10)
@@ -122,14 +126,14 @@ def test_recurrent_needs_the_penalty_objective_and_box_actions():
 
 def test_chunks_must_divide_episodes():
     with pytest.raises(ValueError, match="chunk_length = 300 must divide max_length = 1000"):
-        config_lib.Config(chunk_length=300)
-    assert config_lib.Config(max_length=200, chunk_length=500).chunk == 200
+        config_lib.PenaltyConfig(chunk_length=300)
+    assert config_lib.PenaltyConfig(max_length=200, chunk_length=500).chunk == 200
 
 
 def test_updates_in_minibatches_of_chunks_of_episodes():
     # 4 episodes of 20 steps cut in chunks of 5 make 16 rows: 4 minibatches of 4 chunks per
     # epoch, so 2 updates of 2 epochs take 16 Adam steps (4 if whole episodes were rows).
-    config = config_lib.Config(
+    config = config_lib.PenaltyConfig(
         num_agents=4, max_length=20, chunk_length=5, update_every=4, batch_size=4, update_epochs=2
     )
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)

@@ -17,7 +17,6 @@ Ctrl-C or SIGTERM saves a checkpoint and exits cleanly. Bad input ends with one 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import pathlib
 import signal
@@ -60,18 +59,24 @@ def list_presets() -> str:
     for name, make in configs.PRESETS.items():
         config = make()
         lines.append(
-            f"{name:<18} {config.env:<16} {config.env_kind:<8} {config.objective:<11} "
-            f"{config.steps:,}"
+            f"{name:<18} {config.env:<16} {config.env_kind:<8} "
+            f"{config.algorithm.objective:<11} {config.algorithm.steps:,}"
         )
     return "\n".join(lines)
 
 
 def list_keys() -> str:
-    defaults = configs.TrainConfig()
-    return "\n".join(
-        f"{field.name} = {getattr(defaults, field.name)!r}"
-        for field in dataclasses.fields(defaults)
-    )
+    """The run's keys, then each objective's (`objective=NAME` chooses one), with defaults."""
+    lines = ["# the run"]
+    for name, value in configs.to_dict(configs.TrainConfig()).items():
+        if name != "algorithm":
+            lines.append(f"{name} = {value!r}")
+    for objective in ("kl_penalty", "clipped"):
+        config = configs.parse_override(configs.TrainConfig(), f"objective={objective}")
+        lines.append(f"# objective={objective} (also as algorithm.KEY)")
+        algorithm = configs.to_dict(config)["algorithm"]
+        lines += [f"{name} = {value!r}" for name, value in algorithm.items() if name != "objective"]
+    return "\n".join(lines)
 
 
 def requested_config(
@@ -81,7 +86,7 @@ def requested_config(
     try:
         config = configs.get(args.config) if args.config else base
         if args.seed is not None:
-            config = dataclasses.replace(config, seed=args.seed)
+            config = configs.parse_override(config, f"seed={args.seed}")
         for assignment in args.set:
             config = configs.parse_override(config, assignment)
     except ValueError as error:
@@ -117,10 +122,11 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
     )
     saved = load_config(rundir)
     requested = requested_config(args, saved)
+    asked, kept = configs.flat(requested), configs.flat(saved)
     differ = [
-        f"{field.name}={getattr(requested, field.name)!r} (saved {getattr(saved, field.name)!r})"
-        for field in dataclasses.fields(saved)
-        if getattr(requested, field.name) != getattr(saved, field.name)
+        f"{name}={asked.get(name)!r} (saved {kept.get(name)!r})"
+        for name in {**kept, **asked}
+        if asked.get(name) != kept.get(name)
     ]
     if differ:
         raise UsageError(

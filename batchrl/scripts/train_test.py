@@ -1,5 +1,6 @@
 import json
 import pathlib
+import shutil
 import signal
 import subprocess
 import sys
@@ -7,8 +8,11 @@ import time
 
 import numpy as np
 import pytest
+import yaml
 
+from batchrl.configs import train_config
 from batchrl.conftest import wait_gone
+from batchrl.ppo import config as ppo_config
 from batchrl.scripts import train
 from batchrl.training import checkpoint
 from batchrl.training import logging as logs
@@ -32,7 +36,7 @@ TINY = [
 def phase_ends(folder: pathlib.Path) -> list[int]:
     """The env step at the end of every phase of the run in `folder`, from its config."""
     config = train.load_config(folder)
-    phase = config.batch_steps_per_phase * config.num_agents
+    phase = config.batch_steps_per_phase * config.algorithm.num_agents
     return [phase * number for number in range(1, config.phases + 1)]
 
 
@@ -63,7 +67,8 @@ def finished_run(tmp_path_factory):
 
 
 def test_a_run_folder_holds_config_checkpoints_events_and_metrics(finished_run):
-    assert (finished_run / "config.yaml").read_text().startswith("objective: kl_penalty")
+    text = (finished_run / "config.yaml").read_text()
+    assert text.startswith("algorithm:\n  objective: kl_penalty\n")
     ends = phase_ends(finished_run)
     assert len(ends) == 5  # keep_checkpoints=3 of them are kept:
     assert checkpoint.steps(finished_run / "checkpoints") == [3, 4, 5]
@@ -235,7 +240,7 @@ def test_saved_config_reads_back_without_executing_code(finished_run):
     text = (finished_run / "config.yaml").read_text()
     assert "!!python" not in text
     config = train.load_config(finished_run)
-    assert config.num_agents == 4 and config.policy_layers == (32, 32)
+    assert config.algorithm.num_agents == 4 and config.algorithm.policy_layers == (32, 32)
 
 
 def test_metrics_are_json_lines_with_finite_losses_and_returns(finished_run):
@@ -270,3 +275,17 @@ def test_the_readme_train_command_learns_pendulum_with_a_smaller_budget(tmp_path
     rows = logs.read_jsonl(run_folder(tmp_path) / "metrics.jsonl")
     assert rows[-1]["step"] == 300000
     assert rows[-1]["eval/return"] >= -400, [round(r["eval/return"]) for r in rows[-10:]]
+
+
+def test_a_run_folder_written_with_a_flat_config_resumes(finished_run, tmp_path):
+    # Before each algorithm had its own config, config.yaml was one flat record holding
+    # both objectives' keys.
+    copy = tmp_path / "runs" / finished_run.name
+    shutil.copytree(finished_run, copy)
+    config = train.load_config(copy)
+    unused = train_config.to_dict(train_config.TrainConfig(algorithm=ppo_config.ClippedConfig()))
+    flat = {**unused["algorithm"], **train_config.flat(config)}
+    (copy / "config.yaml").write_text(yaml.safe_dump(flat, sort_keys=False))
+    timestamp = copy.name.split("-")[0]
+    assert train.main(["--logdir", str(copy.parent), "--timestamp", timestamp]) == 0
+    assert train.load_config(copy) == config

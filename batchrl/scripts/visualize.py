@@ -63,14 +63,14 @@ def load_agent(rundir: pathlib.Path):
         raise UsageError(str(error)) from None
     env, batch_env = environments.build(config, local=True)
     try:
-        _, state = loop.build(config, env, 1, 1)
+        _, state = loop.build(config.algorithm, env, 1, 1)
         restored = checkpoint.load_latest(rundir / run_lib.CHECKPOINTS, state)
     finally:
         if batch_env is not None:
             batch_env.close()
     if restored is None:
         raise UsageError(f"run folder {str(rundir)!r} has no checkpoint yet")
-    return config, policy_lib.for_env(config, env), restored[1].agent
+    return config, policy_lib.for_env(config.algorithm, env), restored[1].agent
 
 
 def follow_the_agent(env) -> bool:
@@ -103,7 +103,10 @@ def record(config, networks, agent, episodes: int, outdir: pathlib.Path) -> list
     from batchrl.envs.host import make
 
     env = make.Make(
-        config.env, config.max_length, render_mode="rgb_array", action_repeat=config.action_repeat
+        config.env,
+        config.algorithm.max_length,
+        render_mode="rgb_array",
+        action_repeat=config.action_repeat,
     )()
     follow_the_agent(env)
 
@@ -117,7 +120,7 @@ def record(config, networks, agent, episodes: int, outdir: pathlib.Path) -> list
     fps = env.metadata.get("render_fps", 30)
     stats = []
     for episode in range(episodes):
-        obs, _ = env.reset(seed=config.seed + episode)
+        obs, _ = env.reset(seed=config.algorithm.seed + episode)
         carry = networks.initial_carry(1)
         frames, score, length, done = [env.render()], 0.0, 0, False
         while not done:

@@ -34,29 +34,30 @@ def build(config: TrainConfig, local: bool = False) -> tuple[Any, BatchEnv | Non
     need the env's structure, such as loading a checkpoint).
     """
     check_env_name(config)
+    algorithm = config.algorithm
     if config.env_kind in JAX_NATIVE:
         registered = JAX_NATIVE[config.env_kind](config.env)
-        limit = min(registered.max_length, config.max_length)
+        limit = min(registered.max_length, algorithm.max_length)
         env = jax_env.LimitDuration(registered.env, limit)
-        return jax_env.Batched(env, config.num_agents), None
-    constructor = make.Make(config.env, config.max_length, action_repeat=config.action_repeat)
+        return jax_env.Batched(env, algorithm.num_agents), None
+    constructor = make.Make(config.env, algorithm.max_length, action_repeat=config.action_repeat)
     if local:
-        batch_env = BatchEnv([constructor() for _ in range(config.num_agents)])
+        batch_env = BatchEnv([constructor() for _ in range(algorithm.num_agents)])
     elif config.env_backend == "ray":
         batch_env = BatchEnv.ray(
             constructor,
-            config.num_agents,
+            algorithm.num_agents,
             actors=config.ray_actors or None,
             envs_per_worker=config.envs_per_worker or None,
         )
     else:
         batch_env = BatchEnv.external(
             constructor,
-            config.num_agents,
+            algorithm.num_agents,
             envs_per_worker=config.envs_per_worker or None,
             local_envs=config.local_envs,
         )
     return (
-        bridge.InGraphBatchEnv(batch_env, seed=config.seed, devices=config.learner_devices),
+        bridge.InGraphBatchEnv(batch_env, seed=algorithm.seed, devices=algorithm.learner_devices),
         batch_env,
     )

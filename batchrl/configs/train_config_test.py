@@ -1,0 +1,142 @@
+"""TrainConfig: the algorithm's config beside the run's, --set, typed YAML, old run folders."""
+
+import pytest
+import yaml
+
+from batchrl.configs import presets, train_config
+from batchrl.ppo import config as ppo_config
+
+# A run folder's config.yaml as batchrl wrote it when the config was one flat record
+# (runs/gymnax/seed0-acrobot_gymnax, 2026-11-23): both objectives' keys side by side.
+FLAT_ACROBOT = """
+objective: clipped
+seed: 0
+steps: 500000
+num_agents: 32
+max_length: 500
+discount: 0.99
+normalize_observations: true
+normalize_rewards: true
+observation_clip: 5.0
+reward_clip: 10.0
+reward_scale: return
+policy_layers:
+- 64
+- 64
+value_layers:
+- 64
+- 64
+activation: tanh
+init_output_factor: 0.1
+init_std: 1.0
+squash_mean: false
+orthogonal_init: true
+recurrent: false
+learning_rate: 0.0003
+anneal_learning_rate: false
+max_grad_norm: 0.5
+update_epochs: 4
+entropy_coef: 0.0
+gae_lambda: 0.95
+update_every: 30
+chunk_length: 50
+batch_size: 30
+kl_target: 0.01
+kl_init_penalty: 1.0
+kl_cutoff_factor: 2.0
+kl_cutoff_coef: 1000.0
+steps_per_update: 128
+num_minibatches: 8
+clip_ratio: 0.2
+clip_value: null
+target_kl: null
+value_coef: 0.5
+recompute_advantages: false
+env: Acrobot-v1
+env_kind: gymnax
+action_repeat: 1
+phase_steps: 40960
+eval_episodes: 32
+eval_every: 1
+final_episodes: 10
+envs_per_worker: 0
+local_envs: 0
+checkpoint_every: 1
+keep_checkpoints: 3
+"""
+
+
+def test_the_algorithms_type_picks_the_objective():
+    seed, clipped = presets.get("cheetah"), presets.get("cheetah_clipped")
+    assert type(seed.algorithm) is ppo_config.PenaltyConfig
+    assert seed.algorithm.objective == "kl_penalty"
+    assert type(clipped.algorithm) is ppo_config.ClippedConfig
+    assert not hasattr(clipped.algorithm, "kl_target")
+    assert not hasattr(seed.algorithm, "clip_ratio")
+
+
+def test_set_reaches_the_algorithm_by_its_key_or_a_dotted_one():
+    config = presets.get("pendulum")
+    for assignment in ("kl_target=0.02", "algorithm.kl_target=0.02"):
+        changed = train_config.parse_override(config, assignment)
+        assert changed.algorithm.kl_target == 0.02
+        assert changed.algorithm.discount == config.algorithm.discount == 0.95
+    assert train_config.parse_override(config, "eval_every=3").eval_every == 3
+
+
+def test_set_objective_changes_the_algorithm_keeping_what_both_share():
+    config = train_config.parse_override(presets.get("pendulum"), "objective=clipped")
+    assert type(config.algorithm) is ppo_config.ClippedConfig
+    assert config.algorithm.discount == 0.95 and config.algorithm.num_agents == 30
+    assert config.algorithm.clip_ratio == 0.2  # The clipped objective's own default.
+    assert config.env == "Pendulum-v1"
+
+
+@pytest.mark.parametrize(
+    ("assignment", "message"),
+    [
+        ("clip_ratio=0.1", "clip_ratio is a setting of objective 'clipped', but this config's"),
+        ("kl_targt=0.1", "unknown config key 'kl_targt'; did you mean 'kl_target'"),
+        ("objective=a2c", "unknown objective 'a2c': use one of"),
+        ("num_agents=many", "num_agents='many': expected an integer"),
+    ],
+)
+def test_bad_settings_are_one_line_errors(assignment, message):
+    with pytest.raises(ValueError, match=message):
+        train_config.parse_override(presets.get("pendulum"), assignment)
+
+
+@pytest.mark.parametrize("name", ["pendulum", "cheetah_clipped", "acrobot_gymnax", "ant_clipped"])
+def test_yaml_round_trips_typed(name):
+    config = presets.get(name)
+    text = yaml.safe_dump(train_config.to_dict(config), sort_keys=False)
+    assert "algorithm:" in text and "!!python" not in text
+    assert train_config.from_dict(yaml.safe_load(text)) == config
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"num_agents": "8"}, "num_agents='8': expected int"),
+        ({"policy_layers": [64, "x"]}, "policy_layers='x': expected int"),
+        ({"squash_mean": 1}, "squash_mean=1: expected bool"),
+        ({"kl_target": 0.1}, "kl_target is a setting of objective 'kl_penalty'"),
+    ],
+)
+def test_badly_typed_yaml_is_a_one_line_error(change, message):
+    data = train_config.to_dict(presets.get("cheetah_clipped"))
+    data["algorithm"].update(change)
+    with pytest.raises(ValueError, match=message):
+        train_config.from_dict(data)
+
+
+def test_a_flat_config_from_before_loads_as_the_preset_it_was():
+    config = train_config.from_dict(yaml.safe_load(FLAT_ACROBOT))
+    assert config == presets.get("acrobot_gymnax")
+
+
+def test_flat_keys_of_the_run_and_the_algorithm_compare_configs():
+    config = presets.get("hopper")
+    changed = train_config.parse_override(config, "update_every=10")
+    flat, other = train_config.flat(config), train_config.flat(changed)
+    assert {k for k in flat if flat[k] != other[k]} == {"update_every"}
