@@ -172,8 +172,8 @@ class RayGroup(lifecycle.Handle):
     ) -> None:
         """Sends the actor its actions [k, ...]; `step_wait` collects the results."""
         self._expect_idle("step")
-        # The actor keeps the infos of its last ray_host.KEPT_STEPS steps: fetch those it is about
-        # to drop while something still holds them.
+        # The actor keeps the infos of its last KEPT_STEPS steps: fetch those it is about to
+        # drop while something still holds them.
         self._fetch_owed(keep_newest=ray_host.KEPT_STEPS - 1)
         self._steps += 1
         self._ref = self._actor.step.remote(np.asarray(actions), autoreset)
@@ -225,7 +225,9 @@ class RayGroup(lifecycle.Handle):
             if not self.restart:
                 raise
             self._recover(error)
-            obs, infos = self._get(self._actor.reset.remote(*self._pending_reset), "reset", None)
+            obs, infos = self._get(
+                self._actor.reset.remote(*self._pending_reset), "reset", self._wait
+            )
         finally:
             self._pending, self._ref = lifecycle.Pending.NONE, None
         self.buffers.obs[indices] = obs
