@@ -51,10 +51,7 @@ class Common:
     def __post_init__(self):
         if self.activation not in ("relu", "tanh"):
             raise ValueError(f"unknown activation {self.activation!r}: use 'relu' or 'tanh'")
-        positive = ("num_agents", "max_length", "update_epochs", "learner_devices")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        _at_least_one(self, "num_agents", "max_length", "update_epochs", "learner_devices")
         if not self.learning_rate > 0.0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
         if not 0.0 < self.discount <= 1.0:
@@ -77,9 +74,7 @@ class PenaltyConfig(Common):
 
     def __post_init__(self):
         super().__post_init__()
-        for name in ("update_every", "batch_size", "chunk_length"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        _at_least_one(self, "update_every", "batch_size", "chunk_length")
         if self.max_length % self.chunk:
             raise ValueError(
                 f"chunk_length = {self.chunk_length} must divide max_length = {self.max_length}"
@@ -140,9 +135,7 @@ class ClippedConfig(Common):
             raise ValueError(
                 "recurrent policies train on whole episodes: use objective='kl_penalty'"
             )
-        for name in ("steps_per_update", "num_minibatches"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        _at_least_one(self, "steps_per_update", "num_minibatches")
         if self.batch_steps % self.num_minibatches:
             raise ValueError(
                 f"num_agents * steps_per_update = {self.batch_steps} must divide into "
@@ -163,6 +156,12 @@ class ClippedConfig(Common):
     def minibatch_size(self) -> int:
         """Transitions per minibatch."""
         return self.batch_steps // self.num_minibatches
+
+
+def _at_least_one(config: Common, *names: str) -> None:
+    for name in names:
+        if getattr(config, name) < 1:
+            raise ValueError(f"{name} must be at least 1, got {getattr(config, name)}")
 
 
 Config = PenaltyConfig | ClippedConfig

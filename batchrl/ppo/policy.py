@@ -33,10 +33,6 @@ class Networks:
     def __post_init__(self):
         if self.config.recurrent and self.discrete:
             raise ValueError("recurrent policies support Box actions only; set recurrent=False")
-        if self.config.recurrent and self.config.objective != "kl_penalty":
-            raise ValueError(
-                "recurrent policies train on whole episodes: use objective='kl_penalty'"
-            )
 
     @property
     def recurrent(self) -> bool:

@@ -35,6 +35,7 @@ logger = logging.getLogger("batchrl.envs")
 ACTOR_GRACE = 5.0
 
 
+@functools.cache  # Called on every step: keep it a lookup.
 def import_ray() -> Any:
     """The `ray` module, or an ImportError that says how to install it."""
     try:
@@ -99,7 +100,6 @@ class RayGroup(lifecycle.Handle):
         self.timeout = timeout
         self.restart = restart
         self.name = lifecycle.constructor_name(constructors[0])
-        SESSION.join()
         self._wait = None if timeout is None else timeout + ACTOR_GRACE
         self._blob = cloudpickle.dumps(list(constructors))
         self._options = {**host_options, "timeout": timeout, "restart": restart}
@@ -117,6 +117,7 @@ class RayGroup(lifecycle.Handle):
         self._closed = False
         self._generation = 0  # Numbers the actors, so infos of a replaced one count as lost.
         self._launch()
+        SESSION.join()  # Once launched: `close` leaves it.
 
     @property
     def restarts(self) -> int:
