@@ -179,7 +179,9 @@ def update(networks: policy_lib.Networks, state: State) -> State:
     def loss_fn(params: dict, minibatch: dict) -> tuple[jax.Array, dict]:
         dist = networks.distribution(params, minibatch["obs"])
         log_prob = networks.log_prob(dist, minibatch["action"])
-        advantage = losses.standardize(minibatch["advantage"])
+        advantage = minibatch["advantage"]
+        if config.normalize_advantages:
+            advantage = losses.standardize(advantage)
         policy_loss = losses.clipped_policy_loss(
             log_prob, minibatch["log_prob"], advantage, config.clip_ratio
         )

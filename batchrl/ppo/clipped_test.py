@@ -152,6 +152,28 @@ def test_recomputed_advantages_use_the_value_net_of_each_epoch(epochs):
     assert same == (epochs == 1)
 
 
+@pytest.mark.parametrize("normalize", [True, False])
+def test_advantages_are_standardised_per_minibatch_unless_turned_off(normalize):
+    # In the first step the ratio is 1, so the policy loss is minus the mean advantage:
+    # 0 for standardised advantages, the raw advantages' mean (far from 0 here) otherwise.
+    config = config_lib.clipped(
+        num_agents=4, steps_per_update=16, num_minibatches=1, update_epochs=1,
+        normalize_rewards=False, normalize_advantages=normalize,
+    )  # fmt: skip
+    networks, state = filled_state(config)
+    rollout = state.rollout
+    obs = networks.normalize_obs(state.obs_norm, rollout.obs).reshape(64, -1)
+    dist = networks.distribution(state.params, obs)
+    log_prob = networks.log_prob(dist, rollout.action.reshape(64, -1)).reshape(16, 4)
+    rollout = rollout.replace(reward=rollout.reward + 5.0, log_prob=log_prob)
+    state = state.replace(rollout=rollout)
+    loss = float(clipped.update(networks, state).metrics["train/policy_loss"])
+    if normalize:
+        assert abs(loss) < 1e-5
+    else:
+        assert loss < -1.0
+
+
 def test_annealing_and_recomputing_are_settings_of_the_clipped_objective():
     for name in ("anneal_learning_rate", "recompute_advantages"):
         assert hasattr(config_lib.clipped(), name)

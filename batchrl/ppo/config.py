@@ -122,6 +122,8 @@ class ClippedConfig(Common):
     clip_value: float | None = None
     target_kl: float | None = None  # Stop an update's epochs early above this KL.
     value_coef: float = 0.5
+    # Standardise advantages within each minibatch (SB3, CleanRL); off as Tianshou's MuJoCo PPO.
+    normalize_advantages: bool = True
     # Recompute values and GAE with the current value net before every epoch (Tianshou).
     recompute_advantages: bool = False
 

@@ -64,7 +64,9 @@ def machine() -> dict[str, Any]:
             versions[package] = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             versions[package] = None
-    return {"cores": os.cpu_count(), "cpu": model, "versions": versions}
+    # The cores this process may run on (taskset, a container's CPU set), not the machine's.
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"cores": cores, "cpu": model, "versions": versions}
 
 
 def train_argv(args: argparse.Namespace, config: str, seed: int) -> list[str]:
