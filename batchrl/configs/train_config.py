@@ -19,6 +19,8 @@ import types
 import typing
 from typing import Any
 
+import yaml
+
 from batchrl.ppo import config as ppo_config
 
 ENV_KINDS = ("workers", "jax", "gymnax")
@@ -32,6 +34,8 @@ class TrainConfig:
 
     algorithm: ppo_config.Config = dataclasses.field(default_factory=ppo_config.PenaltyConfig)
     env: str = "Pendulum-v1"  # A Gymnasium id or a `module:Class` entry point.
+    # Keywords of the env's constructor, as gym.make(env, **env_kwargs); Gymnasium envs only.
+    env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     env_kind: str = "workers"  # "workers": Gymnasium envs in processes; "jax": JAX-native.
     action_repeat: int = 1  # Gymnasium envs: each action held this many env steps.
     phase_steps: int = 0  # Env steps per train phase; 0: one update's worth.
@@ -63,6 +67,8 @@ class TrainConfig:
             raise ValueError(f"unknown env_backend {self.env_backend!r}: use one of {ENV_BACKENDS}")
         if self.env_backend == "ray" and (self.env_kind != "workers" or self.local_envs):
             raise ValueError("env_backend='ray' needs env_kind='workers' and local_envs=0")
+        if self.env_kwargs and self.env_kind != "workers":
+            raise ValueError(f"env_kwargs={self.env_kwargs!r} needs env_kind='workers'")
         if self.action_repeat != 1 and self.env_kind != "workers":
             raise ValueError(f"action_repeat={self.action_repeat} needs env_kind='workers'")
         names = ("eval_episodes", "eval_every", "final_episodes", "checkpoint_every")
@@ -123,6 +129,12 @@ def _parse(name: str, kind: Any, text: str) -> Any:
             return None
         options = [a for a in args if a is not type(None)]
         return _parse(name, options[0], text)
+    if origin is dict:
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        return _typed(name, kind, value)
     if origin is tuple:
         parts = [p for p in text.replace("(", "").replace(")", "").split(",") if p.strip()]
         return tuple(_parse(name, args[0], p.strip()) for p in parts)
@@ -158,6 +170,10 @@ def _typed(name: str, kind: Any, value: Any) -> Any:
         return _typed(name, next(a for a in args if a is not type(None)), value)
     if origin is tuple and isinstance(value, list | tuple):
         return tuple(_typed(name, args[0], v) for v in value)
+    if origin is dict:
+        if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+            return dict(value)
+        raise ValueError(f"{name}={value!r}: expected a mapping such as {{key: value, ...}}")
     if kind is bool and isinstance(value, bool):
         return value
     if kind is int and isinstance(value, int) and not isinstance(value, bool):
@@ -233,13 +249,22 @@ def to_dict(config: TrainConfig) -> dict[str, Any]:
 
     def plain(record: Any) -> dict[str, Any]:
         return {
-            f.name: list(value) if isinstance(value := getattr(record, f.name), tuple) else value
+            f.name: _plain(getattr(record, f.name))
             for f in dataclasses.fields(record)
             if f.name != "algorithm"
         }
 
     algorithm = {"objective": config.algorithm.objective, **plain(config.algorithm)}
     return {"algorithm": algorithm, **plain(config)}
+
+
+def _plain(value: Any) -> Any:
+    """`value` as YAML writes it back the same: tuples as lists, mappings copied."""
+    if isinstance(value, tuple):
+        return list(value)
+    if isinstance(value, dict):
+        return dict(value)
+    return value
 
 
 def flat(config: TrainConfig) -> dict[str, Any]:

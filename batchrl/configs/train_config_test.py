@@ -140,3 +140,15 @@ def test_flat_keys_of_the_run_and_the_algorithm_compare_configs():
     changed = train_config.parse_override(config, "update_every=10")
     flat, other = train_config.flat(config), train_config.flat(changed)
     assert {k for k in flat if flat[k] != other[k]} == {"update_every"}
+
+
+def test_env_kwargs_are_a_mapping_kept_in_the_run_folder():
+    config = train_config.parse_override(presets.get("pendulum"), "env_kwargs={g: 2.0}")
+    assert config.env_kwargs == {"g": 2.0}
+    text = yaml.safe_dump(train_config.to_dict(config), sort_keys=False)
+    assert train_config.from_dict(yaml.safe_load(text)) == config
+    for text in ("3", "[g, 2]", "{g: 2"):
+        with pytest.raises(ValueError, match="expected a mapping such as"):
+            train_config.parse_override(config, f"env_kwargs={text}")
+    with pytest.raises(ValueError, match=r"env_kwargs=\{'g': 2.0\} needs env_kind='workers'"):
+        train_config.parse_override(presets.get("pendulum_jax"), "env_kwargs={g: 2.0}")

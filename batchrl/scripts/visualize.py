@@ -107,6 +107,7 @@ def record(config, networks, agent, episodes: int, outdir: pathlib.Path) -> list
         config.algorithm.max_length,
         render_mode="rgb_array",
         action_repeat=config.action_repeat,
+        kwargs=config.env_kwargs,
     )()
     follow_the_agent(env)
 

@@ -24,7 +24,7 @@ def check_env_name(config: TrainConfig) -> None:
     if config.env_kind in JAX_NATIVE:
         JAX_NATIVE[config.env_kind](config.env)  # Names the known envs when it fails.
         return
-    make.check_name(config.env)
+    make.check_name(config.env, config.env_kwargs)
 
 
 def build(config: TrainConfig, local: bool = False) -> tuple[Any, BatchEnv | None]:
@@ -40,7 +40,12 @@ def build(config: TrainConfig, local: bool = False) -> tuple[Any, BatchEnv | Non
         limit = min(registered.max_length, algorithm.max_length)
         env = jax_env.LimitDuration(registered.env, limit)
         return jax_env.Batched(env, algorithm.num_agents), None
-    constructor = make.Make(config.env, algorithm.max_length, action_repeat=config.action_repeat)
+    constructor = make.Make(
+        config.env,
+        algorithm.max_length,
+        action_repeat=config.action_repeat,
+        kwargs=config.env_kwargs,
+    )
     if local:
         batch_env = BatchEnv([constructor() for _ in range(algorithm.num_agents)])
     elif config.env_backend == "ray":

@@ -1,21 +1,25 @@
 """Make: a picklable constructor of one Gymnasium env from a name, for worker processes.
 
-A name is a Gymnasium id ("HalfCheetah-v5") or a `module:Class` entry point whose class
-is built without arguments. With `max_length`, episodes end at the env's own time limit
-or at `max_length`, whichever comes first, always as truncation.
+A name is a Gymnasium id ("HalfCheetah-v5") or a `module:Class` entry point; `kwargs`
+go to the env's constructor, as `gym.make(name, **kwargs)` passes them. With
+`max_length`, episodes end at the env's own time limit or at `max_length`, whichever
+comes first, always as truncation.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
+from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
 
 from batchrl.envs.host import wrappers
 
 
-def check_name(name: str) -> None:
-    """Raises a one-line ValueError when `name` names no env, before any worker starts."""
+def check_name(name: str, kwargs: dict[str, Any] | None = None) -> None:
+    """Raises a one-line ValueError for an unknown env or keyword, before any worker starts."""
     if ":" in name:
         module_name, _, class_name = name.partition(":")
         try:
@@ -25,15 +29,38 @@ def check_name(name: str) -> None:
             raise ValueError(message) from None
         if not hasattr(module, class_name):
             raise ValueError(f"module {module_name!r} has no {class_name!r} for env {name!r}")
+        _check_kwargs(name, getattr(module, class_name), kwargs or {})
         return
     try:
-        gym.spec(name)
+        spec = gym.spec(name)
     except gym.error.Error as error:
         raise ValueError(f"unknown env {name!r}: {error}") from None
+    if kwargs:
+        creator = spec.entry_point
+        _check_kwargs(name, creator if callable(creator) else load_env_creator(creator), kwargs)
+
+
+def _check_kwargs(name: str, constructor: Any, kwargs: dict[str, Any]) -> None:
+    """Raises a one-line ValueError naming each keyword `constructor` does not take."""
+    if not kwargs:
+        return
+    try:
+        parameters = inspect.signature(constructor).parameters.values()
+    except (TypeError, ValueError):  # A builtin without a signature: let the env judge.
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return
+    known = [p.name for p in parameters if p.kind is not inspect.Parameter.VAR_POSITIONAL]
+    unknown = [key for key in kwargs if key not in known]
+    if unknown:
+        raise ValueError(
+            f"env {name!r} takes no keyword {', '.join(map(repr, unknown))} in env_kwargs: "
+            f"it takes {', '.join(known) or 'none'}"
+        )
 
 
 class Make:
-    """Builds the env `name`, with an optional step limit, render mode and action repeat.
+    """Builds the env `name` with `kwargs`, an optional step limit, render mode and action repeat.
 
     The training path builds every Gymnasium env here, its wrappers chosen by the config
     (`wrappers.apply`: the time limit counts the env's own steps, then actions repeat).
@@ -45,6 +72,7 @@ class Make:
         max_length: int | None = None,
         render_mode: str | None = None,
         action_repeat: int = 1,
+        kwargs: dict[str, Any] | None = None,
     ):
         if action_repeat < 1:
             raise ValueError(f"action_repeat must be at least 1, got {action_repeat}")
@@ -52,12 +80,15 @@ class Make:
         self.max_length = max_length
         self.render_mode = render_mode
         self.action_repeat = action_repeat
+        self.kwargs = dict(kwargs or {})
 
     def __call__(self) -> gym.Env:
         return wrappers.apply(self._limited(), action_repeat=self.action_repeat)
 
     def _limited(self) -> gym.Env:
-        kwargs = {} if self.render_mode is None else {"render_mode": self.render_mode}
+        kwargs = dict(self.kwargs)
+        if self.render_mode is not None:
+            kwargs["render_mode"] = self.render_mode
         if ":" in self.name:
             module_name, _, class_name = self.name.partition(":")
             env = getattr(importlib.import_module(module_name), class_name)(**kwargs)

@@ -4,8 +4,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from batchrl.configs import presets, train_config
 from batchrl.envs import BatchEnv
 from batchrl.envs.host import make
+from batchrl.training import environments
 
 
 def test_limit_is_the_smaller_of_the_registered_one_and_max_length():
@@ -51,3 +53,34 @@ def test_training_envs_repeat_actions_as_the_config_asks():
     assert third[1] == pytest.approx(rewards[6]) and third[3]
     with pytest.raises(ValueError, match="action_repeat must be at least 1, got 0"):
         make.Make("Pendulum-v1", action_repeat=0)
+
+
+def test_env_kwargs_reach_the_env_in_its_worker():
+    config = train_config.parse_override(
+        presets.get("ant_clipped"), "env_kwargs={include_cfrc_ext_in_observation: true}"
+    )
+    config = train_config.replace(config, num_agents=2)
+    _, batch_env = environments.build(config)
+    try:
+        assert batch_env.observation_space.shape[-1] == 105  # 27 and the contact forces.
+        assert batch_env.reset(seed=0)[0].shape == (2, 105)
+    finally:
+        batch_env.close()
+    pendulum = pickle.loads(pickle.dumps(make.Make("Pendulum-v1", 200, kwargs={"g": 2.0})))()
+    assert pendulum.unwrapped.g == 2.0
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "message"),
+    [
+        (
+            "Pendulum-v1",
+            {"gravity": 2.0},
+            "env 'Pendulum-v1' takes no keyword 'gravity' in env_kwargs: it takes render_mode, g",
+        ),
+        ("batchrl.envs.host.mock:CountingEnv", {"x": 1}, "takes no keyword 'x'"),
+    ],
+)
+def test_unknown_env_kwargs_are_one_line_errors_before_any_worker_starts(name, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        make.check_name(name, kwargs)
