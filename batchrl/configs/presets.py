@@ -162,9 +162,9 @@ _CLIPPED_TUNING: dict[str, dict[str, object]] = {
     # -9, KL between consecutive policies 0.29, episodes ending at ~240 steps as the ant
     # fell); 1,166 starting at std 0.6 (Tianshou's) with the two changes above; 2,107 with
     # 256x256 networks in minibatches of 256 on top; 2,755 with raw advantages and a value
-    # coefficient of 0.25 (Tianshou's). Three seeds: 1,152 -> 1,730 -> 2,428. Seed 0:
-    # 1,887 -> 3,504 without the 78 contact forces in the observation, as Ant-v4's
-    # default and Ant-v3's (zeros there from MuJoCo 2.0 on) the published PPO learned on.
+    # coefficient of 0.25 (Tianshou's). Three seeds: 1,152 -> 1,730 -> 2,428 -> 4,278
+    # without the 78 contact forces in the observation, as Ant-v4's default and Ant-v3's
+    # (zeros there from MuJoCo 2.0 on) the published PPO learned on.
     "ant": {
         "env_kwargs": {"include_cfrc_ext_in_observation": False},
         "init_std": 0.6,
