@@ -136,7 +136,7 @@ def _parse(name: str, kind: Any, text: str) -> Any:
             value = text
         return _typed(name, kind, value)
     if origin is tuple:
-        parts = [p for p in text.replace("(", "").replace(")", "").split(",") if p.strip()]
+        parts = [p for p in text.strip("()[] ").split(",") if p.strip()]
         return tuple(_parse(name, args[0], p.strip()) for p in parts)
     if kind is bool:
         lowered = text.strip().lower()

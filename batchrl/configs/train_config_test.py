@@ -84,6 +84,12 @@ def test_set_reaches_the_algorithm_by_its_key_or_a_dotted_one():
     assert train_config.parse_override(config, "eval_every=3").eval_every == 3
 
 
+@pytest.mark.parametrize("text", ["256,256", "(256, 256)", "[256, 256]"])
+def test_set_reads_layer_sizes_as_a_tuple_in_any_bracket_style(text):
+    changed = train_config.parse_override(presets.get("reacher_clipped"), f"value_layers={text}")
+    assert changed.algorithm.value_layers == (256, 256)
+
+
 def test_set_objective_changes_the_algorithm_keeping_what_both_share():
     config = train_config.parse_override(presets.get("pendulum"), "objective=clipped")
     assert type(config.algorithm) is ppo_config.ClippedConfig
