@@ -140,6 +140,7 @@ def test_a_corrupt_checkpoint_is_reported_and_the_previous_one_used(finished_run
         ("evaluate", 1),  # During the evaluation of phase 2, after it trained.
         ("evaluate", 3),  # During the final evaluation of phase 5.
         ("check_finite", 3),  # After phase 3 trained, before it returned.
+        ("write", 3),  # After phase 3 returned, before its metrics row was written.
         ("summary_line", 2),  # After phase 2 returned and was checkpointed.
     ],
 )
@@ -148,7 +149,7 @@ def test_an_interrupt_anywhere_then_resume_matches_an_uninterrupted_run(
 ):
     from batchrl.training import loop
 
-    module = logs if where == "summary_line" else loop
+    module = {"summary_line": logs, "write": logs.Writer}.get(where, loop)
     original, calls = getattr(module, where), []
 
     def interrupted(*args, **kwargs):

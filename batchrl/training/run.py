@@ -48,6 +48,9 @@ def _train(rundir: pathlib.Path, config: TrainConfig, env: Any) -> int:
     progress = logs.Progress(total_steps=total_steps, initial_steps=int(state.env_steps))
     print(f"run folder {rundir}; compiling the first phase", flush=True)
     writer = logs.Writer(rundir)
+    # The state whose metrics row is written: an interrupt between a phase's return and its
+    # row must not checkpoint that phase, or a resumed run would lack the row for good.
+    logged = state
     try:
         phases = loop.run(
             programs,
@@ -58,17 +61,18 @@ def _train(rundir: pathlib.Path, config: TrainConfig, env: Any) -> int:
             total=total_phases,
         )
         with progress.ticking():
-            for state, metrics in phases:  # On interrupt, `state` is the last one returned.
+            for state, metrics in phases:
                 done, env_steps = int(state.phases), int(state.env_steps)
                 writer.write(env_steps, metrics)
+                logged = state
                 progress.update(env_steps, metrics)
                 if done % config.checkpoint_every == 0 or done == total_phases:
                     checkpoint.save(directory, done, state, config.keep_checkpoints)
                 progress.print(logs.summary_line(done, env_steps, metrics))
     except KeyboardInterrupt:
         progress.close()
-        checkpoint.save(directory, int(state.phases), state, config.keep_checkpoints)
-        print(f"interrupted: saved a checkpoint at env step {int(state.env_steps)}", flush=True)
+        checkpoint.save(directory, int(logged.phases), logged, config.keep_checkpoints)
+        print(f"interrupted: saved a checkpoint at env step {int(logged.env_steps)}", flush=True)
         return 130
     finally:
         writer.close()
