@@ -2,8 +2,10 @@
 
 The whole training state (`loop.RunState`: agent, train and eval simulation states,
 counters) is one pytree, returned by every phase; the run checkpoints exactly the state
-that came back, atomically, after every `checkpoint_every` phases and on Ctrl-C or SIGTERM.
-Resuming loads the newest good checkpoint into a freshly built state.
+that came back, atomically, after every `checkpoint_every` phases, and on Ctrl-C or SIGTERM
+the last state whose metrics row is written. Resuming loads the newest good checkpoint
+into a freshly built state; phases it re-does write their rows again, and readers keep
+the last row of each (`results.phases`).
 """
 
 from __future__ import annotations
