@@ -6,6 +6,7 @@
 kl_cutoff_coef*max(0, KL - kl_cutoff_factor*kl_target)^2; beta adapts after each
 update. Advantages are Monte-Carlo returns minus values (GAE when gae_lambda is set),
 standardised; a truncated episode is bootstrapped from its final observation's value.
+Each epoch runs over the chunks of the memory that hold steps, not over its padding.
 """
 
 from __future__ import annotations
@@ -248,10 +249,14 @@ def update(networks: policy_lib.Networks, state: State) -> State:
         }
 
     # Minibatches of `batch_size` chunks of `chunk_length` steps (whole episodes for a
-    # recurrent policy, whose state must start at the episode's beginning).
+    # recurrent policy, whose state must start at the episode's beginning). Only chunks
+    # that hold steps are trained on: 60 Humanoid episodes of 38 steps fill 60 of the
+    # 1,200 chunks of a 60 x 1,000-step memory.
     chunk = config.max_length if networks.recurrent else config.chunk
     rows = config.update_every * (config.max_length // chunk)
     data = jax.tree.map(lambda x: x.reshape(rows, chunk, *x.shape[2:]), data)
+    valid_rows = data.valid.any(axis=1)
+    batch_size = min(config.batch_size, rows)
     key, epoch_key = jax.random.split(state.key)
     params, opt_state, metrics = sgd.run_epochs(
         sgd.optimizer(config.learning_rate, config.max_grad_norm),
@@ -261,15 +266,17 @@ def update(networks: policy_lib.Networks, state: State) -> State:
         loss_fn,
         epoch_key,
         epochs=config.update_epochs,
-        batch_size=min(config.batch_size, rows),
+        batch_size=batch_size,
         devices=config.learner_devices,
+        valid_rows=valid_rows,
     )
     # The KL of the whole update, measured after it, drives the penalty rule.
     new_dist = networks.episode_distribution(params, data.obs)
     new_dist = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), new_dist)
     old_dist = jax.tree.map(lambda x: x.reshape(-1, *x.shape[2:]), data.dist)
     kl = losses.masked_mean(networks.kl(old_dist, new_dist), data.valid.reshape(-1))
-    metrics = {name: value[-1].mean() for name, value in metrics.items()}
+    used = sgd.used_minibatches(valid_rows, batch_size)  # The last epoch's steps.
+    metrics = {name: losses.masked_mean(value[-1], used) for name, value in metrics.items()}
     metrics["train/kl"] = kl
     metrics["train/penalty"] = penalty
     return state.replace(

@@ -141,3 +141,17 @@ def test_updates_in_minibatches_of_chunks_of_episodes():
     assert int(state.agent.updates) == 2
     assert int(optax.tree.get(state.agent.opt_state, "count")) == 16
     assert all(np.isfinite(m["train/policy_loss"]) for m in metrics)
+
+
+def test_an_update_trains_on_the_chunks_that_hold_steps_not_on_padding():
+    # Episodes of 15 steps in a memory of 4 x 40 steps cut in chunks of 10: each episode
+    # fills two of its four chunks, so an epoch runs 8 rows in 4 minibatches of 2, not 16
+    # rows in 8. Two updates of two epochs: 16 Adam steps (32 with the padding).
+    config = config_lib.PenaltyConfig(
+        num_agents=4, max_length=40, chunk_length=10, update_every=4, batch_size=2, update_epochs=2
+    )
+    env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 15), 4)
+    metrics, state = loop.train(config, env, 15, 15, phases=2)
+    assert int(state.agent.updates) == 2
+    assert int(optax.tree.get(state.agent.opt_state, "count")) == 16
+    assert all(np.isfinite(v) for m in metrics for v in m.values()), metrics

@@ -41,6 +41,7 @@ def run_epochs(
     target_kl: float | None = None,
     step_scale: jax.Array | float = 1.0,
     devices: int = 1,
+    valid_rows: jax.Array | None = None,
 ) -> tuple[Any, Any, dict[str, jax.Array]]:
     """`epochs` passes over the rows of `data` (leading axis) in shuffled minibatches.
 
@@ -50,6 +51,13 @@ def run_epochs(
     taken once a minibatch's "train/kl" exceeded it. Returns the params, the optimiser
     state and the metrics of every step, [epochs, minibatches] each, with the gradient
     norm as "train/grad_norm".
+
+    `valid_rows` ([rows] bool) marks the rows that hold data; the others are padding.
+    Each epoch then shuffles the valid rows ahead of the padding and takes a step only
+    for minibatches that hold a valid row (`used_minibatches` of them, the last one
+    topped up with padding rows), so a memory of short episodes costs what its data
+    does. A skipped minibatch leaves params and optimiser state alone and reports zero
+    metrics. With every row valid the steps are those without `valid_rows`.
 
     `devices` > 1 splits each minibatch's rows over that many local devices, the params
     copied to each (data parallel): XLA computes the same loss and gradient as on one
@@ -62,6 +70,13 @@ def run_epochs(
     # The data rides in the loop's carry only when epochs change it; otherwise the loop
     # reads it as a constant, as a closure.
     def minibatch_step(carry: tuple, indices: jax.Array) -> tuple[tuple, dict]:
+        if valid_rows is None:
+            return sgd_step(carry, indices)
+        _, metrics = jax.eval_shape(sgd_step, carry, indices)
+        skip = lambda carry, _: (carry, jax.tree.map(jnp.zeros_like, metrics))  # noqa: E731
+        return jax.lax.cond(valid_rows[indices[0]], sgd_step, skip, carry, indices)
+
+    def sgd_step(carry: tuple, indices: jax.Array) -> tuple[tuple, dict]:
         params, opt_state, stopped, refreshed = carry
         batch = jax.tree.map(lambda x: x[indices], data if refreshed is None else refreshed)
         if split is not None:
@@ -86,13 +101,22 @@ def run_epochs(
         params, opt_state, stopped, refreshed = carry
         if refresh is not None:
             refreshed = refresh(params, refreshed)
-        order = jax.random.permutation(key, rows)[: num_batches * batch_size]
+        order = jax.random.permutation(key, rows)
+        if valid_rows is not None:  # Valid rows first, each part in shuffled order.
+            order = order[jnp.argsort(~valid_rows[order], stable=True)]
+        order = order[: num_batches * batch_size]
         carry = (params, opt_state, stopped, refreshed)
         return jax.lax.scan(minibatch_step, carry, order.reshape(num_batches, batch_size))
 
     carry = (params, opt_state, jnp.zeros((), bool), None if refresh is None else data)
     (params, opt_state, _, _), metrics = jax.lax.scan(epoch, carry, jax.random.split(key, epochs))
     return params, opt_state, metrics
+
+
+def used_minibatches(valid_rows: jax.Array, batch_size: int) -> jax.Array:
+    """[minibatches] bool: which minibatches of an epoch `run_epochs` steps on."""
+    num_batches = valid_rows.shape[0] // batch_size
+    return jnp.arange(num_batches) * batch_size < valid_rows.sum()
 
 
 @dataclasses.dataclass(frozen=True)
