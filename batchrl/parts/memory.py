@@ -194,18 +194,29 @@ def finish(state: MemoryState, mask: jax.Array) -> MemoryState:
     store = store & (slot < capacity)
     slot = jnp.where(store, slot, capacity)  # capacity: out of range, dropped.
 
-    def move(memory: jax.Array, buffer: jax.Array) -> jax.Array:
-        return memory.at[slot].set(buffer, mode="drop")
+    # One ended env at a time, touching only its rows: a pass over the whole buffer each
+    # step cost 26 ms at Humanoid's size (30 x 1,000 steps of two 348-float observations).
+    # A buffer at position 0 is already zero.
+    ended = mask & (state.position > 0)
+    envs = jnp.argsort(~ended, stable=True)  # The ended envs first.
 
-    def reset(buffer: jax.Array) -> jax.Array:
-        keep = mask.reshape(mask.shape + (1,) * (buffer.ndim - 1))
-        return jnp.where(keep, jnp.zeros_like(buffer), buffer)
+    def move_and_zero(i: jax.Array, carry: tuple) -> tuple:
+        memory, episodes = carry
+        env = envs[i]
+        memory = jax.tree.map(
+            lambda m, e: m.at[slot[env]].set(e[env], mode="drop"), memory, episodes
+        )
+        episodes = jax.tree.map(lambda e: e.at[env].set(jnp.zeros_like(e[env])), episodes)
+        return memory, episodes
 
+    memory, episodes = jax.lax.fori_loop(
+        0, ended.sum(), move_and_zero, (state.memory, state.episodes)
+    )
     return state.replace(
-        memory=jax.tree.map(move, state.memory, state.episodes),
+        memory=memory,
         length=state.length.at[slot].set(state.position, mode="drop"),
         count=state.count + store.sum(dtype=jnp.int32),
-        episodes=jax.tree.map(reset, state.episodes),
+        episodes=episodes,
         position=jnp.where(mask, 0, state.position).astype(jnp.int32),
     )
 
