@@ -130,28 +130,31 @@ def test_chunks_must_divide_episodes():
     assert config_lib.PenaltyConfig(max_length=200, chunk_length=500).chunk == 200
 
 
-def test_updates_in_minibatches_of_chunks_of_episodes():
-    # 4 episodes of 20 steps cut in chunks of 5 make 16 rows: 4 minibatches of 4 chunks per
-    # epoch, so 2 updates of 2 epochs take 16 Adam steps (4 if whole episodes were rows).
+@pytest.mark.parametrize(
+    ("episode", "max_length", "chunk_length", "batch_size"),
+    [
+        # 4 episodes of 20 steps in chunks of 5: 16 rows, 4 minibatches of 4 an epoch
+        # (1 if whole episodes were rows).
+        (20, 20, 5, 4),
+        # Episodes of 15 steps in a 40-step memory in chunks of 10: each fills two of its
+        # four chunks, so an epoch runs 8 rows in 4 minibatches of 2, not 16 rows in 8.
+        (15, 40, 10, 2),
+    ],
+)
+def test_updates_in_minibatches_of_the_chunks_that_hold_steps(
+    episode, max_length, chunk_length, batch_size
+):
+    # Two updates of two epochs of 4 minibatches: 16 Adam steps (32 with the padding).
     config = config_lib.PenaltyConfig(
-        num_agents=4, max_length=20, chunk_length=5, update_every=4, batch_size=4, update_epochs=2
+        num_agents=4,
+        max_length=max_length,
+        chunk_length=chunk_length,
+        update_every=4,
+        batch_size=batch_size,
+        update_epochs=2,
     )
-    env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
-    metrics, state = loop.train(config, env, 20, 20, phases=2)
-    assert int(state.agent.updates) == 2
-    assert int(optax.tree.get(state.agent.opt_state, "count")) == 16
-    assert all(np.isfinite(m["train/policy_loss"]) for m in metrics)
-
-
-def test_an_update_trains_on_the_chunks_that_hold_steps_not_on_padding():
-    # Episodes of 15 steps in a memory of 4 x 40 steps cut in chunks of 10: each episode
-    # fills two of its four chunks, so an epoch runs 8 rows in 4 minibatches of 2, not 16
-    # rows in 8. Two updates of two epochs: 16 Adam steps (32 with the padding).
-    config = config_lib.PenaltyConfig(
-        num_agents=4, max_length=40, chunk_length=10, update_every=4, batch_size=2, update_epochs=2
-    )
-    env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 15), 4)
-    metrics, state = loop.train(config, env, 15, 15, phases=2)
+    env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, episode), 4)
+    metrics, state = loop.train(config, env, episode, episode, phases=2)
     assert int(state.agent.updates) == 2
     assert int(optax.tree.get(state.agent.opt_state, "count")) == 16
     assert all(np.isfinite(v) for m in metrics for v in m.values()), metrics
