@@ -4,12 +4,17 @@ The test session keeps XLA's compiled programs in a persistent cache that it and
 runs it starts share: many tests compile the same small programs, in this process and
 in `train` or `sweep` subprocesses, and a cache hit turns an 18 s subprocess run into 5 s.
 A cached program is the one XLA would compile again, so results are unchanged.
+
+Tests press Ctrl-C on the runs they start, as a user at a terminal would. A suite started
+as a background job (`pytest &`, `nohup`) inherits SIGINT ignored and would pass that on
+to every run it starts, so the session takes SIGINT back first.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 import time
 
@@ -25,7 +30,10 @@ _CACHE_KEY = pytest.StashKey[str]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Points this process and the runs it starts at the session's compilation cache."""
+    """Takes SIGINT back; points this process and its runs at one compilation cache."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # Python's own handler, as when started at a terminal; children get the default.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
         return  # The caller chose a cache.
     directory = tempfile.mkdtemp(prefix="batchrl-test-xla-cache-")
