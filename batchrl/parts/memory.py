@@ -10,7 +10,9 @@ calls `clear`.
 
 Rules, kept exactly so that the bookkeeping can be tested against a plain-Python version:
 
-- Padding: everything past an episode's length is zero, in the buffer and in the memory.
+- Padding: everything past an episode's length is zero, in the buffer and in the memory's
+  slots below `count`. Slots from `count` on hold what they held before `clear`, until
+  `finish` overwrites them whole; `valid_mask` marks none of their steps.
 - Truncation: an episode longer than `max_length` keeps only its first `max_length` steps.
   Later `append`s for that env write nothing, the stored length is `max_length`, and the episode
   counts as ending at step `max_length - 1`: its real last step (its reward, `terminated`,
@@ -43,7 +45,8 @@ class MemoryState:
             episode, zero past its position.
         position: [B] int32 steps written of each running episode, at most max_length.
         memory: Pytree like the example step, leaves [capacity, max_length, ...]: finished
-            episodes in slots [0, count), zero past each one's length and in unused slots.
+            episodes in slots [0, count), zero past each one's length; zero in slots never
+            used, and what they held before `clear` in slots used before it.
         length: [capacity] int32 valid steps of each slot; zero for unused slots.
         count: [] int32 episodes stored, at most capacity.
     """
@@ -226,12 +229,15 @@ def full(state: MemoryState) -> jax.Array:
     return state.count >= state.length.shape[0]
 
 
-def clear(state: MemoryState) -> MemoryState:
-    """Empties the memory: count 0, memory and lengths zeroed; running episodes continue."""
+def clear(state: MemoryState, when: jax.Array | bool = True) -> MemoryState:
+    """Empties the memory where `when` holds: count and lengths 0; running episodes continue.
+
+    The slots keep their old steps, out of `valid_mask`, until `finish` overwrites each
+    whole: clearing touches no episode data, so it costs nothing under a condition.
+    """
     return state.replace(
-        memory=jax.tree.map(jnp.zeros_like, state.memory),
-        length=jnp.zeros_like(state.length),
-        count=jnp.zeros_like(state.count),
+        length=jnp.where(when, 0, state.length),
+        count=jnp.where(when, 0, state.count),
     )
 
 

@@ -152,11 +152,21 @@ def agent(networks: policy_lib.Networks) -> simulate.Agent:
 
     def end_episode(state: State, mask: jax.Array) -> State:
         state = state.replace(memory=memory.finish(state.memory, mask))
-        return jax.lax.cond(
-            memory.full(state.memory), lambda s: update(networks, s), lambda s: s, state
-        )
+        full = memory.full(state.memory)
+        # Only what an update changes passes through the cond: with the episode memory
+        # among its operands XLA copied the memory at every step (hundreds of MB for
+        # Humanoid), which cost more than the updates themselves.
+        learned = jax.lax.cond(full, lambda s: update(networks, s), _unchanged, state)
+        return state.replace(**learned, memory=memory.clear(state.memory, when=full))
 
     return simulate.Agent(begin_episode, perform, experience, end_episode)
+
+
+_LEARNED = ("params", "opt_state", "penalty", "key", "updates", "metrics")
+
+
+def _unchanged(state: State) -> dict[str, Any]:
+    return {name: getattr(state, name) for name in _LEARNED}
 
 
 def _advantages(networks: policy_lib.Networks, state: State, data: Step, valid: jax.Array):
@@ -190,8 +200,12 @@ def _advantages(networks: policy_lib.Networks, state: State, data: Step, valid: 
     return losses.standardize(advantage, valid), jnp.where(valid, target, 0.0)
 
 
-def update(networks: policy_lib.Networks, state: State) -> State:
-    """`update_epochs` passes over the episodes in memory, then the penalty rule and a clear."""
+def update(networks: policy_lib.Networks, state: State) -> dict[str, Any]:
+    """`update_epochs` passes over the episodes in memory, then the penalty rule.
+
+    Returns the fields of `state` an update changes (params, optimiser state, penalty,
+    key, update count, metrics); the caller clears the memory.
+    """
     config = networks.config
     steps: Step = state.memory.memory
     valid = memory.valid_mask(state.memory)
@@ -279,12 +293,11 @@ def update(networks: policy_lib.Networks, state: State) -> State:
     metrics = {name: losses.masked_mean(value[-1], used) for name, value in metrics.items()}
     metrics["train/kl"] = kl
     metrics["train/penalty"] = penalty
-    return state.replace(
-        params=params,
-        opt_state=opt_state,
-        memory=memory.clear(state.memory),
-        penalty=losses.update_penalty(penalty, kl, config.kl_target),
-        key=key,
-        updates=state.updates + 1,
-        metrics=metrics,
-    )
+    return {
+        "params": params,
+        "opt_state": opt_state,
+        "penalty": losses.update_penalty(penalty, kl, config.kl_target),
+        "key": key,
+        "updates": state.updates + 1,
+        "metrics": metrics,
+    }
