@@ -66,7 +66,8 @@ def main() -> None:
     args = parser.parse_args()
 
     config = presets.humanoid().algorithm
-    stand_in = jax_env.LimitDuration(StandIn(end=1.0 / args.episode_length), 1000)
+    stand_in = StandIn(end=1.0 / args.episode_length)
+    stand_in = jax_env.LimitDuration(stand_in, stand_in.max_length)
     env = jax_env.Batched(stand_in, config.num_agents)
     batch_steps = args.steps // config.num_agents
     programs, state = loop.build(config, env, batch_steps, 10)
