@@ -19,8 +19,6 @@ class EnvSpec:
             or unbounded.
         action_high: Upper bound, likewise.
         observation_dtype: Name of the observations' dtype.
-        calls_host: Whether the env's functions call the host (worker processes);
-            simulate then keeps each compiled step in order around the calls.
     """
 
     observation_shape: tuple[int, ...]
@@ -30,7 +28,6 @@ class EnvSpec:
     action_low: tuple[float, ...] | None = None
     action_high: tuple[float, ...] | None = None
     observation_dtype: str = "float32"
-    calls_host: bool = False
 
     def __post_init__(self):
         if self.discrete and (self.num_actions is None or self.action_shape != ()):

@@ -1,16 +1,18 @@
-"""simulate: one fused step of a batch of envs and an algorithm, and rollouts of it in lax.scan.
+"""simulate: one fused step of a batch of envs and an acting agent, and loops of it.
 
 One step, as in the seed's simulate(): envs that finished on the previous step (or all,
-when `reset` is set) are reset by mask and the algorithm's `begin_episode` is told
-which; `perform` chooses the batch of actions; the env steps; `experience` receives the
-transition; `end_episode` is told which envs finished, and may train the algorithm
-inside the same compiled program. The same code runs on a JAX-native batch
-(`jax_env.Batched`) and on worker processes (`bridge.InGraphBatchEnv`).
+when `reset` is set) are reset by mask and the agent's `begin_episode` is told which;
+`perform` chooses the batch of actions; the env steps; `experience` receives the
+transition; `end_episode` is told which envs finished. The step carries only the acting
+state (policy parameters, normalisers, per-env episode state) and returns the step's
+record; what learning needs is stored by a `Recorder` outside the step's blocks, and the
+learner trains between loops (`collect` stops once the recorder is ready). The same code
+runs on a JAX-native batch (`jax_env.Batched`) and on worker processes
+(`bridge.InGraphBatchEnv`).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
@@ -22,19 +24,22 @@ from batchrl import types
 from batchrl.envs.jax import jax_env
 from batchrl.types import EnvSpec
 
-AgentState = Any
+Acting = Any
+Storage = Any
 
 
 class BatchedEnv(Protocol):
     """What simulate needs of a batch of envs: pure functions on an explicit env state.
 
-    An env whose functions call the host (worker processes) says so in
-    `env_spec.calls_host`, and then also has `wrap_compiled(function) -> function`,
-    which makes a compiled program that calls it raise the env's own errors.
+    `calls_host`: the env's functions call the host (worker processes). `block(f, *args)`
+    runs the pure work of a step between host calls (one conditional on host envs, a
+    plain call on JAX-native ones); `wrap_compiled(program)` makes a compiled program that
+    steps the env raise the env's own errors (the program itself on JAX-native envs).
     """
 
     num_envs: int
     env_spec: EnvSpec
+    calls_host: bool
 
     def init(self, key: jax.Array) -> tuple[Any, jax.Array]: ...
 
@@ -44,21 +49,53 @@ class BatchedEnv(Protocol):
 
     def step(self, env_state: Any, action: jax.Array) -> tuple[Any, jax_env.TimeStep]: ...
 
+    def block(self, function: Callable[..., Any], *args: Any) -> Any: ...
+
+    def wrap_compiled(self, program: Callable[..., Any]) -> Callable[..., Any]: ...
+
 
 class Agent(NamedTuple):
-    """The algorithm's side of simulate: pure functions, state in and state out.
+    """The acting side of an algorithm: pure functions on the acting state.
 
     Attributes:
-        begin_episode: (agent_state, mask [B]) -> agent_state; mask marks envs starting anew.
-        perform: (agent_state, obs [B, ...], key) -> (agent_state, action [B, ...]).
-        experience: (agent_state, Transition) -> agent_state.
-        end_episode: (agent_state, mask [B]) -> agent_state; mask marks envs that finished.
+        begin_episode: (acting, mask [B]) -> acting; mask marks envs starting anew.
+        perform: (acting, obs [B, ...], key) -> (acting, action [B, ...], extra), where
+            extra is what the step's record keeps of the choice (a pytree, leaves [B, ...]).
+        experience: (acting, Transition) -> acting.
+        end_episode: (acting, mask [B]) -> acting; mask marks envs that finished.
     """
 
-    begin_episode: Callable[[AgentState, jax.Array], AgentState]
-    perform: Callable[[AgentState, jax.Array, jax.Array], tuple[AgentState, jax.Array]]
-    experience: Callable[[AgentState, types.Transition], AgentState]
-    end_episode: Callable[[AgentState, jax.Array], AgentState]
+    begin_episode: Callable[[Acting, jax.Array], Acting]
+    perform: Callable[[Acting, jax.Array, jax.Array], tuple[Acting, jax.Array, Any]]
+    experience: Callable[[Acting, types.Transition], Acting]
+    end_episode: Callable[[Acting, jax.Array], Acting]
+
+
+@flax.struct.dataclass
+class Step:
+    """The record of one batch step, every leaf [B, ...].
+
+    Attributes:
+        transition: What the envs did.
+        extra: What `perform` returned beside the action (log-probs, distributions).
+        begin: [B] bool, the env's episode began at this step (transition.obs is its first).
+    """
+
+    transition: types.Transition
+    extra: Any
+    begin: jax.Array
+
+
+class Recorder(NamedTuple):
+    """Where a learner keeps batch steps, and when it has enough of them.
+
+    Attributes:
+        record: (storage, Step) -> storage, writing the step in place.
+        ready: storage -> [] bool, true once the learner should train on it.
+    """
+
+    record: Callable[[Storage, Step], Storage]
+    ready: Callable[[Storage], jax.Array]
 
 
 @flax.struct.dataclass
@@ -106,33 +143,10 @@ def init(env: BatchedEnv, key: jax.Array) -> State:
     )
 
 
-def _as_one_block(
-    env: BatchedEnv, always: jax.Array, function: Callable[..., Any], *args: Any
-) -> Any:
-    """`function(*args)` inside a conditional whose predicate is always true at run time.
-
-    XLA's CPU runtime runs independent operations of a loop body concurrently on its
-    thread pool. When the body also calls the host (worker envs), every hand-off between
-    threads is slow; grouped into one conditional, the pure part of a step is a single
-    node, and the body runs in order on one thread, several times faster per step
-    (docs/benchmarks.md, "Simulate on worker envs").
-    Both branches are the same function, so the result
-    never depends on the predicate. JAX-native envs, with no host calls, skip it.
-    """
-    if not env.env_spec.calls_host:
-        return function(*args)
-    return jax.lax.cond(always, function, function, *args)
-
-
 def step(
-    env: BatchedEnv,
-    agent: Agent,
-    state: State,
-    agent_state: AgentState,
-    reset: jax.Array | bool = False,
-) -> tuple[State, AgentState]:
+    env: BatchedEnv, agent: Agent, state: State, acting: Acting, reset: jax.Array | bool = False
+) -> tuple[State, Acting, Step]:
     """One fused step of the batch and the agent. `reset` restarts every env first."""
-    always = state.episodes >= 0  # True, but not provably so to the compiler.
 
     def prepare(state: State, reset: jax.Array) -> tuple[jax.Array, ...]:
         keys = jax.random.split(state.key, 3)
@@ -141,17 +155,16 @@ def step(
         fresh = state.length == 0
         return keys, state.done | reset_all, (state.done & ~fresh) | reset_all
 
-    (key, reset_key, act_key), begin, reset_mask = _as_one_block(env, always, prepare, state, reset)
+    (key, reset_key, act_key), begin, reset_mask = env.block(prepare, state, reset)
     env_state, obs = env.reset(state.env_state, state.obs, reset_key, reset_mask)
 
-    def act(agent_state: AgentState, obs: jax.Array) -> tuple[AgentState, jax.Array]:
-        agent_state = agent.begin_episode(agent_state, begin)
-        return agent.perform(agent_state, obs, act_key)
+    def act(acting: Acting, obs: jax.Array) -> tuple[Acting, jax.Array, Any]:
+        return agent.perform(agent.begin_episode(acting, begin), obs, act_key)
 
-    agent_state, action = _as_one_block(env, always, act, agent_state, obs)
+    acting, action, extra = env.block(act, acting, obs)
     env_state, time_step = env.step(env_state, action)
 
-    def learn(agent_state: AgentState, time_step: jax_env.TimeStep) -> tuple[State, AgentState]:
+    def learn(acting: Acting, time_step: jax_env.TimeStep) -> tuple[State, Acting, Step]:
         reward = time_step.reward.astype(jnp.float32)
         transition = types.Transition(
             obs=obs,
@@ -161,11 +174,10 @@ def step(
             truncated=time_step.truncated,
             next_obs=time_step.obs,
         )
-        agent_state = agent.experience(agent_state, transition)
         done = time_step.terminated | time_step.truncated
+        acting = agent.end_episode(agent.experience(acting, transition), done)
         score = jnp.where(begin, 0.0, state.score) + reward
         length = jnp.where(begin, 0, state.length) + 1
-        agent_state = agent.end_episode(agent_state, done)
         new_state = State(
             env_state=env_state,
             obs=time_step.obs,
@@ -177,49 +189,82 @@ def step(
             score_sum=state.score_sum + jnp.where(done, score, 0.0).sum(),
             length_sum=state.length_sum + jnp.where(done, length, 0).sum().astype(jnp.float32),
         )
-        return new_state, agent_state
+        return new_state, acting, Step(transition=transition, extra=extra, begin=begin)
 
-    return _as_one_block(env, always, learn, agent_state, time_step)
+    return env.block(learn, acting, time_step)
+
+
+def collect(
+    env: BatchedEnv,
+    agent: Agent,
+    state: State,
+    acting: Acting,
+    num_steps: int | jax.Array,
+    *,
+    recorder: Recorder | None = None,
+    storage: Storage = (),
+    reset: jax.Array | bool = False,
+) -> tuple[State, Acting, Storage, jax.Array]:
+    """Fused steps until `num_steps` ran or the recorder is ready; `reset` restarts all first.
+
+    Each step's record goes into `storage` through `recorder.record`, outside the step's
+    blocks, so the storage is written in place and never crosses a conditional or a host
+    call. Returns the states, the storage and the number of steps taken ([] int32).
+    """
+    ready = (lambda storage: jnp.zeros((), bool)) if recorder is None else recorder.ready
+
+    def running(carry: tuple) -> jax.Array:
+        _, _, storage, taken = carry
+        return (taken < num_steps) & ~ready(storage)
+
+    def body(carry: tuple) -> tuple:
+        state, acting, storage, taken = carry
+        state, acting, record = step(env, agent, state, acting, jnp.logical_and(reset, taken == 0))
+        if recorder is not None:
+            storage = recorder.record(storage, record)
+        return state, acting, storage, taken + 1
+
+    carry = (state, acting, storage, jnp.zeros((), jnp.int32))
+    return jax.lax.while_loop(running, body, carry)
 
 
 def rollout(
     env: BatchedEnv,
     agent: Agent,
     state: State,
-    agent_state: AgentState,
+    acting: Acting,
     num_steps: int,
     reset: jax.Array | bool = False,
-) -> tuple[State, AgentState]:
-    """`num_steps` fused steps in one `lax.scan`; `reset` restarts every env at the first."""
+) -> tuple[State, Acting, Step]:
+    """`num_steps` fused steps in one `lax.scan`; their records time-major, [T, B, ...]."""
 
-    def body(carry: tuple[State, AgentState], index: jax.Array) -> tuple[Any, None]:
-        state, agent_state = carry
-        return step(env, agent, state, agent_state, jnp.logical_and(reset, index == 0)), None
+    def body(carry: tuple[State, Acting], index: jax.Array) -> tuple[tuple, Step]:
+        state, acting = carry
+        state, acting, record = step(env, agent, state, acting, jnp.logical_and(reset, index == 0))
+        return (state, acting), record
 
-    (state, agent_state), _ = jax.lax.scan(body, (state, agent_state), jnp.arange(num_steps))
-    return state, agent_state
+    (state, acting), records = jax.lax.scan(body, (state, acting), jnp.arange(num_steps))
+    return state, acting, records
 
 
-def make_rollout(
+def make_collect(
     env: BatchedEnv, agent: Agent, num_steps: int
-) -> Callable[[State, AgentState, jax.Array | bool], tuple[State, AgentState]]:
-    """A compiled rollout of `num_steps` that returns once it has run.
+) -> Callable[[State, Acting, jax.Array | bool], tuple[State, Acting]]:
+    """A compiled `collect` of `num_steps` with nothing recorded, returning once it has run.
 
     On an env that calls the host, an env worker's error is raised as itself.
     """
 
-    def run(
-        state: State, agent_state: AgentState, reset: jax.Array | bool = False
-    ) -> tuple[State, AgentState]:
-        return rollout(env, agent, state, agent_state, num_steps, reset)
+    def run(state: State, acting: Acting, reset: jax.Array | bool = False) -> tuple[State, Acting]:
+        state, acting, _, _ = collect(env, agent, state, acting, num_steps, reset=reset)
+        return state, acting
 
     compiled = jax.jit(run)
 
-    @functools.wraps(run)
-    def finished(*args: Any, **kwargs: Any) -> tuple[State, AgentState]:
+    def finished(*args: Any, **kwargs: Any) -> tuple[State, Acting]:
         return jax.block_until_ready(compiled(*args, **kwargs))
 
-    return env.wrap_compiled(finished) if env.env_spec.calls_host else finished
+    return env.wrap_compiled(finished)
 
 
 def summary(state: State) -> dict[str, jax.Array]:

@@ -31,7 +31,7 @@ def counting_agent(num_envs):
 
     def perform(state, obs, key):
         del key
-        return state, jnp.ones((obs.shape[0], 2), jnp.float32)
+        return state, jnp.ones((obs.shape[0], 2), jnp.float32), ()
 
     def experience(state, transition):
         return state.replace(reward=state.reward + transition.reward, steps=state.steps + 1)
@@ -75,7 +75,7 @@ def counting_env(request):
 
 def test_exact_episode_bookkeeping(counting_env):
     agent, agent_state = counting_agent(4)
-    run = simulate.make_rollout(counting_env, agent, 12)
+    run = simulate.make_collect(counting_env, agent, 12)
     state = simulate.init(counting_env, jax.random.key(0))
     state, agent_state = run(state, agent_state)
     begin, end, reward, episodes, score_sum, length_sum = expected_counts(12)
@@ -93,7 +93,7 @@ def test_exact_episode_bookkeeping(counting_env):
 
 def test_reset_flag_restarts_every_env(counting_env):
     agent, agent_state = counting_agent(4)
-    run = simulate.make_rollout(counting_env, agent, 5)
+    run = simulate.make_collect(counting_env, agent, 5)
     state = simulate.init(counting_env, jax.random.key(0))
     state, agent_state = run(state, agent_state)
     state = simulate.clear_summary(state)
@@ -105,6 +105,44 @@ def test_reset_flag_restarts_every_env(counting_env):
     np.testing.assert_array_equal(state.length, [1, 1, 2, 1])
 
 
+def test_rollout_records_every_step_time_major(counting_env):
+    agent, agent_state = counting_agent(4)
+    state = simulate.init(counting_env, jax.random.key(0))
+    run = counting_env.wrap_compiled(
+        jax.jit(lambda s, a: simulate.rollout(counting_env, agent, s, a, 6))
+    )
+    _, _, records = run(state, agent_state)
+    steps = np.asarray(records.transition.obs[:, :, 0])  # [T, B] step within the episode
+    for env, duration in enumerate(DURATIONS):
+        within = np.arange(6) % duration
+        np.testing.assert_array_equal(steps[:, env], within)
+        np.testing.assert_array_equal(records.begin[:, env], within == 0)
+        np.testing.assert_array_equal(records.transition.terminated[:, env], within == duration - 1)
+        np.testing.assert_array_equal(records.transition.next_obs[:, env, 0], within + 1)
+
+
+def test_collect_stops_at_the_step_its_recorder_is_ready(counting_env):
+    """A recorder that counts finished episodes stops collecting at the step the 5th ends."""
+    agent, agent_state = counting_agent(4)
+    recorder = simulate.Recorder(
+        record=lambda ended, step: (
+            ended + (step.transition.terminated | step.transition.truncated).sum()
+        ),
+        ready=lambda ended: ended >= 5,
+    )
+
+    def run(state, agent_state):
+        return simulate.collect(
+            counting_env, agent, state, agent_state, 12, recorder=recorder, storage=jnp.int32(0)
+        )
+
+    state = simulate.init(counting_env, jax.random.key(0))
+    state, agent_state, ended, taken = counting_env.wrap_compiled(jax.jit(run))(state, agent_state)
+    # Episodes end: step 1: env 0; step 2: envs 0, 1; step 3: envs 0, 2 -> 5 by step 3.
+    assert int(taken) == 3 and int(ended) == 5 and int(agent_state.steps) == 3
+    assert int(simulate.summary(state)["episode/count"]) == 5
+
+
 def test_env_steps_are_never_dropped_hoisted_or_reordered():
     with BatchEnv.external(functools.partial(mock.CountingEnv, duration=10**6), 2) as batch_env:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
@@ -112,7 +150,8 @@ def test_env_steps_are_never_dropped_hoisted_or_reordered():
 
         def inner(carry, _):
             state, agent_state = carry
-            return simulate.rollout(env, agent, state, agent_state, 4), None
+            state, agent_state, _ = simulate.rollout(env, agent, state, agent_state, 4)
+            return (state, agent_state), None
 
         @jax.jit
         def scan_of_scans(state, agent_state, params):
@@ -144,7 +183,7 @@ def test_a_worker_crash_or_hang_in_a_compiled_rollout_raises_the_env_error(how, 
         pids = [g.pid for g in batch_env._groups]
         env = bridge.InGraphBatchEnv(batch_env)
         agent, agent_state = counting_agent(2)
-        run = simulate.make_rollout(env, agent, 10)
+        run = simulate.make_collect(env, agent, 10)
         state = simulate.init(env, jax.random.key(0))
         with pytest.raises(error, match=message):
             run(state, agent_state)
@@ -156,7 +195,7 @@ def test_a_compiled_rollout_goes_on_past_crashes_with_restart():
     with BatchEnv.external(constructors, envs_per_worker=1, restart=True) as batch_env:
         env = bridge.InGraphBatchEnv(batch_env)
         agent, agent_state = counting_agent(2)
-        run = simulate.make_rollout(env, agent, 10)
+        run = simulate.make_collect(env, agent, 10)
         state = simulate.init(env, jax.random.key(0))
         state, agent_state = run(state, agent_state)
         assert batch_env.restarts >= 2  # Each fresh worker's env fails on its third step.

@@ -29,7 +29,7 @@ def gaussian_agent(params: list, scale: float = 1.0) -> simulate.Agent:
 
     def perform(agent_state, obs, key):
         mean = jnp.tanh(mlp(params, obs.astype(jnp.float32))) * scale
-        return agent_state, mean + 0.1 * jax.random.normal(key, mean.shape)
+        return agent_state, mean + 0.1 * jax.random.normal(key, mean.shape), ()
 
     def identity(agent_state, _):
         return agent_state

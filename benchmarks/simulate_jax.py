@@ -44,7 +44,7 @@ def measure(num_envs: int, steps: int, rounds: int) -> dict:
         def body(carry, _):
             env_state, obs, key = carry
             key, act_key, reset_key = jax.random.split(key, 3)
-            _, action = agent.perform((), obs, act_key)
+            _, action, _ = agent.perform((), obs, act_key)
             env_state, time_step = env.step(env_state, action)
             done = time_step.terminated | time_step.truncated
             env_state, obs = env.reset(env_state, time_step.obs, reset_key, done)

@@ -5,7 +5,7 @@ rounds (median kept), it times per batch step:
   env:      BatchEnv stepped with pre-generated actions (env work, messaging included);
   policy:   the jitted 64x64 MLP policy alone, in a lax.scan over changing observations;
   loop:     a Python loop calling the jitted policy, then BatchEnv.step;
-  simulate: simulate.rollout through InGraphBatchEnv, compiled in one lax.scan.
+  simulate: simulate.collect through InGraphBatchEnv, compiled in one loop.
 Overhead = total - env - policy, for the loop and for simulate. Because env and
 simulate run at different moments of a noisy machine, simulate's overhead is also
 given from within its own rounds: total minus the time its host calls spent in
@@ -61,7 +61,7 @@ def measure(name: str, num_envs: int, steps: int, rounds: int, local_envs: int |
         params = policies.init_mlp(jax.random.key(1), [obs_size, 64, 64, action_size])
         agent = policies.gaussian_agent(params)
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
-        rollout = simulate.make_rollout(env, agent, steps)
+        rollout = simulate.make_collect(env, agent, steps)
         state = simulate.init(env, jax.random.key(0))
         policy = jax.jit(lambda obs, key: agent.perform((), obs, key)[1])
         obs0 = jnp.ones((num_envs, obs_size))

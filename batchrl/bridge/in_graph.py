@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from batchrl.bridge import thread_state
+from batchrl.bridge import one_block, thread_state
 from batchrl.envs.host import batch as batch_lib
 from batchrl.envs.host import spec
 from batchrl.envs.jax import jax_env
@@ -90,6 +90,9 @@ class InGraphBatchEnv:
     side effect in such a program.
     """
 
+    calls_host = True  # simulate's step runs its pure work in blocks around the calls.
+    block = staticmethod(one_block.run)
+
     def __init__(self, batch_env: batch_lib.BatchEnv, seed: int = 0, devices: int = 1):
         self.batch_env = batch_env
         self.seed = seed
@@ -98,9 +101,8 @@ class InGraphBatchEnv:
         self._obs_space = batch_env.single_observation_space
         self._action_space = batch_env.single_action_space
         obs_dtype = _jax_dtype(self._obs_space.dtype)
-        # calls_host tells simulate to keep its compiled step in order around the calls.
         self.env_spec = dataclasses.replace(
-            spec.env_spec(self._obs_space, self._action_space, calls_host=True),
+            spec.env_spec(self._obs_space, self._action_space),
             observation_dtype=obs_dtype.name,  # As the compiled program receives them.
         )
         obs_shape = (self.num_envs, *self.env_spec.observation_shape)
@@ -152,7 +154,7 @@ class InGraphBatchEnv:
         expected = (self.num_envs, *self.env_spec.action_shape)
         if action.shape != expected:
             raise ValueError(f"action has shape {action.shape}, expected {expected}")
-        # Cast before the call, so no work runs beside it (see simulate._as_one_block).
+        # Cast before the call, so no work runs beside it (see one_block).
         action = action.astype(self._action_dtype)
         token, obs, reward, terminated, truncated = self._host_step(env_state.token, action)
         state = BridgeState(token, obs, action, reward, terminated, truncated)

@@ -36,7 +36,7 @@ def test_jitted_steps_match_stepping_the_batch_directly():
 def test_discrete_actions_and_masked_reset():
     with BatchEnv.external(lambda: gym.make("CartPole-v1"), 4) as batch_env:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
-        assert env.env_spec == EnvSpec((4,), True, num_actions=2, calls_host=True)
+        assert env.env_spec == EnvSpec((4,), True, num_actions=2)
         state, _ = env.init(jax.random.key(0))
         state, time_step = env.step(state, jnp.array([0, 1, 0, 1]))
         assert time_step.reward.dtype == jnp.float32

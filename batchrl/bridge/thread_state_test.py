@@ -48,10 +48,10 @@ def steps_that_found_their_thread_state(num_steps: int = 20) -> tuple[list[bool]
         x = obs + jax.random.normal(key, obs.shape)
         for weight in weights:
             x = jnp.tanh(x @ weight)
-        return agent_state, x
+        return agent_state, x, ()
 
     keep = lambda agent_state, _: agent_state  # noqa: E731
-    rollout = simulate.make_rollout(env, simulate.Agent(keep, perform, keep, keep), num_steps)
+    rollout = simulate.make_collect(env, simulate.Agent(keep, perform, keep, keep), num_steps)
     rollout(simulate.init(env, jax.random.key(0)), ())
     return probe.kept[1:], threading.get_ident() not in probe.threads
 

@@ -1,28 +1,30 @@
-"""Episode memory: running episodes of a batch of envs, and the finished episodes kept for training.
+"""Episode memory: each env's running episode written straight into the slot it is kept in.
 
 This is BatchPPO's memory as pure functions on an explicit `MemoryState` with static shapes.
-Each of the `num_agents` envs (B) writes its running episode step by step into the episode
-buffer `episodes` [B, max_length, ...] (`append`). When an env's episode ends (`finish`), the
-episode is moved into the memory [capacity, max_length, ...] if there is room, its length is
-recorded in `length`, and the env's buffer is zeroed for its next episode. Training reads
-`memory`, `length` and `valid_mask` once `full` says the memory holds `capacity` episodes, then
-calls `clear`.
+The memory has `capacity + num_agents` slots of `max_length` steps: up to `capacity`
+finished episodes for the next update, and one running episode per env (B). An env that
+begins an episode takes a free slot (`begin`), writes its steps there one by one
+(`append`), and when the episode ends (`finish`) the slot is marked finished where it
+lies: no episode is ever copied. Training reads `steps`, `length` and `valid_mask` once
+`full` says `capacity` episodes are finished, then calls `clear`, which frees their slots.
 
 Rules, kept exactly so that the bookkeeping can be tested against a plain-Python version:
 
-- Padding: everything past an episode's length is zero, in the buffer and in the memory's
-  slots below `count`. Slots from `count` on hold what they held before `clear`, until
-  `finish` overwrites them whole; `valid_mask` marks none of their steps.
+- Slots: the envs that begin an episode at once take the free slots (neither finished nor
+  running) in env-index order, lowest slot first. An env that finds no free slot keeps
+  nothing of that episode. With `clear` called once `full` holds, there is always a slot:
+  at most capacity - 1 finished episodes and B running ones remain before a step ends.
+- Padding: steps past an episode's length hold whatever earlier episodes left there (zeros
+  in a slot never used); `valid_mask` marks none of them.
 - Truncation: an episode longer than `max_length` keeps only its first `max_length` steps.
-  Later `append`s for that env write nothing, the stored length is `max_length`, and the episode
-  counts as ending at step `max_length - 1`: its real last step (its reward, `terminated`,
-  `next_obs`) is not stored, so treat such an episode as truncated and bootstrap from its last
-  kept step. `replace` on a saturated env overwrites step `max_length - 1`, which lets a caller
-  mark that step as the cut, if it wants one.
-- Overflow: finished episodes fill slots `count, count + 1, ...` in env-index order; those that
-  find no free slot are dropped (their envs are still reset). Nothing is ever overwritten
-  until `clear`.
-- Empty episodes: an env that finishes with no step written (position 0) stores nothing.
+  Later `append`s for that env write nothing, the stored length is `max_length`, and the
+  episode counts as ending at step `max_length - 1`: its real last step (its reward,
+  `terminated`, `next_obs`) is not stored, so treat such an episode as truncated and
+  bootstrap from its last kept step.
+- Finishing: every finished episode with at least one step is kept, in its slot, until
+  `clear`; `count` may pass `capacity` when several episodes end at one step. An episode
+  still running when its env begins anew (a restart) is finished first, as cut there.
+- Empty episodes: an env that finishes with no step written keeps nothing; its slot is free.
 """
 
 from __future__ import annotations
@@ -38,24 +40,34 @@ Pytree = Any
 
 @flax.struct.dataclass
 class MemoryState:
-    """Running episodes of B envs and up to `capacity` finished ones.
+    """Finished and running episodes in `capacity + B` slots.
 
     Attributes:
-        episodes: Pytree like the example step, leaves [B, max_length, ...]: each env's running
-            episode, zero past its position.
-        position: [B] int32 steps written of each running episode, at most max_length.
-        memory: Pytree like the example step, leaves [capacity, max_length, ...]: finished
-            episodes in slots [0, count), zero past each one's length; zero in slots never
-            used, and what they held before `clear` in slots used before it.
-        length: [capacity] int32 valid steps of each slot; zero for unused slots.
-        count: [] int32 episodes stored, at most capacity.
+        steps: Pytree like the example step, leaves [slots, max_length, ...].
+        length: [slots] int32 steps written in each slot's episode, at most max_length.
+        finished: [slots] bool, the slot holds a finished episode kept for training.
+        slot: [B] int32 the slot of each env's running episode; `slots` when it has none.
+        count: [] int32 finished episodes kept.
     """
 
-    episodes: Pytree
-    position: jax.Array
-    memory: Pytree
+    steps: Pytree
     length: jax.Array
+    finished: jax.Array
+    slot: jax.Array
     count: jax.Array
+
+    @property
+    def slots(self) -> int:
+        return self.length.shape[0]
+
+    @property
+    def capacity(self) -> int:
+        """Finished episodes an update trains on."""
+        return self.slots - self.slot.shape[0]
+
+    @property
+    def max_length(self) -> int:
+        return jax.tree.leaves(self.steps)[0].shape[1]
 
 
 def _zeros(example: Pytree, leading: tuple[int, ...]) -> Pytree:
@@ -70,14 +82,14 @@ def _zeros(example: Pytree, leading: tuple[int, ...]) -> Pytree:
 
 
 def _check_step(state: MemoryState, step: Pytree) -> None:
-    """Raises ValueError unless `step` has the buffer's structure and leaves [B, ...]."""
-    if jax.tree.structure(step) != jax.tree.structure(state.episodes):
+    """Raises ValueError unless `step` has the memory's structure and leaves [B, ...]."""
+    if jax.tree.structure(step) != jax.tree.structure(state.steps):
         raise ValueError(
             f"step structure {jax.tree.structure(step)} differs from the memory's "
-            f"{jax.tree.structure(state.episodes)}"
+            f"{jax.tree.structure(state.steps)}"
         )
-    for leaf, buffer in zip(jax.tree.leaves(step), jax.tree.leaves(state.episodes), strict=True):
-        expected = buffer.shape[:1] + buffer.shape[2:]
+    for leaf, stored in zip(jax.tree.leaves(step), jax.tree.leaves(state.steps), strict=True):
+        expected = state.slot.shape + stored.shape[2:]
         if tuple(jnp.shape(leaf)) != expected:
             raise ValueError(f"step leaf shape {jnp.shape(leaf)}, expected {expected}")
 
@@ -85,21 +97,11 @@ def _check_step(state: MemoryState, step: Pytree) -> None:
 def _mask(state: MemoryState, mask: jax.Array | None) -> jax.Array:
     """The [B] bool mask, all True when None; checks its shape."""
     if mask is None:
-        return jnp.ones_like(state.position, bool)
+        return jnp.ones_like(state.slot, bool)
     mask = jnp.asarray(mask, bool)
-    if mask.shape != state.position.shape:
-        raise ValueError(f"mask shape {mask.shape}, expected {state.position.shape}")
+    if mask.shape != state.slot.shape:
+        raise ValueError(f"mask shape {mask.shape}, expected {state.slot.shape}")
     return mask
-
-
-def _write(state: MemoryState, step: Pytree, time: jax.Array) -> Pytree:
-    """Episode buffers with env b's step written at time[b]; out-of-range times write nothing."""
-    envs = jnp.arange(state.position.shape[0])
-
-    def write(buffer: jax.Array, leaf: jax.Array) -> jax.Array:
-        return buffer.at[envs, time].set(jnp.asarray(leaf, buffer.dtype), mode="drop")
-
-    return jax.tree.map(write, state.episodes, step)
 
 
 def init(example: Pytree, num_agents: int, capacity: int, max_length: int) -> MemoryState:
@@ -110,11 +112,11 @@ def init(example: Pytree, num_agents: int, capacity: int, max_length: int) -> Me
             any extra fields such as the policy's log-prob); only shapes and dtypes are used.
             `jax.ShapeDtypeStruct` leaves work too.
         num_agents: B, the number of envs writing episodes.
-        capacity: Episodes the memory holds (BatchPPO's update_every).
+        capacity: Finished episodes an update trains on (BatchPPO's update_every).
         max_length: Steps kept of each episode.
 
     Returns:
-        A `MemoryState` with zero buffers and memory, positions 0, count 0.
+        A `MemoryState` with zero steps, no episode running or finished.
     """
     if num_agents < 1 or capacity < 1 or max_length < 1:
         raise ValueError(
@@ -123,19 +125,37 @@ def init(example: Pytree, num_agents: int, capacity: int, max_length: int) -> Me
         )
     if not jax.tree.leaves(example):
         raise ValueError("example has no array leaves")
+    slots = capacity + num_agents
     return MemoryState(
-        episodes=_zeros(example, (num_agents, max_length)),
-        position=jnp.zeros((num_agents,), jnp.int32),
-        memory=_zeros(example, (capacity, max_length)),
-        length=jnp.zeros((capacity,), jnp.int32),
+        steps=_zeros(example, (slots, max_length)),
+        length=jnp.zeros((slots,), jnp.int32),
+        finished=jnp.zeros((slots,), bool),
+        slot=jnp.full((num_agents,), slots, jnp.int32),
         count=jnp.zeros((), jnp.int32),
     )
 
 
-def append(state: MemoryState, step: Pytree, mask: jax.Array | None = None) -> MemoryState:
-    """Writes one step of each env at its position and advances the position.
+def begin(state: MemoryState, mask: jax.Array) -> MemoryState:
+    """Envs where `mask` is True begin an episode in a free slot (see the rules on slots)."""
+    mask = _mask(state, mask)
+    state = finish(state, mask)
+    slots = state.slots
+    running = jnp.zeros((slots + 1,), bool).at[state.slot].set(True)[:slots]
+    free = ~state.finished & ~running
+    free_slots = jnp.argsort(~free, stable=True)  # Free slots first, lowest first.
+    rank = jnp.cumsum(mask, dtype=jnp.int32) - 1
+    found = mask & (rank < free.sum())
+    new = jnp.where(found, free_slots[jnp.clip(rank, 0, slots - 1)], slots)
+    return state.replace(
+        slot=jnp.where(mask, new, state.slot),
+        length=state.length.at[new].set(0, mode="drop"),
+    )
 
-    An env whose episode already holds max_length steps writes nothing and keeps its position
+
+def append(state: MemoryState, step: Pytree, mask: jax.Array | None = None) -> MemoryState:
+    """Writes one step of each env's running episode into its slot, in place.
+
+    An env with no slot, or whose episode already holds max_length steps, writes nothing
     (see the module docstring on truncation).
 
     Args:
@@ -148,102 +168,55 @@ def append(state: MemoryState, step: Pytree, mask: jax.Array | None = None) -> M
     """
     _check_step(state, step)
     mask = _mask(state, mask)
-    max_length = jax.tree.leaves(state.episodes)[0].shape[1]
-    time = jnp.where(mask, state.position, max_length)  # max_length: out of range, dropped.
-    position = jnp.minimum(state.position + mask, max_length).astype(jnp.int32)
-    return state.replace(episodes=_write(state, step, time), position=position)
+    slot = jnp.where(mask, state.slot, state.slots)
+    has_slot = slot < state.slots
+    time = jnp.where(has_slot, state.length[jnp.minimum(slot, state.slots - 1)], state.max_length)
 
+    def write(stored: jax.Array, leaf: jax.Array) -> jax.Array:
+        return stored.at[slot, time].set(jnp.asarray(leaf, stored.dtype), mode="drop")
 
-def replace(state: MemoryState, mask: jax.Array, step: Pytree) -> MemoryState:
-    """Overwrites the last written step of the running episodes of envs where `mask` is True.
-
-    For a value that must be corrected after the fact, e.g. a step's flags or reward known only
-    once the env reports its end. Positions do not change. Envs with no step written yet are left
-    alone; on an env whose episode was truncated it overwrites step max_length - 1.
-
-    Args:
-        state: The memory.
-        mask: [B] bool, envs whose last step to overwrite.
-        step: Pytree like the example, leaves [B, ...]; only masked envs' entries are used.
-
-    Returns:
-        The memory with those steps overwritten.
-    """
-    _check_step(state, step)
-    mask = _mask(state, mask)
-    max_length = jax.tree.leaves(state.episodes)[0].shape[1]
-    time = jnp.where(mask & (state.position > 0), state.position - 1, max_length)
-    return state.replace(episodes=_write(state, step, time))
+    length = state.length.at[slot].set(jnp.minimum(time + 1, state.max_length), mode="drop")
+    return state.replace(steps=jax.tree.map(write, state.steps, step), length=length)
 
 
 def finish(state: MemoryState, mask: jax.Array) -> MemoryState:
-    """Moves the running episodes of envs where `mask` is True into the memory.
-
-    Episodes go in env-index order into slots count, count + 1, ... while they fit; those that
-    do not fit, and empty ones (position 0), are dropped. Every masked env's position is reset
-    to 0 and its buffer zeroed, stored or not.
+    """Ends the running episodes of envs where `mask` is True; those with steps are kept.
 
     Args:
         state: The memory.
         mask: [B] bool, envs whose episode ended.
 
     Returns:
-        The memory with the episodes stored and those envs ready for a new episode.
+        The memory with those slots finished (or freed, when empty) and the envs slotless.
     """
     mask = _mask(state, mask)
-    capacity = state.length.shape[0]
-    store = mask & (state.position > 0)
-    slot = state.count + jnp.cumsum(store, dtype=jnp.int32) - 1
-    store = store & (slot < capacity)
-    slot = jnp.where(store, slot, capacity)  # capacity: out of range, dropped.
-
-    # One ended env at a time, touching only its rows: a pass over the whole buffer each
-    # step cost 26 ms at Humanoid's size (30 x 1,000 steps of two 348-float observations).
-    # A buffer at position 0 is already zero.
-    ended = mask & (state.position > 0)
-    envs = jnp.argsort(~ended, stable=True)  # The ended envs first.
-
-    def move_and_zero(i: jax.Array, carry: tuple) -> tuple:
-        memory, episodes = carry
-        env = envs[i]
-        memory = jax.tree.map(
-            lambda m, e: m.at[slot[env]].set(e[env], mode="drop"), memory, episodes
-        )
-        episodes = jax.tree.map(lambda e: e.at[env].set(jnp.zeros_like(e[env])), episodes)
-        return memory, episodes
-
-    memory, episodes = jax.lax.fori_loop(
-        0, ended.sum(), move_and_zero, (state.memory, state.episodes)
-    )
+    slot = jnp.where(mask, state.slot, state.slots)
+    has_steps = (slot < state.slots) & (state.length[jnp.minimum(slot, state.slots - 1)] > 0)
+    kept = jnp.where(has_steps, slot, state.slots)
     return state.replace(
-        memory=memory,
-        length=state.length.at[slot].set(state.position, mode="drop"),
-        count=state.count + store.sum(dtype=jnp.int32),
-        episodes=episodes,
-        position=jnp.where(mask, 0, state.position).astype(jnp.int32),
+        finished=state.finished.at[kept].set(True, mode="drop"),
+        count=state.count + has_steps.sum(dtype=jnp.int32),
+        slot=jnp.where(mask, state.slots, state.slot).astype(jnp.int32),
     )
 
 
 def full(state: MemoryState) -> jax.Array:
-    """[] bool, the memory holds `capacity` episodes."""
-    return state.count >= state.length.shape[0]
+    """[] bool, the memory holds at least `capacity` finished episodes."""
+    return state.count >= state.capacity
 
 
 def clear(state: MemoryState, when: jax.Array | bool = True) -> MemoryState:
-    """Empties the memory where `when` holds: count and lengths 0; running episodes continue.
+    """Frees the finished episodes' slots where `when` holds; running episodes continue.
 
-    The slots keep their old steps, out of `valid_mask`, until `finish` overwrites each
-    whole: clearing touches no episode data, so it costs nothing under a condition.
+    Touches no step data, so it costs nothing under a condition.
     """
     return state.replace(
-        length=jnp.where(when, 0, state.length),
+        finished=jnp.where(when, False, state.finished),
         count=jnp.where(when, 0, state.count),
     )
 
 
 def valid_mask(state: MemoryState) -> jax.Array:
-    """[capacity, max_length] bool: step t of slot i is valid when i < count and t < length[i]."""
-    capacity = state.length.shape[0]
-    max_length = jax.tree.leaves(state.memory)[0].shape[1]
-    used = jnp.arange(capacity) < state.count
-    return used[:, None] & (jnp.arange(max_length)[None, :] < state.length[:, None])
+    """[slots, max_length] bool: step t of slot i is valid when i is finished and t < length[i]."""
+    steps = jnp.arange(state.max_length)[None, :]
+    return state.finished[:, None] & (steps < state.length[:, None])

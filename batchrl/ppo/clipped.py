@@ -1,21 +1,20 @@
-"""Clipped PPO as a simulate Agent: fixed steps per env, GAE, shuffled minibatches.
+"""Clipped PPO: fixed steps per env, GAE, shuffled minibatches.
 
-Each env contributes `steps_per_update` steps to a rollout [T, B]; when it is full,
-`end_episode` runs the update inside the same compiled program (lax.cond). Time limits
+Each env contributes `steps_per_update` steps to a rollout [T, B] as it acts
+(`recorder`); when it is full, acting stops and `learn` runs the update. Time limits
 are bootstrapped: a truncated step's advantage uses the value of its final observation.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import flax.struct
 import jax
 import jax.numpy as jnp
 
-from batchrl import simulate, types
+from batchrl import simulate
 from batchrl.parts import normalizer, returns
-from batchrl.ppo import losses, sgd
+from batchrl.ppo import acting, losses, sgd
+from batchrl.ppo import learner as learner_lib
 from batchrl.ppo import policy as policy_lib
 
 
@@ -33,21 +32,20 @@ class Rollout:
 
 
 @flax.struct.dataclass
-class State:
-    """Everything the clipped PPO agent carries between steps and updates."""
+class Storage:
+    """The rollout buffer and how many of its steps are written."""
 
-    params: dict
-    opt_state: Any
-    obs_norm: normalizer.NormalizerState
-    reward_norm: normalizer.NormalizerState  # Of rewards, or of discounted returns.
-    discounted_return: jax.Array  # [B] each env's discounted reward sum in this episode
     rollout: Rollout
     position: jax.Array  # [] int32 steps written into the rollout
-    action: jax.Array  # [B, ...] the last action sampled, as the policy sees it
-    log_prob: jax.Array  # [B]
-    key: jax.Array
-    updates: jax.Array  # [] int32
-    metrics: dict[str, jax.Array]
+
+
+@flax.struct.dataclass
+class State:
+    """The clipped PPO agent: its learner, each env's running state, the rollout buffer."""
+
+    learner: learner_lib.Learner
+    running: acting.Running
+    storage: Storage
 
 
 METRICS = ("train/policy_loss", "train/value_loss", "train/entropy", "train/kl", "train/grad_norm")
@@ -55,17 +53,13 @@ METRICS = ("train/policy_loss", "train/value_loss", "train/entropy", "train/kl",
 
 def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
     """A fresh agent for `num_envs` envs."""
-    config = networks.config
-    params_key, key = jax.random.split(key)
-    params = networks.init(params_key)
-    steps, obs_shape = config.steps_per_update, networks.observation_shape
-    action_shape = () if networks.discrete else (networks.action_size,)
-    action_dtype = jnp.int32 if networks.discrete else jnp.float32
+    steps, obs_shape = networks.config.steps_per_update, networks.observation_shape
+    choice = acting.choice_example(networks, num_envs)
     zeros = jnp.zeros((steps, num_envs), jnp.float32)
     falses = jnp.zeros((steps, num_envs), bool)
     rollout = Rollout(
         obs=jnp.zeros((steps, num_envs, *obs_shape), jnp.float32),
-        action=jnp.zeros((steps, num_envs, *action_shape), action_dtype),
+        action=jnp.zeros((steps, *choice.action.shape), choice.action.dtype),
         log_prob=zeros,
         reward=zeros,
         terminated=falses,
@@ -73,80 +67,77 @@ def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
         next_obs=jnp.zeros((steps, num_envs, *obs_shape), jnp.float32),
     )
     return State(
-        params=params,
-        opt_state=sgd.optimizer(config.learning_rate, config.max_grad_norm).init(params),
-        obs_norm=normalizer.init(obs_shape),
-        reward_norm=normalizer.init(()),
-        discounted_return=jnp.zeros((num_envs,), jnp.float32),
-        rollout=rollout,
-        position=jnp.zeros((), jnp.int32),
-        action=jnp.zeros((num_envs, *action_shape), action_dtype),
-        log_prob=jnp.zeros((num_envs,), jnp.float32),
-        key=key,
-        updates=jnp.zeros((), jnp.int32),
-        metrics={name: jnp.zeros((), jnp.float32) for name in METRICS},
+        learner=learner_lib.init(networks, key, METRICS),
+        running=acting.running(networks, num_envs),
+        storage=Storage(rollout=rollout, position=jnp.zeros((), jnp.int32)),
     )
 
 
-def agent(networks: policy_lib.Networks) -> simulate.Agent:
-    """The training agent's functions for simulate: sampling, storing steps, updating."""
+def recorder(networks: policy_lib.Networks) -> simulate.Recorder:
+    """Writes each step at the rollout's next row; ready once it holds `steps_per_update`."""
 
-    def begin_episode(state: State, mask: jax.Array) -> State:
-        # An env restarted without ending (a reset when switching phases) cuts its episode:
-        # its last stored step becomes truncated, so it is bootstrapped and not continued.
-        last = jnp.maximum(state.position - 1, 0)
-        cut = mask & (state.position > 0)
-        truncated = state.rollout.truncated.at[last].set(state.rollout.truncated[last] | cut)
-        return state.replace(rollout=state.rollout.replace(truncated=truncated))
-
-    def perform(state: State, obs: jax.Array, key: jax.Array) -> tuple[State, jax.Array]:
-        dist = networks.distribution(state.params, networks.normalize_obs(state.obs_norm, obs))
-        action = networks.sample(dist, key)
-        state = state.replace(action=action, log_prob=networks.log_prob(dist, action))
-        return state, networks.to_env(action)
-
-    def experience(state: State, transition: types.Transition) -> State:
-        rollout, t = state.rollout, state.position
-        step = Rollout(
+    def record(stored: Storage, step: simulate.Step) -> Storage:
+        transition, choice = step.transition, step.extra
+        row = Rollout(
             obs=transition.obs.astype(jnp.float32),
-            action=state.action,
-            log_prob=state.log_prob,
-            reward=transition.reward.astype(jnp.float32),
+            action=choice.action,
+            log_prob=choice.log_prob,
+            reward=transition.reward,
             terminated=transition.terminated,
             truncated=transition.truncated,
             next_obs=transition.next_obs.astype(jnp.float32),
         )
-        rollout = jax.tree.map(lambda buffer, x: buffer.at[t].set(x), rollout, step)
-        discounted = state.discounted_return * networks.config.discount + step.reward
-        scaled_by = discounted if networks.config.reward_scale == "return" else step.reward
-        done = transition.terminated | transition.truncated
-        return state.replace(
-            rollout=rollout,
-            position=t + 1,
-            obs_norm=normalizer.update(state.obs_norm, transition.obs.astype(jnp.float32)),
-            reward_norm=normalizer.update(state.reward_norm, scaled_by),
-            discounted_return=jnp.where(done, 0.0, discounted),
-        )
+        t = stored.position
+        rollout = jax.tree.map(lambda buffer, x: buffer.at[t].set(x), stored.rollout, row)
+        return Storage(rollout=rollout, position=t + 1)
 
-    def end_episode(state: State, mask: jax.Array) -> State:
-        del mask
-        full = state.position >= networks.config.steps_per_update
-        return jax.lax.cond(full, lambda s: update(networks, s), lambda s: s, state)
+    def ready(stored: Storage) -> jax.Array:
+        return stored.position >= networks.config.steps_per_update
 
-    return simulate.Agent(begin_episode, perform, experience, end_episode)
+    return simulate.Recorder(record=record, ready=ready)
 
 
-def update(networks: policy_lib.Networks, state: State) -> State:
+def cut(state: State, when: jax.Array) -> State:
+    """Marks every env's last stored step truncated where `when` holds (envs restarted).
+
+    A restart between phases cuts the running episodes: their last steps are bootstrapped,
+    and the steps after the restart do not continue them.
+    """
+    stored = state.storage
+    last = jnp.maximum(stored.position - 1, 0)
+    cut_now = when & (stored.position > 0)
+    truncated = stored.rollout.truncated
+    truncated = truncated.at[last].set(truncated[last] | cut_now)
+    return state.replace(
+        storage=stored.replace(rollout=stored.rollout.replace(truncated=truncated))
+    )
+
+
+def learn(networks: policy_lib.Networks, state: State) -> State:
+    """An update when the rollout is full, then an empty rollout.
+
+    Only the learner passes through the update's condition; the rollout is only read.
+    """
+    full = state.storage.position >= networks.config.steps_per_update
+    learner = jax.lax.cond(
+        full, lambda: update(networks, state.learner, state.storage.rollout), lambda: state.learner
+    )
+    position = jnp.where(full, 0, state.storage.position)
+    return state.replace(learner=learner, storage=state.storage.replace(position=position))
+
+
+def update(
+    networks: policy_lib.Networks, learner: learner_lib.Learner, rollout: Rollout
+) -> learner_lib.Learner:
     """One PPO update on the full rollout: GAE, then epochs of shuffled minibatches."""
     config = networks.config
-    rollout = state.rollout
     steps, num_envs = rollout.reward.shape
-    obs = networks.normalize_obs(state.obs_norm, rollout.obs)
-    next_obs = networks.normalize_obs(state.obs_norm, rollout.next_obs)
+    obs = networks.normalize_obs(learner.obs_norm, rollout.obs)
+    next_obs = networks.normalize_obs(learner.obs_norm, rollout.next_obs)
     reward = rollout.reward
     if config.normalize_rewards:
         reward = normalizer.normalize(
-            state.reward_norm, reward, center=False, clip=config.reward_clip
+            learner.reward_norm, reward, center=False, clip=config.reward_clip
         )
     flat = lambda x: x.reshape((steps * num_envs, *x.shape[2:]))  # noqa: E731
     done = rollout.terminated | rollout.truncated
@@ -169,11 +160,11 @@ def update(networks: policy_lib.Networks, state: State) -> State:
         "obs": flat(obs),
         "action": flat(rollout.action),
         "log_prob": flat(rollout.log_prob),
-        **advantages(state.params),
+        **advantages(learner.params),
     }
-    data["old_dist"] = networks.distribution(state.params, data["obs"])
+    data["old_dist"] = networks.distribution(learner.params, data["obs"])
     # CleanRL's anneal_lr: Adam's step scaled by 1 - updates/total, reaching zero at `steps`.
-    progress = state.updates / config.total_updates
+    progress = learner.updates / config.total_updates
     lr_scale = jnp.maximum(1.0 - progress, 0.0) if config.anneal_learning_rate else 1.0
 
     def loss_fn(params: dict, minibatch: dict) -> tuple[jax.Array, dict]:
@@ -202,11 +193,11 @@ def update(networks: policy_lib.Networks, state: State) -> State:
     def refresh(params: dict, data: dict) -> dict:
         return {**data, **advantages(params)}
 
-    key, epoch_key = jax.random.split(state.key)
+    key, epoch_key = jax.random.split(learner.key)
     params, opt_state, metrics = sgd.run_epochs(
         sgd.optimizer(config.learning_rate, config.max_grad_norm),
-        state.params,
-        state.opt_state,
+        learner.params,
+        learner.opt_state,
         data,
         loss_fn,
         epoch_key,
@@ -217,11 +208,10 @@ def update(networks: policy_lib.Networks, state: State) -> State:
         step_scale=lr_scale,
         devices=config.learner_devices,
     )
-    return state.replace(
+    return learner.replace(
         params=params,
         opt_state=opt_state,
-        position=jnp.zeros((), jnp.int32),
         key=key,
-        updates=state.updates + 1,
+        updates=learner.updates + 1,
         metrics={name: value.mean() for name, value in metrics.items()},
     )

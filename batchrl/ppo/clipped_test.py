@@ -48,15 +48,18 @@ def test_same_seed_same_results():
     env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
     first, state_a = loop.train(config, env, 32, 10, phases=2)
     second, state_b = loop.train(config, env, 32, 10, phases=2)
-    assert state_a.agent.updates == 4
-    leaves = [jax.tree.leaves(p.agent.replace(key=None)) for p in (state_a, state_b)]
+    assert state_a.agent.learner.updates == 4
+    leaves = [
+        jax.tree.leaves(p.agent.replace(learner=p.agent.learner.replace(key=0)))
+        for p in (state_a, state_b)
+    ]
     for a, b in zip(*leaves, strict=True):
         np.testing.assert_array_equal(a, b)
     assert [m["train/policy_loss"] for m in first] == [m["train/policy_loss"] for m in second]
 
 
 @dataclasses.dataclass(frozen=True)
-class ConstantReward:
+class ConstantReward(jax_env.Compiled):
     """Reward 1 every step, the same observation always; episodes end after 5 steps."""
 
     num_envs: int
@@ -99,7 +102,7 @@ def test_a_time_limit_is_bootstrapped_not_treated_as_terminal(end, low, high):
     env = ConstantReward(8, end)
     _, state = loop.train(config, env, 400, 5, phases=3)
     networks = policy_lib.for_env(config, env)
-    value = float(networks.value(state.agent.params, jnp.zeros((1, 1)))[0])
+    value = float(networks.value(state.agent.learner.params, jnp.zeros((1, 1)))[0])
     assert low < value < high
 
 
@@ -108,17 +111,17 @@ def filled_state(config, key=0):
     env = jax_env.Batched(classic.make("Pendulum-v1"), config.num_agents)
     networks = policy_lib.for_env(config, env)
     state = clipped.init(networks, config.num_agents, jax.random.key(key))
-    shapes = jax.tree.map(lambda x: (x.shape, x.dtype), state.rollout)
+    shapes = jax.tree.map(lambda x: (x.shape, x.dtype), state.storage.rollout)
     keys = iter(jax.random.split(jax.random.key(key + 1), 8))
     random = lambda s: jax.random.normal(next(keys), s[0]).astype(s[1])  # noqa: E731
     rollout = jax.tree.map(random, shapes, is_leaf=lambda x: isinstance(x, tuple))
     rollout = rollout.replace(log_prob=-jnp.abs(rollout.log_prob))
-    return networks, state.replace(rollout=rollout, position=jnp.asarray(16, jnp.int32))
+    return networks, state.learner, rollout
 
 
-def param_step(networks, state):
-    new = clipped.update(networks, state)
-    return jax.tree.map(lambda a, b: np.asarray(a - b), new.params, state.params)
+def param_step(networks, learner, rollout):
+    new = clipped.update(networks, learner, rollout)
+    return jax.tree.map(lambda a, b: np.asarray(a - b), new.params, learner.params)
 
 
 def test_annealed_learning_rate_falls_linearly_to_zero_at_the_budget():
@@ -127,10 +130,12 @@ def test_annealed_learning_rate_falls_linearly_to_zero_at_the_budget():
         anneal_learning_rate=True, steps=4 * 64,
     )  # fmt: skip
     assert config.total_updates == 4
-    networks, state = filled_state(config)
-    first = param_step(networks, state)
+    networks, learner, rollout = filled_state(config)
+    first = param_step(networks, learner, rollout)
     for updates, scale in [(1, 0.75), (3, 0.25), (4, 0.0), (9, 0.0)]:
-        later = param_step(networks, state.replace(updates=jnp.asarray(updates, jnp.int32)))
+        later = param_step(
+            networks, learner.replace(updates=jnp.asarray(updates, jnp.int32)), rollout
+        )
         for a, b in zip(jax.tree.leaves(later), jax.tree.leaves(first), strict=True):
             np.testing.assert_allclose(a, scale * b, rtol=1e-3, atol=1e-7)
 
@@ -140,11 +145,11 @@ def test_recomputed_advantages_use_the_value_net_of_each_epoch(epochs):
     # The first epoch sees the rollout's advantages either way; later epochs see the
     # values the previous epochs learned, so the results part only from the second epoch.
     base = dict(num_agents=4, steps_per_update=16, num_minibatches=2, update_epochs=epochs)
-    networks, state = filled_state(config_lib.clipped(**base))
-    fixed = param_step(networks, state)
+    networks, learner, rollout = filled_state(config_lib.clipped(**base))
+    fixed = param_step(networks, learner, rollout)
     recompute = config_lib.clipped(**base, recompute_advantages=True)
     networks = dataclasses.replace(networks, config=recompute)
-    recomputed = param_step(networks, state)
+    recomputed = param_step(networks, learner, rollout)
     same = all(
         np.array_equal(a, b)
         for a, b in zip(jax.tree.leaves(fixed), jax.tree.leaves(recomputed), strict=True)
@@ -160,14 +165,12 @@ def test_advantages_are_standardised_per_minibatch_unless_turned_off(normalize):
         num_agents=4, steps_per_update=16, num_minibatches=1, update_epochs=1,
         normalize_rewards=False, normalize_advantages=normalize,
     )  # fmt: skip
-    networks, state = filled_state(config)
-    rollout = state.rollout
-    obs = networks.normalize_obs(state.obs_norm, rollout.obs).reshape(64, -1)
-    dist = networks.distribution(state.params, obs)
+    networks, learner, rollout = filled_state(config)
+    obs = networks.normalize_obs(learner.obs_norm, rollout.obs).reshape(64, -1)
+    dist = networks.distribution(learner.params, obs)
     log_prob = networks.log_prob(dist, rollout.action.reshape(64, -1)).reshape(16, 4)
     rollout = rollout.replace(reward=rollout.reward + 5.0, log_prob=log_prob)
-    state = state.replace(rollout=rollout)
-    loss = float(clipped.update(networks, state).metrics["train/policy_loss"])
+    loss = float(clipped.update(networks, learner, rollout).metrics["train/policy_loss"])
     if normalize:
         assert abs(loss) < 1e-5
     else:

@@ -45,6 +45,9 @@ class Common:
     update_epochs: int = 25
     entropy_coef: float = 0.0
     gae_lambda: float | None = None  # None: Monte-Carlo returns, as the seed.
+    # "reward": divide rewards by the std of rewards (the seed). "return": by the std of
+    # each env's discounted return so far (Gymnasium's NormalizeReward, SB3's VecNormalize).
+    reward_scale: str = "reward"
     # Local devices each minibatch is split over (data-parallel update); 1: one device.
     learner_devices: int = 1
 
@@ -52,6 +55,10 @@ class Common:
         if self.activation not in ("relu", "tanh"):
             raise ValueError(f"unknown activation {self.activation!r}: use 'relu' or 'tanh'")
         _at_least_one(self, "num_agents", "max_length", "update_epochs", "learner_devices")
+        if self.reward_scale not in REWARD_SCALES:
+            raise ValueError(
+                f"unknown reward_scale {self.reward_scale!r}: use one of {REWARD_SCALES}"
+            )
         if not self.learning_rate > 0.0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
         if not 0.0 < self.discount <= 1.0:
@@ -111,8 +118,6 @@ class ClippedConfig(Common):
     max_grad_norm: float | None = 0.5
     update_epochs: int = 10
     gae_lambda: float | None = 0.95
-    # "reward": divide rewards by the std of rewards (the seed). "return": by the std of
-    # each env's discounted return so far (Gymnasium's NormalizeReward, SB3's VecNormalize).
     reward_scale: str = "return"
     # Fall linearly to zero over `steps`, as CleanRL's anneal_lr.
     anneal_learning_rate: bool = False
@@ -129,10 +134,6 @@ class ClippedConfig(Common):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.reward_scale not in REWARD_SCALES:
-            raise ValueError(
-                f"unknown reward_scale {self.reward_scale!r}: use one of {REWARD_SCALES}"
-            )
         if self.recurrent:
             raise ValueError(
                 "recurrent policies train on whole episodes: use objective='kl_penalty'"

@@ -35,7 +35,7 @@ def train(objective, devices):
                                    update_epochs=2, learner_devices=devices)
         env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
         metrics, state = loop.train(config, env, 40, 40, phases=2)
-    params = jax.tree.leaves(state.agent.params)
+    params = jax.tree.leaves(state.agent.learner.params)
     return params, metrics[-1]["train/policy_loss"], str(params[0].sharding)
 
 out = {"devices": jax.local_device_count()}

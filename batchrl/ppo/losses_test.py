@@ -15,6 +15,16 @@ def test_penalty_rule():
     assert float(losses.update_penalty(jnp.array(1.0), jnp.array(0.013), target)) == 1.0
 
 
+def test_the_penalty_never_falls_to_zero_and_rises_again_from_its_floor():
+    target, penalty = 0.01, jnp.array(1.0)
+    for _ in range(400):  # 1.5**-400 underflows float32 to exactly zero without a floor.
+        penalty = losses.update_penalty(penalty, jnp.array(0.0), target)
+    assert float(penalty) == pytest.approx(losses.MIN_PENALTY)
+    for _ in range(18):
+        penalty = losses.update_penalty(penalty, jnp.array(0.05), target)
+    assert float(penalty) > 1.0
+
+
 def test_kl_penalty_loss_matches_the_formula_and_masks_padding():
     rng = np.random.default_rng(0)
     log_prob, old, advantage, kl = (rng.normal(size=(4, 5)).astype(np.float32) for _ in range(4))

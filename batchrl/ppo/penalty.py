@@ -1,12 +1,14 @@
-"""The seed's BatchPPO as a simulate Agent: episode memory and an adaptive KL penalty.
+"""The seed's BatchPPO: episode memory and an adaptive KL penalty.
 
-`num_agents` envs fill the episode memory with finished episodes; when it holds
-`update_every` of them, `end_episode` trains inside the same compiled program
-(lax.cond) and clears it. The objective is -ratio*advantage + beta*KL(old||new) +
-kl_cutoff_coef*max(0, KL - kl_cutoff_factor*kl_target)^2; beta adapts after each
-update. Advantages are Monte-Carlo returns minus values (GAE when gae_lambda is set),
-standardised; a truncated episode is bootstrapped from its final observation's value.
-Each epoch runs over the chunks of the memory that hold steps, not over its padding.
+`num_agents` envs write their episodes straight into the episode memory as they act
+(`recorder`); once it holds `update_every` finished episodes, acting stops at that very
+step and `learn` trains on them, then clears the memory. The objective is
+-ratio * advantage + beta * KL(old||new) + kl_cutoff_coef * max(0, KL - cutoff)^2 with
+cutoff = kl_cutoff_factor * kl_target; beta adapts after each update
+(`losses.update_penalty`). Advantages are Monte-Carlo returns minus values (GAE when
+gae_lambda is set), standardised; a truncated episode is bootstrapped from its final
+observation's value. Each epoch runs over the chunks of the memory that hold steps of
+finished episodes, not over padding or running episodes.
 """
 
 from __future__ import annotations
@@ -17,33 +19,26 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from batchrl import simulate, types
+from batchrl import simulate
 from batchrl.parts import memory, normalizer, returns
-from batchrl.ppo import losses, sgd
+from batchrl.ppo import acting, losses, sgd
+from batchrl.ppo import learner as learner_lib
 from batchrl.ppo import policy as policy_lib
 
 
 @flax.struct.dataclass
 class State:
-    """Everything the KL-penalty agent carries between steps and updates."""
+    """The KL-penalty agent: its learner, each env's running state, the episode memory."""
 
-    params: dict
-    opt_state: Any
-    obs_norm: normalizer.NormalizerState
-    reward_norm: normalizer.NormalizerState
-    memory: memory.MemoryState
+    learner: learner_lib.Learner
+    running: acting.Running
+    storage: memory.MemoryState
     penalty: jax.Array  # [] the KL penalty coefficient beta
-    action: jax.Array  # [B, ...] the last action, as the policy sees it
-    dist: Any  # The last action distribution's parameters, [B, ...] each
-    carry: jax.Array  # [B, H] recurrent policy state ([B, 0] for feed-forward policies)
-    key: jax.Array
-    updates: jax.Array
-    metrics: dict[str, jax.Array]
 
 
 @flax.struct.dataclass
 class Step:
-    """One env's step as the episode memory keeps it ([E, L, ...] in memory)."""
+    """One env's step as the episode memory keeps it ([slots, L, ...] in memory)."""
 
     obs: jax.Array
     next_obs: jax.Array
@@ -64,7 +59,7 @@ class Batch:
     old_log_prob: jax.Array
     advantage: jax.Array
     target: jax.Array
-    valid: jax.Array  # Whether a step belongs to an episode (not padding).
+    valid: jax.Array  # Whether a step belongs to a finished episode (not padding).
 
 
 METRICS = (
@@ -77,114 +72,100 @@ METRICS = (
 )
 
 
-def _step_example(networks: policy_lib.Networks, dist: Any) -> Step:
-    obs = jnp.zeros(networks.observation_shape, jnp.float32)
-    action_shape = () if networks.discrete else (networks.action_size,)
-    action_dtype = jnp.int32 if networks.discrete else jnp.float32
-    return Step(
-        obs=obs,
-        next_obs=obs,
-        action=jnp.zeros(action_shape, action_dtype),
-        dist=jax.tree.map(lambda x: jnp.zeros(x.shape[1:], x.dtype), dist),
+def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
+    """A fresh agent for `num_envs` envs."""
+    config = networks.config
+    choice = acting.choice_example(networks, 1)
+    example = Step(
+        obs=jnp.zeros(networks.observation_shape, jnp.float32),
+        next_obs=jnp.zeros(networks.observation_shape, jnp.float32),
+        action=choice.action[0],
+        dist=jax.tree.map(lambda x: x[0], choice.dist),
         reward=jnp.zeros((), jnp.float32),
         terminated=jnp.zeros((), bool),
         truncated=jnp.zeros((), bool),
     )
-
-
-def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
-    """A fresh agent for `num_envs` envs."""
-    config = networks.config
-    params_key, key = jax.random.split(key)
-    params = networks.init(params_key)
-    obs = jnp.zeros((num_envs, *networks.observation_shape), jnp.float32)
-    carry = networks.initial_carry(num_envs)
-    _, dist = networks.step_distribution(params, carry, obs)
-    example = _step_example(networks, dist)
     return State(
-        params=params,
-        opt_state=sgd.optimizer(config.learning_rate, config.max_grad_norm).init(params),
-        obs_norm=normalizer.init(networks.observation_shape),
-        reward_norm=normalizer.init(()),
-        memory=memory.init(example, num_envs, config.update_every, config.max_length),
+        learner=learner_lib.init(networks, key, METRICS),
+        running=acting.running(networks, num_envs),
+        storage=memory.init(example, num_envs, config.update_every, config.max_length),
         penalty=jnp.asarray(config.kl_init_penalty, jnp.float32),
-        action=jnp.zeros((num_envs, *example.action.shape), example.action.dtype),
-        dist=dist,
-        carry=carry,
-        key=key,
-        updates=jnp.zeros((), jnp.int32),
-        metrics={name: jnp.zeros((), jnp.float32) for name in METRICS},
     )
 
 
-def agent(networks: policy_lib.Networks) -> simulate.Agent:
-    """The training agent's functions for simulate: sampling, episode memory, updating."""
+def recorder(networks: policy_lib.Networks) -> simulate.Recorder:
+    """Writes each step into its env's memory slot; ready once `update_every` episodes ended.
 
-    def begin_episode(state: State, mask: jax.Array) -> State:
-        # Episodes that ended were moved to memory by end_episode (their buffers are empty).
-        # One cut short by a reset (switching phases) is kept, as truncated at its last step.
-        fresh = networks.initial_carry(mask.shape[0])
-        carry = jnp.where(mask[:, None], fresh, state.carry)
-        return state.replace(memory=memory.finish(state.memory, mask), carry=carry)
+    The memory is ready at the very step the last of them ends, as in the seed, where
+    `end_episode` trained inside that step.
+    """
+    del networks
 
-    def perform(state: State, obs: jax.Array, key: jax.Array) -> tuple[State, jax.Array]:
-        obs = networks.normalize_obs(state.obs_norm, obs)
-        carry, dist = networks.step_distribution(state.params, state.carry, obs)
-        action = networks.sample(dist, key)
-        return state.replace(action=action, dist=dist, carry=carry), networks.to_env(action)
-
-    def experience(state: State, transition: types.Transition) -> State:
-        obs = transition.obs.astype(jnp.float32)
-        step = Step(
-            obs=obs,
+    def record(stored: memory.MemoryState, step: simulate.Step) -> memory.MemoryState:
+        transition, choice = step.transition, step.extra
+        kept = Step(
+            obs=transition.obs.astype(jnp.float32),
             next_obs=transition.next_obs.astype(jnp.float32),
-            action=state.action,
-            dist=state.dist,
-            reward=transition.reward.astype(jnp.float32),
+            action=choice.action,
+            dist=choice.dist,
+            reward=transition.reward,
             terminated=transition.terminated,
             truncated=transition.truncated,
         )
-        return state.replace(
-            memory=memory.append(state.memory, step),
-            obs_norm=normalizer.update(state.obs_norm, obs),
-            reward_norm=normalizer.update(state.reward_norm, step.reward),
-        )
+        stored = memory.append(memory.begin(stored, step.begin), kept)
+        return memory.finish(stored, transition.terminated | transition.truncated)
 
-    def end_episode(state: State, mask: jax.Array) -> State:
-        state = state.replace(memory=memory.finish(state.memory, mask))
-        full = memory.full(state.memory)
-        # Only what an update changes passes through the cond: with the episode memory
-        # among its operands XLA copied the memory at every step (hundreds of MB for
-        # Humanoid), which cost more than the updates themselves.
-        learned = jax.lax.cond(full, lambda s: update(networks, s), _unchanged, state)
-        return state.replace(**learned, memory=memory.clear(state.memory, when=full))
-
-    return simulate.Agent(begin_episode, perform, experience, end_episode)
+    return simulate.Recorder(record=record, ready=memory.full)
 
 
-_LEARNED = ("params", "opt_state", "penalty", "key", "updates", "metrics")
+def cut(state: State, when: jax.Array) -> State:
+    """Ends every running episode where `when` holds (envs restarted between phases).
+
+    Each is kept as cut at its last step (bootstrapped from there), as the seed kept an
+    episode interrupted by a reset.
+    """
+    ended = jnp.full(state.storage.slot.shape, when, bool)
+    return state.replace(storage=memory.finish(state.storage, ended))
 
 
-def _unchanged(state: State) -> dict[str, Any]:
-    return {name: getattr(state, name) for name in _LEARNED}
+def learn(networks: policy_lib.Networks, state: State) -> State:
+    """An update when the memory holds `update_every` finished episodes, then a clear memory.
+
+    Only the learner and the penalty pass through the update's condition; the memory is
+    read there, never copied.
+    """
+    full = memory.full(state.storage)
+    learner, penalty = jax.lax.cond(
+        full,
+        lambda: update(networks, state.learner, state.storage, state.penalty),
+        lambda: (state.learner, state.penalty),
+    )
+    return state.replace(
+        learner=learner, penalty=penalty, storage=memory.clear(state.storage, when=full)
+    )
 
 
-def _advantages(networks: policy_lib.Networks, state: State, data: Step, valid: jax.Array):
+def _advantages(
+    networks: policy_lib.Networks,
+    learner: learner_lib.Learner,
+    length: jax.Array,
+    data: Step,
+    valid: jax.Array,
+) -> tuple[jax.Array, jax.Array]:
     """Advantages and value targets [E, L] of the episodes in memory (obs normalised)."""
     config = networks.config
-    episodes, length = data.reward.shape
-    flat = lambda x: x.reshape((episodes * length, *x.shape[2:]))  # noqa: E731
-    value = networks.value(state.params, flat(data.obs)).reshape(episodes, length)
-    next_value = networks.value(state.params, flat(data.next_obs)).reshape(episodes, length)
-    steps = jnp.arange(length)[None, :]
-    last = steps == (state.memory.length[:, None] - 1)
+    episodes, steps = data.reward.shape
+    flat = lambda x: x.reshape((episodes * steps, *x.shape[2:]))  # noqa: E731
+    value = networks.value(learner.params, flat(data.obs)).reshape(episodes, steps)
+    next_value = networks.value(learner.params, flat(data.next_obs)).reshape(episodes, steps)
+    last = jnp.arange(steps)[None, :] == (length[:, None] - 1)
     # An episode cut by the memory's max_length counts as truncated at its last kept step.
     done = (data.terminated | data.truncated | last) & valid
     terminated = data.terminated & valid
     reward = data.reward
     if config.normalize_rewards:
         reward = normalizer.normalize(
-            state.reward_norm, reward, center=False, clip=config.reward_clip
+            learner.reward_norm, reward, center=False, clip=config.reward_clip
         )
     reward = jnp.where(valid, reward, 0.0)
     if config.gae_lambda is None:
@@ -200,25 +181,31 @@ def _advantages(networks: policy_lib.Networks, state: State, data: Step, valid: 
     return losses.standardize(advantage, valid), jnp.where(valid, target, 0.0)
 
 
-def update(networks: policy_lib.Networks, state: State) -> dict[str, Any]:
-    """`update_epochs` passes over the episodes in memory, then the penalty rule.
+def update(
+    networks: policy_lib.Networks,
+    learner: learner_lib.Learner,
+    stored: memory.MemoryState,
+    penalty: jax.Array,
+) -> tuple[learner_lib.Learner, jax.Array]:
+    """`update_epochs` passes over the finished episodes in memory, then the penalty rule.
 
-    Returns the fields of `state` an update changes (params, optimiser state, penalty,
-    key, update count, metrics); the caller clears the memory.
+    Returns the learner after the update and the next penalty coefficient; the caller
+    clears the memory.
     """
     config = networks.config
-    steps: Step = state.memory.memory
-    valid = memory.valid_mask(state.memory)
+    steps: Step = stored.steps
+    valid = memory.valid_mask(stored)
     steps = steps.replace(
-        obs=networks.normalize_obs(state.obs_norm, steps.obs),
-        next_obs=networks.normalize_obs(state.obs_norm, steps.next_obs),
+        obs=networks.normalize_obs(learner.obs_norm, steps.obs),
+        next_obs=networks.normalize_obs(learner.obs_norm, steps.next_obs),
     )
-    advantage, target = _advantages(networks, state, steps, valid)
-    # Padding holds zeros, a Gaussian's std of 0 among them, whose log-probs and KLs are
-    # NaN or infinite; a masked mean drops them, but not from the gradient, where 0 * NaN
-    # is NaN. Padded steps get the first step's distribution (the memory is full here).
+    advantage, target = _advantages(networks, learner, stored.length, steps, valid)
+    # Padding holds zeros (a Gaussian's std of 0 among them, whose log-probs and KLs are
+    # NaN or infinite) or steps of earlier episodes; a masked mean drops them, but not
+    # from the gradient, where 0 * NaN is NaN. Padded steps get a valid step's distribution.
+    first = jnp.unravel_index(jnp.argmax(valid), valid.shape)
     dist = jax.tree.map(
-        lambda x: jnp.where(valid.reshape(*valid.shape, *[1] * (x.ndim - 2)), x, x[0, 0]),
+        lambda x: jnp.where(valid.reshape(*valid.shape, *[1] * (x.ndim - 2)), x, x[first]),
         steps.dist,
     )
     data = Batch(
@@ -230,7 +217,6 @@ def update(networks: policy_lib.Networks, state: State) -> dict[str, Any]:
         target=target,
         valid=valid,
     )
-    penalty = state.penalty
 
     def loss_fn(params: dict, batch: Batch) -> tuple[jax.Array, dict]:
         episodes, length = batch.valid.shape
@@ -267,15 +253,15 @@ def update(networks: policy_lib.Networks, state: State) -> dict[str, Any]:
     # that hold steps are trained on: 60 Humanoid episodes of 38 steps fill 60 of the
     # 1,200 chunks of a 60 x 1,000-step memory.
     chunk = config.max_length if networks.recurrent else config.chunk
-    rows = config.update_every * (config.max_length // chunk)
+    rows = stored.slots * (config.max_length // chunk)
     data = jax.tree.map(lambda x: x.reshape(rows, chunk, *x.shape[2:]), data)
     valid_rows = data.valid.any(axis=1)
     batch_size = min(config.batch_size, rows)
-    key, epoch_key = jax.random.split(state.key)
+    key, epoch_key = jax.random.split(learner.key)
     params, opt_state, metrics = sgd.run_epochs(
         sgd.optimizer(config.learning_rate, config.max_grad_norm),
-        state.params,
-        state.opt_state,
+        learner.params,
+        learner.opt_state,
         data,
         loss_fn,
         epoch_key,
@@ -293,11 +279,11 @@ def update(networks: policy_lib.Networks, state: State) -> dict[str, Any]:
     metrics = {name: losses.masked_mean(value[-1], used) for name, value in metrics.items()}
     metrics["train/kl"] = kl
     metrics["train/penalty"] = penalty
-    return {
-        "params": params,
-        "opt_state": opt_state,
-        "penalty": losses.update_penalty(penalty, kl, config.kl_target),
-        "key": key,
-        "updates": state.updates + 1,
-        "metrics": metrics,
-    }
+    learner = learner.replace(
+        params=params,
+        opt_state=opt_state,
+        key=key,
+        updates=learner.updates + 1,
+        metrics=metrics,
+    )
+    return learner, losses.update_penalty(penalty, kl, config.kl_target)

@@ -10,7 +10,7 @@ import pytest
 from batchrl import bridge
 from batchrl.envs import BatchEnv
 from batchrl.envs.jax import classic, jax_env
-from batchrl.ppo import acting, penalty
+from batchrl.ppo import acting
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import policy as policy_lib
 from batchrl.training import loop
@@ -33,8 +33,8 @@ def test_memory_fills_then_trains_and_the_penalty_adapts():
     env = dataclasses.replace(env, env=jax_env.LimitDuration(env.env.env, 20))
     metrics, run_state = loop.train(config, env, 20, 20, phases=3)
     state = run_state.agent
-    assert int(state.updates) == 3  # One full memory (4 episodes of 20 steps) per phase.
-    assert int(state.memory.count) == 0
+    assert int(state.learner.updates) == 3  # One full memory (4 episodes of 20 steps) a phase.
+    assert int(state.storage.count) == 0
     kl, penalty = metrics[-1]["train/kl"], metrics[-1]["train/penalty"]
     expected = penalty * 1.5 if kl > 0.013 else penalty / 1.5 if kl < 0.007 else penalty
     assert float(state.penalty) == pytest.approx(expected, rel=1e-5)
@@ -47,9 +47,9 @@ def test_episodes_shorter_than_the_memory_train_without_nan():
     config = config_lib.PenaltyConfig(num_agents=4, max_length=40, update_every=4, update_epochs=2)
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
     metrics, state = loop.train(config, env, 20, 20, phases=2)
-    assert int(state.agent.updates) == 2
+    assert int(state.agent.learner.updates) == 2
     assert all(np.isfinite(v) for m in metrics for v in m.values()), metrics
-    params = jax.tree.leaves(state.agent.params)
+    params = jax.tree.leaves(state.agent.learner.params)
     assert all(bool(jnp.isfinite(p).all()) for p in params)
 
 
@@ -84,7 +84,7 @@ def test_short_run_on_halfcheetah_in_worker_processes(objective):
     with BatchEnv.external(functools.partial(_cheetah), 4) as batch_env:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
         metrics, state = loop.train(config, env, 100, 50, phases=2)
-    assert int(state.agent.updates) == 4
+    assert int(state.agent.learner.updates) == 4
     assert metrics[-1]["eval/count"] == 4 and metrics[-1]["train/count"] == 8
     assert all(np.isfinite(v) for m in metrics for v in m.values())
     low = jnp.asarray(env.env_spec.action_low)
@@ -103,16 +103,17 @@ def test_recurrent_policy_trains_and_resets_its_state_at_episode_start():
     )
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
     metrics, state = loop.train(config, env, 20, 20, phases=2)
-    assert int(state.agent.updates) == 2
+    assert int(state.agent.learner.updates) == 2
     assert all(np.isfinite(m["train/policy_loss"]) for m in metrics)
     networks = policy_lib.for_env(config, env)
-    carried = state.agent.replace(carry=jnp.ones((4, 16)))
+    running = state.agent.running.replace(carry=jnp.ones((4, 16)))
+    carried = acting.begin(state.agent.learner, running)
     starting = jnp.array([True, False, True, False])
     fresh = networks.initial_carry(4)
-    for agent in (penalty.agent(networks), acting.evaluation_agent(networks)):
-        begun = agent.begin_episode(carried, starting)
+    for agent in (acting.sampling_agent(networks), acting.evaluation_agent(networks)):
+        begun = agent.begin_episode(carried, starting).running
         np.testing.assert_array_equal(begun.carry[starting], fresh[starting])
-        np.testing.assert_array_equal(begun.carry[~starting], carried.carry[~starting])
+        np.testing.assert_array_equal(begun.carry[~starting], running.carry[~starting])
 
 
 def test_recurrent_needs_the_penalty_objective_and_box_actions():
@@ -155,6 +156,6 @@ def test_updates_in_minibatches_of_the_chunks_that_hold_steps(
     )
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, episode), 4)
     metrics, state = loop.train(config, env, episode, episode, phases=2)
-    assert int(state.agent.updates) == 2
-    assert int(optax.tree.get(state.agent.opt_state, "count")) == 16
+    assert int(state.agent.learner.updates) == 2
+    assert int(optax.tree.get(state.agent.learner.opt_state, "count")) == 16
     assert all(np.isfinite(v) for m in metrics for v in m.values()), metrics

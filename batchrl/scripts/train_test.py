@@ -147,9 +147,11 @@ def test_a_corrupt_checkpoint_is_reported_and_the_previous_one_used(finished_run
 def test_an_interrupt_anywhere_then_resume_matches_an_uninterrupted_run(
     finished_run, tmp_path, monkeypatch, where, call
 ):
+    from batchrl.ppo import learner
     from batchrl.training import loop
 
-    module = {"summary_line": logs, "write": logs.Writer}.get(where, loop)
+    modules = {"summary_line": logs, "write": logs.Writer, "check_finite": learner}
+    module = modules.get(where, loop)
     original, calls = getattr(module, where), []
 
     def interrupted(*args, **kwargs):

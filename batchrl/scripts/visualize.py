@@ -49,7 +49,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def load_agent(rundir: pathlib.Path):
-    """The run's config, its networks, and the agent state of its newest good checkpoint."""
+    """The run's config, its networks, and the learner of its newest good checkpoint."""
     from batchrl.ppo import policy as policy_lib
     from batchrl.scripts import train
     from batchrl.training import checkpoint, environments, loop
@@ -70,7 +70,7 @@ def load_agent(rundir: pathlib.Path):
             batch_env.close()
     if restored is None:
         raise UsageError(f"run folder {str(rundir)!r} has no checkpoint yet")
-    return config, policy_lib.for_env(config.algorithm, env), restored[1].agent
+    return config, policy_lib.for_env(config.algorithm, env), restored[1].agent.learner
 
 
 def follow_the_agent(env) -> bool:

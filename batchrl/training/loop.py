@@ -1,9 +1,9 @@
 """Alternating train and eval phases of a PPO agent over one batched env, as the seed does.
 
-Training runs the sampling agent through `simulate` for a phase of env steps (updates
-happen inside, when the agent's memory is full); evaluation restarts a separate set of
-episodes and runs the mean action until every env has finished one. Each phase is one
-compiled program; this loop only reads the metrics it returns.
+Training runs a phase of env steps (`ppo.train_phase`: acting, and an update each time
+the agent's memory or rollout is full); evaluation restarts a separate set of episodes
+and runs the mean action until every env has finished one. Each phase is one compiled
+program; this loop only reads the metrics it returns.
 """
 
 from __future__ import annotations
@@ -12,16 +12,15 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import flax.struct
 import jax
 import jax.numpy as jnp
 
 from batchrl import simulate
-from batchrl.parts import normalizer
-from batchrl.ppo import acting, clipped
+from batchrl.ppo import acting, train_phase
 from batchrl.ppo import config as config_lib
+from batchrl.ppo import learner as learner_lib
 from batchrl.ppo import policy as policy_lib
 
 
@@ -40,19 +39,11 @@ class Programs:
 class RunState:
     """Everything a run carries from one phase to the next, and all a checkpoint holds."""
 
-    agent: Any
+    agent: train_phase.AgentState
     train: simulate.State
     eval: simulate.State
     env_steps: jax.Array  # [] int32
     phases: jax.Array  # [] int32 train phases done
-
-
-def _algorithm(config: config_lib.Config) -> Any:
-    if config.objective == "clipped":
-        return clipped
-    from batchrl.ppo import penalty
-
-    return penalty
 
 
 def build(
@@ -62,20 +53,19 @@ def build(
 
     The train phase runs `train_steps` batch steps, the eval phase `eval_steps`.
     """
-    algorithm = _algorithm(config)
     networks = policy_lib.for_env(config, env)
     key = jax.random.key(config.seed)
     agent_key, train_key, eval_key = jax.random.split(key, 3)
     programs = Programs(
-        train=simulate.make_rollout(env, algorithm.agent(networks), train_steps),
-        evaluate=simulate.make_rollout(env, acting.evaluation_agent(networks), eval_steps),
+        train=train_phase.make(env, networks, train_steps),
+        evaluate=simulate.make_collect(env, acting.evaluation_agent(networks), eval_steps),
         num_envs=env.num_envs,
         train_steps=train_steps,
         # Envs stepped on the host are one set, whichever simulate state drives them.
-        shared_envs=env.env_spec.calls_host,
+        shared_envs=env.calls_host,
     )
     state = RunState(
-        agent=algorithm.init(networks, env.num_envs, agent_key),
+        agent=train_phase.objective(config).init(networks, env.num_envs, agent_key),
         train=simulate.init(env, train_key),
         eval=simulate.init(env, eval_key),
         env_steps=jnp.zeros((), jnp.int32),
@@ -84,37 +74,11 @@ def build(
     return programs, state
 
 
-def normalizer_metrics(agent_state: Any) -> dict[str, jax.Array]:
-    """Summaries of the streaming normalisers: mean and std over observation dimensions."""
-    return {
-        "normalizer/obs_mean": agent_state.obs_norm.mean.mean(),
-        "normalizer/obs_std": normalizer.std(agent_state.obs_norm).mean(),
-        "normalizer/reward_std": normalizer.std(agent_state.reward_norm).mean(),
-        "normalizer/count": agent_state.obs_norm.count,
-    }
-
-
-def check_finite(agent_state: Any, metrics: dict[str, float], env_steps: int) -> None:
-    """Stops training with an error naming the first non-finite quantity and the env step."""
-    quantities = {name: metrics[name] for name in getattr(agent_state, "metrics", {})}
-    quantities["parameters"] = _all_finite(agent_state.params)
-    for name in ("obs_norm", "reward_norm"):
-        quantities[f"{name} statistics"] = _all_finite(getattr(agent_state, name))
-    for name, value in quantities.items():
-        if not math.isfinite(value):
-            raise FloatingPointError(
-                f"{name} became {value} by env step {env_steps}; lower the learning rate or "
-                f"check the env's observations and rewards"
-            )
-
-
-def _all_finite(tree: Any) -> float:
-    leaves = [jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]
-    return 1.0 if bool(jnp.all(jnp.stack(leaves))) else math.nan
-
-
 def evaluate(
-    programs: Programs, eval_state: simulate.State, agent_state: Any, episodes: int
+    programs: Programs,
+    eval_state: simulate.State,
+    agent_state: train_phase.AgentState,
+    episodes: int,
 ) -> tuple[simulate.State, dict[str, float]]:
     """Runs the eval phase until at least `episodes` episodes ended; their summary.
 
@@ -124,7 +88,9 @@ def evaluate(
     score = length = count = 0.0
     while count < episodes or count == 0:
         eval_state = simulate.clear_summary(eval_state)
-        eval_state, _ = programs.evaluate(eval_state, agent_state, jnp.asarray(True))
+        # Every env restarts, so the running state the eval episodes begin with is fresh.
+        acting_state = acting.begin(agent_state.learner, agent_state.running)
+        eval_state, _ = programs.evaluate(eval_state, acting_state, jnp.asarray(True))
         summary = {name: float(value) for name, value in simulate.summary(eval_state).items()}
         if summary["episode/count"] == 0:
             break
@@ -160,12 +126,12 @@ def run_phase(
         eval_state, summary = evaluate(programs, eval_state, agent_state, eval_episodes)
         metrics.update({f"eval/{k.split('/')[1]}": v for k, v in summary.items()})
         eval_seconds = time.perf_counter() - start
-    metrics.update(getattr(agent_state, "metrics", {}))
-    metrics.update(normalizer_metrics(agent_state))
+    metrics.update(agent_state.learner.metrics)
+    metrics.update(learner_lib.normalizer_metrics(agent_state.learner))
     metrics = {name: float(value) for name, value in metrics.items()}
     phase_steps = programs.train_steps * programs.num_envs
     env_steps = int(state.env_steps) + phase_steps
-    check_finite(agent_state, metrics, env_steps)
+    learner_lib.check_finite(agent_state.learner, metrics, env_steps)
     metrics["perf/env_steps"] = float(env_steps)
     metrics["perf/env_steps_per_sec"] = phase_steps / train_seconds
     metrics["perf/train_seconds"] = train_seconds

@@ -63,7 +63,6 @@ def env_name(env: gym.Env) -> str:
 def env_spec(
     observation_space: gym.Space,
     action_space: gym.Space,
-    calls_host: bool = False,
     env_name: str = "env",
 ) -> EnvSpec:
     """The spec of an env with these Gymnasium spaces; unsupported spaces are refused."""
@@ -81,5 +80,4 @@ def env_spec(
         action_low=tuple(map(float, action_space.low.flat)) if bounded else None,
         action_high=tuple(map(float, action_space.high.flat)) if bounded else None,
         observation_dtype=np.dtype(observation_space.dtype).name,
-        calls_host=calls_host,
     )

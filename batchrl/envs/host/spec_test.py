@@ -17,15 +17,14 @@ def test_a_box_action_env_is_described_by_its_spaces():
         action_high=(2.0,),
         observation_dtype="float32",
     )
-    assert described.action_size == 1 and not described.calls_host
+    assert described.action_size == 1
 
 
 def test_a_discrete_action_env_has_num_actions_and_no_bounds():
     env = gym.make("CartPole-v1")
-    described = spec.env_spec(env.observation_space, env.action_space, calls_host=True)
+    described = spec.env_spec(env.observation_space, env.action_space)
     assert described.discrete and described.num_actions == 2 and described.action_size == 2
     assert described.action_shape == () and described.action_low is None
-    assert described.calls_host
 
 
 def test_unbounded_box_actions_have_no_bounds():

@@ -14,7 +14,8 @@ Gymnasium's `TimeLimit`): it counts steps in the state and sets `truncated`, nev
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import flax.struct
 import jax
@@ -48,7 +49,7 @@ class Env(Protocol):
     """One unbatched JAX-native env: static description plus pure `reset` and `step`.
 
     Attributes:
-        env_spec: Shapes, action kind and bounds (`calls_host` False: all is compiled).
+        env_spec: Shapes, action kind and bounds .
         max_length: The registered time limit in steps (e.g. 200 for Pendulum-v1);
             applied by `LimitDuration`, not by `step` itself.
     """
@@ -206,8 +207,26 @@ def _num_envs(state: EnvState) -> int:
     return sizes.pop()[0]
 
 
+class Compiled:
+    """The members of simulate's batched-env protocol for envs that never leave compiled code.
+
+    A step's pure work needs no grouping (`block` calls the function) and a compiled
+    program raises nothing of the env's own (`wrap_compiled` returns it unchanged).
+    """
+
+    calls_host: ClassVar[bool] = False
+
+    @staticmethod
+    def block(function: Callable[..., Any], *args: Any) -> Any:
+        return function(*args)
+
+    @staticmethod
+    def wrap_compiled(program: Callable[..., Any]) -> Callable[..., Any]:
+        return program
+
+
 @dataclasses.dataclass(frozen=True)
-class Batched(Describes):
+class Batched(Describes, Compiled):
     """`num_envs` copies of a JAX-native env behind the batched interface simulate uses.
 
     `init(key)`, `reset(env_state, obs, key, mask)` and `step(env_state, action)` are

@@ -18,7 +18,7 @@ from batchrl.types import EnvSpec
 
 
 @dataclasses.dataclass(frozen=True)
-class CountingBatch:
+class CountingBatch(jax_env.Compiled):
     """Env i terminates (or truncates, with end="truncated") after durations[i] steps."""
 
     durations: tuple[int, ...]

@@ -1,0 +1,88 @@
+"""The learner's state both PPO objectives share: parameters, optimiser, normalisers, key, count.
+
+Each objective embeds a `Learner` in its agent state beside what only it keeps (an
+episode memory and penalty coefficient, or a rollout buffer). Acting reads the
+parameters and updates the normalisers (`acting.begin` and `acting.end`); an update
+changes the rest.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+from batchrl.parts import normalizer
+from batchrl.ppo import policy as policy_lib
+from batchrl.ppo import sgd
+
+
+@flax.struct.dataclass
+class Learner:
+    """What training changes and acting reads.
+
+    Attributes:
+        params: {"policy": ..., "value": ...} network parameters.
+        opt_state: The optimiser's state.
+        obs_norm: Streaming statistics of observations (the policy sees them normalised).
+        reward_norm: Streaming statistics of rewards, or of discounted returns.
+        key: Random key of the updates (minibatch order).
+        updates: [] int32 updates done.
+        metrics: The last update's metrics, [] float32 each, by name.
+    """
+
+    params: dict
+    opt_state: Any
+    obs_norm: normalizer.NormalizerState
+    reward_norm: normalizer.NormalizerState
+    key: jax.Array
+    updates: jax.Array
+    metrics: dict[str, jax.Array]
+
+
+def init(networks: policy_lib.Networks, key: jax.Array, metric_names: tuple[str, ...]) -> Learner:
+    """Fresh parameters and optimiser, empty normalisers, zero metrics."""
+    config = networks.config
+    params_key, key = jax.random.split(key)
+    params = networks.init(params_key)
+    return Learner(
+        params=params,
+        opt_state=sgd.optimizer(config.learning_rate, config.max_grad_norm).init(params),
+        obs_norm=normalizer.init(networks.observation_shape),
+        reward_norm=normalizer.init(()),
+        key=key,
+        updates=jnp.zeros((), jnp.int32),
+        metrics={name: jnp.zeros((), jnp.float32) for name in metric_names},
+    )
+
+
+def normalizer_metrics(learner: Learner) -> dict[str, jax.Array]:
+    """Summaries of the streaming normalisers: mean and std over observation dimensions."""
+    return {
+        "normalizer/obs_mean": learner.obs_norm.mean.mean(),
+        "normalizer/obs_std": normalizer.std(learner.obs_norm).mean(),
+        "normalizer/reward_std": normalizer.std(learner.reward_norm).mean(),
+        "normalizer/count": learner.obs_norm.count,
+    }
+
+
+def check_finite(learner: Learner, metrics: dict[str, float], env_steps: int) -> None:
+    """Stops training with an error naming the first non-finite quantity and the env step."""
+    quantities = {name: metrics[name] for name in learner.metrics}
+    quantities["parameters"] = _all_finite(learner.params)
+    for name in ("obs_norm", "reward_norm"):
+        quantities[f"{name} statistics"] = _all_finite(getattr(learner, name))
+    for name, value in quantities.items():
+        if not math.isfinite(value):
+            raise FloatingPointError(
+                f"{name} became {value} by env step {env_steps}; lower the learning rate or "
+                f"check the env's observations and rewards"
+            )
+
+
+def _all_finite(tree: Any) -> float:
+    leaves = [jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]
+    return 1.0 if bool(jnp.all(jnp.stack(leaves))) else math.nan

@@ -1,0 +1,101 @@
+"""A train phase of either PPO objective: stretches of acting, each followed by learning.
+
+One compiled program runs a phase's batch steps. Only the acting state (`acting.Acting`)
+rides through the steps; each step's record goes into the objective's storage (its
+episode memory or rollout buffer), written in place. A stretch of steps ends when the
+storage is ready, at the very step the seed's `end_episode` would have trained, or
+when the phase's steps are done; the objective then learns, outside the steps, and the
+next stretch acts with the new parameters. The objective is picked by the config's type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from batchrl import simulate
+from batchrl.ppo import acting, clipped, penalty
+from batchrl.ppo import config as config_lib
+from batchrl.ppo import policy as policy_lib
+
+AgentState = penalty.State | clipped.State
+
+# Each objective's module: init, recorder, cut, learn, and a State with `learner`,
+# `running` and `storage`.
+OBJECTIVES: dict[type, ModuleType] = {
+    config_lib.PenaltyConfig: penalty,
+    config_lib.ClippedConfig: clipped,
+}
+
+
+def objective(config: config_lib.Config) -> ModuleType:
+    """The module of the objective `config` configures."""
+    return OBJECTIVES[type(config)]
+
+
+def phase(
+    env: simulate.BatchedEnv,
+    networks: policy_lib.Networks,
+    num_steps: int,
+    state: simulate.State,
+    agent: AgentState,
+    reset: jax.Array | bool = False,
+) -> tuple[simulate.State, AgentState]:
+    """`num_steps` batch steps of acting and the updates they make ready.
+
+    `reset` restarts every env at the first step; the episodes it cuts are kept as cut.
+    """
+    algorithm = objective(networks.config)
+    sampling = acting.sampling_agent(networks)
+    recorder = algorithm.recorder(networks)
+    reset = jnp.asarray(reset, bool)
+    agent = algorithm.cut(agent, reset)
+
+    def unfinished(carry: tuple) -> jax.Array:
+        _, agent, left = carry
+        return (left > 0) | recorder.ready(agent.storage)
+
+    def stretch(carry: tuple) -> tuple:
+        state, agent, left = carry
+        agent = algorithm.learn(networks, agent)  # Trains when the storage is ready.
+        acting_state = acting.begin(agent.learner, agent.running)
+        state, acting_state, storage, taken = simulate.collect(
+            env,
+            sampling,
+            state,
+            acting_state,
+            left,
+            recorder=recorder,
+            storage=agent.storage,
+            reset=reset & (left == num_steps),
+        )
+        learner, running = acting.end(agent.learner, acting_state)
+        agent = agent.replace(learner=learner, running=running, storage=storage)
+        return state, agent, left - taken
+
+    carry = (state, agent, jnp.asarray(num_steps, jnp.int32))
+    state, agent, _ = jax.lax.while_loop(unfinished, stretch, carry)
+    return state, agent
+
+
+def make(
+    env: simulate.BatchedEnv, networks: policy_lib.Networks, num_steps: int
+) -> Callable[[simulate.State, AgentState, Any], tuple[simulate.State, AgentState]]:
+    """The compiled phase of `num_steps` batch steps, returning once it has run.
+
+    On an env that calls the host, an env worker's error is raised as itself.
+    """
+
+    def run(state: simulate.State, agent: AgentState, reset: Any = False) -> tuple:
+        return phase(env, networks, num_steps, state, agent, reset)
+
+    compiled = jax.jit(run)
+
+    def finished(*args: Any) -> tuple[simulate.State, AgentState]:
+        return jax.block_until_ready(compiled(*args))
+
+    return env.wrap_compiled(finished)
