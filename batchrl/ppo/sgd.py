@@ -113,6 +113,42 @@ def run_epochs(
     return params, opt_state, metrics
 
 
+def map_rows(
+    function: Callable[[Batch], Any], data: Batch, valid_rows: jax.Array, block: int
+) -> Any:
+    """`function` of the rows of `data` that `valid_rows` marks, `block` rows at a time.
+
+    Rows are taken valid ones first; a block that holds no valid row is not computed, so
+    a memory of short episodes costs what its steps do, not what its padding would. A
+    block's invalid rows are computed with it. Returns `function`'s outputs for every row,
+    [rows, ...] each, zero for rows in blocks that were not computed.
+    """
+    rows = valid_rows.shape[0]
+    blocks = -(-rows // block)
+    order = jnp.argsort(~valid_rows, stable=True)
+    # Past the last row: gathered as the last row, never written back.
+    order = jnp.concatenate([order, jnp.full((blocks * block - rows,), rows, order.dtype)])
+    taken = jax.tree.map(lambda x: x[:block], data)
+    shapes = jax.eval_shape(function, taken)
+
+    def one_block(indices: jax.Array) -> Any:
+        def compute() -> Any:
+            return function(jax.tree.map(lambda x: x[jnp.minimum(indices, rows - 1)], data))
+
+        def skip() -> Any:
+            return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
+
+        return jax.lax.cond(valid_rows[indices[0] % rows] & (indices[0] < rows), compute, skip)
+
+    computed = jax.lax.map(one_block, order.reshape(blocks, block))
+
+    def place(shape: jax.ShapeDtypeStruct, values: jax.Array) -> jax.Array:
+        values = values.reshape(blocks * block, *values.shape[2:])
+        return jnp.zeros((rows, *shape.shape[1:]), shape.dtype).at[order].set(values, mode="drop")
+
+    return jax.tree.map(place, shapes, computed)
+
+
 def used_minibatches(valid_rows: jax.Array, batch_size: int) -> jax.Array:
     """[minibatches] bool: which minibatches of an epoch `run_epochs` steps on."""
     num_batches = valid_rows.shape[0] // batch_size

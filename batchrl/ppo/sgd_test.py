@@ -68,3 +68,14 @@ def test_padding_rows_do_not_change_the_fit():
         )  # fmt: skip
         fits.append(fit)
     np.testing.assert_allclose(fits[0], fits[1], rtol=1e-5)
+
+
+def test_map_rows_computes_the_valid_rows_and_skips_blocks_without_one():
+    data = {"x": jnp.arange(10.0).reshape(5, 2)}
+    valid_rows = jnp.array([False, True, False, False, True])
+    out = sgd.map_rows(lambda part: part["x"].sum(axis=1) * 10, data, valid_rows, block=2)
+    # Valid rows 1 and 4 form the first block; rows 0, 2 in the second; row 3 in the third.
+    np.testing.assert_array_equal(out, [0.0, 50.0, 0.0, 0.0, 170.0])
+    out = sgd.map_rows(lambda part: part["x"][:, 0] + 1, data, valid_rows, block=3)
+    # A block that holds a valid row computes its invalid rows too (row 0 beside 1 and 4).
+    np.testing.assert_array_equal(out, [1.0, 3.0, 0.0, 0.0, 9.0])
