@@ -92,7 +92,7 @@ def main() -> None:
                 "first_phase_seconds_with_compile": round(first, 1),
                 "phase_seconds": [round(s, 1) for s in seconds],
                 "env_steps_per_sec": [round(env_steps / s) for s in seconds],
-                "updates": int(agent.updates),
+                "updates": int(agent.learner.updates),
                 "machine": sweep.machine(),
             }
         )

@@ -5,10 +5,10 @@ preset's layout) and programs run `--phases` train phases; the first compiles an
 reported apart. In the same run:
 
 - env: the same BatchEnv stepped for the same number of batch steps by a do-nothing
-  policy (zero actions), resetting the envs that ended as the bridge does;
+  policy (random actions drawn beforehand), resetting the envs that ended as the bridge does;
 - env in run: the time the phase's host calls spent in the BatchEnv (the bridge's count);
-- update: one of the objective's updates compiled alone and timed on the phase's end
-  state (episodes as long as the phase's mean), times the updates the phase made;
+- update: the update the agent makes next, compiled alone and timed on the storage it
+  fills acting on from the run's last state, times the updates each phase made;
 - rest = phase - env - update: the fused step's own cost.
 
     python benchmarks/step_cost.py [--presets humanoid ant cheetah cheetah_clipped] [--phases 2]
@@ -25,52 +25,65 @@ from batchrl.bridge import xla_threads
 xla_threads.limit()  # Before JAX starts: its thread pool would take the workers' cores.
 
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from batchrl import simulate  # noqa: E402
 from batchrl.configs import presets  # noqa: E402
-from batchrl.ppo import clipped, penalty  # noqa: E402
+from batchrl.ppo import acting, clipped, penalty, train_phase  # noqa: E402
 from batchrl.ppo import config as config_lib  # noqa: E402
 from batchrl.ppo import policy as policy_lib  # noqa: E402
 from batchrl.scripts import sweep  # noqa: E402
 from batchrl.training import environments, loop  # noqa: E402
 
 
-def env_seconds(batch_env, batch_steps: int) -> float:
-    """Seconds for `batch_steps` steps of zero actions, resetting ended envs as the bridge does."""
+def env_seconds(batch_env, batch_steps: int, chunk: int = 1000) -> float:
+    """Seconds for `batch_steps` steps of random actions, resetting ended envs as the bridge does.
+
+    The actions are drawn uniformly from the action space before the clock starts, so
+    the policy costs nothing; zero actions would end episodes at other times than a
+    policy's early noisy ones do, and resets are a large part of the env's time.
+    """
     space = batch_env.single_action_space
-    action = np.zeros((len(batch_env), *space.shape), space.dtype)
+    rng = np.random.default_rng(0)
+    shape = (chunk, len(batch_env), *space.shape)
+    actions = rng.uniform(space.low, space.high, shape).astype(space.dtype)
     obs = np.zeros((len(batch_env), *batch_env.single_observation_space.shape), np.float32)
     reward = np.zeros(len(batch_env), np.float32)
     terminated, truncated = np.zeros(len(batch_env), bool), np.zeros(len(batch_env), bool)
     batch_env.reset(seed=0)
     start = time.perf_counter()
-    for _ in range(batch_steps):
-        batch_env.step_into(action, obs, reward, terminated, truncated)
+    for t in range(batch_steps):
+        batch_env.step_into(actions[t % chunk], obs, reward, terminated, truncated)
         ended = np.flatnonzero(terminated | truncated)
         if ended.size:
             batch_env.reset_at(ended)
     return time.perf_counter() - start
 
 
-def update_seconds(networks, agent, mean_length: float, repeats: int = 3) -> float:
-    """Seconds of one update alone, on the agent's storage made ready to train.
+def update_seconds(env, networks, state, repeats: int = 3) -> float:
+    """Seconds of one update alone, on a storage filled by acting on from the run's state.
 
-    The KL-penalty memory is given `update_every` finished episodes of `mean_length` steps.
+    The agent acts until its memory or rollout is ready, as in training; then the update
+    it would make is compiled on its own and timed.
     """
-    config = networks.config
-    if isinstance(config, config_lib.ClippedConfig):
-        args = (agent.learner, agent.storage.rollout)
+    algorithm = train_phase.objective(networks.config)
+
+    def fill(sim_state, agent):
+        acting_state = acting.begin(agent.learner, agent.running)
+        recorder = algorithm.recorder(networks)
+        sampling = acting.sampling_agent(networks)
+        limit = 10 * state.train.length.shape[0] * networks.config.max_length
+        run = simulate.collect(
+            env, sampling, sim_state, acting_state, limit, recorder=recorder, storage=agent.storage
+        )
+        return run[2]
+
+    storage = env.wrap_compiled(jax.jit(fill))(state.train, state.agent)
+    if isinstance(networks.config, config_lib.ClippedConfig):
+        args = (state.agent.learner, storage.rollout)
         update = jax.jit(lambda *args: clipped.update(networks, *args))
     else:
-        stored = agent.storage
-        length = min(max(round(mean_length), 1), config.max_length)
-        stored = stored.replace(
-            finished=jnp.arange(stored.slots) < stored.capacity,
-            length=jnp.full_like(stored.length, length),
-            count=jnp.asarray(stored.capacity, jnp.int32),
-        )
-        args = (agent.learner, stored, agent.penalty)
+        args = (state.agent.learner, storage, state.agent.penalty)
         update = jax.jit(lambda *args: penalty.update(networks, *args))
     jax.block_until_ready(update(*args))
     start = time.perf_counter()
@@ -100,12 +113,10 @@ def measure(name: str, phases: int) -> dict:
                 }
             )
         alone = env_seconds(batch_env, batch_steps)
+        one_update = update_seconds(env, networks, state)
     finally:
         batch_env.close()
-    last = rows[-1]
-    one_update = update_seconds(networks, state.agent, last["mean_length"])
-    update = one_update * last["updates"]
-    rest = [row["seconds"] - alone - update for row in rows[1:]]
+    rest = [row["seconds"] - alone - one_update * row["updates"] for row in rows[1:]]
     steps = batch_steps * algorithm.num_agents
     return {
         "preset": name,
@@ -118,13 +129,13 @@ def measure(name: str, phases: int) -> dict:
         ],
         "env_seconds": round(alone, 2),
         "env_seconds_in_run": [round(row["env_in_run"], 2) for row in rows[1:]],
-        "updates_per_phase": last["updates"],
-        "update_seconds": round(update, 2),
+        "updates": [row["updates"] for row in rows[1:]],
+        "update_seconds_each": round(one_update, 3),
         "rest_seconds": [round(r, 2) for r in rest],
         "rest_fraction": [
             round(r / row["seconds"], 3) for r, row in zip(rest, rows[1:], strict=True)
         ],
-        "mean_episode_length": round(last["mean_length"], 1),
+        "mean_episode_length": [round(row["mean_length"], 1) for row in rows[1:]],
     }
 
 
