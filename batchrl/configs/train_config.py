@@ -44,6 +44,8 @@ class TrainConfig:
     final_episodes: int = 10  # At least this many episodes evaluate the final policy.
     envs_per_worker: int = 0  # 0: one worker per core (of each node, with Ray).
     local_envs: int = 0  # Envs stepped in the trainer's process beside workers; no restart.
+    # Replace a crashed or hung env worker and train on; its envs' episodes end as truncated.
+    restart_workers: bool = False
     # Where worker envs run: "processes" on this machine, "ray" on the Ray cluster of
     # RAY_ADDRESS (or a local one), split over `ray_actors` actors (0: one per node).
     env_backend: str = "processes"
@@ -67,6 +69,10 @@ class TrainConfig:
             raise ValueError(f"unknown env_backend {self.env_backend!r}: use one of {ENV_BACKENDS}")
         if self.env_backend == "ray" and (self.env_kind != "workers" or self.local_envs):
             raise ValueError("env_backend='ray' needs env_kind='workers' and local_envs=0")
+        if self.restart_workers and self.env_kind != "workers":
+            raise ValueError(
+                f"restart_workers=True needs env_kind='workers', got {self.env_kind!r}"
+            )
         if self.env_kwargs and self.env_kind != "workers":
             raise ValueError(f"env_kwargs={self.env_kwargs!r} needs env_kind='workers'")
         if self.action_repeat != 1 and self.env_kind != "workers":

@@ -158,3 +158,12 @@ def test_env_kwargs_are_a_mapping_kept_in_the_run_folder():
             train_config.parse_override(config, f"env_kwargs={text}")
     with pytest.raises(ValueError, match=r"env_kwargs=\{'g': 2.0\} needs env_kind='workers'"):
         train_config.parse_override(presets.get("pendulum_jax"), "env_kwargs={g: 2.0}")
+
+
+def test_restart_workers_is_a_setting_of_worker_envs():
+    config = train_config.parse_override(presets.get("pendulum"), "restart_workers=true")
+    assert config.restart_workers is True
+    with pytest.raises(
+        ValueError, match=r"restart_workers=True needs env_kind='workers', got 'jax'"
+    ):
+        train_config.parse_override(presets.get("pendulum_jax"), "restart_workers=true")

@@ -202,6 +202,44 @@ def test_a_killed_run_resumes_exactly_as_if_never_stopped(tmp_path):
     assert sorted(set(steps)) == phase_ends(folder) and steps[-1] == 4000
 
 
+def env_workers(process):
+    """The env worker processes under a train process: children of its forkserver."""
+    workers = []
+    for child in process.children(recursive=True):
+        parent = child.parent()
+        if parent is not None and "multiprocessing.forkserver" in " ".join(parent.cmdline()):
+            workers.append(child)
+    return workers
+
+
+@pytest.mark.slow
+def test_restart_workers_trains_on_through_killed_workers(tmp_path):
+    import psutil
+
+    budget = ["--set", "steps=60000", "--set", "restart_workers=true", "--set", "envs_per_worker=2"]
+    start = ["--logdir", str(tmp_path), "--config", "pendulum", *TINY, *budget]
+    process = launch(*start, cwd=tmp_path)
+    train_process, kills, seen = psutil.Process(process.pid), 0, set()
+    deadline = time.monotonic() + 240
+    while process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        seen |= {child.pid for child in train_process.children(recursive=True)}
+        rows = list(tmp_path.glob("*/metrics.jsonl"))
+        # Workers that have run 3 s are past their start; a kill every 2 s from phase 1 on.
+        settled = [w for w in env_workers(train_process) if time.time() - w.create_time() > 3]
+        if kills < 2 and rows and rows[0].stat().st_size and settled:
+            settled[0].kill()
+            kills += 1
+            time.sleep(2)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert kills == 2, "the run ended before both kills"
+    last = logs.read_jsonl(run_folder(tmp_path) / "metrics.jsonl")[-1]
+    assert last["perf/worker_restarts"] == 2 and np.isfinite(last["final/return"])
+    assert last["perf/env_steps"] >= 60000
+    assert wait_gone(list(seen)) == []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT])
 def test_sigterm_or_ctrl_c_saves_a_checkpoint_and_leaves_no_worker(tmp_path, how):

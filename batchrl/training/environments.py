@@ -54,6 +54,7 @@ def build(config: TrainConfig, local: bool = False) -> tuple[Any, BatchEnv | Non
             algorithm.num_agents,
             actors=config.ray_actors or None,
             envs_per_worker=config.envs_per_worker or None,
+            restart=config.restart_workers,
         )
     else:
         batch_env = BatchEnv.external(
@@ -61,6 +62,7 @@ def build(config: TrainConfig, local: bool = False) -> tuple[Any, BatchEnv | Non
             algorithm.num_agents,
             envs_per_worker=config.envs_per_worker or None,
             local_envs=config.local_envs,
+            restart=config.restart_workers,
         )
     return (
         bridge.InGraphBatchEnv(batch_env, seed=algorithm.seed, devices=algorithm.learner_devices),

@@ -26,13 +26,13 @@ def train(rundir: pathlib.Path, config: TrainConfig) -> int:
     """Trains until the budget is spent or the user interrupts; returns the exit status."""
     env, batch_env = environments.build(config)
     try:
-        return _train(rundir, config, env)
+        return _train(rundir, config, env, batch_env)
     finally:
         if batch_env is not None:
             batch_env.close()
 
 
-def _train(rundir: pathlib.Path, config: TrainConfig, env: Any) -> int:
+def _train(rundir: pathlib.Path, config: TrainConfig, env: Any, batch_env: Any) -> int:
     steps_per_phase = config.batch_steps_per_phase
     programs, state = loop.build(config.algorithm, env, steps_per_phase, config.eval_batch_steps)
     directory = rundir / CHECKPOINTS
@@ -65,6 +65,8 @@ def _train(rundir: pathlib.Path, config: TrainConfig, env: Any) -> int:
         with progress.ticking():
             for state, metrics in phases:
                 done, env_steps = int(state.phases), int(state.env_steps)
+                if batch_env is not None:  # Env workers replaced so far in this process.
+                    metrics["perf/worker_restarts"] = float(batch_env.restarts)
                 writer.write(env_steps, metrics)
                 logged = state
                 progress.update(env_steps, metrics)

@@ -27,6 +27,8 @@ PRELOAD = ["batchrl.envs.host.worker", "gymnasium.envs.mujoco"]
 DEFAULT_SPIN = 0.002
 START_TIMEOUT = 120.0  # Seconds a worker gets to start and build its envs.
 CLOSE_TIMEOUT = 1.0  # Seconds a worker gets to close its envs before it is killed.
+# Replacements of a crashed worker tried in a row when each one dies while it starts.
+RESTART_TRIES = 3
 
 
 def context(name: str) -> multiprocessing.context.BaseContext:

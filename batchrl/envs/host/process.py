@@ -345,7 +345,7 @@ class ProcessGroup(lifecycle.Handle):
         logger.warning("%s; restart %d of this worker", error, self.restarts)
         self._finalizer()
         self._ledger.forget()  # Their fetch now reports them lost with the worker.
-        self._start()
+        self._replace()
         indices = list(range(self.num_envs))
         seeds = [
             lifecycle.restart_seed(self._seeds[i], self.first_index + i, self.restarts)
@@ -356,6 +356,18 @@ class ProcessGroup(lifecycle.Handle):
         self._fresh[:] = True
         self._any_fresh = True
         return infos
+
+    def _replace(self) -> None:
+        """Starts a new worker; one that dies while it starts is replaced in turn, a few times."""
+        for tries_left in reversed(range(lifecycle.RESTART_TRIES)):
+            try:
+                self._start()
+                return
+            except errors.EnvCrashedError as error:
+                if not tries_left:
+                    raise
+                self.restarts += 1
+                logger.warning("%s; restart %d of this worker", error, self.restarts)
 
     def _report_fresh(self, infos: Any) -> list[dict]:
         """Envs restarted since their last step report truncated, zero reward, and the restart."""

@@ -1,4 +1,7 @@
 import functools
+import os
+import pathlib
+import signal
 import time
 
 import gymnasium as gym
@@ -158,6 +161,35 @@ def test_restart_replaces_a_dead_or_hung_worker(how, caplog):
     again, _ = run()
     for a, b in zip(results, again, strict=True):
         np.testing.assert_array_equal(a[0], b[0])
+
+
+def _dies_while_starting_on_builds(counter, dying, **kwargs):
+    """A CountingEnv whose worker is killed while it builds it the times listed in `dying`."""
+    path = pathlib.Path(counter)
+    builds = int(path.read_text()) + 1 if path.exists() else 1
+    path.write_text(str(builds))
+    if builds in dying:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return mock.CountingEnv(**kwargs)
+
+
+@pytest.mark.parametrize(("dying", "works"), [((2, 3), True), ((2, 3, 4), False)])
+def test_a_replacement_that_dies_while_starting_is_replaced_again(tmp_path, dying, works):
+    # The first replacement and the second die while they build their env; the third
+    # starts (RESTART_TRIES = 3). When the third dies too, the crash is raised.
+    constructor = functools.partial(
+        _dies_while_starting_on_builds, str(tmp_path / "builds"), dying, duration=100
+    )
+    with external.ExternalProcess(constructor, restart=True) as env:
+        env.reset(seed=0)
+        env.step(np.zeros(2, np.float32))
+        os.kill(env.pid, signal.SIGKILL)
+        if works:
+            _, _, _, truncated, info = env.step(np.zeros(2, np.float32))
+            assert truncated and info["restarted"] and env.restarts == 3
+        else:
+            with pytest.raises(errors.EnvCrashedError, match=r"died .* during start"):
+                env.step(np.zeros(2, np.float32))
 
 
 def test_close_is_idempotent_and_ends_the_worker():
