@@ -7,6 +7,7 @@ least SETTLED seconds, from the first phase on). Reports whether each run finish
 and the restarts the run counted, both final returns, and any process of either run
 still alive after it exited.
 
+    pip install -e '.[test]'   # psutil
     python benchmarks/chaos.py [--config cheetah_clipped] [--seed 0] [--every 5]
         [--logdir runs/chaos] [--steps N]
 """
@@ -23,9 +24,9 @@ import time
 
 import psutil
 
+from batchrl import conftest  # wait_gone: the test suite's check for orphans
 from batchrl.scripts import sweep
 from batchrl.training import logging as logs
-
 
 # Seconds a worker lives before it may be killed: a worker of the train command takes up to
 # a second to start (it imports the command's module, JAX with it, before it builds its
@@ -44,22 +45,6 @@ def env_workers(train: psutil.Process) -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             pass
     return workers
-
-
-def still_running(pids: set[int], grace: float = 5.0) -> list[int]:
-    """Those of `pids` still running `grace` seconds from now (zombies count as gone)."""
-    deadline = time.monotonic() + grace
-    while True:
-        running = []
-        for pid in pids:
-            try:
-                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    running.append(pid)
-            except psutil.NoSuchProcess:
-                pass
-        if not running or time.monotonic() > deadline:
-            return running
-        time.sleep(0.1)
 
 
 def run(logdir: pathlib.Path, args: argparse.Namespace, every: float | None) -> dict:
@@ -98,7 +83,7 @@ def run(logdir: pathlib.Path, args: argparse.Namespace, every: float | None) -> 
     process.wait()
     rows = logs.read_jsonl(metrics) if metrics.exists() else []
     last = rows[-1] if rows else {}
-    left = still_running(descendants)
+    left = conftest.wait_gone(list(descendants), seconds=5.0)
     return {
         "exit_code": process.returncode,
         "finished": process.returncode == 0 and "final/return" in last,
