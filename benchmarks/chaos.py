@@ -56,7 +56,10 @@ def run(logdir: pathlib.Path, args: argparse.Namespace, every: float | None) -> 
     if every is not None:
         command += ["--set", "restart_workers=true"]
     start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    logdir.mkdir(parents=True, exist_ok=True)
+    log = logdir / "stderr.txt"  # A file, not a pipe: a full pipe would stall the run.
+    with log.open("w") as stderr:
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
     train = psutil.Process(process.pid)
     rng, kills, descendants = random.Random(args.seed), 0, set()
     metrics = logdir / f"run-{args.config}" / "metrics.jsonl"
@@ -78,9 +81,8 @@ def run(logdir: pathlib.Path, args: argparse.Namespace, every: float | None) -> 
             except psutil.NoSuchProcess:
                 pass
             next_kill = time.monotonic() + every
-    stderr = process.stderr.read().decode()
-    (logdir / "stderr.txt").write_text(stderr)
     process.wait()
+    stderr = log.read_text()
     rows = logs.read_jsonl(metrics) if metrics.exists() else []
     last = rows[-1] if rows else {}
     left = conftest.wait_gone(list(descendants), seconds=5.0)
