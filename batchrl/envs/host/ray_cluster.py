@@ -49,6 +49,7 @@ def build(
                     restart=restart,
                     host_options=host_options,
                     actor_options=dict(actor_options or {}),
+                    build=cls.external,
                 )
             )
         for started in groups:

@@ -93,6 +93,7 @@ class RayGroup(lifecycle.Handle):
         restart: bool,
         host_options: dict[str, Any],
         actor_options: dict[str, Any],
+        build: Callable[..., Any],
     ):
         self.num_envs = len(constructors)
         self.first_index = first_index
@@ -102,6 +103,7 @@ class RayGroup(lifecycle.Handle):
         self.name = lifecycle.constructor_name(constructors[0])
         self._wait = None if timeout is None else timeout + ACTOR_GRACE
         self._blob = cloudpickle.dumps(list(constructors))
+        self._build = build  # BatchEnv.external, which the actor runs on its node.
         self._options = {**host_options, "timeout": timeout, "restart": restart}
         self._actor_options = {"num_cpus": 0, "max_restarts": 0, **actor_options}
         self._seeds: list[int | None] = [None] * self.num_envs
@@ -134,7 +136,9 @@ class RayGroup(lifecycle.Handle):
         strategy = NodeAffinitySchedulingStrategy(self.node_id, soft=replacement)
         options = {"scheduling_strategy": strategy, **self._actor_options}
         self._actor = (
-            _remote_host().options(**options).remote(self._blob, self.first_index, self._options)
+            _remote_host()
+            .options(**options)
+            .remote(self._build, self._blob, self.first_index, self._options)
         )
         self._ready = self._actor.describe.remote()
         self._steps = 0

@@ -7,6 +7,7 @@ arrays and keeps the step's infos (themselves still in its workers) until asked.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
@@ -20,15 +21,17 @@ KEPT_STEPS = 2  # Steps whose infos an actor keeps for the parent to fetch.
 
 
 class Host:
-    """The actor: a node-local `BatchEnv.external` over envs `first_index` onwards of a batch."""
+    """The actor: a node-local `BatchEnv.external` over envs `first_index` onwards of a batch.
 
-    def __init__(self, blob: bytes, first_index: int, options: dict[str, Any]):
-        from batchrl.envs.host import batch  # batch.py imports this module's parent.
+    `build` is that constructor, handed over by the caller, so this module never imports
+    the BatchEnv that imports it.
+    """
 
+    def __init__(
+        self, build: Callable[..., Any], blob: bytes, first_index: int, options: dict[str, Any]
+    ):
         try:
-            self._batch = batch.BatchEnv.external(
-                cloudpickle.loads(blob), first_index=first_index, **options
-            )
+            self._batch = build(cloudpickle.loads(blob), first_index=first_index, **options)
         except errors.EnvError as error:
             # Raised by `describe`: an actor whose __init__ raised reports only its text.
             self._failure = error
