@@ -21,6 +21,7 @@ from gymnasium.vector.utils import batch_space
 from batchrl.envs.host import external, layout, lifecycle, local, process
 from batchrl.envs.host import group as group_lib
 from batchrl.envs.host import infos as infos_lib
+from batchrl.envs.mujoco import group as mujoco_group
 
 EnvLike = gym.Env | external.ExternalProcess
 
@@ -154,6 +155,34 @@ class BatchEnv(gym.vector.VectorEnv):
             autoreset_mode=autoreset_mode,
             actor_options=actor_options,
         )
+
+    @classmethod
+    def mujoco(
+        cls,
+        env_id: str,
+        num_envs: int,
+        *,
+        threads: int | None = None,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        **env_kwargs: Any,
+    ) -> BatchEnv:
+        """Builds `num_envs` envs of a Gymnasium v5 MuJoCo task as one `mujoco.batch.Batch`.
+
+        MuJoCo steps them on `threads` C threads (None: one per core) in this process,
+        with no worker process and no messaging; env i with seed s + i gets the episodes
+        `gym.make(env_id, **env_kwargs).reset(seed=s + i)` gets. `env_kwargs` are
+        Gymnasium's constructor keywords (`ctrl_cost_weight`, `max_episode_steps`, ...).
+        Implements HalfCheetah, Hopper, Walker2d, Ant, Humanoid and Reacher (v5).
+        """
+        mode = layout.check_autoreset_mode(autoreset_mode)
+        group = mujoco_group.MujocoGroup(env_id, num_envs, threads=threads, **env_kwargs)
+        batch = cls.__new__(cls)
+        try:
+            batch._init([group], mode)
+        except BaseException:
+            group.close()
+            raise
+        return batch
 
     def _init(self, groups: list, autoreset_mode: AutoresetMode | str) -> None:
         self._groups = groups

@@ -1,0 +1,218 @@
+"""MujocoGroup: a batch's envs as simulations of one `mujoco.batch.Batch`, in this process.
+
+MuJoCo steps the simulations in C threads with the GIL released; observations,
+rewards and resets are NumPy over the whole batch (`tasks.py`). No process and no
+message stands between the policy and the physics. Behind the interface of a worker
+group, so `BatchEnv` steps it, autoresets it and serves its infos as any other.
+
+Env i keeps its own `np_random`, seeded as Gymnasium seeds one env, so env i reset
+with seed s starts where `gym.make(env_id).reset(seed=s)` starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import mujoco
+import mujoco.batch
+import numpy as np
+from gymnasium.utils import seeding
+from gymnasium.vector import AutoresetMode
+
+from batchrl.envs.host import group as group_lib
+from batchrl.envs.host import infos as infos_lib
+from batchrl.envs.host import spec
+from batchrl.envs.mujoco import tasks
+
+
+class MujocoGroup:
+    """`num_envs` envs of one MuJoCo task stepped on `threads` threads (None: one per core)."""
+
+    def __init__(self, env_id: str, num_envs: int, *, threads: int | None = None, **env_kwargs):
+        task_class = tasks.task_class(env_id)
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be at least 1, got {num_envs}")
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be at least 1 or None (one per core), got {threads}")
+        # The task's settings, spaces, spec and renderer are those of Gymnasium's own env.
+        self._template = gym.make(env_id, **env_kwargs)
+        self._template.reset()  # Gymnasium renders only a reset env; its state is set per call.
+        env = self._template.unwrapped
+        self.task = task_class(env)
+        self.num_envs = num_envs
+        self.name = env_id
+        self.observation_space = spec.check_observation_space(env.observation_space, env_id)
+        self.action_space = spec.check_action_space(env.action_space, env_id)
+        self.buffers = group_lib.Buffers.allocate(
+            num_envs, self.observation_space, self.action_space
+        )
+        self.restarts = 0
+        self._max_steps = self._template.spec.max_episode_steps
+        self._frame_skip = env.frame_skip
+        self._batch = mujoco.batch.Batch(
+            env.model, num_envs, nthread=threads or 0, persistent=self.task.contact_forces
+        )
+        batch = self._batch
+        self._state = tasks.State(
+            **{
+                name: batch.bind(name)
+                for name in (
+                    "qpos",
+                    "qvel",
+                    "ctrl",
+                    "xpos",
+                    "xipos",
+                    "cinert",
+                    "cvel",
+                    "qfrc_actuator",
+                    "ten_length",
+                    "ten_velocity",
+                )
+            },
+            cfrc_ext=np.zeros((num_envs, env.model.nbody, 6)),
+        )
+        self._data = mujoco.MjData(env.model) if self.task.contact_forces else None
+        self._rngs: list[np.random.Generator | None] = [None] * num_envs
+        self._elapsed = np.zeros(num_envs, np.int64)
+        self._ended = np.zeros(num_envs, bool)  # To reset at the next NEXT_STEP step.
+        self._autoreset = AutoresetMode.DISABLED
+        self._pending_reset: tuple | None = None
+
+    # -- the group interface ----------------------------------------------------------------
+
+    def step_async(
+        self, actions: np.ndarray, autoreset: AutoresetMode = AutoresetMode.DISABLED
+    ) -> None:
+        self.buffers.action[...] = actions
+        self._autoreset = autoreset
+
+    def step_wait(self) -> tuple:
+        """Steps every env (NEXT_STEP: resets those that ended instead); results in the buffers."""
+        buffers, state, task = self.buffers, self._state, self.task
+        action = buffers.action.copy()
+        ended = self._ended if self._autoreset is AutoresetMode.NEXT_STEP else None
+        stepped = None if ended is None or not ended.any() else np.flatnonzero(~ended)
+        before = task.position(state)
+        if stepped is None:
+            state.ctrl[:] = action
+        else:
+            state.ctrl[stepped] = action[stepped]
+        if stepped is None or len(stepped):
+            self._batch.step(stepped, nstep=self._frame_skip)
+        if task.contact_forces:
+            self._contact_forces(range(self.num_envs) if stepped is None else stepped)
+        buffers.obs[...] = task.observe(state)
+        reward, terminated, columns = task.outcome(state, before, action)
+        buffers.reward[:] = reward
+        buffers.terminated[:] = terminated
+        self._elapsed += 1
+        np.greater_equal(self._elapsed, self._max_steps, out=buffers.truncated)
+        special: dict[int, dict] = {}
+        if stepped is not None:  # NEXT_STEP: the envs that ended last step start anew.
+            reset = np.flatnonzero(ended)
+            for i, info in zip(reset, self._reset(reset, [None] * len(reset)), strict=True):
+                special[int(i)] = info
+            buffers.reward[reset] = 0.0
+            buffers.terminated[reset] = False
+            buffers.truncated[reset] = False
+        done = buffers.terminated | buffers.truncated
+        if self._autoreset is AutoresetMode.SAME_STEP and done.any():
+            finals = np.flatnonzero(done)
+            final_obs = buffers.obs[finals].copy()
+            final_infos = [_row(columns, i) for i in finals]
+            for n, info in enumerate(self._reset(finals, [None] * len(finals))):
+                special[int(finals[n])] = {
+                    "final_obs": final_obs[n],
+                    "final_info": final_infos[n],
+                    **info,
+                }
+        if self._autoreset is AutoresetMode.NEXT_STEP:
+            self._ended[:] = done
+        else:
+            self._ended[:] = False
+        infos = infos_lib.Owed(
+            lambda: [special[i] if i in special else _row(columns, i) for i in range(len(done))]
+        )
+        return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
+
+    def reset_async(
+        self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
+    ) -> None:
+        self._pending_reset = (np.asarray(indices, np.int64), list(seeds))
+
+    def reset_wait(self) -> tuple[np.ndarray, list[dict]]:
+        indices, seeds = self._pending_reset
+        self._pending_reset = None
+        infos = self._reset(indices, seeds)
+        self._ended[indices] = False
+        return self.buffers.obs[indices], infos
+
+    def attribute(self, index: int, name: str) -> Any:
+        """The attribute `name` of the task's Gymnasium env; every env of the group shares it."""
+        self._load(index)
+        return self._template.get_wrapper_attr(name)
+
+    def call(self, index: int, name: str, args: tuple = (), kwargs: dict | None = None) -> Any:
+        """Method `name` of the task's Gymnasium env, run on env `index`'s state (`render`)."""
+        self._load(index)
+        function = self._template.get_wrapper_attr(name)
+        return function(*args, **(kwargs or {})) if callable(function) else function
+
+    def set_attr(self, index: int, name: str, value: Any) -> None:
+        raise AttributeError(
+            f"envs of BatchEnv.mujoco share one {self.name} and cannot set {name!r} per env; "
+            "pass the setting to BatchEnv.mujoco as a keyword"
+        )
+
+    def is_wrapped(self, index: int, wrapper_class: type) -> bool:
+        env = self._template
+        while isinstance(env, gym.Wrapper):
+            if isinstance(env, wrapper_class):
+                return True
+            env = env.env
+        return False
+
+    def close(self) -> None:
+        self._template.close()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _reset(self, indices: np.ndarray, seeds: Sequence[int | None]) -> list[dict]:
+        """Resets envs as Gymnasium's `reset` does; writes their obs; returns their infos."""
+        if not len(indices):
+            return []
+        state, task = self._state, self.task
+        starts = []
+        for i, seed in zip(indices, seeds, strict=True):
+            if seed is not None or self._rngs[i] is None:
+                self._rngs[i], _ = seeding.np_random(seed)
+            starts.append(task.initial_state(self._rngs[i]))
+        self._batch.reset(indices, stage=mujoco.mjtStage.mjSTAGE_NONE)
+        state.qpos[indices] = [qpos for qpos, _ in starts]
+        state.qvel[indices] = [qvel for _, qvel in starts]
+        self._batch.forward(indices)
+        state.cfrc_ext[indices] = 0.0  # What mj_resetData leaves: a reset computes no contacts.
+        self._elapsed[indices] = 0
+        self.buffers.obs[indices] = task.observe(state)[indices]
+        columns = task.reset_infos(state)
+        return [_row(columns, i) for i in indices]
+
+    def _contact_forces(self, indices: Any) -> None:
+        """cfrc_ext as Gymnasium computes it: mj_rnePostConstraint after the step."""
+        model, data, cfrc_ext = self.task.model, self._data, self._state.cfrc_ext
+        for i in indices:
+            self._batch.get_data(int(i), data)
+            mujoco.mj_rnePostConstraint(model, data)
+            cfrc_ext[i] = data.cfrc_ext
+
+    def _load(self, index: int) -> None:
+        """Puts env `index`'s state into the task's Gymnasium env, to render or read it."""
+        env = self._template.unwrapped
+        self._batch.get_data(int(index), env.data)
+        mujoco.mj_forward(env.model, env.data)
+
+
+def _row(columns: tasks.Infos, i: int) -> dict:
+    return {key: value[i] for key, value in columns.items()}

@@ -1,0 +1,109 @@
+"""BatchEnv.mujoco against Gymnasium's own envs: the same episodes, bit for bit."""
+
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+
+from batchrl.envs.host import batch
+from batchrl.envs.host.vector_test import run_side_by_side
+from batchrl.envs.mujoco import tasks
+
+MODES = list(AutoresetMode)
+
+
+@pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
+@pytest.mark.parametrize("env_id", list(tasks.TASKS))
+def test_equals_gymnasium_through_terminations_and_time_limits(env_id, mode):
+    theirs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * 4, autoreset_mode=mode)
+    with batch.BatchEnv.mujoco(env_id, 4, threads=2, autoreset_mode=mode) as ours:
+        ends = run_side_by_side(ours, theirs, steps=1000, seed=7)
+    theirs.close()
+    # Every task's episode ends were compared: HalfCheetah's time limits (4), or more.
+    assert ends >= 4
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kwargs"),
+    [
+        ("Hopper-v5", {"ctrl_cost_weight": 0.5, "healthy_z_range": (1.0, 2.0)}),
+        ("Ant-v5", {"include_cfrc_ext_in_observation": False, "max_episode_steps": 60}),
+        ("Humanoid-v5", {"include_cinert_in_observation": False, "reset_noise_scale": 0.1}),
+        ("HalfCheetah-v5", {"exclude_current_positions_from_observation": False}),
+    ],
+)
+def test_gymnasium_constructor_keywords_mean_the_same(env_id, kwargs):
+    theirs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id, **kwargs)] * 3)
+    with batch.BatchEnv.mujoco(env_id, 3, **kwargs) as ours:
+        assert ours.single_observation_space == theirs.single_observation_space
+        run_side_by_side(ours, theirs, steps=200, seed=3)
+    theirs.close()
+
+
+def test_any_thread_count_gives_the_same_episodes():
+    results = []
+    for threads in (1, 2, 3):
+        with batch.BatchEnv.mujoco("Ant-v5", 5, threads=threads) as env:
+            obs, _ = env.reset(seed=11)
+            rng = np.random.default_rng(0)
+            for _ in range(50):
+                obs, reward, *_ = env.step(rng.uniform(-1, 1, (5, 8)).astype(np.float32))
+            results.append((obs, reward))
+    for obs, reward in results[1:]:
+        np.testing.assert_array_equal(obs, results[0][0])
+        np.testing.assert_array_equal(reward, results[0][1])
+
+
+def test_step_into_and_reset_at_serve_the_bridge():
+    with batch.BatchEnv.mujoco("Hopper-v5", 3) as env:
+        obs, _ = env.reset_at(seed=5)
+        single = gym.make("Hopper-v5")
+        np.testing.assert_array_equal(obs[1], single.reset(seed=6)[0])
+        out = np.empty((3, 11)), np.empty(3), np.empty(3, bool), np.empty(3, bool)
+        action = np.full((3, 3), 0.5, np.float32)
+        env.step_into(action, *out)
+        want = single.step(action[1])
+        np.testing.assert_array_equal(out[0][1], want[0])
+        assert out[1][1] == want[1]
+        again, _ = env.reset_at([1], seed=[6])
+        np.testing.assert_array_equal(again[0], single.reset(seed=6)[0])
+
+
+RENDER = """
+from batchrl.scripts import visualize
+visualize.choose_headless_gl()  # Before MuJoCo loads, as the visualize script does.
+import numpy as np
+from batchrl.envs import BatchEnv
+
+with BatchEnv.mujoco("HalfCheetah-v5", 2, render_mode="rgb_array") as env:
+    env.reset(seed=0)
+    for _ in range(30):
+        env.step(np.stack([np.ones(6, np.float32), -np.ones(6, np.float32)]))
+    frames = env.render()
+np.save(OUT, np.stack(frames))
+"""
+
+
+def test_renders_each_env_from_its_own_state(tmp_path):
+    out = tmp_path / "frames.npy"
+    script = RENDER.replace("OUT", repr(str(out)))
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=120)
+    frames = np.load(out)
+    assert frames.shape == (2, 480, 480, 3) and frames[0].std() > 0
+    assert not np.array_equal(frames[0], frames[1])  # Two cheetahs in two poses.
+
+
+def test_bad_ids_and_settings_are_named():
+    with pytest.raises(ValueError, match=r"does not implement 'CartPole-v1': it implements Half"):
+        batch.BatchEnv.mujoco("CartPole-v1", 2)
+    with pytest.raises(ValueError, match="threads must be at least 1 or None"):
+        batch.BatchEnv.mujoco("Hopper-v5", 2, threads=0)
+    with pytest.raises(ValueError, match="num_envs must be at least 1, got 0"):
+        batch.BatchEnv.mujoco("Hopper-v5", 0)
+    with batch.BatchEnv.mujoco("Hopper-v5", 2) as env:
+        assert env.get_attr("frame_skip") == (4, 4)
+        with pytest.raises(AttributeError, match="cannot set 'frame_skip' per env"):
+            env.set_attr("frame_skip", 3)
