@@ -24,7 +24,7 @@ import yaml
 from batchrl.ppo import config as ppo_config
 
 ENV_KINDS = ("workers", "jax", "gymnax")
-ENV_BACKENDS = ("processes", "ray")
+ENV_BACKENDS = ("processes", "ray", "mujoco")
 _PREFIX = "algorithm."
 
 
@@ -46,8 +46,9 @@ class TrainConfig:
     local_envs: int = 0  # Envs stepped in the trainer's process beside workers; no restart.
     # Replace a crashed or hung env worker and train on; its envs' episodes end as truncated.
     restart_workers: bool = False
-    # Where worker envs run: "processes" on this machine, "ray" on the Ray cluster of
-    # RAY_ADDRESS (or a local one), split over `ray_actors` actors (0: one per node).
+    # Where Gymnasium envs run: "processes" on this machine, "ray" on the Ray cluster of
+    # RAY_ADDRESS (or a local one), split over `ray_actors` actors (0: one per node), or
+    # "mujoco": a v5 MuJoCo task's envs as one mujoco.batch in C threads (BatchEnv.mujoco).
     env_backend: str = "processes"
     ray_actors: int = 0
     checkpoint_every: int = 1  # Phases between checkpoints.
@@ -69,6 +70,8 @@ class TrainConfig:
             raise ValueError(f"unknown env_backend {self.env_backend!r}: use one of {ENV_BACKENDS}")
         if self.env_backend == "ray" and (self.env_kind != "workers" or self.local_envs):
             raise ValueError("env_backend='ray' needs env_kind='workers' and local_envs=0")
+        if self.env_backend == "mujoco":
+            _check_mujoco_backend(self)
         if self.restart_workers and self.env_kind != "workers":
             raise ValueError(
                 f"restart_workers=True needs env_kind='workers', got {self.env_kind!r}"
@@ -106,6 +109,20 @@ class TrainConfig:
         """Train phases in the whole budget."""
         per_phase = self.batch_steps_per_phase * self.algorithm.num_agents
         return math.ceil(self.algorithm.steps / per_phase)
+
+
+def _check_mujoco_backend(config: TrainConfig) -> None:
+    """The settings env_backend='mujoco' cannot honour, named in a one-line ValueError."""
+    refused = {
+        "env_kind": (config.env_kind, "workers"),
+        "action_repeat": (config.action_repeat, 1),
+        "local_envs": (config.local_envs, 0),
+        "envs_per_worker": (config.envs_per_worker, 0),
+        "restart_workers": (config.restart_workers, False),
+    }
+    for name, (value, allowed) in refused.items():
+        if value != allowed:
+            raise ValueError(f"env_backend='mujoco' needs {name}={allowed!r}, got {value!r}")
 
 
 def _run_fields() -> dict[str, dataclasses.Field]:

@@ -167,3 +167,14 @@ def test_restart_workers_is_a_setting_of_worker_envs():
         ValueError, match=r"restart_workers=True needs env_kind='workers', got 'jax'"
     ):
         train_config.parse_override(presets.get("pendulum_jax"), "restart_workers=true")
+
+
+def test_the_mujoco_backend_is_one_override_and_refuses_what_it_cannot_do():
+    config = train_config.parse_override(presets.get("cheetah_clipped"), "env_backend=mujoco")
+    assert config.env_backend == "mujoco" and config.env == "HalfCheetah-v5"
+    with pytest.raises(ValueError, match=r"env_backend='mujoco' needs restart_workers=False"):
+        train_config.parse_override(config, "restart_workers=true")
+    with pytest.raises(ValueError, match=r"env_backend='mujoco' needs action_repeat=1, got 2"):
+        train_config.parse_override(config, "action_repeat=2")
+    with pytest.raises(ValueError, match=r"env_backend='mujoco' needs env_kind='workers'"):
+        train_config.parse_override(presets.get("pendulum_jax"), "env_backend=mujoco")

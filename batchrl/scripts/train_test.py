@@ -330,3 +330,19 @@ def test_a_run_folder_written_with_a_flat_config_resumes(finished_run, tmp_path)
     timestamp = copy.name.split("-")[0]
     assert train.main(["--logdir", str(copy.parent), "--timestamp", timestamp]) == 0
     assert train.load_config(copy) == config
+
+
+@pytest.mark.slow
+def test_the_mujoco_backend_trains_on_the_episodes_worker_envs_give(tmp_path):
+    rows = {}
+    for backend in ("processes", "mujoco"):
+        logdir = tmp_path / backend
+        args = ["--logdir", str(logdir), "--config", "hopper", *TINY, "--set", "steps=800"]
+        assert train.main([*args, "--set", f"env_backend={backend}"]) == 0
+        rows[backend] = logs.read_jsonl(run_folder(logdir) / "metrics.jsonl")
+    assert len(rows["mujoco"]) == len(rows["processes"]) >= 2
+    assert "final/return" in rows["mujoco"][-1]
+    for ours, workers in zip(rows["mujoco"], rows["processes"], strict=True):
+        learned = {key for key in workers if not key.startswith("perf/")}
+        assert {"train/return", "train/kl", "train/value_loss"} <= learned
+        assert {key: ours[key] for key in learned} == {key: workers[key] for key in learned}

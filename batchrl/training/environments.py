@@ -1,4 +1,4 @@
-"""Builds the batched env a TrainConfig names: JAX-native, or Gymnasium envs in workers.
+"""Builds the batched env a TrainConfig names: JAX-native, Gymnasium envs, or a MuJoCo batch.
 
 Gymnasium envs are named as `envs.make` reads them and built with the wrappers the
 config asks for; episodes end at the env's own time limit or at `max_length` env steps,
@@ -48,6 +48,13 @@ def build(config: TrainConfig, local: bool = False) -> tuple[Any, BatchEnv | Non
     )
     if local:
         batch_env = BatchEnv([constructor() for _ in range(algorithm.num_agents)])
+    elif config.env_backend == "mujoco":
+        batch_env = BatchEnv.mujoco(
+            config.env,
+            algorithm.num_agents,
+            max_episode_steps=make.time_limit(config.env, algorithm.max_length),
+            **config.env_kwargs,
+        )
     elif config.env_backend == "ray":
         batch_env = BatchEnv.ray(
             constructor,

@@ -97,6 +97,11 @@ class Make:
             return wrappers.LimitDuration(env, self.max_length)
         if self.max_length is None:
             return gym.make(self.name, **kwargs)
-        registered = gym.spec(self.name).max_episode_steps
-        limit = self.max_length if registered is None else min(registered, self.max_length)
+        limit = time_limit(self.name, self.max_length)
         return gym.make(self.name, max_episode_steps=limit, **kwargs)
+
+
+def time_limit(env_id: str, max_length: int) -> int:
+    """The time limit of a Gymnasium id capped at `max_length`: the lower of the two."""
+    registered = gym.spec(env_id).max_episode_steps
+    return max_length if registered is None else min(registered, max_length)
