@@ -1,8 +1,9 @@
 """A single-file PPO written against Gymnasium's vector API, in the style of CleanRL.
 
 The loop knows only `gymnasium.vector.VectorEnv`: `--vector sync` runs it on
-`SyncVectorEnv`, `--vector async` on `AsyncVectorEnv`, and `--vector batchrl` on
-batchrl's `BatchEnv`; the constructor in `make_envs` is the only difference. It
+`SyncVectorEnv`, `--vector async` on `AsyncVectorEnv`, `--vector batchrl` on
+batchrl's `BatchEnv` of worker processes, and `--vector mujoco` on `BatchEnv.mujoco`
+(MuJoCo tasks in C threads); the constructor in `make_envs` is the only difference. It
 prints one JSON line with env-steps/s and the last episodes' mean return.
 
     python examples/ppo_vector.py --vector batchrl --env HalfCheetah-v5 --total-steps 100000
@@ -31,7 +32,7 @@ class Args:
     """The command line's settings (CleanRL's defaults for MuJoCo)."""
 
     env: str = "HalfCheetah-v5"
-    vector: str = "batchrl"  # sync, async or batchrl
+    vector: str = "batchrl"  # sync, async, batchrl or mujoco
     num_envs: int = 8
     total_steps: int = 100_000
     num_steps: int = 128  # Steps per env between updates.
@@ -54,8 +55,10 @@ def make_envs(vector: str, env_id: str, num_envs: int) -> gym.vector.VectorEnv:
         envs = gym.vector.AsyncVectorEnv([lambda: gym.make(env_id)] * num_envs)
     elif vector == "batchrl":
         envs = BatchEnv.external(env_id, num_envs)
+    elif vector == "mujoco":
+        envs = BatchEnv.mujoco(env_id, num_envs)
     else:
-        raise ValueError(f"unknown --vector {vector!r}: use sync, async or batchrl")
+        raise ValueError(f"unknown --vector {vector!r}: use sync, async, batchrl or mujoco")
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
     envs = gym.wrappers.vector.ClipAction(envs)
     envs = gym.wrappers.vector.NormalizeObservation(envs)

@@ -16,11 +16,22 @@ def assert_same_info(ours, theirs, where):
         np.testing.assert_array_equal(ours[key], value, err_msg=f"{where}, {key}")
 
 
+def workers(env_id):
+    return BatchEnv.external(env_id, 3, envs_per_worker=2, local_envs=1)
+
+
+def mujoco_batch(env_id):
+    return BatchEnv.mujoco(env_id, 3)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(("env_id", "steps"), [("Pendulum-v1", 450), ("Hopper-v5", 300)])
-def test_steps_as_sb3_dummy_vec_env(env_id, steps):
+@pytest.mark.parametrize(
+    ("env_id", "steps", "build"),
+    [("Pendulum-v1", 450, workers), ("Hopper-v5", 300, workers), ("Hopper-v5", 300, mujoco_batch)],
+)
+def test_steps_as_sb3_dummy_vec_env(env_id, steps, build):
     theirs = DummyVecEnv([lambda: gym.make(env_id)] * 3)
-    ours = sb3.VecEnv(BatchEnv.external(env_id, 3, envs_per_worker=2, local_envs=1))
+    ours = sb3.VecEnv(build(env_id))
     ours.seed(5)
     theirs.seed(5)
     np.testing.assert_array_equal(ours.reset(), theirs.reset())
