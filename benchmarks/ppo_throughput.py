@@ -8,10 +8,12 @@ GAE 0.95, discount 0.99. SB3's PPO also runs on batchrl's `BatchEnv` through the
 adapter (`batchrl.envs.host.sb3.VecEnv`). batchrl's compile time is reported apart from its
 steady rate; batchrl runs twice, all envs in workers and with `local_envs="auto"`. Then the
 wall-clock time, compilation included, for batchrl's clipped PPO on the
-JAX-native Pendulum to reach an evaluation return of -200.
+JAX-native Pendulum to reach an evaluation return of -200. Last, the train command's
+`cheetah_clipped` and the seed's `cheetah` presets on each env backend (worker processes
+and `BatchEnv.mujoco`), alternating backends over `--phases` timed train phases each.
 
     pip install -e '.[bench]'
-    python benchmarks/ppo_throughput.py [--updates 5]
+    python benchmarks/ppo_throughput.py [--updates 5] [--phases 3] [--only-presets]
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ import gymnasium as gym  # noqa: E402
 import jax  # noqa: E402
 
 from batchrl import bridge  # noqa: E402
+from batchrl.configs import presets, train_config  # noqa: E402
 from batchrl.envs import BatchEnv  # noqa: E402
 from batchrl.envs.jax import classic, jax_env  # noqa: E402
 from batchrl.ppo import config as config_lib  # noqa: E402
-from batchrl.training import loop  # noqa: E402
+from batchrl.training import environments, loop  # noqa: E402
 
 NUM_ENVS, N_STEPS, EPOCHS, MINIBATCH = 8, 256, 10, 64
 ENV = "HalfCheetah-v5"
@@ -118,11 +121,41 @@ def pendulum_seconds_to(target: float, max_phases: int = 40) -> dict:
     return {"seconds": None, "env_steps": int(metrics["perf/env_steps"]), "eval_return": None}
 
 
+def preset_rates(name: str, phases: int) -> dict:
+    """Train env-steps/s of a preset on each backend, the backends alternating phase by phase."""
+    backends = ("processes", "mujoco")
+    runs = {}
+    try:
+        for backend in backends:
+            config = train_config.parse_override(presets.get(name), f"env_backend={backend}")
+            env, batch_env = environments.build(config)
+            programs, state = loop.build(config.algorithm, env, config.batch_steps_per_phase, 1)
+            state, _ = loop.run_phase(programs, state)  # Compiles.
+            runs[backend] = [programs, state, batch_env, []]
+        for _ in range(phases):
+            for backend in backends:
+                run = runs[backend]
+                run[1], metrics = loop.run_phase(run[0], run[1])
+                run[3].append(round(metrics["perf/env_steps_per_sec"]))
+    finally:
+        for run in runs.values():
+            run[2].close()
+    rates = {backend: runs[backend][3] for backend in backends}
+    ratios = [round(a / b, 2) for a, b in zip(rates["mujoco"], rates["processes"], strict=True)]
+    return {"env_steps_per_sec": rates, "mujoco_over_processes": ratios}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--updates", type=int, default=5, help="PPO updates timed per peer")
+    parser.add_argument("--phases", type=int, default=3, help="train phases timed per backend")
+    parser.add_argument("--only-presets", action="store_true", help="only the presets' rates")
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
+    on_backends = {name: preset_rates(name, args.phases) for name in ("cheetah_clipped", "cheetah")}
+    if args.only_presets:
+        print(json.dumps({"benchmark": "ppo_throughput", "presets_on_backends": on_backends}))
+        return
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     pendulum = pendulum_seconds_to(-200.0)
@@ -157,6 +190,7 @@ def main() -> None:
                     ours_local["env_steps_per_sec"] / best, 2
                 ),
                 "pendulum_jax_seconds_to_minus_200": pendulum,
+                "presets_on_backends": on_backends,
                 "jax": jax.__version__,
                 "gymnasium": gym.__version__,
             }

@@ -121,7 +121,7 @@ class MujocoGroup:
         if self._autoreset is AutoresetMode.SAME_STEP and done.any():
             finals = np.flatnonzero(done)
             final_obs = buffers.obs[finals].copy()
-            final_infos = [_row(columns, i) for i in finals]
+            final_infos = [_row(tasks.resolved(columns), i) for i in finals]
             for n, info in enumerate(self._reset(finals, [None] * len(finals))):
                 special[int(finals[n])] = {
                     "final_obs": final_obs[n],
@@ -132,9 +132,7 @@ class MujocoGroup:
             self._ended[:] = done
         else:
             self._ended[:] = False
-        infos = infos_lib.Owed(
-            lambda: [special[i] if i in special else _row(columns, i) for i in range(len(done))]
-        )
+        infos = infos_lib.Owed(lambda: _rows(columns, len(done), special))
         return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
 
     def reset_async(
@@ -196,7 +194,7 @@ class MujocoGroup:
         state.cfrc_ext[indices] = 0.0  # What mj_resetData leaves: a reset computes no contacts.
         self._elapsed[indices] = 0
         self.buffers.obs[indices] = task.observe(state)[indices]
-        columns = task.reset_infos(state)
+        columns = tasks.resolved(task.reset_infos(state))
         return [_row(columns, i) for i in indices]
 
     def _contact_forces(self, indices: Any) -> None:
@@ -214,5 +212,11 @@ class MujocoGroup:
         mujoco.mj_forward(env.model, env.data)
 
 
-def _row(columns: tasks.Infos, i: int) -> dict:
+def _row(columns: dict[str, np.ndarray], i: int) -> dict:
     return {key: value[i] for key, value in columns.items()}
+
+
+def _rows(columns: tasks.Infos, count: int, special: dict[int, dict]) -> list[dict]:
+    """One info per env: a step's columns, or what a reset put in `special`."""
+    columns = tasks.resolved(columns)
+    return [special[i] if i in special else _row(columns, i) for i in range(count)]

@@ -17,7 +17,20 @@ from typing import Any, ClassVar
 import mujoco
 import numpy as np
 
-Infos = dict[str, np.ndarray]
+
+class Lazy:
+    """An info column computed when the step's infos are first read: most steps' never are."""
+
+    def __init__(self, compute: Any):
+        self.compute = compute
+
+
+Infos = dict[str, "np.ndarray | Lazy"]
+
+
+def resolved(infos: Infos) -> dict[str, np.ndarray]:
+    """The columns with every `Lazy` one computed."""
+    return {key: v.compute() if isinstance(v, Lazy) else v for key, v in infos.items()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,8 +100,16 @@ def _control_cost(weight: float, action: np.ndarray) -> np.ndarray:
 
 
 def _norm(xy: np.ndarray) -> np.ndarray:
-    """Each row's Euclidean norm, as `np.linalg.norm` computes it for one row."""
+    """Each row's Euclidean norm, as `np.linalg.norm` computes it for one row.
+
+    Row by row: a vectorised square root of summed squares rounds otherwise.
+    """
     return np.array([np.linalg.norm(row, ord=2) for row in xy])
+
+
+def _distance_from_origin(state: State) -> Lazy:
+    xy = state.qpos[:, :2].copy()
+    return Lazy(lambda: _norm(xy))
 
 
 class _Planar(Task):
@@ -232,7 +253,7 @@ class Ant(Task):
         terminated = ~healthy & env._terminate_when_unhealthy
         infos = {
             **_xy_infos(state),
-            "distance_from_origin": _norm(state.qpos[:, :2]),
+            "distance_from_origin": _distance_from_origin(state),
             "x_velocity": x_velocity,
             "y_velocity": y_velocity,
             "reward_forward": forward,
@@ -259,9 +280,8 @@ class Humanoid(Task):
         return _uniform_state(self, rng, normal_qvel=False)
 
     def position(self, state):
-        # Per row, as Gymnasium's einsum over one env sums: a batched einsum may round otherwise.
-        mass, total = self.mass, self.mass.sum()
-        return np.array([(np.einsum("b,bj->j", mass, xipos) / total)[0:2] for xipos in state.xipos])
+        # The centre of mass as Gymnasium's einsum over one env's bodies gives it (tested).
+        return (np.einsum("b,nbj->nj", self.mass, state.xipos) / self.mass.sum())[:, 0:2]
 
     def observe(self, state):
         env = self.env
@@ -311,7 +331,7 @@ class Humanoid(Task):
             **_xy_infos(state),
             "tendon_length": state.ten_length.copy(),
             "tendon_velocity": state.ten_velocity.copy(),
-            "distance_from_origin": _norm(state.qpos[:, :2]),
+            "distance_from_origin": _distance_from_origin(state),
         }
 
 
