@@ -18,7 +18,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from batchrl.envs.host import external, layout, lifecycle, local, process
+from batchrl.envs.host import external, handle, layout, lifecycle, local, process
 from batchrl.envs.host import group as group_lib
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.mujoco import group as mujoco_group
@@ -184,7 +184,7 @@ class BatchEnv(gym.vector.VectorEnv):
             raise
         return batch
 
-    def _init(self, groups: list, autoreset_mode: AutoresetMode | str) -> None:
+    def _init(self, groups: list[handle.GroupHandle], autoreset_mode: AutoresetMode | str) -> None:
         self._groups = groups
         self.autoreset_mode = layout.check_autoreset_mode(autoreset_mode)
         first = groups[0]

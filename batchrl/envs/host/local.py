@@ -1,4 +1,4 @@
-"""LocalGroup: envs stepped in the caller's process, behind the interface of a worker process."""
+"""LocalGroup: envs stepped in the caller's process, a `handle.GroupHandle` like a worker's."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from batchrl.envs.host import group as group_lib
-from batchrl.envs.host import process
+from batchrl.envs.host import handle
 
 
 class LocalGroup:
-    """Envs stepped in this process, behind the same interface as `process.ProcessGroup`."""
+    """Envs stepped in this process, stepped and reset as a worker's envs are."""
 
     def __init__(self, envs: Sequence[gym.Env]):
         self._group = group_lib.EnvGroup([lambda env=env: env for env in envs])
@@ -35,7 +35,7 @@ class LocalGroup:
         self.buffers.action[...] = actions
         self._autoreset = autoreset
 
-    def step_wait(self) -> process.Step:
+    def step_wait(self) -> handle.Step:
         infos = self._group.step(self._autoreset)
         buffers = self.buffers
         return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos

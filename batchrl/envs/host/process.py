@@ -24,15 +24,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import errors, group, lifecycle, shared, worker
+from batchrl.envs.host import errors, group, handle, lifecycle, shared, worker
 from batchrl.envs.host import infos as infos_lib
 
 logger = logging.getLogger("batchrl.envs")
-
-
-# obs, reward, terminated, truncated (views into the group's buffers), and the infos:
-# owed by the worker (infos.Owed), or a list after a restart.
-Step = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any]
 
 
 class ProcessGroup(lifecycle.Handle):
@@ -149,7 +144,7 @@ class ProcessGroup(lifecycle.Handle):
         with contextlib.suppress(OSError):  # The worker is gone: step_wait reports it.
             os.write(self._bell, group.STEP_BYTES[autoreset])
 
-    def step_wait(self) -> Step:
+    def step_wait(self) -> handle.Step:
         """Results of the step in flight: obs, reward, terminated, truncated as views, and infos."""
         self._expect_pending(lifecycle.Pending.STEP)
         try:

@@ -2,8 +2,8 @@
 
 MuJoCo steps the simulations in C threads with the GIL released; observations,
 rewards and resets are NumPy over the whole batch (`tasks.py`). No process and no
-message stands between the policy and the physics. Behind the interface of a worker
-group, so `BatchEnv` steps it, autoresets it and serves its infos as any other.
+message stands between the policy and the physics. A `handle.GroupHandle`, so
+`BatchEnv` steps it, autoresets it and serves its infos as any other group.
 
 Env i keeps its own `np_random`, seeded as Gymnasium seeds one env, so env i reset
 with seed s starts where `gym.make(env_id).reset(seed=s)` starts.
@@ -22,8 +22,8 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 
 from batchrl.envs.host import group as group_lib
+from batchrl.envs.host import handle, spec
 from batchrl.envs.host import infos as infos_lib
-from batchrl.envs.host import spec
 from batchrl.envs.mujoco import tasks
 
 
@@ -88,7 +88,7 @@ class MujocoGroup:
         self.buffers.action[...] = actions
         self._autoreset = autoreset
 
-    def step_wait(self) -> tuple:
+    def step_wait(self) -> handle.Step:
         """Steps every env (NEXT_STEP: resets those that ended instead); results in the buffers."""
         buffers, state, task = self.buffers, self._state, self.task
         action = buffers.action.copy()
@@ -187,10 +187,11 @@ class MujocoGroup:
             if seed is not None or self._rngs[i] is None:
                 self._rngs[i], _ = seeding.np_random(seed)
             starts.append(task.initial_state(self._rngs[i]))
-        self._batch.reset(indices, stage=mujoco.mjtStage.mjSTAGE_NONE)
+        ids = np.unique(indices)  # mujoco.batch takes sorted ids; BatchEnv.reset_at any order.
+        self._batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
         state.qpos[indices] = [qpos for qpos, _ in starts]
         state.qvel[indices] = [qvel for _, qvel in starts]
-        self._batch.forward(indices)
+        self._batch.forward(ids)
         state.cfrc_ext[indices] = 0.0  # What mj_resetData leaves: a reset computes no contacts.
         self._elapsed[indices] = 0
         self.buffers.obs[indices] = task.observe(state)[indices]

@@ -1,0 +1,63 @@
+"""GroupHandle: what a `BatchEnv` asks of each group of its envs, wherever they run.
+
+A batch is a list of groups: envs in this process (`local.LocalGroup`), in a worker
+process (`process.ProcessGroup`), on a Ray actor (`ray_group.RayGroup`), or simulations
+of one MuJoCo batch (`mujoco.group.MujocoGroup`). `BatchEnv` steps every group with
+`step_async` first and collects with `step_wait` after, so groups that run elsewhere
+step at the same time; it knows them only through this protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from batchrl.envs.host import group
+
+# obs, reward, terminated, truncated (views into the group's buffers), and the infos:
+# one dict per env, an `infos.Owed` fetched when first read, or an `infos.encode` chunk.
+Step = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any]
+
+
+class GroupHandle(Protocol):
+    """`num_envs` envs with shared spaces, addressed by their index in the group."""
+
+    num_envs: int
+    name: str  # Names the envs in errors.
+    observation_space: gym.Space
+    action_space: gym.Space
+    buffers: group.Buffers  # `obs` holds each env's latest observation.
+    restarts: int  # Envs' hosts replaced after a crash or hang.
+
+    def step_async(self, actions: np.ndarray, autoreset: AutoresetMode) -> None:
+        """Starts a step of every env with its row of `actions`, autoresetting as asked."""
+
+    def step_wait(self) -> Step:
+        """The step's results, once every env has stepped."""
+
+    def reset_async(
+        self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
+    ) -> None:
+        """Starts resetting the envs at `indices`, each with its seed (None: not reseeded)."""
+
+    def reset_wait(self) -> tuple[np.ndarray, list[dict]]:
+        """The reset envs' observations [len(indices), ...] and infos, in `indices` order."""
+
+    def attribute(self, index: int, name: str) -> Any:
+        """Env `index`'s attribute `name`, found through its wrappers."""
+
+    def call(self, index: int, name: str, args: tuple = (), kwargs: dict | None = None) -> Any:
+        """Calls env `index`'s method `name`; the value itself when it is not callable."""
+
+    def set_attr(self, index: int, name: str, value: Any) -> None:
+        """Sets env `index`'s attribute `name`, where its wrappers hold it."""
+
+    def is_wrapped(self, index: int, wrapper_class: type) -> bool:
+        """Whether env `index` is wrapped by a `wrapper_class` at any depth."""
+
+    def close(self) -> None:
+        """Closes every env and ends whatever hosts them; safe to call twice."""
