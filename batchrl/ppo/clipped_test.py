@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.configs import train_config
+from batchrl.configs import presets, train_config
 from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import clipped
 from batchrl.ppo import config as config_lib
@@ -178,9 +178,12 @@ def test_advantages_are_standardised_per_minibatch_unless_turned_off(normalize):
 
 
 def test_annealing_and_recomputing_are_settings_of_the_clipped_objective():
+    clipped_preset = presets.get("cheetah_clipped")
     for name in ("anneal_learning_rate", "recompute_advantages"):
-        assert hasattr(config_lib.clipped(), name)
+        flipped = not getattr(clipped_preset.algorithm, name)
+        changed = train_config.parse_override(clipped_preset, f"{name}={str(flipped).lower()}")
+        assert getattr(changed.algorithm, name) is flipped
         with pytest.raises(ValueError, match=f"{name} is a setting of objective 'clipped'"):
             train_config.parse_override(train_config.TrainConfig(), f"{name}=true")
     with pytest.raises(ValueError, match=r"learning_rate must be positive, got 0\.0"):
-        config_lib.clipped(learning_rate=0.0)
+        config_lib.ClippedConfig(learning_rate=0.0)

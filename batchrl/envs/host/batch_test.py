@@ -1,4 +1,5 @@
 import functools
+import os
 
 import gymnasium as gym
 import numpy as np
@@ -6,7 +7,6 @@ import pytest
 
 from batchrl.conftest import wait_gone
 from batchrl.envs.host import batch, errors, external, layout, mock, spec
-from batchrl.envs.host.local import LocalGroup
 
 
 def random_actions(space, batch_size, steps, seed=0):
@@ -225,38 +225,49 @@ def test_external_process_instances_can_be_batched():
     envs = [external.ExternalProcess(lambda: gym.make("Pendulum-v1")) for _ in range(2)]
     with batch.BatchEnv([*envs, gym.make("Pendulum-v1")]) as env:
         obs, _ = env.reset(seed=0)
-        assert obs.shape == (3, 3)
-        assert env.step(np.zeros((3, 1), np.float32))[0].shape == (3, 3)
+        singles = [gym.make("Pendulum-v1") for _ in range(3)]
+        for i, single in enumerate(singles):
+            np.testing.assert_array_equal(obs[i], single.reset(seed=i)[0])
+        action = np.array([[0.5], [-1.0], [2.0]], np.float32)
+        obs, reward, *_ = env.step(action)
+        for i, single in enumerate(singles):
+            want = single.step(action[i])
+            np.testing.assert_array_equal(obs[i], want[0])
+            assert reward[i] == want[1]
 
 
-def _normalized_pendulum():
-    from batchrl.envs.host import wrappers
-
-    return wrappers.apply(gym.make("Pendulum-v1"), normalize=True, to_32bit=True)
+def _rescaled_pendulum():
+    return gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), min_action=-1.0, max_action=1.0)
 
 
 def test_wrapped_envs_in_workers():
-    with batch.BatchEnv.external(_normalized_pendulum, 2) as env:
-        assert env.observation_space.dtype == np.float32
+    with batch.BatchEnv.external(_rescaled_pendulum, 2) as env:
         np.testing.assert_array_equal(env.single_action_space.high, [1.0])
-        obs, _ = env.reset(seed=0)
-        assert obs.dtype == np.float32 and np.all(np.abs(obs) <= 1.0)
+        assert env.is_wrapped(gym.wrappers.RescaleAction) == (True, True)
+        env.reset(seed=0)
         reward = env.step(np.ones((2, 1), np.float32))[1]
         direct = gym.make("Pendulum-v1")
         direct.reset(seed=0)
         assert reward[0] == pytest.approx(direct.step(np.array([2.0], np.float32))[1], rel=1e-6)
 
 
+class _WhereEnv(mock.CountingEnv):
+    def pid(self) -> int:
+        """The process the env runs in."""
+        return os.getpid()
+
+
 def test_local_envs_step_in_this_process_beside_the_workers():
-    with batch.BatchEnv.external(mock.CountingEnv, 5, local_envs=2, envs_per_worker=2) as env:
-        assert [type(g).__name__ for g in env._groups] == ["ProcessGroup"] * 2 + ["LocalGroup"]
+    with batch.BatchEnv.external(_WhereEnv, 5, local_envs=2, envs_per_worker=2) as env:
+        pids = env.call("pid")
+        assert pids[3:] == (os.getpid(),) * 2  # The last two, in this process.
+        assert pids[0] == pids[1] and len({pids[0], pids[2], os.getpid()}) == 3  # Two workers.
         _, infos = env.reset(seed=10)
         assert infos["seed"].tolist() == [10, 11, 12, 13, 14]
         np.testing.assert_array_equal(env.step(np.zeros((5, 2), np.float32))[0][:, 0], [1] * 5)
-    with batch.BatchEnv.external(mock.CountingEnv, 3, local_envs="auto") as env:
-        assert sum(g.num_envs for g in env._groups if isinstance(g, LocalGroup)) == (
-            layout.default_local_envs(3)
-        )
+    with batch.BatchEnv.external(_WhereEnv, 3, local_envs="auto") as env:
+        here = sum(pid == os.getpid() for pid in env.call("pid"))
+        assert here == layout.default_local_envs(3)
 
 
 @pytest.mark.parametrize("bad", [-1, 4, "half", True])

@@ -55,9 +55,15 @@ def _unroll(env, length):
     return jax.jit(unroll)
 
 
-def test_envs_follow_the_protocol():
+def test_a_wrapped_env_batches_and_steps_as_the_env_it_wraps():
     for env in (_CountingEnv(), jax_env.LimitDuration(_CountingEnv())):
-        assert isinstance(env, jax_env.Env)
+        batched = jax_env.Batched(env, 3)
+        assert env.env_spec == _CountingEnv.env_spec
+        state, obs = jax.jit(batched.init)(jax.random.key(0))
+        assert obs.shape == (3, 2) and len(set(obs[:, 1].tolist())) == 3  # A tag per env.
+        state, time_step = jax.jit(batched.step)(state, jnp.full((3,), 2, jnp.int32))
+        np.testing.assert_array_equal(time_step.obs[:, 0], [1.0, 1.0, 1.0])
+        np.testing.assert_array_equal(time_step.reward, [2.0, 2.0, 2.0])
 
 
 @pytest.mark.parametrize(
