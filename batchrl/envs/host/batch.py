@@ -172,7 +172,8 @@ class BatchEnv(gym.vector.VectorEnv):
         with no worker process and no messaging; env i with seed s + i gets the episodes
         `gym.make(env_id, **env_kwargs).reset(seed=s + i)` gets. `env_kwargs` are
         Gymnasium's constructor keywords (`ctrl_cost_weight`, `max_episode_steps`, ...).
-        Implements HalfCheetah, Hopper, Walker2d, Ant, Humanoid and Reacher (v5).
+        Implements HalfCheetah, Hopper, Walker2d, Ant, Humanoid, Reacher, Swimmer,
+        InvertedPendulum and InvertedDoublePendulum (v5).
         """
         mode = layout.check_autoreset_mode(autoreset_mode)
         group = mujoco_group.MujocoGroup(env_id, num_envs, threads=threads, **env_kwargs)

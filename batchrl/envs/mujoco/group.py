@@ -69,6 +69,8 @@ class MujocoGroup:
                     "qfrc_actuator",
                     "ten_length",
                     "ten_velocity",
+                    "site_xpos",
+                    "qfrc_constraint",
                 )
             },
             cfrc_ext=np.zeros((num_envs, env.model.nbody, 6)),

@@ -47,6 +47,8 @@ class State:
     qfrc_actuator: np.ndarray
     ten_length: np.ndarray
     ten_velocity: np.ndarray
+    site_xpos: np.ndarray
+    qfrc_constraint: np.ndarray
     cfrc_ext: np.ndarray  # Computed by the group after each step when the task needs it.
 
 
@@ -382,6 +384,100 @@ class Reacher(Task):
         return reward, np.zeros(len(reward), bool), infos
 
 
+class Swimmer(Task):
+    """Swims forward in a viscous fluid; never ends before its time limit."""
+
+    def initial_state(self, rng):
+        return _uniform_state(self, rng, normal_qvel=False)
+
+    def position(self, state):
+        return state.qpos[:, 0:2].copy()
+
+    def observe(self, state):
+        position = state.qpos
+        if self.env._exclude_current_positions_from_observation:
+            position = position[:, 2:]
+        return np.concatenate([position, state.qvel], axis=1)
+
+    def outcome(self, state, before, action):
+        env = self.env
+        velocity = (state.qpos[:, 0:2] - before) / self.dt
+        forward = env._forward_reward_weight * velocity[:, 0]
+        ctrl_cost = _control_cost(env._ctrl_cost_weight, action)
+        infos = {
+            **self.reset_infos(state),
+            "x_velocity": velocity[:, 0],
+            "y_velocity": velocity[:, 1],
+            "reward_forward": forward,
+            "reward_ctrl": -ctrl_cost,
+        }
+        return forward - ctrl_cost, np.zeros(len(before), bool), infos
+
+    def reset_infos(self, state):
+        return {**_xy_infos(state), "distance_from_origin": _distance_from_origin(state)}
+
+
+class InvertedPendulum(Task):
+    """Balances a pole on a cart; ends when the pole tilts past 0.2 rad."""
+
+    def initial_state(self, rng):
+        return _uniform_state(self, rng, normal_qvel=False)
+
+    def position(self, state):
+        return np.empty(len(state.qpos))
+
+    def observe(self, state):
+        return np.concatenate([state.qpos, state.qvel], axis=1)
+
+    def outcome(self, state, before, action):
+        obs = self.observe(state)
+        terminated = ~np.all(np.isfinite(obs), axis=1) | (np.abs(obs[:, 1]) > 0.2)
+        survive = (~terminated).astype(np.int64)  # Gymnasium's reward is an int here.
+        return survive.astype(np.float64), terminated, {"reward_survive": survive}
+
+
+class InvertedDoublePendulum(Task):
+    """Balances two poles on a cart; ends when the tip falls to 1 m."""
+
+    def initial_state(self, rng):
+        return _uniform_state(self, rng, normal_qvel=True)
+
+    def position(self, state):
+        return np.empty(len(state.qpos))
+
+    def observe(self, state):
+        angles = state.qpos[:, 1:]
+        return np.concatenate(
+            [
+                state.qpos[:, :1],
+                np.sin(angles),
+                np.cos(angles),
+                np.clip(state.qvel, -10, 10),
+                np.clip(state.qfrc_constraint, -10, 10)[:, :1],
+            ],
+            axis=1,
+        )
+
+    def outcome(self, state, before, action):
+        x, y = state.site_xpos[:, 0, 0], state.site_xpos[:, 0, 2]
+        v1, v2 = state.qvel[:, 1], state.qvel[:, 2]
+        terminated = y <= 1
+        # Row by row on NumPy scalars, whose ** is C's pow: an array's ** squares, and rounds
+        # otherwise in the last bit.
+        rows = [
+            (0.01 * a**2 + (b - 2) ** 2, 0.001 * c**2 + 0.005 * d**2)
+            for a, b, c, d in zip(x, y, v1, v2, strict=True)
+        ]
+        distance, velocity = np.array(rows).T
+        survive = self.env._healthy_reward * (~terminated).astype(np.int64)
+        infos = {
+            "reward_survive": survive,
+            "distance_penalty": -distance,
+            "velocity_penalty": -velocity,
+        }
+        return survive - distance - velocity, terminated, infos
+
+
 TASKS: dict[str, type[Task]] = {
     "HalfCheetah-v5": HalfCheetah,
     "Hopper-v5": Hopper,
@@ -389,6 +485,9 @@ TASKS: dict[str, type[Task]] = {
     "Ant-v5": Ant,
     "Humanoid-v5": Humanoid,
     "Reacher-v5": Reacher,
+    "Swimmer-v5": Swimmer,
+    "InvertedPendulum-v5": InvertedPendulum,
+    "InvertedDoublePendulum-v5": InvertedDoublePendulum,
 }
 
 
