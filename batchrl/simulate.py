@@ -21,8 +21,8 @@ import jax
 import jax.numpy as jnp
 
 from batchrl import types
+from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import jax_env
-from batchrl.types import EnvSpec
 
 Acting = Any
 Storage = Any

@@ -1,7 +1,7 @@
-"""Shared records: a batch step handed to the algorithm, and an env's one description.
+"""Shared records: a batch step handed to the algorithm.
 
-`EnvSpec` lives in `batchrl.env_spec`, free of JAX, so env worker processes that check
-spaces never import JAX; it is re-exported here.
+An env's one description, `EnvSpec`, lives in `batchrl.env_spec`, free of JAX, so env
+worker processes that check spaces never import JAX.
 """
 
 from __future__ import annotations
@@ -9,9 +9,7 @@ from __future__ import annotations
 import flax.struct
 import jax
 
-from batchrl.env_spec import EnvSpec
-
-__all__ = ["EnvSpec", "Transition"]
+__all__ = ["Transition"]
 
 
 @flax.struct.dataclass

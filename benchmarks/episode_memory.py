@@ -21,10 +21,10 @@ import jax
 import jax.numpy as jnp
 
 from batchrl.configs import presets
+from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import jax_env
 from batchrl.scripts import sweep
 from batchrl.training import loop
-from batchrl.types import EnvSpec
 
 OBSERVATION_SIZE, ACTION_SIZE = 348, 17
 SPEC = EnvSpec(

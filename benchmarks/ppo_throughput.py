@@ -42,7 +42,7 @@ ENV = "HalfCheetah-v5"
 
 
 def batchrl_rate(updates: int, local_envs: int | str = 0) -> dict:
-    config = config_lib.clipped(
+    config = config_lib.ClippedConfig(
         num_agents=NUM_ENVS,
         steps_per_update=N_STEPS,
         update_epochs=EPOCHS,
@@ -105,7 +105,7 @@ def sb3_rate(vec_env_cls: type | None, updates: int) -> float:
 
 
 def pendulum_seconds_to(target: float, max_phases: int = 40) -> dict:
-    config = config_lib.clipped(
+    config = config_lib.ClippedConfig(
         num_agents=32, steps_per_update=128, num_minibatches=16, update_epochs=10, discount=0.95
     )
     start = time.perf_counter()

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from batchrl import bridge
+from batchrl.env_spec import EnvSpec
 from batchrl.envs import BatchEnv
 from batchrl.envs.host import errors, mock
-from batchrl.types import EnvSpec
 
 
 def test_jitted_steps_match_stepping_the_batch_directly():

@@ -106,8 +106,7 @@ def humanoid() -> TrainConfig:
 def clipped(base: TrainConfig, **tuning: object) -> TrainConfig:
     """`base`'s task with the clipped objective and SB3/CleanRL MuJoCo hyperparameters.
 
-    Evaluation: 8 episodes after every 4th phase of ten updates, 16 for the final policy
-    (about 7 % of the wall-clock on HalfCheetah-v5).
+    Evaluation: 8 episodes after every 4th phase of ten updates, 16 for the final policy.
     """
     algorithm = ppo_config.ClippedConfig(
         max_length=base.algorithm.max_length, steps=min(base.algorithm.steps, 1_000_000)
@@ -142,14 +141,8 @@ _SEED = {
 }
 _MUJOCO = ("reacher", "cheetah", "walker", "hopper", "ant", "humanoid")
 
-# What each clipped preset changes from the shared defaults, and why (docs/results.md).
+# What each clipped preset changes from the shared defaults; docs/results.md says why.
 _CLIPPED_TUNING: dict[str, dict[str, object]] = {
-    # With std 1 the exploring cheetah ends on its back in the 1,600-return optimum (3 of
-    # 3 seeds); starting lower it runs upright. Seed 0 at 1M steps: 5,012 with std 0.135
-    # (the RL Zoo's log_std_init=-2) and the shared defaults; 5,155 annealing the learning
-    # rate and recomputing advantages each epoch; 5,376 with 256x256 networks on top
-    # (minibatches of 256 keep the cost per update near the small networks'). Three seeds:
-    # 5,273 with std 0.135, 5,945 with 0.3, 7,885 with 0.5, which keeps it exploring longer.
     "cheetah": {
         "init_std": 0.5,
         "policy_layers": (256, 256),
@@ -158,13 +151,6 @@ _CLIPPED_TUNING: dict[str, dict[str, object]] = {
         "anneal_learning_rate": True,
         "recompute_advantages": True,
     },
-    # Seed 0 at 1M steps: 201 with the shared defaults (the std collapsed: entropy 11 to
-    # -9, KL between consecutive policies 0.29, episodes ending at ~240 steps as the ant
-    # fell); 1,166 starting at std 0.6 (Tianshou's) with the two changes above; 2,107 with
-    # 256x256 networks in minibatches of 256 on top; 2,755 with raw advantages and a value
-    # coefficient of 0.25 (Tianshou's). Three seeds: 1,152 -> 1,730 -> 2,428 -> 4,278
-    # without the 78 contact forces in the observation, as Ant-v4's default and Ant-v3's
-    # (zeros there from MuJoCo 2.0 on) the published PPO learned on.
     "ant": {
         "env_kwargs": {"include_cfrc_ext_in_observation": False},
         "init_std": 0.6,
@@ -176,21 +162,11 @@ _CLIPPED_TUNING: dict[str, dict[str, object]] = {
         "normalize_advantages": False,
         "value_coef": 0.25,
     },
-    # The KL between consecutive policies climbed to 0.5-0.6 with a fixed learning rate
-    # (3 seeds, 685 at 1M steps); annealed, with advantages recomputed: 853 on one
-    # machine, 752 on another; without the 78 contact forces in the observation, as
-    # Humanoid-v3's (zeros from MuJoCo 2.0 on) the published PPO learned on, and as Ant:
-    # 1,273, 724 and 1,772 (mean 1,256) on the machine that gave 752.
     "humanoid": {
         "env_kwargs": {"include_cfrc_ext_in_observation": False},
         "anneal_learning_rate": True,
         "recompute_advantages": True,
     },
-    # Evaluation phases of 1000 steps (20 episodes in each env, 160 in all), as measured in
-    # docs/results.md; the seed preset's memory is 50 steps long, the clipped one has none.
-    # Three seeds at 1M steps: -4.23 starting at std 1, -4.08 at 0.35 (the seed's initial
-    # std); annealing the learning rate and recomputing advantages at std 1 gave -4.34,
-    # std 0.2 -4.37 on seed 0, 256x256 networks -5.23 and -4.68 on seeds 0 and 1.
     "reacher": {"max_length": 1000, "init_std": 0.35},
 }
 

@@ -5,9 +5,8 @@ The run's fields (env, phases, evaluation, checkpoints, env backend) sit beside
 Every field can be set from the command line as `key=value` (or `algorithm.key=value`),
 parsed by the field's type; `objective=clipped` changes the algorithm's type, keeping
 the settings both share. YAML holds the algorithm under `algorithm:` with its
-`objective`, and is read back typed, so reading a run folder never executes code. Run
-folders written when the config was one flat record still load: the keys of the other
-objective, which had no effect, are dropped.
+`objective`, and is read back typed, so reading a run folder never executes code; a
+setting missing from it takes its default.
 """
 
 from __future__ import annotations
@@ -297,22 +296,11 @@ def flat(config: TrainConfig) -> dict[str, Any]:
 
 
 def from_dict(data: dict[str, Any]) -> TrainConfig:
-    """A TrainConfig from plain data (as read from YAML); bad keys or values: one-line errors.
-
-    Data written before the algorithm had a config of its own (one flat record) loads
-    too; the keys of the objective it did not use are dropped.
-    """
+    """A TrainConfig from plain data (as read from YAML); bad keys or values: one-line errors."""
     if not isinstance(data, dict):
         raise ValueError(f"a config must be a mapping of settings, got {type(data).__name__}")
     data = dict(data)
-    nested = data.pop("algorithm", None)
-    if nested is None:  # A flat record: the algorithm's keys sit among the run's.
-        nested = {k: data.pop(k) for k in list(data) if k not in _run_fields()}
-        nested.setdefault("objective", "kl_penalty")
-        kind = ppo_config.OBJECTIVES.get(nested["objective"])
-        if kind is not None:
-            known = {"objective", *_fields(kind)}
-            nested = {k: v for k, v in nested.items() if k in known or k not in _all_keys()}
+    nested = data.pop("algorithm", {})
     if not isinstance(nested, dict):
         raise ValueError(f"algorithm must be a mapping of settings, got {nested!r}")
     nested = dict(nested)
@@ -326,6 +314,8 @@ def from_dict(data: dict[str, Any]) -> TrainConfig:
     run = {}
     for name, value in data.items():
         if name not in _run_fields():
+            if name in _all_keys():
+                raise ValueError(f"{name} is a setting of the algorithm: put it under 'algorithm:'")
             _check_key(name, config.algorithm)
         run[name] = _typed(name, _type(TrainConfig, name), value)
     return TrainConfig(algorithm=kind(**algorithm), **run)

@@ -1,69 +1,10 @@
-"""TrainConfig: the algorithm's config beside the run's, --set, typed YAML, old run folders."""
+"""TrainConfig: the algorithm's config beside the run's, --set, typed YAML."""
 
 import pytest
 import yaml
 
 from batchrl.configs import presets, train_config
 from batchrl.ppo import config as ppo_config
-
-# A run folder's config.yaml as batchrl wrote it when the config was one flat record
-# (runs/gymnax/seed0-acrobot_gymnax, 2026-11-23): both objectives' keys side by side.
-FLAT_ACROBOT = """
-objective: clipped
-seed: 0
-steps: 500000
-num_agents: 32
-max_length: 500
-discount: 0.99
-normalize_observations: true
-normalize_rewards: true
-observation_clip: 5.0
-reward_clip: 10.0
-reward_scale: return
-policy_layers:
-- 64
-- 64
-value_layers:
-- 64
-- 64
-activation: tanh
-init_output_factor: 0.1
-init_std: 1.0
-squash_mean: false
-orthogonal_init: true
-recurrent: false
-learning_rate: 0.0003
-anneal_learning_rate: false
-max_grad_norm: 0.5
-update_epochs: 4
-entropy_coef: 0.0
-gae_lambda: 0.95
-update_every: 30
-chunk_length: 50
-batch_size: 30
-kl_target: 0.01
-kl_init_penalty: 1.0
-kl_cutoff_factor: 2.0
-kl_cutoff_coef: 1000.0
-steps_per_update: 128
-num_minibatches: 8
-clip_ratio: 0.2
-clip_value: null
-target_kl: null
-value_coef: 0.5
-recompute_advantages: false
-env: Acrobot-v1
-env_kind: gymnax
-action_repeat: 1
-phase_steps: 40960
-eval_episodes: 32
-eval_every: 1
-final_episodes: 10
-envs_per_worker: 0
-local_envs: 0
-checkpoint_every: 1
-keep_checkpoints: 3
-"""
 
 
 def test_the_algorithms_type_picks_the_objective():
@@ -136,9 +77,14 @@ def test_badly_typed_yaml_is_a_one_line_error(change, message):
         train_config.from_dict(data)
 
 
-def test_a_flat_config_from_before_loads_as_the_preset_it_was():
-    config = train_config.from_dict(yaml.safe_load(FLAT_ACROBOT))
-    assert config == presets.get("acrobot_gymnax")
+def test_a_flat_config_is_refused_in_one_line_naming_the_misplaced_key():
+    data = train_config.flat(presets.get("acrobot_gymnax"))
+    with pytest.raises(ValueError) as error:
+        train_config.from_dict(data)
+    assert str(error.value) == "objective is a setting of the algorithm: put it under 'algorithm:'"
+    del data["objective"]
+    with pytest.raises(ValueError, match=r"^seed is a setting of the algorithm: put it under"):
+        train_config.from_dict(data)
 
 
 def test_flat_keys_of_the_run_and_the_algorithm_compare_configs():

@@ -7,17 +7,17 @@ import numpy as np
 import pytest
 
 from batchrl.configs import presets, train_config
+from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import clipped
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import policy as policy_lib
 from batchrl.training import loop
-from batchrl.types import EnvSpec
 
-PENDULUM = config_lib.clipped(
+PENDULUM = config_lib.ClippedConfig(
     num_agents=32, steps_per_update=128, num_minibatches=16, update_epochs=10, discount=0.95
 )
-CARTPOLE = config_lib.clipped(
+CARTPOLE = config_lib.ClippedConfig(
     num_agents=16,
     steps_per_update=128,
     num_minibatches=8,
@@ -90,7 +90,7 @@ def test_a_time_limit_is_bootstrapped_not_treated_as_terminal(end, low, high):
     # With discount 0.9 the value of an endless stream of reward 1 is 10. A time limit the
     # policy cannot see must not change it; a real terminal state after 5 steps must: the
     # value is then the mean over the 5 positions of the remaining return, about 2.7.
-    config = config_lib.clipped(
+    config = config_lib.ClippedConfig(
         num_agents=8,
         steps_per_update=20,
         num_minibatches=4,
@@ -125,7 +125,7 @@ def param_step(networks, learner, rollout):
 
 
 def test_annealed_learning_rate_falls_linearly_to_zero_at_the_budget():
-    config = config_lib.clipped(
+    config = config_lib.ClippedConfig(
         num_agents=4, steps_per_update=16, num_minibatches=1, update_epochs=1,
         anneal_learning_rate=True, steps=4 * 64,
     )  # fmt: skip
@@ -145,9 +145,9 @@ def test_recomputed_advantages_use_the_value_net_of_each_epoch(epochs):
     # The first epoch sees the rollout's advantages either way; later epochs see the
     # values the previous epochs learned, so the results part only from the second epoch.
     base = dict(num_agents=4, steps_per_update=16, num_minibatches=2, update_epochs=epochs)
-    networks, learner, rollout = filled_state(config_lib.clipped(**base))
+    networks, learner, rollout = filled_state(config_lib.ClippedConfig(**base))
     fixed = param_step(networks, learner, rollout)
-    recompute = config_lib.clipped(**base, recompute_advantages=True)
+    recompute = config_lib.ClippedConfig(**base, recompute_advantages=True)
     networks = dataclasses.replace(networks, config=recompute)
     recomputed = param_step(networks, learner, rollout)
     same = all(
@@ -161,7 +161,7 @@ def test_recomputed_advantages_use_the_value_net_of_each_epoch(epochs):
 def test_advantages_are_standardised_per_minibatch_unless_turned_off(normalize):
     # In the first step the ratio is 1, so the policy loss is minus the mean advantage:
     # 0 for standardised advantages, the raw advantages' mean (far from 0 here) otherwise.
-    config = config_lib.clipped(
+    config = config_lib.ClippedConfig(
         num_agents=4, steps_per_update=16, num_minibatches=1, update_epochs=1,
         normalize_rewards=False, normalize_advantages=normalize,
     )  # fmt: skip

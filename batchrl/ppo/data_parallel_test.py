@@ -26,8 +26,8 @@ from batchrl.training import loop
 _TRAIN = """
 def train(objective, devices):
     if objective == "clipped":
-        config = config_lib.clipped(num_agents=4, steps_per_update=64, num_minibatches=4,
-                                    update_epochs=2, learner_devices=devices)
+        config = config_lib.ClippedConfig(num_agents=4, steps_per_update=64, num_minibatches=4,
+                                          update_epochs=2, learner_devices=devices)
         env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
         metrics, state = loop.train(config, env, 64, 200, phases=2)
     else:
@@ -93,7 +93,7 @@ def test_more_devices_than_the_process_has_is_named():
     with pytest.raises(ValueError, match=r"learner_devices=2, but this process has 1 local"):
         sgd.data_parallel(2, 64)
     with pytest.raises(ValueError, match="learner_devices must be at least 1, got 0"):
-        config_lib.clipped(learner_devices=0)
+        config_lib.ClippedConfig(learner_devices=0)
 
 
 @pytest.mark.slow

@@ -74,7 +74,7 @@ def _cheetah():
 @pytest.mark.parametrize("objective", ["kl_penalty", "clipped"])
 def test_short_run_on_halfcheetah_in_worker_processes(objective):
     if objective == "clipped":
-        config = config_lib.clipped(
+        config = config_lib.ClippedConfig(
             num_agents=4, steps_per_update=50, num_minibatches=4, update_epochs=2
         )
     else:
@@ -122,7 +122,7 @@ def test_recurrent_needs_the_penalty_objective_and_box_actions():
         loop.build(config_lib.PenaltyConfig(recurrent=True), env, 10, 10)
     env = jax_env.Batched(classic.make("Pendulum-v1"), 2)
     with pytest.raises(ValueError, match="use objective='kl_penalty'"):
-        loop.build(config_lib.clipped(recurrent=True), env, 10, 10)
+        loop.build(config_lib.ClippedConfig(recurrent=True), env, 10, 10)
 
 
 def test_chunks_must_divide_episodes():

@@ -15,10 +15,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from batchrl.env_spec import EnvSpec
 from batchrl.networks import distributions, feed_forward, recurrent
 from batchrl.parts import normalizer
 from batchrl.ppo import config as config_lib
-from batchrl.types import EnvSpec
 
 _ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
 

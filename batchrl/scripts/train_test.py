@@ -1,6 +1,5 @@
 import json
 import pathlib
-import shutil
 import signal
 import subprocess
 import sys
@@ -8,11 +7,8 @@ import time
 
 import numpy as np
 import pytest
-import yaml
 
-from batchrl.configs import train_config
 from batchrl.conftest import wait_gone
-from batchrl.ppo import config as ppo_config
 from batchrl.scripts import train
 from batchrl.training import checkpoint
 from batchrl.training import logging as logs
@@ -316,20 +312,6 @@ def test_the_readme_train_command_learns_pendulum_with_a_smaller_budget(tmp_path
     rows = logs.read_jsonl(run_folder(tmp_path) / "metrics.jsonl")
     assert rows[-1]["step"] == 300000
     assert rows[-1]["eval/return"] >= -400, [round(r["eval/return"]) for r in rows[-10:]]
-
-
-def test_a_run_folder_written_with_a_flat_config_resumes(finished_run, tmp_path):
-    # Before each algorithm had its own config, config.yaml was one flat record holding
-    # both objectives' keys.
-    copy = tmp_path / "runs" / finished_run.name
-    shutil.copytree(finished_run, copy)
-    config = train.load_config(copy)
-    unused = train_config.to_dict(train_config.TrainConfig(algorithm=ppo_config.ClippedConfig()))
-    flat = {**unused["algorithm"], **train_config.flat(config)}
-    (copy / "config.yaml").write_text(yaml.safe_dump(flat, sort_keys=False))
-    timestamp = copy.name.split("-")[0]
-    assert train.main(["--logdir", str(copy.parent), "--timestamp", timestamp]) == 0
-    assert train.load_config(copy) == config
 
 
 @pytest.mark.slow

@@ -7,7 +7,8 @@ import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
-from batchrl.envs import BatchEnv, sb3  # The public path: batchrl.envs.sb3.VecEnv.
+from batchrl.envs import BatchEnv
+from batchrl.envs.host import sb3
 
 
 def assert_same_info(ours, theirs, where):

@@ -2,8 +2,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from batchrl.env_spec import EnvSpec
 from batchrl.envs.host import spec
-from batchrl.types import EnvSpec
 
 
 def test_a_box_action_env_is_described_by_its_spaces():

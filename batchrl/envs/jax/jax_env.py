@@ -21,7 +21,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from batchrl.types import EnvSpec
+from batchrl.env_spec import EnvSpec
 
 EnvState = Any
 """A pytree of arrays: everything an env needs to step, including its key if it has one."""

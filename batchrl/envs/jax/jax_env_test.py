@@ -8,9 +8,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import jax_env
 from batchrl.envs.jax.classic import cartpole, pendulum
-from batchrl.types import EnvSpec
 
 
 @flax.struct.dataclass

@@ -13,8 +13,8 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
+from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import jax_env
-from batchrl.types import EnvSpec
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import jax_env
-from batchrl.types import EnvSpec
 
 GRAVITY = 9.8
 MASS_CART = 1.0

@@ -23,8 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import jax_env
-from batchrl.types import EnvSpec
 
 MAX_SPEED = 8.0
 MAX_TORQUE = 2.0
