@@ -1,0 +1,179 @@
+"""Per-task statistics of a sweep's seeds, with bootstrap intervals, and a performance profile.
+
+Reads the JSON lines `batchrl.scripts.sweep` prints (one per run: config, seed, final
+return) and prints one JSON line: per config, every seed's final return, the IQM
+(the mean of the middle half), mean and median with 95 % percentile bootstrap
+intervals over seeds, the worst seed, and each as a fraction of the task's target, the
+best published PPO at 1M steps. With `--out`, draws the performance profile across
+tasks: for each threshold, the fraction of runs whose score divided by its target
+exceeds it, tasks weighted equally, with a 95 % band from resampling each task's runs
+(a stratified bootstrap). These are the statistics of Agarwal et al. (2021), as their
+rliable library computes them; rliable 1.2 cannot run beside pandas 3 (its `arch`
+dependency fails either to import or to take rliable's arguments), so SciPy's
+bootstrap computes them here. Reacher's returns are negative, so its fraction is the
+target divided by the score: 1 is the target there too, above 1 better.
+
+    python -m batchrl.scripts.stats runs/sweep/results.jsonl --out profile.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import pathlib
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+import scipy.stats
+
+# The best published PPO at 1M steps on Gymnasium's v5 tasks (docs/results.md).
+TARGETS = {
+    "HalfCheetah-v5": 7115.0,
+    "Hopper-v5": 2609.0,
+    "Walker2d-v5": 3588.0,
+    "Ant-v5": 3258.0,
+    "Humanoid-v5": 787.0,
+    "Reacher-v5": -4.1,
+}
+_TASK_OF = {
+    "cheetah": "HalfCheetah-v5",
+    "hopper": "Hopper-v5",
+    "walker": "Walker2d-v5",
+    "ant": "Ant-v5",
+    "humanoid": "Humanoid-v5",
+    "reacher": "Reacher-v5",
+}
+
+
+def task_of(config: str) -> str | None:
+    """The Gymnasium task a preset trains, from its name (`cheetah_clipped`: HalfCheetah-v5)."""
+    return _TASK_OF.get(config.split("_")[0])
+
+
+def fraction(score: np.ndarray, target: float) -> np.ndarray:
+    """Scores as fractions of the target, 1 at the target and higher for better."""
+    return score / target if target > 0 else target / score
+
+
+def read(paths: Sequence[pathlib.Path]) -> dict[str, dict[int, float]]:
+    """Final return by config and seed; a run listed twice keeps its last line."""
+    runs: dict[str, dict[int, float]] = collections.defaultdict(dict)
+    for path in paths:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                raise ValueError(f"{path}:{number} is not a JSON line") from None
+            if record.get("benchmark") == "learning" and record.get("finished"):
+                runs[record["config"]][int(record["seed"])] = float(record["final_return"])
+    return dict(runs)
+
+
+def iqm(scores: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The interquartile mean: the mean of the middle half of the scores."""
+    return scipy.stats.trim_mean(scores, 0.25, axis=axis)
+
+
+AGGREGATES = {"iqm": iqm, "mean": np.mean, "median": np.median}
+
+
+def summarize(returns: dict[int, float], target: float | None, reps: int) -> dict:
+    """One config's seeds: IQM, mean and median with 95 % intervals, worst seed, targets."""
+    seeds = sorted(returns)
+    scores = np.array([returns[s] for s in seeds])
+    summary = {"seeds": seeds, "final_returns": [round(r, 2) for r in scores.tolist()]}
+    for name, aggregate in AGGREGATES.items():
+        summary[name] = round(float(aggregate(scores)), 2)
+        if len(scores) > 1:
+            interval = scipy.stats.bootstrap(
+                (scores,),
+                lambda x, axis, f=aggregate: f(x, axis=axis),
+                n_resamples=reps,
+                method="percentile",
+                rng=np.random.default_rng(0),
+            ).confidence_interval
+            summary[f"{name}_95ci"] = [
+                round(float(interval.low), 2),
+                round(float(interval.high), 2),
+            ]
+        else:
+            summary[f"{name}_95ci"] = [summary[name], summary[name]]
+    summary["worst"] = round(float(scores.min()), 2)
+    if target is not None:
+        summary["target"] = target
+        summary["iqm_over_target"] = round(float(fraction(summary["iqm"], target)), 3)
+        summary["iqm_95ci_low_over_target"] = round(
+            float(fraction(summary["iqm_95ci"][0], target)), 3
+        )
+        summary["worst_over_target"] = round(float(fraction(scores.min(), target)), 3)
+    return summary
+
+
+def profile(columns: list[np.ndarray], taus: np.ndarray) -> np.ndarray:
+    """For each tau, the fraction of runs above it, each task's runs weighing one task."""
+    return np.mean([(c[:, None] > taus).mean(axis=0) for c in columns], axis=0)
+
+
+def draw_profile(runs: dict[str, dict[int, float]], out: pathlib.Path, reps: int) -> None:
+    """The performance profile over every run of the tasks that have a target."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    named = {
+        config: fraction(np.array(list(seeds.values())), TARGETS[task_of(config)])
+        for config, seeds in sorted(runs.items())
+        if task_of(config) in TARGETS
+    }
+    if not named:
+        raise ValueError("no run of a task with a target: nothing to profile")
+    columns = list(named.values())
+    taus = np.linspace(0.0, 2.5, 251)
+    rng = np.random.default_rng(0)
+    resampled = [profile([rng.choice(c, len(c)) for c in columns], taus) for _ in range(reps)]
+    low, high = np.percentile(resampled, [2.5, 97.5], axis=0)
+    figure, axis = plt.subplots(figsize=(7, 4.5))
+    axis.plot(taus, profile(columns, taus), color="tab:blue", label="batchrl")
+    axis.fill_between(taus, low, high, color="tab:blue", alpha=0.2, label="95 % interval")
+    axis.axvline(1.0, color="grey", linestyle=":")
+    axis.set_xlabel("final return / best published PPO at 1M steps")
+    axis.set_ylabel("fraction of runs above")
+    seeds = sorted({len(c) for c in columns})
+    counts = f"{seeds[0]}-{seeds[-1]}" if seeds[0] != seeds[-1] else f"{seeds[0]}"
+    axis.set_title(f"{len(columns)} tasks, {counts} seeds each, final policies")
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(out, dpi=120)
+    plt.close(figure)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", nargs="+", type=pathlib.Path, help="sweep JSON lines")
+    parser.add_argument("--out", type=pathlib.Path, help="where to draw the profile (PNG)")
+    parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples")
+    args = parser.parse_args(argv)
+    try:
+        runs = read(args.results)
+        if not runs:
+            raise ValueError("no finished run in the files given")
+        tasks = {
+            config: summarize(seeds, TARGETS.get(task_of(config)), args.reps)
+            for config, seeds in sorted(runs.items())
+        }
+        if args.out is not None:
+            draw_profile(runs, args.out, args.reps)
+    except (OSError, ValueError) as error:
+        print(f"stats: error: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps({"benchmark": "seed_statistics", "configs": tasks}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+import json
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from batchrl.scripts import stats
+
+
+def write_runs(path, config, returns):
+    with path.open("a") as file:
+        for seed, value in enumerate(returns):
+            record = {"benchmark": "learning", "config": config, "seed": seed}
+            file.write(json.dumps({**record, "finished": True, "final_return": value}) + "\n")
+
+
+def test_iqm_intervals_worst_seed_and_targets_of_each_config(tmp_path, capsys):
+    results = tmp_path / "results.jsonl"
+    cheetah = [7000.0, 7400.0, 6100.0, 8000.0, 7700.0, 5900.0, 7300.0, 7100.0, 7900.0, 6800.0]
+    write_runs(results, "cheetah_clipped", cheetah)
+    write_runs(results, "reacher_clipped", [-4.0, -3.9, -4.3, -4.1])
+    out = tmp_path / "profile.png"
+    assert stats.main([str(results), "--out", str(out), "--reps", "500"]) == 0
+    line = json.loads(capsys.readouterr().out)
+    summary = line["configs"]["cheetah_clipped"]
+    assert summary["seeds"] == list(range(10)) and summary["worst"] == 5900.0
+    assert summary["iqm"] == pytest.approx(scipy_stats.trim_mean(cheetah, 0.25), abs=0.01)
+    low, high = summary["iqm_95ci"]
+    assert low < summary["iqm"] < high and high - low < max(cheetah) - min(cheetah)
+    assert summary["iqm_over_target"] == pytest.approx(summary["iqm"] / 7115.0, abs=1e-3)
+    assert summary["worst_over_target"] == pytest.approx(5900.0 / 7115.0, abs=1e-3)
+    reacher = line["configs"]["reacher_clipped"]
+    assert reacher["worst"] == -4.3  # The lowest return, the furthest from the target.
+    assert reacher["worst_over_target"] == pytest.approx(4.1 / 4.3, abs=1e-3)
+    assert out.stat().st_size > 10_000
+
+
+def test_a_line_that_is_not_json_is_named(tmp_path, capsys):
+    results = tmp_path / "results.jsonl"
+    results.write_text('{"benchmark": "learning"}\nnot json\n')
+    assert stats.main([str(results)]) == 2
+    assert capsys.readouterr().err.strip() == f"stats: error: {results}:2 is not a JSON line"
+    assert np.isfinite(stats.fraction(np.array(-4.0), -4.1))
