@@ -22,6 +22,9 @@ from batchrl.envs.host import errors
 
 _PYTHON_SCALARS = (float, int, bool)
 
+# Steps whose infos a worker process or a Ray actor keeps for the parent to fetch.
+KEPT_STEPS = 2
+
 
 def _numeric(value: Any) -> bool:
     return type(value) in _PYTHON_SCALARS or (

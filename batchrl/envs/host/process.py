@@ -137,7 +137,7 @@ class ProcessGroup(lifecycle.Handle):
         self._expect_idle("step")
         # The worker keeps the infos of its last KEPT_STEPS steps: fetch those it is about
         # to drop while something still holds them.
-        self._fetch_owed(keep_newest=worker.KEPT_STEPS - 1, timeout=self.timeout)
+        self._fetch_owed(keep_newest=infos_lib.KEPT_STEPS - 1, timeout=self.timeout)
         self.buffers.action[...] = actions
         self._pending = lifecycle.Pending.STEP
         self._steps += 1
@@ -239,7 +239,7 @@ class ProcessGroup(lifecycle.Handle):
         current = restarts == self.restarts
         if current:
             self._ledger.forget(step)
-        kept = current and step > self._steps - worker.KEPT_STEPS
+        kept = current and step > self._steps - infos_lib.KEPT_STEPS
         if current and self._pending is not lifecycle.Pending.NONE:
             raise errors.EnvError(
                 f"cannot read the infos of step {step} of {self._describe()} while its "

@@ -179,7 +179,7 @@ class RayGroup(lifecycle.Handle):
         self._expect_idle("step")
         # The actor keeps the infos of its last KEPT_STEPS steps: fetch those it is about to
         # drop while something still holds them.
-        self._fetch_owed(keep_newest=ray_host.KEPT_STEPS - 1)
+        self._fetch_owed(keep_newest=infos_lib.KEPT_STEPS - 1)
         self._steps += 1
         self._ref = self._actor.step.remote(np.asarray(actions), autoreset)
         self._pending = lifecycle.Pending.STEP

@@ -17,8 +17,6 @@ from gymnasium.vector import AutoresetMode
 from batchrl.envs.host import errors
 from batchrl.envs.host import infos as infos_lib
 
-KEPT_STEPS = 2  # Steps whose infos an actor keeps for the parent to fetch.
-
 
 class Host:
     """The actor: a node-local `BatchEnv.external` over envs `first_index` onwards of a batch.
@@ -62,7 +60,7 @@ class Host:
         infos = self._batch.step_into(actions, *results, autoreset)
         self._steps += 1
         self._kept[self._steps] = infos
-        self._kept.pop(self._steps - KEPT_STEPS, None)
+        self._kept.pop(self._steps - infos_lib.KEPT_STEPS, None)
         return (*results, self._batch.restarts)
 
     def infos(self, step: int) -> Any:

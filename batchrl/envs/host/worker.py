@@ -27,8 +27,6 @@ from batchrl.envs.host import shared
 
 _PR_SET_PDEATHSIG = 1
 _WATCHDOG_PERIOD = 0.2
-# Steps whose infos a worker keeps for the parent to fetch (ProcessGroup._fetch_owed).
-KEPT_STEPS = 2
 
 
 def main(
@@ -82,7 +80,7 @@ def _serve(
                 return  # The parent is gone.
             autoreset = group_lib.AUTORESET_MODES[ring]
             steps += 1
-            kept.pop(steps - KEPT_STEPS, None)
+            kept.pop(steps - infos_lib.KEPT_STEPS, None)
             try:
                 kept[steps] = envs.step(autoreset)
             except Exception as error:
