@@ -200,11 +200,16 @@ def test_a_killed_run_resumes_exactly_as_if_never_stopped(tmp_path):
 
 def env_workers(process):
     """The env worker processes under a train process: children of its forkserver."""
+    import psutil
+
     workers = []
     for child in process.children(recursive=True):
-        parent = child.parent()
-        if parent is not None and "multiprocessing.forkserver" in " ".join(parent.cmdline()):
-            workers.append(child)
+        try:  # A process can end, or wait as a zombie to be reaped, while it is looked at.
+            parent = child.parent()
+            if parent is not None and "multiprocessing.forkserver" in " ".join(parent.cmdline()):
+                workers.append(child)
+        except psutil.Error:
+            continue
     return workers
 
 

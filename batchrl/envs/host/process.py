@@ -24,13 +24,13 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import errors, group, handle, lifecycle, shared, worker
+from batchrl.envs.host import errors, group, lifecycle, remote, shared, worker
 from batchrl.envs.host import infos as infos_lib
 
 logger = logging.getLogger("batchrl.envs")
 
 
-class ProcessGroup(lifecycle.Handle):
+class ProcessGroup(remote.RemoteGroup):
     """One worker process hosting `len(constructors)` envs, stepped in sequence there."""
 
     def __init__(
@@ -56,13 +56,7 @@ class ProcessGroup(lifecycle.Handle):
         self.name = lifecycle.constructor_name(constructors[0])  # Until the env reports its own.
         self._context = lifecycle.context(context)
         self._blob = cloudpickle.dumps(list(constructors))
-        self._seeds: list[int | None] = [None] * self.num_envs
-        self._fresh = np.zeros(self.num_envs, bool)  # Restarted without a step to report it.
-        self._any_fresh = False  # self._fresh.any(), kept off the per-step path.
-        self._pending = lifecycle.Pending.NONE
-        self._pending_reset: tuple | None = None
-        self._broken: str | None = None
-        self._closed = False
+        self._init_remote(self.num_envs)
         self._process = None
         self._start()
 
@@ -126,72 +120,27 @@ class ProcessGroup(lifecycle.Handle):
 
     # -- commands ---------------------------------------------------------------------------
 
-    def step_async(
-        self, actions: np.ndarray, autoreset: AutoresetMode = AutoresetMode.DISABLED
-    ) -> None:
-        """Writes actions [k, ...] for the worker and rings it; `step_wait` collects the results.
+    def _send_step(self, actions: np.ndarray, autoreset: AutoresetMode) -> None:
+        """Writes the actions for the worker and rings it: one byte each way per step.
 
-        A step travels as one byte each way: actions and results are in shared memory,
-        and the worker keeps the step's infos until they are read (`infos_lib.Owed`).
+        Actions and results are in shared memory, and the worker keeps the step's infos
+        until they are read (`infos_lib.Owed`).
         """
-        self._expect_idle("step")
-        # The worker keeps the infos of its last KEPT_STEPS steps: fetch those it is about
-        # to drop while something still holds them.
-        self._fetch_owed(keep_newest=infos_lib.KEPT_STEPS - 1, timeout=self.timeout)
         self.buffers.action[...] = actions
-        self._pending = lifecycle.Pending.STEP
-        self._steps += 1
         with contextlib.suppress(OSError):  # The worker is gone: step_wait reports it.
             os.write(self._bell, group.STEP_BYTES[autoreset])
 
-    def step_wait(self) -> handle.Step:
-        """Results of the step in flight: obs, reward, terminated, truncated as views, and infos."""
-        self._expect_pending(lifecycle.Pending.STEP)
-        try:
-            self._wait_answer()
-            owed = infos_lib.Owed(functools.partial(self._fetch, self.restarts, self._steps))
-            self._ledger.add(self._steps, owed)
-            infos = owed
-        except (errors.EnvCrashedError, errors.EnvTimeoutError) as error:
-            if not self.restart:
-                raise
-            infos = self._recover(error)
-        finally:
-            self._pending = lifecycle.Pending.NONE
-        if self._any_fresh:
-            infos = self._report_fresh(infos)
-        buffers = self.buffers
-        return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
+    def _receive_step(self) -> Any:
+        self._wait_answer()
+        owed = infos_lib.Owed(functools.partial(self._fetch, self.restarts, self._steps))
+        self._ledger.add(self._steps, owed)
+        return owed
 
-    def reset_async(
-        self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
-    ) -> None:
-        """Resets envs at `indices` (positions in this group) with `seeds`."""
-        self._expect_idle("reset")
-        indices, seeds = list(indices), list(seeds)
-        for index, seed in zip(indices, seeds, strict=True):
-            if seed is not None:
-                self._seeds[index] = seed
-        self._pending_reset = (indices, seeds, options)
+    def _send_reset(self, indices: list[int], seeds: list, options: dict | None) -> None:
         self._send(lifecycle.Pending.RESET, ("reset", indices, seeds, options))
 
-    def reset_wait(self) -> tuple[np.ndarray, list[dict]]:
-        """Observations [len(indices), ...] of the reset in flight (a view) and their infos."""
-        self._expect_pending(lifecycle.Pending.RESET)
-        indices, seeds, options = self._pending_reset
-        try:
-            infos = self._receive("reset", self.timeout)
-        except (errors.EnvCrashedError, errors.EnvTimeoutError) as error:
-            if not self.restart:
-                raise
-            self._recover(error)
-            self._conn.send(("reset", indices, seeds, options))
-            infos = self._receive("reset", self.timeout)
-        finally:
-            self._pending = lifecycle.Pending.NONE
-        self._fresh[indices] = False
-        self._any_fresh = bool(self._fresh.any())
-        return self.buffers.obs[indices], infos
+    def _receive_reset(self, indices: list[int]) -> list[dict]:
+        return self._receive("reset", self.timeout)  # The obs are in shared memory.
 
     def attribute(self, index: int, name: str) -> Any:
         """The attribute `name` of env `index`, pickled back from the worker."""
@@ -256,7 +205,7 @@ class ProcessGroup(lifecycle.Handle):
         self._conn.send(("infos", step))
         return self._receive("infos", self.timeout if timeout is None else timeout)
 
-    def _fetch_owed(self, keep_newest: int, timeout: float | None) -> None:
+    def _fetch_owed(self, keep_newest: int, timeout: float | None = None) -> None:
         """Fetches the owed infos that something still holds, but for the `keep_newest` last."""
         for step, owed in self._ledger.due(self._steps - keep_newest):
             if self._broken is None and self._process.is_alive():
@@ -328,29 +277,14 @@ class ProcessGroup(lifecycle.Handle):
             command,
         )
 
-    def _fail(self, error: errors.EnvError) -> errors.EnvError:
-        if not self.restart:
-            self._broken = str(error)
-            self._finalizer()
-        return error
-
-    def _recover(self, error: errors.EnvError) -> list[dict]:
-        """Replaces the worker after `error`; its envs begin fresh episodes, ended as truncated."""
+    def _replace_host(self, error: errors.EnvError) -> int:
+        """Replaces the worker after `error`; returns the restarts so far, which seed its envs."""
         self.restarts += 1
         logger.warning("%s; restart %d of this worker", error, self.restarts)
         self._finalizer()
         self._ledger.forget()  # Their fetch now reports them lost with the worker.
         self._replace()
-        indices = list(range(self.num_envs))
-        seeds = [
-            lifecycle.restart_seed(self._seeds[i], self.first_index + i, self.restarts)
-            for i in indices
-        ]
-        self._conn.send(("reset", indices, seeds, None))
-        infos = self._receive("reset", self.timeout)
-        self._fresh[:] = True
-        self._any_fresh = True
-        return infos
+        return self.restarts
 
     def _replace(self) -> None:
         """Starts a new worker; one that dies while it starts is replaced in turn, a few times."""
@@ -363,9 +297,3 @@ class ProcessGroup(lifecycle.Handle):
                     raise
                 self.restarts += 1
                 logger.warning("%s; restart %d of this worker", error, self.restarts)
-
-    def _report_fresh(self, infos: Any) -> list[dict]:
-        """Envs restarted since their last step report truncated, zero reward, and the restart."""
-        infos = group.report_restarted(self.buffers, self._fresh, infos)
-        self._any_fresh = False
-        return infos

@@ -25,7 +25,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import errors, group, lifecycle, ray_host
+from batchrl.envs.host import errors, group, lifecycle, ray_host, remote
 from batchrl.envs.host import infos as infos_lib
 
 logger = logging.getLogger("batchrl.envs")
@@ -80,7 +80,7 @@ def _remote_host() -> Any:
     return import_ray().remote(ray_host.Host)
 
 
-class RayGroup(lifecycle.Handle):
+class RayGroup(remote.RemoteGroup):
     """One Ray actor hosting `len(constructors)` envs in worker processes on its node."""
 
     def __init__(
@@ -106,17 +106,11 @@ class RayGroup(lifecycle.Handle):
         self._build = build  # BatchEnv.external, which the actor runs on its node.
         self._options = {**host_options, "timeout": timeout, "restart": restart}
         self._actor_options = {"num_cpus": 0, "max_restarts": 0, **actor_options}
-        self._seeds: list[int | None] = [None] * self.num_envs
-        self._fresh = np.zeros(self.num_envs, bool)  # Replaced without a step to report it.
-        self._any_fresh = False
+        self._init_remote(self.num_envs)
         self._replaced = 0  # Actors replaced.
         self._worker_restarts = 0  # Worker restarts inside actors, past and present.
         self._current_restarts = 0  # Those of the current actor.
-        self._pending = lifecycle.Pending.NONE
         self._ref: Any = None
-        self._pending_reset: tuple | None = None
-        self._broken: str | None = None
-        self._closed = False
         self._generation = 0  # Numbers the actors, so infos of a replaced one count as lost.
         self._launch()
         SESSION.join()  # Once launched: `close` leaves it.
@@ -172,73 +166,29 @@ class RayGroup(lifecycle.Handle):
 
     # -- commands ---------------------------------------------------------------------------
 
-    def step_async(
-        self, actions: np.ndarray, autoreset: AutoresetMode = AutoresetMode.DISABLED
-    ) -> None:
-        """Sends the actor its actions [k, ...]; `step_wait` collects the results."""
-        self._expect_idle("step")
-        # The actor keeps the infos of its last KEPT_STEPS steps: fetch those it is about to
-        # drop while something still holds them.
-        self._fetch_owed(keep_newest=infos_lib.KEPT_STEPS - 1)
-        self._steps += 1
+    def _send_step(self, actions: np.ndarray, autoreset: AutoresetMode) -> None:
         self._ref = self._actor.step.remote(np.asarray(actions), autoreset)
-        self._pending = lifecycle.Pending.STEP
 
-    def step_wait(self) -> tuple:
-        """Results of the step in flight: obs, reward, terminated, truncated as views, and infos."""
-        self._expect_pending(lifecycle.Pending.STEP)
+    def _receive_step(self) -> Any:
         buffers = self.buffers
-        try:
-            obs, reward, terminated, truncated, restarts = self._get(self._ref, "step", self._wait)
-            buffers.obs[...], buffers.reward[...] = obs, reward
-            buffers.terminated[...], buffers.truncated[...] = terminated, truncated
-            self._current_restarts = restarts
-            fetch = functools.partial(self._fetch, self._generation, self._steps)
-            infos = infos_lib.Owed(fetch)
-            self._ledger.add(self._steps, infos)
-        except (errors.EnvCrashedError, errors.EnvTimeoutError) as error:
-            if not self.restart:
-                raise
-            infos = self._recover(error)
-        finally:
-            self._pending, self._ref = lifecycle.Pending.NONE, None
-        if self._any_fresh:
-            infos = group.report_restarted(buffers, self._fresh, infos)
-            self._any_fresh = False
-        return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
+        obs, reward, terminated, truncated, restarts = self._get(self._ref, "step", self._wait)
+        buffers.obs[...], buffers.reward[...] = obs, reward
+        buffers.terminated[...], buffers.truncated[...] = terminated, truncated
+        self._current_restarts = restarts
+        infos = infos_lib.Owed(functools.partial(self._fetch, self._generation, self._steps))
+        self._ledger.add(self._steps, infos)
+        return infos
 
-    def reset_async(
-        self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
-    ) -> None:
-        """Resets envs at `indices` (positions in this group) with `seeds`."""
-        self._expect_idle("reset")
-        indices, seeds = [int(i) for i in indices], list(seeds)
-        for index, seed in zip(indices, seeds, strict=True):
-            if seed is not None:
-                self._seeds[index] = seed
-        self._pending_reset = (indices, seeds, options)
-        self._ref = self._actor.reset.remote(*self._pending_reset)
-        self._pending = lifecycle.Pending.RESET
+    def _send_reset(self, indices: list[int], seeds: list, options: dict | None) -> None:
+        self._ref = self._actor.reset.remote(indices, seeds, options)
 
-    def reset_wait(self) -> tuple[np.ndarray, list[dict]]:
-        """Observations [len(indices), ...] of the reset in flight (a view) and their infos."""
-        self._expect_pending(lifecycle.Pending.RESET)
-        indices, _seeds, _options = self._pending_reset
-        try:
-            obs, infos = self._get(self._ref, "reset", self._wait)
-        except (errors.EnvCrashedError, errors.EnvTimeoutError) as error:
-            if not self.restart:
-                raise
-            self._recover(error)
-            obs, infos = self._get(
-                self._actor.reset.remote(*self._pending_reset), "reset", self._wait
-            )
-        finally:
-            self._pending, self._ref = lifecycle.Pending.NONE, None
+    def _receive_reset(self, indices: list[int]) -> list[dict]:
+        obs, infos = self._get(self._ref, "reset", self._wait)
         self.buffers.obs[indices] = obs
-        self._fresh[indices] = False
-        self._any_fresh = bool(self._fresh.any())
-        return self.buffers.obs[indices], infos
+        return infos
+
+    def _call_done(self) -> None:
+        self._pending, self._ref = lifecycle.Pending.NONE, None
 
     def attribute(self, index: int, name: str) -> Any:
         """The attribute `name` of env `index`, from the actor."""
@@ -327,14 +277,8 @@ class RayGroup(lifecycle.Handle):
             command,
         )
 
-    def _fail(self, error: errors.EnvError) -> errors.EnvError:
-        if not self.restart:
-            self._broken = str(error).splitlines()[0]
-            self._finalizer()
-        return error
-
-    def _recover(self, error: errors.EnvError) -> list[dict]:
-        """Replaces the actor after `error`; its envs begin fresh episodes, ended as truncated."""
+    def _replace_host(self, error: errors.EnvError) -> int:
+        """Replaces the actor after `error`; returns the replacements so far, which seed it."""
         self._replaced += 1
         logger.warning("%s; replacement %d of this actor", error, self._replaced)
         self._finalizer()
@@ -343,16 +287,7 @@ class RayGroup(lifecycle.Handle):
         self._generation += 1
         self._launch()
         self.wait_ready()
-        indices = list(range(self.num_envs))
-        seeds = [
-            lifecycle.restart_seed(self._seeds[i], self.first_index + i, self._replaced)
-            for i in indices
-        ]
-        obs, infos = self._get(self._actor.reset.remote(indices, seeds, None), "reset", self._wait)
-        self.buffers.obs[...] = obs
-        self._fresh[:] = True
-        self._any_fresh = True
-        return infos
+        return self._replaced
 
     def _where(self) -> str:
         return f"Ray actor on node {self.node_id[:8]}"

@@ -1,0 +1,151 @@
+"""RemoteGroup: what a group whose envs run elsewhere keeps, whatever carries its messages.
+
+A worker process (`process.ProcessGroup`) and a Ray actor (`ray_group.RayGroup`) host
+envs the same way: the parent keeps each env's seed, replaces a host that crashed or
+hung when asked to (`restart`), reseeds its envs from (seed, env index, replacements),
+and reports their cut episodes as truncated at the next step. This class holds that
+algorithm once; a subclass supplies only its transport: how a step and a reset are
+sent and received, how owed infos are fetched, and how a fresh host starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from batchrl.envs.host import errors, group, handle, lifecycle
+from batchrl.envs.host import infos as infos_lib
+
+
+class RemoteGroup(lifecycle.Handle):
+    """The bookkeeping of envs hosted elsewhere; subclasses carry the messages."""
+
+    restart: bool
+    buffers: group.Buffers
+    _steps: int
+
+    def _init_remote(self, num_envs: int) -> None:
+        self._seeds: list[int | None] = [None] * num_envs
+        self._fresh = np.zeros(num_envs, bool)  # Replaced without a step to report it.
+        self._any_fresh = False  # self._fresh.any(), kept off the per-step path.
+        self._pending = lifecycle.Pending.NONE
+        self._pending_reset: tuple | None = None
+        self._broken: str | None = None
+        self._closed = False
+
+    # -- the transport, supplied by subclasses ----------------------------------------------
+
+    def _send_step(self, actions: np.ndarray, autoreset: AutoresetMode) -> None:
+        """Sends the host its actions and asks for a step."""
+        raise NotImplementedError
+
+    def _receive_step(self) -> Any:
+        """Writes the step's results into `buffers`; returns its infos (owed by the host)."""
+        raise NotImplementedError
+
+    def _send_reset(self, indices: list[int], seeds: list, options: dict | None) -> None:
+        """Asks the host to reset the envs at `indices`."""
+        raise NotImplementedError
+
+    def _receive_reset(self, indices: list[int]) -> list[dict]:
+        """Writes the reset envs' obs into `buffers`; returns their infos."""
+        raise NotImplementedError
+
+    def _replace_host(self, error: errors.EnvError) -> int:
+        """Starts a fresh host after `error`; returns the replacement count that seeds it."""
+        raise NotImplementedError
+
+    def _fetch_owed(self, keep_newest: int) -> None:
+        """Fetches the infos the host owes that something still holds, but the newest."""
+        raise NotImplementedError
+
+    def _call_done(self) -> None:
+        """Forgets the call in flight, collected or failed."""
+        self._pending = lifecycle.Pending.NONE
+
+    # -- the group interface ----------------------------------------------------------------
+
+    def step_async(
+        self, actions: np.ndarray, autoreset: AutoresetMode = AutoresetMode.DISABLED
+    ) -> None:
+        """Sends every env its action [k, ...]; `step_wait` collects the results."""
+        self._expect_idle("step")
+        # The host keeps the infos of its last KEPT_STEPS steps: fetch those it is about to
+        # drop while something still holds them.
+        self._fetch_owed(keep_newest=infos_lib.KEPT_STEPS - 1)
+        self._steps += 1
+        self._send_step(actions, autoreset)
+        self._pending = lifecycle.Pending.STEP
+
+    def step_wait(self) -> handle.Step:
+        """Results of the step in flight: obs, reward, terminated, truncated as views, and infos."""
+        self._expect_pending(lifecycle.Pending.STEP)
+        try:
+            infos = self._receive_step()
+        except (errors.EnvCrashedError, errors.EnvTimeoutError) as error:
+            if not self.restart:
+                raise
+            infos = self._recover(error)
+        finally:
+            self._call_done()
+        buffers = self.buffers
+        if self._any_fresh:
+            infos = group.report_restarted(buffers, self._fresh, infos)
+            self._any_fresh = False
+        return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
+
+    def reset_async(
+        self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
+    ) -> None:
+        """Resets envs at `indices` (positions in this group) with `seeds`, kept for restarts."""
+        self._expect_idle("reset")
+        indices, seeds = [int(i) for i in indices], list(seeds)
+        for index, seed in zip(indices, seeds, strict=True):
+            if seed is not None:
+                self._seeds[index] = seed
+        self._pending_reset = (indices, seeds, options)
+        self._send_reset(indices, seeds, options)
+        self._pending = lifecycle.Pending.RESET
+
+    def reset_wait(self) -> tuple[np.ndarray, list[dict]]:
+        """Observations [len(indices), ...] of the reset in flight and their infos."""
+        self._expect_pending(lifecycle.Pending.RESET)
+        indices, seeds, options = self._pending_reset
+        try:
+            infos = self._receive_reset(indices)
+        except (errors.EnvCrashedError, errors.EnvTimeoutError) as error:
+            if not self.restart:
+                raise
+            self._recover(error)
+            self._send_reset(indices, seeds, options)
+            infos = self._receive_reset(indices)
+        finally:
+            self._call_done()
+        self._fresh[indices] = False
+        self._any_fresh = bool(self._fresh.any())
+        return self.buffers.obs[indices], infos
+
+    # -- failures ---------------------------------------------------------------------------
+
+    def _fail(self, error: errors.EnvError) -> errors.EnvError:
+        """`error`, after retiring the host for good unless it is to be replaced."""
+        if not self.restart:
+            self._broken = str(error).splitlines()[0]
+            self._finalizer()
+        return error
+
+    def _recover(self, error: errors.EnvError) -> list[dict]:
+        """Replaces the host after `error`; its envs begin fresh episodes, ended as truncated."""
+        count = self._replace_host(error)
+        indices = list(range(self.num_envs))
+        seeds = [
+            lifecycle.restart_seed(self._seeds[i], self.first_index + i, count) for i in indices
+        ]
+        self._send_reset(indices, seeds, None)
+        infos = self._receive_reset(indices)
+        self._fresh[:] = True
+        self._any_fresh = True
+        return infos
