@@ -99,8 +99,7 @@ def test_more_devices_than_the_process_has_is_named():
 @pytest.mark.slow
 def test_the_train_command_with_worker_envs_on_two_devices(tmp_path):
     # The KL-penalty objective; host calls in a program over two devices are
-    # io_callbacks placed on the first one. The one-device run, in this process, is the
-    # Ray test's local run (same settings), so the session's compilation cache has it.
+    # io_callbacks placed on the first one. The one-device run is in this process.
     tiny = ["--config", "pendulum", "--set", "steps=800", "--set", "eval_episodes=4"]
     tiny += ["--set", "num_agents=4", "--set", "update_every=4", "--set", "max_length=200"]
     assert train.main(["--logdir", str(tmp_path / "1"), *tiny]) == 0
