@@ -31,7 +31,7 @@ import gymnasium as gym  # noqa: E402
 import jax  # noqa: E402
 
 from batchrl import bridge  # noqa: E402
-from batchrl.configs import presets, train_config  # noqa: E402
+from batchrl.configs import overrides, presets  # noqa: E402
 from batchrl.envs import BatchEnv  # noqa: E402
 from batchrl.envs.jax import classic, jax_env  # noqa: E402
 from batchrl.ppo import config as config_lib  # noqa: E402
@@ -127,7 +127,7 @@ def preset_rates(name: str, phases: int) -> dict:
     runs = {}
     try:
         for backend in backends:
-            config = train_config.parse_override(presets.get(name), f"env_backend={backend}")
+            config = overrides.parse_override(presets.get(name), f"env_backend={backend}")
             env, batch_env = environments.build(config)
             programs, state = loop.build(config.algorithm, env, config.batch_steps_per_phase, 1)
             state, _ = loop.run_phase(programs, state)  # Compiles.

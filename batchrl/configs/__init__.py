@@ -1,14 +1,8 @@
 """Presets: one function per task, each a frozen `TrainConfig`; `get(name)` and `PRESETS`."""
 
+from batchrl.configs.overrides import parse_override
 from batchrl.configs.presets import PRESETS, get
-from batchrl.configs.train_config import (
-    TrainConfig,
-    flat,
-    from_dict,
-    parse_override,
-    replace,
-    to_dict,
-)
+from batchrl.configs.train_config import TrainConfig, flat, from_dict, replace, to_dict
 
 __all__ = [
     "PRESETS",

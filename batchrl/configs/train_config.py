@@ -2,11 +2,11 @@
 
 The run's fields (env, phases, evaluation, checkpoints, env backend) sit beside
 `algorithm`, a `PenaltyConfig` or a `ClippedConfig`, whose type picks the objective.
-Every field can be set from the command line as `key=value` (or `algorithm.key=value`),
-parsed by the field's type; `objective=clipped` changes the algorithm's type, keeping
-the settings both share. YAML holds the algorithm under `algorithm:` with its
-`objective`, and is read back typed, so reading a run folder never executes code; a
-setting missing from it takes its default.
+Every field can be set by name (`replace`, and `--set key=value` through `overrides`);
+`objective=clipped` changes the algorithm's type, keeping the settings both share.
+YAML holds the algorithm under `algorithm:` with its `objective`, and is read back
+typed, so reading a run folder never executes code; a setting missing from it takes its
+default.
 """
 
 from __future__ import annotations
@@ -17,8 +17,6 @@ import math
 import types
 import typing
 from typing import Any
-
-import yaml
 
 from batchrl.ppo import config as ppo_config
 
@@ -143,55 +141,15 @@ def _all_keys() -> set[str]:
     return keys
 
 
-def _parse(name: str, kind: Any, text: str) -> Any:
-    """Parses `text` as a value of type `kind`; raises ValueError saying what was expected."""
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType):
-        if text.strip().lower() in ("none", "null", "") and type(None) in args:
-            return None
-        options = [a for a in args if a is not type(None)]
-        return _parse(name, options[0], text)
-    if origin is dict:
-        try:
-            value = yaml.safe_load(text)
-        except yaml.YAMLError:
-            value = text
-        return _typed(name, kind, value)
-    if origin is tuple:
-        parts = [p for p in text.strip("()[] ").split(",") if p.strip()]
-        return tuple(_parse(name, args[0], p.strip()) for p in parts)
-    if kind is bool:
-        lowered = text.strip().lower()
-        if lowered in ("true", "1", "yes"):
-            return True
-        if lowered in ("false", "0", "no"):
-            return False
-        raise ValueError(f"{name}={text!r}: expected true or false")
-    if kind is int:
-        try:
-            value = float(text.replace("_", ""))
-        except ValueError:
-            raise ValueError(f"{name}={text!r}: expected an integer") from None
-        if not value.is_integer():
-            raise ValueError(f"{name}={text!r}: expected an integer")
-        return int(value)
-    if kind is float:
-        try:
-            return float(text)
-        except ValueError:
-            raise ValueError(f"{name}={text!r}: expected a number") from None
-    return text
-
-
-def _typed(name: str, kind: Any, value: Any) -> Any:
+def typed(name: str, kind: Any, value: Any) -> Any:
     """`value` as read from YAML, checked against type `kind`; a ValueError naming both."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        return _typed(name, next(a for a in args if a is not type(None)), value)
+        return typed(name, next(a for a in args if a is not type(None)), value)
     if origin is tuple and isinstance(value, list | tuple):
-        return tuple(_typed(name, args[0], v) for v in value)
+        return tuple(typed(name, args[0], v) for v in value)
     if origin is dict:
         if isinstance(value, dict) and all(isinstance(key, str) for key in value):
             return dict(value)
@@ -236,8 +194,8 @@ def _check_key(name: str, algorithm: ppo_config.Common) -> None:
     raise ValueError(f"unknown config key {name!r}{hint} (see --list-keys)")
 
 
-def _set(config: TrainConfig, name: str, value: Any, parse: Any) -> TrainConfig:
-    """`config` with `name`, a field of the run or of its algorithm, set to `parse(...)`."""
+def set_field(config: TrainConfig, name: str, value: Any, parse: Any) -> TrainConfig:
+    """`config` with `name` (a field of the run or its algorithm) set by `parse(name, kind, v)`."""
     bare = name[len(_PREFIX) :] if name.startswith(_PREFIX) else name
     if bare == "objective":
         return _with_objective(config, value)
@@ -251,18 +209,10 @@ def _set(config: TrainConfig, name: str, value: Any, parse: Any) -> TrainConfig:
     return dataclasses.replace(config, algorithm=dataclasses.replace(algorithm, **{bare: typed}))
 
 
-def parse_override(config: TrainConfig, assignment: str) -> TrainConfig:
-    """`config` with one `key=value` applied; a one-line ValueError for a bad key or value."""
-    if "=" not in assignment:
-        raise ValueError(f"--set {assignment!r}: expected key=value")
-    name, text = (part.strip() for part in assignment.split("=", 1))
-    return _set(config, name, text, _parse)
-
-
 def replace(config: TrainConfig, **fields: Any) -> TrainConfig:
     """`config` with typed values set, each a field of the run or of its algorithm."""
     for name, value in fields.items():
-        config = _set(config, name, value, lambda _name, _kind, v: v)
+        config = set_field(config, name, value, lambda _name, _kind, v: v)
     return config
 
 
@@ -310,12 +260,12 @@ def from_dict(data: dict[str, Any]) -> TrainConfig:
     for name, value in nested.items():
         if name not in _fields(kind):
             _check_key(f"{_PREFIX}{name}", config.algorithm)
-        algorithm[name] = _typed(name, _type(kind, name), value)
+        algorithm[name] = typed(name, _type(kind, name), value)
     run = {}
     for name, value in data.items():
         if name not in _run_fields():
             if name in _all_keys():
                 raise ValueError(f"{name} is a setting of the algorithm: put it under 'algorithm:'")
             _check_key(name, config.algorithm)
-        run[name] = _typed(name, _type(TrainConfig, name), value)
+        run[name] = typed(name, _type(TrainConfig, name), value)
     return TrainConfig(algorithm=kind(**algorithm), **run)

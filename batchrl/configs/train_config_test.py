@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from batchrl.configs import presets, train_config
+from batchrl.configs import overrides, presets, train_config
 from batchrl.ppo import config as ppo_config
 
 
@@ -19,20 +19,20 @@ def test_the_algorithms_type_picks_the_objective():
 def test_set_reaches_the_algorithm_by_its_key_or_a_dotted_one():
     config = presets.get("pendulum")
     for assignment in ("kl_target=0.02", "algorithm.kl_target=0.02"):
-        changed = train_config.parse_override(config, assignment)
+        changed = overrides.parse_override(config, assignment)
         assert changed.algorithm.kl_target == 0.02
         assert changed.algorithm.discount == config.algorithm.discount == 0.95
-    assert train_config.parse_override(config, "eval_every=3").eval_every == 3
+    assert overrides.parse_override(config, "eval_every=3").eval_every == 3
 
 
 @pytest.mark.parametrize("text", ["256,256", "(256, 256)", "[256, 256]"])
 def test_set_reads_layer_sizes_as_a_tuple_in_any_bracket_style(text):
-    changed = train_config.parse_override(presets.get("reacher_clipped"), f"value_layers={text}")
+    changed = overrides.parse_override(presets.get("reacher_clipped"), f"value_layers={text}")
     assert changed.algorithm.value_layers == (256, 256)
 
 
 def test_set_objective_changes_the_algorithm_keeping_what_both_share():
-    config = train_config.parse_override(presets.get("pendulum"), "objective=clipped")
+    config = overrides.parse_override(presets.get("pendulum"), "objective=clipped")
     assert type(config.algorithm) is ppo_config.ClippedConfig
     assert config.algorithm.discount == 0.95 and config.algorithm.num_agents == 30
     assert config.algorithm.clip_ratio == 0.2  # The clipped objective's own default.
@@ -50,7 +50,7 @@ def test_set_objective_changes_the_algorithm_keeping_what_both_share():
 )
 def test_bad_settings_are_one_line_errors(assignment, message):
     with pytest.raises(ValueError, match=message):
-        train_config.parse_override(presets.get("pendulum"), assignment)
+        overrides.parse_override(presets.get("pendulum"), assignment)
 
 
 @pytest.mark.parametrize("name", ["pendulum", "cheetah_clipped", "acrobot_gymnax", "ant_clipped"])
@@ -89,38 +89,38 @@ def test_a_flat_config_is_refused_in_one_line_naming_the_misplaced_key():
 
 def test_flat_keys_of_the_run_and_the_algorithm_compare_configs():
     config = presets.get("hopper")
-    changed = train_config.parse_override(config, "update_every=10")
+    changed = overrides.parse_override(config, "update_every=10")
     flat, other = train_config.flat(config), train_config.flat(changed)
     assert {k for k in flat if flat[k] != other[k]} == {"update_every"}
 
 
 def test_env_kwargs_are_a_mapping_kept_in_the_run_folder():
-    config = train_config.parse_override(presets.get("pendulum"), "env_kwargs={g: 2.0}")
+    config = overrides.parse_override(presets.get("pendulum"), "env_kwargs={g: 2.0}")
     assert config.env_kwargs == {"g": 2.0}
     text = yaml.safe_dump(train_config.to_dict(config), sort_keys=False)
     assert train_config.from_dict(yaml.safe_load(text)) == config
     for text in ("3", "[g, 2]", "{g: 2"):
         with pytest.raises(ValueError, match="expected a mapping such as"):
-            train_config.parse_override(config, f"env_kwargs={text}")
+            overrides.parse_override(config, f"env_kwargs={text}")
     with pytest.raises(ValueError, match=r"env_kwargs=\{'g': 2.0\} needs env_kind='workers'"):
-        train_config.parse_override(presets.get("pendulum_jax"), "env_kwargs={g: 2.0}")
+        overrides.parse_override(presets.get("pendulum_jax"), "env_kwargs={g: 2.0}")
 
 
 def test_restart_workers_is_a_setting_of_worker_envs():
-    config = train_config.parse_override(presets.get("pendulum"), "restart_workers=true")
+    config = overrides.parse_override(presets.get("pendulum"), "restart_workers=true")
     assert config.restart_workers is True
     with pytest.raises(
         ValueError, match=r"restart_workers=True needs env_kind='workers', got 'jax'"
     ):
-        train_config.parse_override(presets.get("pendulum_jax"), "restart_workers=true")
+        overrides.parse_override(presets.get("pendulum_jax"), "restart_workers=true")
 
 
 def test_the_mujoco_backend_is_one_override_and_refuses_what_it_cannot_do():
-    config = train_config.parse_override(presets.get("cheetah_clipped"), "env_backend=mujoco")
+    config = overrides.parse_override(presets.get("cheetah_clipped"), "env_backend=mujoco")
     assert config.env_backend == "mujoco" and config.env == "HalfCheetah-v5"
     with pytest.raises(ValueError, match=r"env_backend='mujoco' needs restart_workers=False"):
-        train_config.parse_override(config, "restart_workers=true")
+        overrides.parse_override(config, "restart_workers=true")
     with pytest.raises(ValueError, match=r"env_backend='mujoco' needs action_repeat=1, got 2"):
-        train_config.parse_override(config, "action_repeat=2")
+        overrides.parse_override(config, "action_repeat=2")
     with pytest.raises(ValueError, match=r"env_backend='mujoco' needs env_kind='workers'"):
-        train_config.parse_override(presets.get("pendulum_jax"), "env_backend=mujoco")
+        overrides.parse_override(presets.get("pendulum_jax"), "env_backend=mujoco")

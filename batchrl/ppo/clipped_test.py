@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.configs import presets, train_config
+from batchrl.configs import overrides, presets, train_config
 from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import clipped
@@ -181,9 +181,9 @@ def test_annealing_and_recomputing_are_settings_of_the_clipped_objective():
     clipped_preset = presets.get("cheetah_clipped")
     for name in ("anneal_learning_rate", "recompute_advantages"):
         flipped = not getattr(clipped_preset.algorithm, name)
-        changed = train_config.parse_override(clipped_preset, f"{name}={str(flipped).lower()}")
+        changed = overrides.parse_override(clipped_preset, f"{name}={str(flipped).lower()}")
         assert getattr(changed.algorithm, name) is flipped
         with pytest.raises(ValueError, match=f"{name} is a setting of objective 'clipped'"):
-            train_config.parse_override(train_config.TrainConfig(), f"{name}=true")
+            overrides.parse_override(train_config.TrainConfig(), f"{name}=true")
     with pytest.raises(ValueError, match=r"learning_rate must be positive, got 0\.0"):
         config_lib.ClippedConfig(learning_rate=0.0)

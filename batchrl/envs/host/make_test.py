@@ -4,7 +4,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from batchrl.configs import presets, train_config
+from batchrl.configs import overrides, presets, train_config
 from batchrl.envs import BatchEnv
 from batchrl.envs.host import make
 from batchrl.training import environments
@@ -56,7 +56,7 @@ def test_training_envs_repeat_actions_as_the_config_asks():
 
 
 def test_env_kwargs_reach_the_env_in_its_worker():
-    config = train_config.parse_override(
+    config = overrides.parse_override(
         presets.get("ant_clipped"), "env_kwargs={include_cfrc_ext_in_observation: true}"
     )
     config = train_config.replace(config, num_agents=2)

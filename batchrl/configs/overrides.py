@@ -1,0 +1,65 @@
+"""`--set key=value`: a run's or its algorithm's field set from text, parsed by its type.
+
+A key is a field of the run (`steps`, `env_backend`) or of its algorithm (`kl_target`,
+also written `algorithm.kl_target`); the text is parsed as the field's type (numbers,
+booleans, tuples as `64,64`, mappings as YAML or JSON). A bad key or value is a one-line
+ValueError that says what is allowed.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+import yaml
+
+from batchrl.configs import train_config
+
+
+def _parse(name: str, kind: Any, text: str) -> Any:
+    """Parses `text` as a value of type `kind`; raises ValueError saying what was expected."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        if text.strip().lower() in ("none", "null", "") and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        return _parse(name, options[0], text)
+    if origin is dict:
+        try:
+            value = yaml.safe_load(text)
+        except yaml.YAMLError:
+            value = text
+        return train_config.typed(name, kind, value)
+    if origin is tuple:
+        parts = [p for p in text.strip("()[] ").split(",") if p.strip()]
+        return tuple(_parse(name, args[0], p.strip()) for p in parts)
+    if kind is bool:
+        lowered = text.strip().lower()
+        if lowered in ("true", "1", "yes"):
+            return True
+        if lowered in ("false", "0", "no"):
+            return False
+        raise ValueError(f"{name}={text!r}: expected true or false")
+    if kind is int:
+        try:
+            value = float(text.replace("_", ""))
+        except ValueError:
+            raise ValueError(f"{name}={text!r}: expected an integer") from None
+        if not value.is_integer():
+            raise ValueError(f"{name}={text!r}: expected an integer")
+        return int(value)
+    if kind is float:
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"{name}={text!r}: expected a number") from None
+    return text
+
+
+def parse_override(config: train_config.TrainConfig, assignment: str) -> train_config.TrainConfig:
+    """`config` with one `key=value` applied; a one-line ValueError for a bad key or value."""
+    if "=" not in assignment:
+        raise ValueError(f"--set {assignment!r}: expected key=value")
+    name, text = (part.strip() for part in assignment.split("=", 1))
+    return train_config.set_field(config, name, text, _parse)
