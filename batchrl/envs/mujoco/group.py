@@ -123,7 +123,8 @@ class MujocoGroup:
         if self._autoreset is AutoresetMode.SAME_STEP and done.any():
             finals = np.flatnonzero(done)
             final_obs = buffers.obs[finals].copy()
-            final_infos = [_row(tasks.resolved(columns), i) for i in finals]
+            columns = tasks.resolved(columns)  # The final infos are kept: compute them now.
+            final_infos = [_row(columns, i) for i in finals]
             for n, info in enumerate(self._reset(finals, [None] * len(finals))):
                 special[int(finals[n])] = {
                     "final_obs": final_obs[n],
