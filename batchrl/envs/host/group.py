@@ -180,12 +180,7 @@ class EnvGroup:
 
     def is_wrapped(self, index: int, wrapper_class: type) -> bool:
         """Whether env `index` is wrapped by a `wrapper_class` at any depth."""
-        env = self.envs[index]
-        while isinstance(env, gym.Wrapper):
-            if isinstance(env, wrapper_class):
-                return True
-            env = env.env
-        return False
+        return wrapped_by(self.envs[index], wrapper_class)
 
     def close(self) -> None:
         """Closes every env; an env that fails to close does not stop the others."""
@@ -209,6 +204,15 @@ class EnvGroup:
                 f"observation_space has shape {expected}"
             )
         target[...] = array
+
+
+def wrapped_by(env: gym.Env, wrapper_class: type) -> bool:
+    """Whether `env` is wrapped by a `wrapper_class` at any depth."""
+    while isinstance(env, gym.Wrapper):
+        if isinstance(env, wrapper_class):
+            return True
+        env = env.env
+    return False
 
 
 def check_same_spaces(name_a: str, env_a: Any, name_b: str, env_b: Any) -> None:

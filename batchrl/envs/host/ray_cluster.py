@@ -54,8 +54,7 @@ def build(
             )
         for started in groups:
             started.wait_ready()
-        batch = cls.__new__(cls)
-        batch._init(groups, mode)
+        batch = cls.of_groups(groups, mode)
     except BaseException:
         for started in groups:
             started.close()

@@ -1,7 +1,7 @@
 """MujocoGroup: a batch's envs as simulations of one `mujoco.batch.Batch`, in this process.
 
 MuJoCo steps the simulations in C threads with the GIL released; observations,
-rewards and resets are NumPy over the whole batch (`tasks.py`). No process and no
+rewards and resets are NumPy over the whole batch (`locomotion.py`, `control.py`). No process and no
 message stands between the policy and the physics. A `handle.GroupHandle`, so
 `BatchEnv` steps it, autoresets it and serves its infos as any other group.
 
@@ -24,6 +24,7 @@ from gymnasium.vector import AutoresetMode
 from batchrl.envs.host import group as group_lib
 from batchrl.envs.host import handle, spec
 from batchrl.envs.host import infos as infos_lib
+from batchrl.envs.mujoco import task as task_lib
 from batchrl.envs.mujoco import tasks
 
 
@@ -55,7 +56,7 @@ class MujocoGroup:
             env.model, num_envs, nthread=threads or 0, persistent=self.task.contact_forces
         )
         batch = self._batch
-        self._state = tasks.State(
+        self._state = task_lib.State(
             **{
                 name: batch.bind(name)
                 for name in (
@@ -123,7 +124,7 @@ class MujocoGroup:
         if self._autoreset is AutoresetMode.SAME_STEP and done.any():
             finals = np.flatnonzero(done)
             final_obs = buffers.obs[finals].copy()
-            columns = tasks.resolved(columns)  # The final infos are kept: compute them now.
+            columns = task_lib.resolved(columns)  # The final infos are kept: compute them now.
             final_infos = [_row(columns, i) for i in finals]
             for n, info in enumerate(self._reset(finals, [None] * len(finals))):
                 special[int(finals[n])] = {
@@ -168,12 +169,7 @@ class MujocoGroup:
         )
 
     def is_wrapped(self, index: int, wrapper_class: type) -> bool:
-        env = self._template
-        while isinstance(env, gym.Wrapper):
-            if isinstance(env, wrapper_class):
-                return True
-            env = env.env
-        return False
+        return group_lib.wrapped_by(self._template, wrapper_class)
 
     def close(self) -> None:
         self._template.close()
@@ -198,7 +194,7 @@ class MujocoGroup:
         state.cfrc_ext[indices] = 0.0  # What mj_resetData leaves: a reset computes no contacts.
         self._elapsed[indices] = 0
         self.buffers.obs[indices] = task.observe(state)[indices]
-        columns = tasks.resolved(task.reset_infos(state))
+        columns = task_lib.resolved(task.reset_infos(state))
         return [_row(columns, i) for i in indices]
 
     def _contact_forces(self, indices: Any) -> None:
@@ -220,7 +216,7 @@ def _row(columns: dict[str, np.ndarray], i: int) -> dict:
     return {key: value[i] for key, value in columns.items()}
 
 
-def _rows(columns: tasks.Infos, count: int, special: dict[int, dict]) -> list[dict]:
+def _rows(columns: task_lib.Infos, count: int, special: dict[int, dict]) -> list[dict]:
     """One info per env: a step's columns, or what a reset put in `special`."""
-    columns = tasks.resolved(columns)
+    columns = task_lib.resolved(columns)
     return [special[i] if i in special else _row(columns, i) for i in range(count)]

@@ -1,0 +1,136 @@
+"""The ways to build a `BatchEnv`: its envs in worker processes, on Ray, or in a MuJoCo batch.
+
+Each builder starts the groups of envs (`handle.GroupHandle`s) and hands them to
+`BatchEnv.of_groups`; `BatchEnv.external`, `.ray` and `.mujoco` are these functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.vector import AutoresetMode
+
+from batchrl.envs.host import layout, lifecycle, local, process
+from batchrl.envs.mujoco import group as mujoco_group
+
+
+def external(
+    cls: type,
+    env: str | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]],
+    num_envs: int | None = None,
+    *,
+    envs_per_worker: int | None = None,
+    timeout: float | None = lifecycle.DEFAULT_TIMEOUT,
+    restart: bool = False,
+    context: str = lifecycle.DEFAULT_CONTEXT,
+    spin: float = lifecycle.DEFAULT_SPIN,
+    local_envs: int | str = 0,
+    autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    first_index: int = 0,
+) -> Any:
+    """Builds envs in worker processes, `envs_per_worker` to a process.
+
+    `env` is a Gymnasium id, a constructor called `num_envs` times, or a list of
+    constructors. By default there is one worker per core. `timeout`, `restart`,
+    `context` and `spin` are those of `ExternalProcess`.
+
+    `local_envs`: how many of the envs (the last ones) this process steps itself
+    while the workers step theirs, or "auto" for its even share beside one worker
+    per other core. On a machine with few cores this keeps every core busy without
+    a process waiting to be woken, and is fastest (docs/benchmarks.md); those envs
+    run in the caller's process, so a crash in one is not caught or restarted.
+
+    `first_index`: the number of the first env when this batch is part of a larger
+    one (a Ray actor's share): it names envs in errors and seeds their restarts.
+    """
+    mode = layout.check_autoreset_mode(autoreset_mode)
+    constructors = layout.constructors(env, num_envs)
+    num_local = layout.check_local_envs(local_envs, len(constructors))
+    remote = constructors[: len(constructors) - num_local]
+    per_worker = envs_per_worker or layout.default_envs_per_worker(len(remote), num_local > 0)
+    if per_worker < 1:
+        raise ValueError(f"envs_per_worker must be at least 1, got {per_worker}")
+    groups = []
+    try:
+        for start in range(0, len(remote), per_worker):
+            groups.append(
+                process.ProcessGroup(
+                    remote[start : start + per_worker],
+                    first_index=first_index + start,
+                    timeout=timeout,
+                    restart=restart,
+                    context=context,
+                    spin=spin,
+                )
+            )
+        if num_local:
+            groups.append(local.LocalGroup([make() for make in constructors[len(remote) :]]))
+    except BaseException:
+        for started in groups:
+            started.close()
+        raise
+    return cls.of_groups(groups, mode)
+
+
+def ray(
+    cls: type,
+    env: str | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]],
+    num_envs: int | None = None,
+    *,
+    actors: int | None = None,
+    envs_per_worker: int | None = None,
+    timeout: float | None = lifecycle.DEFAULT_TIMEOUT,
+    restart: bool = False,
+    local_envs: int | str = 0,
+    autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    actor_options: dict[str, Any] | None = None,
+) -> Any:
+    """Builds envs on a Ray cluster, split evenly over `actors` actors spread over its nodes.
+
+    Each actor holds its share as `external` would on its node (`envs_per_worker`
+    and `local_envs` apply per actor), so a batch step costs one Ray call per actor.
+    Connects to the Ray the process uses (`ray.init` called, or `RAY_ADDRESS`), or
+    starts a local one that stops when the batch closes. `actors`: one per node by
+    default. `timeout` and `restart` are those of `external`; `restart=True` also
+    replaces a lost actor on a live node. `actor_options` go to Ray's `.options()`
+    (resources, runtime_env); actors ask for no CPU by default. Needs batchrl[ray].
+    """
+    from batchrl.envs.host import ray_cluster  # Ray is an optional dependency.
+
+    return ray_cluster.build(
+        cls,
+        env,
+        num_envs,
+        actors=actors,
+        envs_per_worker=envs_per_worker,
+        timeout=timeout,
+        restart=restart,
+        local_envs=local_envs,
+        autoreset_mode=autoreset_mode,
+        actor_options=actor_options,
+    )
+
+
+def mujoco(
+    cls: type,
+    env_id: str,
+    num_envs: int,
+    *,
+    threads: int | None = None,
+    autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    **env_kwargs: Any,
+) -> Any:
+    """Builds `num_envs` envs of a Gymnasium v5 MuJoCo task as one `mujoco.batch.Batch`.
+
+    MuJoCo steps them on `threads` C threads (None: one per core) in this process,
+    with no worker process and no messaging; env i with seed s + i gets the episodes
+    `gym.make(env_id, **env_kwargs).reset(seed=s + i)` gets. `env_kwargs` are
+    Gymnasium's constructor keywords (`ctrl_cost_weight`, `max_episode_steps`, ...).
+    Implements HalfCheetah, Hopper, Walker2d, Ant, Humanoid, Reacher, Swimmer,
+    InvertedPendulum and InvertedDoublePendulum (v5).
+    """
+    mode = layout.check_autoreset_mode(autoreset_mode)
+    group = mujoco_group.MujocoGroup(env_id, num_envs, threads=threads, **env_kwargs)
+    return cls.of_groups([group], mode)
