@@ -64,3 +64,20 @@ def test_a_cycle_is_found_where_there_is_one(tmp_path):
     assert graph == {"loop.a": {"loop.b"}, "loop.b": {"loop.a"}}
     with pytest.raises(graphlib.CycleError):
         graphlib.TopologicalSorter(graph).prepare()
+
+
+def test_ray_is_entered_only_through_batch_env_ray():
+    """The host side imports `batchrl.envs.ray` only in `builders.ray`'s deferred import."""
+    known = modules()
+    entering = {
+        name
+        for name, path in known.items()
+        if not name.startswith("batchrl.envs.ray")
+        and any(t.startswith("batchrl.envs.ray") for t in imported(name, path, known))
+    }
+    assert entering == {"batchrl.envs.host.builders"}
+    ray_imports = set().union(
+        *(imported(n, p, known) for n, p in known.items() if n.startswith("batchrl.envs.ray"))
+    )
+    assert "batchrl.envs.host.remote" in ray_imports  # The graph holds the real imports.
+    assert not ray_imports & {"batchrl.envs.host.batch", "batchrl.envs.host.builders"}

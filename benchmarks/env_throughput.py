@@ -29,7 +29,7 @@ import gymnasium as gym
 import numpy as np
 
 from batchrl.envs import BatchEnv
-from batchrl.envs.host.layout import default_local_envs
+from batchrl.envs.host.split import default_local_envs
 
 TASKS = ("Pendulum-v1", "HalfCheetah-v5")
 SIZES = (8, 32)

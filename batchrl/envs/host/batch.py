@@ -18,7 +18,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from batchrl.envs.host import builders, external, handle, layout, local
+from batchrl.envs.host import arguments, builders, external, handle, local
 from batchrl.envs.host import group as group_lib
 from batchrl.envs.host import infos as infos_lib
 
@@ -78,7 +78,7 @@ class BatchEnv(gym.vector.VectorEnv):
 
     def _init(self, groups: list[handle.GroupHandle], autoreset_mode: AutoresetMode | str) -> None:
         self._groups = groups
-        self.autoreset_mode = layout.check_autoreset_mode(autoreset_mode)
+        self.autoreset_mode = arguments.check_autoreset_mode(autoreset_mode)
         first = groups[0]
         for other in groups[1:]:
             group_lib.check_same_spaces(first.name, first, other.name, other)
@@ -143,14 +143,14 @@ class BatchEnv(gym.vector.VectorEnv):
 
         `seed`: None, an int (env i gets seed + i) or one seed per env.
         """
-        seeds = layout.check_seeds(seed, self.num_envs)
+        seeds = arguments.check_seeds(seed, self.num_envs)
         options = dict(options or {})
         mask = options.pop("reset_mask", None)
         if mask is None:
             indices = np.arange(self.num_envs)
             obs, infos = self._reset(indices, seeds, options or None)
         else:
-            indices = layout.check_mask(mask, self.num_envs)
+            indices = arguments.check_mask(mask, self.num_envs)
             obs = self._all_obs()  # The others' obs as they are.
             obs[indices], infos = self._reset(indices, [seeds[i] for i in indices], options or None)
         return obs, infos_lib.Batched(self._batched(indices, infos))
@@ -170,7 +170,7 @@ class BatchEnv(gym.vector.VectorEnv):
 
         `values` is one value for all, or a list or tuple of one per env.
         """
-        targets = layout.check_indices(indices, self.num_envs)
+        targets = arguments.check_indices(indices, self.num_envs)
         if not isinstance(values, list | tuple):
             values = [values] * len(targets)
         if len(values) != len(targets):
@@ -221,7 +221,7 @@ class BatchEnv(gym.vector.VectorEnv):
         XLA's buffers), which saves allocating and copying every array on every step.
         Values are cast to the arrays' dtypes.
         """
-        mode = layout.check_autoreset_mode(autoreset_mode)
+        mode = arguments.check_autoreset_mode(autoreset_mode)
         actions = np.asarray(actions)
         if actions.shape != self._action_shape:
             raise ValueError(
@@ -253,11 +253,11 @@ class BatchEnv(gym.vector.VectorEnv):
         `seed` is None, an int, or a list of one seed per env reset. Returns their obs
         [len(indices), ...] and one info dict each, in the order given.
         """
-        indices = layout.check_indices(indices, self.num_envs)
+        indices = arguments.check_indices(indices, self.num_envs)
         if seed is None or isinstance(seed, int | np.integer):
             seeds = [None if seed is None else int(seed) + int(i) for i in indices]
         else:
-            seeds = layout.check_seeds(seed, len(indices))
+            seeds = arguments.check_seeds(seed, len(indices))
         return self._reset(indices, seeds, options)
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -290,7 +290,7 @@ class BatchEnv(gym.vector.VectorEnv):
     def _per_env(self, indices: Any, method: str, *args: Any) -> tuple[Any, ...]:
         """`method(i, *args)` of the group of each env at `indices` (all when None), in order."""
         self._expect_open()
-        located = map(self._locate, layout.check_indices(indices, self.num_envs))
+        located = map(self._locate, arguments.check_indices(indices, self.num_envs))
         return tuple(getattr(group, method)(index, *args) for group, index in located)
 
     def _locate(self, env: int) -> tuple[Any, int]:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from batchrl.conftest import wait_gone
-from batchrl.envs.host import batch, errors, external, layout, mock, spec
+from batchrl.envs.host import batch, errors, external, mock, spec, split
 
 
 def random_actions(space, batch_size, steps, seed=0):
@@ -267,7 +267,7 @@ def test_local_envs_step_in_this_process_beside_the_workers():
         np.testing.assert_array_equal(env.step(np.zeros((5, 2), np.float32))[0][:, 0], [1] * 5)
     with batch.BatchEnv.external(_WhereEnv, 3, local_envs="auto") as env:
         here = sum(pid == os.getpid() for pid in env.call("pid"))
-        assert here == layout.default_local_envs(3)
+        assert here == split.default_local_envs(3)
 
 
 @pytest.mark.parametrize("bad", [-1, 4, "half", True])

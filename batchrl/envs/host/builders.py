@@ -12,7 +12,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import layout, lifecycle, local, process
+from batchrl.envs.host import arguments, lifecycle, local, process, split
 from batchrl.envs.mujoco import group as mujoco_group
 
 
@@ -45,11 +45,11 @@ def external(
     `first_index`: the number of the first env when this batch is part of a larger
     one (a Ray actor's share): it names envs in errors and seeds their restarts.
     """
-    mode = layout.check_autoreset_mode(autoreset_mode)
-    constructors = layout.constructors(env, num_envs)
-    num_local = layout.check_local_envs(local_envs, len(constructors))
+    mode = arguments.check_autoreset_mode(autoreset_mode)
+    constructors = arguments.constructors(env, num_envs)
+    num_local = arguments.check_local_envs(local_envs, len(constructors))
     remote = constructors[: len(constructors) - num_local]
-    per_worker = envs_per_worker or layout.default_envs_per_worker(len(remote), num_local > 0)
+    per_worker = envs_per_worker or split.default_envs_per_worker(len(remote), num_local > 0)
     if per_worker < 1:
         raise ValueError(f"envs_per_worker must be at least 1, got {per_worker}")
     groups = []
@@ -97,9 +97,9 @@ def ray(
     replaces a lost actor on a live node. `actor_options` go to Ray's `.options()`
     (resources, runtime_env); actors ask for no CPU by default. Needs batchrl[ray].
     """
-    from batchrl.envs.host import ray_cluster  # Ray is an optional dependency.
+    from batchrl.envs.ray import cluster  # Ray is an optional dependency.
 
-    return ray_cluster.build(
+    return cluster.build(
         cls,
         env,
         num_envs,
@@ -131,6 +131,6 @@ def mujoco(
     Implements HalfCheetah, Hopper, Walker2d, Ant, Humanoid, Reacher, Swimmer,
     InvertedPendulum and InvertedDoublePendulum (v5).
     """
-    mode = layout.check_autoreset_mode(autoreset_mode)
+    mode = arguments.check_autoreset_mode(autoreset_mode)
     group = mujoco_group.MujocoGroup(env_id, num_envs, threads=threads, **env_kwargs)
     return cls.of_groups([group], mode)

@@ -1,7 +1,7 @@
 """GroupHandle: what a `BatchEnv` asks of each group of its envs, wherever they run.
 
 A batch is a list of groups: envs in this process (`local.LocalGroup`), in a worker
-process (`process.ProcessGroup`), on a Ray actor (`ray_group.RayGroup`), or simulations
+process (`process.ProcessGroup`), on a Ray actor (`batchrl.envs.ray.group.RayGroup`), or simulations
 of one MuJoCo batch (`mujoco.group.MujocoGroup`). `BatchEnv` steps every group with
 `step_async` first and collects with `step_wait` after, so groups that run elsewhere
 step at the same time; it knows them only through this protocol.

@@ -1,6 +1,6 @@
 """Every kind of group answers the GroupHandle calls as Gymnasium's envs would.
 
-Ray's actors answer the same calls; ray_group_test.py runs them on a two-node cluster.
+Ray's actors answer the same calls; batchrl/envs/ray/group_test.py runs them on a two-node cluster.
 """
 
 import gymnasium as gym

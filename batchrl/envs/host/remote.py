@@ -1,6 +1,6 @@
 """RemoteGroup: what a group whose envs run elsewhere keeps, whatever carries its messages.
 
-A worker process (`process.ProcessGroup`) and a Ray actor (`ray_group.RayGroup`) host
+A worker process (`process.ProcessGroup`) and a Ray actor (`batchrl.envs.ray.group.RayGroup`) host
 envs the same way: the parent keeps each env's seed, replaces a host that crashed or
 hung when asked to (`restart`), reseeds its envs from (seed, env index, replacements),
 and reports their cut episodes as truncated at the next step. This class holds that

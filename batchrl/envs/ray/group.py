@@ -25,8 +25,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import errors, group, lifecycle, ray_host, remote
+from batchrl.envs.host import errors, group, lifecycle, remote
 from batchrl.envs.host import infos as infos_lib
+from batchrl.envs.ray import host as ray_host
 
 logger = logging.getLogger("batchrl.envs")
 

@@ -1,6 +1,6 @@
 """The Ray actor that hosts a share of a batch: a node-local `BatchEnv.external` of its envs.
 
-`ray_group.RayGroup` is the parent's handle on it. The actor returns each step's
+`group.RayGroup` is the parent's handle on it. The actor returns each step's
 arrays and keeps the step's infos (themselves still in its workers) until asked.
 """
 

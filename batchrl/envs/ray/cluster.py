@@ -7,7 +7,8 @@ from typing import Any
 
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import layout, ray_group
+from batchrl.envs.host import arguments
+from batchrl.envs.ray import group as ray_group
 
 
 def build(
@@ -24,8 +25,8 @@ def build(
     actor_options: dict[str, Any] | None,
 ) -> Any:
     """A `cls` (BatchEnv) whose envs are split evenly over `actors` actors spread over nodes."""
-    mode = layout.check_autoreset_mode(autoreset_mode)
-    constructors = layout.constructors(env, num_envs)
+    mode = arguments.check_autoreset_mode(autoreset_mode)
+    constructors = arguments.constructors(env, num_envs)
     if timeout is not None and timeout <= 0:
         raise ValueError(f"timeout must be positive seconds or None, got {timeout!r}")
     ray_group.SESSION.join()

@@ -1,9 +1,11 @@
-"""How a batch's envs are laid out and addressed: constructors, workers, seeds and indices."""
+"""A batch's arguments checked: constructors, autoreset mode, seeds, reset masks, indices.
+
+Each check returns the value in the one form the batch uses, or raises a one-line error
+that names the bad value and what is allowed.
+"""
 
 from __future__ import annotations
 
-import math
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -12,37 +14,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from batchrl.envs.host import make as make_lib
-
-
-def cores() -> int:
-    """The cores this process may run on."""
-    count = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, count or 1)
-
-
-def default_envs_per_worker(num_envs: int, parent_steps: bool = False) -> int:
-    """Envs split evenly over one worker per core (one core fewer when the parent steps envs).
-
-    The fastest setting measured: more, smaller workers pay more wake-ups per step.
-    """
-    workers = max(1, cores() - 1) if parent_steps else cores()
-    return max(1, math.ceil(num_envs / workers))
-
-
-def default_local_envs(num_envs: int) -> int:
-    """The parent's even share of the batch when it steps envs beside one worker per other core."""
-    return num_envs // cores() if cores() > 1 else 0
-
-
-def check_local_envs(local_envs: int | str, num_envs: int) -> int:
-    """`local_envs` as a number of envs, or a ValueError naming what is allowed."""
-    if local_envs == "auto":
-        return default_local_envs(num_envs)
-    if isinstance(local_envs, bool) or not isinstance(local_envs, int | np.integer):
-        raise ValueError(f"local_envs must be a number of envs or 'auto', got {local_envs!r}")
-    if not 0 <= local_envs <= num_envs:
-        raise ValueError(f"local_envs must be between 0 and num_envs={num_envs}, got {local_envs}")
-    return int(local_envs)
+from batchrl.envs.host import split
 
 
 def constructors(env: Any, num_envs: int | None) -> list[Callable[[], gym.Env]]:
@@ -62,6 +34,17 @@ def constructors(env: Any, num_envs: int | None) -> list[Callable[[], gym.Env]]:
     if not listed:
         raise ValueError("a BatchEnv needs at least one env, got none")
     return listed
+
+
+def check_local_envs(local_envs: int | str, num_envs: int) -> int:
+    """`local_envs` as a number of envs, or a ValueError naming what is allowed."""
+    if local_envs == "auto":
+        return split.default_local_envs(num_envs)
+    if isinstance(local_envs, bool) or not isinstance(local_envs, int | np.integer):
+        raise ValueError(f"local_envs must be a number of envs or 'auto', got {local_envs!r}")
+    if not 0 <= local_envs <= num_envs:
+        raise ValueError(f"local_envs must be between 0 and num_envs={num_envs}, got {local_envs}")
+    return int(local_envs)
 
 
 def check_autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
