@@ -37,7 +37,7 @@ def steps_that_found_their_thread_state(num_steps: int = 20) -> tuple[list[bool]
     """Runs a compiled rollout on a ThreadProbeEnv: per step, whether locals survived, and
     whether every step ran on a thread other than the caller's."""
     probe = ThreadProbeEnv()
-    env = bridge.InGraphBatchEnv(BatchEnv([probe]))
+    env = bridge.InGraphBatchEnv(BatchEnv.from_envs([probe]))
     shapes = [(2, 64), (64, 64), (64, 1)]
     keys = jax.random.split(jax.random.key(1), len(shapes))
     weights = [jax.random.normal(k, shape) for k, shape in zip(keys, shapes, strict=True)]

@@ -47,7 +47,7 @@ def build(config: TrainConfig, local: bool = False) -> tuple[Any, BatchEnv | Non
         kwargs=config.env_kwargs,
     )
     if local:
-        batch_env = BatchEnv([constructor() for _ in range(algorithm.num_agents)])
+        batch_env = BatchEnv.from_envs([constructor() for _ in range(algorithm.num_agents)])
     elif config.env_backend == "mujoco":
         batch_env = BatchEnv.mujoco(
             config.env,

@@ -18,11 +18,9 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from batchrl.envs.host import arguments, builders, external, handle, local
+from batchrl.envs.host import arguments, builders, handle, local
 from batchrl.envs.host import group as group_lib
 from batchrl.envs.host import infos as infos_lib
-
-EnvLike = gym.Env | external.ExternalProcess
 
 
 class BatchEnv(gym.vector.VectorEnv):
@@ -37,46 +35,38 @@ class BatchEnv(gym.vector.VectorEnv):
 
     def __init__(
         self,
-        envs: Sequence[EnvLike],
+        groups: Sequence[handle.GroupHandle],
         *,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
     ):
-        if not envs:
-            raise ValueError("a BatchEnv needs at least one env, got none")
-        groups, here = [], []
-        for env in envs:
-            if isinstance(env, external.ExternalProcess):
-                if here:
-                    groups.append(local.LocalGroup(here))
-                    here = []
-                groups.append(env.group)
-            else:
-                here.append(env)
-        if here:
-            groups.append(local.LocalGroup(here))
-        self._init(groups, autoreset_mode)
+        """A batch over `groups` already started, in order.
 
+        The groups close with the batch, or now if it cannot be made. The builders below
+        start the groups for you.
+        """
+        groups = list(groups)
+        try:
+            self._init(groups, autoreset_mode)
+        except BaseException:
+            for started in groups:
+                if hasattr(started, "close"):
+                    started.close()
+            raise
+
+    from_envs = classmethod(builders.from_envs)
     external = classmethod(builders.external)
     ray = classmethod(builders.ray)
     mujoco = classmethod(builders.mujoco)
 
-    @classmethod
-    def of_groups(
-        cls,
-        groups: Sequence[handle.GroupHandle],
-        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
-    ) -> BatchEnv:
-        """A batch over groups already started; they close with it, or now if it cannot be made."""
-        batch = cls.__new__(cls)
-        try:
-            batch._init(list(groups), autoreset_mode)
-        except BaseException:
-            for started in groups:
-                started.close()
-            raise
-        return batch
-
     def _init(self, groups: list[handle.GroupHandle], autoreset_mode: AutoresetMode | str) -> None:
+        if not groups:
+            raise ValueError("a BatchEnv needs at least one group of envs, got none")
+        for given in groups:
+            if not isinstance(getattr(given, "buffers", None), group_lib.Buffers):
+                raise TypeError(
+                    f"BatchEnv takes groups of envs (GroupHandle), got {given!r}: build a "
+                    f"batch of env objects with BatchEnv.from_envs(envs)"
+                )
         self._groups = groups
         self.autoreset_mode = arguments.check_autoreset_mode(autoreset_mode)
         first = groups[0]

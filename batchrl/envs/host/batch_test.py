@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from batchrl.conftest import wait_gone
-from batchrl.envs.host import batch, errors, external, mock, spec, split
+from batchrl.envs.host import batch, errors, external, local, mock, process, spec, split
 
 
 def random_actions(space, batch_size, steps, seed=0):
@@ -47,7 +47,7 @@ def test_local_batch_equals_stepping_envs_directly():
     envs = [gym.make("Pendulum-v1") for _ in range(3)]
     direct = [gym.make("Pendulum-v1") for _ in range(3)]
     actions = random_actions(envs[0].action_space, 3, 20)
-    with batch.BatchEnv(envs) as env:
+    with batch.BatchEnv.from_envs(envs) as env:
         obs, _ = env.reset(seed=4)
         for i, d in enumerate(direct):
             np.testing.assert_array_equal(obs[i], d.reset(seed=4 + i)[0])
@@ -68,7 +68,7 @@ def test_local_batch_equals_stepping_envs_directly():
 )
 @pytest.mark.parametrize(("envs_per_worker", "local_envs"), [(1, 0), (3, 0), (None, 2)])
 def test_parallel_equals_blocking_for_the_same_seed(env_id, steps, envs_per_worker, local_envs):
-    local = batch.BatchEnv([gym.make(env_id) for _ in range(4)])
+    local = batch.BatchEnv.from_envs([gym.make(env_id) for _ in range(4)])
     actions = random_actions(local.single_action_space, 4, steps)
     expected = rollout(local, actions, seed=3)
     with batch.BatchEnv.external(
@@ -82,7 +82,7 @@ def test_parallel_equals_blocking_for_the_same_seed(env_id, steps, envs_per_work
 
 def test_workers_that_block_at_once_step_the_same():
     """spin=0: parent and workers sleep in poll instead of polling first."""
-    local = batch.BatchEnv([gym.make("Pendulum-v1") for _ in range(4)])
+    local = batch.BatchEnv.from_envs([gym.make("Pendulum-v1") for _ in range(4)])
     actions = random_actions(local.single_action_space, 4, 60)
     expected = rollout(local, actions, seed=5)
     with batch.BatchEnv.external("Pendulum-v1", 4, envs_per_worker=2, spin=0.0) as external:
@@ -146,7 +146,7 @@ def test_discrete_actions():
 def test_mismatched_spaces_are_refused():
     envs = [gym.make("Pendulum-v1"), gym.make("MountainCarContinuous-v0")]
     with pytest.raises(ValueError, match=r"must share spaces.*'Pendulum-v1'.*'MountainCar"):
-        batch.BatchEnv(envs)
+        batch.BatchEnv.from_envs(envs)
     with pytest.raises(errors.EnvRaisedError, match="must share spaces"):
         batch.BatchEnv.external(
             [lambda: gym.make("Pendulum-v1"), lambda: gym.make("MountainCarContinuous-v0")],
@@ -159,9 +159,29 @@ def test_mismatched_spaces_are_refused():
         )
 
 
+def test_batch_env_takes_started_groups_in_order_and_refuses_env_objects():
+    workers = process.ProcessGroup([lambda: gym.make("Pendulum-v1")] * 2, first_index=0)
+    here = local.LocalGroup([gym.make("Pendulum-v1")])
+    with (
+        batch.BatchEnv([workers, here]) as env,
+        batch.BatchEnv.from_envs([gym.make("Pendulum-v1") for _ in range(3)]) as expected,
+    ):
+        np.testing.assert_array_equal(env.reset(seed=5)[0], expected.reset(seed=5)[0])
+        assert env.num_envs == 3
+    started = process.ProcessGroup([lambda: gym.make("Pendulum-v1")], first_index=0)
+    pid = started.pid
+    with pytest.raises(TypeError, match=r"got <TimeLimit.*BatchEnv.from_envs\(envs\)"):
+        batch.BatchEnv([started, gym.make("Pendulum-v1")])
+    assert pid is not None and not wait_gone(
+        [pid]
+    )  # The started group closed with the refused batch.
+    with pytest.raises(ValueError, match="at least one group"):
+        batch.BatchEnv([])
+
+
 def test_unsupported_observation_space_is_named():
     with pytest.raises(spec.UnsupportedSpaceError, match=r"observation space Tuple.*Box obs"):
-        batch.BatchEnv([gym.make("Blackjack-v1")])
+        batch.BatchEnv.from_envs([gym.make("Blackjack-v1")])
 
 
 def test_bad_actions_and_indices_get_clear_errors():
@@ -223,7 +243,7 @@ def test_unread_infos_of_a_worker_that_died_are_named_as_lost():
 
 def test_external_process_instances_can_be_batched():
     envs = [external.ExternalProcess(lambda: gym.make("Pendulum-v1")) for _ in range(2)]
-    with batch.BatchEnv([*envs, gym.make("Pendulum-v1")]) as env:
+    with batch.BatchEnv.from_envs([*envs, gym.make("Pendulum-v1")]) as env:
         obs, _ = env.reset(seed=0)
         singles = [gym.make("Pendulum-v1") for _ in range(3)]
         for i, single in enumerate(singles):
@@ -288,7 +308,7 @@ class _KeepsActions(mock.CountingEnv):
 
 def test_an_env_may_keep_the_actions_it_was_given():
     kept = _KeepsActions()
-    with batch.BatchEnv([kept]) as env:
+    with batch.BatchEnv.from_envs([kept]) as env:
         env.reset(seed=0)
         env.step(np.full((1, 2), 0.5, np.float32))
         env.step(np.full((1, 2), -0.5, np.float32))
@@ -301,7 +321,7 @@ class _WrongShape(mock.CountingEnv):
 
 
 def test_an_observation_of_the_wrong_shape_is_named():
-    with batch.BatchEnv([mock.CountingEnv(), _WrongShape()]) as env:
+    with batch.BatchEnv.from_envs([mock.CountingEnv(), _WrongShape()]) as env:
         env.reset(seed=0)
         with pytest.raises(ValueError, match=r"observation of shape \(5,\).*has shape \(3,\)"):
             env.step(np.zeros((2, 2), np.float32))

@@ -1,7 +1,8 @@
-"""The ways to build a `BatchEnv`: its envs in worker processes, on Ray, or in a MuJoCo batch.
+"""The ways to build a `BatchEnv`: from env objects, in worker processes, on Ray, in a MuJoCo batch.
 
 Each builder starts the groups of envs (`handle.GroupHandle`s) and hands them to
-`BatchEnv.of_groups`; `BatchEnv.external`, `.ray` and `.mujoco` are these functions.
+`BatchEnv(groups)`; `BatchEnv.from_envs`, `.external`, `.ray` and `.mujoco` are these
+functions.
 """
 
 from __future__ import annotations
@@ -13,7 +14,35 @@ import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
 from batchrl.envs.host import arguments, lifecycle, local, process, split
+from batchrl.envs.host.external import ExternalProcess
 from batchrl.envs.mujoco import group as mujoco_group
+
+
+def from_envs(
+    cls: type,
+    envs: Sequence[gym.Env | ExternalProcess],
+    *,
+    autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+) -> Any:
+    """Batches envs already built, in the order given.
+
+    Gymnasium envs step in this process, each `ExternalProcess` in its own worker.
+    """
+    envs = list(envs)
+    if not envs:
+        raise ValueError("a BatchEnv needs at least one env, got none")
+    groups, here = [], []
+    for env in envs:
+        if isinstance(env, ExternalProcess):
+            if here:
+                groups.append(local.LocalGroup(here))
+                here = []
+            groups.append(env.group)
+        else:
+            here.append(env)
+    if here:
+        groups.append(local.LocalGroup(here))
+    return cls(groups, autoreset_mode=autoreset_mode)
 
 
 def external(
@@ -71,7 +100,7 @@ def external(
         for started in groups:
             started.close()
         raise
-    return cls.of_groups(groups, mode)
+    return cls(groups, autoreset_mode=mode)
 
 
 def ray(
@@ -133,4 +162,4 @@ def mujoco(
     """
     mode = arguments.check_autoreset_mode(autoreset_mode)
     group = mujoco_group.MujocoGroup(env_id, num_envs, threads=threads, **env_kwargs)
-    return cls.of_groups([group], mode)
+    return cls([group], autoreset_mode=mode)

@@ -55,7 +55,7 @@ def build(
             )
         for started in groups:
             started.wait_ready()
-        batch = cls.of_groups(groups, mode)
+        batch = cls(groups, autoreset_mode=mode)
     except BaseException:
         for started in groups:
             started.close()
