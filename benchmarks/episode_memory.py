@@ -65,12 +65,15 @@ def main() -> None:
     parser.add_argument("--episode-length", type=float, default=38.0, help="mean length")
     args = parser.parse_args()
 
-    config = presets.humanoid().algorithm
+    preset = presets.humanoid()
+    config, num_agents = preset.algorithm, preset.num_agents
     stand_in = StandIn(end=1.0 / args.episode_length)
     stand_in = jax_env.LimitDuration(stand_in, stand_in.max_length)
-    env = jax_env.Batched(stand_in, config.num_agents)
-    batch_steps = args.steps // config.num_agents
-    programs, state = loop.build(config, env, batch_steps, 10)
+    env = jax_env.Batched(stand_in, num_agents)
+    batch_steps = args.steps // num_agents
+    programs, state = loop.build(
+        config, env, batch_steps, 10, max_length=preset.max_length, steps=preset.steps
+    )
     train, agent = state.train, state.agent
 
     def phase(reset: bool) -> float:
@@ -81,7 +84,7 @@ def main() -> None:
 
     first = phase(True)
     seconds = [phase(False) for _ in range(args.phases)]
-    env_steps = batch_steps * config.num_agents
+    env_steps = batch_steps * num_agents
     print(
         json.dumps(
             {

@@ -43,7 +43,6 @@ ENV = "HalfCheetah-v5"
 
 def batchrl_rate(updates: int, local_envs: int | str = 0) -> dict:
     config = config_lib.ClippedConfig(
-        num_agents=NUM_ENVS,
         steps_per_update=N_STEPS,
         update_epochs=EPOCHS,
         num_minibatches=NUM_ENVS * N_STEPS // MINIBATCH,
@@ -56,7 +55,8 @@ def batchrl_rate(updates: int, local_envs: int | str = 0) -> dict:
     with BatchEnv.external(ENV, NUM_ENVS, local_envs=local_envs) as batch_env:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
         start = time.perf_counter()
-        programs, state = loop.build(config, env, train_steps=N_STEPS * updates, eval_steps=1)
+        steps = N_STEPS * updates
+        programs, state = loop.build(config, env, steps, 1, max_length=1000, steps=2 * steps)
         state, first = loop.run_phase(programs, state)  # Compiles, then trains `updates`.
         compile_and_first = time.perf_counter() - start
         _, steady = loop.run_phase(programs, state)
@@ -106,11 +106,12 @@ def sb3_rate(vec_env_cls: type | None, updates: int) -> float:
 
 def pendulum_seconds_to(target: float, max_phases: int = 40) -> dict:
     config = config_lib.ClippedConfig(
-        num_agents=32, steps_per_update=128, num_minibatches=16, update_epochs=10, discount=0.95
+        steps_per_update=128, num_minibatches=16, update_epochs=10, discount=0.95
     )
     start = time.perf_counter()
-    env = jax_env.Batched(classic.make("Pendulum-v1"), config.num_agents)
-    programs, state = loop.build(config, env, train_steps=128 * 5, eval_steps=200)
+    env = jax_env.Batched(classic.make("Pendulum-v1"), 32)
+    budget = max_phases * 128 * 5 * 32
+    programs, state = loop.build(config, env, 128 * 5, 200, max_length=200, steps=budget)
     for _, metrics in loop.run(programs, state, max_phases):
         if metrics["eval/return"] >= target:
             return {
@@ -129,7 +130,14 @@ def preset_rates(name: str, phases: int) -> dict:
         for backend in backends:
             config = overrides.parse_override(presets.get(name), f"env_backend={backend}")
             env, batch_env = environments.build(config)
-            programs, state = loop.build(config.algorithm, env, config.batch_steps_per_phase, 1)
+            programs, state = loop.build(
+                config.algorithm,
+                env,
+                config.batch_steps_per_phase,
+                1,
+                max_length=config.max_length,
+                steps=config.steps,
+            )
             state, _ = loop.run_phase(programs, state)  # Compiles.
             runs[backend] = [programs, state, batch_env, []]
         for _ in range(phases):

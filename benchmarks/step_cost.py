@@ -60,7 +60,7 @@ def env_seconds(batch_env, batch_steps: int, chunk: int = 1000) -> float:
     return time.perf_counter() - start
 
 
-def update_seconds(env, networks, state, repeats: int = 3) -> float:
+def update_seconds(env, networks, state, max_length: int, repeats: int = 3) -> float:
     """Seconds of one update alone, on a storage filled by acting on from the run's state.
 
     The agent acts until its memory or rollout is ready, as in training; then the update
@@ -72,7 +72,7 @@ def update_seconds(env, networks, state, repeats: int = 3) -> float:
         acting_state = acting.begin(agent.learner, agent.running)
         recorder = algorithm.recorder(networks)
         sampling = acting.sampling_agent(networks)
-        limit = 10 * state.train.length.shape[0] * networks.config.max_length
+        limit = 10 * state.train.length.shape[0] * max_length
         run = simulate.collect(
             env, sampling, sim_state, acting_state, limit, recorder=recorder, storage=agent.storage
         )
@@ -80,7 +80,7 @@ def update_seconds(env, networks, state, repeats: int = 3) -> float:
 
     storage = env.wrap_compiled(jax.jit(fill))(state.train, state.agent)
     if isinstance(networks.config, config_lib.ClippedConfig):
-        args = (state.agent.learner, storage.rollout)
+        args = (state.agent.learner, storage.rollout, state.agent.total_updates)
         update = jax.jit(lambda *args: clipped.update(networks, *args))
     else:
         args = (state.agent.learner, storage, state.agent.penalty)
@@ -99,7 +99,9 @@ def measure(name: str, phases: int) -> dict:
     env, batch_env = environments.build(config)
     try:
         networks = policy_lib.for_env(algorithm, env)
-        programs, state = loop.build(algorithm, env, batch_steps, 1)
+        programs, state = loop.build(
+            algorithm, env, batch_steps, 1, max_length=config.max_length, steps=config.steps
+        )
         rows = []
         for _ in range(phases + 1):
             before_env, before_updates = env.env_seconds, int(state.agent.learner.updates)
@@ -113,11 +115,11 @@ def measure(name: str, phases: int) -> dict:
                 }
             )
         alone = env_seconds(batch_env, batch_steps)
-        one_update = update_seconds(env, networks, state)
+        one_update = update_seconds(env, networks, state, config.max_length)
     finally:
         batch_env.close()
     rest = [row["seconds"] - alone - one_update * row["updates"] for row in rows[1:]]
-    steps = batch_steps * algorithm.num_agents
+    steps = batch_steps * config.num_agents
     return {
         "preset": name,
         "objective": type(algorithm).__name__,
@@ -125,7 +127,7 @@ def measure(name: str, phases: int) -> dict:
         "first_phase_seconds_with_compile": round(rows[0]["seconds"], 2),
         "phase_seconds": [round(row["seconds"], 2) for row in rows[1:]],
         "env_steps_per_sec": [
-            round(batch_steps * algorithm.num_agents / r["seconds"]) for r in rows[1:]
+            round(batch_steps * config.num_agents / r["seconds"]) for r in rows[1:]
         ],
         "env_seconds": round(alone, 2),
         "env_seconds_in_run": [round(row["env_in_run"], 2) for row in rows[1:]],

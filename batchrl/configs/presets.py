@@ -46,16 +46,12 @@ def acrobot_gymnax() -> TrainConfig:
 
     Episodes end at the top (return about -60 to -100) or after 500 steps (-500).
     """
-    algorithm = ppo_config.ClippedConfig(
+    algorithm = ppo_config.ClippedConfig(steps_per_update=128, num_minibatches=8, update_epochs=4)
+    return TrainConfig(
+        algorithm=algorithm,
         max_length=500,
         steps=500_000,
         num_agents=32,
-        steps_per_update=128,
-        num_minibatches=8,
-        update_epochs=4,
-    )
-    return TrainConfig(
-        algorithm=algorithm,
         env="Acrobot-v1",
         env_kind="gymnax",
         phase_steps=40_960,  # Ten updates per phase.
@@ -108,11 +104,11 @@ def clipped(base: TrainConfig, **tuning: object) -> TrainConfig:
 
     Evaluation: 8 episodes after every 4th phase of ten updates, 16 for the final policy.
     """
-    algorithm = ppo_config.ClippedConfig(
-        max_length=base.algorithm.max_length, steps=min(base.algorithm.steps, 1_000_000)
-    )
     config = TrainConfig(
-        algorithm=algorithm,
+        algorithm=ppo_config.ClippedConfig(),
+        max_length=base.max_length,
+        steps=min(base.steps, 1_000_000),
+        num_agents=8,
         env=base.env,
         env_kind=base.env_kind,
         phase_steps=20_480,  # Ten updates per phase.

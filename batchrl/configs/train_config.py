@@ -1,7 +1,8 @@
 """TrainConfig: a training run's own settings and its algorithm's config, read and written as data.
 
-The run's fields (env, phases, evaluation, checkpoints, env backend) sit beside
-`algorithm`, a `PenaltyConfig` or a `ClippedConfig`, whose type picks the objective.
+The run's fields (seed, budget, env and its batch, phases, evaluation, checkpoints, env
+backend) sit beside `algorithm`, a `PenaltyConfig` or a `ClippedConfig`, whose type
+picks the objective and which holds only what the objective sets.
 Every field can be set by name (`replace`, and `--set key=value` through `overrides`);
 `objective=clipped` changes the algorithm's type, keeping the settings both share.
 YAML holds the algorithm under `algorithm:` with its `objective`, and is read back
@@ -30,7 +31,11 @@ class TrainConfig:
     """A training run: the env, its budget split in phases, evaluation, and the algorithm."""
 
     algorithm: ppo_config.Config = dataclasses.field(default_factory=ppo_config.PenaltyConfig)
+    seed: int = 0  # Seeds the agent, and env i of a batch with seed + i.
+    steps: int = 1_000_000  # Env steps of training; the horizon of a decaying learning rate.
     env: str = "Pendulum-v1"  # A Gymnasium id or a `module:Class` entry point.
+    num_agents: int = 30  # Envs stepped together (the seed's name for the batch).
+    max_length: int = 1000  # Env steps an episode may last, at most.
     # Keywords of the env's constructor, as gym.make(env, **env_kwargs); Gymnasium envs only.
     env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     env_kind: str = "workers"  # "workers": Gymnasium envs in processes; "jax": JAX-native.
@@ -56,10 +61,13 @@ class TrainConfig:
             raise ValueError(
                 f"algorithm must be a PenaltyConfig or ClippedConfig, got {self.algorithm!r}"
             )
-        num_agents = self.algorithm.num_agents
-        if self.local_envs > num_agents:
+        for name in ("steps", "num_agents", "max_length"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        self.algorithm.check(self.shape)
+        if self.local_envs > self.num_agents:
             raise ValueError(
-                f"local_envs must be at most num_agents={num_agents}, got {self.local_envs}"
+                f"local_envs must be at most num_agents={self.num_agents}, got {self.local_envs}"
             )
         if self.env_kind not in ENV_KINDS:
             raise ValueError(f"unknown env_kind {self.env_kind!r}: use one of {ENV_KINDS}")
@@ -86,26 +94,30 @@ class TrainConfig:
                 raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
 
     @property
+    def shape(self) -> ppo_config.RunShape:
+        """What the objective reads of this run."""
+        return ppo_config.RunShape(self.num_agents, self.max_length, self.steps)
+
+    @property
     def batch_steps_per_phase(self) -> int:
         """Batch steps (each steps every env once) of one train phase."""
         algorithm = self.algorithm
         if self.phase_steps:
-            return max(1, math.ceil(self.phase_steps / algorithm.num_agents))
+            return max(1, math.ceil(self.phase_steps / self.num_agents))
         if isinstance(algorithm, ppo_config.ClippedConfig):
             return algorithm.steps_per_update
-        return algorithm.update_every * algorithm.max_length // algorithm.num_agents
+        return algorithm.update_every * self.max_length // self.num_agents
 
     @property
     def eval_batch_steps(self) -> int:
         """Batch steps of one eval phase: every env finishes at least its share of episodes."""
-        algorithm = self.algorithm
-        return algorithm.max_length * math.ceil(self.eval_episodes / algorithm.num_agents)
+        return self.max_length * math.ceil(self.eval_episodes / self.num_agents)
 
     @property
     def phases(self) -> int:
         """Train phases in the whole budget."""
-        per_phase = self.batch_steps_per_phase * self.algorithm.num_agents
-        return math.ceil(self.algorithm.steps / per_phase)
+        per_phase = self.batch_steps_per_phase * self.num_agents
+        return math.ceil(self.steps / per_phase)
 
 
 def _check_mujoco_backend(config: TrainConfig) -> None:
@@ -245,6 +257,24 @@ def flat(config: TrainConfig) -> dict[str, Any]:
     return {**{k: v for k, v in data.items() if k != "algorithm"}, **data["algorithm"]}
 
 
+# Settings that were the algorithm's before the run took them over; run folders written
+# then keep them under `algorithm:` and read back the same.
+_MOVED = ("seed", "steps", "num_agents", "max_length")
+
+
+def _read_moved(nested: dict[str, Any], data: dict[str, Any]) -> None:
+    """Moves `_MOVED` settings found under `algorithm:` up to the run, in place."""
+    for name in _MOVED:
+        if name in nested:
+            value = nested.pop(name)
+            if data.setdefault(name, value) != value:
+                raise ValueError(f"{name} is given twice, as {data[name]!r} and {value!r}")
+    if nested.get("objective") == ppo_config.ClippedConfig.objective and not nested.get(
+        "recurrent", True
+    ):
+        del nested["recurrent"]  # The clipped objective has no recurrent setting now.
+
+
 def from_dict(data: dict[str, Any]) -> TrainConfig:
     """A TrainConfig from plain data (as read from YAML); bad keys or values: one-line errors."""
     if not isinstance(data, dict):
@@ -254,6 +284,7 @@ def from_dict(data: dict[str, Any]) -> TrainConfig:
     if not isinstance(nested, dict):
         raise ValueError(f"algorithm must be a mapping of settings, got {nested!r}")
     nested = dict(nested)
+    _read_moved(nested, data)
     config = _with_objective(TrainConfig(), nested.pop("objective", "kl_penalty"))
     algorithm = {}
     kind = type(config.algorithm)

@@ -34,7 +34,7 @@ def test_set_reads_layer_sizes_as_a_tuple_in_any_bracket_style(text):
 def test_set_objective_changes_the_algorithm_keeping_what_both_share():
     config = overrides.parse_override(presets.get("pendulum"), "objective=clipped")
     assert type(config.algorithm) is ppo_config.ClippedConfig
-    assert config.algorithm.discount == 0.95 and config.algorithm.num_agents == 30
+    assert config.algorithm.discount == 0.95 and config.num_agents == 30
     assert config.algorithm.clip_ratio == 0.2  # The clipped objective's own default.
     assert config.env == "Pendulum-v1"
 
@@ -64,7 +64,7 @@ def test_yaml_round_trips_typed(name):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"num_agents": "8"}, "num_agents='8': expected int"),
+        ({"update_epochs": "8"}, "update_epochs='8': expected int"),
         ({"policy_layers": [64, "x"]}, "policy_layers='x': expected int"),
         ({"squash_mean": 1}, "squash_mean=1: expected bool"),
         ({"kl_target": 0.1}, "kl_target is a setting of objective 'kl_penalty'"),
@@ -75,6 +75,10 @@ def test_badly_typed_yaml_is_a_one_line_error(change, message):
     data["algorithm"].update(change)
     with pytest.raises(ValueError, match=message):
         train_config.from_dict(data)
+    data = train_config.to_dict(presets.get("cheetah_clipped"))
+    data["num_agents"] = "8"
+    with pytest.raises(ValueError, match="num_agents='8': expected int"):
+        train_config.from_dict(data)
 
 
 def test_a_flat_config_is_refused_in_one_line_naming_the_misplaced_key():
@@ -83,7 +87,22 @@ def test_a_flat_config_is_refused_in_one_line_naming_the_misplaced_key():
         train_config.from_dict(data)
     assert str(error.value) == "objective is a setting of the algorithm: put it under 'algorithm:'"
     del data["objective"]
-    with pytest.raises(ValueError, match=r"^seed is a setting of the algorithm: put it under"):
+    with pytest.raises(ValueError, match=r"^discount is a setting of the algorithm: put it under"):
+        train_config.from_dict(data)
+
+
+def test_run_folders_that_kept_seed_and_budget_under_the_algorithm_read_back_the_same():
+    # Before the run owned seed, steps, num_agents and max_length, they sat under
+    # `algorithm:`, and the clipped objective carried `recurrent: false`.
+    for name in ("cheetah_clipped", "hopper"):
+        config = overrides.parse_override(presets.get(name), "seed=3")
+        data = train_config.to_dict(config)
+        for key in ("seed", "steps", "num_agents", "max_length"):
+            data["algorithm"][key] = data.pop(key)
+        data["algorithm"]["recurrent"] = False
+        assert train_config.from_dict(data) == config
+    data["seed"] = 4
+    with pytest.raises(ValueError, match=r"^seed is given twice, as 4 and 3$"):
         train_config.from_dict(data)
 
 

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 from batchrl import simulate
 from batchrl.parts import normalizer, returns
 from batchrl.ppo import acting, losses, sgd
+from batchrl.ppo import config as config_lib
 from batchrl.ppo import learner as learner_lib
 from batchrl.ppo import policy as policy_lib
 
@@ -46,13 +47,17 @@ class State:
     learner: learner_lib.Learner
     running: acting.Running
     storage: Storage
+    # [] int32 updates in the run's budget: where an annealed learning rate reaches zero.
+    total_updates: jax.Array
 
 
 METRICS = ("train/policy_loss", "train/value_loss", "train/entropy", "train/kl", "train/grad_norm")
 
 
-def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
-    """A fresh agent for `num_envs` envs."""
+def init(networks: policy_lib.Networks, shape: config_lib.RunShape, key: jax.Array) -> State:
+    """A fresh agent for a run of `shape` (a ValueError when the config cannot train it)."""
+    networks.config.check(shape)
+    num_envs = shape.num_envs
     steps, obs_shape = networks.config.steps_per_update, networks.observation_shape
     choice = acting.choice_example(networks, num_envs)
     zeros = jnp.zeros((steps, num_envs), jnp.float32)
@@ -70,6 +75,7 @@ def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
         learner=learner_lib.init(networks, key, METRICS),
         running=acting.running(networks, num_envs),
         storage=Storage(rollout=rollout, position=jnp.zeros((), jnp.int32)),
+        total_updates=jnp.asarray(networks.config.total_updates(shape), jnp.int32),
     )
 
 
@@ -120,14 +126,19 @@ def learn(networks: policy_lib.Networks, state: State) -> State:
     """
     full = state.storage.position >= networks.config.steps_per_update
     learner = jax.lax.cond(
-        full, lambda: update(networks, state.learner, state.storage.rollout), lambda: state.learner
+        full,
+        lambda: update(networks, state.learner, state.storage.rollout, state.total_updates),
+        lambda: state.learner,
     )
     position = jnp.where(full, 0, state.storage.position)
     return state.replace(learner=learner, storage=state.storage.replace(position=position))
 
 
 def update(
-    networks: policy_lib.Networks, learner: learner_lib.Learner, rollout: Rollout
+    networks: policy_lib.Networks,
+    learner: learner_lib.Learner,
+    rollout: Rollout,
+    total_updates: jax.Array,
 ) -> learner_lib.Learner:
     """One PPO update on the full rollout: GAE, then epochs of shuffled minibatches."""
     config = networks.config
@@ -164,7 +175,7 @@ def update(
     }
     data["old_dist"] = networks.distribution(learner.params, data["obs"])
     # CleanRL's anneal_lr: Adam's step scaled by 1 - updates/total, reaching zero at `steps`.
-    progress = learner.updates / config.total_updates
+    progress = learner.updates / total_updates
     lr_scale = jnp.maximum(1.0 - progress, 0.0) if config.anneal_learning_rate else 1.0
 
     def loss_fn(params: dict, minibatch: dict) -> tuple[jax.Array, dict]:
@@ -202,7 +213,7 @@ def update(
         loss_fn,
         epoch_key,
         epochs=config.update_epochs,
-        batch_size=config.minibatch_size,
+        batch_size=rollout.reward.size // config.num_minibatches,
         refresh=refresh if config.recompute_advantages else None,
         target_kl=config.target_kl,
         step_scale=lr_scale,

@@ -15,10 +15,9 @@ from batchrl.ppo import policy as policy_lib
 from batchrl.training import loop
 
 PENDULUM = config_lib.ClippedConfig(
-    num_agents=32, steps_per_update=128, num_minibatches=16, update_epochs=10, discount=0.95
+    steps_per_update=128, num_minibatches=16, update_epochs=10, discount=0.95
 )
 CARTPOLE = config_lib.ClippedConfig(
-    num_agents=16,
     steps_per_update=128,
     num_minibatches=8,
     update_epochs=4,
@@ -30,24 +29,24 @@ CARTPOLE = config_lib.ClippedConfig(
 
 @pytest.mark.slow
 def test_pendulum_learns_to_swing_up():
-    env = jax_env.Batched(classic.make("Pendulum-v1"), PENDULUM.num_agents)
-    metrics, _ = loop.train(PENDULUM, env, 1280, 200, phases=8)  # 328k env steps
+    env = jax_env.Batched(classic.make("Pendulum-v1"), 32)
+    metrics, _ = loop.train(PENDULUM, env, 1280, 200, phases=8, max_length=200)  # 328k env steps
     assert metrics[-1]["eval/count"] == env.num_envs
     assert metrics[-1]["eval/return"] >= -250, [m["eval/return"] for m in metrics]
 
 
 @pytest.mark.slow
 def test_cartpole_learns_to_balance():
-    env = jax_env.Batched(classic.make("CartPole-v1"), CARTPOLE.num_agents)
-    metrics, _ = loop.train(CARTPOLE, env, 1280, 500, phases=5)  # 102k env steps
+    env = jax_env.Batched(classic.make("CartPole-v1"), 16)
+    metrics, _ = loop.train(CARTPOLE, env, 1280, 500, phases=5, max_length=500)  # 102k env steps
     assert metrics[-1]["eval/return"] >= 475, [m["eval/return"] for m in metrics]
 
 
 def test_same_seed_same_results():
-    config = dataclasses.replace(PENDULUM, num_agents=4, steps_per_update=16, num_minibatches=4)
+    config = dataclasses.replace(PENDULUM, steps_per_update=16, num_minibatches=4)
     env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
-    first, state_a = loop.train(config, env, 32, 10, phases=2)
-    second, state_b = loop.train(config, env, 32, 10, phases=2)
+    first, state_a = loop.train(config, env, 32, 10, phases=2, max_length=200)
+    second, state_b = loop.train(config, env, 32, 10, phases=2, max_length=200)
     assert state_a.agent.learner.updates == 4
     leaves = [
         jax.tree.leaves(p.agent.replace(learner=p.agent.learner.replace(key=0)))
@@ -91,7 +90,6 @@ def test_a_time_limit_is_bootstrapped_not_treated_as_terminal(end, low, high):
     # policy cannot see must not change it; a real terminal state after 5 steps must: the
     # value is then the mean over the 5 positions of the remaining return, about 2.7.
     config = config_lib.ClippedConfig(
-        num_agents=8,
         steps_per_update=20,
         num_minibatches=4,
         discount=0.9,
@@ -100,41 +98,44 @@ def test_a_time_limit_is_bootstrapped_not_treated_as_terminal(end, low, high):
         learning_rate=3e-3,
     )
     env = ConstantReward(8, end)
-    _, state = loop.train(config, env, 400, 5, phases=3)
+    _, state = loop.train(config, env, 400, 5, phases=3, max_length=5)
     networks = policy_lib.for_env(config, env)
     value = float(networks.value(state.agent.learner.params, jnp.zeros((1, 1)))[0])
     assert low < value < high
 
 
-def filled_state(config, key=0):
-    """A fresh agent for Pendulum whose rollout holds random steps, ready to update."""
-    env = jax_env.Batched(classic.make("Pendulum-v1"), config.num_agents)
+def filled_state(config, key=0, steps=10**6):
+    """A fresh agent for 4 Pendulums whose rollout holds random steps, ready to update.
+
+    Also the number of updates in a budget of `steps` env steps.
+    """
+    env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
     networks = policy_lib.for_env(config, env)
-    state = clipped.init(networks, config.num_agents, jax.random.key(key))
+    shape = config_lib.RunShape(num_envs=4, max_length=200, steps=steps)
+    state = clipped.init(networks, shape, jax.random.key(key))
     shapes = jax.tree.map(lambda x: (x.shape, x.dtype), state.storage.rollout)
     keys = iter(jax.random.split(jax.random.key(key + 1), 8))
     random = lambda s: jax.random.normal(next(keys), s[0]).astype(s[1])  # noqa: E731
     rollout = jax.tree.map(random, shapes, is_leaf=lambda x: isinstance(x, tuple))
     rollout = rollout.replace(log_prob=-jnp.abs(rollout.log_prob))
-    return networks, state.learner, rollout
+    return networks, state.learner, rollout, state.total_updates
 
 
-def param_step(networks, learner, rollout):
-    new = clipped.update(networks, learner, rollout)
+def param_step(networks, learner, rollout, total_updates=10**6):
+    new = clipped.update(networks, learner, rollout, total_updates)
     return jax.tree.map(lambda a, b: np.asarray(a - b), new.params, learner.params)
 
 
 def test_annealed_learning_rate_falls_linearly_to_zero_at_the_budget():
     config = config_lib.ClippedConfig(
-        num_agents=4, steps_per_update=16, num_minibatches=1, update_epochs=1,
-        anneal_learning_rate=True, steps=4 * 64,
-    )  # fmt: skip
-    assert config.total_updates == 4
-    networks, learner, rollout = filled_state(config)
-    first = param_step(networks, learner, rollout)
+        steps_per_update=16, num_minibatches=1, update_epochs=1, anneal_learning_rate=True
+    )
+    networks, learner, rollout, total = filled_state(config, steps=4 * 64)
+    assert int(total) == 4  # 64 env steps an update.
+    first = param_step(networks, learner, rollout, total)
     for updates, scale in [(1, 0.75), (3, 0.25), (4, 0.0), (9, 0.0)]:
         later = param_step(
-            networks, learner.replace(updates=jnp.asarray(updates, jnp.int32)), rollout
+            networks, learner.replace(updates=jnp.asarray(updates, jnp.int32)), rollout, total
         )
         for a, b in zip(jax.tree.leaves(later), jax.tree.leaves(first), strict=True):
             np.testing.assert_allclose(a, scale * b, rtol=1e-3, atol=1e-7)
@@ -144,8 +145,8 @@ def test_annealed_learning_rate_falls_linearly_to_zero_at_the_budget():
 def test_recomputed_advantages_use_the_value_net_of_each_epoch(epochs):
     # The first epoch sees the rollout's advantages either way; later epochs see the
     # values the previous epochs learned, so the results part only from the second epoch.
-    base = dict(num_agents=4, steps_per_update=16, num_minibatches=2, update_epochs=epochs)
-    networks, learner, rollout = filled_state(config_lib.ClippedConfig(**base))
+    base = dict(steps_per_update=16, num_minibatches=2, update_epochs=epochs)
+    networks, learner, rollout, _ = filled_state(config_lib.ClippedConfig(**base))
     fixed = param_step(networks, learner, rollout)
     recompute = config_lib.ClippedConfig(**base, recompute_advantages=True)
     networks = dataclasses.replace(networks, config=recompute)
@@ -162,15 +163,16 @@ def test_advantages_are_standardised_per_minibatch_unless_turned_off(normalize):
     # In the first step the ratio is 1, so the policy loss is minus the mean advantage:
     # 0 for standardised advantages, the raw advantages' mean (far from 0 here) otherwise.
     config = config_lib.ClippedConfig(
-        num_agents=4, steps_per_update=16, num_minibatches=1, update_epochs=1,
+        steps_per_update=16, num_minibatches=1, update_epochs=1,
         normalize_rewards=False, normalize_advantages=normalize,
     )  # fmt: skip
-    networks, learner, rollout = filled_state(config)
+    networks, learner, rollout, _ = filled_state(config)
     obs = networks.normalize_obs(learner.obs_norm, rollout.obs).reshape(64, -1)
     dist = networks.distribution(learner.params, obs)
     log_prob = networks.log_prob(dist, rollout.action.reshape(64, -1)).reshape(16, 4)
     rollout = rollout.replace(reward=rollout.reward + 5.0, log_prob=log_prob)
-    loss = float(clipped.update(networks, learner, rollout).metrics["train/policy_loss"])
+    metrics = clipped.update(networks, learner, rollout, 10**6).metrics
+    loss = float(metrics["train/policy_loss"])
     if normalize:
         assert abs(loss) < 1e-5
     else:

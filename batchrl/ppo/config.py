@@ -2,8 +2,12 @@
 
 `PenaltyConfig` is the seed's BatchPPO (KL penalty with cutoff, episode memory), with
 the seed's defaults. `ClippedConfig` is the clipped objective, with common-practice
-defaults (Schulman et al. 2017, SB3, CleanRL). Both share `Common`: the env side, the
-networks and the optimiser. Each is checked when built.
+defaults (Schulman et al. 2017, SB3, CleanRL). Both share `Common`: how observations
+and rewards are scaled, the networks and the optimiser. Each is checked when built.
+
+What the run decides, the objectives read as a `RunShape`: how many envs step
+together, the longest episode, and the env steps of training. The run's config
+(`configs.TrainConfig`) owns those, with the seed and the env.
 """
 
 from __future__ import annotations
@@ -15,16 +19,24 @@ REWARD_SCALES = ("reward", "return")
 
 
 @dataclasses.dataclass(frozen=True)
+class RunShape:
+    """What an objective reads of the run that trains it, all fixed before it starts."""
+
+    num_envs: int  # Envs stepped together: the batch an agent acts on.
+    max_length: int  # The longest episode, in env steps: an episode memory slot's length.
+    steps: int  # Env steps of training: the horizon of a decaying learning rate.
+
+    def __post_init__(self):
+        _at_least_one(self, "num_envs", "max_length", "steps")
+
+
+@dataclasses.dataclass(frozen=True)
 class Common:
-    """What both objectives need: the env side, the networks, the optimiser."""
+    """What both objectives need: scaling of observations and rewards, networks, optimiser."""
 
     objective: ClassVar[str]
+    recurrent: ClassVar[bool] = False  # A GRU policy; `PenaltyConfig` alone can train one.
 
-    seed: int = 0
-    steps: int = 1_000_000  # Env steps of training; the horizon of a decaying learning rate.
-    # Environment side.
-    num_agents: int = 30
-    max_length: int = 1000
     discount: float = 0.995
     normalize_observations: bool = True
     normalize_rewards: bool = True
@@ -38,7 +50,6 @@ class Common:
     init_std: float = 0.35
     squash_mean: bool = True  # tanh keeps the Gaussian mean in (-1, 1), as the seed did.
     orthogonal_init: bool = False
-    recurrent: bool = False  # A GRU policy; trains on whole episodes (KL penalty only).
     # Optimisation.
     learning_rate: float = 1e-4
     max_grad_norm: float | None = None
@@ -54,7 +65,7 @@ class Common:
     def __post_init__(self):
         if self.activation not in ("relu", "tanh"):
             raise ValueError(f"unknown activation {self.activation!r}: use 'relu' or 'tanh'")
-        _at_least_one(self, "num_agents", "max_length", "update_epochs", "learner_devices")
+        _at_least_one(self, "update_epochs", "learner_devices")
         if self.reward_scale not in REWARD_SCALES:
             raise ValueError(
                 f"unknown reward_scale {self.reward_scale!r}: use one of {REWARD_SCALES}"
@@ -71,6 +82,7 @@ class PenaltyConfig(Common):
 
     objective: ClassVar[str] = "kl_penalty"
 
+    recurrent: bool = False  # A GRU policy; trains on whole episodes.
     update_every: int = 30  # Episodes per update.
     chunk_length: int = 50  # Steps of an episode per minibatch row.
     batch_size: int = 30  # Episodes per minibatch.
@@ -82,15 +94,17 @@ class PenaltyConfig(Common):
     def __post_init__(self):
         super().__post_init__()
         _at_least_one(self, "update_every", "batch_size", "chunk_length")
-        if self.max_length % self.chunk:
-            raise ValueError(
-                f"chunk_length = {self.chunk_length} must divide max_length = {self.max_length}"
-            )
 
-    @property
-    def chunk(self) -> int:
-        """Steps per minibatch row: chunk_length, at most max_length."""
-        return min(self.chunk_length, self.max_length)
+    def chunk(self, max_length: int) -> int:
+        """Steps per minibatch row: a whole episode for a GRU, else chunk_length at most."""
+        return max_length if self.recurrent else min(self.chunk_length, max_length)
+
+    def check(self, shape: RunShape) -> None:
+        """Raises a one-line ValueError when `shape` does not fit this config."""
+        if shape.max_length % self.chunk(shape.max_length):
+            raise ValueError(
+                f"chunk_length = {self.chunk_length} must divide max_length = {shape.max_length}"
+            )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +116,6 @@ class ClippedConfig(Common):
 
     objective: ClassVar[str] = "clipped"
 
-    num_agents: int = 8
     discount: float = 0.99
     policy_layers: tuple[int, ...] = (64, 64)
     value_layers: tuple[int, ...] = (64, 64)
@@ -133,34 +146,23 @@ class ClippedConfig(Common):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.recurrent:
-            raise ValueError(
-                "recurrent policies train on whole episodes: use objective='kl_penalty'"
-            )
         _at_least_one(self, "steps_per_update", "num_minibatches")
-        if self.batch_steps % self.num_minibatches:
+
+    def check(self, shape: RunShape) -> None:
+        """Raises a one-line ValueError when `shape` does not fit this config."""
+        batch_steps = shape.num_envs * self.steps_per_update
+        if batch_steps % self.num_minibatches:
             raise ValueError(
-                f"num_agents * steps_per_update = {self.batch_steps} must divide into "
+                f"num_agents * steps_per_update = {batch_steps} must divide into "
                 f"num_minibatches = {self.num_minibatches}"
             )
 
-    @property
-    def batch_steps(self) -> int:
-        """Env steps per update."""
-        return self.num_agents * self.steps_per_update
-
-    @property
-    def total_updates(self) -> int:
-        """Updates in `steps` env steps."""
-        return -(-self.steps // self.batch_steps)
-
-    @property
-    def minibatch_size(self) -> int:
-        """Transitions per minibatch."""
-        return self.batch_steps // self.num_minibatches
+    def total_updates(self, shape: RunShape) -> int:
+        """Updates in the run's `steps` env steps."""
+        return -(-shape.steps // (shape.num_envs * self.steps_per_update))
 
 
-def _at_least_one(config: Common, *names: str) -> None:
+def _at_least_one(config: object, *names: str) -> None:
     for name in names:
         if getattr(config, name) < 1:
             raise ValueError(f"{name} must be at least 1, got {getattr(config, name)}")

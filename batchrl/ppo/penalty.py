@@ -1,6 +1,6 @@
 """The seed's BatchPPO: episode memory and an adaptive KL penalty.
 
-`num_agents` envs write their episodes straight into the episode memory as they act
+The envs write their episodes straight into the episode memory as they act
 (`recorder`); once it holds `update_every` finished episodes, acting stops at that very
 step and `learn` trains on them, then clears the memory. The objective is
 -ratio * advantage + beta * KL(old||new) + kl_cutoff_coef * max(0, KL - cutoff)^2 with
@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from batchrl import simulate
 from batchrl.parts import memory, normalizer, returns
 from batchrl.ppo import acting, losses, sgd
+from batchrl.ppo import config as config_lib
 from batchrl.ppo import learner as learner_lib
 from batchrl.ppo import policy as policy_lib
 
@@ -73,9 +74,11 @@ METRICS = (
 )
 
 
-def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
-    """A fresh agent for `num_envs` envs."""
+def init(networks: policy_lib.Networks, shape: config_lib.RunShape, key: jax.Array) -> State:
+    """A fresh agent for a run of `shape` (a ValueError when the config cannot train it)."""
     config = networks.config
+    config.check(shape)
+    num_envs = shape.num_envs
     choice = acting.choice_example(networks, 1)
     example = Step(
         obs=jnp.zeros(networks.observation_shape, jnp.float32),
@@ -89,7 +92,7 @@ def init(networks: policy_lib.Networks, num_envs: int, key: jax.Array) -> State:
     return State(
         learner=learner_lib.init(networks, key, METRICS),
         running=acting.running(networks, num_envs),
-        storage=memory.init(example, num_envs, config.update_every, config.max_length),
+        storage=memory.init(example, num_envs, config.update_every, shape.max_length),
         penalty=jnp.asarray(config.kl_init_penalty, jnp.float32),
     )
 
@@ -204,8 +207,8 @@ def update(
         lambda x: jnp.where(valid.reshape(*valid.shape, *[1] * (x.ndim - 2)), x, x[first]),
         stored.steps.dist,
     )
-    chunk = config.max_length if networks.recurrent else config.chunk
-    rows = stored.slots * (config.max_length // chunk)
+    chunk = config.chunk(stored.max_length)
+    rows = stored.slots * (stored.max_length // chunk)
     as_rows = lambda x: x.reshape(rows, chunk, *x.shape[2:])  # noqa: E731
     steps = jax.tree.map(as_rows, stored.steps.replace(dist=dist))
     valid_rows = as_rows(valid).any(axis=1)

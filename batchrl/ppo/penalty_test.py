@@ -18,20 +18,20 @@ from batchrl.training import loop
 
 @pytest.mark.slow
 def test_pendulum_learns_with_the_seeds_objective():
-    config = config_lib.PenaltyConfig(max_length=200, discount=0.95)
-    env = jax_env.Batched(classic.make("Pendulum-v1"), config.num_agents)
-    metrics, _ = loop.train(config, env, 1000, 200, phases=12)  # 360k env steps, 12 updates
+    config = config_lib.PenaltyConfig(discount=0.95)
+    env = jax_env.Batched(classic.make("Pendulum-v1"), 30)
+    metrics, _ = loop.train(
+        config, env, 1000, 200, phases=12, max_length=200
+    )  # 360k env steps, 12 updates
     assert metrics[-1]["train/count"] == 150  # 5 episodes of 30 envs per phase
     assert metrics[-1]["eval/return"] >= -250, [m["eval/return"] for m in metrics]
 
 
 def test_memory_fills_then_trains_and_the_penalty_adapts():
-    config = config_lib.PenaltyConfig(
-        num_agents=4, max_length=20, update_every=4, batch_size=2, update_epochs=2
-    )
+    config = config_lib.PenaltyConfig(update_every=4, batch_size=2, update_epochs=2)
     env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
     env = dataclasses.replace(env, env=jax_env.LimitDuration(env.env.env, 20))
-    metrics, run_state = loop.train(config, env, 20, 20, phases=3)
+    metrics, run_state = loop.train(config, env, 20, 20, phases=3, max_length=20)
     state = run_state.agent
     assert int(state.learner.updates) == 3  # One full memory (4 episodes of 20 steps) a phase.
     assert int(state.storage.count) == 0
@@ -44,9 +44,9 @@ def test_episodes_shorter_than_the_memory_train_without_nan():
     # Pendulum's 20-step episodes in a memory of 40 steps: half of every row is padding,
     # whose zero std once turned the whole update into NaN (Reacher-v5's 50-step
     # episodes in the seed preset's max_length of 1000).
-    config = config_lib.PenaltyConfig(num_agents=4, max_length=40, update_every=4, update_epochs=2)
+    config = config_lib.PenaltyConfig(update_every=4, update_epochs=2)
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
-    metrics, state = loop.train(config, env, 20, 20, phases=2)
+    metrics, state = loop.train(config, env, 20, 20, phases=2, max_length=40)
     assert int(state.agent.learner.updates) == 2
     assert all(np.isfinite(v) for m in metrics for v in m.values()), metrics
     params = jax.tree.leaves(state.agent.learner.params)
@@ -54,11 +54,9 @@ def test_episodes_shorter_than_the_memory_train_without_nan():
 
 
 def test_a_nan_stops_training_with_the_quantity_and_step():
-    config = config_lib.PenaltyConfig(
-        num_agents=2, max_length=10, update_every=2, learning_rate=1e30
-    )
+    config = config_lib.PenaltyConfig(update_every=2, learning_rate=1e30)
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 10), 2)
-    programs, state = loop.build(config, env, train_steps=10, eval_steps=10)
+    programs, state = loop.build(config, env, 10, 10, max_length=10, steps=400)
     with pytest.raises(FloatingPointError, match=r"became nan by env step \d+"):
         for _ in loop.run(programs, state, phases=20):
             pass
@@ -74,16 +72,12 @@ def _cheetah():
 @pytest.mark.parametrize("objective", ["kl_penalty", "clipped"])
 def test_short_run_on_halfcheetah_in_worker_processes(objective):
     if objective == "clipped":
-        config = config_lib.ClippedConfig(
-            num_agents=4, steps_per_update=50, num_minibatches=4, update_epochs=2
-        )
+        config = config_lib.ClippedConfig(steps_per_update=50, num_minibatches=4, update_epochs=2)
     else:
-        config = config_lib.PenaltyConfig(
-            num_agents=4, max_length=50, update_every=4, update_epochs=2
-        )
+        config = config_lib.PenaltyConfig(update_every=4, update_epochs=2)
     with BatchEnv.external(functools.partial(_cheetah), 4) as batch_env:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
-        metrics, state = loop.train(config, env, 100, 50, phases=2)
+        metrics, state = loop.train(config, env, 100, 50, phases=2, max_length=50)
     assert int(state.agent.learner.updates) == 4
     assert metrics[-1]["eval/count"] == 4 and metrics[-1]["train/count"] == 8
     assert all(np.isfinite(v) for m in metrics for v in m.values())
@@ -93,16 +87,10 @@ def test_short_run_on_halfcheetah_in_worker_processes(objective):
 
 def test_recurrent_policy_trains_and_resets_its_state_at_episode_start():
     config = config_lib.PenaltyConfig(
-        num_agents=4,
-        max_length=20,
-        update_every=4,
-        batch_size=2,
-        update_epochs=2,
-        recurrent=True,
-        policy_layers=(32, 16),
+        update_every=4, batch_size=2, update_epochs=2, recurrent=True, policy_layers=(32, 16)
     )
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
-    metrics, state = loop.train(config, env, 20, 20, phases=2)
+    metrics, state = loop.train(config, env, 20, 20, phases=2, max_length=20)
     assert int(state.agent.learner.updates) == 2
     assert all(np.isfinite(m["train/policy_loss"]) for m in metrics)
     networks = policy_lib.for_env(config, env)
@@ -119,15 +107,20 @@ def test_recurrent_policy_trains_and_resets_its_state_at_episode_start():
 def test_recurrent_needs_the_penalty_objective_and_box_actions():
     env = jax_env.Batched(classic.make("CartPole-v1"), 2)
     with pytest.raises(ValueError, match="recurrent policies support Box actions"):
-        loop.build(config_lib.PenaltyConfig(recurrent=True), env, 10, 10)
-    with pytest.raises(ValueError, match="use objective='kl_penalty'"):
-        config_lib.ClippedConfig(recurrent=True)  # Refused before any env is built.
+        loop.build(config_lib.PenaltyConfig(recurrent=True), env, 10, 10, max_length=10, steps=1)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'recurrent'"):
+        config_lib.ClippedConfig(recurrent=True)  # The clipped objective has no such setting.
 
 
 def test_chunks_must_divide_episodes():
+    shape = config_lib.RunShape(num_envs=4, max_length=1000, steps=1)
     with pytest.raises(ValueError, match="chunk_length = 300 must divide max_length = 1000"):
-        config_lib.PenaltyConfig(chunk_length=300)
-    assert config_lib.PenaltyConfig(max_length=200, chunk_length=500).chunk == 200
+        config_lib.PenaltyConfig(chunk_length=300).check(shape)
+    with pytest.raises(ValueError, match="chunk_length = 300 must divide max_length = 1000"):
+        env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
+        loop.build(config_lib.PenaltyConfig(chunk_length=300), env, 1, 1, max_length=1000, steps=1)
+    assert config_lib.PenaltyConfig(chunk_length=500).chunk(200) == 200
+    assert config_lib.PenaltyConfig(chunk_length=50, recurrent=True).chunk(200) == 200
 
 
 @pytest.mark.parametrize(
@@ -146,15 +139,10 @@ def test_updates_in_minibatches_of_the_chunks_that_hold_steps(
 ):
     # Two updates of two epochs of 4 minibatches: 16 Adam steps (32 with the padding).
     config = config_lib.PenaltyConfig(
-        num_agents=4,
-        max_length=max_length,
-        chunk_length=chunk_length,
-        update_every=4,
-        batch_size=batch_size,
-        update_epochs=2,
+        chunk_length=chunk_length, update_every=4, batch_size=batch_size, update_epochs=2
     )
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, episode), 4)
-    metrics, state = loop.train(config, env, episode, episode, phases=2)
+    metrics, state = loop.train(config, env, episode, episode, phases=2, max_length=max_length)
     assert int(state.agent.learner.updates) == 2
     assert int(optax.tree.get(state.agent.learner.opt_state, "count")) == 16
     assert all(np.isfinite(v) for m in metrics for v in m.values()), metrics

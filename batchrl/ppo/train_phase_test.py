@@ -15,9 +15,9 @@ from batchrl.ppo import train_phase
 from batchrl.training import loop, step_copies
 
 
-def updates_after(config, env, batch_steps):
+def updates_after(config, env, batch_steps, max_length):
     """The updates made in `batch_steps` batch steps from a fresh agent, in one phase."""
-    programs, state = loop.build(config, env, batch_steps, 1)
+    programs, state = loop.build(config, env, batch_steps, 1, max_length=max_length, steps=1)
     _, agent = programs.train(state.train, state.agent, False)
     return int(agent.learner.updates)
 
@@ -26,19 +26,20 @@ def test_the_seed_preset_updates_at_the_step_its_memory_fills():
     # pendulum_jax: 30 envs, 200-step episodes, 30 episodes per update. Every env ends its
     # first episode at batch step 200 (env step 6,000), where the memory fills; the agent
     # before acting and learning were apart updated there too.
-    config = presets.get("pendulum_jax").algorithm
-    env = jax_env.Batched(classic.make("Pendulum-v1"), config.num_agents)
-    assert updates_after(config, env, 199) == 0
-    assert updates_after(config, env, 200) == 1
+    preset = presets.get("pendulum_jax")
+    config, max_length = preset.algorithm, preset.max_length
+    env = jax_env.Batched(classic.make("Pendulum-v1"), preset.num_agents)
+    assert updates_after(config, env, 199, max_length) == 0
+    assert updates_after(config, env, 200, max_length) == 1
 
 
 def test_episodes_that_end_early_update_at_the_step_the_last_one_ends():
     # Envs end episodes every 1, 2, 3, 4 steps: the 5th episode ends at step 3.
-    config = config_lib.PenaltyConfig(num_agents=4, max_length=8, update_every=5, chunk_length=4)
+    config = config_lib.PenaltyConfig(update_every=5, chunk_length=4)
     env = jax_mock.CountingBatch((1, 2, 3, 4))
-    assert updates_after(config, env, 2) == 0
-    assert updates_after(config, env, 3) == 1
-    assert updates_after(config, env, 6) == 2  # 7 more end by step 6; all are trained on.
+    assert updates_after(config, env, 2, 8) == 0
+    assert updates_after(config, env, 3, 8) == 1
+    assert updates_after(config, env, 6, 8) == 2  # 7 more end by step 6; all are trained on.
 
 
 @pytest.mark.parametrize("objective", ["kl_penalty", "clipped"])
@@ -46,19 +47,16 @@ def test_phases_split_anywhere_train_exactly_as_one(objective):
     # 40 batch steps as one phase or as phases of 16, 8 and 16 (JAX-native envs are not
     # restarted between phases): updates fall mid-phase, the same results to the bit.
     if objective == "clipped":
-        config = config_lib.ClippedConfig(
-            num_agents=4, steps_per_update=12, num_minibatches=4, update_epochs=2
-        )
+        config = config_lib.ClippedConfig(steps_per_update=12, num_minibatches=4, update_epochs=2)
     else:
-        config = config_lib.PenaltyConfig(
-            num_agents=4, max_length=10, update_every=6, chunk_length=5, update_epochs=2
-        )
+        config = config_lib.PenaltyConfig(update_every=6, chunk_length=5, update_epochs=2)
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 10), 4)
-    whole, state = loop.build(config, env, 40, 1)
+    build = functools.partial(loop.build, config, env, max_length=10, steps=160)
+    whole, state = build(40, 1)
     _, one = whole.train(state.train, state.agent, False)
     sim, agent = state.train, state.agent
     for steps in (16, 8, 16):
-        programs, _ = loop.build(config, env, steps, 1)
+        programs, _ = build(steps, 1)
         sim, agent = programs.train(sim, agent, False)
     assert int(one.learner.updates) == (3 if objective == "clipped" else 2)
     for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(agent), strict=True):
@@ -78,13 +76,14 @@ def test_no_batch_step_copies_a_buffer_over_a_megabyte(objective):
     # 8,000 steps, or a rollout of 2,048 x 8 steps. Before acting and learning were apart,
     # the step loop copied them through its conditionals every step (docs/benchmarks.md).
     if objective == "clipped":
-        config = config_lib.ClippedConfig(num_agents=8, steps_per_update=2048)
+        config, num_envs = config_lib.ClippedConfig(steps_per_update=2048), 8
     else:
-        config = config_lib.PenaltyConfig(num_agents=2, max_length=8000, update_every=2)
-    with BatchEnv.external(_cheetah, config.num_agents, envs_per_worker=config.num_agents) as envs:
+        config, num_envs = config_lib.PenaltyConfig(update_every=2), 2
+    with BatchEnv.external(_cheetah, num_envs, envs_per_worker=num_envs) as envs:
         env = bridge.InGraphBatchEnv(envs, seed=0)
         networks = policy_lib.for_env(config, env)
-        agent = train_phase.objective(config).init(networks, env.num_envs, jax.random.key(0))
+        shape = config_lib.RunShape(num_envs=num_envs, max_length=8000, steps=10**6)
+        agent = train_phase.objective(config).init(networks, shape, jax.random.key(0))
         assert max(leaf.nbytes for leaf in jax.tree.leaves(agent.storage)) > 2**20
         state = simulate.init(env, jax.random.key(1))
         phase = functools.partial(train_phase.phase, env, networks, 100)

@@ -60,7 +60,7 @@ def list_presets() -> str:
         config = make()
         lines.append(
             f"{name:<18} {config.env:<16} {config.env_kind:<8} "
-            f"{config.algorithm.objective:<11} {config.algorithm.steps:,}"
+            f"{config.algorithm.objective:<11} {config.steps:,}"
         )
     return "\n".join(lines)
 

@@ -32,7 +32,7 @@ TINY = [
 def phase_ends(folder: pathlib.Path) -> list[int]:
     """The env step at the end of every phase of the run in `folder`, from its config."""
     config = train.load_config(folder)
-    phase = config.batch_steps_per_phase * config.algorithm.num_agents
+    phase = config.batch_steps_per_phase * config.num_agents
     return [phase * number for number in range(1, config.phases + 1)]
 
 
@@ -282,7 +282,7 @@ def test_saved_config_reads_back_without_executing_code(finished_run):
     text = (finished_run / "config.yaml").read_text()
     assert "!!python" not in text
     config = train.load_config(finished_run)
-    assert config.algorithm.num_agents == 4 and config.algorithm.policy_layers == (32, 32)
+    assert config.num_agents == 4 and config.algorithm.policy_layers == (32, 32)
 
 
 def test_metrics_are_json_lines_with_finite_losses_and_returns(finished_run):

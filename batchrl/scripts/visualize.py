@@ -63,7 +63,9 @@ def load_agent(rundir: pathlib.Path):
         raise UsageError(str(error)) from None
     env, batch_env = environments.build(config, local=True)
     try:
-        _, state = loop.build(config.algorithm, env, 1, 1)
+        _, state = loop.build(
+            config.algorithm, env, 1, 1, max_length=config.max_length, steps=config.steps
+        )
         restored = checkpoint.load_latest(rundir / run_lib.CHECKPOINTS, state)
     finally:
         if batch_env is not None:
@@ -104,7 +106,7 @@ def record(config, networks, agent, episodes: int, outdir: pathlib.Path) -> list
 
     env = make.Make(
         config.env,
-        config.algorithm.max_length,
+        config.max_length,
         render_mode="rgb_array",
         action_repeat=config.action_repeat,
         kwargs=config.env_kwargs,
@@ -121,7 +123,7 @@ def record(config, networks, agent, episodes: int, outdir: pathlib.Path) -> list
     fps = env.metadata.get("render_fps", 30)
     stats = []
     for episode in range(episodes):
-        obs, _ = env.reset(seed=config.algorithm.seed + episode)
+        obs, _ = env.reset(seed=config.seed + episode)
         carry = networks.initial_carry(1)
         frames, score, length, done = [env.render()], 0.0, 0, False
         while not done:

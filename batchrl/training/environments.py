@@ -34,31 +34,30 @@ def build(config: TrainConfig, local: bool = False) -> tuple[Any, BatchEnv | Non
     need the env's structure, such as loading a checkpoint).
     """
     check_env_name(config)
-    algorithm = config.algorithm
     if config.env_kind in JAX_NATIVE:
         registered = JAX_NATIVE[config.env_kind](config.env)
-        limit = min(registered.max_length, algorithm.max_length)
+        limit = min(registered.max_length, config.max_length)
         env = jax_env.LimitDuration(registered.env, limit)
-        return jax_env.Batched(env, algorithm.num_agents), None
+        return jax_env.Batched(env, config.num_agents), None
     constructor = make.Make(
         config.env,
-        algorithm.max_length,
+        config.max_length,
         action_repeat=config.action_repeat,
         kwargs=config.env_kwargs,
     )
     if local:
-        batch_env = BatchEnv.from_envs([constructor() for _ in range(algorithm.num_agents)])
+        batch_env = BatchEnv.from_envs([constructor() for _ in range(config.num_agents)])
     elif config.env_backend == "mujoco":
         batch_env = BatchEnv.mujoco(
             config.env,
-            algorithm.num_agents,
-            max_episode_steps=make.time_limit(config.env, algorithm.max_length),
+            config.num_agents,
+            max_episode_steps=make.time_limit(config.env, config.max_length),
             **config.env_kwargs,
         )
     elif config.env_backend == "ray":
         batch_env = BatchEnv.ray(
             constructor,
-            algorithm.num_agents,
+            config.num_agents,
             actors=config.ray_actors or None,
             envs_per_worker=config.envs_per_worker or None,
             restart=config.restart_workers,
@@ -66,12 +65,14 @@ def build(config: TrainConfig, local: bool = False) -> tuple[Any, BatchEnv | Non
     else:
         batch_env = BatchEnv.external(
             constructor,
-            algorithm.num_agents,
+            config.num_agents,
             envs_per_worker=config.envs_per_worker or None,
             local_envs=config.local_envs,
             restart=config.restart_workers,
         )
     return (
-        bridge.InGraphBatchEnv(batch_env, seed=algorithm.seed, devices=algorithm.learner_devices),
+        bridge.InGraphBatchEnv(
+            batch_env, seed=config.seed, devices=config.algorithm.learner_devices
+        ),
         batch_env,
     )

@@ -47,14 +47,24 @@ class RunState:
 
 
 def build(
-    config: config_lib.Config, env: simulate.BatchedEnv, train_steps: int, eval_steps: int
+    config: config_lib.Config,
+    env: simulate.BatchedEnv,
+    train_steps: int,
+    eval_steps: int,
+    *,
+    max_length: int,
+    steps: int,
+    seed: int = 0,
 ) -> tuple[Programs, RunState]:
     """The run's programs and initial state.
 
     The train phase runs `train_steps` batch steps, the eval phase `eval_steps`.
+    `max_length` is the longest episode the env gives, `steps` the run's budget of env
+    steps, and `seed` the seed of the agent's and the phases' random keys.
     """
     networks = policy_lib.for_env(config, env)
-    key = jax.random.key(config.seed)
+    shape = config_lib.RunShape(num_envs=env.num_envs, max_length=max_length, steps=steps)
+    key = jax.random.key(seed)
     agent_key, train_key, eval_key = jax.random.split(key, 3)
     programs = Programs(
         train=train_phase.make(env, networks, train_steps),
@@ -65,7 +75,7 @@ def build(
         shared_envs=env.calls_host,
     )
     state = RunState(
-        agent=train_phase.objective(config).init(networks, env.num_envs, agent_key),
+        agent=train_phase.objective(config).init(networks, shape, agent_key),
         train=simulate.init(env, train_key),
         eval=simulate.init(env, eval_key),
         env_steps=jnp.zeros((), jnp.int32),
@@ -179,9 +189,18 @@ def train(
     train_steps: int,
     eval_steps: int,
     phases: int,
+    *,
+    max_length: int,
+    seed: int = 0,
 ) -> tuple[list[dict[str, float]], RunState]:
-    """Builds and runs `phases` phases, each evaluated; every phase's metrics and the end state."""
-    programs, state = build(config, env, train_steps, eval_steps)
+    """Builds and runs `phases` phases, each evaluated; every phase's metrics and the end state.
+
+    The budget of env steps is what the phases spend.
+    """
+    steps = phases * train_steps * env.num_envs
+    programs, state = build(
+        config, env, train_steps, eval_steps, max_length=max_length, steps=steps, seed=seed
+    )
     rows = []
     for after, metrics in run(programs, state, phases):
         state = after

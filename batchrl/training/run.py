@@ -34,7 +34,15 @@ def train(rundir: pathlib.Path, config: TrainConfig) -> int:
 
 def _train(rundir: pathlib.Path, config: TrainConfig, env: Any, batch_env: Any) -> int:
     steps_per_phase = config.batch_steps_per_phase
-    programs, state = loop.build(config.algorithm, env, steps_per_phase, config.eval_batch_steps)
+    programs, state = loop.build(
+        config.algorithm,
+        env,
+        steps_per_phase,
+        config.eval_batch_steps,
+        max_length=config.max_length,
+        steps=config.steps,
+        seed=config.seed,
+    )
     directory = rundir / CHECKPOINTS
     restored = checkpoint.load_latest(directory, state)
     if restored is not None:

@@ -90,7 +90,7 @@ def test_the_acrobot_preset_learns_within_two_phases():
     config = presets.get("acrobot_gymnax")  # 40,960 env steps a phase.
     env, _ = environments.build(config)
     steps = (config.batch_steps_per_phase, config.eval_batch_steps)
-    metrics, _ = loop.train(config.algorithm, env, *steps, 2)
+    metrics, _ = loop.train(config.algorithm, env, *steps, 2, max_length=config.max_length)
     # A random policy scores about -500 (no swing-up in 500 steps). Seeds 0-4 scored -82
     # to -88 after two phases (seed 1 was still at -269 after one); the full preset ends
     # near -83 (docs/results.md).
