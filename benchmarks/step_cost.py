@@ -80,8 +80,9 @@ def update_seconds(env, networks, state, max_length: int, repeats: int = 3) -> f
 
     storage = env.wrap_compiled(jax.jit(fill))(state.train, state.agent)
     if isinstance(networks.config, config_lib.ClippedConfig):
-        args = (state.agent.learner, storage.rollout, state.agent.total_updates)
-        update = jax.jit(lambda *args: clipped.update(networks, *args))
+        args = (state.agent.learner, storage.rollout)
+        total = state.agent.total_updates
+        update = jax.jit(lambda *args: clipped.update(networks, *args, total))
     else:
         args = (state.agent.learner, storage, state.agent.penalty)
         update = jax.jit(lambda *args: penalty.update(networks, *args))

@@ -47,8 +47,9 @@ class State:
     learner: learner_lib.Learner
     running: acting.Running
     storage: Storage
-    # [] int32 updates in the run's budget: where an annealed learning rate reaches zero.
-    total_updates: jax.Array
+    # Updates in the run's budget, where an annealed learning rate reaches zero. Static, so
+    # the compiled update divides by a constant, as it did when the config held the budget.
+    total_updates: int = flax.struct.field(pytree_node=False)
 
 
 METRICS = ("train/policy_loss", "train/value_loss", "train/entropy", "train/kl", "train/grad_norm")
@@ -75,7 +76,7 @@ def init(networks: policy_lib.Networks, shape: config_lib.RunShape, key: jax.Arr
         learner=learner_lib.init(networks, key, METRICS),
         running=acting.running(networks, num_envs),
         storage=Storage(rollout=rollout, position=jnp.zeros((), jnp.int32)),
-        total_updates=jnp.asarray(networks.config.total_updates(shape), jnp.int32),
+        total_updates=networks.config.total_updates(shape),
     )
 
 
@@ -138,7 +139,7 @@ def update(
     networks: policy_lib.Networks,
     learner: learner_lib.Learner,
     rollout: Rollout,
-    total_updates: jax.Array,
+    total_updates: int,
 ) -> learner_lib.Learner:
     """One PPO update on the full rollout: GAE, then epochs of shuffled minibatches."""
     config = networks.config

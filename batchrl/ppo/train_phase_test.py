@@ -15,11 +15,20 @@ from batchrl.ppo import train_phase
 from batchrl.training import loop, step_copies
 
 
-def updates_after(config, env, batch_steps, max_length):
-    """The updates made in `batch_steps` batch steps from a fresh agent, in one phase."""
-    programs, state = loop.build(config, env, batch_steps, 1, max_length=max_length, steps=1)
-    _, agent = programs.train(state.train, state.agent, False)
-    return int(agent.learner.updates)
+def updates_by_phase(config, env, phase_steps, max_length):
+    """The updates made from a fresh agent by the end of phases of `phase_steps` batch steps.
+
+    Phases split anywhere train exactly as one (test below), and a phase whose last step
+    fills the storage learns before it returns.
+    """
+    build = functools.partial(loop.build, config, env, eval_steps=1, max_length=max_length)
+    programs = {n: build(n, steps=1)[0] for n in set(phase_steps)}
+    state = build(1, steps=1)[1]
+    sim, agent, counts = state.train, state.agent, []
+    for steps in phase_steps:
+        sim, agent = programs[steps].train(sim, agent, False)
+        counts.append(int(agent.learner.updates))
+    return counts
 
 
 def test_the_seed_preset_updates_at_the_step_its_memory_fills():
@@ -29,17 +38,15 @@ def test_the_seed_preset_updates_at_the_step_its_memory_fills():
     preset = presets.get("pendulum_jax")
     config, max_length = preset.algorithm, preset.max_length
     env = jax_env.Batched(classic.make("Pendulum-v1"), preset.num_agents)
-    assert updates_after(config, env, 199, max_length) == 0
-    assert updates_after(config, env, 200, max_length) == 1
+    assert updates_by_phase(config, env, [199, 1], max_length) == [0, 1]
 
 
 def test_episodes_that_end_early_update_at_the_step_the_last_one_ends():
     # Envs end episodes every 1, 2, 3, 4 steps: the 5th episode ends at step 3.
     config = config_lib.PenaltyConfig(update_every=5, chunk_length=4)
     env = jax_mock.CountingBatch((1, 2, 3, 4))
-    assert updates_after(config, env, 2, 8) == 0
-    assert updates_after(config, env, 3, 8) == 1
-    assert updates_after(config, env, 6, 8) == 2  # 7 more end by step 6; all are trained on.
+    # 7 more end by step 6; all are trained on.
+    assert updates_by_phase(config, env, [1] * 6, 8) == [0, 0, 1, 1, 1, 2]
 
 
 @pytest.mark.parametrize("objective", ["kl_penalty", "clipped"])
