@@ -157,7 +157,7 @@ def mujoco(
     with no worker process and no messaging; env i with seed s + i gets the episodes
     `gym.make(env_id, **env_kwargs).reset(seed=s + i)` gets. `env_kwargs` are
     Gymnasium's constructor keywords (`ctrl_cost_weight`, `max_episode_steps`, ...).
-    Implements HalfCheetah, Hopper, Walker2d, Ant, Humanoid, Reacher, Swimmer,
+    Implements HalfCheetah, Hopper, Walker2d, Ant, Humanoid, Reacher, Pusher, Swimmer,
     InvertedPendulum and InvertedDoublePendulum (v5).
     """
     mode = arguments.check_autoreset_mode(autoreset_mode)

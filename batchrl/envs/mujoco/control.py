@@ -1,4 +1,4 @@
-"""Gymnasium's v5 control tasks over a batch: Reacher and the inverted pendulums."""
+"""Gymnasium's v5 control tasks over a batch: Reacher, Pusher and the inverted pendulums."""
 
 from __future__ import annotations
 
@@ -51,6 +51,44 @@ class Reacher(task.Task):
         reward = distance + control
         infos = {"reward_dist": distance, "reward_ctrl": control}
         return reward, np.zeros(len(reward), bool), infos
+
+
+class Pusher(task.Task):
+    """A seven-joint arm pushes a cylinder, drawn at each reset, to a goal at the origin."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.tips = self.model.body("tips_arm").id
+        self.object = self.model.body("object").id
+        self.goal = self.model.body("goal").id
+
+    def initial_state(self, rng):
+        qpos = self.init_qpos.copy()
+        while True:
+            cylinder = np.concatenate(
+                [rng.uniform(low=-0.3, high=0, size=1), rng.uniform(low=-0.2, high=0.2, size=1)]
+            )
+            if np.linalg.norm(cylinder) > 0.17:  # Away from the goal, at (0, 0).
+                break
+        qpos[-4:-2] = cylinder
+        qpos[-2:] = 0.0
+        qvel = self.init_qvel + rng.uniform(low=-0.005, high=0.005, size=self.model.nv)
+        qvel[-4:] = 0
+        return qpos, qvel
+
+    def observe(self, state):
+        bodies = (self.tips, self.object, self.goal)
+        positions = [state.xpos[:, body] for body in bodies]
+        return np.concatenate([state.qpos[:, :7], state.qvel[:, :7], *positions], axis=1)
+
+    def outcome(self, state, before, action):
+        env = self.env
+        near = -task.norm(state.xpos[:, self.object] - state.xpos[:, self.tips])
+        dist = -task.norm(state.xpos[:, self.object] - state.xpos[:, self.goal])
+        near, dist = near * env._reward_near_weight, dist * env._reward_dist_weight
+        control = -np.square(action).sum(axis=1) * env._reward_control_weight
+        infos = {"reward_dist": dist, "reward_ctrl": control, "reward_near": near}
+        return dist + control + near, np.zeros(len(dist), bool), infos
 
 
 class _Balancing(task.Task):

@@ -11,6 +11,7 @@ TASKS: dict[str, type[task.Task]] = {
     "Ant-v5": locomotion.Ant,
     "Humanoid-v5": locomotion.Humanoid,
     "Reacher-v5": control.Reacher,
+    "Pusher-v5": control.Pusher,
     "Swimmer-v5": locomotion.Swimmer,
     "InvertedPendulum-v5": control.InvertedPendulum,
     "InvertedDoublePendulum-v5": control.InvertedDoublePendulum,
