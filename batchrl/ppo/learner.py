@@ -70,17 +70,21 @@ def normalizer_metrics(learner: Learner) -> dict[str, jax.Array]:
 
 
 def check_finite(learner: Learner, metrics: dict[str, float], env_steps: int) -> None:
-    """Stops training with an error naming the first non-finite quantity and the env step."""
-    quantities = {name: metrics[name] for name in learner.metrics}
-    quantities["parameters"] = _all_finite(learner.params)
+    """Stops training with an error naming every non-finite quantity and the env step.
+
+    All of them, so that the error tells a NaN in the parameters (every loss follows)
+    from one in a single quantity.
+    """
+    quantities = {"parameters": _all_finite(learner.params)}
     for name in ("obs_norm", "reward_norm"):
         quantities[f"{name} statistics"] = _all_finite(getattr(learner, name))
-    for name, value in quantities.items():
-        if not math.isfinite(value):
-            raise FloatingPointError(
-                f"{name} became {value} by env step {env_steps}; lower the learning rate or "
-                f"check the env's observations and rewards"
-            )
+    quantities.update({name: metrics[name] for name in learner.metrics})
+    bad = [f"{name} ({value})" for name, value in quantities.items() if not math.isfinite(value)]
+    if bad:
+        raise FloatingPointError(
+            f"{', '.join(bad)} became non-finite by env step {env_steps}; lower the learning "
+            f"rate or check the env's observations and rewards"
+        )
 
 
 def _all_finite(tree: Any) -> float:
