@@ -47,8 +47,9 @@ class State:
     learner: learner_lib.Learner
     running: acting.Running
     storage: Storage
-    # Updates in the run's budget, where an annealed learning rate reaches zero. Static, so
-    # the compiled update divides by a constant, as it did when the config held the budget.
+    # Updates in the run's budget, where an annealed learning rate reaches zero. Static: the
+    # update compiles as when the config held the budget; traced, it compiled otherwise and
+    # changed runs in the last bits (docs/results.md).
     total_updates: int = flax.struct.field(pytree_node=False)
 
 
