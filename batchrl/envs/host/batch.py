@@ -48,9 +48,8 @@ class BatchEnv(gym.vector.VectorEnv):
         try:
             self._init(groups, autoreset_mode)
         except BaseException:
-            for started in groups:
-                if hasattr(started, "close"):
-                    started.close()
+            for started in filter(_is_group, groups):
+                started.close()
             raise
 
     from_envs = classmethod(builders.from_envs)
@@ -62,7 +61,7 @@ class BatchEnv(gym.vector.VectorEnv):
         if not groups:
             raise ValueError("a BatchEnv needs at least one group of envs, got none")
         for given in groups:
-            if not isinstance(getattr(given, "buffers", None), group_lib.Buffers):
+            if not _is_group(given):
                 raise TypeError(
                     f"BatchEnv takes groups of envs (GroupHandle), got {given!r}: build a "
                     f"batch of env objects with BatchEnv.from_envs(envs)"
@@ -307,3 +306,8 @@ class BatchEnv(gym.vector.VectorEnv):
     def _expect_open(self) -> None:
         if self.closed:
             raise RuntimeError("this BatchEnv is closed")
+
+
+def _is_group(value: Any) -> bool:
+    """Whether `value` is a group of envs: a `handle.GroupHandle`, which has its buffers."""
+    return isinstance(getattr(value, "buffers", None), group_lib.Buffers)
