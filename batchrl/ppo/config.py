@@ -75,6 +75,9 @@ class Common:
         if not 0.0 < self.discount <= 1.0:
             raise ValueError(f"discount must be in (0, 1], got {self.discount}")
 
+    def check(self, shape: RunShape) -> None:
+        """Raises a one-line ValueError when a run of `shape` cannot train this config."""
+
 
 @dataclasses.dataclass(frozen=True)
 class PenaltyConfig(Common):
@@ -100,7 +103,7 @@ class PenaltyConfig(Common):
         return max_length if self.recurrent else min(self.chunk_length, max_length)
 
     def check(self, shape: RunShape) -> None:
-        """Raises a one-line ValueError when `shape` does not fit this config."""
+        """Chunks must divide the longest episode."""
         if shape.max_length % self.chunk(shape.max_length):
             raise ValueError(
                 f"chunk_length = {self.chunk_length} must divide max_length = {shape.max_length}"
@@ -149,7 +152,7 @@ class ClippedConfig(Common):
         _at_least_one(self, "steps_per_update", "num_minibatches")
 
     def check(self, shape: RunShape) -> None:
-        """Raises a one-line ValueError when `shape` does not fit this config."""
+        """Minibatches must divide the rollout."""
         batch_steps = shape.num_envs * self.steps_per_update
         if batch_steps % self.num_minibatches:
             raise ValueError(
