@@ -33,6 +33,7 @@ def test_equals_gymnasium_through_terminations_and_time_limits(env_id, mode):
         ("Ant-v5", {"include_cfrc_ext_in_observation": False, "max_episode_steps": 60}),
         ("Humanoid-v5", {"include_cinert_in_observation": False, "reset_noise_scale": 0.1}),
         ("HalfCheetah-v5", {"exclude_current_positions_from_observation": False}),
+        ("Swimmer-v5", {"exclude_current_positions_from_observation": False}),
     ],
 )
 def test_gymnasium_constructor_keywords_mean_the_same(env_id, kwargs):

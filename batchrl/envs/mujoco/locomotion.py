@@ -28,11 +28,8 @@ class _Planar(task.Task):
         return state.qpos[:, 0].copy()
 
     def observe(self, state):
-        position = state.qpos
         velocity = np.clip(state.qvel, -10, 10) if self.clip_qvel else state.qvel
-        if self.env._exclude_current_positions_from_observation:
-            position = position[:, 1:]
-        return np.concatenate((position, velocity), axis=1)
+        return np.concatenate((task.observed_qpos(self, state, 1), velocity), axis=1)
 
     def healthy(self, state: task.State) -> np.ndarray | None:
         """Whether each env is healthy, or None for a task without health."""
@@ -118,13 +115,9 @@ class Ant(task.Task):
         return np.clip(state.cfrc_ext, low, high)
 
     def observe(self, state):
-        env = self.env
         n = len(state.qpos)
-        position = state.qpos
-        if env._exclude_current_positions_from_observation:
-            position = position[:, 2:]
-        parts = [position, state.qvel]
-        if env._include_cfrc_ext_in_observation:
+        parts = [task.observed_qpos(self, state, 2), state.qvel]
+        if self.env._include_cfrc_ext_in_observation:
             parts.append(self._contact(state)[:, 1:].reshape(n, -1))
         return np.concatenate(parts, axis=1)
 
@@ -179,10 +172,7 @@ class Humanoid(task.Task):
     def observe(self, state):
         env = self.env
         n = len(state.qpos)
-        position = state.qpos
-        if env._exclude_current_positions_from_observation:
-            position = position[:, 2:]
-        parts = [position, state.qvel]
+        parts = [task.observed_qpos(self, state, 2), state.qvel]
         if env._include_cinert_in_observation:
             parts.append(state.cinert[:, 1:].reshape(n, -1))
         if env._include_cvel_in_observation:
@@ -238,10 +228,7 @@ class Swimmer(task.Task):
         return state.qpos[:, 0:2].copy()
 
     def observe(self, state):
-        position = state.qpos
-        if self.env._exclude_current_positions_from_observation:
-            position = position[:, 2:]
-        return np.concatenate([position, state.qvel], axis=1)
+        return np.concatenate([task.observed_qpos(self, state, 2), state.qvel], axis=1)
 
     def outcome(self, state, before, action):
         env = self.env

@@ -98,6 +98,17 @@ def uniform_state(task: Task, rng: np.random.Generator, normal_qvel: bool) -> tu
     return qpos, qvel
 
 
+def observed_qpos(task: Task, state: State, excluded: int) -> np.ndarray:
+    """The positions a locomotion task observes: qpos without its first `excluded`.
+
+    Those are x, or x and y; they stay when the env was made with
+    exclude_current_positions_from_observation=False.
+    """
+    if task.env._exclude_current_positions_from_observation:
+        return state.qpos[:, excluded:]
+    return state.qpos
+
+
 def control_cost(weight: float, action: np.ndarray) -> np.ndarray:
     """Each row's weighted sum of squared actions, in the actions' dtype, as Gymnasium's."""
     return weight * np.sum(np.square(action), axis=1)
