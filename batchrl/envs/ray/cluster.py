@@ -55,11 +55,10 @@ def build(
             )
         for started in groups:
             started.wait_ready()
-        batch = cls(groups, autoreset_mode=mode)
     except BaseException:
         for started in groups:
             started.close()
         raise
     finally:
         ray_group.SESSION.leave()  # Each group holds the session until it closes.
-    return batch
+    return cls(groups, autoreset_mode=mode)  # Which closes the groups if it cannot be made.
