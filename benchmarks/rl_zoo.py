@@ -97,7 +97,7 @@ def eval_curve(run: pathlib.Path) -> list[list[float]]:
     The wall seconds are the training monitor's clock at the step each evaluation ran.
     """
     data = np.load(run / "evaluations.npz")
-    monitor = np.genfromtxt(run / "0.monitor.csv", delimiter=",", skip_header=2)
+    monitor = np.atleast_2d(np.genfromtxt(run / "0.monitor.csv", delimiter=",", skip_header=2))
     steps_done, clock = np.cumsum(monitor[:, 1]), monitor[:, 2]
     curve = []
     for steps, results in zip(data["timesteps"], data["results"], strict=True):
