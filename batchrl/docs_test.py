@@ -20,6 +20,13 @@ def blocks() -> list[tuple[str, str]]:
     return found
 
 
+def runs(name: str, code: str):
+    """A block as a test; one that uses Ray runs in the test process of Ray's tests."""
+    # Ray joins the cluster started last on the machine, which may be another test's.
+    marks = [pytest.mark.xdist_group("ray")] if "ray" in code.lower() else []
+    return pytest.param(name, code, marks=marks, id=name)
+
+
 def test_the_pages_hold_python_blocks():
     names = [name for name, _ in blocks()]
     assert any(name.startswith("README.md") for name in names)
@@ -27,7 +34,7 @@ def test_the_pages_hold_python_blocks():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "code"), blocks(), ids=[name for name, _ in blocks()])
+@pytest.mark.parametrize(("name", "code"), [runs(name, code) for name, code in blocks()])
 def test_a_code_block_runs(name, code, tmp_path):
     # Run as a script file, as a reader would paste it: workers re-import it as __main__.
     script = tmp_path / "block.py"

@@ -23,6 +23,10 @@ from batchrl.envs.host import lifecycle, mock
 from batchrl.scripts import train
 from batchrl.training import logging as logs
 
+# Ray joins the cluster started last on this machine: one test process runs every test
+# that starts or joins one (`--dist loadgroup`, with the Ray blocks of docs_test.py).
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 @pytest.fixture(scope="module")
 def cluster():
