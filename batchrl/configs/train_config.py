@@ -53,6 +53,7 @@ class TrainConfig:
     # "mujoco": a v5 MuJoCo task's envs as one mujoco.batch in C threads (BatchEnv.mujoco).
     env_backend: str = "processes"
     ray_actors: int = 0
+    env_threads: int = 0  # env_backend="mujoco": the batch's C threads; 0: one per core.
     checkpoint_every: int = 1  # Phases between checkpoints.
     keep_checkpoints: int = 3
 
@@ -77,6 +78,11 @@ class TrainConfig:
             raise ValueError("env_backend='ray' needs env_kind='workers' and local_envs=0")
         if self.env_backend == "mujoco":
             _check_mujoco_backend(self)
+        elif self.env_threads:
+            raise ValueError(
+                f"env_threads={self.env_threads} needs env_backend='mujoco', "
+                f"got {self.env_backend!r}"
+            )
         if self.restart_workers and self.env_kind != "workers":
             raise ValueError(
                 f"restart_workers=True needs env_kind='workers', got {self.env_kind!r}"
@@ -89,7 +95,7 @@ class TrainConfig:
         for name in (*names, "action_repeat", "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("phase_steps", "envs_per_worker", "local_envs", "ray_actors"):
+        for name in ("phase_steps", "envs_per_worker", "local_envs", "ray_actors", "env_threads"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
 

@@ -51,6 +51,7 @@ def build(config: TrainConfig, local: bool = False) -> tuple[Any, BatchEnv | Non
         batch_env = BatchEnv.mujoco(
             config.env,
             config.num_agents,
+            threads=config.env_threads or None,
             max_episode_steps=make.time_limit(config.env, config.max_length),
             **config.env_kwargs,
         )
