@@ -17,6 +17,21 @@ def masked_mean(x: jax.Array, mask: jax.Array | None) -> jax.Array:
     return jnp.where(mask, x, 0.0).sum() / jnp.maximum(mask.sum(), 1)
 
 
+def probability_ratio(
+    log_prob: jax.Array, old_log_prob: jax.Array, mask: jax.Array | None
+) -> jax.Array:
+    """pi_new / pi_old per step; 1 at masked steps.
+
+    A padded step's log-probabilities are of no real action, and their difference can
+    overflow exp: masking after exp leaves the loss finite but makes its gradient NaN
+    (0 * inf), and every parameter with it. The difference is masked before exp.
+    """
+    log_ratio = log_prob - old_log_prob
+    if mask is not None:
+        log_ratio = jnp.where(mask, log_ratio, 0.0)
+    return jnp.exp(log_ratio)
+
+
 def kl_penalty_policy_loss(
     log_prob: jax.Array,
     old_log_prob: jax.Array,
@@ -32,7 +47,7 @@ def kl_penalty_policy_loss(
 
     kl is KL(old || new) per step; the cutoff term applies to the mean KL of the batch.
     """
-    ratio = jnp.exp(log_prob - old_log_prob)
+    ratio = probability_ratio(log_prob, old_log_prob, mask)
     surrogate = -masked_mean(ratio * advantage, mask)
     mean_kl = masked_mean(kl, mask)
     cutoff = cutoff_coef * jnp.maximum(0.0, mean_kl - cutoff_factor * kl_target) ** 2
@@ -47,7 +62,7 @@ def clipped_policy_loss(
     mask: jax.Array | None = None,
 ) -> jax.Array:
     """The clipped surrogate of Schulman et al. (2017), negated for minimisation."""
-    ratio = jnp.exp(log_prob - old_log_prob)
+    ratio = probability_ratio(log_prob, old_log_prob, mask)
     clipped = jnp.clip(ratio, 1.0 - clip_ratio, 1.0 + clip_ratio)
     return -masked_mean(jnp.minimum(ratio * advantage, clipped * advantage), mask)
 

@@ -1,3 +1,4 @@
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -38,6 +39,28 @@ def test_kl_penalty_loss_matches_the_formula_and_masks_padding():
     expected = -(ratio * advantage[mask]).mean() + 2.0 * mean_kl
     expected += 1000.0 * max(0.0, mean_kl - 0.02) ** 2
     assert float(loss) == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize("objective", ["kl_penalty", "clipped"])
+def test_a_padded_step_whose_ratio_overflows_leaves_the_gradient_finite(objective):
+    # Padding in episode memory holds no real action: its log-probabilities can drift
+    # 150 nats apart over training. exp overflows there; the gradient must not be NaN.
+    old = jnp.array([0.0, -200.0])
+    advantage, kl, mask = jnp.array([1.0, 0.0]), jnp.array([0.01, 0.0]), jnp.array([True, False])
+
+    def loss(log_prob):
+        if objective == "kl_penalty":
+            penalty = jnp.array(1.0)
+            return losses.kl_penalty_policy_loss(
+                log_prob, old, advantage, kl, penalty, 0.01, 2.0, 1000.0, mask
+            )
+        return losses.clipped_policy_loss(log_prob, old, advantage, 0.2, mask)
+
+    gradient = jax.grad(loss)(jnp.array([0.1, -50.0]))
+    # Only the valid step moves the loss, its ratio inside the clip range:
+    # d(-ratio * advantage) / d(log_prob) = -ratio.
+    assert float(gradient[0]) == pytest.approx(-np.exp(0.1), rel=1e-6)
+    assert float(gradient[1]) == 0.0
 
 
 def test_clipped_loss_ignores_ratios_beyond_the_clip_in_the_improving_direction():
