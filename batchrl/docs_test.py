@@ -23,7 +23,7 @@ def blocks() -> list[tuple[str, str]]:
 def runs(name: str, code: str):
     """A block as a test; one that uses Ray runs in the test process of Ray's tests."""
     # Ray joins the cluster started last on the machine, which may be another test's.
-    marks = [pytest.mark.xdist_group("ray")] if "ray" in code.lower() else []
+    marks = [pytest.mark.xdist_group("ray")] if re.search(r"\bray\b", code) else []
     return pytest.param(name, code, marks=marks, id=name)
 
 

@@ -144,6 +144,6 @@ def test_the_mujoco_backend_is_one_override_and_refuses_what_it_cannot_do():
     with pytest.raises(ValueError, match=r"env_backend='mujoco' needs env_kind='workers'"):
         overrides.parse_override(presets.get("pendulum_jax"), "env_backend=mujoco")
     assert overrides.parse_override(config, "env_threads=1").env_threads == 1
+    on_ray = overrides.parse_override(presets.get("cheetah_clipped"), "env_backend=ray")
     with pytest.raises(ValueError, match=r"^env_threads=2 needs env_backend='mujoco', got 'ray'$"):
-        on_ray = overrides.parse_override(presets.get("cheetah_clipped"), "env_backend=ray")
         overrides.parse_override(on_ray, "env_threads=2")

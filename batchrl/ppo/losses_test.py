@@ -43,8 +43,9 @@ def test_kl_penalty_loss_matches_the_formula_and_masks_padding():
 
 @pytest.mark.parametrize("objective", ["kl_penalty", "clipped"])
 def test_a_padded_step_whose_ratio_overflows_leaves_the_gradient_finite(objective):
-    # Padding in episode memory holds no real action: its log-probabilities can drift
-    # 150 nats apart over training. exp overflows there; the gradient must not be NaN.
+    # Padding in episode memory holds no real action, and no loss holds the policy there:
+    # within one update its log-probabilities can drift 150 nats apart. exp overflows
+    # there; the gradient must not be NaN.
     old = jnp.array([0.0, -200.0])
     advantage, kl, mask = jnp.array([1.0, 0.0]), jnp.array([0.01, 0.0]), jnp.array([True, False])
 
