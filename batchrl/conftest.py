@@ -1,8 +1,9 @@
 """Shared test fixtures: every test must leave no child process behind.
 
-The test session keeps XLA's compiled programs in a persistent cache that it and the
-runs it starts share: many tests compile the same small programs, in this process and
-in `train` or `sweep` subprocesses, and a cache hit turns an 18 s subprocess run into 5 s.
+The test session keeps XLA's compiled programs in a persistent cache that it, its test
+processes (pytest-xdist's workers) and the runs they start share: many tests compile the
+same small programs, in test processes and in `train` or `sweep` subprocesses, and a
+cache hit turns an 18 s subprocess run into 5 s.
 A cached program is the one XLA would compile again, so results are unchanged.
 
 Tests press Ctrl-C on the runs they start, as a user at a terminal would. A suite started
@@ -35,7 +36,9 @@ def pytest_configure(config: pytest.Config) -> None:
         # Python's own handler, as when started at a terminal; children get the default.
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if os.environ.get("JAX_COMPILATION_CACHE_DIR"):
-        return  # The caller chose a cache.
+        # The caller chose a cache, or this is an xdist worker: the session's controller
+        # made the cache before starting it, and the worker's JAX reads these variables.
+        return
     directory = tempfile.mkdtemp(prefix="batchrl-test-xla-cache-")
     config.stash[_CACHE_KEY] = directory
     settings = {"jax_compilation_cache_dir": directory, **_CACHE_EVERYTHING}

@@ -3,16 +3,18 @@
     python benchmarks/curves.py docs/results/cheetah_clipped_ten_seeds.jsonl \
         docs/results/rl_zoo_halfcheetah.jsonl --x hours --out cheetah_zoo_hours.png
 
-Each file holds the JSON lines of `batchrl.scripts.sweep` or `benchmarks/rl_zoo.py`, one
-run a line, each with its `eval_curve` of [env steps, return, wall seconds]. A file is one
-curve: the mean over its runs and a band from the lowest to the highest run, against env
-steps or against wall-clock hours (each evaluation at its runs' mean time). Its label
-names the library, the config and how many seeds made it.
+The files hold the JSON lines of `batchrl.scripts.sweep` or `benchmarks/rl_zoo.py`, one
+run a line, each with its `eval_curve` of [env steps, return, wall seconds]; finished runs
+are read, as `batchrl.scripts.stats` reads them. Each library's config is one curve: the
+mean over its runs and a band from the lowest to the highest run, against env steps or
+against wall-clock hours (each evaluation at its runs' mean time), labelled with the
+library, the config and how many seeds made it.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import pathlib
 
@@ -22,16 +24,23 @@ from matplotlib.backends import backend_agg
 from matplotlib.figure import Figure
 
 
-def curve(path: pathlib.Path) -> tuple[str, np.ndarray, np.ndarray]:
-    """A file's label and its [runs, evaluations] arrays of x (steps, seconds) and return."""
-    runs = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    if not runs:
-        raise SystemExit(f"{path}: no runs")
-    length = min(len(run["eval_curve"]) for run in runs)  # Unfinished runs: their common part.
-    points = np.array([run["eval_curve"][:length] for run in runs], float)
-    library = runs[0].get("library", "batchrl")
-    label = f"{library} {runs[0]['config']} ({len(runs)} seed{'s' * (len(runs) > 1)})"
-    return label, points[..., [0, 2]], points[..., 1]
+def curves(paths: list[pathlib.Path]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """By label, the [runs, evaluations] arrays of x (steps, seconds) and of return."""
+    grouped: dict[tuple[str, str], list[list]] = collections.defaultdict(list)
+    for path in paths:
+        for line in path.read_text().splitlines():
+            run = json.loads(line) if line.strip() else {}
+            if run.get("finished"):
+                grouped[run.get("library", "batchrl"), run["config"]].append(run["eval_curve"])
+    if not grouped:
+        raise SystemExit(f"no finished run in {', '.join(map(str, paths))}")
+    found = {}
+    for (library, config), runs in grouped.items():
+        length = min(map(len, runs))  # The evaluations every run of the config made.
+        points = np.array([run[:length] for run in runs], float)
+        label = f"{library} {config} ({len(runs)} seed{'s' * (len(runs) > 1)})"
+        found[label] = points[..., [0, 2]], points[..., 1]
+    return found
 
 
 def main() -> None:
@@ -44,8 +53,7 @@ def main() -> None:
     figure = Figure(figsize=(8, 5))
     backend_agg.FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    for path in args.files:
-        label, x, returns = curve(path)
+    for label, (x, returns) in curves(args.files).items():
         x = x[..., 0].mean(axis=0) if args.x == "steps" else x[..., 1].mean(axis=0) / 3600
         axes.plot(x, returns.mean(axis=0), label=label)
         if len(returns) > 1:
