@@ -28,8 +28,11 @@ def curves(paths: list[pathlib.Path]) -> dict[str, tuple[np.ndarray, np.ndarray]
     """By label, the [runs, evaluations] arrays of x (steps, seconds) and of return."""
     grouped: dict[tuple[str, str], list[list]] = collections.defaultdict(list)
     for path in paths:
-        for line in path.read_text().splitlines():
-            run = json.loads(line) if line.strip() else {}
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            try:
+                run = json.loads(line) if line.strip() else {}
+            except json.JSONDecodeError:
+                raise SystemExit(f"{path}:{number} is not a JSON line") from None
             if run.get("finished"):
                 grouped[run.get("library", "batchrl"), run["config"]].append(run["eval_curve"])
     if not grouped:
