@@ -13,6 +13,10 @@ dependency fails either to import or to take rliable's arguments), so SciPy's
 bootstrap computes them here. Reacher's returns are negative, so its fraction is the
 target divided by the score: 1 is the target there too, above 1 better.
 
+`--score best` reads each run's best evaluation along training instead of its final
+policy's return: the number some published tables give (Tianshou's), biased upwards as
+the best of many noisy evaluations is.
+
     python -m batchrl.scripts.stats runs/sweep/results.jsonl --out profile.png
 """
 
@@ -57,8 +61,12 @@ def fraction(score: np.ndarray, target: float) -> np.ndarray:
     return score / target if target > 0 else target / score
 
 
-def read(paths: Sequence[pathlib.Path]) -> dict[str, dict[int, float]]:
-    """Final return by config and seed; a run listed twice keeps its last line."""
+SCORES = {"final": "final_return", "best": "best_eval_return"}
+
+
+def read(paths: Sequence[pathlib.Path], score: str = "final") -> dict[str, dict[int, float]]:
+    """A score (`SCORES`) by config and seed; a run listed twice keeps its last line."""
+    field = SCORES[score]
     runs: dict[str, dict[int, float]] = collections.defaultdict(dict)
     for path in paths:
         for number, line in enumerate(path.read_text().splitlines(), 1):
@@ -69,7 +77,7 @@ def read(paths: Sequence[pathlib.Path]) -> dict[str, dict[int, float]]:
             except json.JSONDecodeError:
                 raise ValueError(f"{path}:{number} is not a JSON line") from None
             if record.get("benchmark") == "learning" and record.get("finished"):
-                runs[record["config"]][int(record["seed"])] = float(record["final_return"])
+                runs[record["config"]][int(record["seed"])] = float(record[field])
     return dict(runs)
 
 
@@ -85,7 +93,7 @@ def summarize(returns: dict[int, float], target: float | None, reps: int) -> dic
     """One config's seeds: IQM, mean and median with 95 % intervals, worst seed, targets."""
     seeds = sorted(returns)
     scores = np.array([returns[s] for s in seeds])
-    summary = {"seeds": seeds, "final_returns": [round(r, 2) for r in scores.tolist()]}
+    summary = {"seeds": seeds, "scores": [round(r, 2) for r in scores.tolist()]}
     for name, aggregate in AGGREGATES.items():
         summary[name] = round(float(aggregate(scores)), 2)
         if len(scores) > 1:
@@ -118,7 +126,9 @@ def profile(columns: list[np.ndarray], taus: np.ndarray) -> np.ndarray:
     return np.mean([(c[:, None] > taus).mean(axis=0) for c in columns], axis=0)
 
 
-def draw_profile(runs: dict[str, dict[int, float]], out: pathlib.Path, reps: int) -> None:
+def draw_profile(
+    runs: dict[str, dict[int, float]], out: pathlib.Path, reps: int, score: str = "final"
+) -> None:
     """The performance profile over every run of the tasks that have a target."""
     import matplotlib
 
@@ -141,11 +151,13 @@ def draw_profile(runs: dict[str, dict[int, float]], out: pathlib.Path, reps: int
     axis.plot(taus, profile(columns, taus), color="tab:blue", label="batchrl")
     axis.fill_between(taus, low, high, color="tab:blue", alpha=0.2, label="95 % interval")
     axis.axvline(1.0, color="grey", linestyle=":")
-    axis.set_xlabel("final return / best published PPO at 1M steps")
+    what = "final return" if score == "final" else "best evaluation along training"
+    axis.set_xlabel(f"{what} / best published PPO at 1M steps")
     axis.set_ylabel("fraction of runs above")
     seeds = sorted({len(c) for c in columns})
     counts = f"{seeds[0]}-{seeds[-1]}" if seeds[0] != seeds[-1] else f"{seeds[0]}"
-    axis.set_title(f"{len(columns)} tasks, {counts} seeds each, final policies")
+    policies = "final policies" if score == "final" else "best evaluations"
+    axis.set_title(f"{len(columns)} tasks, {counts} seeds each, {policies}")
     axis.legend()
     figure.tight_layout()
     figure.savefig(out, dpi=120)
@@ -157,9 +169,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("results", nargs="+", type=pathlib.Path, help="sweep JSON lines")
     parser.add_argument("--out", type=pathlib.Path, help="where to draw the profile (PNG)")
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples")
+    parser.add_argument(
+        "--score",
+        choices=sorted(SCORES),
+        default="final",
+        help="each run's final return (default) or its best evaluation along training",
+    )
     args = parser.parse_args(argv)
     try:
-        runs = read(args.results)
+        runs = read(args.results, args.score)
         if not runs:
             raise ValueError("no finished run in the files given")
         tasks = {
@@ -167,11 +185,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             for config, seeds in sorted(runs.items())
         }
         if args.out is not None:
-            draw_profile(runs, args.out, args.reps)
+            draw_profile(runs, args.out, args.reps, args.score)
     except (OSError, ValueError) as error:
         print(f"stats: error: {error}", file=sys.stderr)
         return 2
-    print(json.dumps({"benchmark": "seed_statistics", "configs": tasks}))
+    print(json.dumps({"benchmark": "seed_statistics", "score": args.score, "configs": tasks}))
     return 0
 
 

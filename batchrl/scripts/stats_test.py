@@ -7,11 +7,12 @@ from scipy import stats as scipy_stats
 from batchrl.scripts import stats
 
 
-def write_runs(path, config, returns):
+def write_runs(path, config, returns, best=None):
     with path.open("a") as file:
         for seed, value in enumerate(returns):
-            record = {"benchmark": "learning", "config": config, "seed": seed}
-            file.write(json.dumps({**record, "finished": True, "final_return": value}) + "\n")
+            record = {"benchmark": "learning", "config": config, "seed": seed, "finished": True}
+            record |= {"final_return": value, "best_eval_return": (best or returns)[seed]}
+            file.write(json.dumps(record) + "\n")
 
 
 def test_iqm_intervals_worst_seed_and_targets_of_each_config(tmp_path, capsys):
@@ -41,3 +42,21 @@ def test_a_line_that_is_not_json_is_named(tmp_path, capsys):
     assert stats.main([str(results)]) == 2
     assert capsys.readouterr().err.strip() == f"stats: error: {results}:2 is not a JSON line"
     assert np.isfinite(stats.fraction(np.array(-4.0), -4.1))
+
+
+def test_best_evaluations_instead_of_final_returns(tmp_path, capsys):
+    results = tmp_path / "results.jsonl"
+    final = [2000.0, 3400.0, 3500.0, 1600.0]
+    best = [3300.0, 3500.0, 3600.0, 2700.0]
+    write_runs(results, "hopper_clipped", final, best)
+    assert stats.main([str(results), "--reps", "200"]) == 0
+    assert json.loads(capsys.readouterr().out)["configs"]["hopper_clipped"]["worst"] == 1600.0
+    out = tmp_path / "profile.png"
+    assert stats.main([str(results), "--score", "best", "--out", str(out), "--reps", "200"]) == 0
+    line = json.loads(capsys.readouterr().out)
+    summary = line["configs"]["hopper_clipped"]
+    assert line["score"] == "best" and summary["scores"] == best and summary["worst"] == 2700.0
+    assert summary["worst_over_target"] == pytest.approx(2700.0 / 2609.0, abs=1e-3)
+    with pytest.raises(SystemExit):
+        stats.main([str(results), "--score", "last"])
+    assert "invalid choice: 'last'" in capsys.readouterr().err
