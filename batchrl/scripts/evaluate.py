@@ -1,0 +1,129 @@
+"""Evaluates a run's kept checkpoints on many episodes: one JSON line per checkpoint.
+
+    python -m batchrl.scripts.evaluate --logdir runs/<timestamp>-<config> --episodes 64
+
+The mean action of each checkpoint's policy runs in the run's own env (its backend, its
+batch), every checkpoint from the same starting states (Gymnasium envs are reset with the
+run's seed first), so differences between lines are the policies', not the episodes'. A
+run's final return is one evaluation of its last policy; this says whether that policy
+is its level or one step of a walk (docs/results.md uses it for Hopper's and Reacher's
+lowest seeds). `--normalizer-from PHASE` evaluates each checkpoint's parameters with the
+observation normaliser of another kept checkpoint, to tell which of the two a phase's
+change of return came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import pathlib
+import sys
+from collections.abc import Sequence
+
+
+class UsageError(Exception):
+    """Bad input: reported as one line, exit status 2."""
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--logdir", required=True, help="the run folder, DIR/<timestamp>-<config>")
+    parser.add_argument("--episodes", type=int, default=64, help="episodes per checkpoint")
+    parser.add_argument(
+        "--phases",
+        type=int,
+        nargs="+",
+        help="the checkpoints to evaluate (default: every kept one)",
+    )
+    parser.add_argument(
+        "--normalizer-from",
+        type=int,
+        metavar="PHASE",
+        help="evaluate with this kept checkpoint's observation normaliser",
+    )
+    return parser.parse_args(argv)
+
+
+def evaluate(
+    rundir: pathlib.Path,
+    episodes: int,
+    phases: Sequence[int] | None = None,
+    normalizer_from: int | None = None,
+) -> list[dict]:
+    """The mean return and length over at least `episodes` episodes of each checkpoint."""
+    from batchrl.scripts import train
+    from batchrl.training import checkpoint, environments, loop
+    from batchrl.training import run as run_lib
+
+    if episodes < 1:
+        raise UsageError(f"--episodes must be at least 1, got {episodes}")
+    if not rundir.is_dir():
+        raise UsageError(f"run folder {str(rundir)!r} does not exist")
+    try:
+        config = train.load_config(rundir)
+    except train.UsageError as error:
+        raise UsageError(str(error)) from None
+    directory = rundir / run_lib.CHECKPOINTS
+    kept = checkpoint.steps(directory)
+    if not kept:
+        raise UsageError(f"run folder {str(rundir)!r} has no checkpoint yet")
+    wanted = list(phases or kept)
+    for phase in [*wanted, *([normalizer_from] if normalizer_from is not None else [])]:
+        if phase not in kept:
+            raise UsageError(f"no checkpoint of phase {phase} in {str(rundir)!r}: it keeps {kept}")
+    env, batch_env = environments.build(config)
+    try:
+        programs, state = loop.build(
+            config.algorithm,
+            env,
+            config.batch_steps_per_phase,
+            config.eval_batch_steps,
+            max_length=config.max_length,
+            steps=config.steps,
+            seed=config.seed,
+        )
+
+        def load(phase: int):
+            return checkpoint.load(checkpoint.path_for(directory, phase), state)
+
+        normalizer = None if normalizer_from is None else load(normalizer_from).agent.learner
+        rows = []
+        for phase in wanted:
+            saved = load(phase)
+            agent = saved.agent
+            if normalizer is not None:
+                learner = dataclasses.replace(agent.learner, obs_norm=normalizer.obs_norm)
+                agent = dataclasses.replace(agent, learner=learner)
+            if batch_env is not None:  # Gymnasium envs: the same starting states each time.
+                batch_env.reset(seed=config.seed)
+            _, summary = loop.evaluate(programs, state.eval, agent, episodes)
+            row = {"run": rundir.name, "phase": phase, "env_steps": int(saved.env_steps)}
+            if normalizer_from is not None:
+                row["normalizer_from"] = normalizer_from
+            row |= {
+                "episodes": int(summary["episode/count"]),
+                "return": summary["episode/return"],
+                "length": summary["episode/length"],
+            }
+            rows.append(row)
+        return rows
+    finally:
+        if batch_env is not None:
+            batch_env.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        rows = evaluate(pathlib.Path(args.logdir), args.episodes, args.phases, args.normalizer_from)
+    except UsageError as error:
+        print(f"evaluate: error: {error}", file=sys.stderr)
+        return 2
+    for row in rows:
+        print(json.dumps(row))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

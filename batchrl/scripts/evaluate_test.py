@@ -1,0 +1,66 @@
+import json
+import pathlib
+
+import pytest
+
+from batchrl.scripts import evaluate, train
+
+
+@pytest.fixture(scope="module", params=["pendulum_jax", "pendulum"])
+def run(request, tmp_path_factory) -> pathlib.Path:
+    """Six phases of Pendulum, the last three checkpoints kept: JAX-native, then on workers."""
+    logdir = tmp_path_factory.mktemp("runs")
+    settings = [
+        "num_agents=2",
+        "update_every=2",
+        "max_length=40",
+        "eval_episodes=2",
+        "steps=480",
+        "policy_layers=16,16",
+        "value_layers=16,16",
+    ]
+    args = ["--logdir", str(logdir), "--config", request.param]
+    for setting in settings:
+        args += ["--set", setting]
+    assert train.main(args) == 0
+    (folder,) = logdir.iterdir()
+    return folder
+
+
+def lines(capsys) -> list[dict]:
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_every_kept_checkpoint_on_the_same_episodes(run, capsys):
+    assert evaluate.main(["--logdir", str(run), "--episodes", "8"]) == 0
+    rows = lines(capsys)
+    assert [row["phase"] for row in rows] == [4, 5, 6]
+    assert [row["env_steps"] for row in rows] == [320, 400, 480]
+    assert all(row["episodes"] >= 8 and row["length"] == 40.0 for row in rows)
+    # Each checkpoint starts from the same states: evaluated again alone, the same return.
+    assert evaluate.main(["--logdir", str(run), "--episodes", "8", "--phases", "6"]) == 0
+    assert lines(capsys)[0]["return"] == rows[2]["return"]
+
+
+def test_the_normaliser_of_another_checkpoint(run, capsys):
+    args = ["--logdir", str(run), "--episodes", "8", "--phases", "6", "--normalizer-from"]
+    assert evaluate.main([*args, "6"]) == 0
+    (own,) = lines(capsys)
+    assert evaluate.main([*args, "4"]) == 0
+    (swapped,) = lines(capsys)
+    assert own["normalizer_from"] == 6 and swapped["normalizer_from"] == 4
+    assert evaluate.main(["--logdir", str(run), "--episodes", "8", "--phases", "6"]) == 0
+    assert lines(capsys)[0]["return"] == own["return"] != swapped["return"]
+
+
+def test_bad_input_is_one_line(run, tmp_path, capsys):
+    for args, message in [
+        (["--phases", "1"], f"no checkpoint of phase 1 in {str(run)!r}: it keeps [4, 5, 6]"),
+        (["--normalizer-from", "2"], "no checkpoint of phase 2"),
+        (["--episodes", "0"], "--episodes must be at least 1, got 0"),
+    ]:
+        assert evaluate.main(["--logdir", str(run), *args]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("evaluate: error: ") and message in err and "\n" not in err
+    assert evaluate.main(["--logdir", str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().err
