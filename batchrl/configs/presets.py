@@ -163,6 +163,7 @@ _CLIPPED_TUNING: dict[str, dict[str, object]] = {
         "anneal_learning_rate": True,
         "recompute_advantages": True,
     },
+    "walker": {"anneal_learning_rate": True},
     "reacher": {"max_length": 1000, "init_std": 0.35},
 }
 
