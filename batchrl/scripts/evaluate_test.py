@@ -6,10 +6,8 @@ import pytest
 from batchrl.scripts import evaluate, train
 
 
-@pytest.fixture(scope="module", params=["pendulum_jax", "pendulum"])
-def run(request, tmp_path_factory) -> pathlib.Path:
-    """Six phases of Pendulum, the last three checkpoints kept: JAX-native, then on workers."""
-    logdir = tmp_path_factory.mktemp("runs")
+def train_run(logdir: pathlib.Path, config: str) -> pathlib.Path:
+    """Six phases of Pendulum, the last three checkpoints kept."""
     settings = [
         "num_agents=2",
         "update_every=2",
@@ -19,7 +17,7 @@ def run(request, tmp_path_factory) -> pathlib.Path:
         "policy_layers=16,16",
         "value_layers=16,16",
     ]
-    args = ["--logdir", str(logdir), "--config", request.param]
+    args = ["--logdir", str(logdir), "--config", config]
     for setting in settings:
         args += ["--set", setting]
     assert train.main(args) == 0
@@ -27,11 +25,19 @@ def run(request, tmp_path_factory) -> pathlib.Path:
     return folder
 
 
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> pathlib.Path:
+    return train_run(tmp_path_factory.mktemp("runs"), "pendulum_jax")
+
+
 def lines(capsys) -> list[dict]:
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 
-def test_every_kept_checkpoint_on_the_same_episodes(run, capsys):
+@pytest.mark.parametrize("config", ["pendulum_jax", "pendulum"])  # JAX-native, workers.
+def test_every_kept_checkpoint_on_the_same_episodes(config, request, tmp_path, capsys):
+    run = request.getfixturevalue("run") if config == "pendulum_jax" else train_run(tmp_path, config)
+    capsys.readouterr()
     assert evaluate.main(["--logdir", str(run), "--episodes", "8"]) == 0
     rows = lines(capsys)
     assert [row["phase"] for row in rows] == [4, 5, 6]
