@@ -36,7 +36,8 @@ def lines(capsys) -> list[dict]:
 
 @pytest.mark.parametrize("config", ["pendulum_jax", "pendulum"])  # JAX-native, workers.
 def test_every_kept_checkpoint_on_the_same_episodes(config, request, tmp_path, capsys):
-    run = request.getfixturevalue("run") if config == "pendulum_jax" else train_run(tmp_path, config)
+    jax_native = config == "pendulum_jax"
+    run = request.getfixturevalue("run") if jax_native else train_run(tmp_path, config)
     capsys.readouterr()
     assert evaluate.main(["--logdir", str(run), "--episodes", "8"]) == 0
     rows = lines(capsys)
