@@ -140,6 +140,8 @@ _MUJOCO = ("reacher", "cheetah", "walker", "hopper", "ant", "humanoid")
 # What each clipped preset changes from the shared defaults; docs/results.md says why.
 _CLIPPED_TUNING: dict[str, dict[str, object]] = {
     "cheetah": {
+        "num_agents": 16,
+        "steps_per_update": 128,
         "init_std": 0.5,
         "policy_layers": (256, 256),
         "value_layers": (256, 256),
