@@ -58,10 +58,8 @@ def evaluate(
 
     if episodes < 1:
         raise UsageError(f"--episodes must be at least 1, got {episodes}")
-    if not rundir.is_dir():
-        raise UsageError(f"run folder {str(rundir)!r} does not exist")
     try:
-        config = train.load_config(rundir)
+        config = train.load_run_config(rundir)
     except train.UsageError as error:
         raise UsageError(str(error)) from None
     directory = rundir / run_lib.CHECKPOINTS

@@ -145,6 +145,13 @@ def find_run(logdir: pathlib.Path, timestamp: str) -> pathlib.Path:
     return matches[0]
 
 
+def load_run_config(rundir: pathlib.Path) -> configs.TrainConfig:
+    """The config of the run folder `rundir`; a one-line UsageError when there is none."""
+    if not rundir.is_dir():
+        raise UsageError(f"run folder {str(rundir)!r} does not exist")
+    return load_config(rundir)
+
+
 def load_config(rundir: pathlib.Path) -> configs.TrainConfig:
     path = rundir / CONFIG_FILE
     try:

@@ -55,10 +55,8 @@ def load_agent(rundir: pathlib.Path):
     from batchrl.training import checkpoint, environments, loop
     from batchrl.training import run as run_lib
 
-    if not rundir.is_dir():
-        raise UsageError(f"run folder {str(rundir)!r} does not exist")
     try:
-        config = train.load_config(rundir)
+        config = train.load_run_config(rundir)
     except train.UsageError as error:
         raise UsageError(str(error)) from None
     env, batch_env = environments.build(config, local=True)
