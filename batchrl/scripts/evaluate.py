@@ -21,9 +21,10 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
-
-class UsageError(Exception):
-    """Bad input: reported as one line, exit status 2."""
+from batchrl.scripts import train
+from batchrl.scripts.train import UsageError
+from batchrl.training import checkpoint, environments, loop
+from batchrl.training import run as run_lib
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -52,16 +53,9 @@ def evaluate(
     normalizer_from: int | None = None,
 ) -> list[dict]:
     """The mean return and length over at least `episodes` episodes of each checkpoint."""
-    from batchrl.scripts import train
-    from batchrl.training import checkpoint, environments, loop
-    from batchrl.training import run as run_lib
-
     if episodes < 1:
         raise UsageError(f"--episodes must be at least 1, got {episodes}")
-    try:
-        config = train.load_run_config(rundir)
-    except train.UsageError as error:
-        raise UsageError(str(error)) from None
+    config = train.load_run_config(rundir)
     directory = rundir / run_lib.CHECKPOINTS
     kept = checkpoint.steps(directory)
     if not kept:
@@ -85,13 +79,13 @@ def evaluate(
         def load(phase: int):
             return checkpoint.load(checkpoint.path_for(directory, phase), state)
 
-        normalizer = None if normalizer_from is None else load(normalizer_from).agent.learner
+        obs_norm = None if normalizer_from is None else load(normalizer_from).agent.learner.obs_norm
         rows = []
         for phase in wanted:
             saved = load(phase)
             agent = saved.agent
-            if normalizer is not None:
-                learner = dataclasses.replace(agent.learner, obs_norm=normalizer.obs_norm)
+            if obs_norm is not None:
+                learner = dataclasses.replace(agent.learner, obs_norm=obs_norm)
                 agent = dataclasses.replace(agent, learner=learner)
             if batch_env is not None:  # Gymnasium envs: the same starting states each time.
                 batch_env.reset(seed=config.seed)

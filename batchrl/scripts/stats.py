@@ -61,12 +61,16 @@ def fraction(score: np.ndarray, target: float) -> np.ndarray:
     return score / target if target > 0 else target / score
 
 
-SCORES = {"final": "final_return", "best": "best_eval_return"}
+# Each score: its field in a sweep's JSON line, and what the profile calls it.
+SCORES = {
+    "final": ("final_return", "final return", "final policies"),
+    "best": ("best_eval_return", "best evaluation along training", "best evaluations"),
+}
 
 
 def read(paths: Sequence[pathlib.Path], score: str = "final") -> dict[str, dict[int, float]]:
     """A score (`SCORES`) by config and seed; a run listed twice keeps its last line."""
-    field = SCORES[score]
+    field = SCORES[score][0]
     runs: dict[str, dict[int, float]] = collections.defaultdict(dict)
     for path in paths:
         for number, line in enumerate(path.read_text().splitlines(), 1):
@@ -89,10 +93,10 @@ def iqm(scores: np.ndarray, axis: int = -1) -> np.ndarray:
 AGGREGATES = {"iqm": iqm, "mean": np.mean, "median": np.median}
 
 
-def summarize(returns: dict[int, float], target: float | None, reps: int) -> dict:
+def summarize(by_seed: dict[int, float], target: float | None, reps: int) -> dict:
     """One config's seeds: IQM, mean and median with 95 % intervals, worst seed, targets."""
-    seeds = sorted(returns)
-    scores = np.array([returns[s] for s in seeds])
+    seeds = sorted(by_seed)
+    scores = np.array([by_seed[s] for s in seeds])
     summary = {"seeds": seeds, "scores": [round(r, 2) for r in scores.tolist()]}
     for name, aggregate in AGGREGATES.items():
         summary[name] = round(float(aggregate(scores)), 2)
@@ -151,12 +155,11 @@ def draw_profile(
     axis.plot(taus, profile(columns, taus), color="tab:blue", label="batchrl")
     axis.fill_between(taus, low, high, color="tab:blue", alpha=0.2, label="95 % interval")
     axis.axvline(1.0, color="grey", linestyle=":")
-    what = "final return" if score == "final" else "best evaluation along training"
+    _, what, policies = SCORES[score]
     axis.set_xlabel(f"{what} / best published PPO at 1M steps")
     axis.set_ylabel("fraction of runs above")
     seeds = sorted({len(c) for c in columns})
     counts = f"{seeds[0]}-{seeds[-1]}" if seeds[0] != seeds[-1] else f"{seeds[0]}"
-    policies = "final policies" if score == "final" else "best evaluations"
     axis.set_title(f"{len(columns)} tasks, {counts} seeds each, {policies}")
     axis.legend()
     figure.tight_layout()
