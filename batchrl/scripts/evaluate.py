@@ -9,7 +9,8 @@ run's final return is one evaluation of its last policy; this says whether that 
 is its level or one step of a walk (docs/results.md uses it for Hopper's and Reacher's
 lowest seeds). `--normalizer-from PHASE` evaluates each checkpoint's parameters with the
 observation normaliser of another kept checkpoint, to tell which of the two a phase's
-change of return came from.
+change of return came from. `--best` evaluates the run's best-evaluated policy
+(`best.bin`), on many more episodes than chose it.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="the checkpoints to evaluate (default: every kept one)",
     )
     parser.add_argument(
+        "--best",
+        action="store_true",
+        help="evaluate the run's best-evaluated policy (with --phases: as well)",
+    )
+    parser.add_argument(
         "--normalizer-from",
         type=int,
         metavar="PHASE",
@@ -51,8 +57,13 @@ def evaluate(
     episodes: int,
     phases: Sequence[int] | None = None,
     normalizer_from: int | None = None,
+    best: bool = False,
 ) -> list[dict]:
-    """The mean return and length over at least `episodes` episodes of each checkpoint."""
+    """The mean return and length over at least `episodes` episodes of each checkpoint.
+
+    The checkpoints are `phases` and, with `best`, the best-evaluated state; every kept
+    checkpoint when neither is given.
+    """
     if episodes < 1:
         raise UsageError(f"--episodes must be at least 1, got {episodes}")
     config = train.load_run_config(rundir)
@@ -60,10 +71,15 @@ def evaluate(
     kept = checkpoint.steps(directory)
     if not kept:
         raise UsageError(f"run folder {str(rundir)!r} has no checkpoint yet")
-    wanted = list(phases or kept)
+    wanted = list(phases or ([] if best else kept))
     for phase in [*wanted, *([normalizer_from] if normalizer_from is not None else [])]:
         if phase not in kept:
             raise UsageError(f"no checkpoint of phase {phase} in {str(rundir)!r}: it keeps {kept}")
+    paths = [checkpoint.path_for(directory, phase) for phase in wanted]
+    if best:
+        if not (directory / checkpoint.BEST).exists():
+            raise UsageError(f"run folder {str(rundir)!r} has no best policy: no phase evaluated")
+        paths.append(directory / checkpoint.BEST)
     env, batch_env = environments.build(config)
     try:
         programs, state = loop.build(
@@ -76,13 +92,15 @@ def evaluate(
             seed=config.seed,
         )
 
-        def load(phase: int):
-            return checkpoint.load(checkpoint.path_for(directory, phase), state)
+        def load(path: pathlib.Path):
+            return checkpoint.load(path, state)
 
-        obs_norm = None if normalizer_from is None else load(normalizer_from).agent.learner.obs_norm
+        obs_norm = None
+        if normalizer_from is not None:
+            obs_norm = load(checkpoint.path_for(directory, normalizer_from)).agent.learner.obs_norm
         rows = []
-        for phase in wanted:
-            saved = load(phase)
+        for path in paths:
+            saved = load(path)
             agent = saved.agent
             if obs_norm is not None:
                 learner = dataclasses.replace(agent.learner, obs_norm=obs_norm)
@@ -90,7 +108,10 @@ def evaluate(
             if batch_env is not None:  # Gymnasium envs: the same starting states each time.
                 batch_env.reset(seed=config.seed)
             _, summary = loop.evaluate(programs, state.eval, agent, episodes)
-            row = {"run": rundir.name, "phase": phase, "env_steps": int(saved.env_steps)}
+            row = {"run": rundir.name, "phase": int(saved.phases)}
+            row["env_steps"] = int(saved.env_steps)
+            if path.name == checkpoint.BEST:
+                row["best"] = True
             if normalizer_from is not None:
                 row["normalizer_from"] = normalizer_from
             row |= {
@@ -108,7 +129,9 @@ def evaluate(
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        rows = evaluate(pathlib.Path(args.logdir), args.episodes, args.phases, args.normalizer_from)
+        rows = evaluate(
+            pathlib.Path(args.logdir), args.episodes, args.phases, args.normalizer_from, args.best
+        )
     except UsageError as error:
         print(f"evaluate: error: {error}", file=sys.stderr)
         return 2

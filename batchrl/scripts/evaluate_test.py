@@ -1,9 +1,11 @@
 import json
 import pathlib
+import shutil
 
 import pytest
 
 from batchrl.scripts import evaluate, train
+from batchrl.training import checkpoint
 
 
 def train_run(logdir: pathlib.Path, config: str) -> pathlib.Path:
@@ -58,6 +60,20 @@ def test_the_normaliser_of_another_checkpoint(run, capsys):
     assert own["normalizer_from"] == 6 and swapped["normalizer_from"] == 4
     assert evaluate.main(["--logdir", str(run), "--episodes", "8", "--phases", "6"]) == 0
     assert lines(capsys)[0]["return"] == own["return"] != swapped["return"]
+
+
+def test_the_best_evaluated_policy_beside_a_kept_checkpoint(run, tmp_path, capsys):
+    best = checkpoint.step_of(run / "checkpoints" / checkpoint.BEST)
+    assert evaluate.main(["--logdir", str(run), "--episodes", "8", "--phases", "6", "--best"]) == 0
+    last, kept_best = lines(capsys)
+    assert (last["phase"], kept_best["phase"], kept_best["best"]) == (6, best, True)
+    assert "best" not in last and kept_best["episodes"] >= 8
+    # A run with no evaluated phase yet has no best policy: a one-line error.
+    copy = tmp_path / run.name
+    shutil.copytree(run, copy)
+    (copy / "checkpoints" / checkpoint.BEST).unlink()
+    assert evaluate.main(["--logdir", str(copy), "--best"]) == 2
+    assert capsys.readouterr().err.strip().endswith("has no best policy: no phase evaluated")
 
 
 def test_bad_input_is_one_line(run, tmp_path, capsys):

@@ -85,6 +85,18 @@ def test_evaluates_every_eval_every_phases_and_the_final_policy_at_the_end(finis
     assert all(row["perf/eval_seconds"] == 0 for row in rows if "eval/return" not in row)
 
 
+def test_keeps_the_state_of_its_best_evaluated_phase(finished_run):
+    rows = logs.read_jsonl(finished_run / "metrics.jsonl")
+    ends = phase_ends(finished_run)
+    evaluated = [row for row in rows if "eval/return" in row]
+    scores = {ends.index(row["step"]) + 1: row["eval/return"] for row in evaluated}
+    best = max(scores, key=scores.get)
+    path = finished_run / "checkpoints" / checkpoint.BEST
+    assert checkpoint.step_of(path) == best
+    if best in checkpoint.steps(finished_run / "checkpoints"):  # The very state, byte for byte.
+        assert path.read_bytes() == checkpoint.path_for(path.parent, best).read_bytes()
+
+
 def test_resuming_a_finished_run_trains_no_further(finished_run, capsys):
     code = train.main(
         ["--logdir", str(finished_run.parent), "--timestamp", finished_run.name.split("-")[0]]
@@ -165,6 +177,8 @@ def test_an_interrupt_anywhere_then_resume_matches_an_uninterrupted_run(
     folder = run_folder(tmp_path)
     whole = checkpoint.path_for(finished_run / "checkpoints", 5).read_bytes()
     assert checkpoint.path_for(folder / "checkpoints", 5).read_bytes() == whole
+    best = (finished_run / "checkpoints" / checkpoint.BEST).read_bytes()
+    assert (folder / "checkpoints" / checkpoint.BEST).read_bytes() == best
     steps = [row["step"] for row in logs.read_jsonl(folder / "metrics.jsonl")]
     assert sorted(set(steps)) == phase_ends(folder)
 

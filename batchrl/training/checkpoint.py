@@ -5,7 +5,8 @@ arrays including typed PRNG key arrays, Python scalars) as a flax state dict pac
 so loading a run folder never executes code. Loading restores into a `target` pytree of the same
 structure, usually a freshly initialised state, and checks every leaf's shape and dtype.
 
-File layout of `ckpt-{step:012d}.bin`, little endian:
+File layout of `ckpt-{step:012d}.bin` (and of `best.bin`, the run's best-evaluated state,
+which retention never deletes), little endian:
 
     magic (8 bytes) | format version (uint32) | payload length (uint64) | sha256 (32 bytes)
     payload: msgpack of {"step": int, "state": encoded state dict}
@@ -37,6 +38,7 @@ MAGIC = b"BRLCKPT\x00"
 VERSION = 1
 _HEADER = struct.Struct("<8sIQ32s")  # magic, version, payload length, sha256 of payload.
 _NAME = re.compile(r"ckpt-(\d{12})\.bin")
+BEST = "best.bin"
 _KEY_MARK = "__prng_key__"  # Encoded key array: {_KEY_MARK: impl name, "key_data": uint array}.
 _SCALARS = (bool, int, float, str, type(None))
 
@@ -74,15 +76,37 @@ def save(directory: str | os.PathLike, step: int, state: Any, keep: int = 3) -> 
     if keep < 1:
         raise ValueError(f"keep must be at least 1, got {keep}")
     directory = pathlib.Path(directory)
-    encoded = _encode(serialization.to_state_dict(state), "")
-    payload = serialization.msgpack_serialize({"step": step, "state": encoded})
-    header = _HEADER.pack(MAGIC, VERSION, len(payload), hashlib.sha256(payload).digest())
     path = path_for(directory, step)
     directory.mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, header + payload)
+    _write_atomic(path, _pack(step, state))
     for old in steps(directory)[:-keep]:
         path_for(directory, old).unlink(missing_ok=True)
     return path
+
+
+def save_best(directory: str | os.PathLike, step: int, state: Any) -> pathlib.Path:
+    """Writes `state` atomically as `best.bin` in `directory`, replacing the one there."""
+    if step < 0 or step >= 10**12:
+        raise ValueError(f"step must be in [0, 1e12), got {step}")
+    path = pathlib.Path(directory) / BEST
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _write_atomic(path, _pack(step, state))
+    return path
+
+
+def step_of(path: str | os.PathLike) -> int:
+    """The step a checkpoint file holds, read and checked as `load` does."""
+    try:
+        return _read(pathlib.Path(path))[0]
+    except CheckpointError as error:
+        raise CheckpointError(f"{path}: {error}") from None
+
+
+def _pack(step: int, state: Any) -> bytes:
+    """The file's bytes: header, then the msgpack payload of `step` and `state`."""
+    encoded = _encode(serialization.to_state_dict(state), "")
+    payload = serialization.msgpack_serialize({"step": step, "state": encoded})
+    return _HEADER.pack(MAGIC, VERSION, len(payload), hashlib.sha256(payload).digest()) + payload
 
 
 def steps(directory: str | os.PathLike) -> list[int]:

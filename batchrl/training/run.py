@@ -6,16 +6,21 @@ that came back, atomically, after every `checkpoint_every` phases, and on Ctrl-C
 the last state whose metrics row is written. Resuming loads the newest good checkpoint
 into a freshly built state; phases it re-does write their rows again, and readers keep
 the last row of each (`results.phases`).
+
+The state of the phase with the highest evaluation return so far is also kept, as
+`best.bin` beside the checkpoints: a policy can fall in its last updates (docs/results.md,
+Hopper), and a user then wants the best one it had, as SB3's `EvalCallback` keeps it.
 """
 
 from __future__ import annotations
 
 import logging as std_logging
+import math
 import pathlib
 from typing import Any
 
 from batchrl.configs import TrainConfig
-from batchrl.training import checkpoint, environments, loop
+from batchrl.training import checkpoint, environments, loop, results
 from batchrl.training import logging as logs
 
 CHECKPOINTS = "checkpoints"
@@ -53,6 +58,7 @@ def _train(rundir: pathlib.Path, config: TrainConfig, env: Any, batch_env: Any) 
             int(state.env_steps),
             int(state.phases),
         )
+    best = _best_return(rundir, int(state.env_steps))
     total_phases = config.phases
     total_steps = total_phases * steps_per_phase * env.num_envs
     progress = logs.Progress(total_steps=total_steps, initial_steps=int(state.env_steps))
@@ -80,6 +86,10 @@ def _train(rundir: pathlib.Path, config: TrainConfig, env: Any, batch_env: Any) 
                 progress.update(env_steps, metrics)
                 if done % config.checkpoint_every == 0 or done == total_phases:
                     checkpoint.save(directory, done, state, config.keep_checkpoints)
+                score = metrics.get("eval/return", math.nan)
+                if score > best:  # False for NaN: a phase that was not evaluated.
+                    checkpoint.save_best(directory, done, state)
+                    best = score
                 progress.print(logs.summary_line(done, env_steps, metrics))
     except KeyboardInterrupt:
         progress.close()
@@ -89,3 +99,18 @@ def _train(rundir: pathlib.Path, config: TrainConfig, env: Any, batch_env: Any) 
     finally:
         writer.close()
     return 0
+
+
+def _best_return(rundir: pathlib.Path, env_steps: int) -> float:
+    """The highest evaluation return of the phases up to `env_steps`; -inf before any.
+
+    A resumed run re-does the phases after its checkpoint, and `best.bin` follows their rows.
+    """
+    path = rundir / logs.JSONL_NAME
+    rows = results.phases(logs.read_jsonl(path)) if path.exists() else []
+    scores = [
+        row["eval/return"]
+        for row in rows
+        if row["step"] <= env_steps and row.get("eval/return") is not None
+    ]
+    return max(scores, default=-math.inf)
