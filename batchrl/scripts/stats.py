@@ -15,7 +15,9 @@ target divided by the score: 1 is the target there too, above 1 better.
 
 `--score best` reads each run's best evaluation along training instead of its final
 policy's return: the number some published tables give (Tianshou's), biased upwards as
-the best of many noisy evaluations is.
+the best of many noisy evaluations is. `--score kept` reads the policy the run kept as
+its best (`best.bin`), evaluated again on many episodes (`sweep --evaluate-best`): what a
+user who takes the best policy gets.
 
     python -m batchrl.scripts.stats runs/sweep/results.jsonl --out profile.png
 """
@@ -65,6 +67,7 @@ def fraction(score: np.ndarray, target: float) -> np.ndarray:
 SCORES = {
     "final": ("final_return", "final return", "final policies"),
     "best": ("best_eval_return", "best evaluation along training", "best evaluations"),
+    "kept": ("kept_best_return", "kept best policy, evaluated again", "kept best policies"),
 }
 
 
@@ -81,6 +84,11 @@ def read(paths: Sequence[pathlib.Path], score: str = "final") -> dict[str, dict[
             except json.JSONDecodeError:
                 raise ValueError(f"{path}:{number} is not a JSON line") from None
             if record.get("benchmark") == "learning" and record.get("finished"):
+                if field not in record:
+                    raise ValueError(
+                        f"{path}:{number} has no {field}"
+                        + (": run the sweep with --evaluate-best" if score == "kept" else "")
+                    )
                 runs[record["config"]][int(record["seed"])] = float(record[field])
     return dict(runs)
 
@@ -176,7 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--score",
         choices=sorted(SCORES),
         default="final",
-        help="each run's final return (default) or its best evaluation along training",
+        help="each run's final return (default), its best evaluation along training, or "
+        "its kept best policy evaluated again",
     )
     args = parser.parse_args(argv)
     try:

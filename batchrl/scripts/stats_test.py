@@ -60,3 +60,7 @@ def test_best_evaluations_instead_of_final_returns(tmp_path, capsys):
     with pytest.raises(SystemExit):
         stats.main([str(results), "--score", "last"])
     assert "invalid choice: 'last'" in capsys.readouterr().err
+    # Lines of a sweep run without --evaluate-best have no kept best policy to read.
+    assert stats.main([str(results), "--score", "kept"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("has no kept_best_return: run the sweep with --evaluate-best")

@@ -10,6 +10,8 @@ the CPU hours of a table add up across sessions. Each run's line (stdout, and ap
 LOGDIR/results.jsonl) gives its evaluation curve, the final policy's return, the mean of
 the last 5 evaluations, wall-clock, env-steps/s, the machine and the versions. The train
 command's own output goes to LOGDIR/seed<seed>-<config>.log; its progress bar to stderr.
+`--evaluate-best N` also evaluates each run's best-evaluated policy (`best.bin`) on N
+episodes, as `evaluate --best` does, into `kept_best_return` and its phase and episodes.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from batchrl.scripts import train
+from batchrl.scripts import evaluate, train
 from batchrl.training import results
 
 RESULTS = "results.jsonl"
@@ -45,6 +47,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, help="budget of env steps (default: the preset's)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a field"
+    )
+    parser.add_argument(
+        "--evaluate-best",
+        type=int,
+        metavar="EPISODES",
+        help="evaluate each run's best-evaluated policy on this many episodes",
     )
     return parser.parse_args(argv)
 
@@ -116,6 +124,16 @@ def run_one(args: argparse.Namespace, config: str, seed: int) -> tuple[int, floa
     return code, round(time.perf_counter() - start, 1)
 
 
+def kept_best(rundir: pathlib.Path, episodes: int) -> dict[str, Any]:
+    """The return of the run's best-evaluated policy on `episodes` episodes, and its phase."""
+    (row,) = evaluate.evaluate(rundir, episodes, best=True)
+    return {
+        "kept_best_return": row["return"],
+        "kept_best_phase": row["phase"],
+        "kept_best_episodes": row["episodes"],
+    }
+
+
 def _terminate_with_parent() -> None:
     """In the child before exec: the kernel sends it SIGTERM when the sweep dies (Linux)."""
     if sys.platform.startswith("linux"):
@@ -144,13 +162,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             if code != 0:
                 print(f"sweep: error: {config} seed {seed} exited with {code}", file=sys.stderr)
                 return code
-            summary = results.read(pathlib.Path(args.logdir) / f"seed{seed}-{config}")
+            rundir = pathlib.Path(args.logdir) / f"seed{seed}-{config}"
+            summary = results.read(rundir)
+            try:
+                kept = kept_best(rundir, args.evaluate_best) if args.evaluate_best else {}
+            except train.UsageError as error:
+                print(f"sweep: error: {error}", file=sys.stderr)
+                return 2
             line = json.dumps(
                 {
                     "benchmark": "learning",
                     "config": config,
                     "seed": seed,
                     **summary.as_dict(),
+                    **kept,
                     "seconds_this_invocation": seconds,
                     "machine": about,
                 }

@@ -67,6 +67,17 @@ def test_a_finished_run_is_skipped_not_trained_again(swept, capsys):
     assert len(lines((logdir / sweep.RESULTS).read_text())) == 2  # One line a run, still.
 
 
+def test_evaluate_best_adds_the_kept_best_policy_on_more_episodes(swept, capsys):
+    logdir, argv, rows = swept
+    assert sweep.main([*argv, "--evaluate-best", "8"]) == 0
+    again = lines(capsys.readouterr().out)
+    for seed, row in enumerate(again):
+        best = logdir / f"seed{seed}-pendulum_jax" / "checkpoints" / checkpoint.BEST
+        assert row["kept_best_phase"] == checkpoint.step_of(best)
+        assert row["kept_best_episodes"] >= 8 and row["kept_best_return"] < 0  # Pendulum's.
+        assert row["final_return"] == rows[seed]["final_return"]
+
+
 def test_a_finished_run_asked_for_with_other_settings_is_refused(swept, capsys):
     _, argv, _ = swept
     assert sweep.main([*argv, "--set", "learning_rate=0.001"]) == 2
