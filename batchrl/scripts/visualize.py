@@ -2,7 +2,8 @@
 
     python -m batchrl.scripts.visualize --logdir runs/<timestamp>-<config> --outdir videos
 
-Loads the run's last good checkpoint and runs the policy's mean action in the run's
+Loads the run's last good checkpoint (`--best`: its best-evaluated policy, `best.bin`)
+and runs the policy's mean action in the run's
 Gymnasium env (a JAX-native run uses the Gymnasium env it matches), rendering headless:
 MuJoCo through EGL, or OSMesa where EGL is missing; classic-control envs through SDL's
 dummy video driver.
@@ -45,11 +46,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--logdir", required=True, help="the run folder, DIR/<timestamp>-<config>")
     parser.add_argument("--outdir", required=True, help="where videos and episodes.json go")
     parser.add_argument("--episodes", type=int, default=1, help="episodes to record")
+    parser.add_argument(
+        "--best", action="store_true", help="the run's best-evaluated policy, not its last"
+    )
     return parser.parse_args(argv)
 
 
-def load_agent(rundir: pathlib.Path):
-    """The run's config, its networks, and the learner of its newest good checkpoint."""
+def load_agent(rundir: pathlib.Path, best: bool = False):
+    """The run's config, its networks, and the learner of its newest good checkpoint.
+
+    With `best`, the learner of the run's best-evaluated state instead.
+    """
     from batchrl.ppo import policy as policy_lib
     from batchrl.scripts import train
     from batchrl.training import checkpoint, environments, loop
@@ -64,7 +71,13 @@ def load_agent(rundir: pathlib.Path):
         _, state = loop.build(
             config.algorithm, env, 1, 1, max_length=config.max_length, steps=config.steps
         )
-        restored = checkpoint.load_latest(rundir / run_lib.CHECKPOINTS, state)
+        directory = rundir / run_lib.CHECKPOINTS
+        if best:
+            if not (directory / checkpoint.BEST).exists():
+                raise UsageError(f"run folder {str(rundir)!r} has no best policy: no phase evaluated")
+            restored = (None, checkpoint.load(directory / checkpoint.BEST, state))
+        else:
+            restored = checkpoint.load_latest(directory, state)
     finally:
         if batch_env is not None:
             batch_env.close()
@@ -148,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.episodes < 1:
             raise UsageError(f"--episodes must be at least 1, got {args.episodes}")
         choose_headless_gl()
-        config, networks, agent = load_agent(pathlib.Path(args.logdir))
+        config, networks, agent = load_agent(pathlib.Path(args.logdir), args.best)
         stats = record(config, networks, agent, args.episodes, pathlib.Path(args.outdir))
     except UsageError as error:
         print(f"visualize: error: {error}", file=sys.stderr)

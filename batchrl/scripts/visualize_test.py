@@ -39,6 +39,14 @@ def test_writes_videos_that_read_back_with_every_frame(run, tmp_path):
         assert frames.shape[-1] == 3 and frames.std() > 0
 
 
+def test_renders_the_best_evaluated_policy(run, tmp_path):
+    out = tmp_path / "videos"
+    args = ["--logdir", str(run), "--outdir", str(out), "--best"]
+    assert visualize.main(args) == 0
+    (row,) = json.loads((out / "episodes.json").read_text())
+    assert row["length"] == 40 and (out / row["video"]).stat().st_size > 0
+
+
 def test_missing_run_or_checkpoint_is_one_line(tmp_path, capsys):
     assert visualize.main(["--logdir", str(tmp_path / "nope"), "--outdir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
@@ -48,6 +56,8 @@ def test_missing_run_or_checkpoint_is_one_line(tmp_path, capsys):
     (empty / "config.yaml").write_text("env_kind: jax\nalgorithm:\n  max_length: 40\n")
     assert visualize.main(["--logdir", str(empty), "--outdir", str(tmp_path)]) == 2
     assert "has no checkpoint yet" in capsys.readouterr().err
+    assert visualize.main(["--logdir", str(empty), "--outdir", str(tmp_path), "--best"]) == 2
+    assert "has no best policy: no phase evaluated" in capsys.readouterr().err
 
 
 def agent_pixels(frame) -> int:
