@@ -74,7 +74,9 @@ def load_agent(rundir: pathlib.Path, best: bool = False):
         directory = rundir / run_lib.CHECKPOINTS
         if best:
             if not (directory / checkpoint.BEST).exists():
-                raise UsageError(f"run folder {str(rundir)!r} has no best policy: no phase evaluated")
+                raise UsageError(
+                    f"run folder {str(rundir)!r} has no best policy: no phase evaluated"
+                )
             restored = (None, checkpoint.load(directory / checkpoint.BEST, state))
         else:
             restored = checkpoint.load_latest(directory, state)
