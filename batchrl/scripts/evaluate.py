@@ -77,9 +77,7 @@ def evaluate(
             raise UsageError(f"no checkpoint of phase {phase} in {str(rundir)!r}: it keeps {kept}")
     paths = [checkpoint.path_for(directory, phase) for phase in wanted]
     if best:
-        if not (directory / checkpoint.BEST).exists():
-            raise UsageError(f"run folder {str(rundir)!r} has no best policy: no phase evaluated")
-        paths.append(directory / checkpoint.BEST)
+        paths.append(train.best_checkpoint(rundir))
     env, batch_env = environments.build(config)
     try:
         programs, state = loop.build(

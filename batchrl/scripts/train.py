@@ -152,6 +152,17 @@ def load_run_config(rundir: pathlib.Path) -> configs.TrainConfig:
     return load_config(rundir)
 
 
+def best_checkpoint(rundir: pathlib.Path) -> pathlib.Path:
+    """The run's best-evaluated state (`best.bin`); a one-line UsageError when there is none."""
+    from batchrl.training import checkpoint
+    from batchrl.training import run as run_lib
+
+    path = rundir / run_lib.CHECKPOINTS / checkpoint.BEST
+    if not path.exists():
+        raise UsageError(f"run folder {str(rundir)!r} has no best policy: no phase evaluated")
+    return path
+
+
 def load_config(rundir: pathlib.Path) -> configs.TrainConfig:
     path = rundir / CONFIG_FILE
     try:

@@ -64,6 +64,7 @@ def load_agent(rundir: pathlib.Path, best: bool = False):
 
     try:
         config = train.load_run_config(rundir)
+        best_path = train.best_checkpoint(rundir) if best else None
     except train.UsageError as error:
         raise UsageError(str(error)) from None
     env, batch_env = environments.build(config, local=True)
@@ -71,21 +72,17 @@ def load_agent(rundir: pathlib.Path, best: bool = False):
         _, state = loop.build(
             config.algorithm, env, 1, 1, max_length=config.max_length, steps=config.steps
         )
-        directory = rundir / run_lib.CHECKPOINTS
-        if best:
-            if not (directory / checkpoint.BEST).exists():
-                raise UsageError(
-                    f"run folder {str(rundir)!r} has no best policy: no phase evaluated"
-                )
-            restored = (None, checkpoint.load(directory / checkpoint.BEST, state))
+        if best_path is not None:
+            saved = checkpoint.load(best_path, state)
         else:
-            restored = checkpoint.load_latest(directory, state)
+            restored = checkpoint.load_latest(rundir / run_lib.CHECKPOINTS, state)
+            saved = None if restored is None else restored[1]
     finally:
         if batch_env is not None:
             batch_env.close()
-    if restored is None:
+    if saved is None:
         raise UsageError(f"run folder {str(rundir)!r} has no checkpoint yet")
-    return config, policy_lib.for_env(config.algorithm, env), restored[1].agent.learner
+    return config, policy_lib.for_env(config.algorithm, env), saved.agent.learner
 
 
 def follow_the_agent(env) -> bool:

@@ -71,14 +71,13 @@ def save(directory: str | os.PathLike, step: int, state: Any, keep: int = 3) -> 
         CheckpointError: `state` holds a leaf that cannot be stored without pickle.
         ValueError: `step` is negative or `keep` is below 1.
     """
-    if step < 0 or step >= 10**12:
-        raise ValueError(f"step must be in [0, 1e12), got {step}")
     if keep < 1:
         raise ValueError(f"keep must be at least 1, got {keep}")
     directory = pathlib.Path(directory)
+    data = _pack(step, state)
     path = path_for(directory, step)
     directory.mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, _pack(step, state))
+    _write_atomic(path, data)
     for old in steps(directory)[:-keep]:
         path_for(directory, old).unlink(missing_ok=True)
     return path
@@ -86,11 +85,10 @@ def save(directory: str | os.PathLike, step: int, state: Any, keep: int = 3) -> 
 
 def save_best(directory: str | os.PathLike, step: int, state: Any) -> pathlib.Path:
     """Writes `state` atomically as `best.bin` in `directory`, replacing the one there."""
-    if step < 0 or step >= 10**12:
-        raise ValueError(f"step must be in [0, 1e12), got {step}")
     path = pathlib.Path(directory) / BEST
+    data = _pack(step, state)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, _pack(step, state))
+    _write_atomic(path, data)
     return path
 
 
@@ -104,6 +102,8 @@ def step_of(path: str | os.PathLike) -> int:
 
 def _pack(step: int, state: Any) -> bytes:
     """The file's bytes: header, then the msgpack payload of `step` and `state`."""
+    if step < 0 or step >= 10**12:
+        raise ValueError(f"step must be in [0, 1e12), got {step}")
     encoded = _encode(serialization.to_state_dict(state), "")
     payload = serialization.msgpack_serialize({"step": step, "state": encoded})
     return _HEADER.pack(MAGIC, VERSION, len(payload), hashlib.sha256(payload).digest()) + payload

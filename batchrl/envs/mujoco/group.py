@@ -210,9 +210,12 @@ class MujocoGroup:
         """
         model, data, cfrc_ext = self.task.model, self._data, self._state.cfrc_ext
         ncon, ne = self._constrained
-        rows = np.arange(self.num_envs) if stepped is None else stepped
-        cfrc_ext[rows] = 0.0
-        forced = rows[(ncon[rows] > 0) | (ne[rows] > 0)]
+        if stepped is None:
+            cfrc_ext[...] = 0.0
+            forced = np.flatnonzero((ncon > 0) | (ne > 0))
+        else:
+            cfrc_ext[stepped] = 0.0
+            forced = stepped[(ncon[stepped] > 0) | (ne[stepped] > 0)]
         for i in forced.tolist():
             self._batch.get_data(i, data)
             mujoco.mj_rnePostConstraint(model, data)
