@@ -156,13 +156,15 @@ def update(
     done = rollout.terminated | rollout.truncated
     lambda_ = 1.0 if config.gae_lambda is None else config.gae_lambda
     gae = jax.vmap(returns.gae, in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
+    discount = config.discount
+    if config.final_discount is not None:  # Linear from `discount` at the first update.
+        progress = jnp.minimum(learner.updates / total_updates, 1.0)
+        discount = config.discount + (config.final_discount - config.discount) * progress
 
     def advantages(params: dict) -> dict[str, jax.Array]:
         value = networks.value(params, flat(obs)).reshape(steps, num_envs)
         next_value = networks.value(params, flat(next_obs)).reshape(steps, num_envs)
-        advantage = gae(
-            reward, value, next_value, rollout.terminated, done, config.discount, lambda_
-        )
+        advantage = gae(reward, value, next_value, rollout.terminated, done, discount, lambda_)
         return {
             "advantage": flat(advantage),
             "target": flat(advantage + value),

@@ -141,6 +141,31 @@ def test_annealed_learning_rate_falls_linearly_to_zero_at_the_budget():
             np.testing.assert_allclose(a, scale * b, rtol=1e-3, atol=1e-7)
 
 
+def test_a_final_discount_rises_linearly_from_the_discount_over_the_budget():
+    rising = config_lib.ClippedConfig(
+        steps_per_update=16, num_minibatches=1, update_epochs=1, discount=0.9, final_discount=0.99
+    )
+    networks, learner, rollout, total = filled_state(rising, steps=4 * 64)
+    running = jnp.zeros_like(rollout.terminated)  # Episodes that go on: discounts compound.
+    rollout = rollout.replace(terminated=running, truncated=running)
+    for updates, discount in [(0, 0.9), (2, 0.945), (4, 0.99), (9, 0.99)]:
+        at = learner.replace(updates=jnp.asarray(updates, jnp.int32))
+        constant = dataclasses.replace(rising, discount=discount, final_discount=None)
+        expected = param_step(filled_state(constant)[0], at, rollout, total)
+        for a, b in zip(
+            jax.tree.leaves(param_step(networks, at, rollout, total)),
+            jax.tree.leaves(expected),
+            strict=True,
+        ):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7)
+    first = param_step(networks, learner, rollout, total)
+    last = param_step(networks, learner.replace(updates=jnp.asarray(4, jnp.int32)), rollout, total)
+    pairs = zip(jax.tree.leaves(first), jax.tree.leaves(last), strict=True)
+    assert not all(np.allclose(a, b) for a, b in pairs)
+    with pytest.raises(ValueError, match=r"final_discount must be in \(0, 1\] or None, got 1\.5"):
+        config_lib.ClippedConfig(final_discount=1.5)
+
+
 @pytest.mark.parametrize("epochs", [1, 3])
 def test_recomputed_advantages_use_the_value_net_of_each_epoch(epochs):
     # The first epoch sees the rollout's advantages either way; later epochs see the

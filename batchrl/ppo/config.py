@@ -136,6 +136,10 @@ class ClippedConfig(Common):
     reward_scale: str = "return"
     # Fall linearly to zero over `steps`, as CleanRL's anneal_lr.
     anneal_learning_rate: bool = False
+    # Rise linearly from `discount` to this over `steps` in the advantages (François-Lavet et
+    # al. 2015, "How to discount deep RL"); None: `discount` throughout. Rewards are scaled
+    # by returns at `discount`.
+    final_discount: float | None = None
     steps_per_update: int = 256  # Steps per env between updates.
     num_minibatches: int = 32
     clip_ratio: float = 0.2
@@ -150,6 +154,8 @@ class ClippedConfig(Common):
     def __post_init__(self):
         super().__post_init__()
         _at_least_one(self, "steps_per_update", "num_minibatches")
+        if self.final_discount is not None and not 0.0 < self.final_discount <= 1.0:
+            raise ValueError(f"final_discount must be in (0, 1] or None, got {self.final_discount}")
 
     def check(self, shape: RunShape) -> None:
         """Minibatches must divide the rollout."""
