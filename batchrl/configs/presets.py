@@ -166,6 +166,7 @@ _CLIPPED_TUNING: dict[str, dict[str, object]] = {
         "recompute_advantages": True,
     },
     "walker": {"anneal_learning_rate": True},
+    "hopper": {"final_discount": 0.995},
     "reacher": {"max_length": 1000, "init_std": 0.35},
 }
 
