@@ -156,10 +156,11 @@ def update(
     done = rollout.terminated | rollout.truncated
     lambda_ = 1.0 if config.gae_lambda is None else config.gae_lambda
     gae = jax.vmap(returns.gae, in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
+    progress = learner.updates / total_updates  # Of the run's budget: the schedules' clock.
     discount = config.discount
     if config.final_discount is not None:  # Linear from `discount` at the first update.
-        progress = jnp.minimum(learner.updates / total_updates, 1.0)
-        discount = config.discount + (config.final_discount - config.discount) * progress
+        rise = config.final_discount - config.discount
+        discount = config.discount + rise * jnp.minimum(progress, 1.0)
 
     def advantages(params: dict) -> dict[str, jax.Array]:
         value = networks.value(params, flat(obs)).reshape(steps, num_envs)
@@ -179,7 +180,6 @@ def update(
     }
     data["old_dist"] = networks.distribution(learner.params, data["obs"])
     # CleanRL's anneal_lr: Adam's step scaled by 1 - updates/total, reaching zero at `steps`.
-    progress = learner.updates / total_updates
     lr_scale = jnp.maximum(1.0 - progress, 0.0) if config.anneal_learning_rate else 1.0
 
     def loss_fn(params: dict, minibatch: dict) -> tuple[jax.Array, dict]:
