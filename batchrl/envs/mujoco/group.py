@@ -56,6 +56,7 @@ class MujocoGroup:
             env.model, num_envs, nthread=threads or 0, persistent=self.task.contact_forces
         )
         batch = self._batch
+        self._initial_rows = _initial_rows(batch, env.model)
         self._state = task_lib.State(
             **{
                 name: batch.bind(name)
@@ -152,9 +153,11 @@ class MujocoGroup:
     def reset_wait(self) -> tuple[np.ndarray, list[dict]]:
         indices, seeds = self._pending_reset
         self._pending_reset = None
-        infos = self._reset(indices, seeds)
+        order = np.argsort(indices)  # BatchEnv.reset_at takes envs in any order.
+        infos = self._reset(indices[order], [seeds[k] for k in order])
         self._ended[indices] = False
-        return self.buffers.obs[indices], infos
+        by_position = dict(zip(order.tolist(), infos, strict=True))
+        return self.buffers.obs[indices], [by_position[k] for k in range(len(indices))]
 
     def attribute(self, index: int, name: str) -> Any:
         """The attribute `name` of the task's Gymnasium env; every env of the group shares it."""
@@ -182,7 +185,10 @@ class MujocoGroup:
     # -- plumbing ---------------------------------------------------------------------------
 
     def _reset(self, indices: np.ndarray, seeds: Sequence[int | None]) -> list[dict]:
-        """Resets envs as Gymnasium's `reset` does; writes their obs; returns their infos."""
+        """Resets envs as Gymnasium's `reset` does; writes their obs; returns their infos.
+
+        `indices` ascend, as `mujoco.batch` takes them.
+        """
         if not len(indices):
             return []
         state, task = self._state, self.task
@@ -191,11 +197,18 @@ class MujocoGroup:
             if seed is not None or self._rngs[i] is None:
                 self._rngs[i], _ = seeding.np_random(seed)
             starts.append(task.initial_state(self._rngs[i]))
-        ids = np.unique(indices)  # mujoco.batch takes sorted ids; BatchEnv.reset_at any order.
-        self._batch.reset(ids, stage=mujoco.mjtStage.mjSTAGE_NONE)
+        if self._initial_rows is None:
+            self._batch.reset(indices, stage=mujoco.mjtStage.mjSTAGE_NONE)
+        else:
+            for field, initial in self._initial_rows:
+                field[indices] = initial
         state.qpos[indices] = [qpos for qpos, _ in starts]
         state.qvel[indices] = [qvel for _, qvel in starts]
-        self._batch.forward(ids)
+        if len(indices) <= _ONE_BY_ONE:
+            for k in range(len(indices)):
+                self._batch.forward(indices[k : k + 1])
+        else:
+            self._batch.forward(indices)
         state.cfrc_ext[indices] = 0.0  # What mj_resetData leaves: a reset computes no contacts.
         self._elapsed[indices] = 0
         self.buffers.obs[indices] = task.observe(state)[indices]
@@ -226,6 +239,48 @@ class MujocoGroup:
         env = self._template.unwrapped
         self._batch.get_data(int(index), env.data)
         mujoco.mj_forward(env.model, env.data)
+
+
+# Up to this many envs reset, each is forwarded in its own call, which runs in this
+# thread: a call with more simulations hands some to the batch's threads, a round trip
+# of 30-70 us after a step that outweighs the forward of a Hopper or an Ant (5-20 us).
+_ONE_BY_ONE = 3
+
+# MjData's fields of one simulation's integration state (mjSTATE_INTEGRATION).
+_INTEGRATION_STATE = (
+    "time",
+    "qpos",
+    "qvel",
+    "act",
+    "history",
+    "qacc_warmstart",
+    "ctrl",
+    "qfrc_applied",
+    "xfrc_applied",
+    "eq_active",
+    "mocap_pos",
+    "mocap_quat",
+    "userdata",
+    "plugin_state",
+    "plastic",
+)
+
+
+def _initial_rows(batch: mujoco.batch.Batch, model: mujoco.MjModel) -> list | None:
+    """The batch's state views, each with the row `Batch.reset` writes into it.
+
+    A reset writes these rows itself: a few NumPy writes in this thread, where
+    `Batch.reset` is a round trip to the batch's threads (about 90 us after a step).
+    None, so that resets go to `Batch.reset`, when the fields do not make up the
+    whole integration state (a MuJoCo with a state component this list lacks).
+    """
+    batch.reset()
+    views = [batch.bind(name) for name in _INTEGRATION_STATE if name in mujoco.batch.DATA_FIELDS]
+    views = [v for v in views if v[0].size]
+    size = sum(v[0].size for v in views)
+    if size != mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_INTEGRATION):
+        return None
+    return [(v, v[0].copy()) for v in views]
 
 
 def _row(columns: dict[str, np.ndarray], i: int) -> dict:

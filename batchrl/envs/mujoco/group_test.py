@@ -73,6 +73,17 @@ def test_step_into_and_reset_at_serve_the_bridge():
         np.testing.assert_array_equal(again[0], single.reset(seed=6)[0])
 
 
+def test_reset_at_takes_envs_in_any_order():
+    with batch.BatchEnv.mujoco("Walker2d-v5", 4) as env:
+        env.reset(seed=0)
+        env.step(np.full((4, 6), 0.3, np.float32))
+        obs, infos = env.reset_at([3, 0, 2], seed=[30, 10, 20])
+        for n, seed in enumerate((30, 10, 20)):
+            want_obs, want_info = gym.make("Walker2d-v5").reset(seed=seed)
+            np.testing.assert_array_equal(obs[n], want_obs)
+            assert infos[n]["x_position"] == want_info["x_position"]
+
+
 RENDER = """
 from batchrl.scripts import visualize
 visualize.choose_headless_gl()  # Before MuJoCo loads, as the visualize script does.

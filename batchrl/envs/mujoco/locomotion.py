@@ -20,6 +20,7 @@ class _Planar(task.Task):
 
     normal_qvel: ClassVar[bool] = False
     clip_qvel: ClassVar[bool] = True
+    has_health: ClassVar[bool] = True  # Whether it pays for staying healthy.
 
     def initial_state(self, rng):
         return task.uniform_state(self, rng, self.normal_qvel)
@@ -31,8 +32,8 @@ class _Planar(task.Task):
         velocity = np.clip(state.qvel, -10, 10) if self.clip_qvel else state.qvel
         return np.concatenate((task.observed_qpos(self, state, 1), velocity), axis=1)
 
-    def healthy(self, state: task.State) -> np.ndarray | None:
-        """Whether each env is healthy, or None for a task without health."""
+    def healthy(self, state: task.State) -> np.ndarray:
+        """Whether each env is healthy, for a task with health."""
         raise NotImplementedError
 
     def outcome(self, state, before, action):
@@ -41,11 +42,11 @@ class _Planar(task.Task):
         forward = env._forward_reward_weight * x_velocity
         ctrl_cost = task.control_cost(env._ctrl_cost_weight, action)
         rewards = {"reward_forward": forward, "reward_ctrl": -ctrl_cost}
-        healthy = self.healthy(state)
-        if healthy is None:
+        if not self.has_health:
             reward = forward - ctrl_cost
             terminated = np.zeros(len(before), bool)
         else:
+            healthy = self.healthy(state)
             survive = healthy * env._healthy_reward
             reward = forward + survive - ctrl_cost
             terminated = ~healthy & env._terminate_when_unhealthy
@@ -55,7 +56,7 @@ class _Planar(task.Task):
 
     def reset_infos(self, state):
         infos = {"x_position": state.qpos[:, 0].copy()}
-        if self.healthy(state) is not None:
+        if self.has_health:
             infos["z_distance_from_origin"] = state.qpos[:, 1] - self.init_qpos[1]
         return infos
 
@@ -65,9 +66,7 @@ class HalfCheetah(_Planar):
 
     normal_qvel = True
     clip_qvel = False
-
-    def healthy(self, state):
-        return None
+    has_health = False
 
 
 class Hopper(_Planar):
