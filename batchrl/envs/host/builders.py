@@ -124,7 +124,8 @@ def ray(
     starts a local one that stops when the batch closes. `actors`: one per node by
     default. `timeout` and `restart` are those of `external`; `restart=True` also
     replaces a lost actor on a live node. `actor_options` go to Ray's `.options()`
-    (resources, runtime_env); actors ask for no CPU by default. Needs batchrl[ray].
+    (resources, runtime_env); actors ask for no CPU by default. Needs the `ray` extra
+    (`pip install -e '.[ray]'`).
     """
     from batchrl.envs.ray import cluster  # Ray is an optional dependency.
 

@@ -4,7 +4,7 @@
 `step_env` (no reset inside: simulate resets finished envs itself); the episode's time
 limit, gymnax's `max_steps_in_episode`, is applied by `jax_env.LimitDuration`, so a
 time limit is `truncated` (bootstrapped) and only gymnax's own terminal states are
-`terminated`. The step's key travels in the state. Needs `pip install 'batchrl[gymnax]'`.
+`terminated`. The step's key travels in the state. Needs `pip install -e '.[gymnax]'`.
 """
 
 from __future__ import annotations
@@ -96,5 +96,5 @@ def make(name: str) -> jax_env.LimitDuration:
 def _require() -> None:
     if gymnax is None:
         raise ImportError(
-            "env_kind 'gymnax' needs gymnax, which is not installed: pip install 'batchrl[gymnax]'"
+            "env_kind 'gymnax' needs gymnax, which is not installed: pip install -e '.[gymnax]'"
         )

@@ -42,7 +42,7 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise ImportError("BatchEnv.ray needs Ray: pip install 'batchrl[ray]'") from None
+        raise ImportError("BatchEnv.ray needs Ray: pip install -e '.[ray]'") from None
     return ray
 
 
