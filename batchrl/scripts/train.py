@@ -66,14 +66,19 @@ def list_presets() -> str:
 
 
 def list_keys() -> str:
-    """The run's keys, then each objective's (`objective=NAME` chooses one), with defaults."""
+    """The run's keys, then each objective's (`objective=NAME` chooses one), with defaults.
+
+    The clipped objective's values are those `--set objective=clipped` gives the default
+    run: the settings both objectives share keep the default run's values.
+    """
     lines = ["# the run"]
     for name, value in configs.to_dict(configs.TrainConfig()).items():
         if name != "algorithm":
             lines.append(f"{name} = {value!r}")
     for objective in ("kl_penalty", "clipped"):
         config = configs.parse_override(configs.TrainConfig(), f"objective={objective}")
-        lines.append(f"# objective={objective} (also as algorithm.KEY)")
+        kept = ", shared settings kept" if objective == "clipped" else ""
+        lines.append(f"# objective={objective} (also as algorithm.KEY{kept})")
         algorithm = configs.to_dict(config)["algorithm"]
         lines += [f"{name} = {value!r}" for name, value in algorithm.items() if name != "objective"]
     return "\n".join(lines)
