@@ -156,8 +156,7 @@ class MujocoGroup:
         order = np.argsort(indices)  # BatchEnv.reset_at takes envs in any order.
         infos = self._reset(indices[order], [seeds[k] for k in order])
         self._ended[indices] = False
-        by_position = dict(zip(order.tolist(), infos, strict=True))
-        return self.buffers.obs[indices], [by_position[k] for k in range(len(indices))]
+        return self.buffers.obs[indices], [infos[k] for k in np.argsort(order)]
 
     def attribute(self, index: int, name: str) -> Any:
         """The attribute `name` of the task's Gymnasium env; every env of the group shares it."""
@@ -204,11 +203,7 @@ class MujocoGroup:
                 field[indices] = initial
         state.qpos[indices] = [qpos for qpos, _ in starts]
         state.qvel[indices] = [qvel for _, qvel in starts]
-        if len(indices) <= _ONE_BY_ONE:
-            for k in range(len(indices)):
-                self._batch.forward(indices[k : k + 1])
-        else:
-            self._batch.forward(indices)
+        self._batch.forward(indices)
         state.cfrc_ext[indices] = 0.0  # What mj_resetData leaves: a reset computes no contacts.
         self._elapsed[indices] = 0
         self.buffers.obs[indices] = task.observe(state)[indices]
@@ -241,11 +236,6 @@ class MujocoGroup:
         mujoco.mj_forward(env.model, env.data)
 
 
-# Up to this many envs reset, each is forwarded in its own call, which runs in this
-# thread: a call with more simulations hands some to the batch's threads, a round trip
-# of 30-70 us after a step that outweighs the forward of a Hopper or an Ant (5-20 us).
-_ONE_BY_ONE = 3
-
 # MjData's fields of one simulation's integration state (mjSTATE_INTEGRATION).
 _INTEGRATION_STATE = (
     "time",
@@ -267,20 +257,23 @@ _INTEGRATION_STATE = (
 
 
 def _initial_rows(batch: mujoco.batch.Batch, model: mujoco.MjModel) -> list | None:
-    """The batch's state views, each with the row `Batch.reset` writes into it.
+    """The batch's state views but qpos and qvel, each with the row `Batch.reset` writes.
 
-    A reset writes these rows itself: a few NumPy writes in this thread, where
-    `Batch.reset` is a round trip to the batch's threads (about 90 us after a step).
-    None, so that resets go to `Batch.reset`, when the fields do not make up the
-    whole integration state (a MuJoCo with a state component this list lacks).
+    A reset writes these rows itself (and its own qpos and qvel): a few NumPy writes in
+    this thread, where `Batch.reset` is a round trip to the batch's threads (about 90 us
+    after a step). None, so that resets go to `Batch.reset`, when the fields do not make
+    up the whole integration state (a MuJoCo with a state component this list lacks).
     """
     batch.reset()
-    views = [batch.bind(name) for name in _INTEGRATION_STATE if name in mujoco.batch.DATA_FIELDS]
-    views = [v for v in views if v[0].size]
-    size = sum(v[0].size for v in views)
+    views = {
+        name: batch.bind(name) for name in _INTEGRATION_STATE if name in mujoco.batch.DATA_FIELDS
+    }
+    views = {name: v for name, v in views.items() if v[0].size}
+    size = sum(v[0].size for v in views.values())
     if size != mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_INTEGRATION):
         return None
-    return [(v, v[0].copy()) for v in views]
+    drawn = ("qpos", "qvel")  # Each reset writes its own initial qpos and qvel.
+    return [(v, v[0].copy()) for name, v in views.items() if name not in drawn]
 
 
 def _row(columns: dict[str, np.ndarray], i: int) -> dict:
