@@ -1,9 +1,88 @@
-"""EnvSpec: the one static description of an env, in plain Python (no JAX to import)."""
+"""EnvSpec: the one static description of an env, in plain Python (no JAX to import).
+
+An env's observation is a tree: one `ObsLeaf` per array, nested in dicts and tuples as
+the env's Gymnasium `Dict` and `Tuple` spaces nest (a flat `Box` is a tree of one leaf).
+The tree functions here walk dicts in sorted key order, as `jax.tree` does, so a leaf's
+position is the same on the host and in compiled code.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+# What an observation leaf is, which decides how the policy's encoder reads it.
+VECTOR = "vector"  # A Box of numbers; normalised by streaming statistics when float.
+IMAGE = "image"  # A rank-3 Box (height, width, channels in either order); scaled by its bounds.
+DISCRETE = "discrete"  # One integer in [start, start + n): one-hot.
+MULTI_DISCRETE = "multi_discrete"  # Integers, each in its own range: one one-hot each.
+BINARY = "binary"  # Zeros and ones (MultiBinary, a bool Box): read as floats.
+KINDS = (VECTOR, IMAGE, DISCRETE, MULTI_DISCRETE, BINARY)
+
+
+@dataclasses.dataclass(frozen=True)
+class ObsLeaf:
+    """One array of an observation: its shape, dtype and kind.
+
+    Attributes:
+        shape: Shape of the array in one observation.
+        dtype: Name of its dtype (as the env gives it, or as compiled code receives it).
+        kind: One of `KINDS`.
+        num_values: DISCRETE: (n,); MULTI_DISCRETE: each element's count, flattened in C
+            order; () otherwise.
+        start: The smallest value of each element of `num_values`; () otherwise.
+        low: IMAGE: the smallest value its Box allows, when one bound holds for all;
+            None otherwise.
+        high: IMAGE: the largest, likewise.
+    """
+
+    shape: tuple[int, ...]
+    dtype: str
+    kind: str
+    num_values: tuple[int, ...] = ()
+    start: tuple[int, ...] = ()
+    low: float | None = None
+    high: float | None = None
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown observation leaf kind {self.kind!r}: use one of {KINDS}")
+        categorical = self.kind in (DISCRETE, MULTI_DISCRETE)
+        if categorical != bool(self.num_values) or len(self.start) != len(self.num_values):
+            raise ValueError(
+                f"a {self.kind} leaf needs num_values and start of equal length only when "
+                f"discrete or multi-discrete, got num_values={self.num_values}, "
+                f"start={self.start}"
+            )
+
+    @property
+    def normalized(self) -> bool:
+        """Whether the streaming normaliser scales this leaf: float vectors only."""
+        return self.kind == VECTOR and np.issubdtype(np.dtype(self.dtype), np.floating)
+
+    @property
+    def size(self) -> int:
+        """Elements of the array in one observation."""
+        return math.prod(self.shape)
+
+    @property
+    def feature_size(self) -> int:
+        """Features the encoder makes of it: one-hots for categories, one per element else."""
+        return sum(self.num_values) if self.num_values else self.size
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the array in one observation."""
+        return self.size * np.dtype(self.dtype).itemsize
+
+
+def vector(shape: tuple[int, ...], dtype: str = "float32") -> ObsLeaf:
+    """A leaf of numbers: what a flat `Box` observation is."""
+    return ObsLeaf(tuple(shape), dtype, VECTOR)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -11,36 +90,117 @@ class EnvSpec:
     """What batching, simulate and the networks know of an env before it runs.
 
     Attributes:
-        observation_shape: Shape of one observation.
-        discrete: Whether actions are integers in [0, num_actions).
-        action_shape: Shape of one action; () for discrete actions.
-        num_actions: Number of discrete actions; None for continuous actions.
+        observation: The observation tree: an `ObsLeaf`, or dicts and tuples of them.
+        discrete: Whether actions are integers: `Discrete` (one) or `MultiDiscrete`.
+        action_shape: Shape of one action; () for a `Discrete` action.
+        num_actions: Discrete actions: the count of a `Discrete`, the sum of a
+            `MultiDiscrete`'s counts (the policy's logits); None for continuous actions.
         action_low: Lower bound of each continuous action element; None when discrete
             or unbounded.
         action_high: Upper bound, likewise.
-        observation_dtype: Name of the observations' dtype.
+        action_nvec: `MultiDiscrete`: each element's count, flattened; None otherwise.
+        action_start: Discrete actions: the smallest value of each element (one for a
+            `Discrete`); None for continuous actions.
     """
 
-    observation_shape: tuple[int, ...]
+    observation: Any
     discrete: bool
     action_shape: tuple[int, ...] = ()
     num_actions: int | None = None
     action_low: tuple[float, ...] | None = None
     action_high: tuple[float, ...] | None = None
-    observation_dtype: str = "float32"
+    action_nvec: tuple[int, ...] | None = None
+    action_start: tuple[int, ...] | None = None
 
     def __post_init__(self):
-        if self.discrete and (self.num_actions is None or self.action_shape != ()):
+        bad = [leaf for leaf in leaves(self.observation) if not isinstance(leaf, ObsLeaf)]
+        if bad or not leaves(self.observation):
+            raise ValueError(
+                f"an EnvSpec's observation is a tree (dicts, tuples) of ObsLeaf, got "
+                f"{self.observation!r}"
+            )
+        if self.discrete:
+            self._check_discrete()
+        elif self.num_actions is not None or self.action_nvec is not None:
+            raise ValueError(
+                f"a continuous EnvSpec has num_actions and action_nvec None, got "
+                f"{self.num_actions} and {self.action_nvec}"
+            )
+        if (self.action_low is None) != (self.action_high is None):
+            raise ValueError("action_low and action_high are given together or not at all")
+
+    def _check_discrete(self) -> None:
+        if self.action_nvec is None and (self.num_actions is None or self.action_shape != ()):
             raise ValueError(
                 f"a discrete EnvSpec needs num_actions and action_shape (), got "
                 f"num_actions={self.num_actions}, action_shape={self.action_shape}"
             )
-        if not self.discrete and self.num_actions is not None:
-            raise ValueError(f"a continuous EnvSpec has num_actions None, got {self.num_actions}")
-        if (self.action_low is None) != (self.action_high is None):
-            raise ValueError("action_low and action_high are given together or not at all")
+        if self.action_nvec is not None and (
+            math.prod(self.action_shape) != len(self.action_nvec)
+            or self.num_actions != sum(self.action_nvec)
+        ):
+            raise ValueError(
+                f"a multi-discrete EnvSpec needs one count per action element and "
+                f"num_actions their sum, got action_shape={self.action_shape}, "
+                f"action_nvec={self.action_nvec}, num_actions={self.num_actions}"
+            )
 
     @property
     def action_size(self) -> int:
-        """Discrete actions, or the number of elements of one continuous action."""
+        """The policy's outputs: logits of discrete actions, or continuous action elements."""
         return self.num_actions if self.discrete else math.prod(self.action_shape)
+
+    @property
+    def multi_discrete(self) -> bool:
+        """Whether actions are several integers, each with its own count."""
+        return self.action_nvec is not None
+
+    @property
+    def feature_size(self) -> int:
+        """Features the policy's encoder makes of one observation."""
+        return sum(leaf.feature_size for leaf in leaves(self.observation))
+
+
+# -- trees of leaves: dicts (walked in sorted key order, as jax.tree does) and tuples ----------
+
+
+def _children(tree: Any) -> Iterator[tuple[str, Any]] | None:
+    if isinstance(tree, dict):
+        return ((key_path(key), tree[key]) for key in sorted(tree))
+    if isinstance(tree, tuple | list):
+        return ((f"[{i}]", child) for i, child in enumerate(tree))
+    return None
+
+
+def key_path(key: Any) -> str:
+    """How a path names a dict key: `["image"]`, or `[3]` for a key that is not a string."""
+    return f'["{key}"]' if isinstance(key, str) else f"[{key!r}]"
+
+
+def leaf_paths(tree: Any, prefix: str = "obs") -> list[tuple[str, Any]]:
+    """(path, leaf) of every leaf, `obs["image"]`, `obs[0]`, in `jax.tree.leaves` order."""
+    children = _children(tree)
+    if children is None:
+        return [(prefix, tree)]
+    return [pair for key, child in children for pair in leaf_paths(child, prefix + key)]
+
+
+def leaves(tree: Any) -> list[Any]:
+    """The leaves of a tree, in `jax.tree.leaves` order."""
+    return [leaf for _, leaf in leaf_paths(tree)]
+
+
+def map_tree(function: Callable[..., Any], tree: Any, *others: Any) -> Any:
+    """`function` of each leaf of `tree` and the same position in `others`, as a like tree."""
+    if isinstance(tree, dict):
+        return {key: map_tree(function, tree[key], *(o[key] for o in others)) for key in tree}
+    if isinstance(tree, tuple | list):
+        return tuple(
+            map_tree(function, child, *(o[i] for o in others)) for i, child in enumerate(tree)
+        )
+    return function(tree, *others)
+
+
+def nbytes(tree: Any) -> int:
+    """Bytes of one observation of this tree of leaves."""
+    return sum(leaf.nbytes for leaf in leaves(tree))

@@ -1,38 +1,101 @@
 """Which spaces batchrl supports, and the `EnvSpec` of an env with supported spaces.
 
-Observations: `Box` of any shape. Actions: `Box` or `Discrete`. Everything else
-is rejected up front with an error that says what is supported, rather than
-failing deep inside a rollout.
+Observations: every space whose values are fixed-shape arrays (`Box`, `Discrete`,
+`MultiDiscrete`, `MultiBinary`), nested in `Dict`s and `Tuple`s; each becomes an
+`ObsLeaf` of the observation tree. Actions: `Box`, `Discrete` or `MultiDiscrete`.
+Anything else is refused up front with one line naming the leaf, rather than failing
+deep inside a rollout.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium as gym
 import numpy as np
 
+from batchrl import env_spec as env_spec_lib
 from batchrl.env_spec import EnvSpec
 
-SUPPORTED_OBSERVATION = "Box observations of any shape"
-SUPPORTED_ACTION = "Box or Discrete actions"
+SUPPORTED_OBSERVATION = (
+    "Box, Discrete, MultiDiscrete and MultiBinary observations, nested in Dict and Tuple"
+)
+SUPPORTED_ACTION = "Box, Discrete or MultiDiscrete actions"
 
 
 class UnsupportedSpaceError(TypeError):
     """A space batchrl cannot batch or learn on."""
 
 
-def check_observation_space(space: gym.Space, env_name: str = "env") -> gym.spaces.Box:
-    """Returns `space` if batchrl supports it as an observation space, raises otherwise."""
-    if not isinstance(space, gym.spaces.Box):
-        raise UnsupportedSpaceError(
-            f"unsupported observation space {space} of {env_name}: batchrl supports "
-            f"{SUPPORTED_OBSERVATION}"
+def observation_tree(space: gym.Space, env_name: str = "env", path: str = "obs") -> Any:
+    """The observation tree of `space`: an `ObsLeaf` per array, nested as its Dicts and Tuples."""
+    if isinstance(space, gym.spaces.Dict):
+        return {
+            key: observation_tree(child, env_name, path + env_spec_lib.key_path(key))
+            for key, child in space.spaces.items()
+        }
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(
+            observation_tree(child, env_name, f"{path}[{i}]")
+            for i, child in enumerate(space.spaces)
         )
+    leaf = _leaf(space)
+    if leaf is None:
+        why = "has no fixed shape" if _variable(space) else "is not a space batchrl can batch"
+        raise UnsupportedSpaceError(
+            f"{path}: {type(space).__name__} {why}; drop it with a wrapper (env {env_name}; "
+            f"batchrl supports {SUPPORTED_OBSERVATION})"
+        )
+    return leaf
+
+
+def _variable(space: gym.Space) -> bool:
+    kinds = (gym.spaces.Text, gym.spaces.Graph, gym.spaces.Sequence, gym.spaces.OneOf)
+    return isinstance(space, kinds)
+
+
+def _leaf(space: gym.Space) -> env_spec_lib.ObsLeaf | None:
+    """The leaf of a space that is one fixed-shape array; None for any other space."""
+    # Exact types: a subclass may sample or check values its own way.
+    kind = type(space)
+    dtype = np.dtype(space.dtype).name if space.dtype is not None else None
+    if kind is gym.spaces.Discrete:
+        return env_spec_lib.ObsLeaf(
+            (), dtype, env_spec_lib.DISCRETE, (int(space.n),), (int(space.start),)
+        )
+    if kind is gym.spaces.MultiDiscrete:
+        return env_spec_lib.ObsLeaf(
+            tuple(space.shape),
+            dtype,
+            env_spec_lib.MULTI_DISCRETE,
+            tuple(int(n) for n in space.nvec.flat),
+            tuple(int(s) for s in space.start.flat),
+        )
+    if kind is gym.spaces.MultiBinary:
+        return env_spec_lib.ObsLeaf(tuple(space.shape), dtype, env_spec_lib.BINARY)
+    if kind is not gym.spaces.Box:
+        return None
+    shape = tuple(space.shape)
+    if len(shape) == 3:
+        low, high = np.min(space.low), np.max(space.high)
+        uniform = np.all(space.low == low) and np.all(space.high == high)
+        bounded = uniform and np.isfinite(low) and np.isfinite(high) and high > low
+        bounds = (float(low), float(high)) if bounded else (None, None)
+        return env_spec_lib.ObsLeaf(shape, dtype, env_spec_lib.IMAGE, low=bounds[0], high=bounds[1])
+    if space.dtype == np.bool_:
+        return env_spec_lib.ObsLeaf(shape, dtype, env_spec_lib.BINARY)
+    return env_spec_lib.ObsLeaf(shape, dtype, env_spec_lib.VECTOR)
+
+
+def check_observation_space(space: gym.Space, env_name: str = "env") -> gym.Space:
+    """Returns `space` if batchrl supports it as an observation space, raises otherwise."""
+    observation_tree(space, env_name)
     return space
 
 
 def check_action_space(space: gym.Space, env_name: str = "env") -> gym.Space:
     """Returns `space` if batchrl supports it as an action space, raises otherwise."""
-    if not isinstance(space, gym.spaces.Box | gym.spaces.Discrete):
+    if type(space) not in (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete):
         raise UnsupportedSpaceError(
             f"unsupported action space {space} of {env_name}: batchrl supports {SUPPORTED_ACTION}"
         )
@@ -49,6 +112,12 @@ def same_space(a: gym.Space, b: gym.Space) -> bool:
         )
     if isinstance(a, gym.spaces.Discrete):
         return a.n == b.n and a.start == b.start
+    if isinstance(a, gym.spaces.MultiDiscrete):
+        return np.array_equal(a.nvec, b.nvec) and np.array_equal(a.start, b.start)
+    if isinstance(a, gym.spaces.Dict):
+        return a.keys() == b.keys() and all(same_space(a[k], b[k]) for k in a.spaces)
+    if isinstance(a, gym.spaces.Tuple):
+        return len(a) == len(b) and all(map(same_space, a.spaces, b.spaces))
     return a == b
 
 
@@ -66,18 +135,30 @@ def env_spec(
     env_name: str = "env",
 ) -> EnvSpec:
     """The spec of an env with these Gymnasium spaces; unsupported spaces are refused."""
-    observation_space = check_observation_space(observation_space, env_name)
+    observation = observation_tree(observation_space, env_name)
     action_space = check_action_space(action_space, env_name)
-    discrete = isinstance(action_space, gym.spaces.Discrete)
-    bounded = not discrete and bool(
-        np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))
-    )
+    if isinstance(action_space, gym.spaces.Discrete):
+        return EnvSpec(
+            observation,
+            discrete=True,
+            num_actions=int(action_space.n),
+            action_start=(int(action_space.start),),
+        )
+    if isinstance(action_space, gym.spaces.MultiDiscrete):
+        nvec = tuple(int(n) for n in action_space.nvec.flat)
+        return EnvSpec(
+            observation,
+            discrete=True,
+            action_shape=tuple(action_space.shape),
+            num_actions=sum(nvec),
+            action_nvec=nvec,
+            action_start=tuple(int(s) for s in action_space.start.flat),
+        )
+    bounded = bool(np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high)))
     return EnvSpec(
-        observation_shape=tuple(observation_space.shape),
-        discrete=discrete,
-        action_shape=() if discrete else tuple(action_space.shape),
-        num_actions=int(action_space.n) if discrete else None,
+        observation,
+        discrete=False,
+        action_shape=tuple(action_space.shape),
         action_low=tuple(map(float, action_space.low.flat)) if bounded else None,
         action_high=tuple(map(float, action_space.high.flat)) if bounded else None,
-        observation_dtype=np.dtype(observation_space.dtype).name,
     )

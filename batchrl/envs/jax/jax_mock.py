@@ -13,6 +13,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
+from batchrl import env_spec as env_spec_lib
 from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import jax_env
 
@@ -23,7 +24,9 @@ class CountingBatch(jax_env.Compiled):
 
     durations: tuple[int, ...]
     end: str = "terminated"
-    env_spec: ClassVar[EnvSpec] = EnvSpec(observation_shape=(3,), discrete=False, action_shape=(2,))
+    env_spec: ClassVar[EnvSpec] = EnvSpec(
+        env_spec_lib.vector((3,)), discrete=False, action_shape=(2,)
+    )
 
     @property
     def num_envs(self) -> int:

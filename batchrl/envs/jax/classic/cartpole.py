@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchrl import env_spec as env_spec_lib
 from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import jax_env
 
@@ -57,7 +58,9 @@ class CartPoleState:
 class CartPole:
     """Gymnasium's CartPole-v1 with its default reward (not the Sutton-Barto variant)."""
 
-    env_spec: ClassVar[EnvSpec] = EnvSpec(observation_shape=(4,), discrete=True, num_actions=2)
+    env_spec: ClassVar[EnvSpec] = EnvSpec(
+        env_spec_lib.vector((4,)), discrete=True, num_actions=2, action_start=(0,)
+    )
     max_length: ClassVar[int] = 500
 
     def reset(self, key: jax.Array) -> tuple[CartPoleState, jax.Array]:

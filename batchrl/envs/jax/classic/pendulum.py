@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchrl import env_spec as env_spec_lib
 from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import jax_env
 
@@ -55,7 +56,7 @@ class Pendulum:
     g: float = 10.0
 
     env_spec: ClassVar[EnvSpec] = EnvSpec(
-        observation_shape=(3,),
+        observation=env_spec_lib.vector((3,)),
         discrete=False,
         action_shape=(1,),
         action_low=(-MAX_TORQUE,),
