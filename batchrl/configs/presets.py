@@ -60,6 +60,58 @@ def acrobot_gymnax() -> TrainConfig:
     )
 
 
+def _discrete(env: str, max_length: int, steps: int, **overrides: object) -> TrainConfig:
+    """Clipped PPO for a small task of discrete observations, evaluated on many episodes.
+
+    Their returns vary a lot from episode to episode (a hand of cards, a slippery lake),
+    so evaluation takes 200 episodes, and the final policy 1,000.
+    """
+    algorithm = ppo_config.ClippedConfig(
+        steps_per_update=128, num_minibatches=4, update_epochs=4, entropy_coef=0.01
+    )
+    config = TrainConfig(
+        algorithm=algorithm,
+        max_length=max_length,
+        steps=steps,
+        num_agents=8,
+        env=env,
+        phase_steps=10_240,  # Ten updates per phase.
+        eval_episodes=200,
+        eval_every=10,
+        final_episodes=1000,
+    )
+    return train_config.replace(config, **overrides)
+
+
+def blackjack() -> TrainConfig:
+    """Blackjack-v1: a Tuple of three Discrete observations, 500k steps.
+
+    Basic strategy's expected return is about -0.05 a hand; a random policy's about -0.4.
+    """
+    return _discrete("Blackjack-v1", 10, 500_000, discount=1.0)
+
+
+def frozenlake() -> TrainConfig:
+    """FrozenLake-v1, 4x4 and slippery: a Discrete observation, 500k steps.
+
+    The return is the share of episodes that reach the goal within 100 steps; the best
+    policy's is about 0.74, a random policy's about 0.015.
+    """
+    return _discrete("FrozenLake-v1", 100, 500_000)
+
+
+def pointmaze() -> TrainConfig:
+    """PointMaze_UMaze-v3 of Gymnasium-Robotics: a goal-conditioned Dict observation, 1M steps.
+
+    Sparse reward, and the episode ends at the goal, so the return is the success rate
+    (`pip install -e '.[robotics]'`).
+    """
+    config = clipped(
+        TrainConfig(env="gymnasium_robotics:PointMaze_UMaze-v3", max_length=300, steps=1_000_000)
+    )
+    return train_config.replace(config, env_kwargs={"continuing_task": False})
+
+
 def _mujoco(env: str, steps: int, **overrides: object) -> TrainConfig:
     fields = {"env": env, "max_length": 1000, "steps": steps, **overrides}
     return train_config.replace(default(), **fields)
@@ -128,6 +180,9 @@ _SEED = {
     "cartpole": cartpole,
     "cartpole_jax": cartpole_jax,
     "acrobot_gymnax": acrobot_gymnax,
+    "blackjack": blackjack,
+    "frozenlake": frozenlake,
+    "pointmaze": pointmaze,
     "reacher": reacher,
     "cheetah": cheetah,
     "walker": walker,

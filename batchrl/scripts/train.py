@@ -55,11 +55,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def list_presets() -> str:
-    lines = [f"{'preset':<18} {'env':<16} {'kind':<8} {'objective':<11} steps"]
-    for name, make in configs.PRESETS.items():
-        config = make()
+    presets = {name: make() for name, make in configs.PRESETS.items()}
+    width = max(len(config.env) for config in presets.values())
+    lines = [f"{'preset':<18} {'env':<{width}} {'kind':<8} {'objective':<11} steps"]
+    for name, config in presets.items():
         lines.append(
-            f"{name:<18} {config.env:<16} {config.env_kind:<8} "
+            f"{name:<18} {config.env:<{width}} {config.env_kind:<8} "
             f"{config.algorithm.objective:<11} {config.steps:,}"
         )
     return "\n".join(lines)
@@ -105,6 +106,7 @@ def new_run(
     if not args.config:
         raise UsageError("give --config NAME for a new run (see --list), or --timestamp to resume")
     config = requested_config(args)
+    _environments().check_env(config)  # Refused spaces leave no run folder behind.
     timestamp = timestamp or datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
     rundir = pathlib.Path(args.logdir) / f"{timestamp}-{args.config}"
     rundir.mkdir(parents=True, exist_ok=False)
@@ -214,6 +216,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ) as error:
         print(f"batchrl: error: {str(error).splitlines()[0]}", file=sys.stderr)
         return 1
+
+
+def _environments() -> Any:
+    from batchrl.training import environments  # Imports JAX: not for --list.
+
+    return environments
 
 
 def _checkpoint_error() -> type[Exception]:

@@ -11,8 +11,9 @@ from typing import Any
 
 from batchrl import bridge
 from batchrl.configs import TrainConfig
+from batchrl.env_spec import EnvSpec
 from batchrl.envs import BatchEnv
-from batchrl.envs.host import make
+from batchrl.envs.host import make, spec
 from batchrl.envs.jax import classic, gymnax_env, jax_env
 
 # The JAX-native env kinds, by the function that makes one of their envs by name.
@@ -25,6 +26,22 @@ def check_env_name(config: TrainConfig) -> None:
         JAX_NATIVE[config.env_kind](config.env)  # Names the known envs when it fails.
         return
     make.check_name(config.env, config.env_kwargs)
+
+
+def check_env(config: TrainConfig) -> EnvSpec:
+    """The spec of the env `config` names, from one env built in this process.
+
+    Unknown names and unsupported spaces are refused with one line before a run folder
+    or a worker exists.
+    """
+    check_env_name(config)
+    if config.env_kind in JAX_NATIVE:
+        return JAX_NATIVE[config.env_kind](config.env).env_spec
+    env = make.Make(config.env, config.max_length, kwargs=config.env_kwargs)()
+    try:
+        return spec.env_spec(env.observation_space, env.action_space, spec.env_name(env))
+    finally:
+        env.close()
 
 
 def build(config: TrainConfig, local: bool = False) -> tuple[Any, BatchEnv | None]:

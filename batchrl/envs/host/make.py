@@ -1,9 +1,10 @@
 """Make: a picklable constructor of one Gymnasium env from a name, for worker processes.
 
-A name is a Gymnasium id ("HalfCheetah-v5") or a `module:Class` entry point; `kwargs`
-go to the env's constructor, as `gym.make(name, **kwargs)` passes them. With
-`max_length`, episodes end at the env's own time limit or at `max_length`, whichever
-comes first, always as truncation.
+A name is a Gymnasium id ("HalfCheetah-v5"), a `module:Class` entry point, or a
+`module:EnvId` whose module registers that id when imported (as Gymnasium reads
+`gymnasium_robotics:PointMaze_UMaze-v3`); `kwargs` go to the env's constructor, as
+`gym.make(name, **kwargs)` passes them. With `max_length`, episodes end at the env's own
+time limit or at `max_length`, whichever comes first, always as truncation.
 """
 
 from __future__ import annotations
@@ -27,10 +28,15 @@ def check_name(name: str, kwargs: dict[str, Any] | None = None) -> None:
         except ImportError as error:
             message = f"cannot import {module_name!r} for env {name!r}: {error}"
             raise ValueError(message) from None
-        if not hasattr(module, class_name):
-            raise ValueError(f"module {module_name!r} has no {class_name!r} for env {name!r}")
-        _check_kwargs(name, getattr(module, class_name), kwargs or {})
-        return
+        if hasattr(module, class_name):
+            _check_kwargs(name, getattr(module, class_name), kwargs or {})
+            return
+        if class_name not in gym.registry:
+            raise ValueError(
+                f"module {module_name!r} has no {class_name!r} and registers no such env "
+                f"for env {name!r}"
+            )
+        name = class_name
     try:
         spec = gym.spec(name)
     except gym.error.Error as error:
@@ -89,19 +95,25 @@ class Make:
         kwargs = dict(self.kwargs)
         if self.render_mode is not None:
             kwargs["render_mode"] = self.render_mode
-        if ":" in self.name:
-            module_name, _, class_name = self.name.partition(":")
-            env = getattr(importlib.import_module(module_name), class_name)(**kwargs)
-            if self.max_length is None:
-                return env
-            return wrappers.LimitDuration(env, self.max_length)
+        name = self.name
+        if ":" in name:
+            module_name, _, name = name.partition(":")
+            module = importlib.import_module(module_name)
+            if hasattr(module, name):
+                env = getattr(module, name)(**kwargs)
+                if self.max_length is None:
+                    return env
+                return wrappers.LimitDuration(env, self.max_length)
         if self.max_length is None:
-            return gym.make(self.name, **kwargs)
-        limit = time_limit(self.name, self.max_length)
-        return gym.make(self.name, max_episode_steps=limit, **kwargs)
+            return gym.make(name, **kwargs)
+        limit = time_limit(name, self.max_length)
+        return gym.make(name, max_episode_steps=limit, **kwargs)
 
 
 def time_limit(env_id: str, max_length: int) -> int:
-    """The time limit of a Gymnasium id capped at `max_length`: the lower of the two."""
+    """The time limit of a Gymnasium id (or `module:EnvId`) capped at `max_length`."""
+    if ":" in env_id:
+        module_name, _, env_id = env_id.partition(":")
+        importlib.import_module(module_name)
     registered = gym.spec(env_id).max_episode_steps
     return max_length if registered is None else min(registered, max_length)

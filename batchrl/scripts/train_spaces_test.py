@@ -1,0 +1,35 @@
+import json
+import pathlib
+
+import pytest
+
+from batchrl.scripts import train
+
+CUE = "batchrl.envs.host.cue:Cue"
+
+
+def final_return(logdir: pathlib.Path) -> float:
+    (folder,) = logdir.iterdir()
+    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    return rows[-1]["final/return"]
+
+
+@pytest.mark.slow
+def test_the_train_command_learns_a_dict_observation_by_its_discrete_leaf(tmp_path):
+    # Cue pays 1 a step for the action that matches a Discrete leaf: 2.5 of 10 by chance.
+    settings = [f"env={CUE}", "max_length=10", "steps=40960", "eval_episodes=64"]
+    settings += ["final_episodes=64", "eval_every=2"]
+    args = ["--logdir", str(tmp_path), "--config", "blackjack"]
+    assert train.main([*args, *(f"--set={s}" for s in settings)]) == 0
+    assert final_return(tmp_path) > 8.0
+
+
+def test_a_refused_space_is_one_line_and_leaves_no_run_folder(tmp_path, capsys):
+    logdir = tmp_path / "runs"
+    args = ["--logdir", str(logdir), "--config", "blackjack", "--set", f"env={CUE}"]
+    code = train.main([*args, "--set", "env_kwargs={mission: true}"])
+    error = capsys.readouterr().err
+    assert code == 1
+    assert error.count("\n") == 1
+    assert 'obs["mission"]: Text has no fixed shape; drop it with a wrapper' in error
+    assert not logdir.exists()
