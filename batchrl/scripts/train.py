@@ -212,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         env_errors.EnvError,
         spec.UnsupportedSpaceError,
         FloatingPointError,
+        MemoryError,
         _checkpoint_error(),
     ) as error:
         print(f"batchrl: error: {str(error).splitlines()[0]}", file=sys.stderr)

@@ -9,6 +9,7 @@ program; this loop only reads the metrics it returns.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ from batchrl.ppo import acting, train_phase
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import learner as learner_lib
 from batchrl.ppo import policy as policy_lib
+from batchrl.training import memory
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +35,7 @@ class Programs:
     num_envs: int
     train_steps: int  # Batch steps of one train phase.
     shared_envs: bool  # Train and eval step the same host envs: restart them between phases.
+    storage_bytes: int  # The objective's rollout buffer or episode memory.
 
 
 @flax.struct.dataclass
@@ -66,6 +69,9 @@ def build(
     shape = config_lib.RunShape(num_envs=env.num_envs, max_length=max_length, steps=steps)
     key = jax.random.key(seed)
     agent_key, train_key, eval_key = jax.random.split(key, 3)
+    init = functools.partial(train_phase.objective(config).init, networks, shape)
+    storage_bytes = memory.nbytes(jax.eval_shape(init, agent_key).storage)
+    memory.check_fits(storage_bytes, f"{config.objective} objective's storage")
     programs = Programs(
         train=train_phase.make(env, networks, train_steps),
         evaluate=simulate.make_collect(env, acting.evaluation_agent(networks), eval_steps),
@@ -73,9 +79,10 @@ def build(
         train_steps=train_steps,
         # Envs stepped on the host are one set, whichever simulate state drives them.
         shared_envs=env.calls_host,
+        storage_bytes=storage_bytes,
     )
     state = RunState(
-        agent=train_phase.objective(config).init(networks, shape, agent_key),
+        agent=init(agent_key),
         train=simulate.init(env, train_key),
         eval=simulate.init(env, eval_key),
         env_steps=jnp.zeros((), jnp.int32),

@@ -20,7 +20,7 @@ import pathlib
 from typing import Any
 
 from batchrl.configs import TrainConfig
-from batchrl.training import checkpoint, environments, loop, results
+from batchrl.training import checkpoint, environments, loop, memory, results
 from batchrl.training import logging as logs
 
 CHECKPOINTS = "checkpoints"
@@ -62,7 +62,8 @@ def _train(rundir: pathlib.Path, config: TrainConfig, env: Any, batch_env: Any) 
     total_phases = config.phases
     total_steps = total_phases * steps_per_phase * env.num_envs
     progress = logs.Progress(total_steps=total_steps, initial_steps=int(state.env_steps))
-    print(f"run folder {rundir}; compiling the first phase", flush=True)
+    storage = memory.human(programs.storage_bytes)
+    print(f"run folder {rundir}; storage {storage}; compiling the first phase", flush=True)
     writer = logs.Writer(rundir)
     # The state whose metrics row is written: an interrupt between a phase's return and its
     # row must not checkpoint that phase, or a resumed run would lack the row for good.

@@ -1,0 +1,57 @@
+"""How much memory an agent's storage takes, and whether it fits where it will live.
+
+The rollout buffer or episode memory is the largest array of a run (a 1,000-step
+episode memory of 90 slots of 348 floats is over 100 MB); it is measured from its
+shapes before anything is allocated, printed at start, and a storage larger than the
+free memory of its device is refused with one line rather than failing deep in XLA.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+
+
+def nbytes(tree: Any) -> int:
+    """Bytes of every array in `tree` (arrays or `jax.ShapeDtypeStruct`s)."""
+    return sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(tree))
+
+
+def human(count: int) -> str:
+    """Bytes as a short reading: 512 B, 3.4 MiB, 1.2 GiB."""
+    size, unit = float(count), "B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            break
+        size /= 1024
+    return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+
+
+def available(device: jax.Device) -> int | None:
+    """Free bytes for arrays on `device`; None where they cannot be read.
+
+    On an accelerator, its memory limit less what is in use; on the CPU, free RAM.
+    """
+    stats = device.memory_stats() if device.platform != "cpu" else None
+    if stats and "bytes_limit" in stats:
+        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_fits(storage_bytes: int, what: str, device: jax.Device | None = None) -> None:
+    """Raises a one-line MemoryError when `storage_bytes` exceed the device's free memory."""
+    device = device or jax.local_devices()[0]
+    free = available(device)
+    if free is not None and storage_bytes > free:
+        raise MemoryError(
+            f"the {what} takes {human(storage_bytes)}, more than the {human(free)} free on "
+            f"{device.platform}; lower num_agents, max_length, update_every or steps_per_update"
+        )
