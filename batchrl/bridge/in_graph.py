@@ -9,6 +9,11 @@ marked side-effecting so XLA never drops them. Python's state of the XLA thread 
 makes the calls is kept from one call to the next (`thread_state`), not rebuilt each step.
 Where `buffer_callback` is missing, the bridge falls back to an ordered `io_callback`.
 
+Observations are trees (an array, or dicts and tuples of them, as the env's space nests):
+each leaf is one result of the host call, in the env's dtype except that 64-bit dtypes
+arrive as their 32-bit kind (JAX runs without x64); uint8 stays uint8, bool stays bool.
+The host writes each leaf straight into its result buffer.
+
 An exception in a callback aborts the compiled program with an opaque runtime error;
 the bridge keeps the original error and `surface_errors` raises it in its place.
 """
@@ -26,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from batchrl import env_spec as env_spec_lib
 from batchrl.bridge import one_block, thread_state
 from batchrl.envs.host import batch as batch_lib
 from batchrl.envs.host import spec
@@ -48,7 +54,7 @@ class BridgeState:
     Attributes:
         token: [] int32 count of host calls; each call consumes the last one's token,
             which orders the calls.
-        obs: [B, *obs_shape] current observations.
+        obs: The current observations: a tree of [B, *leaf.shape] arrays.
         action: [B, *action_shape] the last actions sent.
         reward: [B] float32 last rewards.
         terminated: [B] bool.
@@ -56,7 +62,7 @@ class BridgeState:
     """
 
     token: jax.Array
-    obs: jax.Array
+    obs: Any
     action: jax.Array
     reward: jax.Array
     terminated: jax.Array
@@ -68,14 +74,19 @@ _TOKEN = jax.ShapeDtypeStruct((), np.int32)
 _INTERRUPTED = "KeyboardInterrupt:"
 
 
-def _jax_dtype(dtype: np.dtype) -> np.dtype:
-    """The dtype JAX uses by default for values of `dtype` (float32, int32, bool)."""
+def compiled_dtype(dtype: Any) -> np.dtype:
+    """The dtype compiled code receives for values of `dtype`: 64-bit ones become 32-bit."""
     dtype = np.dtype(dtype)
-    if dtype == np.bool_:
-        return dtype
-    if np.issubdtype(dtype, np.floating):
-        return np.dtype(np.float32)
-    return np.dtype(np.int32)
+    if dtype.itemsize == 8 and dtype.kind in "iuf":
+        return np.dtype(f"{dtype.kind}4")
+    return dtype
+
+
+def compiled_observation(observation: Any) -> Any:
+    """An observation tree of `ObsLeaf` with each dtype as compiled code receives it."""
+    return env_spec_lib.map_tree(
+        lambda leaf: dataclasses.replace(leaf, dtype=compiled_dtype(leaf.dtype).name), observation
+    )
 
 
 class InGraphBatchEnv:
@@ -98,51 +109,58 @@ class InGraphBatchEnv:
         self.seed = seed
         self.num_envs = len(batch_env)
         self.env_seconds = 0.0
-        self._obs_space = batch_env.single_observation_space
-        self._action_space = batch_env.single_action_space
-        obs_dtype = _jax_dtype(self._obs_space.dtype)
-        self.env_spec = dataclasses.replace(
-            spec.env_spec(self._obs_space, self._action_space),
-            observation_dtype=obs_dtype.name,  # As the compiled program receives them.
+        host_spec = spec.env_spec(batch_env.single_observation_space, batch_env.single_action_space)
+        self.env_spec = dataclasses.replace(  # As the compiled program receives them.
+            host_spec, observation=compiled_observation(host_spec.observation)
         )
-        obs_shape = (self.num_envs, *self.env_spec.observation_shape)
-        self._obs_type = jax.ShapeDtypeStruct(obs_shape, obs_dtype)
-        self._step_types = (
-            _TOKEN,
-            self._obs_type,
+        obs_types = env_spec_lib.map_tree(
+            lambda leaf: jax.ShapeDtypeStruct((self.num_envs, *leaf.shape), leaf.dtype),
+            self.env_spec.observation,
+        )
+        self._obs_tree = jax.tree.structure(obs_types)
+        # Where each leaf's buffer sits among a call's results, in a tree shaped as the
+        # host's observations (dicts in the space's key order); the token comes first.
+        self._obs_positions = env_spec_lib.map_tree(
+            lambda _, position: position,
+            obs_types,
+            jax.tree.unflatten(self._obs_tree, range(1, self._obs_tree.num_leaves + 1)),
+        )
+        obs_results = (_TOKEN, *jax.tree.leaves(obs_types))
+        step_results = (
+            *obs_results,
             jax.ShapeDtypeStruct((self.num_envs,), np.float32),
             jax.ShapeDtypeStruct((self.num_envs,), np.bool_),
             jax.ShapeDtypeStruct((self.num_envs,), np.bool_),
         )
-        self._action_dtype = _jax_dtype(self._action_space.dtype)
+        self._action_dtype = np.dtype(np.int32 if self.env_spec.discrete else np.float32)
         device = jax.local_devices()[0] if devices > 1 else None
         call = functools.partial(_host_call, device=device)
-        self._host_init = call(self._init_on_host, (_TOKEN, self._obs_type))
-        self._host_reset = call(self._reset_on_host, (_TOKEN, self._obs_type))
-        self._host_step = call(self._step_on_host, self._step_types)
+        self._host_init = call(self._init_on_host, obs_results)
+        self._host_reset = call(self._reset_on_host, obs_results)
+        self._host_step = call(self._step_on_host, step_results)
 
     @staticmethod
     def wrap_compiled(function: Callable[..., Any]) -> Callable[..., Any]:
         """`function`, a compiled program calling this env, raising env errors as themselves."""
         return surface_errors(function)
 
-    def init(self, key: jax.Array) -> tuple[BridgeState, jax.Array]:
+    def init(self, key: jax.Array) -> tuple[BridgeState, Any]:
         """Resets every env, env i with seed + i; `key` is unused (the envs seed themselves)."""
         del key
-        token, obs = self._host_init(jnp.zeros((), jnp.int32))
+        token, obs = self._split(self._host_init(jnp.zeros((), jnp.int32)))
         zeros = jnp.zeros((self.num_envs,), jnp.float32)
         falses = jnp.zeros((self.num_envs,), bool)
         action = jnp.zeros((self.num_envs, *self.env_spec.action_shape), self._action_dtype)
         return BridgeState(token, obs, action, zeros, falses, falses), obs
 
     def reset(
-        self, env_state: BridgeState, obs: jax.Array, key: jax.Array, mask: jax.Array
-    ) -> tuple[BridgeState, jax.Array]:
+        self, env_state: BridgeState, obs: Any, key: jax.Array, mask: jax.Array
+    ) -> tuple[BridgeState, Any]:
         """Resets the envs where mask [B] is True; no host call when none is."""
         del key
         token, obs = jax.lax.cond(
             mask.any(),
-            lambda: self._host_reset(env_state.token, mask, obs),
+            lambda: self._split(self._host_reset(env_state.token, mask, *jax.tree.leaves(obs))),
             lambda: (env_state.token, obs),
         )
         return env_state.replace(token=token, obs=obs), obs
@@ -156,47 +174,60 @@ class InGraphBatchEnv:
             raise ValueError(f"action has shape {action.shape}, expected {expected}")
         # Cast before the call, so no work runs beside it (see one_block).
         action = action.astype(self._action_dtype)
-        token, obs, reward, terminated, truncated = self._host_step(env_state.token, action)
+        results = self._host_step(env_state.token, action)
+        token, obs = self._split(results[:-3])
+        reward, terminated, truncated = results[-3:]
         state = BridgeState(token, obs, action, reward, terminated, truncated)
         return state, jax_env.TimeStep(obs, reward, terminated, truncated)
 
+    def _split(self, results: tuple[jax.Array, ...]) -> tuple[jax.Array, Any]:
+        """(token, obs tree) of a call's results: the token, then the obs leaves."""
+        return results[0], jax.tree.unflatten(self._obs_tree, results[1:])
+
     # -- host side: runs on XLA's thread, inside the compiled program -----------------------
+    # Results come as the token, the obs leaves in `jax.tree` order, then the rest.
 
     def _init_on_host(self, outputs: tuple[np.ndarray, ...], token: np.ndarray) -> None:
         start = time.perf_counter()
-        outputs[1][...] = self.batch_env.reset(seed=self.seed)[0]
+        obs = self.batch_env.reset(seed=self.seed)[0]
         self.env_seconds += time.perf_counter() - start
+        for out, new in zip(outputs[1:], env_spec_lib.leaves(obs), strict=True):
+            out[...] = new
         outputs[0][...] = token + 1
 
     def _reset_on_host(
-        self, outputs: tuple[np.ndarray, ...], token: np.ndarray, mask: np.ndarray, obs: np.ndarray
+        self, outputs: tuple[np.ndarray, ...], token: np.ndarray, mask: np.ndarray, *obs: np.ndarray
     ) -> None:
         indices = np.flatnonzero(mask)
-        out = outputs[1]
-        out[...] = obs
         start = time.perf_counter()
-        out[indices] = self.batch_env.reset_at(indices)[0]
+        fresh = self.batch_env.reset_at(indices)[0]
         self.env_seconds += time.perf_counter() - start
+        for out, old, new in zip(outputs[1:], obs, env_spec_lib.leaves(fresh), strict=True):
+            out[...] = old
+            out[indices] = new
         outputs[0][...] = token + 1
 
     def _step_on_host(
         self, outputs: tuple[np.ndarray, ...], token: np.ndarray, action: np.ndarray
     ) -> None:
-        token_out, obs, reward, terminated, truncated = outputs
+        reward, terminated, truncated = outputs[-3:]
+        obs = env_spec_lib.map_tree(lambda position: outputs[position], self._obs_positions)
         start = time.perf_counter()
         self.batch_env.step_into(action, obs, reward, terminated, truncated)
         self.env_seconds += time.perf_counter() - start
-        token_out[...] = token + 1
+        outputs[0][...] = token + 1
 
 
 def _host_call(
-    function: Callable[..., None], result_types: Any, device: jax.Device | None = None
+    function: Callable[..., None],
+    result_types: tuple[jax.ShapeDtypeStruct, ...],
+    device: jax.Device | None = None,
 ) -> Callable[..., Any]:
     """A side-effecting call of `function(outputs, *inputs)` on numpy views, from compiled code.
 
-    `device`: the one device that makes the call in a program over several devices.
+    `result_types`: a flat tuple, one per output. `device`: the one device that makes the
+    call in a program over several devices.
     """
-    single = not isinstance(result_types, tuple)
 
     def keep_error(*args: Any) -> None:
         try:
@@ -210,16 +241,15 @@ def _host_call(
         def on_buffers(ctx: Any, out: Any, *inputs: Any) -> None:
             del ctx
             thread_state.keep()
-            outputs = (np.asarray(out),) if single else tuple(np.asarray(o) for o in out)
+            outputs = tuple(np.asarray(o) for o in out)
             keep_error(outputs, *(np.asarray(x) for x in inputs))
 
         return buffer_callback(on_buffers, result_types, has_side_effect=True)
 
     def on_arrays(*inputs: Any) -> Any:
-        types = (result_types,) if single else result_types
-        outputs = tuple(np.empty(t.shape, t.dtype) for t in types)
+        outputs = tuple(np.empty(t.shape, t.dtype) for t in result_types)
         keep_error(outputs, *inputs)
-        return outputs[0] if single else outputs
+        return outputs
 
     if device is not None:  # The token orders the calls; XLA allows no ordered effect here.
         sharding = jax.sharding.SingleDeviceSharding(device)

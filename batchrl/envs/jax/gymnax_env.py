@@ -5,6 +5,9 @@
 limit, gymnax's `max_steps_in_episode`, is applied by `jax_env.LimitDuration`, so a
 time limit is `truncated` (bootstrapped) and only gymnax's own terminal states are
 `terminated`. The step's key travels in the state. Needs `pip install -e '.[gymnax]'`.
+
+The spec's observation tree follows what `reset_env` returns, leaf by leaf (shape and
+dtype), keeping each leaf's kind from gymnax's space; some envs' spaces say otherwise.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
+from batchrl import env_spec as env_spec_lib
 from batchrl.env_spec import EnvSpec
 from batchrl.envs.host import spec
 from batchrl.envs.jax import jax_env
@@ -44,7 +48,7 @@ class GymnaxEnv:
     env_spec: EnvSpec
     max_length: int
 
-    def reset(self, key: jax.Array) -> tuple[GymnaxState, jax.Array]:
+    def reset(self, key: jax.Array) -> tuple[GymnaxState, Any]:
         """Starts an episode with gymnax's `reset_env`. Returns (state, obs)."""
         key, reset_key = jax.random.split(key)
         obs, env_state = self.env.reset_env(reset_key, self.params)
@@ -84,13 +88,32 @@ def make(name: str) -> jax_env.LimitDuration:
     observation_space = gymnax_spaces.gymnax_space_to_gym_space(env.observation_space(params))
     action_space = gymnax_spaces.gymnax_space_to_gym_space(env.action_space(params))
     env_spec = spec.env_spec(observation_space, action_space, env_name=f"'{name}' (gymnax)")
-    # What reset returns, which is what simulate sees (some envs' spaces say otherwise).
     obs = jax.eval_shape(env.reset_env, jax.random.key(0), params)[0]
-    env_spec = dataclasses.replace(
-        env_spec, observation_shape=tuple(obs.shape), observation_dtype=obs.dtype.name
-    )
+    env_spec = dataclasses.replace(env_spec, observation=returned(env_spec.observation, obs))
     limit = int(params.max_steps_in_episode)
     return jax_env.LimitDuration(GymnaxEnv(env, params, env_spec, limit))
+
+
+def returned(observation: Any, obs: Any) -> Any:
+    """The observation tree of the space, with each leaf's shape and dtype as `obs` has them.
+
+    `obs` is what reset returns (a tree of `jax.ShapeDtypeStruct`), which is what simulate
+    sees. A leaf keeps the space's kind where the shapes agree; a leaf whose shape differs,
+    or every leaf when the trees differ in structure, becomes a vector leaf.
+    """
+
+    def vector(returned: jax.ShapeDtypeStruct) -> env_spec_lib.ObsLeaf:
+        return env_spec_lib.vector(tuple(returned.shape), returned.dtype.name)
+
+    if jax.tree.structure(observation) != jax.tree.structure(obs):
+        return jax.tree.map(vector, obs)
+
+    def leaf(space: env_spec_lib.ObsLeaf, returned: jax.ShapeDtypeStruct) -> Any:
+        if space.shape != tuple(returned.shape):
+            return vector(returned)
+        return dataclasses.replace(space, dtype=returned.dtype.name)
+
+    return env_spec_lib.map_tree(leaf, observation, obs)
 
 
 def _require() -> None:

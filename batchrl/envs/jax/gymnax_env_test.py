@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from batchrl import env_spec as env_spec_lib
 from batchrl.configs import TrainConfig, presets
 from batchrl.envs.jax import gymnax_env, jax_env
 from batchrl.training import environments, loop
@@ -19,7 +20,14 @@ def random_action(env_spec, key):
 
 
 @pytest.mark.parametrize(
-    "name", ["CartPole-v1", "Acrobot-v1", "MountainCarContinuous-v0", "Breakout-MinAtar"]
+    "name",
+    [
+        "CartPole-v1",
+        "Acrobot-v1",
+        "MountainCarContinuous-v0",
+        "Breakout-MinAtar",
+        "FrozenLake-misc",
+    ],
 )
 def test_an_episode_steps_as_gymnax_steps_it(name):
     """Each step equals gymnax's `step_env` from the same state with the same key (to float
@@ -50,13 +58,40 @@ def test_an_episode_steps_as_gymnax_steps_it(name):
 
 
 def test_specs_follow_what_the_env_returns():
-    breakout = gymnax_env.make("Breakout-MinAtar")
-    assert breakout.env_spec.observation_shape == (10, 10, 4) and breakout.env_spec.discrete
+    breakout = gymnax_env.make("Breakout-MinAtar")  # A float grid in [0, 1]: an image.
+    image = env_spec_lib.ObsLeaf((10, 10, 4), "float32", env_spec_lib.IMAGE, low=0.0, high=1.0)
+    assert breakout.env_spec.observation == image and breakout.env_spec.discrete
     car = gymnax_env.make("MountainCarContinuous-v0")
     assert car.env_spec.action_low == (-1.0,) and car.max_length == 999
-    catch = gymnax_env.make("Catch-bsuite")  # Its space says int32; its obs are float32.
-    obs = jax.jit(catch.reset)(jax.random.key(0))[1]
-    assert catch.env_spec.observation_dtype == obs.dtype.name == "float32"
+    lake = gymnax_env.make("FrozenLake-misc")  # A Discrete observation, returned as int32.
+    cell = env_spec_lib.ObsLeaf((), "int32", env_spec_lib.DISCRETE, (16,), (0,))
+    assert lake.env_spec.observation == cell
+    for name, space_dtype in [("Catch-bsuite", "int32"), ("FourRooms-misc", "float32")]:
+        env = gymnax_env.make(name)  # Its space says space_dtype; reset returns another.
+        obs = jax.jit(env.reset)(jax.random.key(0))[1]
+        assert obs.dtype.name != space_dtype
+        assert env.env_spec.observation == env_spec_lib.vector(obs.shape, obs.dtype.name)
+
+
+def test_returned_keeps_each_leafs_kind_and_takes_the_returned_shapes():
+    def returned(shape, dtype):
+        return jax.ShapeDtypeStruct(shape, dtype)
+
+    space = {
+        "cell": env_spec_lib.ObsLeaf((), "int64", env_spec_lib.DISCRETE, (4,), (0,)),
+        "grid": env_spec_lib.ObsLeaf((2, 2, 1), "float32", env_spec_lib.IMAGE, low=0, high=1),
+    }
+    obs = {"grid": returned((2, 2, 3), jnp.bool_), "cell": returned((), jnp.int32)}
+    assert gymnax_env.returned(space, obs) == {
+        "cell": env_spec_lib.ObsLeaf((), "int32", env_spec_lib.DISCRETE, (4,), (0,)),
+        "grid": env_spec_lib.vector((2, 2, 3), "bool"),  # Its shape differs from the space's.
+    }
+    # Trees that differ in structure: the returned tree, with vector leaves.
+    obs = (returned((3,), jnp.float32), returned((), jnp.int32))
+    assert gymnax_env.returned(space, obs) == (
+        env_spec_lib.vector((3,)),
+        env_spec_lib.vector((), "int32"),
+    )
 
 
 def test_a_batch_runs_in_a_compiled_rollout_with_resets():

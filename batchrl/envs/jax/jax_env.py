@@ -6,6 +6,9 @@ one graph with `jax.jit` and `lax.scan`. Envs are written unbatched, for one env
 `reset_batch`, `step_batch` and `reset_where` batch them with `jax.vmap` over a
 leading axis B. Any randomness a step needs travels in the env state as a key.
 
+An observation is a tree (an array, or dicts and tuples of them, as the env's spec
+nests); everything here that moves or selects observations maps over its leaves.
+
 `LimitDuration` adds the time limit (the host wrapper of the same name uses
 Gymnasium's `TimeLimit`): it counts steps in the state and sets `truncated`, never
 `terminated`, so a time limit is bootstrapped rather than treated as terminal.
@@ -32,13 +35,13 @@ class TimeStep:
     """The result of one step of one env (with a leading [B] axis when batched).
 
     Attributes:
-        obs: [*observation_shape] the observation after the step.
+        obs: The observation after the step: a tree of [*leaf.shape] arrays.
         reward: [] float32 reward for the step.
         terminated: [] bool, the episode reached a terminal state (no bootstrapping).
         truncated: [] bool, the episode was cut short, e.g. by a time limit (bootstrap).
     """
 
-    obs: jax.Array
+    obs: Any
     reward: jax.Array
     terminated: jax.Array
     truncated: jax.Array
@@ -49,7 +52,7 @@ class Env(Protocol):
     """One unbatched JAX-native env: static description plus pure `reset` and `step`.
 
     Attributes:
-        env_spec: Shapes, action kind and bounds .
+        env_spec: The observation tree, action kind and bounds.
         max_length: The registered time limit in steps (e.g. 200 for Pendulum-v1);
             applied by `LimitDuration`, not by `step` itself.
     """
@@ -57,8 +60,8 @@ class Env(Protocol):
     env_spec: EnvSpec
     max_length: int
 
-    def reset(self, key: jax.Array) -> tuple[EnvState, jax.Array]:
-        """Starts an episode. Returns (env_state, obs [*observation_shape])."""
+    def reset(self, key: jax.Array) -> tuple[EnvState, Any]:
+        """Starts an episode. Returns (env_state, obs), obs a tree of [*leaf.shape]."""
         ...
 
     def step(self, env_state: EnvState, action: jax.Array) -> tuple[EnvState, TimeStep]:
@@ -114,7 +117,7 @@ class LimitDuration(Describes):
     def max_length(self) -> int:
         return self.duration
 
-    def reset(self, key: jax.Array) -> tuple[LimitDurationState, jax.Array]:
+    def reset(self, key: jax.Array) -> tuple[LimitDurationState, Any]:
         """Resets the wrapped env and the step counter. Returns (state, obs)."""
         env_state, obs = self.env.reset(key)
         return LimitDurationState(env_state, jnp.zeros((), jnp.int32)), obs
@@ -130,12 +133,12 @@ class LimitDuration(Describes):
         return state, time_step.replace(truncated=truncated)
 
 
-def reset_batch(env: Env, key: jax.Array, num_envs: int) -> tuple[EnvState, jax.Array]:
+def reset_batch(env: Env, key: jax.Array, num_envs: int) -> tuple[EnvState, Any]:
     """Resets `num_envs` envs, each with its own key split from `key`.
 
     Returns:
-        (state, obs): the batched env state, every leaf with a leading [B] axis, and
-        obs [B, *observation_shape], where B = num_envs.
+        (state, obs): the batched env state and obs, every leaf with a leading [B]
+        axis, where B = num_envs.
     """
     keys = jax.random.split(key, num_envs)
     return jax.vmap(env.reset)(keys)
@@ -166,17 +169,18 @@ def rollout_batch(env: Env, state: EnvState, actions: jax.Array) -> tuple[EnvSta
 
 
 def reset_where(
-    env: Env, state: EnvState, obs: jax.Array, key: jax.Array, mask: jax.Array
-) -> tuple[EnvState, jax.Array]:
+    env: Env, state: EnvState, obs: Any, key: jax.Array, mask: jax.Array
+) -> tuple[EnvState, Any]:
     """Resets only the envs where `mask` is True; the others keep their state and obs.
 
-    Every env is reset and the results are selected with `jnp.where`, so shapes stay
-    static under `jit`. Env i uses the i-th of B keys split from `key`, as `reset_batch`.
+    Every env is reset and the results are selected leaf by leaf with `jnp.where`, so
+    shapes stay static under `jit`. Env i uses the i-th of B keys split from `key`, as
+    `reset_batch`.
 
     Args:
         env: The unbatched env.
         state: Batched env state, leaves [B, ...].
-        obs: [B, *observation_shape] current observations.
+        obs: Current observations, a tree of [B, *leaf.shape].
         key: One key for this reset.
         mask: [B] bool, which envs to reset.
 
@@ -184,17 +188,27 @@ def reset_where(
         (state, obs) with the masked envs reset.
     """
     num_envs = _num_envs(state)
-    if mask.shape != (num_envs,) or obs.shape[:1] != (num_envs,):
+    obs_sizes = {leaf.shape[:1] for leaf in jax.tree.leaves(obs)}
+    if mask.shape != (num_envs,) or obs_sizes != {(num_envs,)}:
         raise ValueError(
-            f"mask {mask.shape} and obs {obs.shape} must lead with the batch size {num_envs}"
+            f"mask {mask.shape} and obs leaves {sorted(obs_sizes)} must lead with the batch "
+            f"size {num_envs}"
         )
     fresh_state, fresh_obs = reset_batch(env, key, num_envs)
+    return select(mask, fresh_state, state), select(mask, fresh_obs, obs)
 
-    def select(fresh: jax.Array, old: jax.Array) -> jax.Array:
-        where = mask.reshape(mask.shape + (1,) * (old.ndim - 1))
-        return jnp.where(where, fresh, old)
 
-    return jax.tree.map(select, fresh_state, state), select(fresh_obs, obs)
+def select(mask: jax.Array, on_true: Any, on_false: Any) -> Any:
+    """Leaf by leaf, row i of `on_true` where mask [B] is True, else of `on_false`.
+
+    Both trees have the same structure, every leaf [B, ...]; the mask is broadcast to
+    each leaf's rank.
+    """
+
+    def where(a: jax.Array, b: jax.Array) -> jax.Array:
+        return jnp.where(mask.reshape(mask.shape + (1,) * (b.ndim - 1)), a, b)
+
+    return jax.tree.map(where, on_true, on_false)
 
 
 def _num_envs(state: EnvState) -> int:
@@ -236,13 +250,13 @@ class Batched(Describes, Compiled):
     env: Env
     num_envs: int
 
-    def init(self, key: jax.Array) -> tuple[EnvState, jax.Array]:
-        """Resets every env. Returns (env_state, obs [B, *observation_shape])."""
+    def init(self, key: jax.Array) -> tuple[EnvState, Any]:
+        """Resets every env. Returns (env_state, obs), obs a tree of [B, *leaf.shape]."""
         return reset_batch(self.env, key, self.num_envs)
 
     def reset(
-        self, env_state: EnvState, obs: jax.Array, key: jax.Array, mask: jax.Array
-    ) -> tuple[EnvState, jax.Array]:
+        self, env_state: EnvState, obs: Any, key: jax.Array, mask: jax.Array
+    ) -> tuple[EnvState, Any]:
         """Resets the envs where mask [B] is True; skips the work when none is."""
         return jax.lax.cond(
             mask.any(),

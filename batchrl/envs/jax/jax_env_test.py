@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from batchrl import env_spec as env_spec_lib
 from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import jax_env
 from batchrl.envs.jax.classic import cartpole, pendulum
@@ -24,7 +25,7 @@ class _CountingEnv:
     """Terminates after `end` steps (never if 0); obs [count, tag], tag drawn at reset."""
 
     end: int = 0
-    env_spec: ClassVar[EnvSpec] = EnvSpec(observation_shape=(2,), discrete=True, num_actions=3)
+    env_spec: ClassVar[EnvSpec] = EnvSpec(env_spec_lib.vector((2,)), discrete=True, num_actions=3)
     max_length: ClassVar[int] = 4
 
     def reset(self, key):
@@ -41,6 +42,25 @@ class _CountingEnv:
 
     def _obs(self, state):
         return jnp.stack([state.count.astype(jnp.float32), state.tag])
+
+
+@dataclasses.dataclass(frozen=True)
+class _DictEnv(_CountingEnv):
+    """_CountingEnv with a Dict observation: its obs, the count as a discrete leaf, a uint8 grid."""
+
+    env_spec: ClassVar[EnvSpec] = EnvSpec(
+        {
+            "vector": env_spec_lib.vector((2,)),
+            "count": env_spec_lib.ObsLeaf((), "int32", env_spec_lib.DISCRETE, (100,), (0,)),
+            "grid": (env_spec_lib.ObsLeaf((2, 3), "uint8", env_spec_lib.VECTOR),),
+        },
+        discrete=True,
+        num_actions=3,
+    )
+
+    def _obs(self, state):
+        grid = jnp.full((2, 3), (state.tag * 255).astype(jnp.uint8) + state.count.astype(jnp.uint8))
+        return {"vector": super()._obs(state), "count": state.count, "grid": (grid,)}
 
 
 @functools.cache
@@ -104,8 +124,9 @@ def test_limit_duration_rejects_a_duration_below_one():
         jax_env.LimitDuration(_CountingEnv(), 0)
 
 
-def test_reset_where_resets_only_masked_envs():
-    env = jax_env.LimitDuration(_CountingEnv())
+@pytest.mark.parametrize("env", [_CountingEnv(), _DictEnv()])
+def test_reset_where_resets_only_masked_envs(env):
+    env = jax_env.LimitDuration(env)
     reset_key, key = jax.random.split(jax.random.key(0))
     mask = jnp.array([True, False, True, False])
 
@@ -120,10 +141,26 @@ def test_reset_where_resets_only_masked_envs():
     fresh_state, fresh_obs = jax_env.reset_batch(env, key, 4)
     np.testing.assert_array_equal(state.elapsed_steps, [0, 2, 0, 2])
     np.testing.assert_array_equal(state.env_state.count, [0, 2, 0, 2])
-    np.testing.assert_array_equal(obs[0::2], fresh_obs[0::2])
-    np.testing.assert_array_equal(obs[1::2], old_obs[1::2])
+    assert jax.tree.structure(obs) == jax.tree.structure(old_obs)
+    for leaf, fresh, old in zip(*map(jax.tree.leaves, (obs, fresh_obs, old_obs)), strict=True):
+        assert leaf.dtype == old.dtype and leaf.shape == old.shape
+        np.testing.assert_array_equal(leaf[0::2], fresh[0::2])
+        np.testing.assert_array_equal(leaf[1::2], old[1::2])
+        assert not np.array_equal(leaf[0::2], old[0::2])  # The reset changed every leaf.
     np.testing.assert_array_equal(state.env_state.tag[0::2], fresh_state.env_state.tag[0::2])
     np.testing.assert_array_equal(state.env_state.tag[1::2], old_state.env_state.tag[1::2])
+
+
+def test_a_dict_observation_keeps_its_structure_and_dtypes_through_batching():
+    env = jax_env.Batched(jax_env.LimitDuration(_DictEnv()), 3)
+    state, obs = jax.jit(env.init)(jax.random.key(0))
+    state, time_step = jax.jit(env.step)(state, jnp.ones(3, jnp.int32))
+    expected = env_spec_lib.map_tree(
+        lambda leaf: ((3, *leaf.shape), leaf.dtype), env.env_spec.observation
+    )
+    for tree in (obs, time_step.obs):
+        assert jax.tree.map(lambda a: (a.shape, a.dtype.name), tree) == expected
+    np.testing.assert_array_equal(time_step.obs["count"], [1, 1, 1])
 
 
 def test_batch_helpers_check_the_batch_size():
@@ -162,20 +199,30 @@ def _loop_rollout(env, start_key, keys, actions):
     start_keys = jax.random.split(start_key, num_envs)  # As reset_batch splits.
     reset_keys = jax.vmap(lambda key: jax.random.split(key, num_envs))(keys)  # [T, B]
     actions = np.asarray(actions)
-    obs_shape = (length, num_envs, *env.env_spec.observation_shape)
-    obs, next_obs = np.zeros(obs_shape), np.zeros(obs_shape)
+    obs, next_obs = (
+        env_spec_lib.map_tree(
+            lambda leaf: np.zeros((length, num_envs, *leaf.shape)), env.env_spec.observation
+        )
+        for _ in range(2)
+    )
     reward, terminated, truncated = (np.zeros((length, num_envs)) for _ in range(3))
     for i in range(num_envs):
         state, _ = reset(start_keys[i])
         for t in range(length):
             state, time_step = step(state, actions[t, i])
             time_step = jax.device_get(time_step)
-            obs[t, i] = next_obs[t, i] = time_step.obs
+            env_spec_lib.map_tree(functools.partial(_put, (t, i)), obs, time_step.obs)
+            env_spec_lib.map_tree(functools.partial(_put, (t, i)), next_obs, time_step.obs)
             reward[t, i] = time_step.reward
             terminated[t, i], truncated[t, i] = time_step.terminated, time_step.truncated
             if time_step.terminated or time_step.truncated:
-                state, next_obs[t, i] = reset(reset_keys[t, i])
+                state, fresh = reset(reset_keys[t, i])
+                env_spec_lib.map_tree(functools.partial(_put, (t, i)), next_obs, fresh)
     return jax_env.TimeStep(obs, reward, terminated, truncated), next_obs
+
+
+def _put(index, array, value):
+    array[index] = value
 
 
 @pytest.mark.parametrize(
@@ -183,6 +230,7 @@ def _loop_rollout(env, start_key, keys, actions):
     [
         (jax_env.LimitDuration(pendulum.Pendulum(), 5), 12),
         (jax_env.LimitDuration(cartpole.CartPole()), 40),
+        (jax_env.LimitDuration(_DictEnv(end=3), 4), 9),
     ],
 )
 def test_jitted_scan_rollout_matches_a_python_loop_of_single_steps(env, length):
@@ -200,5 +248,5 @@ def test_jitted_scan_rollout_matches_a_python_loop_of_single_steps(env, length):
     np.testing.assert_array_equal(time_step.terminated, expected.terminated)
     np.testing.assert_array_equal(time_step.truncated, expected.truncated)
     np.testing.assert_allclose(time_step.reward, expected.reward, rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(time_step.obs, expected.obs, rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(next_obs, expected_next_obs, rtol=1e-6, atol=1e-6)
+    for got, want in [(time_step.obs, expected.obs), (next_obs, expected_next_obs)]:
+        jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-6), got, want)
