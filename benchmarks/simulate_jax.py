@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import time
 
@@ -30,7 +31,8 @@ def timed(function, *args) -> float:
 
 def measure(num_envs: int, steps: int, rounds: int) -> dict:
     env = jax_env.Batched(classic.make("Pendulum-v1"), num_envs)
-    params = policies.init_mlp(jax.random.key(1), [3, 64, 64, 1])
+    sizes = [policies.input_size(env.env_spec), 64, 64, math.prod(env.env_spec.action_shape)]
+    params = policies.init_mlp(jax.random.key(1), sizes)
     agent = policies.gaussian_agent(params, scale=2.0)
 
     @jax.jit
