@@ -3,11 +3,12 @@
 One step, as in the seed's simulate(): envs that finished on the previous step (or all,
 when `reset` is set) are reset by mask and the agent's `begin_episode` is told which;
 `perform` chooses the batch of actions; the env steps; `experience` receives the
-transition; `end_episode` is told which envs finished. The step carries only the acting
-state (policy parameters, normalisers, per-env episode state) and returns the step's
-record; what learning needs is stored by a `Recorder` outside the step's blocks, and the
-learner trains between loops (`collect` stops once the recorder is ready). The same code
-runs on a JAX-native batch (`jax_env.Batched`) and on worker processes
+transition and may add to what `perform` kept of its choice (the value of the next
+observation, say); `end_episode` is told which envs finished. The step carries only the
+acting state (policy parameters, normalisers, per-env episode state) and returns the
+step's record; what learning needs is stored by a `Recorder` outside the step's blocks,
+and the learner trains between loops (`collect` stops once the recorder is ready). The
+same code runs on a JAX-native batch (`jax_env.Batched`) and on worker processes
 (`bridge.InGraphBatchEnv`).
 """
 
@@ -61,13 +62,14 @@ class Agent(NamedTuple):
         begin_episode: (acting, mask [B]) -> acting; mask marks envs starting anew.
         perform: (acting, obs [B, ...], key) -> (acting, action [B, ...], extra), where
             extra is what the step's record keeps of the choice (a pytree, leaves [B, ...]).
-        experience: (acting, Transition) -> acting.
+        experience: (acting, Transition, extra) -> (acting, extra): learns from the step
+            and returns the extra the record keeps, changed or not (same structure).
         end_episode: (acting, mask [B]) -> acting; mask marks envs that finished.
     """
 
     begin_episode: Callable[[Acting, jax.Array], Acting]
     perform: Callable[[Acting, jax.Array, jax.Array], tuple[Acting, jax.Array, Any]]
-    experience: Callable[[Acting, types.Transition], Acting]
+    experience: Callable[[Acting, types.Transition, Any], tuple[Acting, Any]]
     end_episode: Callable[[Acting, jax.Array], Acting]
 
 
@@ -77,7 +79,8 @@ class Step:
 
     Attributes:
         transition: What the envs did.
-        extra: What `perform` returned beside the action (log-probs, distributions).
+        extra: What `perform` returned beside the action (log-probs, distributions), as
+            `experience` passed it on.
         begin: [B] bool, the env's episode began at this step (transition.obs is its first).
     """
 
@@ -104,7 +107,7 @@ class State:
 
     Attributes:
         env_state: The batch's env state (a pytree).
-        obs: [B, *obs_shape] current observations.
+        obs: Current observations, a tree of leaves [B, *leaf.shape].
         done: [B] bool, the env finished on the last step and is reset on the next.
         score: [B] float32 return of the running episode.
         length: [B] int32 steps of the running episode.
@@ -164,7 +167,9 @@ def step(
     acting, action, extra = env.block(act, acting, obs)
     env_state, time_step = env.step(env_state, action)
 
-    def learn(acting: Acting, time_step: jax_env.TimeStep) -> tuple[State, Acting, Step]:
+    def learn(
+        acting: Acting, extra: Any, time_step: jax_env.TimeStep
+    ) -> tuple[State, Acting, Step]:
         reward = time_step.reward.astype(jnp.float32)
         transition = types.Transition(
             obs=obs,
@@ -175,7 +180,8 @@ def step(
             next_obs=time_step.obs,
         )
         done = time_step.terminated | time_step.truncated
-        acting = agent.end_episode(agent.experience(acting, transition), done)
+        acting, extra = agent.experience(acting, transition, extra)
+        acting = agent.end_episode(acting, done)
         score = jnp.where(begin, 0.0, state.score) + reward
         length = jnp.where(begin, 0, state.length) + 1
         new_state = State(
@@ -191,7 +197,7 @@ def step(
         )
         return new_state, acting, Step(transition=transition, extra=extra, begin=begin)
 
-    return env.block(learn, acting, time_step)
+    return env.block(learn, acting, extra, time_step)
 
 
 def collect(

@@ -33,8 +33,9 @@ def counting_agent(num_envs):
         del key
         return state, jnp.ones((obs.shape[0], 2), jnp.float32), ()
 
-    def experience(state, transition):
-        return state.replace(reward=state.reward + transition.reward, steps=state.steps + 1)
+    def experience(state, transition, extra):
+        state = state.replace(reward=state.reward + transition.reward, steps=state.steps + 1)
+        return state, extra
 
     def end_episode(state, mask):
         return state.replace(end=state.end + mask)

@@ -30,8 +30,8 @@ def posture(rundir: pathlib.Path, episodes: int) -> dict:
 
     @jax.jit
     def act(obs: jax.Array) -> jax.Array:
-        obs = networks.normalize_obs(agent.obs_norm, obs[None])
-        return networks.to_env(networks.mode(networks.distribution(agent.params, obs)))[0]
+        features = networks.features(agent.obs_norm, obs[None])
+        return networks.to_env(networks.mode(networks.distribution(agent.params, features)))[0]
 
     env = gym.make(config.env, **config.env_kwargs)
     returns, on_back, pitch = [], [], []

@@ -20,6 +20,7 @@ import time
 import jax
 import jax.numpy as jnp
 
+from batchrl import env_spec as env_spec_lib
 from batchrl.configs import presets
 from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import jax_env
@@ -28,7 +29,7 @@ from batchrl.training import loop
 
 OBSERVATION_SIZE, ACTION_SIZE = 348, 17
 SPEC = EnvSpec(
-    observation_shape=(OBSERVATION_SIZE,),
+    env_spec_lib.vector((OBSERVATION_SIZE,)),
     discrete=False,
     action_shape=(ACTION_SIZE,),
     action_low=(-0.4,) * ACTION_SIZE,

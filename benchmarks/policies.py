@@ -51,4 +51,8 @@ def gaussian_agent(params: list, scale: float = 1.0) -> simulate.Agent:
     def identity(agent_state, _):
         return agent_state
 
-    return simulate.Agent(identity, perform, identity, identity)
+    def experience(agent_state, transition, extra):
+        del transition
+        return agent_state, extra
+
+    return simulate.Agent(identity, perform, experience, identity)

@@ -51,7 +51,8 @@ def steps_that_found_their_thread_state(num_steps: int = 20) -> tuple[list[bool]
         return agent_state, x, ()
 
     keep = lambda agent_state, _: agent_state  # noqa: E731
-    rollout = simulate.make_collect(env, simulate.Agent(keep, perform, keep, keep), num_steps)
+    learn = lambda agent_state, _, extra: (agent_state, extra)  # noqa: E731
+    rollout = simulate.make_collect(env, simulate.Agent(keep, perform, learn, keep), num_steps)
     rollout(simulate.init(env, jax.random.key(0)), ())
     return probe.kept[1:], threading.get_ident() not in probe.threads
 

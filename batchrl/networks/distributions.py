@@ -1,8 +1,10 @@
-"""Action distributions as pure functions of their parameters: diagonal Gaussian, categorical.
+"""Action distributions as pure functions of their parameters: Gaussian, categorical, several.
 
 A distribution is not an object here: it is the arrays a network returns, (mean, std)
 for a diagonal Gaussian over A action dimensions and logits over N actions for a
-categorical, passed to the functions below. Leading batch dimensions `...` broadcast.
+categorical, passed to the functions below. Independent categoricals (a `MultiDiscrete`
+action of K elements) take their logits one element after another, [..., sum(nvec)].
+Leading batch dimensions `...` broadcast.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -152,3 +155,51 @@ def categorical_mode(logits: jax.Array) -> jax.Array:
         [...] int32 action.
     """
     return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+
+
+def _per_element(logits: jax.Array, nvec: tuple[int, ...]) -> jax.Array:
+    """Logits [..., sum(nvec)] as [..., K, max(nvec)], each element's row padded with -inf."""
+    if len(set(nvec)) == 1:
+        return logits.reshape(*logits.shape[:-1], len(nvec), nvec[0])
+    widest = max(nvec)
+    offsets = np.cumsum((0, *nvec[:-1]))
+    columns = np.arange(widest)
+    index = np.minimum(offsets[:, None] + columns, sum(nvec) - 1)  # [K, max(nvec)]
+    real = columns[None, :] < np.asarray(nvec)[:, None]
+    return jnp.where(real, logits[..., index], -jnp.inf)
+
+
+def multi_categorical_log_prob(logits: jax.Array, x: jax.Array, nvec: tuple[int, ...]) -> jax.Array:
+    """Log probability of independent categorical actions (a `MultiDiscrete`).
+
+    Args:
+        logits: [..., sum(nvec)] the elements' logits, one after another.
+        x: [..., K] int actions, element k in [0, nvec[k]).
+        nvec: the K elements' counts (static).
+
+    Returns:
+        [...] the sum of the elements' log probabilities.
+    """
+    return categorical_log_prob(_per_element(logits, nvec), x).sum(axis=-1)
+
+
+def multi_categorical_entropy(logits: jax.Array, nvec: tuple[int, ...]) -> jax.Array:
+    """Entropy of independent categoricals: [...] the sum of the elements' entropies."""
+    return categorical_entropy(_per_element(logits, nvec)).sum(axis=-1)
+
+
+def multi_categorical_kl(
+    logits_p: jax.Array, logits_q: jax.Array, nvec: tuple[int, ...]
+) -> jax.Array:
+    """KL(p || q) of independent categoricals: [...] the sum of the elements' KLs."""
+    return categorical_kl(_per_element(logits_p, nvec), _per_element(logits_q, nvec)).sum(axis=-1)
+
+
+def multi_categorical_sample(key: jax.Array, logits: jax.Array, nvec: tuple[int, ...]) -> jax.Array:
+    """One draw of each element, independently: [..., K] int32."""
+    return categorical_sample(key, _per_element(logits, nvec))
+
+
+def multi_categorical_mode(logits: jax.Array, nvec: tuple[int, ...]) -> jax.Array:
+    """Each element's most probable action: [..., K] int32."""
+    return categorical_mode(_per_element(logits, nvec))

@@ -1,7 +1,7 @@
 """Feed-forward networks of BatchPPO: Gaussian and categorical policies and a value function.
 
-Each module maps one batch of observations [B, *obs_shape] (trailing observation
-dimensions are flattened) through an MLP of `layers` hidden units. By default hidden
+Each module maps one batch of features [B, F] (the encoder's, `networks.encoder`; the
+trailing dimensions of other inputs are flattened) through an MLP of `layers` hidden units. By default hidden
 kernels use flax's LeCun-normal init (variance scaling 1.0, fan-in, truncated normal)
 and a policy's output kernel uses the same init multiplied by `init_output_factor`, so
 the initial means (or logits) are small whatever the observation size. Note that the

@@ -19,8 +19,10 @@ Rules, kept exactly so that the bookkeeping can be tested against a plain-Python
 - Truncation: an episode longer than `max_length` keeps only its first `max_length` steps.
   Later `append`s for that env write nothing, the stored length is `max_length`, and the
   episode counts as ending at step `max_length - 1`: its real last step (its reward,
-  `terminated`, `next_obs`) is not stored, so treat such an episode as truncated and
-  bootstrap from its last kept step.
+  `terminated`) is not stored, so treat such an episode as truncated and bootstrap from
+  its last kept step. What follows a stored step is the episode's next stored step, so a
+  step that ends its episode (or the last kept one) must carry what bootstrapping needs
+  of the observation after it (PPO keeps its value).
 - Finishing: every finished episode with at least one step is kept, in its slot, until
   `clear`; `count` may pass `capacity` when several episodes end at one step. An episode
   still running when its env begins anew (a restart) is finished first, as cut there.

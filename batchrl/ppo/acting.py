@@ -3,6 +3,8 @@
 A batch step carries `Acting` only: the policy's parameters (read), the observation and
 reward normalisers (updated every step, as the seed's `experience` did), and each env's
 running state (a recurrent policy's carry, the discounted return that scales rewards).
+The sampling agent also values each step's next observation as it acts, so learners
+bootstrap a truncated episode without storing observations twice.
 `begin` builds it from the learner before a stretch of steps and `end` hands the
 normalisers back after it; the optimiser, the episode memory or rollout buffer and the
 update never ride through a step.
@@ -16,7 +18,9 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
+from batchrl import env_spec as env_spec_lib
 from batchrl import simulate, types
+from batchrl.networks import encoder
 from batchrl.parts import normalizer
 from batchrl.ppo import learner as learner_lib
 from batchrl.ppo import policy as policy_lib
@@ -40,7 +44,7 @@ class Acting:
     """What a batch step reads and writes of a PPO agent."""
 
     params: dict
-    obs_norm: normalizer.NormalizerState
+    obs_norm: encoder.NormTree
     reward_norm: normalizer.NormalizerState
     running: Running
 
@@ -50,14 +54,18 @@ class Choice:
     """What the sampling agent keeps of each action it takes, [B, ...] each.
 
     Attributes:
-        action: The action as the policy sees it, before mapping onto the env's bounds.
+        action: The action as the policy sees it, before mapping onto the env's space.
         dist: The action distribution's parameters.
         log_prob: [B] the action's log-probability.
+        next_value: [B] float32, the value of the step's next observation (for an ended
+            episode, its final observation) under the acting parameters and normaliser;
+            what learners bootstrap from where that observation is not stored.
     """
 
     action: jax.Array
     dist: Any
     log_prob: jax.Array
+    next_value: jax.Array
 
 
 def running(networks: policy_lib.Networks, num_envs: int) -> Running:
@@ -79,18 +87,30 @@ def end(learner: learner_lib.Learner, acting: Acting) -> tuple[learner_lib.Learn
     return learner, acting.running
 
 
+def obs_zeros(networks: policy_lib.Networks, leading: tuple[int, ...]) -> Any:
+    """Zero observations, leaves [*leading, *leaf.shape] in the dtypes compiled code holds.
+
+    Each leaf keeps its dtype, 64-bit kinds as their 32-bit ones (JAX runs without x64).
+    """
+    return env_spec_lib.map_tree(
+        lambda leaf: jnp.zeros((*leading, *leaf.shape), jax.dtypes.canonicalize_dtype(leaf.dtype)),
+        networks.env_spec.observation,
+    )
+
+
 def choice_example(networks: policy_lib.Networks, num_envs: int) -> Choice:
     """Zeros shaped as the sampling agent's choices for `num_envs` envs."""
     params = jax.eval_shape(networks.init, jax.random.key(0))
-    obs = jax.ShapeDtypeStruct((num_envs, *networks.observation_shape), jnp.float32)
+    features = jax.ShapeDtypeStruct((num_envs, networks.feature_size), jnp.float32)
     carry = jax.ShapeDtypeStruct(networks.initial_carry(num_envs).shape, jnp.float32)
-    _, dist = jax.eval_shape(networks.step_distribution, params, carry, obs)
-    action_shape = () if networks.discrete else (networks.action_size,)
-    action_dtype = jnp.int32 if networks.discrete else jnp.float32
+    _, dist = jax.eval_shape(networks.step_distribution, params, carry, features)
+    action = jax.eval_shape(networks.sample, dist, jax.random.key(0))
+    zeros = lambda x: jnp.zeros(x.shape, x.dtype)  # noqa: E731
     return Choice(
-        action=jnp.zeros((num_envs, *action_shape), action_dtype),
-        dist=jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), dist),
+        action=zeros(action),
+        dist=jax.tree.map(zeros, dist),
         log_prob=jnp.zeros((num_envs,), jnp.float32),
+        next_value=jnp.zeros((num_envs,), jnp.float32),
     )
 
 
@@ -110,28 +130,38 @@ def sampling_agent(networks: policy_lib.Networks) -> simulate.Agent:
     Rewards are scaled by the std of rewards ("reward", the seed's) or of each env's
     discounted return so far ("return", Gymnasium's NormalizeReward).
     """
-    config = networks.config
+    config, observation = networks.config, networks.env_spec.observation
 
     def begin_episode(acting: Acting, mask: jax.Array) -> Acting:
         return _begin_episode(networks, acting, mask)
 
-    def perform(acting: Acting, obs: jax.Array, key: jax.Array) -> tuple[Acting, jax.Array, Choice]:
-        obs = networks.normalize_obs(acting.obs_norm, obs)
-        carry, dist = networks.step_distribution(acting.params, acting.running.carry, obs)
+    def perform(acting: Acting, obs: Any, key: jax.Array) -> tuple[Acting, jax.Array, Choice]:
+        features = networks.features(acting.obs_norm, obs)
+        carry, dist = networks.step_distribution(acting.params, acting.running.carry, features)
         action = networks.sample(dist, key)
-        choice = Choice(action=action, dist=dist, log_prob=networks.log_prob(dist, action))
+        choice = Choice(
+            action=action,
+            dist=dist,
+            log_prob=networks.log_prob(dist, action),
+            next_value=jnp.zeros(features.shape[:1], jnp.float32),  # Set by `experience`.
+        )
         acting = acting.replace(running=acting.running.replace(carry=carry))
         return acting, networks.to_env(action), choice
 
-    def experience(acting: Acting, transition: types.Transition) -> Acting:
+    def experience(
+        acting: Acting, transition: types.Transition, choice: Choice
+    ) -> tuple[Acting, Choice]:
         reward = transition.reward.astype(jnp.float32)
         discounted = acting.running.discounted_return * config.discount + reward
         scaled_by = discounted if config.reward_scale == "return" else reward
-        return acting.replace(
-            obs_norm=normalizer.update(acting.obs_norm, transition.obs.astype(jnp.float32)),
+        obs_norm = encoder.update_normalizer(observation, acting.obs_norm, transition.obs)
+        next_features = networks.features(obs_norm, transition.next_obs)
+        acting = acting.replace(
+            obs_norm=obs_norm,
             reward_norm=normalizer.update(acting.reward_norm, scaled_by),
             running=acting.running.replace(discounted_return=discounted),
         )
+        return acting, choice.replace(next_value=networks.value(acting.params, next_features))
 
     def end_episode(acting: Acting, mask: jax.Array) -> Acting:
         del mask  # The next step's begin_episode starts the env's running state anew.
@@ -146,14 +176,19 @@ def evaluation_agent(networks: policy_lib.Networks) -> simulate.Agent:
     def begin_episode(acting: Acting, mask: jax.Array) -> Acting:
         return _begin_episode(networks, acting, mask)
 
-    def perform(acting: Acting, obs: jax.Array, key: jax.Array) -> tuple[Acting, jax.Array, tuple]:
+    def perform(acting: Acting, obs: Any, key: jax.Array) -> tuple[Acting, jax.Array, tuple]:
         del key
-        obs = networks.normalize_obs(acting.obs_norm, obs)
-        carry, dist = networks.step_distribution(acting.params, acting.running.carry, obs)
+        features = networks.features(acting.obs_norm, obs)
+        carry, dist = networks.step_distribution(acting.params, acting.running.carry, features)
         acting = acting.replace(running=acting.running.replace(carry=carry))
         return acting, networks.to_env(networks.mode(dist)), ()
 
-    def unchanged(acting: Acting, _: Any) -> Acting:
+    def experience(acting: Acting, transition: types.Transition, extra: tuple) -> tuple:
+        del transition
+        return acting, extra
+
+    def end_episode(acting: Acting, mask: jax.Array) -> Acting:
+        del mask
         return acting
 
-    return simulate.Agent(begin_episode, perform, unchanged, unchanged)
+    return simulate.Agent(begin_episode, perform, experience, end_episode)

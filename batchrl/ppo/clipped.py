@@ -1,11 +1,17 @@
 """Clipped PPO: fixed steps per env, GAE, shuffled minibatches.
 
 Each env contributes `steps_per_update` steps to a rollout [T, B] as it acts
-(`recorder`); when it is full, acting stops and `learn` runs the update. Time limits
-are bootstrapped: a truncated step's advantage uses the value of its final observation.
+(`recorder`); when it is full, acting stops and `learn` runs the update. Observations are
+stored once, in the env's dtypes. Time limits are bootstrapped: a truncated step's
+advantage uses the value of its final observation, which acting computed
+(`Choice.next_value`, as Stable-Baselines3 does), as does the rollout's last row; every
+other step's next value is that of the next row's observation, computed at the update.
 """
 
 from __future__ import annotations
+
+import functools
+from typing import Any
 
 import flax.struct
 import jax
@@ -21,15 +27,27 @@ from batchrl.ppo import policy as policy_lib
 
 @flax.struct.dataclass
 class Rollout:
-    """Steps [T, B] collected since the last update (raw observations and rewards)."""
+    """Steps [T, B] collected since the last update (raw observations and rewards).
 
-    obs: jax.Array
-    action: jax.Array  # The policy's action, before mapping onto the env's bounds.
+    Attributes:
+        obs: The observation tree, leaves [T, B, *leaf.shape] in the env's dtypes.
+        action: [T, B, ...] the policy's action, before mapping onto the env's space.
+        log_prob: [T, B] its log-probability when taken.
+        reward: [T, B] float32.
+        terminated: [T, B] bool.
+        truncated: [T, B] bool.
+        next_value: [T, B] float32, the value of the step's next observation under the
+            acting parameters: read where that observation is not the next row's (a
+            truncated step, the last row).
+    """
+
+    obs: Any
+    action: jax.Array
     log_prob: jax.Array
     reward: jax.Array
     terminated: jax.Array
     truncated: jax.Array
-    next_obs: jax.Array
+    next_value: jax.Array
 
 
 @flax.struct.dataclass
@@ -59,19 +77,18 @@ METRICS = ("train/policy_loss", "train/value_loss", "train/entropy", "train/kl",
 def init(networks: policy_lib.Networks, shape: config_lib.RunShape, key: jax.Array) -> State:
     """A fresh agent for a run of `shape` (a ValueError when the config cannot train it)."""
     networks.config.check(shape)
-    num_envs = shape.num_envs
-    steps, obs_shape = networks.config.steps_per_update, networks.observation_shape
+    num_envs, steps = shape.num_envs, networks.config.steps_per_update
     choice = acting.choice_example(networks, num_envs)
     zeros = jnp.zeros((steps, num_envs), jnp.float32)
     falses = jnp.zeros((steps, num_envs), bool)
     rollout = Rollout(
-        obs=jnp.zeros((steps, num_envs, *obs_shape), jnp.float32),
+        obs=acting.obs_zeros(networks, (steps, num_envs)),
         action=jnp.zeros((steps, *choice.action.shape), choice.action.dtype),
         log_prob=zeros,
         reward=zeros,
         terminated=falses,
         truncated=falses,
-        next_obs=jnp.zeros((steps, num_envs, *obs_shape), jnp.float32),
+        next_value=zeros,
     )
     return State(
         learner=learner_lib.init(networks, key, METRICS),
@@ -87,13 +104,13 @@ def recorder(networks: policy_lib.Networks) -> simulate.Recorder:
     def record(stored: Storage, step: simulate.Step) -> Storage:
         transition, choice = step.transition, step.extra
         row = Rollout(
-            obs=transition.obs.astype(jnp.float32),
+            obs=transition.obs,
             action=choice.action,
             log_prob=choice.log_prob,
             reward=transition.reward,
             terminated=transition.terminated,
             truncated=transition.truncated,
-            next_obs=transition.next_obs.astype(jnp.float32),
+            next_value=choice.next_value,
         )
         t = stored.position
         rollout = jax.tree.map(lambda buffer, x: buffer.at[t].set(x), stored.rollout, row)
@@ -145,8 +162,7 @@ def update(
     """One PPO update on the full rollout: GAE, then epochs of shuffled minibatches."""
     config = networks.config
     steps, num_envs = rollout.reward.shape
-    obs = networks.normalize_obs(learner.obs_norm, rollout.obs)
-    next_obs = networks.normalize_obs(learner.obs_norm, rollout.next_obs)
+    features = functools.partial(networks.features, learner.obs_norm)
     reward = rollout.reward
     if config.normalize_rewards:
         reward = normalizer.normalize(
@@ -163,8 +179,8 @@ def update(
         discount = config.discount + rise * jnp.minimum(progress, 1.0)
 
     def advantages(params: dict) -> dict[str, jax.Array]:
-        value = networks.value(params, flat(obs)).reshape(steps, num_envs)
-        next_value = networks.value(params, flat(next_obs)).reshape(steps, num_envs)
+        value = networks.value(params, flat(features(rollout.obs))).reshape(steps, num_envs)
+        next_value = _next_value(value, rollout)
         advantage = gae(reward, value, next_value, rollout.terminated, done, discount, lambda_)
         return {
             "advantage": flat(advantage),
@@ -173,17 +189,18 @@ def update(
         }
 
     data = {
-        "obs": flat(obs),
+        "obs": jax.tree.map(flat, rollout.obs),
         "action": flat(rollout.action),
         "log_prob": flat(rollout.log_prob),
         **advantages(learner.params),
     }
-    data["old_dist"] = networks.distribution(learner.params, data["obs"])
+    data["old_dist"] = networks.distribution(learner.params, features(data["obs"]))
     # CleanRL's anneal_lr: Adam's step scaled by 1 - updates/total, reaching zero at `steps`.
     lr_scale = jnp.maximum(1.0 - progress, 0.0) if config.anneal_learning_rate else 1.0
 
     def loss_fn(params: dict, minibatch: dict) -> tuple[jax.Array, dict]:
-        dist = networks.distribution(params, minibatch["obs"])
+        obs = features(minibatch["obs"])
+        dist = networks.distribution(params, obs)
         log_prob = networks.log_prob(dist, minibatch["action"])
         advantage = minibatch["advantage"]
         if config.normalize_advantages:
@@ -191,7 +208,7 @@ def update(
         policy_loss = losses.clipped_policy_loss(
             log_prob, minibatch["log_prob"], advantage, config.clip_ratio
         )
-        value = networks.value(params, minibatch["obs"])
+        value = networks.value(params, obs)
         value_loss = losses.value_loss(
             value, minibatch["target"], minibatch["value"], config.clip_value
         )
@@ -230,3 +247,13 @@ def update(
         updates=learner.updates + 1,
         metrics={name: value.mean() for name, value in metrics.items()},
     )
+
+
+def _next_value(value: jax.Array, rollout: Rollout) -> jax.Array:
+    """[T, B] the value after each step: the next row's, or acting's where that is not it.
+
+    A truncated step's next row begins a new episode, and the last row has none; there
+    the value acting computed of the step's own next observation is used.
+    """
+    following = jnp.concatenate([value[1:], rollout.next_value[-1:]])
+    return jnp.where(rollout.truncated, rollout.next_value, following)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from batchrl.configs import overrides, presets, train_config
+from batchrl import env_spec as env_spec_lib
 from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import clipped
@@ -63,7 +64,9 @@ class ConstantReward(jax_env.Compiled):
 
     num_envs: int
     end: str
-    env_spec: ClassVar[EnvSpec] = EnvSpec(observation_shape=(1,), discrete=False, action_shape=(1,))
+    env_spec: ClassVar[EnvSpec] = EnvSpec(
+        env_spec_lib.vector((1,)), discrete=False, action_shape=(1,)
+    )
 
     def init(self, key):
         del key
@@ -192,7 +195,7 @@ def test_advantages_are_standardised_per_minibatch_unless_turned_off(normalize):
         normalize_rewards=False, normalize_advantages=normalize,
     )  # fmt: skip
     networks, learner, rollout, _ = filled_state(config)
-    obs = networks.normalize_obs(learner.obs_norm, rollout.obs).reshape(64, -1)
+    obs = networks.features(learner.obs_norm, rollout.obs).reshape(64, -1)
     dist = networks.distribution(learner.params, obs)
     log_prob = networks.log_prob(dist, rollout.action.reshape(64, -1)).reshape(16, 4)
     rollout = rollout.replace(reward=rollout.reward + 5.0, log_prob=log_prob)

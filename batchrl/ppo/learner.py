@@ -15,6 +15,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
+from batchrl.networks import encoder
 from batchrl.parts import normalizer
 from batchrl.ppo import policy as policy_lib
 from batchrl.ppo import sgd
@@ -27,7 +28,9 @@ class Learner:
     Attributes:
         params: {"policy": ..., "value": ...} network parameters.
         opt_state: The optimiser's state.
-        obs_norm: Streaming statistics of observations (the policy sees them normalised).
+        obs_norm: Streaming statistics of each float vector leaf of the observation (the
+            policy sees them normalised), a tree like the observation: a
+            `NormalizerState` at each such leaf, None elsewhere (`encoder.init_normalizer`).
         reward_norm: Streaming statistics of rewards, or of discounted returns.
         key: Random key of the updates (minibatch order).
         updates: [] int32 updates done.
@@ -36,7 +39,7 @@ class Learner:
 
     params: dict
     opt_state: Any
-    obs_norm: normalizer.NormalizerState
+    obs_norm: encoder.NormTree
     reward_norm: normalizer.NormalizerState
     key: jax.Array
     updates: jax.Array
@@ -51,7 +54,7 @@ def init(networks: policy_lib.Networks, key: jax.Array, metric_names: tuple[str,
     return Learner(
         params=params,
         opt_state=sgd.optimizer(config.learning_rate, config.max_grad_norm).init(params),
-        obs_norm=normalizer.init(networks.observation_shape),
+        obs_norm=encoder.init_normalizer(networks.env_spec.observation),
         reward_norm=normalizer.init(()),
         key=key,
         updates=jnp.zeros((), jnp.int32),
@@ -60,12 +63,22 @@ def init(networks: policy_lib.Networks, key: jax.Array, metric_names: tuple[str,
 
 
 def normalizer_metrics(learner: Learner) -> dict[str, jax.Array]:
-    """Summaries of the streaming normalisers: mean and std over observation dimensions."""
+    """Summaries of the streaming normalisers: mean and std over observation dimensions.
+
+    Observation summaries cover the normalised leaves, all their dimensions together;
+    an observation with none (one-hots, images) has none, and its count is the rewards'.
+    """
+    states = encoder.normalized_states(learner.obs_norm)
+    metrics = {"normalizer/reward_std": normalizer.std(learner.reward_norm).mean()}
+    if not states:
+        return {**metrics, "normalizer/count": learner.reward_norm.count}
+    mean = jnp.concatenate([state.mean.reshape(-1) for state in states])
+    std = jnp.concatenate([normalizer.std(state).reshape(-1) for state in states])
     return {
-        "normalizer/obs_mean": learner.obs_norm.mean.mean(),
-        "normalizer/obs_std": normalizer.std(learner.obs_norm).mean(),
-        "normalizer/reward_std": normalizer.std(learner.reward_norm).mean(),
-        "normalizer/count": learner.obs_norm.count,
+        "normalizer/obs_mean": mean.mean(),
+        "normalizer/obs_std": std.mean(),
+        **metrics,
+        "normalizer/count": states[0].count,
     }
 
 
@@ -89,4 +102,4 @@ def check_finite(learner: Learner, metrics: dict[str, float], env_steps: int) ->
 
 def _all_finite(tree: Any) -> float:
     leaves = [jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]
-    return 1.0 if bool(jnp.all(jnp.stack(leaves))) else math.nan
+    return 1.0 if not leaves or bool(jnp.all(jnp.stack(leaves))) else math.nan

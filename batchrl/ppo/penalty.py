@@ -6,9 +6,12 @@ step and `learn` trains on them, then clears the memory. The objective is
 -ratio * advantage + beta * KL(old||new) + kl_cutoff_coef * max(0, KL - cutoff)^2 with
 cutoff = kl_cutoff_factor * kl_target; beta adapts after each update
 (`losses.update_penalty`). Advantages are Monte-Carlo returns minus values (GAE when
-gae_lambda is set), standardised; a truncated episode is bootstrapped from its final
-observation's value. Each epoch runs over the chunks of the memory that hold steps of
-finished episodes, not over padding or running episodes.
+gae_lambda is set), standardised; a truncated episode (or one cut by the memory's
+max_length) is bootstrapped from the value of the observation after its last stored
+step, which acting computed (`Choice.next_value`); within an episode, a step's next
+value is that of the next stored step. Observations are stored once, in the env's
+dtypes. Each epoch runs over the chunks of the memory that hold steps of finished
+episodes, not over padding or running episodes.
 """
 
 from __future__ import annotations
@@ -40,22 +43,33 @@ class State:
 
 @flax.struct.dataclass
 class Step:
-    """One env's step as the episode memory keeps it ([slots, L, ...] in memory)."""
+    """One env's step as the episode memory keeps it ([slots, L, ...] in memory).
 
-    obs: jax.Array
-    next_obs: jax.Array
+    Attributes:
+        obs: The observation tree, leaves [*leaf.shape] in the env's dtypes.
+        action: The policy's action.
+        dist: The action distribution's parameters.
+        reward: [] float32.
+        terminated: [] bool.
+        truncated: [] bool.
+        next_value: [] float32, the value of the observation after the step under the
+            acting parameters: read at an episode's last stored step only.
+    """
+
+    obs: Any
     action: jax.Array
-    dist: Any  # The action distribution's parameters.
+    dist: Any
     reward: jax.Array
     terminated: jax.Array
     truncated: jax.Array
+    next_value: jax.Array
 
 
 @flax.struct.dataclass
 class Batch:
     """The episodes in memory as the update reads them, [rows, length, ...] each."""
 
-    obs: jax.Array  # Normalised.
+    obs: Any  # As stored; the loss makes features of them.
     action: jax.Array
     dist: Any
     old_log_prob: jax.Array
@@ -81,13 +95,13 @@ def init(networks: policy_lib.Networks, shape: config_lib.RunShape, key: jax.Arr
     num_envs = shape.num_envs
     choice = acting.choice_example(networks, 1)
     example = Step(
-        obs=jnp.zeros(networks.observation_shape, jnp.float32),
-        next_obs=jnp.zeros(networks.observation_shape, jnp.float32),
+        obs=acting.obs_zeros(networks, ()),
         action=choice.action[0],
         dist=jax.tree.map(lambda x: x[0], choice.dist),
         reward=jnp.zeros((), jnp.float32),
         terminated=jnp.zeros((), bool),
         truncated=jnp.zeros((), bool),
+        next_value=jnp.zeros((), jnp.float32),
     )
     return State(
         learner=learner_lib.init(networks, key, METRICS),
@@ -108,13 +122,13 @@ def recorder(networks: policy_lib.Networks) -> simulate.Recorder:
     def record(stored: memory.MemoryState, step: simulate.Step) -> memory.MemoryState:
         transition, choice = step.transition, step.extra
         kept = Step(
-            obs=transition.obs.astype(jnp.float32),
-            next_obs=transition.next_obs.astype(jnp.float32),
+            obs=transition.obs,
             action=choice.action,
             dist=choice.dist,
             reward=transition.reward,
             terminated=transition.terminated,
             truncated=transition.truncated,
+            next_value=choice.next_value,
         )
         stored = memory.append(memory.begin(stored, step.begin), kept)
         return memory.finish(stored, transition.terminated | transition.truncated)
@@ -154,13 +168,15 @@ def _advantages(
     learner: learner_lib.Learner,
     stored: memory.MemoryState,
     value: jax.Array,
-    next_value: jax.Array,
     valid: jax.Array,
 ) -> tuple[jax.Array, jax.Array]:
     """Advantages and value targets [slots, L] of the finished episodes in memory."""
     config = networks.config
     data: Step = stored.steps
     last = jnp.arange(stored.max_length)[None, :] == (stored.length[:, None] - 1)
+    # The next stored step's value; acting's value of the next observation after the last.
+    following = jnp.concatenate([value[:, 1:], data.next_value[:, -1:]], axis=1)
+    next_value = jnp.where(last, data.next_value, following)
     # An episode cut by the memory's max_length counts as truncated at its last kept step.
     done = (data.terminated | data.truncated | last) & valid
     terminated = data.terminated & valid
@@ -213,23 +229,19 @@ def update(
     steps = jax.tree.map(as_rows, stored.steps.replace(dist=dist))
     valid_rows = as_rows(valid).any(axis=1)
     batch_size = min(config.batch_size, rows)
-    normalize = functools.partial(networks.normalize_obs, learner.obs_norm)
+    features = functools.partial(networks.features, learner.obs_norm)
 
     def flat(x: jax.Array) -> jax.Array:
         return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
 
     def evaluate(part: Step) -> tuple[jax.Array, ...]:
         shape = part.reward.shape
-        value = networks.value(learner.params, flat(normalize(part.obs))).reshape(shape)
-        next_value = networks.value(learner.params, flat(normalize(part.next_obs)))
+        value = networks.value(learner.params, flat(features(part.obs))).reshape(shape)
         log_prob = networks.log_prob(jax.tree.map(flat, part.dist), flat(part.action))
-        return value, next_value.reshape(shape), log_prob.reshape(shape)
+        return value, log_prob.reshape(shape)
 
-    value, next_value, old_log_prob = sgd.map_rows(evaluate, steps, valid_rows, batch_size)
-    as_slots = lambda x: x.reshape(valid.shape)  # noqa: E731
-    advantage, target = _advantages(
-        networks, learner, stored, as_slots(value), as_slots(next_value), valid
-    )
+    value, old_log_prob = sgd.map_rows(evaluate, steps, valid_rows, batch_size)
+    advantage, target = _advantages(networks, learner, stored, value.reshape(valid.shape), valid)
     data = Batch(
         obs=steps.obs,
         action=steps.action,
@@ -242,7 +254,7 @@ def update(
 
     def loss_fn(params: dict, batch: Batch) -> tuple[jax.Array, dict]:
         mask = flat(batch.valid)
-        obs = normalize(batch.obs)
+        obs = features(batch.obs)
         dist = jax.tree.map(flat, networks.episode_distribution(params, obs))
         old = jax.tree.map(flat, batch.dist)
         log_prob = networks.log_prob(dist, flat(batch.action))
@@ -284,7 +296,7 @@ def update(
     )
 
     def new_kl(part: Batch) -> jax.Array:
-        new = networks.episode_distribution(params, normalize(part.obs))
+        new = networks.episode_distribution(params, features(part.obs))
         return networks.kl(part.dist, new)
 
     # The KL of the whole update, measured after it, drives the penalty rule.

@@ -1,9 +1,12 @@
 """The policy and value networks of a PPO agent, and the distribution of its actions.
 
-Continuous actions: a Gaussian whose mean is tanh-squashed into [-1, 1] (the seed's) or
-linear, mapped linearly onto the env's bounds and clipped to them when acting. Discrete
-actions: a categorical over logits. `Networks` hides the difference from the update,
-which only asks for log-probs, entropy and KL.
+Observations enter the networks as features (`Networks.features`, the encoder's
+[..., F]). Continuous actions: a Gaussian whose mean is tanh-squashed into [-1, 1] (the
+seed's) or linear, mapped linearly onto the env's bounds and clipped to them when
+acting. Discrete actions: a categorical over logits; a `MultiDiscrete` action is one
+independent categorical per element. Actions are counted from 0 in the policy and
+shifted by the space's start when acting. `Networks` hides the difference from the
+update, which only asks for log-probs, entropy and KL.
 """
 
 from __future__ import annotations
@@ -16,8 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from batchrl.env_spec import EnvSpec
-from batchrl.networks import distributions, feed_forward, recurrent
-from batchrl.parts import normalizer
+from batchrl.networks import distributions, encoder, feed_forward, recurrent
 from batchrl.ppo import config as config_lib
 
 _ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
@@ -39,8 +41,9 @@ class Networks:
         return self.config.recurrent
 
     @property
-    def observation_shape(self) -> tuple[int, ...]:
-        return self.env_spec.observation_shape
+    def feature_size(self) -> int:
+        """F, the features the encoder makes of one observation."""
+        return self.env_spec.feature_size
 
     @property
     def discrete(self) -> bool:
@@ -79,18 +82,18 @@ class Networks:
         )
 
     def init(self, key: jax.Array) -> dict[str, Any]:
-        """Parameters {"policy": ..., "value": ...} for observations of this shape."""
+        """Parameters {"policy": ..., "value": ...} for features [1, F] of this env."""
         policy_key, value_key = jax.random.split(key)
-        obs = jnp.zeros((1, *self.observation_shape), jnp.float32)
+        features = jnp.zeros((1, self.feature_size), jnp.float32)
         if self.recurrent:
             policy = self.policy_module.init(
-                policy_key, self.initial_carry(1), obs, jnp.zeros((1,), bool)
+                policy_key, self.initial_carry(1), features, jnp.zeros((1,), bool)
             )
         else:
-            policy = self.policy_module.init(policy_key, obs)
+            policy = self.policy_module.init(policy_key, features)
         return {
             "policy": policy,
-            "value": self.value_module.init(value_key, obs),
+            "value": self.value_module.init(value_key, features),
         }
 
     def initial_carry(self, batch_size: int) -> jax.Array:
@@ -99,79 +102,110 @@ class Networks:
             return jnp.zeros((batch_size, 0), jnp.float32)
         return self.policy_module.initial_carry(batch_size)
 
-    def distribution(self, params: dict, obs: jax.Array) -> Any:
-        """The action distribution's parameters for obs [N, ...]: (mean, std) or logits."""
+    def distribution(self, params: dict, features: jax.Array) -> Any:
+        """The action distribution's parameters for features [N, F]: (mean, std) or logits."""
         if self.recurrent:
             raise ValueError("a recurrent policy needs step_distribution or episode_distribution")
-        return self.policy_module.apply(params["policy"], obs)
+        return self.policy_module.apply(params["policy"], features)
 
     def step_distribution(
-        self, params: dict, carry: jax.Array, obs: jax.Array
+        self, params: dict, carry: jax.Array, features: jax.Array
     ) -> tuple[jax.Array, Any]:
-        """One acting step for obs [B, ...]: (carry, distribution parameters)."""
+        """One acting step for features [B, F]: (carry, distribution parameters)."""
         if not self.recurrent:
-            return carry, self.distribution(params, obs)
-        reset = jnp.zeros(obs.shape[:1], bool)
-        return self.policy_module.apply(params["policy"], carry, obs, reset)
+            return carry, self.distribution(params, features)
+        reset = jnp.zeros(features.shape[:1], bool)
+        return self.policy_module.apply(params["policy"], carry, features, reset)
 
-    def episode_distribution(self, params: dict, obs: jax.Array) -> Any:
-        """Distribution parameters [E, L, ...] for episodes obs [E, L, ...], each from its start."""
-        episodes, length = obs.shape[:2]
+    def episode_distribution(self, params: dict, features: jax.Array) -> Any:
+        """Distribution parameters [E, L, ...] of episodes' features [E, L, F]."""
+        episodes, length = features.shape[:2]
         if not self.recurrent:
-            flat = self.distribution(params, obs.reshape(episodes * length, *obs.shape[2:]))
+            flat = self.distribution(params, features.reshape(episodes * length, -1))
             return jax.tree.map(lambda x: x.reshape(episodes, length, *x.shape[1:]), flat)
-        time_major = jnp.swapaxes(obs, 0, 1)
+        time_major = jnp.swapaxes(features, 0, 1)
         reset = jnp.zeros((length, episodes), bool).at[0].set(True)
         _, dist = recurrent.unroll(
             self.policy_module, params["policy"], self.initial_carry(episodes), time_major, reset
         )
         return jax.tree.map(lambda x: jnp.swapaxes(x, 0, 1), dist)
 
-    def normalize_obs(self, obs_norm: normalizer.NormalizerState, obs: jax.Array) -> jax.Array:
-        """Observations as the networks see them: centred, scaled and clipped, or as float32."""
-        config = self.config
-        if not config.normalize_observations:
-            return obs.astype(jnp.float32)
-        return normalizer.normalize(obs_norm, obs, center=True, clip=config.observation_clip)
+    def features(self, obs_norm: encoder.NormTree, obs: encoder.ObsTree) -> jax.Array:
+        """Observations [..., *leaf shapes] as the networks see them: [..., F] float32.
 
-    def value(self, params: dict, obs: jax.Array) -> jax.Array:
-        """V(obs) [N]."""
-        return self.value_module.apply(params["value"], obs)
+        Float vector leaves are centred, scaled and clipped by their statistics when the
+        config normalises observations; see `encoder` for the other kinds.
+        """
+        config = self.config
+        return encoder.features(
+            self.env_spec.observation,
+            obs_norm,
+            obs,
+            normalize=config.normalize_observations,
+            clip=config.observation_clip,
+        )
+
+    def value(self, params: dict, features: jax.Array) -> jax.Array:
+        """V [N] of features [N, F]."""
+        return self.value_module.apply(params["value"], features)
 
     def sample(self, dist: Any, key: jax.Array) -> jax.Array:
+        """An action drawn from each row: [N, A] float, [N] or [N, *action_shape] int32."""
+        if self.env_spec.multi_discrete:
+            nvec = self.env_spec.action_nvec
+            return self._shaped(distributions.multi_categorical_sample(key, dist, nvec))
         if self.discrete:
             return distributions.categorical_sample(key, dist)
         return distributions.gaussian_sample(key, *dist)
 
     def mode(self, dist: Any) -> jax.Array:
+        if self.env_spec.multi_discrete:
+            nvec = self.env_spec.action_nvec
+            return self._shaped(distributions.multi_categorical_mode(dist, nvec))
         if self.discrete:
             return distributions.categorical_mode(dist)
         return dist[0]
 
     def log_prob(self, dist: Any, action: jax.Array) -> jax.Array:
+        if self.env_spec.multi_discrete:
+            nvec = self.env_spec.action_nvec
+            flat = action.reshape(*dist.shape[:-1], len(nvec))
+            return distributions.multi_categorical_log_prob(dist, flat, nvec)
         if self.discrete:
             return distributions.categorical_log_prob(dist, action)
         return distributions.gaussian_log_prob(*dist, action)
 
     def entropy(self, dist: Any) -> jax.Array:
+        if self.env_spec.multi_discrete:
+            return distributions.multi_categorical_entropy(dist, self.env_spec.action_nvec)
         if self.discrete:
             return distributions.categorical_entropy(dist)
         return distributions.gaussian_entropy(*dist)
 
     def kl(self, old: Any, new: Any) -> jax.Array:
         """KL(old || new) per row."""
+        if self.env_spec.multi_discrete:
+            return distributions.multi_categorical_kl(old, new, self.env_spec.action_nvec)
         if self.discrete:
             return distributions.categorical_kl(old, new)
         return distributions.gaussian_kl(*old, *new)
 
     def to_env(self, action: jax.Array) -> jax.Array:
-        """Maps a policy action onto the env's action space (bounds, dtype)."""
+        """Maps a policy action onto the env's action space (start, bounds, dtype)."""
         if self.discrete:
-            return action.astype(jnp.int32)
+            start = self.env_spec.action_start
+            if start is None:
+                return action.astype(jnp.int32)
+            offset = jnp.asarray(start, jnp.int32).reshape(self.env_spec.action_shape)
+            return action.astype(jnp.int32) + offset
         if self.env_spec.action_low is None:
             return action
         low, high = jnp.asarray(self.env_spec.action_low), jnp.asarray(self.env_spec.action_high)
         return jnp.clip(low + (action + 1.0) * 0.5 * (high - low), low, high)
+
+    def _shaped(self, elements: jax.Array) -> jax.Array:
+        """A multi-discrete action's elements [..., K] as [..., *action_shape]."""
+        return elements.reshape(*elements.shape[:-1], *self.env_spec.action_shape)
 
 
 def for_env(config: config_lib.Config, env: Any) -> Networks:

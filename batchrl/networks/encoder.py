@@ -1,0 +1,130 @@
+"""Encoder: an observation tree as one float32 feature vector per observation, by leaf kind.
+
+This is the one place that reads what an observation leaf is (`ObsLeaf.kind`); every
+other layer moves observation trees leaf by leaf. Per leaf, over its own dims:
+
+- vector: float leaves centred, scaled and clipped by their own streaming normaliser
+  (when observations are normalised), other dtypes cast to float; flattened.
+- discrete: one-hot of (obs - start) over n.
+- multi_discrete: one one-hot per element, concatenated in C order.
+- binary: zeros and ones as floats.
+- image: scaled into [0, 1] by the leaf's bounds when known, else cast; flattened.
+
+The leaves' features are concatenated in `jax.tree.leaves` order: [..., F] with
+F = `EnvSpec.feature_size`, for any leading axes ([B], [T, B], [E, L]). The observation
+normaliser is a tree like the observation: a `NormalizerState` at each float vector leaf
+(`ObsLeaf.normalized`), None elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from batchrl import env_spec as env_spec_lib
+from batchrl.env_spec import ObsLeaf
+from batchrl.parts import normalizer
+
+ObsTree = Any  # Dicts and tuples of arrays, like the observation spec.
+NormTree = Any  # The same structure, a NormalizerState or None at each leaf.
+
+
+def init_normalizer(observation: Any) -> NormTree:
+    """Empty statistics of each float vector leaf of the observation spec; None elsewhere."""
+    return env_spec_lib.map_tree(
+        lambda leaf: normalizer.init(leaf.shape) if leaf.normalized else None, observation
+    )
+
+
+def update_normalizer(observation: Any, obs_norm: NormTree, obs: ObsTree) -> NormTree:
+    """Merges a batch of observations (leaves [..., *leaf.shape]) into each leaf's statistics."""
+
+    def update(leaf: ObsLeaf, state: normalizer.NormalizerState | None, x: jax.Array) -> Any:
+        if not leaf.normalized:
+            return None
+        return normalizer.update(state, jnp.asarray(x, jnp.float32).reshape(-1, *leaf.shape))
+
+    return env_spec_lib.map_tree(update, observation, obs_norm, obs)
+
+
+def normalized_states(obs_norm: NormTree) -> list[normalizer.NormalizerState]:
+    """The statistics of the normalised leaves, in `jax.tree.leaves` order."""
+    return [state for state in env_spec_lib.leaves(obs_norm) if state is not None]
+
+
+def features(
+    observation: Any,
+    obs_norm: NormTree,
+    obs: ObsTree,
+    *,
+    normalize: bool = True,
+    clip: float | None = 5.0,
+) -> jax.Array:
+    """The features of observations: [..., F] float32.
+
+    Args:
+        observation: The spec's observation tree of `ObsLeaf`.
+        obs_norm: The normaliser tree (`init_normalizer`'s structure).
+        obs: Observations, the spec's structure, leaves [..., *leaf.shape] with the same
+            leading axes.
+        normalize: Scale float vector leaves by their statistics; else only cast them.
+        clip: Clip normalised leaves to [-clip, clip]; None leaves them unclipped.
+
+    Raises:
+        ValueError: naming the leaf whose array does not end in the leaf's shape, or when
+            the observation's structure is not the spec's.
+    """
+    paths = env_spec_lib.leaf_paths(observation)
+    arrays = env_spec_lib.leaves(obs)
+    states = env_spec_lib.leaves(obs_norm)
+    if not len(paths) == len(arrays) == len(states):
+        raise ValueError(
+            f"observation has {len(arrays)} leaves and its normaliser {len(states)}, the spec "
+            f"{len(paths)}: {observation!r}"
+        )
+    parts, lead = [], None
+    for (path, leaf), state, x in zip(paths, states, arrays, strict=True):
+        rank = jnp.ndim(x) - len(leaf.shape)
+        if rank < 0 or tuple(jnp.shape(x)[rank:]) != leaf.shape:
+            raise ValueError(f"{path} must be [..., *{leaf.shape}], got {jnp.shape(x)}")
+        if lead is not None and tuple(jnp.shape(x)[:rank]) != lead:
+            raise ValueError(f"{path} leads with {jnp.shape(x)[:rank]}, other leaves with {lead}")
+        lead = tuple(jnp.shape(x)[:rank])
+        parts.append(_encode(leaf, state, x, normalize, clip).reshape(*lead, leaf.feature_size))
+    return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=-1)
+
+
+def _encode(
+    leaf: ObsLeaf,
+    state: normalizer.NormalizerState | None,
+    x: jax.Array,
+    normalize: bool,
+    clip: float | None,
+) -> jax.Array:
+    """One leaf's features, [..., *leaf.shape] or [..., n] (reshaped by the caller)."""
+    if leaf.kind == env_spec_lib.DISCRETE:
+        return jax.nn.one_hot(jnp.asarray(x, jnp.int32) - leaf.start[0], leaf.num_values[0])
+    if leaf.kind == env_spec_lib.MULTI_DISCRETE:
+        return _multi_one_hot(leaf, x)
+    if leaf.kind == env_spec_lib.IMAGE:
+        # Pixels flattened into the MLP for now; a CNN over [..., H, W, C] goes here.
+        x = jnp.asarray(x, jnp.float32)
+        if leaf.low is not None and leaf.high is not None and leaf.high > leaf.low:
+            x = (x - leaf.low) / (leaf.high - leaf.low)
+        return x
+    if leaf.kind == env_spec_lib.VECTOR and leaf.normalized and normalize:
+        return normalizer.normalize(state, x, center=True, clip=clip)
+    return jnp.asarray(x, jnp.float32)  # Other vectors, and binary leaves.
+
+
+def _multi_one_hot(leaf: ObsLeaf, x: jax.Array) -> jax.Array:
+    """One one-hot per element of x [..., *leaf.shape], concatenated: [..., sum(n)]."""
+    lead = x.shape[: x.ndim - len(leaf.shape)]
+    flat = jnp.asarray(x, jnp.int32).reshape(*lead, len(leaf.num_values))
+    index = flat - jnp.asarray(leaf.start, jnp.int32)
+    if len(set(leaf.num_values)) == 1:  # One count for all: one one_hot, no split.
+        return jax.nn.one_hot(index, leaf.num_values[0]).reshape(*lead, -1)
+    hots = [jax.nn.one_hot(index[..., i], n) for i, n in enumerate(leaf.num_values)]
+    return jnp.concatenate(hots, axis=-1)
