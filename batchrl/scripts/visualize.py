@@ -19,6 +19,7 @@ import pathlib
 import sys
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 
 class UsageError(Exception):
@@ -124,9 +125,9 @@ def record(config, networks, agent, episodes: int, outdir: pathlib.Path) -> list
     follow_the_agent(env)
 
     @jax.jit
-    def act(carry: jax.Array, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
-        obs = networks.normalize_obs(agent.obs_norm, obs[None])
-        carry, dist = networks.step_distribution(agent.params, carry, obs)
+    def act(carry: jax.Array, obs: Any) -> tuple[jax.Array, jax.Array]:
+        features = networks.features(agent.obs_norm, jax.tree.map(lambda x: x[None], obs))
+        carry, dist = networks.step_distribution(agent.params, carry, features)
         return carry, networks.to_env(networks.mode(dist))[0]
 
     outdir.mkdir(parents=True, exist_ok=True)
@@ -137,7 +138,7 @@ def record(config, networks, agent, episodes: int, outdir: pathlib.Path) -> list
         carry = networks.initial_carry(1)
         frames, score, length, done = [env.render()], 0.0, 0, False
         while not done:
-            carry, action = act(carry, jnp.asarray(obs))
+            carry, action = act(carry, jax.tree.map(jnp.asarray, obs))
             obs, reward, terminated, truncated, _ = env.step(np.asarray(action))
             frames.append(env.render())
             score, length, done = score + float(reward), length + 1, terminated or truncated
