@@ -1,3 +1,5 @@
+import itertools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -135,3 +137,58 @@ def test_categorical_mode(logits):
     mode = distributions.categorical_mode(logits)
     assert mode.dtype == jnp.int32
     np.testing.assert_array_equal(mode, np.argmax(logits, axis=-1))
+
+
+NVEC = (2, 3, 1, 4)
+
+
+def _elements(logits, nvec=NVEC):
+    """Each element's logits, sliced from [..., sum(nvec)]."""
+    bounds = np.cumsum((0, *nvec))
+    return [logits[..., a:b] for a, b in itertools.pairwise(bounds)]
+
+
+@pytest.mark.parametrize("nvec", [NVEC, (3, 3)])
+def test_multi_categorical_is_the_sum_of_its_elements(nvec):
+    keys = jax.random.split(jax.random.key(0), 3)
+    logits_p, logits_q = (jax.random.normal(k, (5, sum(nvec))) for k in keys[:2])
+    x = np.stack([np.arange(5) % n for n in nvec], axis=-1)  # [5, K]
+    parts_p, parts_q = _elements(logits_p, nvec), _elements(logits_q, nvec)
+    log_prob = sum(distributions.categorical_log_prob(p, x[:, k]) for k, p in enumerate(parts_p))
+    entropy = sum(distributions.categorical_entropy(p) for p in parts_p)
+    kl = sum(distributions.categorical_kl(p, q) for p, q in zip(parts_p, parts_q, strict=True))
+    got = distributions.multi_categorical_log_prob(logits_p, x, nvec)
+    np.testing.assert_allclose(got, log_prob, rtol=1e-5, atol=1e-6)
+    got = distributions.multi_categorical_entropy(logits_p, nvec)
+    np.testing.assert_allclose(got, entropy, rtol=1e-5, atol=1e-6)
+    got = distributions.multi_categorical_kl(logits_p, logits_q, nvec)
+    np.testing.assert_allclose(got, kl, rtol=1e-5, atol=1e-6)
+    modes = np.stack([np.argmax(p, axis=-1) for p in parts_p], axis=-1)
+    np.testing.assert_array_equal(distributions.multi_categorical_mode(logits_p, nvec), modes)
+
+
+def test_multi_categorical_samples_each_element_in_its_range_with_its_frequencies():
+    logits = jnp.log(jnp.array([0.2, 0.8, 0.5, 0.3, 0.2, 1.0, 0.1, 0.1, 0.1, 0.7]))
+    x = distributions.multi_categorical_sample(
+        jax.random.key(1), jnp.tile(logits, (40_000, 1)), NVEC
+    )
+    assert x.shape == (40_000, 4) and x.dtype == jnp.int32
+    for k, (n, probs) in enumerate(zip(NVEC, _elements(np.exp(np.asarray(logits))), strict=True)):
+        counts = np.bincount(np.asarray(x[:, k]), minlength=n)
+        assert len(counts) == n  # Nothing drawn past the element's count.
+        np.testing.assert_allclose(counts / len(x), probs, atol=0.01)
+
+
+def test_multi_categorical_gradients_are_finite_with_unequal_counts():
+    logits = jax.random.normal(jax.random.key(2), (3, sum(NVEC)))
+    x = jnp.array([[1, 2, 0, 3]] * 3)
+
+    def loss(logits):
+        return (
+            distributions.multi_categorical_log_prob(logits, x, NVEC).sum()
+            + distributions.multi_categorical_entropy(logits, NVEC).sum()
+            + distributions.multi_categorical_kl(logits, logits * 0.5, NVEC).sum()
+        )
+
+    gradient = jax.grad(loss)(logits)
+    assert bool(jnp.isfinite(gradient).all()) and bool((gradient != 0).any())

@@ -163,15 +163,7 @@ def update(
     config = networks.config
     steps, num_envs = rollout.reward.shape
     features = functools.partial(networks.features, learner.obs_norm)
-    reward = rollout.reward
-    if config.normalize_rewards:
-        reward = normalizer.normalize(
-            learner.reward_norm, reward, center=False, clip=config.reward_clip
-        )
     flat = lambda x: x.reshape((steps * num_envs, *x.shape[2:]))  # noqa: E731
-    done = rollout.terminated | rollout.truncated
-    lambda_ = 1.0 if config.gae_lambda is None else config.gae_lambda
-    gae = jax.vmap(returns.gae, in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
     progress = learner.updates / total_updates  # Of the run's budget: the schedules' clock.
     discount = config.discount
     if config.final_discount is not None:  # Linear from `discount` at the first update.
@@ -179,14 +171,8 @@ def update(
         discount = config.discount + rise * jnp.minimum(progress, 1.0)
 
     def advantages(params: dict) -> dict[str, jax.Array]:
-        value = networks.value(params, flat(features(rollout.obs))).reshape(steps, num_envs)
-        next_value = _next_value(value, rollout)
-        advantage = gae(reward, value, next_value, rollout.terminated, done, discount, lambda_)
-        return {
-            "advantage": flat(advantage),
-            "target": flat(advantage + value),
-            "value": flat(value),
-        }
+        found = estimate(networks, learner, rollout, params, discount)
+        return jax.tree.map(flat, found)
 
     data = {
         "obs": jax.tree.map(flat, rollout.obs),
@@ -247,6 +233,31 @@ def update(
         updates=learner.updates + 1,
         metrics={name: value.mean() for name, value in metrics.items()},
     )
+
+
+def estimate(
+    networks: policy_lib.Networks,
+    learner: learner_lib.Learner,
+    rollout: Rollout,
+    params: dict,
+    discount: float | jax.Array,
+) -> dict[str, jax.Array]:
+    """GAE of the rollout under `params`: "advantage", "target" and "value", [T, B] each."""
+    config = networks.config
+    steps, num_envs = rollout.reward.shape
+    reward = rollout.reward
+    if config.normalize_rewards:
+        reward = normalizer.normalize(
+            learner.reward_norm, reward, center=False, clip=config.reward_clip
+        )
+    features = networks.features(learner.obs_norm, rollout.obs).reshape(steps * num_envs, -1)
+    value = networks.value(params, features).reshape(steps, num_envs)
+    done = rollout.terminated | rollout.truncated
+    lambda_ = 1.0 if config.gae_lambda is None else config.gae_lambda
+    gae = jax.vmap(returns.gae, in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)
+    next_value = _next_value(value, rollout)
+    advantage = gae(reward, value, next_value, rollout.terminated, done, discount, lambda_)
+    return {"advantage": advantage, "target": advantage + value, "value": value}
 
 
 def _next_value(value: jax.Array, rollout: Rollout) -> jax.Array:

@@ -6,8 +6,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.configs import overrides, presets, train_config
 from batchrl import env_spec as env_spec_lib
+from batchrl.configs import overrides, presets, train_config
 from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import clipped
@@ -217,3 +217,47 @@ def test_annealing_and_recomputing_are_settings_of_the_clipped_objective():
             overrides.parse_override(train_config.TrainConfig(), f"{name}=true")
     with pytest.raises(ValueError, match=r"learning_rate must be positive, got 0\.0"):
         config_lib.ClippedConfig(learning_rate=0.0)
+
+
+def python_gae(reward, value, next_value, terminated, done, discount, lambda_):
+    """GAE of one sequence in float64, step by step."""
+    advantage, following = np.zeros(len(reward)), 0.0
+    for t in reversed(range(len(reward))):
+        bootstrap = 0.0 if terminated[t] else next_value[t]
+        delta = reward[t] + discount * bootstrap - value[t]
+        following = delta + discount * lambda_ * (1.0 - done[t]) * following
+        advantage[t] = following
+    return advantage
+
+
+def test_truncated_steps_and_the_last_row_bootstrap_from_the_value_acting_computed():
+    # Acting stored the value of each step's next observation; the update reads it where
+    # that observation is not the next row's: after a truncated step and at the last row.
+    config = config_lib.ClippedConfig(
+        steps_per_update=5, num_minibatches=1, normalize_rewards=False, gae_lambda=0.8,
+        discount=0.9,
+    )  # fmt: skip
+    networks, learner, rollout, _ = filled_state(config)
+    truncated = np.zeros((5, 4), bool)
+    terminated = np.zeros((5, 4), bool)
+    truncated[1, 0] = truncated[3, 2] = terminated[2, 1] = terminated[4, 3] = True
+    acting_value = 100.0 + np.arange(20, dtype=np.float32).reshape(5, 4)
+    rollout = rollout.replace(
+        terminated=jnp.asarray(terminated),
+        truncated=jnp.asarray(truncated),
+        next_value=jnp.asarray(acting_value),
+    )
+    found = clipped.estimate(networks, learner, rollout, learner.params, config.discount)
+    features = networks.features(learner.obs_norm, rollout.obs).reshape(20, -1)
+    value = np.asarray(networks.value(learner.params, features)).reshape(5, 4)
+    np.testing.assert_allclose(found["value"], value, rtol=1e-6)
+    reward, done = np.asarray(rollout.reward, np.float64), terminated | truncated
+    for env in range(4):
+        next_value = [
+            acting_value[t, env] if truncated[t, env] or t == 4 else value[t + 1, env]
+            for t in range(5)
+        ]
+        expected = python_gae(
+            reward[:, env], value[:, env], next_value, terminated[:, env], done[:, env], 0.9, 0.8
+        )
+        np.testing.assert_allclose(found["advantage"][:, env], expected, rtol=1e-5, atol=1e-4)

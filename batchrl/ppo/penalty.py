@@ -163,14 +163,18 @@ def learn(networks: policy_lib.Networks, state: State) -> State:
     )
 
 
-def _advantages(
+def estimate(
     networks: policy_lib.Networks,
     learner: learner_lib.Learner,
     stored: memory.MemoryState,
     value: jax.Array,
     valid: jax.Array,
 ) -> tuple[jax.Array, jax.Array]:
-    """Advantages and value targets [slots, L] of the finished episodes in memory."""
+    """Advantages (standardised) and value targets [slots, L] of the finished episodes.
+
+    `value` [slots, L] is V of each stored step's observation; `valid` marks the steps
+    of finished episodes.
+    """
     config = networks.config
     data: Step = stored.steps
     last = jnp.arange(stored.max_length)[None, :] == (stored.length[:, None] - 1)
@@ -241,7 +245,7 @@ def update(
         return value, log_prob.reshape(shape)
 
     value, old_log_prob = sgd.map_rows(evaluate, steps, valid_rows, batch_size)
-    advantage, target = _advantages(networks, learner, stored, value.reshape(valid.shape), valid)
+    advantage, target = estimate(networks, learner, stored, value.reshape(valid.shape), valid)
     data = Batch(
         obs=steps.obs,
         action=steps.action,

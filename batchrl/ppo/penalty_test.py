@@ -10,7 +10,8 @@ import pytest
 from batchrl import bridge
 from batchrl.envs import BatchEnv
 from batchrl.envs.jax import classic, jax_env
-from batchrl.ppo import acting
+from batchrl.parts import memory
+from batchrl.ppo import acting, clipped_test, penalty
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import policy as policy_lib
 from batchrl.training import loop
@@ -147,3 +148,46 @@ def test_updates_in_minibatches_of_the_chunks_that_hold_steps(
     assert int(state.agent.learner.updates) == 2
     assert int(optax.tree.get(state.agent.learner.opt_state, "count")) == 16
     assert all(np.isfinite(v) for m in metrics for v in m.values()), metrics
+
+
+def test_an_episodes_last_stored_step_bootstraps_from_the_value_acting_computed():
+    # A truncated 3-step episode, and a 6-step one cut by the memory's 4 steps: each
+    # bootstraps its last stored step from acting's value of the observation after it;
+    # every other step's next value is the next stored step's.
+    config = config_lib.PenaltyConfig(
+        update_every=2, normalize_rewards=False, gae_lambda=0.5, discount=0.9
+    )
+    env = jax_env.Batched(classic.make("Pendulum-v1"), 1)
+    networks = policy_lib.for_env(config, env)
+    shape = config_lib.RunShape(num_envs=1, max_length=4, steps=100)
+    state = penalty.init(networks, shape, jax.random.key(0))
+    stored = memory.begin(state.storage, jnp.array([True]))
+    example = jax.tree.map(lambda x: x[0, :1], stored.steps)
+    for episode, steps in ((0, 3), (1, 6)):
+        if episode:
+            stored = memory.begin(stored, jnp.array([True]))
+        for t in range(steps):
+            step = example.replace(
+                reward=jnp.array([1.0 + t + 10 * episode]),
+                truncated=jnp.array([episode == 0 and t == steps - 1]),
+                next_value=jnp.array([100.0 + t + 10 * episode]),
+            )
+            stored = memory.append(stored, step)
+        stored = memory.finish(stored, jnp.array([True]))
+    assert stored.length.tolist() == [3, 4, 0]
+    valid = memory.valid_mask(stored)
+    value = jnp.arange(12, dtype=jnp.float32).reshape(3, 4) / 4.0
+    _, target = penalty.estimate(networks, state.learner, stored, value, valid)
+    value, reward = np.asarray(value, np.float64), np.asarray(stored.steps.reward, np.float64)
+    acting_value = np.asarray(stored.steps.next_value, np.float64)
+    for slot, length in ((0, 3), (1, 4)):
+        next_value = [
+            acting_value[slot, t] if t == length - 1 else value[slot, t + 1] for t in range(length)
+        ]
+        done = np.arange(length) == length - 1
+        advantage = clipped_test.python_gae(
+            reward[slot, :length], value[slot, :length], next_value, [False] * length, done,
+            0.9, 0.5,
+        )  # fmt: skip
+        np.testing.assert_allclose(target[slot, :length], advantage + value[slot, :length], 1e-5)
+    np.testing.assert_array_equal(target[2], 0.0)  # No episode there.

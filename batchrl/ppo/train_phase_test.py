@@ -1,15 +1,21 @@
+import dataclasses
 import functools
+from typing import ClassVar
 
 import gymnasium as gym
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from batchrl import bridge, simulate
+from batchrl import env_spec as env_spec_lib
 from batchrl.configs import presets
+from batchrl.env_spec import EnvSpec
 from batchrl.envs import BatchEnv
 from batchrl.envs.jax import classic, jax_env, jax_mock
 from batchrl.ppo import config as config_lib
+from batchrl.ppo import learner as learner_lib
 from batchrl.ppo import policy as policy_lib
 from batchrl.ppo import train_phase
 from batchrl.training import loop, step_copies
@@ -97,3 +103,92 @@ def test_no_batch_step_copies_a_buffer_over_a_megabyte(objective):
         hlo = jax.jit(phase).lower(state, agent, True).compile().as_text()
     copies = step_copies.per_step(hlo)
     assert max((c.bytes for c in copies), default=0) < 2**20, copies
+
+
+@pytest.mark.parametrize("objective", ["kl_penalty", "clipped"])
+def test_a_dict_observation_is_stored_in_its_own_dtypes_and_trains(objective):
+    if objective == "clipped":
+        config = config_lib.ClippedConfig(steps_per_update=8, num_minibatches=2, update_epochs=2)
+    else:
+        config = config_lib.PenaltyConfig(update_every=4, update_epochs=2, chunk_length=4)
+    env = jax_mock.DictCountingBatch((2, 3, 4, 5), end="truncated")
+    programs, state = loop.build(config, env, 24, 1, max_length=8, steps=96)
+    storage = state.agent.storage
+    obs = storage.rollout.obs if objective == "clipped" else storage.steps.obs
+    dtypes = {key: leaf.dtype for key, leaf in obs.items()}
+    assert dtypes == {"vector": jnp.float32, "step": jnp.int32, "image": jnp.uint8}
+    _, agent = programs.train(state.train, state.agent, False)
+    assert int(agent.learner.updates) >= 2
+    assert jax.tree.map(lambda leaf: leaf.dtype, agent.storage) == jax.tree.map(
+        lambda leaf: leaf.dtype, storage
+    )
+    # Only the float vector is normalised; the stored steps are the env's observations.
+    assert set(agent.learner.obs_norm) == {"vector", "step", "image"}
+    assert agent.learner.obs_norm["step"] is None and agent.learner.obs_norm["image"] is None
+    assert float(agent.learner.obs_norm["vector"].count) == 24 * 4
+    kept = agent.storage.rollout.obs if objective == "clipped" else agent.storage.steps.obs
+    assert int(kept["step"].max()) >= 1  # Each leaf holds the step number, exactly.
+    np.testing.assert_array_equal(kept["image"][..., 0, 0, 0], kept["step"])
+    np.testing.assert_array_equal(kept["vector"][..., 0], kept["step"])
+    metrics = learner_lib.normalizer_metrics(agent.learner)
+    assert all(np.isfinite(float(value)) for value in metrics.values())
+    assert all(bool(jnp.isfinite(p).all()) for p in jax.tree.leaves(agent.learner.params))
+
+
+@dataclasses.dataclass(frozen=True)
+class Guess(jax_env.Compiled):
+    """Name the cue: action[0] == cue + 1 earns 1 a step, an action outside the space -100.
+
+    Observations {"cue": Discrete(3), "bits": MultiBinary(2)}; actions MultiDiscrete((3, 2),
+    start=(1, 0)); a fresh cue every step; episodes truncated after 5 steps.
+    """
+
+    num_envs: int
+    env_spec: ClassVar[EnvSpec] = EnvSpec(
+        {
+            "cue": env_spec_lib.ObsLeaf((), "int32", env_spec_lib.DISCRETE, (3,), (0,)),
+            "bits": env_spec_lib.ObsLeaf((2,), "bool", env_spec_lib.BINARY),
+        },
+        discrete=True,
+        action_shape=(2,),
+        num_actions=5,
+        action_nvec=(3, 2),
+        action_start=(1, 0),
+    )
+
+    def _obs(self, cue):
+        return {"cue": cue, "bits": jnp.stack([cue == 0, cue == 2], axis=1)}
+
+    def _fresh(self, key, steps):
+        key, cue_key = jax.random.split(key)
+        cue = jax.random.randint(cue_key, (self.num_envs,), 0, 3)
+        return {"key": key, "cue": cue, "steps": steps}, self._obs(cue)
+
+    def init(self, key):
+        return self._fresh(key, jnp.zeros((self.num_envs,), jnp.int32))
+
+    def reset(self, env_state, obs, key, mask):
+        del key
+        return env_state | {"steps": jnp.where(mask, 0, env_state["steps"])}, obs
+
+    def step(self, env_state, action):
+        inside = (action >= jnp.array([1, 0])) & (action <= jnp.array([3, 1]))
+        right = action[:, 0] == env_state["cue"] + 1
+        reward = jnp.where(inside.all(axis=1), right.astype(jnp.float32), -100.0)
+        steps = env_state["steps"] + 1
+        env_state, obs = self._fresh(env_state["key"], steps)
+        never = jnp.zeros_like(right)
+        return env_state, jax_env.TimeStep(obs, reward, never, steps >= 5)
+
+
+def test_multi_discrete_actions_learn_a_discrete_cue():
+    config = config_lib.ClippedConfig(
+        steps_per_update=16, num_minibatches=4, update_epochs=4, learning_rate=3e-3,
+        policy_layers=(32,), value_layers=(32,),
+    )  # fmt: skip
+    metrics, state = loop.train(config, Guess(16), 64, 5, phases=4, max_length=5)
+    rollout = state.agent.storage.rollout
+    assert rollout.obs["cue"].dtype == jnp.int32 and rollout.obs["bits"].dtype == jnp.bool_
+    assert rollout.action.shape == (16, 16, 2) and rollout.action.dtype == jnp.int32
+    assert min(m["train/return"] for m in metrics) > -1.0  # Every action inside the space.
+    assert metrics[-1]["eval/return"] >= 4.5, [m["eval/return"] for m in metrics]

@@ -16,6 +16,10 @@ import numpy as np
 import optax
 import pytest
 
+from batchrl.envs.jax import jax_mock
+from batchrl.ppo import clipped
+from batchrl.ppo import config as config_lib
+from batchrl.ppo import policy as policy_lib
 from batchrl.training import checkpoint
 
 
@@ -205,3 +209,23 @@ def test_unsupported_leaf_is_refused(tmp_path):
     with pytest.raises(checkpoint.CheckpointError, match="/callback of type object"):
         checkpoint.save(tmp_path, 1, state)
     assert checkpoint.steps(tmp_path) == []
+
+
+def test_an_agent_over_a_dict_observation_round_trips_in_its_dtypes(tmp_path):
+    # The rollout keeps each observation leaf in its dtype (uint8, int32, float32) and the
+    # normaliser holds None at leaves it does not scale: both come back as they were.
+    env = jax_mock.DictCountingBatch((2, 3), end="truncated")
+    config = config_lib.ClippedConfig(steps_per_update=4, num_minibatches=2)
+    networks = policy_lib.for_env(config, env)
+    shape = config_lib.RunShape(num_envs=2, max_length=8, steps=100)
+    state = clipped.init(networks, shape, jax.random.key(0))
+    obs = jax.tree.map(lambda x: x + 7, state.storage.rollout.obs)
+    state = state.replace(
+        storage=state.storage.replace(rollout=state.storage.rollout.replace(obs=obs))
+    )
+    checkpoint.save(tmp_path, 5, state)
+    fresh = clipped.init(networks, shape, jax.random.key(1))
+    loaded = checkpoint.load(checkpoint.path_for(tmp_path, 5), fresh)
+    _assert_same(loaded, state)
+    assert loaded.storage.rollout.obs["image"].dtype == jnp.uint8
+    assert loaded.learner.obs_norm["image"] is None

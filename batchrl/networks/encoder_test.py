@@ -1,0 +1,102 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from batchrl import env_spec
+from batchrl.networks import encoder
+from batchrl.parts import normalizer
+
+# One leaf of each kind, and an integer vector; features in sorted key order.
+SPEC = {
+    "a_vector": env_spec.vector((2,)),
+    "b_discrete": env_spec.ObsLeaf((), "int32", env_spec.DISCRETE, (3,), (1,)),
+    "c_multi": env_spec.ObsLeaf((2,), "int32", env_spec.MULTI_DISCRETE, (2, 3), (0, -1)),
+    "d_binary": env_spec.ObsLeaf((3,), "bool", env_spec.BINARY),
+    "e_image": env_spec.ObsLeaf((2, 1, 1), "uint8", env_spec.IMAGE, low=0.0, high=255.0),
+    "f_counts": env_spec.vector((2,), "int32"),
+}
+OBS = {
+    "a_vector": np.array([[1.5, -2.0], [0.0, 4.0]], np.float32),
+    "b_discrete": np.array([3, 1], np.int32),
+    "c_multi": np.array([[1, -1], [0, 1]], np.int32),
+    "d_binary": np.array([[True, False, True], [False, False, True]]),
+    "e_image": np.array([[0, 255], [51, 102]], np.uint8).reshape(2, 2, 1, 1),
+    "f_counts": np.array([[7, -3], [0, 2]], np.int32),
+}
+# By hand: the vector as is (statistics of an empty stream), one-hot of 3 - 1 and 1 - 1
+# over 3, one-hots of (1 | -1 + 1) over (2 | 3), the bits, pixels / 255, the counts.
+EXPECTED = np.array(
+    [
+        [1.5, -2.0, 0, 0, 1, 0, 1, 1, 0, 0, 1, 0, 1, 0.0, 1.0, 7, -3],
+        [0.0, 4.0, 1, 0, 0, 1, 0, 0, 0, 1, 0, 0, 1, 0.2, 0.4, 0, 2],
+    ],
+    np.float32,
+)
+
+
+def test_features_of_each_kind_by_hand():
+    spec = env_spec.EnvSpec(SPEC, discrete=False, action_shape=(1,))
+    norm = encoder.init_normalizer(SPEC)
+    features = encoder.features(SPEC, norm, jax.tree.map(jnp.asarray, OBS))
+    assert features.dtype == jnp.float32 and features.shape == (2, spec.feature_size) == (2, 17)
+    np.testing.assert_allclose(features, EXPECTED, rtol=1e-6)
+
+
+def test_the_normaliser_holds_statistics_of_float_vector_leaves_only():
+    norm = encoder.init_normalizer(SPEC)
+    assert {key for key, state in norm.items() if state is not None} == {"a_vector"}
+    updated = encoder.update_normalizer(SPEC, norm, OBS)
+    assert {key for key, state in updated.items() if state is not None} == {"a_vector"}
+    np.testing.assert_allclose(updated["a_vector"].mean, [0.75, 1.0])
+    assert float(updated["a_vector"].count) == 2.0
+    features = encoder.features(SPEC, updated, OBS, clip=None)
+    std = np.std(OBS["a_vector"], axis=0, ddof=1)
+    np.testing.assert_allclose(features[:, :2], (OBS["a_vector"] - [0.75, 1.0]) / std, rtol=1e-6)
+    np.testing.assert_allclose(features[:, 2:], EXPECTED[:, 2:], rtol=1e-6)
+    # Not normalising reads the float vector as it is, whatever the statistics.
+    raw = encoder.features(SPEC, updated, OBS, normalize=False)
+    np.testing.assert_allclose(raw, EXPECTED, rtol=1e-6)
+    (only,) = encoder.normalized_states(updated)
+    assert only is updated["a_vector"]
+
+
+def test_any_leading_axes_give_the_features_of_each_observation():
+    norm = encoder.update_normalizer(SPEC, encoder.init_normalizer(SPEC), OBS)
+    stacked = jax.tree.map(lambda x: np.stack([x, x[::-1], x]), OBS)  # [3, 2, ...]
+    features = encoder.features(SPEC, norm, stacked)
+    assert features.shape == (3, 2, 17)
+    flat = encoder.features(SPEC, norm, jax.tree.map(lambda x: x.reshape(6, *x.shape[2:]), stacked))
+    np.testing.assert_array_equal(features.reshape(6, 17), flat)
+    one = encoder.features(SPEC, norm, jax.tree.map(lambda x: x[1], OBS))
+    np.testing.assert_array_equal(one, flat[1])
+
+
+def test_a_flat_box_is_normalised_then_flattened_as_before():
+    leaf = env_spec.vector((3, 2))
+    obs = jax.random.normal(jax.random.key(0), (5, 3, 2)) * 4.0 + 1.0
+    state = normalizer.update(normalizer.init((3, 2)), obs)
+    features = encoder.features(leaf, state, obs, clip=1.5)
+    before = normalizer.normalize(state, obs, center=True, clip=1.5).reshape(5, -1)
+    np.testing.assert_array_equal(features, before)
+    np.testing.assert_array_equal(encoder.update_normalizer(leaf, state, obs).count, 10.0)
+
+
+def test_tuples_multi_discrete_leaves_of_one_count_and_unbounded_images():
+    spec = (
+        env_spec.ObsLeaf((2, 2), "int32", env_spec.MULTI_DISCRETE, (2, 2, 2, 2), (0,) * 4),
+        env_spec.ObsLeaf((1, 1, 2), "float32", env_spec.IMAGE),
+    )
+    obs = (np.array([[[0, 1], [1, 0]]], np.int32), np.array([[[[3.0, -1.0]]]], np.float32))
+    features = encoder.features(spec, encoder.init_normalizer(spec), obs)
+    np.testing.assert_array_equal(features, [[1, 0, 0, 1, 0, 1, 1, 0, 3.0, -1.0]])
+    assert encoder.init_normalizer(spec) == (None, None)
+
+
+def test_a_leaf_of_the_wrong_shape_is_named():
+    obs = {**OBS, "c_multi": np.zeros((2, 3), np.int32)}
+    with pytest.raises(ValueError, match=r'obs\["c_multi"\] must be \[\.\.\., \*\(2,\)\]'):
+        encoder.features(SPEC, encoder.init_normalizer(SPEC), obs)
+    fewer = {key: value for key, value in OBS.items() if key != "f_counts"}
+    with pytest.raises(ValueError, match="observation has 5 leaves and its normaliser 6"):
+        encoder.features(SPEC, encoder.init_normalizer(SPEC), fewer)

@@ -1,0 +1,82 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from batchrl import env_spec
+from batchrl.networks import distributions
+from batchrl.parts import normalizer
+from batchrl.ppo import config as config_lib
+from batchrl.ppo import policy as policy_lib
+
+CONFIG = config_lib.ClippedConfig(policy_layers=(8, 8), value_layers=(8,))
+CUE = {"cue": env_spec.ObsLeaf((), "int32", env_spec.DISCRETE, (4,), (0,))}
+
+
+def multi_discrete(nvec, start, action_shape):
+    spec = env_spec.EnvSpec(
+        CUE,
+        discrete=True,
+        action_shape=action_shape,
+        num_actions=sum(nvec),
+        action_nvec=nvec,
+        action_start=start,
+    )
+    return policy_lib.Networks(CONFIG, spec)
+
+
+def test_a_flat_box_gives_the_features_and_parameters_it_gave_before():
+    # Before observations were trees, the networks took the normalised observation
+    # [B, 3, 2] and flattened it: the same parameters from the same key, the same inputs.
+    spec = env_spec.EnvSpec(env_spec.vector((3, 2)), discrete=False, action_shape=(2,))
+    networks = policy_lib.Networks(config_lib.ClippedConfig(), spec)
+    params = networks.init(jax.random.key(3))
+    policy_key, value_key = jax.random.split(jax.random.key(3))
+    obs = jnp.zeros((1, 3, 2), jnp.float32)
+    before = {
+        "policy": networks.policy_module.init(policy_key, obs),
+        "value": networks.value_module.init(value_key, obs),
+    }
+    assert jax.tree.structure(params) == jax.tree.structure(before)
+    for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(before), strict=True):
+        np.testing.assert_array_equal(a, b)
+    batch = jax.random.normal(jax.random.key(4), (7, 3, 2)) * 3.0
+    state = normalizer.update(normalizer.init((3, 2)), batch)
+    expected = normalizer.normalize(state, batch, center=True, clip=5.0).reshape(7, 6)
+    np.testing.assert_array_equal(networks.features(state, batch), expected)
+
+
+@pytest.mark.parametrize(
+    ("nvec", "start", "action_shape"),
+    [((3, 2), (1, -1), (2,)), ((2, 3, 4, 5), (0, 1, 2, 3), (2, 2))],
+)
+def test_multi_discrete_actions_are_independent_categoricals_shifted_by_their_start(
+    nvec, start, action_shape
+):
+    networks = multi_discrete(nvec, start, action_shape)
+    params = networks.init(jax.random.key(0))
+    features = networks.features({"cue": None}, {"cue": jnp.arange(64) % 4})
+    logits = networks.distribution(params, features)
+    assert logits.shape == (64, sum(nvec))
+    action = networks.sample(logits, jax.random.key(1))
+    assert action.shape == (64, *action_shape) and action.dtype == jnp.int32
+    elements = np.asarray(action).reshape(64, len(nvec))
+    assert (elements >= 0).all() and (elements < np.asarray(nvec)).all()
+    bounds = np.cumsum((0, *nvec))
+    by_hand = sum(
+        distributions.categorical_log_prob(logits[:, bounds[k] : bounds[k + 1]], elements[:, k])
+        for k in range(len(nvec))
+    )
+    np.testing.assert_allclose(networks.log_prob(logits, action), by_hand, rtol=1e-6)
+    assert networks.mode(logits).shape == (64, *action_shape)
+    to_env = networks.to_env(action)
+    np.testing.assert_array_equal(to_env, action + np.asarray(start).reshape(action_shape))
+    assert networks.entropy(logits).shape == networks.kl(logits, logits).shape == (64,)
+
+
+def test_a_discrete_action_is_shifted_by_its_start():
+    spec = env_spec.EnvSpec(CUE, discrete=True, num_actions=3, action_start=(1,))
+    networks = policy_lib.Networks(CONFIG, spec)
+    np.testing.assert_array_equal(networks.to_env(jnp.array([0, 1, 2])), [1, 2, 3])
+    unstarted = policy_lib.Networks(CONFIG, env_spec.EnvSpec(CUE, discrete=True, num_actions=3))
+    np.testing.assert_array_equal(unstarted.to_env(jnp.array([0, 2])), [0, 2])
