@@ -18,7 +18,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from batchrl.envs.host import arguments, builders, handle, local
+from batchrl.envs.host import arguments, builders, handle, local, obs_tree
 from batchrl.envs.host import group as group_lib
 from batchrl.envs.host import infos as infos_lib
 
@@ -30,7 +30,9 @@ class BatchEnv(gym.vector.VectorEnv):
     NEXT_STEP (the default), SAME_STEP or DISABLED; env i is seeded with seed + i.
     `step_into` and `reset_at` are the lower level beneath: a step without autoreset
     into the caller's arrays, and a reset of chosen envs (what `InGraphBatchEnv` uses).
-    Returned arrays are fresh copies, safe to keep across steps.
+    Observations are trees as Gymnasium batches the observation space (dicts for `Dict`,
+    tuples for `Tuple`, arrays [B, *shape] in the space's dtype); actions are `Box`,
+    `Discrete` or `MultiDiscrete`. Returned arrays are fresh copies, safe to keep.
     """
 
     def __init__(
@@ -83,7 +85,7 @@ class BatchEnv(gym.vector.VectorEnv):
         self._slices = [slice(lo, hi) for lo, hi in itertools.pairwise(bounds)]
         self._sizes = tuple(g.num_envs for g in groups)
         self._owner = np.repeat(np.arange(len(groups)), self._sizes)
-        self._action_shape = (self.num_envs, *self.single_action_space.shape)
+        self._obs_shapes = obs_tree.shapes(self.single_observation_space, self.num_envs)
         # Each step's collection order, made once: envs in this process go first.
         self._step_plan = local.local_first(
             [(g, (n, part)) for n, (g, part) in enumerate(zip(groups, self._slices, strict=True))]
@@ -97,24 +99,30 @@ class BatchEnv(gym.vector.VectorEnv):
         return f"BatchEnv({name}, num_envs={self.num_envs})"
 
     @property
+    def np_random_seed(self) -> tuple[int, ...]:
+        """Each env's seed, as Gymnasium's vector envs give them (-1 where unknown)."""
+        return self.get_attr("np_random_seed")
+
+    @property
+    def np_random(self) -> tuple[np.random.Generator, ...]:
+        """Each env's random generator; copies for envs in other processes."""
+        return self.get_attr("np_random")
+
+    @property
     def restarts(self) -> int:
         """How many worker restarts happened in this batch."""
         return sum(g.restarts for g in self._groups)
 
     # -- Gymnasium's vector API -------------------------------------------------------------
 
-    def step(
-        self, actions: Any
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Steps every env, autoresetting as `autoreset_mode` says; Gymnasium's five results.
 
-        The infos are Gymnasium's dict of arrays with `_key` masks, fetched from the
-        workers and decoded when first read.
+        The observations are a tree as Gymnasium batches the observation space (an array
+        for a `Box`). The infos are Gymnasium's dict of arrays with `_key` masks, fetched
+        from the workers and decoded when first read.
         """
-        obs = np.empty(
-            (self.num_envs, *self.single_observation_space.shape),
-            self.single_observation_space.dtype,
-        )
+        obs = obs_tree.empty(self.single_observation_space, self.num_envs)
         reward = np.empty(self.num_envs, np.float64)
         terminated = np.empty(self.num_envs, bool)
         truncated = np.empty(self.num_envs, bool)
@@ -127,7 +135,7 @@ class BatchEnv(gym.vector.VectorEnv):
         *,
         seed: int | Sequence[int | None] | None = None,
         options: dict[str, Any] | None = None,
-    ) -> tuple[np.ndarray, dict[str, Any]]:
+    ) -> tuple[Any, dict[str, Any]]:
         """Resets every env (or those of `options["reset_mask"]`); returns the whole batch's obs.
 
         `seed`: None, an int (env i gets seed + i) or one seed per env.
@@ -141,7 +149,8 @@ class BatchEnv(gym.vector.VectorEnv):
         else:
             indices = arguments.check_mask(mask, self.num_envs)
             obs = self._all_obs()  # The others' obs as they are.
-            obs[indices], infos = self._reset(indices, [seeds[i] for i in indices], options or None)
+            fresh, infos = self._reset(indices, [seeds[i] for i in indices], options or None)
+            obs_tree.put(obs, indices, fresh)
         return obs, infos_lib.Batched(self._batched(indices, infos))
 
     def call(
@@ -197,7 +206,7 @@ class BatchEnv(gym.vector.VectorEnv):
     def step_into(
         self,
         actions: Any,
-        obs: np.ndarray,
+        obs: Any,
         reward: np.ndarray,
         terminated: np.ndarray,
         truncated: np.ndarray,
@@ -205,19 +214,15 @@ class BatchEnv(gym.vector.VectorEnv):
     ) -> infos_lib.Infos:
         """A step written into the given arrays [B, ...], by default without autoreset.
 
-        Returns the infos as a sequence of one dict per env. For callers that own the
-        result memory and reset envs themselves (the in-graph bridge writes straight into
-        XLA's buffers), which saves allocating and copying every array on every step.
-        Values are cast to the arrays' dtypes.
+        `obs` is a tree of arrays nested as the batch's observations (dict keys matched by
+        name), each [B, *leaf_shape]. Returns the infos as a sequence of one dict per env.
+        For callers that own the result memory and reset envs themselves (the in-graph
+        bridge writes straight into XLA's buffers), which saves allocating and copying
+        every array on every step. Values are cast to the arrays' dtypes.
         """
         mode = arguments.check_autoreset_mode(autoreset_mode)
-        actions = np.asarray(actions)
-        if actions.shape != self._action_shape:
-            raise ValueError(
-                f"actions of shape {actions.shape} do not fit this batch: expected "
-                f"{self._action_shape} ({self.num_envs} envs, action shape "
-                f"{self.single_action_space.shape})"
-            )
+        actions = self._check_actions(actions)
+        obs_tree.check(obs, self._obs_shapes)
         self._expect_open()
         for g, part in zip(self._groups, self._slices, strict=True):
             g.step_async(actions[part], mode)
@@ -226,7 +231,8 @@ class BatchEnv(gym.vector.VectorEnv):
         def collect(g: Any, numbered: tuple[int, slice]) -> None:
             number, part = numbered
             results = g.step_wait()
-            obs[part], reward[part], terminated[part], truncated[part], chunks[number] = results
+            group_obs, reward[part], terminated[part], truncated[part], chunks[number] = results
+            obs_tree.put(obs, part, group_obs)
 
         group_lib.collect_all(self._step_plan, collect)
         return infos_lib.Infos(chunks, self._sizes)
@@ -236,11 +242,11 @@ class BatchEnv(gym.vector.VectorEnv):
         indices: Sequence[int] | np.ndarray | None = None,
         seed: int | Sequence[int | None] | None = None,
         options: dict | None = None,
-    ) -> tuple[np.ndarray, list[dict]]:
+    ) -> tuple[Any, list[dict]]:
         """Resets the envs at `indices` (all when None): env i gets seed + i, or its own seed.
 
         `seed` is None, an int, or a list of one seed per env reset. Returns their obs
-        [len(indices), ...] and one info dict each, in the order given.
+        (a tree of [len(indices), ...]) and one info dict each, in the order given.
         """
         indices = arguments.check_indices(indices, self.num_envs)
         if seed is None or isinstance(seed, int | np.integer):
@@ -253,7 +259,7 @@ class BatchEnv(gym.vector.VectorEnv):
 
     def _reset(
         self, indices: np.ndarray, seeds: Sequence[int | None], options: dict | None
-    ) -> tuple[np.ndarray, list[dict]]:
+    ) -> tuple[Any, list[dict]]:
         self._expect_open()
         seed_of = dict(zip(indices.tolist(), seeds, strict=True))
         requests = []
@@ -262,16 +268,16 @@ class BatchEnv(gym.vector.VectorEnv):
             if len(mine):
                 g.reset_async(list(mine - part.start), [seed_of[int(i)] for i in mine], options)
                 requests.append((g, mine))
-        space = self.single_observation_space
-        obs = np.empty((len(indices), *space.shape), space.dtype)
+        obs = obs_tree.empty(self.single_observation_space, len(indices))
         infos: list[dict] = [{}] * len(indices)
         position = {int(i): n for n, i in enumerate(indices)}
 
         def collect(g: Any, mine: np.ndarray) -> None:
             group_obs, group_infos = g.reset_wait()
-            for i, o, info in zip(mine, group_obs, group_infos, strict=True):
-                obs[position[int(i)]] = o
-                infos[position[int(i)]] = info
+            rows = [position[int(i)] for i in mine]
+            obs_tree.put(obs, rows, group_obs)
+            for row, info in zip(rows, group_infos, strict=True):
+                infos[row] = info
 
         group_lib.collect_all(local.local_first(requests), collect)
         return obs, infos
@@ -287,9 +293,29 @@ class BatchEnv(gym.vector.VectorEnv):
         number = int(self._owner[env])
         return self._groups[number], int(env) - self._slices[number].start
 
-    def _all_obs(self) -> np.ndarray:
+    def _all_obs(self) -> Any:
         """A copy of every env's latest obs, as the groups' buffers hold them."""
-        return np.concatenate([g.buffers.obs for g in self._groups])
+        return obs_tree.concatenate([g.buffers.obs for g in self._groups])
+
+    def _check_actions(self, actions: Any) -> np.ndarray:
+        """`actions` as an array [B, *action_shape], or the error Gymnasium's vector envs raise.
+
+        A scalar is a TypeError (it cannot be split among envs), a wrong shape a ValueError.
+        """
+        actions = np.asarray(actions)
+        expected = self.action_space.shape
+        if actions.ndim == 0:
+            raise TypeError(
+                f"actions must be a batch of shape {expected}, one per env, got the scalar "
+                f"{actions!r:.40}"
+            )
+        if actions.shape != expected:
+            raise ValueError(
+                f"actions of shape {actions.shape} do not fit this batch: expected "
+                f"{expected} ({self.num_envs} envs, action shape "
+                f"{self.single_action_space.shape})"
+            )
+        return actions
 
     def _batched(self, envs: Sequence[int], infos: Sequence[dict]) -> Callable[[], dict]:
         """Builds Gymnasium's vector infos from the infos of `envs`, decoding them then."""

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from batchrl.conftest import wait_gone
-from batchrl.envs.host import batch, errors, external, local, mock, process, spec, split
+from batchrl.envs.host import batch, cue, errors, external, local, mock, process, spec, split
 
 
 def random_actions(space, batch_size, steps, seed=0):
@@ -180,8 +180,8 @@ def test_batch_env_takes_started_groups_in_order_and_refuses_env_objects():
 
 
 def test_unsupported_observation_space_is_named():
-    with pytest.raises(spec.UnsupportedSpaceError, match=r"observation space Tuple.*Box obs"):
-        batch.BatchEnv.from_envs([gym.make("Blackjack-v1")])
+    with pytest.raises(spec.UnsupportedSpaceError, match=r'obs\["mission"\]: Text has no fixed'):
+        batch.BatchEnv.from_envs([cue.Cue(mission=True)])
 
 
 def test_bad_actions_and_indices_get_clear_errors():

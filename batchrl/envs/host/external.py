@@ -12,6 +12,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from batchrl import env_spec
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host import lifecycle, process
 
@@ -71,12 +72,15 @@ class ExternalProcess:
     def reset(
         self, *, seed: int | None = None, options: dict | None = None, blocking: bool = True
     ) -> Any:
-        """Gymnasium's reset: (obs, info), or a promise of it when not blocking."""
+        """Gymnasium's reset: (obs, info), or a promise of it when not blocking.
+
+        The observation is the env's tree (dicts and tuples of arrays) as fresh copies.
+        """
         self._group.reset_async([0], [seed], options)
 
-        def promise() -> tuple[np.ndarray, dict]:
+        def promise() -> tuple[Any, dict]:
             obs, infos = self._group.reset_wait()
-            return obs[0].copy(), infos[0]
+            return _first(obs), infos[0]
 
         return promise() if blocking else promise
 
@@ -84,10 +88,10 @@ class ExternalProcess:
         """Gymnasium's step: (obs, reward, terminated, truncated, info), or a promise of it."""
         self._group.step_async(np.asarray(action)[None])
 
-        def promise() -> tuple[np.ndarray, float, bool, bool, dict]:
+        def promise() -> tuple[Any, float, bool, bool, dict]:
             obs, reward, terminated, truncated, infos = self._group.step_wait()
             info = infos_lib.Infos([infos], [1])[0]
-            return obs[0].copy(), float(reward[0]), bool(terminated[0]), bool(truncated[0]), info
+            return _first(obs), float(reward[0]), bool(terminated[0]), bool(truncated[0]), info
 
         return promise() if blocking else promise
 
@@ -108,3 +112,8 @@ class ExternalProcess:
 
     def __exit__(self, *exc_info: Any) -> None:
         self.close()
+
+
+def _first(batch: Any) -> Any:
+    """The first observation of a batch of one, its leaves fresh copies (scalars for `Discrete`)."""
+    return env_spec.map_tree(lambda leaf: leaf[0].copy(), batch)

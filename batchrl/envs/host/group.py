@@ -7,14 +7,17 @@ The same loop runs inside a worker process (over shared memory) and in the paren
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from batchrl import env_spec
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host import spec
 
@@ -33,34 +36,49 @@ AUTORESET_MODES = {byte: mode for mode, byte in STEP_BYTES.items()}
 
 @dataclasses.dataclass(frozen=True)
 class Buffers:
-    """Arrays one group reads actions from and writes results to. Leading axis: env in group."""
+    """Arrays one group reads actions from and writes results to. Leading axis: env in group.
+
+    `obs` is a tree of arrays as Gymnasium batches the observation space (`obs_tree`),
+    each leaf in the space's dtype; a flat `Box` is one array.
+    """
 
     action: np.ndarray  # [k, *action_shape]
-    obs: np.ndarray  # [k, *obs_shape]
+    obs: Any  # A tree of [k, *leaf_shape], one per leaf of the observation space.
     reward: np.ndarray  # [k] float64
     terminated: np.ndarray  # [k] bool
     truncated: np.ndarray  # [k] bool
 
     @staticmethod
-    def fields(
+    def layout(
         num_envs: int, observation_space: gym.Space, action_space: gym.Space
-    ) -> list[tuple[str, tuple[int, ...], np.dtype]]:
-        """Name, shape and dtype of each array, in layout order."""
-        return [
-            ("action", (num_envs, *action_space.shape), np.dtype(action_space.dtype)),
-            ("obs", (num_envs, *observation_space.shape), np.dtype(observation_space.dtype)),
-            ("reward", (num_envs,), np.dtype(np.float64)),
-            ("terminated", (num_envs,), np.dtype(np.bool_)),
-            ("truncated", (num_envs,), np.dtype(np.bool_)),
-        ]
+    ) -> tuple[dict[str, Any], int]:
+        """Where each array lies: a `_Slot` per field (a tree of them for `obs`), total bytes.
+
+        Each array starts on a cache line; the order is fixed by the spaces alone, so a
+        parent and its worker lay out one buffer identically.
+        """
+        end = 0
+
+        def place(shape: tuple[int, ...], dtype: Any) -> _Slot:
+            nonlocal end
+            slot = _Slot(_aligned(end), (num_envs, *shape), np.dtype(dtype))
+            end = slot.offset + slot.nbytes
+            return slot
+
+        observation = spec.observation_tree(observation_space)
+        slots = {
+            "action": place(action_space.shape, action_space.dtype),
+            "obs": env_spec.map_tree(lambda leaf: place(leaf.shape, leaf.dtype), observation),
+            "reward": place((), np.float64),
+            "terminated": place((), np.bool_),
+            "truncated": place((), np.bool_),
+        }
+        return slots, max(_aligned(end), _ALIGN)
 
     @classmethod
     def nbytes(cls, num_envs: int, observation_space: gym.Space, action_space: gym.Space) -> int:
         """Bytes needed to hold all arrays, each aligned to a cache line."""
-        total = 0
-        for _, shape, dtype in cls.fields(num_envs, observation_space, action_space):
-            total = _aligned(total) + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        return max(_aligned(total), _ALIGN)
+        return cls.layout(num_envs, observation_space, action_space)[1]
 
     @classmethod
     def over(
@@ -71,13 +89,13 @@ class Buffers:
         action_space: gym.Space,
     ) -> Buffers:
         """Views into `buffer` (bytes-like, writable), laid out identically in every process."""
-        arrays, offset = {}, 0
-        for name, shape, dtype in cls.fields(num_envs, observation_space, action_space):
-            offset = _aligned(offset)
-            count = int(np.prod(shape, dtype=np.int64))
-            arrays[name] = np.frombuffer(buffer, dtype, count, offset).reshape(shape)
-            offset += count * dtype.itemsize
-        return cls(**arrays)
+        slots, _ = cls.layout(num_envs, observation_space, action_space)
+        return cls(
+            **{
+                name: env_spec.map_tree(lambda slot: slot.view(buffer), tree)
+                for name, tree in slots.items()
+            }
+        )
 
     @classmethod
     def allocate(
@@ -86,6 +104,23 @@ class Buffers:
         """Buffers in ordinary process memory."""
         nbytes = cls.nbytes(num_envs, observation_space, action_space)
         return cls.over(bytearray(nbytes), num_envs, observation_space, action_space)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Slot:
+    """Where one array lies in a buffer."""
+
+    offset: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+    def view(self, buffer: Any) -> np.ndarray:
+        count = math.prod(self.shape)
+        return np.frombuffer(buffer, self.dtype, count, self.offset).reshape(self.shape)
 
 
 def _aligned(offset: int) -> int:
@@ -109,8 +144,9 @@ class EnvGroup:
             raise
         first = self.envs[0]
         self.name = spec.env_name(first)
-        self.observation_space = spec.check_observation_space(first.observation_space, self.name)
+        self.observation_space = first.observation_space
         self.action_space = spec.check_action_space(first.action_space, self.name)
+        self._observation = spec.observation_tree(self.observation_space, self.name)
         for env in self.envs[1:]:
             check_same_spaces(self.name, first, spec.env_name(env), env)
         self.buffers: Buffers | None = None
@@ -134,8 +170,8 @@ class EnvGroup:
         obs, reward, terminated, truncated, infos = map(list, zip(*results, strict=True))
         if autoreset is AutoresetMode.SAME_STEP:
             for i in np.flatnonzero(np.logical_or(terminated, truncated)):
-                # A copy: the infos may be read steps later, and an env may reuse its array.
-                final = {"final_obs": np.copy(obs[i]), "final_info": infos[i]}
+                # A copy: the infos may be read steps later, and an env may reuse its arrays.
+                final = {"final_obs": copy.deepcopy(obs[i]), "final_info": infos[i]}
                 obs[i], reset_info = self.envs[i].reset()
                 infos[i] = {**final, **reset_info}
         self._write_obs(slice(None), obs)
@@ -190,20 +226,49 @@ class EnvGroup:
 
     def _write_obs(self, where: int | slice, obs: Any) -> None:
         """Writes one env's observation (`where` an index) or a list of all (`where` a slice)."""
-        target = self.buffers.obs[where]
+        observations = obs if isinstance(where, slice) else [obs]
+        self._write_leaves(self.buffers.obs, where, observations, self._observation, "obs")
+
+    def _write_leaves(
+        self, target: Any, where: int | slice, observations: list, tree: Any, path: str
+    ) -> None:
+        """Writes each leaf of `observations` (one per env written) at `where` in `target`.
+
+        `tree` is the observation's tree of `ObsLeaf`; an observation that does not fit it
+        is named by the path of the first leaf that does not.
+        """
+        if isinstance(tree, dict | tuple):
+            keys = list(tree) if isinstance(tree, dict) else range(len(tree))
+            for key in keys:
+                name = env_spec.key_path(key) if isinstance(tree, dict) else f"[{key}]"
+                parts = [self._part(o, key, tree, path + name) for o in observations]
+                self._write_leaves(target[key], where, parts, tree[key], path + name)
+            return
+        expected = (len(observations), *tree.shape) if isinstance(where, slice) else tree.shape
         try:
-            array = np.asarray(obs)
+            array = np.asarray(observations if isinstance(where, slice) else observations[0])
         except ValueError:  # Observations of different shapes.
             array = None
-        if array is None or array.shape != target.shape:
-            expected = self.observation_space.shape
-            shapes = [np.shape(o) for o in obs] if isinstance(where, slice) else [np.shape(obs)]
-            shape = next((s for s in shapes if s != expected), shapes[0])
+        if array is None or array.shape != expected:
+            shape = next((np.shape(o) for o in observations if np.shape(o) != tree.shape), None)
+            at, there = ("", "") if path == "obs" else (f" at {path}", " there")
             raise ValueError(
-                f"env {self.name} returned an observation of shape {shape}, but its "
-                f"observation_space has shape {expected}"
+                f"env {self.name} returned an observation of shape {shape}{at}, but its "
+                f"observation_space has shape {tree.shape}{there}"
             )
-        target[...] = array
+        target[where] = array
+
+    def _part(self, obs: Any, key: Any, tree: Any, path: str) -> Any:
+        """`obs[key]`, or a ValueError naming `path` when the observation has no such part."""
+        nests = (
+            isinstance(obs, Mapping) if isinstance(tree, dict) else isinstance(obs, tuple | list)
+        )
+        if nests and (key in obs if isinstance(tree, dict) else key < len(obs)):
+            return obs[key]
+        raise ValueError(
+            f"env {self.name} returned an observation without {path} ({type(obs).__name__} "
+            f"{obs!r:.80}), but its observation_space has it"
+        )
 
 
 def wrapped_by(env: gym.Env, wrapper_class: type) -> bool:

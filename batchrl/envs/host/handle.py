@@ -18,9 +18,10 @@ from gymnasium.vector import AutoresetMode
 
 from batchrl.envs.host import group
 
-# obs, reward, terminated, truncated (views into the group's buffers), and the infos:
-# one dict per env, an `infos.Owed` fetched when first read, or an `infos.encode` chunk.
-Step = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any]
+# obs (a tree of arrays, as `obs_tree` batches the observation space), reward, terminated,
+# truncated (views into the group's buffers), and the infos: one dict per env, an
+# `infos.Owed` fetched when first read, or an `infos.encode` chunk.
+Step = tuple[Any, np.ndarray, np.ndarray, np.ndarray, Any]
 
 
 class GroupHandle(Protocol):
@@ -30,7 +31,7 @@ class GroupHandle(Protocol):
     name: str  # Names the envs in errors.
     observation_space: gym.Space
     action_space: gym.Space
-    buffers: group.Buffers  # `obs` holds each env's latest observation.
+    buffers: group.Buffers  # `obs` holds each env's latest observation, a tree of arrays.
     restarts: int  # Envs' hosts replaced after a crash or hang.
 
     def step_async(self, actions: np.ndarray, autoreset: AutoresetMode) -> None:
@@ -44,8 +45,8 @@ class GroupHandle(Protocol):
     ) -> None:
         """Starts resetting the envs at `indices`, each with its seed (None: not reseeded)."""
 
-    def reset_wait(self) -> tuple[np.ndarray, list[dict]]:
-        """The reset envs' observations [len(indices), ...] and infos, in `indices` order."""
+    def reset_wait(self) -> tuple[Any, list[dict]]:
+        """The reset envs' observations (a tree of [len(indices), ...]) and infos, in order."""
 
     def attribute(self, index: int, name: str) -> Any:
         """Env `index`'s attribute `name`, found through its wrappers."""

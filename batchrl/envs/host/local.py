@@ -10,7 +10,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from batchrl.envs.host import group as group_lib
-from batchrl.envs.host import handle
+from batchrl.envs.host import handle, obs_tree
 
 
 class LocalGroup:
@@ -45,10 +45,10 @@ class LocalGroup:
     ) -> None:
         self._reset = (list(indices), list(seeds), options)
 
-    def reset_wait(self) -> tuple[np.ndarray, list[dict]]:
+    def reset_wait(self) -> tuple[Any, list[dict]]:
         indices, seeds, options = self._reset
         infos = self._group.reset(indices, seeds, options)
-        return self.buffers.obs[indices], infos
+        return obs_tree.take(self.buffers.obs, indices), infos
 
     def attribute(self, index: int, name: str) -> Any:
         return self._group.attribute(index, name)

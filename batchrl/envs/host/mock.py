@@ -2,12 +2,14 @@
 
 `CountingEnv(duration)` ends every episode after exactly `duration` steps; its
 observation is [step, duration, seed-derived offset], so a test can tell which env
-and which step produced it. `FailingEnv` raises, exits, kills itself or hangs at a
-chosen step, to test how workers report and recover.
+and which step produced it. `SpaceEnv` draws observations of any given space on such a
+schedule. `FailingEnv` raises, exits, kills itself or hangs at a chosen step, to test
+how workers report and recover.
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import signal
 import time
@@ -67,6 +69,49 @@ class CountingEnv(gym.Env):
         obs = np.zeros(self.observation_space.shape, np.float32)
         obs[:3] = (self.steps, self.duration, self.offset)[: obs.size]
         return obs
+
+
+class SpaceEnv(gym.Env):
+    """Observations of any given space, drawn from the env's own seeded `np_random`.
+
+    Episodes last exactly `duration` steps (ending as `end` says), so autoresets happen
+    on schedule; the reward is the step number plus the action's sum, so a test sees
+    each env's actions arrive. Each reset reseeds the observation space from `np_random`,
+    so the same seed gives the same observations wherever the env runs.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space | None = None,
+        duration: int = 3,
+        end: str = "terminated",
+    ):
+        if end not in ("terminated", "truncated"):
+            raise ValueError(f"end must be 'terminated' or 'truncated', got {end!r}")
+        # Copies: envs built from one space must not share its random generator.
+        self.observation_space = copy.deepcopy(observation_space)
+        if action_space is None:
+            action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+        self.action_space = copy.deepcopy(action_space)
+        self.duration = duration
+        self.end = end
+        self.steps = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.steps = 0
+        self.observation_space.seed(int(self.np_random.integers(2**31)))
+        return self.observation_space.sample(), {"steps": 0}
+
+    def step(self, action):
+        self.steps += 1
+        reward = float(np.sum(action)) + self.steps
+        done = self.steps >= self.duration
+        terminated, truncated = done and self.end == "terminated", done and self.end == "truncated"
+        return self.observation_space.sample(), reward, terminated, truncated, {"steps": self.steps}
 
 
 class FailingEnv(CountingEnv):

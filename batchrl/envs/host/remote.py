@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import errors, group, handle, lifecycle
+from batchrl.envs.host import errors, group, handle, lifecycle, obs_tree
 from batchrl.envs.host import infos as infos_lib
 
 
@@ -110,8 +110,8 @@ class RemoteGroup(lifecycle.Handle):
         self._send_reset(indices, seeds, options)
         self._pending = lifecycle.Pending.RESET
 
-    def reset_wait(self) -> tuple[np.ndarray, list[dict]]:
-        """Observations [len(indices), ...] of the reset in flight and their infos."""
+    def reset_wait(self) -> tuple[Any, list[dict]]:
+        """Observations (a tree of [len(indices), ...]) of the reset in flight, their infos."""
         self._expect_pending(lifecycle.Pending.RESET)
         indices, seeds, options = self._pending_reset
         try:
@@ -126,7 +126,7 @@ class RemoteGroup(lifecycle.Handle):
             self._call_done()
         self._fresh[indices] = False
         self._any_fresh = bool(self._fresh.any())
-        return self.buffers.obs[indices], infos
+        return obs_tree.take(self.buffers.obs, indices), infos
 
     # -- failures ---------------------------------------------------------------------------
 

@@ -4,7 +4,9 @@
 SB3's `SubprocVecEnv`, with SB3's conventions: an env resets in the step that ends its
 episode (inside its worker, no extra round trip), `dones = terminated | truncated`,
 `infos[i]["terminal_observation"]` holds the episode's last obs and
-`infos[i]["TimeLimit.truncated"]` says it was cut short. Needs `stable-baselines3`.
+`infos[i]["TimeLimit.truncated"]` says it was cut short. Observations are arrays, or
+dicts of arrays for a `Dict` space, as SB3 takes them; SB3 takes no `Tuple` and no nested
+`Dict` observations, which are refused when the adapter is made. Needs `stable-baselines3`.
 """
 
 from __future__ import annotations
@@ -13,10 +15,13 @@ import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 from stable_baselines3.common import vec_env
 
+from batchrl import env_spec
+from batchrl.envs.host import obs_tree
 from batchrl.envs.host.batch import BatchEnv
 
 Indices = None | int | Iterable[int]
@@ -28,13 +33,14 @@ class VecEnv(vec_env.VecEnv):
     def __init__(self, batch_env: BatchEnv):
         if not isinstance(batch_env, BatchEnv):
             raise TypeError(f"VecEnv wraps a batchrl BatchEnv, got {type(batch_env).__name__}")
+        check_observation_space(batch_env.single_observation_space)
         self.batch_env = batch_env
         super().__init__(
             batch_env.num_envs, batch_env.single_observation_space, batch_env.single_action_space
         )
         self._actions: np.ndarray | None = None
 
-    def reset(self) -> np.ndarray:
+    def reset(self) -> Any:
         """Resets every env with the seeds and options set since the last reset."""
         options = [dict(o) for o in self._options]
         if any(o != options[0] for o in options):
@@ -52,13 +58,12 @@ class VecEnv(vec_env.VecEnv):
     def step_async(self, actions: np.ndarray) -> None:
         self._actions = np.asarray(actions)
 
-    def step_wait(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+    def step_wait(self) -> tuple[Any, np.ndarray, np.ndarray, list[dict]]:
         """Steps every env; the envs that finish reset in the same step, as SB3 expects."""
         if self._actions is None:
             raise RuntimeError("step_wait without step_async: call step_async(actions) first")
         actions, self._actions = self._actions, None
-        space = self.batch_env.single_observation_space
-        obs = np.empty((self.num_envs, *space.shape), space.dtype)
+        obs = obs_tree.empty(self.batch_env.single_observation_space, self.num_envs)
         reward = np.empty(self.num_envs, np.float32)
         terminated = np.empty(self.num_envs, bool)
         truncated = np.empty(self.num_envs, bool)
@@ -71,7 +76,7 @@ class VecEnv(vec_env.VecEnv):
         return obs, reward, terminated | truncated, sb3_infos
 
     def _sb3_info(
-        self, i: int, info: dict, obs: np.ndarray, terminated: np.ndarray, truncated: np.ndarray
+        self, i: int, info: dict, obs: Any, terminated: np.ndarray, truncated: np.ndarray
     ) -> dict:
         """Env i's info in SB3's form; its reset's info goes to `reset_infos` as SB3 does."""
         if not (terminated[i] or truncated[i]):
@@ -82,7 +87,7 @@ class VecEnv(vec_env.VecEnv):
             }
             step_info, last_obs = dict(info["final_info"]), info["final_obs"]
         else:  # A restarted worker: its episode was cut, and obs already begins the next.
-            step_info, last_obs = dict(info), obs[i].copy()
+            step_info, last_obs = dict(info), env_spec.map_tree(lambda a: a[i].copy(), obs)
         step_info["terminal_observation"] = last_obs
         step_info["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
         return step_info
@@ -115,3 +120,21 @@ class VecEnv(vec_env.VecEnv):
             )
             return [None] * self.num_envs
         return list(self.batch_env.render())
+
+
+def check_observation_space(space: gym.Space) -> None:
+    """Raises a one-line TypeError for observations SB3 does not take: Tuples, nested Dicts."""
+    nests = (gym.spaces.Dict, gym.spaces.Tuple)
+    if isinstance(space, gym.spaces.Tuple):
+        where = "obs is a Tuple"
+    else:
+        children = space.spaces.items() if isinstance(space, gym.spaces.Dict) else ()
+        inner = [(key, child) for key, child in children if isinstance(child, nests)]
+        if not inner:
+            return
+        key, child = inner[0]
+        where = f"obs{env_spec.key_path(key)} is a {type(child).__name__} inside a Dict"
+    raise TypeError(
+        f"SB3 does not take Tuple observations or nested Dict ones ({where}): flatten them with "
+        f"a wrapper (gymnasium.wrappers.FlattenObservation), or train with batchrl's own PPO"
+    )

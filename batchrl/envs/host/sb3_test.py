@@ -1,14 +1,17 @@
 """The SB3 adapter: the same steps as SB3's DummyVecEnv, and SB3's PPO trains the same on it."""
 
+import functools
+
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from gymnasium.utils.env_checker import data_equivalence
 from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
 from batchrl.envs import BatchEnv
-from batchrl.envs.host import sb3
+from batchrl.envs.host import mock, sb3
 
 
 def assert_same_info(ours, theirs, where):
@@ -89,3 +92,46 @@ def test_attributes_methods_and_wrappers_reach_the_chosen_envs():
         venv.close()
     with pytest.raises(TypeError, match="VecEnv wraps a batchrl BatchEnv, got DummyVecEnv"):
         sb3.VecEnv(DummyVecEnv([lambda: gym.make("Pendulum-v1")]))
+
+
+def _dict_env(duration):
+    space = gym.spaces.Dict(
+        {
+            "cue": gym.spaces.Discrete(4, start=1),
+            "frame": gym.spaces.Box(0, 255, (3, 4, 2), np.uint8),
+            "left": gym.spaces.MultiDiscrete([5, 2]),
+        }
+    )
+    return mock.SpaceEnv(space, gym.spaces.Discrete(3), duration=duration)
+
+
+def test_a_dict_observation_steps_as_on_dummy_vec_env():
+    makers = [functools.partial(_dict_env, d) for d in (1, 2, 3)]
+    ours = sb3.VecEnv(BatchEnv.external(makers, envs_per_worker=2, local_envs=1))
+    theirs = DummyVecEnv(makers)
+    ours.seed(5)
+    theirs.seed(5)
+    assert data_equivalence(ours.reset(), dict(theirs.reset()), exact=True)
+    rng = np.random.default_rng(0)
+    for t in range(7):
+        action = rng.integers(0, 3, 3)
+        got, want = ours.step(action), theirs.step(action)
+        assert data_equivalence(got[0], dict(want[0]), exact=True), f"obs at step {t}"
+        for name, a, b in zip(("reward", "dones"), got[1:3], want[1:3], strict=True):
+            assert a.dtype == b.dtype, name
+            np.testing.assert_array_equal(a, b, err_msg=f"{name} at step {t}")
+        assert data_equivalence(got[3], want[3], exact=True), f"infos at step {t}"
+    assert "terminal_observation" in got[3][0]  # Env 0 ends every step.
+    ours.close()
+    theirs.close()
+
+
+def test_tuple_and_nested_dict_observations_are_refused_in_one_line():
+    pair = gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Discrete(3)))
+    nested = gym.spaces.Dict({"inner": gym.spaces.Dict({"a": gym.spaces.Discrete(2)})})
+    for space, where in [(pair, "obs is a Tuple"), (nested, r'obs\["inner"\] is a Dict inside')]:
+        batch_env = BatchEnv.from_envs([mock.SpaceEnv(space)])
+        with pytest.raises(TypeError, match=rf"^SB3 does not take Tuple .*\({where}") as refused:
+            sb3.VecEnv(batch_env)
+        assert "\n" not in str(refused.value)
+        batch_env.close()

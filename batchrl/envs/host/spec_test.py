@@ -2,43 +2,77 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from batchrl.env_spec import EnvSpec
+from batchrl import env_spec
+from batchrl.env_spec import EnvSpec, ObsLeaf
 from batchrl.envs.host import spec
+
+Box, Discrete, Dict, Tuple = gym.spaces.Box, gym.spaces.Discrete, gym.spaces.Dict, gym.spaces.Tuple
 
 
 def test_a_box_action_env_is_described_by_its_spaces():
     env = gym.make("Pendulum-v1")
     described = spec.env_spec(env.observation_space, env.action_space)
     assert described == EnvSpec(
-        observation_shape=(3,),
+        env_spec.vector((3,)),
         discrete=False,
         action_shape=(1,),
         action_low=(-2.0,),
         action_high=(2.0,),
-        observation_dtype="float32",
     )
     assert described.action_size == 1
 
 
-def test_a_discrete_action_env_has_num_actions_and_no_bounds():
+def test_a_discrete_action_env_has_num_actions_its_start_and_no_bounds():
     env = gym.make("CartPole-v1")
     described = spec.env_spec(env.observation_space, env.action_space)
     assert described.discrete and described.num_actions == 2 and described.action_size == 2
     assert described.action_shape == () and described.action_low is None
+    assert described.action_start == (0,) and not described.multi_discrete
+    shifted = spec.env_spec(env.observation_space, Discrete(3, start=-1))
+    assert shifted.action_start == (-1,) and shifted.num_actions == 3
+
+
+def test_multi_discrete_actions_have_a_count_and_start_per_element():
+    box = Box(-1, 1, (2,), np.float32)
+    actions = gym.spaces.MultiDiscrete([[2, 3], [4, 5]], start=[[0, 1], [2, 3]])
+    described = spec.env_spec(box, actions)
+    assert described.discrete and described.multi_discrete
+    assert described.action_shape == (2, 2) and described.num_actions == 14
+    assert described.action_nvec == (2, 3, 4, 5) and described.action_start == (0, 1, 2, 3)
 
 
 def test_unbounded_box_actions_have_no_bounds():
-    box = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+    box = Box(-np.inf, np.inf, (2,), np.float32)
     described = spec.env_spec(box, box)
     assert described.action_low is None and described.action_high is None
 
 
+def test_a_dict_observation_becomes_a_tree_in_the_spaces_key_order():
+    space = Dict(
+        [
+            ("position", Discrete(7, start=1)),
+            ("frame", Box(0, 255, (8, 8, 3), np.uint8)),
+            ("more", Tuple((gym.spaces.MultiBinary(3), Box(-1, 1, (2,), np.float64)))),
+        ]
+    )
+    tree = spec.env_spec(space, Discrete(2)).observation
+    assert list(tree) == ["position", "frame", "more"]
+    assert tree["position"] == ObsLeaf((), "int64", env_spec.DISCRETE, (7,), (1,))
+    assert tree["frame"] == ObsLeaf((8, 8, 3), "uint8", env_spec.IMAGE, low=0.0, high=255.0)
+    assert tree["more"] == (
+        ObsLeaf((3,), "int8", env_spec.BINARY),
+        ObsLeaf((2,), "float64", env_spec.VECTOR),
+    )
+
+
 def test_unsupported_spaces_are_refused_naming_the_space():
-    box = gym.spaces.Box(-1, 1, (2,), np.float32)
+    box = Box(-1, 1, (2,), np.float32)
     with pytest.raises(spec.UnsupportedSpaceError, match="unsupported action space MultiBinary"):
         spec.env_spec(box, gym.spaces.MultiBinary(3))
-    with pytest.raises(spec.UnsupportedSpaceError, match="unsupported observation space Dict"):
-        spec.env_spec(gym.spaces.Dict({"a": box}), box)
+    with pytest.raises(spec.UnsupportedSpaceError, match="unsupported action space Dict"):
+        spec.env_spec(box, Dict({"a": box}))
+    with pytest.raises(spec.UnsupportedSpaceError, match=r'^obs\["a"\]\[0\]: Text has no fixed'):
+        spec.env_spec(Dict({"a": Tuple((gym.spaces.Text(4), box))}), box)
 
 
 @pytest.mark.parametrize(
@@ -46,10 +80,10 @@ def test_unsupported_spaces_are_refused_naming_the_space():
     [
         (dict(discrete=True), "a discrete EnvSpec needs num_actions"),
         (dict(discrete=True, num_actions=2, action_shape=(1,)), "action_shape \\(\\)"),
-        (dict(discrete=False, num_actions=2), "a continuous EnvSpec has num_actions None"),
+        (dict(discrete=False, num_actions=2), "a continuous EnvSpec has num_actions"),
         (dict(discrete=False, action_low=(0.0,)), "given together"),
     ],
 )
 def test_an_inconsistent_spec_is_refused(fields, message):
     with pytest.raises(ValueError, match=message):
-        EnvSpec(observation_shape=(3,), **fields)
+        EnvSpec(env_spec.vector((3,)), **fields)

@@ -25,7 +25,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import errors, group, lifecycle, remote
+from batchrl.envs.host import errors, group, lifecycle, obs_tree, remote
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.ray import host as ray_host
 
@@ -173,7 +173,8 @@ class RayGroup(remote.RemoteGroup):
     def _receive_step(self) -> Any:
         buffers = self.buffers
         obs, reward, terminated, truncated, restarts = self._get(self._ref, "step", self._wait)
-        buffers.obs[...], buffers.reward[...] = obs, reward
+        obs_tree.put(buffers.obs, Ellipsis, obs)
+        buffers.reward[...] = reward
         buffers.terminated[...], buffers.truncated[...] = terminated, truncated
         self._current_restarts = restarts
         infos = infos_lib.Owed(functools.partial(self._fetch, self._generation, self._steps))
@@ -185,7 +186,7 @@ class RayGroup(remote.RemoteGroup):
 
     def _receive_reset(self, indices: list[int]) -> list[dict]:
         obs, infos = self._get(self._ref, "reset", self._wait)
-        self.buffers.obs[indices] = obs
+        obs_tree.put(self.buffers.obs, indices, obs)
         return infos
 
     def _call_done(self) -> None:

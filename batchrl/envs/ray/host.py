@@ -14,7 +14,7 @@ import cloudpickle
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import errors
+from batchrl.envs.host import errors, obs_tree
 from batchrl.envs.host import infos as infos_lib
 
 
@@ -36,7 +36,7 @@ class Host:
             return
         self._failure = None
         space, n = self._batch.single_observation_space, self._batch.num_envs
-        self._obs = np.empty((n, *space.shape), space.dtype)
+        self._obs = obs_tree.empty(space, n)  # A tree of arrays, sent as Ray pickles it.
         self._reward = np.empty(n, np.float64)
         self._terminated = np.empty(n, bool)
         self._truncated = np.empty(n, bool)

@@ -1,0 +1,322 @@
+"""Every supported observation space through every host layer: SyncVectorEnv's results, its dtypes.
+
+Each test env draws its observations from its own seeded generator and ends its
+episodes on a fixed schedule (durations 1 to 4), so batches autoreset at known steps and
+any difference to Gymnasium's `SyncVectorEnv` is a difference in how observations move.
+"""
+
+import functools
+import itertools
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import data_equivalence
+from gymnasium.vector import AutoresetMode
+
+from batchrl import env_spec
+from batchrl.envs.host import batch, cue, errors, external, group, mock, obs_tree, spec
+
+MODES = list(AutoresetMode)
+DURATIONS = (1, 2, 3, 4)
+Box, Discrete, Dict, Tuple = gym.spaces.Box, gym.spaces.Discrete, gym.spaces.Dict, gym.spaces.Tuple
+MultiDiscrete, MultiBinary = gym.spaces.MultiDiscrete, gym.spaces.MultiBinary
+
+# Every leaf kind, nested in Dicts of Tuples; the outer keys given as pairs, so that the
+# space keeps them out of sorted order and the batches must keep the space's order.
+NESTED = Dict(
+    [
+        ("vector", Box(-1.0, 1.0, (3,), np.float64)),
+        (
+            "parts",
+            Tuple(
+                (
+                    Discrete(5, start=-2),
+                    MultiDiscrete([[2, 3], [4, 5]], start=[[0, 1], [2, 3]]),
+                    Dict({"bits": MultiBinary((2, 2)), "image": Box(0, 255, (4, 5, 3), np.uint8)}),
+                )
+            ),
+        ),
+        ("flags", Box(0, 1, (2,), np.bool_)),
+        ("counts", Box(-5, 5, (2,), np.int32)),
+    ]
+)
+SPACES = {
+    "box_float": Box(-1.0, 1.0, (3,), np.float32),
+    "box_uint8_image": Box(0, 255, (4, 5, 3), np.uint8),
+    "discrete_with_start": Discrete(5, start=-2),
+    "multi_discrete": MultiDiscrete([3, 4, 2]),
+    "multi_binary": MultiBinary(4),
+    "tuple": Tuple((Discrete(3), Box(-1.0, 1.0, (2,), np.float32))),
+    "dict": Dict({"position": Discrete(7), "velocity": Box(-1.0, 1.0, (1,), np.float64)}),
+    "nested": NESTED,
+}
+
+
+def constructors(space, action_space=None):
+    """One SpaceEnv per duration in DURATIONS; the last one's episodes are truncated."""
+    return [
+        functools.partial(
+            mock.SpaceEnv,
+            space,
+            action_space,
+            duration=d,
+            end="truncated" if d == DURATIONS[-1] else "terminated",
+        )
+        for d in DURATIONS
+    ]
+
+
+def assert_equivalent(ours, theirs, what):
+    assert data_equivalence(ours, theirs, exact=True), f"{what}: {ours!r} != {theirs!r}"
+
+
+def run_like_sync(ours, makers, mode, steps=12, seed=3):
+    """Steps `ours` and a SyncVectorEnv of `makers` with the same seeds and actions.
+
+    Asserts equal trees (types, dtypes, values) of every result; in DISABLED mode, resets
+    ended envs with a mask on both. Returns the episode ends compared.
+    """
+    theirs = gym.vector.SyncVectorEnv(makers, autoreset_mode=mode)
+    try:
+        got, want = ours.reset(seed=seed), theirs.reset(seed=seed)
+        assert_equivalent(got[0], want[0], "reset obs")
+        assert_equivalent(dict(got[1]), want[1], "reset infos")
+        theirs.action_space.seed(seed)
+        ends = 0
+        for t in range(steps):
+            action = theirs.action_space.sample()
+            got, want = ours.step(action), theirs.step(action)
+            names = ("obs", "reward", "terminated", "truncated")
+            for name, a, b in zip(names, got[:4], want[:4], strict=True):
+                assert_equivalent(a, b, f"{name} at step {t}")
+            assert_equivalent(dict(got[4]), want[4], f"infos at step {t}")
+            done = want[2] | want[3]
+            ends += int(done.sum())
+            if mode is AutoresetMode.DISABLED and done.any():
+                got = ours.reset(options={"reset_mask": done})
+                want = theirs.reset(options={"reset_mask": done})
+                assert_equivalent(got[0], want[0], f"masked reset obs at step {t}")
+                assert_equivalent(dict(got[1]), want[1], f"masked reset infos at step {t}")
+        return ends
+    finally:
+        theirs.close()
+
+
+def assert_dtypes_kept(obs, space):
+    expected = obs_tree.empty(space, 1)
+    env_spec.map_tree(lambda a, b: np.testing.assert_equal(a.dtype, b.dtype), obs, expected)
+
+
+def from_envs(makers, mode):
+    return batch.BatchEnv.from_envs([make() for make in makers], autoreset_mode=mode)
+
+
+def workers(makers, mode):
+    return batch.BatchEnv.external(makers, envs_per_worker=2, autoreset_mode=mode)
+
+
+def workers_and_local(makers, mode):
+    """One worker of two envs, the last two stepped in this process."""
+    return batch.BatchEnv.external(makers, envs_per_worker=2, local_envs=2, autoreset_mode=mode)
+
+
+BUILDERS = [from_envs, workers, workers_and_local]
+
+
+@pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
+@pytest.mark.parametrize("build", BUILDERS, ids=[b.__name__ for b in BUILDERS])
+@pytest.mark.parametrize("space", SPACES.values(), ids=SPACES.keys())
+def test_every_space_steps_as_sync_vector_env(space, build, mode):
+    makers = constructors(space)
+    with build(makers, mode) as ours:
+        assert ours.observation_space == gym.vector.utils.batch_space(space, len(makers))
+        ends = run_like_sync(ours, makers, mode)
+        assert_dtypes_kept(ours.step(ours.action_space.sample())[0], space)
+    assert ends >= 12  # Every env's episodes ended and restarted, several times.
+
+
+@pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
+def test_multi_discrete_actions_reach_each_env(mode):
+    actions = MultiDiscrete([[3, 4], [2, 5]], start=[[-1, 0], [1, 2]])
+    makers = constructors(Discrete(3), actions)
+    with workers_and_local(makers, mode) as ours:
+        assert ours.single_action_space == actions
+        run_like_sync(ours, makers, mode)
+        ours.reset(seed=0)
+        action = ours.action_space.sample()
+        reward = ours.step(action)[1]
+        np.testing.assert_array_equal(reward, 1 + action.sum(axis=(1, 2)))  # Step 1 + actions.
+        with pytest.raises(ValueError, match=r"actions of shape \(4, 2\) do not fit"):
+            ours.step(action[:, 0])
+
+
+def test_step_into_and_reset_at_write_trees_by_key_in_the_callers_dtypes():
+    makers = constructors(NESTED)
+    with workers_and_local(makers, AutoresetMode.DISABLED) as ours:
+        expected = from_envs(makers, AutoresetMode.DISABLED)
+        ours.reset(seed=1)
+        expected.reset(seed=1)
+        action = np.zeros((4, 2), np.float32)
+        want = expected.step(action)[0]
+        # The caller's tree: its dict keys in another order, a 64-bit leaf as 32 bits.
+        out = obs_tree.empty(NESTED, 4)
+        out = {key: out[key] for key in sorted(out, reverse=True)}
+        out["vector"] = np.zeros((4, 3), np.float32)
+        ours.step_into(action, out, *(np.zeros(4, t) for t in (np.float32, bool, bool)))
+        cast = env_spec.map_tree(lambda a, b: b.astype(a.dtype), out, want)
+        assert_equivalent(out, {key: cast[key] for key in out}, "step_into")
+        assert out["vector"].dtype == np.float32
+        fresh, infos = ours.reset_at([3, 0], seed=[7, 8])
+        assert_equivalent(fresh, expected.reset_at([3, 0], seed=[7, 8])[0], "reset_at")
+        assert [info["steps"] for info in infos] == [0, 0]
+        with pytest.raises(ValueError, match=r'obs\["parts"\]\[2\] must be a dict of 2'):
+            broken = {**out, "parts": (*out["parts"][:2], {})}
+            ours.step_into(action, broken, *(np.zeros(4, t) for t in (np.float32, bool, bool)))
+        expected.close()
+
+
+def test_same_step_final_obs_are_copies_of_the_envs_trees():
+    makers = constructors(NESTED)
+    with workers(makers, AutoresetMode.SAME_STEP) as ours:
+        ours.reset(seed=0)
+        infos = ours.step(np.zeros((4, 2), np.float32))[4]
+        final = infos["final_obs"][0]  # Env 0's episodes last one step.
+        assert isinstance(final, dict) and list(final) == list(NESTED.spaces)
+        assert final in NESTED and infos["_final_obs"].tolist() == [True, False, False, False]
+
+
+class _Reuses(mock.SpaceEnv):
+    """Returns one dict of arrays every time, overwritten in place, as some simulators do."""
+
+    def __init__(self):
+        super().__init__(Dict({"vector": Box(-1.0, 1.0, (3,), np.float64)}), duration=1)
+        self.obs = {"vector": np.zeros(3)}
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        self.obs["vector"][:] = obs["vector"]
+        return self.obs, info
+
+    def step(self, action):
+        _, *rest = super().step(action)
+        self.obs["vector"] += 1.0
+        return self.obs, *rest
+
+
+def test_same_step_final_obs_survive_an_env_that_reuses_its_arrays():
+    with batch.BatchEnv.from_envs([_Reuses()], autoreset_mode=AutoresetMode.SAME_STEP) as env:
+        start = env.reset(seed=0)[0]["vector"][0]
+        kept = env.step(np.zeros((1, 2), np.float32))  # Ends, and resets in place.
+        later = env.step(np.zeros((1, 2), np.float32))
+        np.testing.assert_array_equal(kept[4]["final_obs"][0]["vector"], start + 1.0)
+        np.testing.assert_array_equal(later[4]["final_obs"][0]["vector"], kept[0]["vector"][0] + 1)
+
+
+def test_external_process_returns_one_envs_tree_as_fresh_copies():
+    direct = mock.SpaceEnv(NESTED, duration=2)
+    with external.ExternalProcess(functools.partial(mock.SpaceEnv, NESTED, duration=2)) as env:
+        assert env.observation_space == NESTED
+        got, want = env.reset(seed=4), direct.reset(seed=4)
+        assert_equivalent(got, want, "reset")
+        for t in range(3):
+            action = np.full(2, 0.5, np.float32)
+            got, want = env.step(action), direct.step(action)
+            assert_equivalent(got, want, f"step {t}")
+            kept = got[0]
+        env.step(np.zeros(2, np.float32))
+        assert_equivalent(kept, want[0], "an obs kept across a step")  # Not a view.
+
+
+class _Misfit(mock.SpaceEnv):
+    def __init__(self, obs):
+        super().__init__(NESTED, duration=5)
+        self.misfit = obs
+
+    def step(self, action):
+        _, *rest = super().step(action)
+        return self.misfit(self.observation_space.sample()), *rest
+
+
+def _replace(obs, path, value):
+    """A copy of the nested observation with the leaf at `path` replaced (None: removed)."""
+    obs = {**obs, "parts": list(obs["parts"])}
+    if path == "image":
+        obs["parts"][2] = {k: v for k, v in obs["parts"][2].items() if k != "image"}
+    else:
+        obs["parts"][1] = value
+    return obs
+
+
+@pytest.mark.parametrize(
+    ("misfit", "message"),
+    [
+        (
+            lambda obs: _replace(obs, "multi", np.zeros(4)),
+            r"^env 'SpaceEnv' returned an observation of shape \(4,\) at "
+            r'obs\["parts"\]\[1\], but its observation_space has shape \(2, 2\) there$',
+        ),
+        (
+            lambda obs: _replace(obs, "image", None),
+            r'^env \'SpaceEnv\' returned an observation without obs\["parts"\]\[2\]\["image"\] ',
+        ),
+        (lambda obs: obs["vector"], r'without obs\["vector"\] \(ndarray array\(\['),
+    ],
+)
+def test_an_observation_that_does_not_fit_its_space_names_the_leaf(misfit, message):
+    with batch.BatchEnv.from_envs([mock.SpaceEnv(NESTED), _Misfit(misfit)]) as env:
+        env.reset(seed=0)
+        with pytest.raises(ValueError, match=message):
+            env.step(np.zeros((2, 2), np.float32))
+
+
+class _Custom(gym.spaces.Space):
+    """A space of Gymnasium's base class, which batchrl cannot batch."""
+
+    def sample(self, mask=None, probability=None):
+        return 0
+
+    def contains(self, x):
+        return x == 0
+
+
+REFUSED = {
+    "text": (gym.spaces.Text(8), "Text has no fixed shape"),
+    "sequence": (gym.spaces.Sequence(Discrete(3)), "Sequence has no fixed shape"),
+    "graph": (gym.spaces.Graph(Box(0, 1, (2,)), None), "Graph has no fixed shape"),
+    "one_of": (gym.spaces.OneOf((Discrete(2), Discrete(3))), "OneOf has no fixed shape"),
+    "custom": (_Custom(), "_Custom is not a space batchrl can batch"),
+}
+
+
+@pytest.mark.parametrize(("space", "why"), REFUSED.values(), ids=REFUSED.keys())
+def test_a_refused_space_is_named_in_one_line_with_its_leaf(space, why):
+    nested = Dict({"fine": Discrete(2), "extra": Tuple((Discrete(2), space))})
+    expected = rf'^obs\["extra"\]\[1\]: {why}; drop it with a wrapper \(env \'SpaceEnv\''
+    with pytest.raises(spec.UnsupportedSpaceError, match=expected) as refused:
+        batch.BatchEnv.from_envs([mock.SpaceEnv(nested)])
+    assert "\n" not in str(refused.value)
+    with pytest.raises(errors.EnvRaisedError, match=rf"UnsupportedSpaceError: {expected[1:]}"):
+        batch.BatchEnv.external([functools.partial(mock.SpaceEnv, nested)])
+
+
+def test_cue_with_a_mission_is_refused_naming_the_text_leaf():
+    with pytest.raises(spec.UnsupportedSpaceError, match=r'^obs\["mission"\]: Text has no fixed'):
+        batch.BatchEnv.from_envs([cue.Cue(mission=True)])
+
+
+def test_buffers_lay_each_leaf_on_its_own_cache_line_the_same_in_every_process():
+    action = Box(-1.0, 1.0, (2,), np.float32)
+    nbytes = group.Buffers.nbytes(3, NESTED, action)
+    memory = bytearray(nbytes)
+    first, second = (group.Buffers.over(memory, 3, NESTED, action) for _ in range(2))
+    arrays = [first.action, *env_spec.leaves(first.obs), first.reward, first.terminated]
+    addresses = sorted((a.__array_interface__["data"][0], a.nbytes) for a in arrays)
+    base = np.frombuffer(memory, np.uint8).__array_interface__["data"][0]
+    for (start, size), (following, _) in itertools.pairwise(addresses):
+        assert (start - base) % 64 == 0 and start + size <= following  # Aligned, disjoint.
+    assert list(first.obs) == list(NESTED.spaces)  # The space's key order.
+    first.obs["parts"][2]["image"][1] = 7
+    np.testing.assert_array_equal(second.obs["parts"][2]["image"][1], 7)  # One layout.
+    assert_dtypes_kept(first.obs, NESTED)
+    assert nbytes == group.Buffers.layout(3, NESTED, action)[1] and nbytes % 64 == 0
