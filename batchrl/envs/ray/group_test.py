@@ -19,7 +19,7 @@ from ray.util import state as ray_state
 
 from batchrl.conftest import wait_gone
 from batchrl.envs import BatchEnv, EnvCrashedError, EnvError, EnvRaisedError, EnvTimeoutError
-from batchrl.envs.host import lifecycle, mock
+from batchrl.envs.host import lifecycle, mock, spaces_test
 from batchrl.scripts import train
 from batchrl.training import logging as logs
 
@@ -55,6 +55,17 @@ def _assert_same_step(ours, theirs):
     assert ours[4].keys() == theirs[4].keys()
     for key in ours[4]:
         np.testing.assert_array_equal(ours[4][key], theirs[4][key])
+
+
+@pytest.mark.parametrize("mode", spaces_test.MODES, ids=[m.name for m in spaces_test.MODES])
+def test_observation_trees_cross_the_actors_as_sync_vector_env_gives_them(cluster, mode):
+    makers = spaces_test.constructors(spaces_test.NESTED)
+    with BatchEnv.ray(makers, actors=2, local_envs=1, autoreset_mode=mode) as on_ray:
+        ends = spaces_test.run_like_sync(on_ray, makers, mode)
+        obs = on_ray.reset_at([3, 1], seed=[4, 5])[0]
+        spaces_test.assert_dtypes_kept(obs, spaces_test.NESTED)
+        assert list(obs) == list(spaces_test.NESTED.spaces)
+    assert ends >= 12
 
 
 @pytest.mark.slow
