@@ -1,13 +1,14 @@
 """Feed-forward networks of BatchPPO: Gaussian and categorical policies and a value function.
 
 Each module maps one batch of features [B, F] (the encoder's, `networks.encoder`; the
-trailing dimensions of other inputs are flattened) through an MLP of `layers` hidden units. By default hidden
-kernels use flax's LeCun-normal init (variance scaling 1.0, fan-in, truncated normal)
-and a policy's output kernel uses the same init multiplied by `init_output_factor`, so
-the initial means (or logits) are small whatever the observation size. Note that the
-seed's `init_mean_factor` scaled the variance instead: its 0.1 is about 0.32 here.
-`orthogonal=True` switches to the common PPO init: orthogonal(sqrt(2)) hidden
-kernels, orthogonal(0.01) policy outputs, orthogonal(1.0) value output, zero biases.
+trailing dimensions of other inputs are flattened) through an MLP of `layers` hidden
+units. By default hidden kernels use flax's LeCun-normal init (variance scaling 1.0,
+fan-in, truncated normal) and a policy's output kernel uses the same init multiplied by
+`init_output_factor`, so the initial means (or logits) are small whatever the
+observation size. Note that the seed's `init_mean_factor` scaled the variance instead:
+its 0.1 is about 0.32 here. `orthogonal=True` switches to the common PPO init:
+orthogonal(sqrt(2)) hidden kernels, orthogonal(0.01) policy outputs, orthogonal(1.0)
+value output, zero biases.
 """
 
 from __future__ import annotations

@@ -171,8 +171,7 @@ def update(
         discount = config.discount + rise * jnp.minimum(progress, 1.0)
 
     def advantages(params: dict) -> dict[str, jax.Array]:
-        found = estimate(networks, learner, rollout, params, discount)
-        return jax.tree.map(flat, found)
+        return jax.tree.map(flat, estimate(networks, learner, rollout, params, discount))
 
     data = {
         "obs": jax.tree.map(flat, rollout.obs),

@@ -192,3 +192,6 @@ def test_multi_discrete_actions_learn_a_discrete_cue():
     assert rollout.action.shape == (16, 16, 2) and rollout.action.dtype == jnp.int32
     assert min(m["train/return"] for m in metrics) > -1.0  # Every action inside the space.
     assert metrics[-1]["eval/return"] >= 4.5, [m["eval/return"] for m in metrics]
+    # No leaf is normalised: the normaliser reports its rewards' statistics only.
+    assert "normalizer/obs_mean" not in metrics[-1]
+    assert metrics[-1]["normalizer/count"] == 4 * 64 * 16
