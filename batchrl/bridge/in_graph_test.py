@@ -9,6 +9,7 @@ import pytest
 
 from batchrl import bridge
 from batchrl import env_spec as env_spec_lib
+from batchrl.bridge import in_graph
 from batchrl.env_spec import EnvSpec
 from batchrl.envs import BatchEnv
 from batchrl.envs.host import errors, mock
@@ -33,6 +34,97 @@ def test_jitted_steps_match_stepping_the_batch_directly():
         np.testing.assert_allclose(np.array(seen), np.array(expected), rtol=1e-6, atol=1e-6)
         np.testing.assert_array_equal(state.action, actions[-1])
         assert int(state.token) == 21
+
+
+@pytest.mark.parametrize(
+    ("dtype", "compiled"),
+    [
+        ("float64", "float32"),
+        ("int64", "int32"),
+        ("uint64", "uint32"),
+        ("float32", "float32"),
+        ("float16", "float16"),
+        ("uint8", "uint8"),
+        ("int8", "int8"),
+        ("bool", "bool"),
+    ],
+)
+def test_compiled_dtypes_narrow_64_bits_only(dtype, compiled):
+    assert in_graph.compiled_dtype(dtype) == np.dtype(compiled)
+
+
+# A nested observation of float64, uint8, int64, bool and int8 leaves; keys out of order.
+NESTED = gym.spaces.Dict(
+    [
+        ("state", gym.spaces.Box(-np.inf, np.inf, (3,), np.float64)),
+        ("pixels", gym.spaces.Box(0, 255, (2, 3, 1), np.uint8)),
+        (
+            "extra",
+            gym.spaces.Tuple(
+                (
+                    gym.spaces.Discrete(5, start=1),
+                    gym.spaces.MultiDiscrete([3, 4]),
+                    gym.spaces.Box(0, 1, (2,), np.bool_),
+                )
+            ),
+        ),
+        ("flags", gym.spaces.MultiBinary(2)),
+    ]
+)
+
+
+def _nested_envs(durations):
+    """Constructors of envs with the NESTED observation, episodes of durations[i] steps."""
+    actions = gym.spaces.MultiDiscrete([3, 2])
+    return [functools.partial(mock.SpaceEnv, NESTED, actions, duration=d) for d in durations]
+
+
+def _same_tree(compiled, host):
+    """Compiled leaves equal the host's leaves cast to each compiled leaf's dtype."""
+    assert jax.tree.structure(compiled) == jax.tree.structure(host)
+    for got, want in zip(jax.tree.leaves(compiled), jax.tree.leaves(host), strict=True):
+        np.testing.assert_array_equal(got, np.asarray(want).astype(got.dtype))
+
+
+def test_a_nested_observation_arrives_leaf_by_leaf_in_compiled_dtypes():
+    """Step for step and through resets by mask, as SyncVectorEnv on the same seeds."""
+    constructors = _nested_envs((2, 3, 4, 6))
+    actions = np.random.default_rng(0).integers(0, [3, 2], (12, 4, 2))
+    reference = gym.vector.SyncVectorEnv(
+        constructors, autoreset_mode=gym.vector.AutoresetMode.DISABLED
+    )
+    with BatchEnv.external(constructors, envs_per_worker=2) as batch_env:
+        env = bridge.InGraphBatchEnv(batch_env, seed=7)
+        compiled_dtypes = {
+            "state": "float32",  # float64
+            "pixels": "uint8",
+            "extra": ("int32", "int32", "bool"),  # int64 (Discrete, MultiDiscrete), bool
+            "flags": "int8",  # MultiBinary
+        }
+        assert env_spec_lib.map_tree(lambda leaf: leaf.dtype, env.env_spec.observation) == (
+            compiled_dtypes
+        )
+        state, obs = jax.jit(env.init)(jax.random.key(0))
+        assert jax.tree.map(lambda leaf: leaf.dtype.name, obs) == compiled_dtypes
+        _same_tree(obs, reference.reset(seed=7)[0])
+        step, reset = jax.jit(env.step), jax.jit(env.reset)
+        for t, action in enumerate(actions):
+            state, time_step = step(state, jnp.asarray(action))
+            assert state.action.dtype == jnp.int32
+            expected = reference.step(action)
+            _same_tree(time_step.obs, expected[0])
+            np.testing.assert_array_equal(time_step.reward, expected[1].astype(np.float32))
+            np.testing.assert_array_equal(time_step.terminated, expected[2])
+            done = expected[2] | expected[3]
+            assert done.any() == ((t + 1) % 2 == 0 or (t + 1) % 3 == 0)  # Some reset none.
+            state, obs = reset(state, time_step.obs, jax.random.key(t), jnp.asarray(done))
+            if done.any():
+                expected_obs = reference.reset(options={"reset_mask": done})[0]
+                _same_tree(obs, expected_obs)
+            else:
+                _same_tree(obs, time_step.obs)
+        assert done.all()  # The last step ends every episode at once.
+        reference.close()
 
 
 def test_discrete_actions_and_masked_reset():
