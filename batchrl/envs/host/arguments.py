@@ -73,14 +73,23 @@ def check_seeds(seed: Any, num_envs: int) -> list[int | None]:
     return seeds
 
 
+class ResetMaskError(ValueError, AssertionError):
+    """A bad reset mask: a ValueError, and the AssertionError Gymnasium's vector envs raise."""
+
+
 def check_mask(mask: Any, num_envs: int) -> np.ndarray:
-    """The indices of a reset mask, a bool array [num_envs]."""
+    """The indices of a reset mask, a bool array [num_envs] with at least one True.
+
+    Refused as Gymnasium's vector envs refuse it, with their words.
+    """
     mask = np.asarray(mask)
-    if mask.dtype != np.bool_ or mask.shape != (num_envs,):
-        raise ValueError(
-            f"options['reset_mask'] must be a bool array of shape ({num_envs},), got "
-            f"{mask.dtype} of shape {mask.shape}"
-        )
+    what = "`options['reset_mask': mask]` must"
+    if mask.shape != (num_envs,):
+        raise ResetMaskError(f"{what} have shape `({num_envs},)`, got {mask.shape}")
+    if mask.dtype != np.bool_:
+        raise ResetMaskError(f"{what} have `dtype=np.bool_`, got {mask.dtype}")
+    if not mask.any():
+        raise ResetMaskError(f"{what} contain a boolean array, got reset_mask={mask}")
     return np.flatnonzero(mask)
 
 

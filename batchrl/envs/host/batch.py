@@ -331,7 +331,7 @@ class BatchEnv(gym.vector.VectorEnv):
 
     def _expect_open(self) -> None:
         if self.closed:
-            raise RuntimeError("this BatchEnv is closed")
+            raise gym.error.ClosedEnvironmentError("this BatchEnv is closed")
 
 
 def _is_group(value: Any) -> bool:

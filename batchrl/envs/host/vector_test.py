@@ -132,8 +132,12 @@ def test_bad_autoreset_modes_seeds_and_masks_are_named():
         assert env.autoreset_mode is AutoresetMode.SAME_STEP
         with pytest.raises(ValueError, match="reset got 3 seeds for 2 envs"):
             env.reset(seed=[1, 2, 3])
-        with pytest.raises(ValueError, match=r"reset_mask'\] must be a bool array of shape \(2,\)"):
-            env.reset(options={"reset_mask": np.array([1, 0])})
+        with pytest.raises(ValueError, match=r"reset_mask': mask\]` must have shape `\(2,\)`, got"):
+            env.reset(options={"reset_mask": np.array([True])})
+        with pytest.raises(AssertionError, match=r"must have `dtype=np\.bool_`, got int64"):
+            env.reset(options={"reset_mask": np.array([1, 0])})  # Gymnasium's error type too.
+        with pytest.raises(ValueError, match=r"contain a boolean array, got reset_mask=\[False"):
+            env.reset(options={"reset_mask": np.array([False, False])})
 
 
 def test_infos_nobody_reads_are_never_fetched():
@@ -146,3 +150,22 @@ def test_infos_nobody_reads_are_never_fetched():
         assert owed is not None and owed._fetch is not None  # Still in the worker.
         assert infos["_x_position"].all()
         assert owed._fetch is None  # Fetched by that first read.
+
+
+def test_seeds_scalar_actions_and_closed_batches_behave_as_in_gymnasium():
+    theirs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 3)
+    with batch.BatchEnv.external("CartPole-v1", 3, envs_per_worker=2, local_envs=1) as ours:
+        for env in (ours, theirs):
+            env.reset(seed=42)
+            env.reset()  # Without a seed: each env keeps its own.
+        assert ours.np_random_seed == theirs.np_random_seed == (42, 43, 44)
+        assert [g.bit_generator.state for g in ours.np_random] == [
+            g.bit_generator.state for g in theirs.np_random
+        ]
+        with pytest.raises(TypeError, match=r"batch of shape \(3,\), one per env, got the scalar"):
+            ours.step(0)
+        with pytest.raises(ValueError, match=r"actions of shape \(2,\) do not fit"):
+            ours.step(np.array([0, 1]))
+    with pytest.raises(gym.error.ClosedEnvironmentError, match="this BatchEnv is closed"):
+        ours.reset()
+    theirs.close()
