@@ -75,7 +75,9 @@ class Writer:
         self._jsonl = jsonl_path.open("a", encoding="utf-8")
         # EventsWriter writes and flushes synchronously. SummaryWriter hands events to a
         # background thread, so its flush() can return before the last events are on disk.
-        suffix = f".{os.getpid()}.{next(_writer_ids)}"
+        # Zero-padded: TensorBoard reads a folder's event files in name order, and writers
+        # opened in the same second differ only here ("10" sorted before "9" did).
+        suffix = f".{os.getpid()}.{next(_writer_ids):06d}"
         self._events = event_file_writer.EventsWriter(str(self.logdir / "events"), suffix)
         self._closed = False
 

@@ -230,3 +230,12 @@ def test_progress_ticks_only_on_a_terminal(capsys):
         ticks = stream.getvalue().count("\r")
         assert ticks >= 3 if isinstance(stream, TtyStream) else ticks == 0
     assert "\r" not in capsys.readouterr().err
+
+
+def test_event_files_of_writers_opened_in_one_second_read_in_the_order_they_were_written(
+    tmp_path,
+):
+    for step in range(12):  # Writer ids pass from one digit to two.
+        with logging.Writer(tmp_path) as writer:
+            writer.write(step, {"train/return": float(step)})
+    assert read_scalars(tmp_path) == {"train/return": [(s, float(s)) for s in range(12)]}
