@@ -247,6 +247,7 @@ def _host_call(
         return buffer_callback(on_buffers, result_types, has_side_effect=True)
 
     def on_arrays(*inputs: Any) -> Any:
+        thread_state.keep()
         outputs = tuple(np.empty(t.shape, t.dtype) for t in result_types)
         keep_error(outputs, *inputs)
         return outputs
