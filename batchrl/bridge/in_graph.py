@@ -2,7 +2,7 @@
 
 Each reset and step is one host callback made with `buffer_callback`, which hands the
 callback XLA's own buffers, an order of magnitude cheaper per call inside `lax.scan`
-than `io_callback` (docs/benchmarks.md, "Simulate on worker envs").
+than `io_callback` (docs/benchmarks/history.md, "Simulate on worker envs").
 Every call consumes a token that the previous call produced, so XLA cannot
 reorder them even when an action does not depend on the observation, and they are
 marked side-effecting so XLA never drops them. Python's state of the XLA thread that

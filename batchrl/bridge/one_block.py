@@ -3,7 +3,7 @@
 XLA's CPU runtime runs independent operations of a loop body concurrently on its thread
 pool. When the body also calls the host (worker envs), every hand-off between threads is
 slow; grouped into one conditional, the pure part of a step is a single node and the body
-runs in order on one thread, several times faster per step (docs/benchmarks.md,
+runs in order on one thread, several times faster per step (docs/benchmarks/history.md,
 "Simulate on worker envs"). Both branches are the same function, so the result never
 depends on the predicate.
 

@@ -120,8 +120,8 @@ def _mujoco(env: str, steps: int, **overrides: object) -> TrainConfig:
 def reacher() -> TrainConfig:
     """Reacher-v5 (episodes end at 50 steps), 5M steps.
 
-    The seed kept 1000 steps per episode in memory; Reacher's are 50, so 95 % of the
-    memory was padding and an update cost 20 times what it needs (docs/results.md).
+    The seed kept 1000 steps per episode in memory; Reacher's episodes end at 50, so a
+    memory that long is mostly padding (docs/results.md).
     """
     return _mujoco("Reacher-v5", 5_000_000, max_length=50, discount=0.985, update_every=60)
 

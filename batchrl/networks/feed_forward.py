@@ -6,7 +6,7 @@ units. By default hidden kernels use flax's LeCun-normal init (variance scaling 
 fan-in, truncated normal) and a policy's output kernel uses the same init multiplied by
 `init_output_factor`, so the initial means (or logits) are small whatever the
 observation size. Note that the seed's `init_mean_factor` scaled the variance instead:
-its 0.1 is about 0.32 here. `orthogonal=True` switches to the common PPO init:
+its 0.1 is sqrt(0.1) here. `orthogonal=True` switches to the common PPO init:
 orthogonal(sqrt(2)) hidden kernels, orthogonal(0.01) policy outputs, orthogonal(1.0)
 value output, zero biases.
 """

@@ -213,9 +213,10 @@ def update(
 
     The memory is read in rows of `chunk_length` steps (whole episodes for a recurrent
     policy, whose state must start at the episode's beginning), and only rows that hold
-    steps of finished episodes are computed on: 60 Humanoid episodes of 83 steps fill 120
-    of the 1,800 rows of a 90 x 1,000-step memory. Returns the learner after the update and
-    the next penalty coefficient; the caller clears the memory.
+    steps of finished episodes are computed on: short episodes fill few rows of a memory
+    sized for the longest (docs/benchmarks/history.md, "Where a train phase's time goes").
+    Returns the learner after the update and the next penalty coefficient; the caller
+    clears the memory.
     """
     config = networks.config
     valid = memory.valid_mask(stored)

@@ -26,7 +26,7 @@ class ExternalProcess:
 
     `timeout`: seconds to wait for an answer before the worker counts as hung (None:
     forever). `restart`: replace a dead or hung worker instead of raising. `context`:
-    "forkserver" (the default: workers start in well under 0.1 s) or "spawn" (never
+    "forkserver" (the default: workers fork from a preloaded server, fast) or "spawn" (never
     plain fork, unsafe beside JAX's threads). `spin`: seconds the worker polls for the
     next command, and the parent for an answer, before it blocks.
     """

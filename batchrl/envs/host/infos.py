@@ -1,12 +1,12 @@
 """Infos of a batch step, fetched from workers and decoded only when read.
 
-A worker keeps a step's infos until the parent asks (`Owed`): measured on 2 cores with
-32 HalfCheetah-v5 envs, not encoding and sending them on every step made batch steps
-about 11% faster (docs/benchmarks.md). When asked, numeric scalar entries that every
-env reports (for MuJoCo tasks: all of them) travel as one array per key instead of one
-pickled object per env and key, which is several times cheaper. `Infos` is a read-only
-sequence of dicts that builds each dict on access; `Batched` is Gymnasium's vector form
-of them (a dict of arrays with `_key` masks), built when first read.
+A worker keeps a step's infos until the parent asks (`Owed`), so no batch step waits
+while they are encoded and sent (measured in docs/benchmarks/history.md, "Environment
+throughput"). When asked, numeric scalar entries that every env reports (for MuJoCo
+tasks: all of them) travel as one array per key instead of one pickled object per env
+and key, which is several times cheaper. `Infos` is a read-only sequence of dicts that
+builds each dict on access; `Batched` is Gymnasium's vector form of them (a dict of
+arrays with `_key` masks), built when first read.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ def encode(infos: Sequence[dict]) -> tuple | None:
     """A compact form of the infos of k envs: (k, columns, rest), or None if all are empty.
 
     `columns` maps each numeric key that every env reports with the same type to
-    (dtype, python scalar?, raw bytes); raw bytes pickle about 15 times faster than
-    arrays. `rest` holds what is left per env, or is None when nothing is.
+    (dtype, python scalar?, raw bytes); raw bytes pickle far faster than arrays. `rest`
+    holds what is left per env, or is None when nothing is.
     """
     if not any(infos):
         return None
