@@ -95,8 +95,12 @@ def live_children() -> list[psutil.Process]:
     return alive
 
 
-def wait_gone(pids: list[int], seconds: float = 3.0) -> list[int]:
-    """Waits until none of `pids` runs; returns those still running after `seconds`."""
+def wait_gone(pids: list[int], seconds: float = 60.0) -> list[int]:
+    """Waits until none of `pids` runs; returns those still running after `seconds`.
+
+    `seconds` only ends a failing wait: a closed or killed process is gone in
+    milliseconds, which a loaded machine can stretch to seconds but not to a minute.
+    """
     deadline = time.monotonic() + seconds
     while True:
         running = []

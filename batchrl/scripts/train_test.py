@@ -282,7 +282,7 @@ def test_sigterm_or_ctrl_c_saves_a_checkpoint_and_leaves_no_worker(tmp_path, how
     assert process.returncode == 130, err
     assert "interrupted: saved a checkpoint" in out
     assert checkpoint.steps(run_folder(tmp_path) / "checkpoints")
-    assert not wait_gone(workers, 3.0)
+    assert not wait_gone(workers)
 
 
 def test_list_shows_every_preset(capsys):

@@ -8,7 +8,7 @@ import math
 import subprocess
 import sys
 import textwrap
-import time
+import threading
 
 import pytest
 from tensorboard.backend.event_processing import event_accumulator
@@ -217,18 +217,22 @@ def test_progress_moves_during_a_phase_at_the_speed_so_far_up_to_the_phase_end(c
     assert capsys.readouterr().out == "phase 1\n"
 
 
+def _drawn_in_three_ticks(stream) -> str:
+    """What a Progress drew on `stream` while its ticking thread ticked 3 times."""
+    progress = logging.Progress(1_000, stream=stream)
+    progress.update(10, {})
+    ticks, tick = threading.Semaphore(0), progress.tick
+    progress.tick = lambda: (tick(), ticks.release())
+    with progress.ticking(interval=0.01):
+        for _ in range(3):
+            ticks.acquire()
+    progress.close()
+    return stream.getvalue()
+
+
 def test_progress_ticks_only_on_a_terminal(capsys):
-    # 3 ticks on a terminal; none in 30 intervals elsewhere.
-    for stream, wait in ((TtyStream(), 5.0), (io.StringIO(), 0.3)):
-        progress = logging.Progress(1_000, stream=stream)
-        progress.update(10, {})
-        with progress.ticking(interval=0.01):
-            deadline = time.monotonic() + wait
-            while stream.getvalue().count("\r") < 3 and time.monotonic() < deadline:
-                time.sleep(0.01)
-        progress.close()
-        ticks = stream.getvalue().count("\r")
-        assert ticks >= 3 if isinstance(stream, TtyStream) else ticks == 0
+    assert _drawn_in_three_ticks(TtyStream()).count("\r") >= 3
+    assert "\r" not in _drawn_in_three_ticks(io.StringIO())
     assert "\r" not in capsys.readouterr().err
 
 

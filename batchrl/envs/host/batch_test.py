@@ -206,7 +206,7 @@ def test_a_crash_in_one_worker_is_reported_and_close_ends_all_workers():
         env.step(np.zeros((4, 2), np.float32))
     env.close()
     env.close()
-    assert not wait_gone(pids, 1.0)
+    assert not wait_gone(pids)
 
 
 def second_worker_exits_at_step_two() -> list:

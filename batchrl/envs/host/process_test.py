@@ -106,15 +106,15 @@ def test_unsupported_space_is_named():
 
 
 @pytest.mark.parametrize("how", ["exit", "sigkill", "segv"])
-def test_dead_worker_is_reported_within_a_second(how):
-    env = external.ExternalProcess(functools.partial(mock.FailingEnv, how=how, at=2))
+def test_dead_worker_is_reported_at_once(how):
+    # With no timeout, only the worker's death can end the wait for its answer.
+    constructor = functools.partial(mock.FailingEnv, how=how, at=2)
+    env = external.ExternalProcess(constructor, timeout=None)
     env.reset(seed=0)
     env.step(np.zeros(2, np.float32))
     pid = env.pid
-    start = time.monotonic()
     with pytest.raises(errors.EnvCrashedError, match="died") as caught:
         env.step(np.zeros(2, np.float32))
-    assert time.monotonic() - start < 1.0
     assert "'FailingEnv'" in str(caught.value) and "restart=True" in str(caught.value)
     with pytest.raises(errors.EnvError, match="unusable"):
         env.step(np.zeros(2, np.float32))
@@ -132,8 +132,8 @@ def test_hung_worker_times_out_and_is_killed():
     start = time.monotonic()
     with pytest.raises(errors.EnvTimeoutError, match=r"did not answer step within 0.5 s"):
         env.step(np.zeros(2, np.float32))
-    assert 0.4 < time.monotonic() - start < 2.0
-    assert not wait_gone([pid], 1.0)
+    assert time.monotonic() - start > 0.4  # It waited its timeout (however long after).
+    assert not wait_gone([pid])
     env.close()
 
 
@@ -197,7 +197,7 @@ def test_close_is_idempotent_and_ends_the_worker():
     pid = env.pid
     env.close()
     env.close()
-    assert not wait_gone([pid], 1.0)
+    assert not wait_gone([pid])
     with pytest.raises(errors.EnvError, match="closed"):
         env.reset()
 
@@ -214,16 +214,25 @@ def test_forkserver_start_method_works():
 
 
 ORPHAN_SCRIPT = """
-import functools
 import sys
 import numpy as np
 from batchrl.envs import BatchEnv
 from batchrl.envs.host import mock
 
+
+class Hangs(mock.FailingEnv):
+    # Hangs in its third step, having said so on the stdout its worker shares.
+    def __init__(self):
+        super().__init__(how="hang", at=3, duration=10**6)
+
+    def _fail(self):
+        print("hung", flush=True)
+        super()._fail()
+
+
 if __name__ == "__main__":
     # The last worker hangs in its third step, so a parent killed then leaves a busy worker.
-    hangs = functools.partial(mock.FailingEnv, how="hang", at=3, duration=10**6)
-    env = BatchEnv.external([mock.CountingEnv] * 2 + [hangs] * 2, envs_per_worker=2)
+    env = BatchEnv.external([mock.CountingEnv] * 2 + [Hangs] * 2, envs_per_worker=2)
     env.reset(seed=0)
     print("ready", flush=True)
     if sys.argv[1] == "raise":
@@ -261,15 +270,15 @@ def test_no_worker_outlives_its_parent(ending, tmp_path):
             "sigterm": signal.SIGTERM,
             "sigkill": signal.SIGKILL,
         }
+        if ending != "raise":  # Once the parent waits on the hung step.
+            assert parent.stdout.readline().strip() == "hung", parent.stderr.read()
         if ending == "sigint_to_group":  # What Ctrl-C in a terminal does.
-            time.sleep(0.5)  # Let the parent reach the hung step.
             os.killpg(parent.pid, signal.SIGINT)
         elif ending in signals:
-            time.sleep(0.5)
             os.kill(parent.pid, signals[ending])
-        code = parent.wait(10)
+        code = parent.wait()
         assert code != 0
-        assert not wait_gone(descendants, 3.0)
+        assert not wait_gone(descendants)
         if ending in ("raise", "sigint", "sigint_to_group"):
             stderr = parent.stderr.read()
             assert "KeyboardInterrupt" in stderr or "the parent fails" in stderr
