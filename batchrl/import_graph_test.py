@@ -7,6 +7,8 @@ function to dodge a circle is still a circle. Tests are left out; they import fr
 import ast
 import graphlib
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -81,3 +83,25 @@ def test_ray_is_entered_only_through_batch_env_ray():
     )
     assert "batchrl.envs.host.remote" in ray_imports  # The graph holds the real imports.
     assert not ray_imports & {"batchrl.envs.host.batch", "batchrl.envs.host.builders"}
+
+
+def test_training_reaches_algorithms_through_their_protocol_only():
+    known = modules()
+    direct = {
+        name: sorted(t for t in imported(name, path, known) if t.startswith("batchrl.ppo"))
+        for name, path in known.items()
+        if name.startswith("batchrl.training")
+    }
+    assert "batchrl.training.loop" in direct  # The graph holds the training modules.
+    assert {name: found for name, found in direct.items() if found} == {}
+
+
+def test_importing_batchrl_as_a_worker_does_imports_no_jax():
+    code = (
+        "import sys, batchrl, batchrl.envs.host.worker\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] in ('jax', 'flax')], 'jax'\n"
+        "assert batchrl.train.__module__ == 'batchrl.training.api'\n"
+        "assert batchrl.load.__module__ == batchrl.Policy.__module__ == 'batchrl.training.policy'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]

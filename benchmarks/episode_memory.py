@@ -67,14 +67,12 @@ def main() -> None:
     args = parser.parse_args()
 
     preset = presets.humanoid()
-    config, num_agents = preset.algorithm, preset.num_agents
+    num_agents = preset.num_agents
     stand_in = StandIn(end=1.0 / args.episode_length)
     stand_in = jax_env.LimitDuration(stand_in, stand_in.max_length)
     env = jax_env.Batched(stand_in, num_agents)
     batch_steps = args.steps // num_agents
-    programs, state = loop.build(
-        config, env, batch_steps, 10, max_length=preset.max_length, steps=preset.steps
-    )
+    programs, state = loop.build(preset, env, train_steps=batch_steps, eval_steps=10)
     train, agent = state.train, state.agent
 
     def phase(reset: bool) -> float:

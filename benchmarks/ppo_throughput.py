@@ -31,7 +31,7 @@ import gymnasium as gym  # noqa: E402
 import jax  # noqa: E402
 
 from batchrl import bridge  # noqa: E402
-from batchrl.configs import overrides, presets  # noqa: E402
+from batchrl.configs import TrainConfig, overrides, presets  # noqa: E402
 from batchrl.envs import BatchEnv  # noqa: E402
 from batchrl.envs.jax import classic, jax_env  # noqa: E402
 from batchrl.ppo import config as config_lib  # noqa: E402
@@ -56,7 +56,8 @@ def batchrl_rate(updates: int, local_envs: int | str = 0) -> dict:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
         start = time.perf_counter()
         steps = N_STEPS * updates
-        programs, state = loop.build(config, env, steps, 1, max_length=1000, steps=2 * steps)
+        run = TrainConfig(algorithm=config, num_agents=NUM_ENVS, max_length=1000, steps=2 * steps)
+        programs, state = loop.build(run, env, train_steps=steps, eval_steps=1)
         state, first = loop.run_phase(programs, state)  # Compiles, then trains `updates`.
         compile_and_first = time.perf_counter() - start
         _, steady = loop.run_phase(programs, state)
@@ -110,8 +111,10 @@ def pendulum_seconds_to(target: float, max_phases: int = 40) -> dict:
     )
     start = time.perf_counter()
     env = jax_env.Batched(classic.make("Pendulum-v1"), 32)
-    budget = max_phases * 128 * 5 * 32
-    programs, state = loop.build(config, env, 128 * 5, 200, max_length=200, steps=budget)
+    run = TrainConfig(
+        algorithm=config, num_agents=32, max_length=200, steps=max_phases * 128 * 5 * 32
+    )
+    programs, state = loop.build(run, env, train_steps=128 * 5, eval_steps=200)
     for _, metrics in loop.run(programs, state, max_phases):
         if metrics["eval/return"] >= target:
             return {
@@ -130,14 +133,7 @@ def preset_rates(name: str, phases: int) -> dict:
         for backend in backends:
             config = overrides.parse_override(presets.get(name), f"env_backend={backend}")
             env, batch_env = environments.build(config)
-            programs, state = loop.build(
-                config.algorithm,
-                env,
-                config.batch_steps_per_phase,
-                1,
-                max_length=config.max_length,
-                steps=config.steps,
-            )
+            programs, state = loop.build(config, env, eval_steps=1)
             state, _ = loop.run_phase(programs, state)  # Compiles.
             runs[backend] = [programs, state, batch_env, []]
         for _ in range(phases):

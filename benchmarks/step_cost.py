@@ -27,11 +27,11 @@ xla_threads.limit()  # Before JAX starts: its thread pool would take the workers
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
+from batchrl import algorithm as algorithm_lib  # noqa: E402
 from batchrl import simulate  # noqa: E402
 from batchrl.configs import presets  # noqa: E402
-from batchrl.ppo import acting, clipped, penalty, train_phase  # noqa: E402
+from batchrl.ppo import clipped, penalty  # noqa: E402
 from batchrl.ppo import config as config_lib  # noqa: E402
-from batchrl.ppo import policy as policy_lib  # noqa: E402
 from batchrl.scripts import sweep  # noqa: E402
 from batchrl.training import environments, loop  # noqa: E402
 
@@ -66,12 +66,12 @@ def update_seconds(env, networks, state, max_length: int, repeats: int = 3) -> f
     The agent acts until its memory or rollout is ready, as in training; then the update
     it would make is compiled on its own and timed.
     """
-    algorithm = train_phase.objective(networks.config)
+    algorithm = algorithm_lib.of(networks.config)
 
     def fill(sim_state, agent):
-        acting_state = acting.begin(agent.learner, agent.running)
+        acting_state = algorithm.begin(agent)
         recorder = algorithm.recorder(networks)
-        sampling = acting.sampling_agent(networks)
+        sampling = algorithm.sampling_agent(networks)
         limit = 10 * state.train.length.shape[0] * max_length
         run = simulate.collect(
             env, sampling, sim_state, acting_state, limit, recorder=recorder, storage=agent.storage
@@ -95,14 +95,11 @@ def update_seconds(env, networks, state, max_length: int, repeats: int = 3) -> f
 
 def measure(name: str, phases: int) -> dict:
     config = presets.get(name)
-    algorithm = config.algorithm
     batch_steps = config.batch_steps_per_phase
     env, batch_env = environments.build(config)
     try:
-        networks = policy_lib.for_env(algorithm, env)
-        programs, state = loop.build(
-            algorithm, env, batch_steps, 1, max_length=config.max_length, steps=config.steps
-        )
+        programs, state = loop.build(config, env, eval_steps=1)
+        networks = programs.networks
         rows = []
         for _ in range(phases + 1):
             before_env, before_updates = env.env_seconds, int(state.agent.learner.updates)
@@ -123,7 +120,7 @@ def measure(name: str, phases: int) -> dict:
     steps = batch_steps * config.num_agents
     return {
         "preset": name,
-        "objective": type(algorithm).__name__,
+        "objective": type(config.algorithm).__name__,
         "env_steps_per_phase": steps,
         "first_phase_seconds_with_compile": round(rows[0]["seconds"], 2),
         "phase_seconds": [round(row["seconds"], 2) for row in rows[1:]],

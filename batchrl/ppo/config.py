@@ -34,7 +34,8 @@ class RunShape:
 class Common:
     """What both objectives need: scaling of observations and rewards, networks, optimiser."""
 
-    objective: ClassVar[str]
+    objective: ClassVar[str]  # Its name in OBJECTIVES and in a saved config.
+    algorithm: ClassVar[str]  # `module:attribute` of the `algorithm.Algorithm` that trains it.
     recurrent: ClassVar[bool] = False  # A GRU policy; `PenaltyConfig` alone can train one.
 
     discount: float = 0.995
@@ -84,6 +85,7 @@ class PenaltyConfig(Common):
     """The seed's objective: episode memory and an adaptive KL penalty with cutoff."""
 
     objective: ClassVar[str] = "kl_penalty"
+    algorithm: ClassVar[str] = "batchrl.ppo.objectives:PENALTY"
 
     recurrent: bool = False  # A GRU policy; trains on whole episodes.
     update_every: int = 30  # Episodes per update.
@@ -118,6 +120,7 @@ class ClippedConfig(Common):
     """
 
     objective: ClassVar[str] = "clipped"
+    algorithm: ClassVar[str] = "batchrl.ppo.objectives:CLIPPED"
 
     discount: float = 0.99
     policy_layers: tuple[int, ...] = (64, 64)
@@ -178,6 +181,7 @@ def _at_least_one(config: object, *names: str) -> None:
 
 
 Config = PenaltyConfig | ClippedConfig
+# The one table of objectives: each config type names its algorithm (`algorithm.of`).
 OBJECTIVES: dict[str, type[PenaltyConfig] | type[ClippedConfig]] = {
     PenaltyConfig.objective: PenaltyConfig,
     ClippedConfig.objective: ClippedConfig,

@@ -57,7 +57,8 @@ def test_episodes_shorter_than_the_memory_train_without_nan():
 def test_a_nan_stops_training_with_the_quantity_and_step():
     config = config_lib.PenaltyConfig(update_every=2, learning_rate=1e30)
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 10), 2)
-    programs, state = loop.build(config, env, 10, 10, max_length=10, steps=400)
+    run = loop.config_for(config, env, max_length=10, steps=400)
+    programs, state = loop.build(run, env, train_steps=10, eval_steps=10)
     message = r"^parameters \(nan\), .*train/policy_loss \(nan\).* became non-finite by env step"
     with pytest.raises(FloatingPointError, match=message):
         for _ in loop.run(programs, state, phases=20):
@@ -109,7 +110,8 @@ def test_recurrent_policy_trains_and_resets_its_state_at_episode_start():
 def test_recurrent_needs_the_penalty_objective_and_box_actions():
     env = jax_env.Batched(classic.make("CartPole-v1"), 2)
     with pytest.raises(ValueError, match="recurrent policies support Box actions"):
-        loop.build(config_lib.PenaltyConfig(recurrent=True), env, 10, 10, max_length=10, steps=1)
+        run = loop.config_for(config_lib.PenaltyConfig(recurrent=True), env, max_length=10, steps=1)
+        loop.build(run, env)
     with pytest.raises(TypeError, match="unexpected keyword argument 'recurrent'"):
         config_lib.ClippedConfig(recurrent=True)  # The clipped objective has no such setting.
 
@@ -120,7 +122,8 @@ def test_chunks_must_divide_episodes():
         config_lib.PenaltyConfig(chunk_length=300).check(shape)
     with pytest.raises(ValueError, match="chunk_length = 300 must divide max_length = 1000"):
         env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
-        loop.build(config_lib.PenaltyConfig(chunk_length=300), env, 1, 1, max_length=1000, steps=1)
+        config = config_lib.PenaltyConfig(chunk_length=300)
+        loop.build(loop.config_for(config, env, max_length=1000, steps=1), env)
     assert config_lib.PenaltyConfig(chunk_length=500).chunk(200) == 200
     assert config_lib.PenaltyConfig(chunk_length=50, recurrent=True).chunk(200) == 200
 

@@ -1,9 +1,11 @@
-"""Alternating train and eval phases of a PPO agent over one batched env, as the seed does.
+"""Alternating train and eval phases of an agent over one batched env, as the seed does.
 
-Training runs a phase of env steps (`ppo.train_phase`: acting, and an update each time
+Training runs a phase of env steps (`training.phase`: acting, and an update each time
 the agent's memory or rollout is full); evaluation restarts a separate set of episodes
 and runs the mean action until every env has finished one. Each phase is one compiled
-program; this loop only reads the metrics it returns.
+program; this loop only reads the metrics it returns. The agent is the algorithm its
+config names, driven through the written protocol (`batchrl.algorithm`). Every size
+(phase lengths, the budget that schedules read) derives from the run's `TrainConfig`.
 """
 
 from __future__ import annotations
@@ -13,17 +15,17 @@ import functools
 import math
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import flax.struct
 import jax
 import jax.numpy as jnp
 
+from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
-from batchrl.ppo import acting, train_phase
-from batchrl.ppo import config as config_lib
-from batchrl.ppo import learner as learner_lib
-from batchrl.ppo import policy as policy_lib
+from batchrl.configs import train_config
 from batchrl.training import memory
+from batchrl.training import phase as phase_lib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +34,8 @@ class Programs:
 
     train: Callable
     evaluate: Callable
+    algorithm: algorithm_lib.Algorithm
+    networks: algorithm_lib.Networks
     num_envs: int
     train_steps: int  # Batch steps of one train phase.
     shared_envs: bool  # Train and eval step the same host envs: restart them between phases.
@@ -42,7 +46,7 @@ class Programs:
 class RunState:
     """Everything a run carries from one phase to the next, and all a checkpoint holds."""
 
-    agent: train_phase.AgentState
+    agent: phase_lib.AgentState
     train: simulate.State
     eval: simulate.State
     env_steps: jax.Array  # [] int32
@@ -50,31 +54,35 @@ class RunState:
 
 
 def build(
-    config: config_lib.Config,
+    config: train_config.TrainConfig,
     env: simulate.BatchedEnv,
-    train_steps: int,
-    eval_steps: int,
     *,
-    max_length: int,
-    steps: int,
-    seed: int = 0,
+    train_steps: int | None = None,
+    eval_steps: int | None = None,
 ) -> tuple[Programs, RunState]:
-    """The run's programs and initial state.
+    """The run's programs and initial state, every size derived from `config`.
 
-    The train phase runs `train_steps` batch steps, the eval phase `eval_steps`.
-    `max_length` is the longest episode the env gives, `steps` the run's budget of env
-    steps, and `seed` the seed of the agent's and the phases' random keys.
+    A train phase runs `config.batch_steps_per_phase` batch steps and an eval phase
+    `config.eval_batch_steps`, unless `train_steps` or `eval_steps` (batch steps, each
+    stepping every env once) say otherwise; the budget the schedules read is
+    `config.steps` env steps, and `config.seed` seeds the agent's and the phases' keys.
     """
-    networks = policy_lib.for_env(config, env)
-    shape = config_lib.RunShape(num_envs=env.num_envs, max_length=max_length, steps=steps)
-    key = jax.random.key(seed)
+    if env.num_envs != config.num_agents:
+        raise ValueError(f"the env steps {env.num_envs} envs, the config {config.num_agents}")
+    algorithm = algorithm_lib.of(config.algorithm)
+    networks = algorithm.networks(config.algorithm, env.env_spec)
+    train_steps = train_steps or config.batch_steps_per_phase
+    eval_steps = eval_steps or config.eval_batch_steps
+    key = jax.random.key(config.seed)
     agent_key, train_key, eval_key = jax.random.split(key, 3)
-    init = functools.partial(train_phase.objective(config).init, networks, shape)
+    init = functools.partial(algorithm.init, networks, config.shape)
     storage_bytes = memory.nbytes(jax.eval_shape(init, agent_key).storage)
-    memory.check_fits(storage_bytes, f"{config.objective} objective's storage")
+    memory.check_fits(storage_bytes, f"{config.algorithm.objective} objective's storage")
     programs = Programs(
-        train=train_phase.make(env, networks, train_steps),
-        evaluate=simulate.make_collect(env, acting.evaluation_agent(networks), eval_steps),
+        train=phase_lib.make(env, networks, train_steps),
+        evaluate=simulate.make_collect(env, algorithm.evaluation_agent(networks), eval_steps),
+        algorithm=algorithm,
+        networks=networks,
         num_envs=env.num_envs,
         train_steps=train_steps,
         # Envs stepped on the host are one set, whichever simulate state drives them.
@@ -91,10 +99,22 @@ def build(
     return programs, state
 
 
+def config_for(
+    config: Any, env: simulate.BatchedEnv, *, max_length: int, steps: int, seed: int = 0
+) -> train_config.TrainConfig:
+    """The run of algorithm `config` on `env`, for tests and benchmarks that bring their env.
+
+    Episodes last at most `max_length` env steps; `steps` is the budget in env steps.
+    """
+    return train_config.TrainConfig(
+        algorithm=config, num_agents=env.num_envs, max_length=max_length, steps=steps, seed=seed
+    )
+
+
 def evaluate(
     programs: Programs,
     eval_state: simulate.State,
-    agent_state: train_phase.AgentState,
+    agent_state: phase_lib.AgentState,
     episodes: int,
 ) -> tuple[simulate.State, dict[str, float]]:
     """Runs the eval phase until at least `episodes` episodes ended; their summary.
@@ -106,7 +126,7 @@ def evaluate(
     while count < episodes or count == 0:
         eval_state = simulate.clear_summary(eval_state)
         # Every env restarts, so the running state the eval episodes begin with is fresh.
-        acting_state = acting.begin(agent_state.learner, agent_state.running)
+        acting_state = programs.algorithm.begin(agent_state)
         eval_state, _ = programs.evaluate(eval_state, acting_state, jnp.asarray(True))
         summary = {name: float(value) for name, value in simulate.summary(eval_state).items()}
         if summary["episode/count"] == 0:
@@ -143,12 +163,11 @@ def run_phase(
         eval_state, summary = evaluate(programs, eval_state, agent_state, eval_episodes)
         metrics.update({f"eval/{k.split('/')[1]}": v for k, v in summary.items()})
         eval_seconds = time.perf_counter() - start
-    metrics.update(agent_state.learner.metrics)
-    metrics.update(learner_lib.normalizer_metrics(agent_state.learner))
+    metrics.update(programs.algorithm.metrics(agent_state.learner))
     metrics = {name: float(value) for name, value in metrics.items()}
     phase_steps = programs.train_steps * programs.num_envs
     env_steps = int(state.env_steps) + phase_steps
-    learner_lib.check_finite(agent_state.learner, metrics, env_steps)
+    programs.algorithm.check_finite(agent_state.learner, metrics, env_steps)
     metrics["perf/env_steps"] = float(env_steps)
     metrics["perf/env_steps_per_sec"] = phase_steps / train_seconds
     metrics["perf/train_seconds"] = train_seconds
@@ -191,7 +210,7 @@ def run(
 
 
 def train(
-    config: config_lib.Config,
+    config: Any,
     env: simulate.BatchedEnv,
     train_steps: int,
     eval_steps: int,
@@ -202,12 +221,13 @@ def train(
 ) -> tuple[list[dict[str, float]], RunState]:
     """Builds and runs `phases` phases, each evaluated; every phase's metrics and the end state.
 
-    The budget of env steps is what the phases spend.
+    For tests of an algorithm `config` on an env of their own: phases of `train_steps`
+    and `eval_steps` batch steps, episodes of at most `max_length` steps, and the
+    budget the schedules read what the phases spend.
     """
     steps = phases * train_steps * env.num_envs
-    programs, state = build(
-        config, env, train_steps, eval_steps, max_length=max_length, steps=steps, seed=seed
-    )
+    whole = config_for(config, env, max_length=max_length, steps=steps, seed=seed)
+    programs, state = build(whole, env, train_steps=train_steps, eval_steps=eval_steps)
     rows = []
     for after, metrics in run(programs, state, phases):
         state = after

@@ -1,45 +1,30 @@
-"""A train phase of either PPO objective: stretches of acting, each followed by learning.
+"""A train phase of any algorithm: stretches of acting, each followed by learning.
 
-One compiled program runs a phase's batch steps. Only the acting state (`acting.Acting`)
-rides through the steps; each step's record goes into the objective's storage (its
-episode memory or rollout buffer), written in place. A stretch of steps ends when the
-storage is ready, at the very step the seed's `end_episode` would have trained, or
-when the phase's steps are done; the objective then learns, outside the steps, and the
-next stretch acts with the new parameters. The objective is picked by the config's type.
+One compiled program runs a phase's batch steps. Only the acting state rides through the
+steps; each step's record goes into the algorithm's storage (an episode memory, a rollout
+buffer), written in place. A stretch of steps ends when the storage is ready, at the
+very step the seed's `end_episode` would have trained, or when the phase's steps are
+done; the algorithm then learns, outside the steps, and the next stretch acts with the
+new parameters. The algorithm is the one its config names (`algorithm.of`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from types import ModuleType
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 
+from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
-from batchrl.ppo import acting, clipped, penalty
-from batchrl.ppo import config as config_lib
-from batchrl.ppo import policy as policy_lib
 
-AgentState = penalty.State | clipped.State
-
-# Each objective's module: init, recorder, cut, learn, and a State with `learner`,
-# `running` and `storage`.
-OBJECTIVES: dict[type, ModuleType] = {
-    config_lib.PenaltyConfig: penalty,
-    config_lib.ClippedConfig: clipped,
-}
-
-
-def objective(config: config_lib.Config) -> ModuleType:
-    """The module of the objective `config` configures."""
-    return OBJECTIVES[type(config)]
+AgentState = Any  # An algorithm's agent state (`algorithm.State`).
 
 
 def phase(
     env: simulate.BatchedEnv,
-    networks: policy_lib.Networks,
+    networks: algorithm_lib.Networks,
     num_steps: int,
     state: simulate.State,
     agent: AgentState,
@@ -49,8 +34,8 @@ def phase(
 
     `reset` restarts every env at the first step; the episodes it cuts are kept as cut.
     """
-    algorithm = objective(networks.config)
-    sampling = acting.sampling_agent(networks)
+    algorithm = algorithm_lib.of(networks.config)
+    sampling = algorithm.sampling_agent(networks)
     recorder = algorithm.recorder(networks)
     reset = jnp.asarray(reset, bool)
     agent = algorithm.cut(agent, reset)
@@ -62,7 +47,7 @@ def phase(
     def stretch(carry: tuple) -> tuple:
         state, agent, left = carry
         agent = algorithm.learn(networks, agent)  # Trains when the storage is ready.
-        acting_state = acting.begin(agent.learner, agent.running)
+        acting_state = algorithm.begin(agent)
         state, acting_state, storage, taken = simulate.collect(
             env,
             sampling,
@@ -73,8 +58,7 @@ def phase(
             storage=agent.storage,
             reset=reset & (left == num_steps),
         )
-        learner, running = acting.end(agent.learner, acting_state)
-        agent = agent.replace(learner=learner, running=running, storage=storage)
+        agent = algorithm.end(agent, acting_state, storage)
         return state, agent, left - taken
 
     carry = (state, agent, jnp.asarray(num_steps, jnp.int32))
@@ -83,7 +67,7 @@ def phase(
 
 
 def make(
-    env: simulate.BatchedEnv, networks: policy_lib.Networks, num_steps: int
+    env: simulate.BatchedEnv, networks: algorithm_lib.Networks, num_steps: int
 ) -> Callable[[simulate.State, AgentState, Any], tuple[simulate.State, AgentState]]:
     """The compiled phase of `num_steps` batch steps, returning once it has run.
 

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl import bridge, simulate
+from batchrl import algorithm, bridge, simulate
 from batchrl import env_spec as env_spec_lib
 from batchrl.configs import presets
 from batchrl.env_spec import EnvSpec
@@ -17,8 +17,8 @@ from batchrl.envs.jax import classic, jax_env, jax_mock
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import learner as learner_lib
 from batchrl.ppo import policy as policy_lib
-from batchrl.ppo import train_phase
 from batchrl.training import loop, step_copies
+from batchrl.training import phase as phase_lib
 
 
 def updates_by_phase(config, env, phase_steps, max_length):
@@ -27,9 +27,10 @@ def updates_by_phase(config, env, phase_steps, max_length):
     Phases split anywhere train exactly as one (test below), and a phase whose last step
     fills the storage learns before it returns.
     """
-    build = functools.partial(loop.build, config, env, eval_steps=1, max_length=max_length)
-    programs = {n: build(n, steps=1)[0] for n in set(phase_steps)}
-    state = build(1, steps=1)[1]
+    run = loop.config_for(config, env, max_length=max_length, steps=1)
+    build = functools.partial(loop.build, run, env, eval_steps=1)
+    programs = {n: build(train_steps=n)[0] for n in set(phase_steps)}
+    state = build(train_steps=1)[1]
     sim, agent, counts = state.train, state.agent, []
     for steps in phase_steps:
         sim, agent = programs[steps].train(sim, agent, False)
@@ -64,12 +65,13 @@ def test_phases_split_anywhere_train_exactly_as_one(objective):
     else:
         config = config_lib.PenaltyConfig(update_every=6, chunk_length=5, update_epochs=2)
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 10), 4)
-    build = functools.partial(loop.build, config, env, max_length=10, steps=160)
-    whole, state = build(40, 1)
+    run = loop.config_for(config, env, max_length=10, steps=160)
+    build = functools.partial(loop.build, run, env, eval_steps=1)
+    whole, state = build(train_steps=40)
     _, one = whole.train(state.train, state.agent, False)
     sim, agent = state.train, state.agent
     for steps in (16, 8, 16):
-        programs, _ = build(steps, 1)
+        programs, _ = build(train_steps=steps)
         sim, agent = programs.train(sim, agent, False)
     assert int(one.learner.updates) == (3 if objective == "clipped" else 2)
     for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(agent), strict=True):
@@ -96,10 +98,10 @@ def test_no_batch_step_copies_a_buffer_over_a_megabyte(objective):
         env = bridge.InGraphBatchEnv(envs, seed=0)
         networks = policy_lib.for_env(config, env)
         shape = config_lib.RunShape(num_envs=num_envs, max_length=8000, steps=10**6)
-        agent = train_phase.objective(config).init(networks, shape, jax.random.key(0))
+        agent = algorithm.of(config).init(networks, shape, jax.random.key(0))
         assert max(leaf.nbytes for leaf in jax.tree.leaves(agent.storage)) > 2**20
         state = simulate.init(env, jax.random.key(1))
-        phase = functools.partial(train_phase.phase, env, networks, 100)
+        phase = functools.partial(phase_lib.phase, env, networks, 100)
         hlo = jax.jit(phase).lower(state, agent, True).compile().as_text()
     copies = step_copies.per_step(hlo)
     assert max((c.bytes for c in copies), default=0) < 2**20, copies
@@ -112,7 +114,8 @@ def test_a_dict_observation_is_stored_in_its_own_dtypes_and_trains(objective):
     else:
         config = config_lib.PenaltyConfig(update_every=4, update_epochs=2, chunk_length=4)
     env = jax_mock.DictCountingBatch((2, 3, 4, 5), end="truncated")
-    programs, state = loop.build(config, env, 24, 1, max_length=8, steps=96)
+    run = loop.config_for(config, env, max_length=8, steps=96)
+    programs, state = loop.build(run, env, train_steps=24, eval_steps=1)
     storage = state.agent.storage
     obs = storage.rollout.obs if objective == "clipped" else storage.steps.obs
     dtypes = {key: leaf.dtype for key, leaf in obs.items()}

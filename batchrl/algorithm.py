@@ -1,0 +1,84 @@
+"""The algorithm protocol: what the training loop and a loaded policy call of an objective.
+
+An algorithm is a record of pure functions on its agent state, as `simulate.Agent` is of
+acting. The agent state is a pytree with two fields the shell reads:
+
+- `learner`: all that acting reads (parameters, normalisers) and all a trained policy
+  is; a checkpoint's `agent.learner` is what `batchrl.load` restores.
+- `storage`: what the recorder writes as the envs step (an episode memory, a rollout
+  buffer); sized before it is allocated.
+
+A train phase (`training.phase`) runs stretches of acting, each ending when the recorder
+is ready: `cut` the episodes a restart ends, `learn` (trains when the storage is ready),
+`begin` the acting state, the sampling agent steps the envs while the recorder writes
+the storage, `end` takes back what acting changed. Evaluation runs the evaluation agent
+from `begin`; `metrics` and `check_finite` read the learner after a phase.
+
+Each algorithm config type names its algorithm as `module:attribute` (its `algorithm`
+class attribute, beside its `objective` name in `ppo.config.OBJECTIVES`, the one table
+of objectives); `of(config)` imports it when a run first needs it, so reading configs
+never imports JAX.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+
+from batchrl import simulate
+from batchrl.env_spec import EnvSpec
+
+State = Any  # The agent state: a pytree with `learner` and `storage`.
+Networks = Any  # The algorithm's static networks for one env, with `config` and `env_spec`.
+Learner = Any  # The agent state's `learner`.
+
+
+class Algorithm(NamedTuple):
+    """An objective as the loop drives it; B is the number of envs stepped together.
+
+    Attributes:
+        networks: (config, env_spec) -> networks: the static description of the policy
+            and value networks for an env's spaces.
+        init: (networks, shape, key) -> state: a fresh agent for a run of `shape`
+            (`ppo.config.RunShape`: envs, longest episode, budget); a ValueError when the
+            config cannot train it.
+        recorder: networks -> simulate.Recorder writing the storage.
+        cut: (state, when []) -> state: ends every running episode in the storage where
+            `when` holds (all envs restart).
+        learn: (networks, state) -> state: an update when the storage is ready, else the
+            state as it was.
+        begin: state -> acting: the acting state of a stretch of steps.
+        end: (state, acting, storage) -> state: the state after a stretch, with what acting
+            changed and the storage it wrote.
+        acting: (networks, learner, B) -> acting: a fresh acting state for B envs that
+            start their episodes, for a loaded policy.
+        sampling_agent: networks -> simulate.Agent that samples actions and keeps what the
+            recorder stores.
+        evaluation_agent: networks -> simulate.Agent that takes the mode of the policy's
+            distribution and learns nothing.
+        metrics: learner -> {name: [] array}: the last update's metrics and summaries.
+        check_finite: (learner, metrics, env_steps) -> None: a FloatingPointError naming
+            every non-finite quantity.
+    """
+
+    networks: Callable[[Any, EnvSpec], Networks]
+    init: Callable[[Networks, Any, jax.Array], State]
+    recorder: Callable[[Networks], simulate.Recorder]
+    cut: Callable[[State, jax.Array], State]
+    learn: Callable[[Networks, State], State]
+    begin: Callable[[State], simulate.Acting]
+    end: Callable[[State, simulate.Acting, simulate.Storage], State]
+    acting: Callable[[Networks, Learner, int], simulate.Acting]
+    sampling_agent: Callable[[Networks], simulate.Agent]
+    evaluation_agent: Callable[[Networks], simulate.Agent]
+    metrics: Callable[[Learner], dict[str, jax.Array]]
+    check_finite: Callable[[Learner, dict[str, float], int], None]
+
+
+def of(config: Any) -> Algorithm:
+    """The algorithm that trains `config`, an algorithm config (its type's `algorithm`)."""
+    module, _, attribute = type(config).algorithm.partition(":")
+    return getattr(importlib.import_module(module), attribute)

@@ -1,0 +1,62 @@
+"""Both PPO objectives as `algorithm.Algorithm`s: the functions the training loop calls.
+
+Each objective (`penalty`, `clipped`) brings its own init, recorder, cut and learn; what
+both share (networks, acting, metrics) is written here once. Their configs name these
+records (`PenaltyConfig.algorithm`, `ClippedConfig.algorithm`).
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import jax
+
+from batchrl import algorithm
+from batchrl.ppo import acting, clipped, penalty
+from batchrl.ppo import learner as learner_lib
+from batchrl.ppo import policy as policy_lib
+
+
+def begin(state: Any) -> acting.Acting:
+    """The acting state of a stretch: the learner's parameters and statistics, each env's state."""
+    return acting.begin(state.learner, state.running)
+
+
+def end(state: Any, acting_state: acting.Acting, storage: Any) -> Any:
+    """The agent after a stretch: the statistics acting gathered, running state, storage."""
+    learner, running = acting.end(state.learner, acting_state)
+    return state.replace(learner=learner, running=running, storage=storage)
+
+
+def fresh_acting(
+    networks: policy_lib.Networks, learner: learner_lib.Learner, num_envs: int
+) -> acting.Acting:
+    """Acting with a trained learner on `num_envs` envs that start their episodes."""
+    return acting.begin(learner, acting.running(networks, num_envs))
+
+
+def metrics(learner: learner_lib.Learner) -> dict[str, jax.Array]:
+    """The last update's metrics and the normalisers' summaries."""
+    return {**learner.metrics, **learner_lib.normalizer_metrics(learner)}
+
+
+def _algorithm(objective: ModuleType) -> algorithm.Algorithm:
+    return algorithm.Algorithm(
+        networks=policy_lib.Networks,
+        init=objective.init,
+        recorder=objective.recorder,
+        cut=objective.cut,
+        learn=objective.learn,
+        begin=begin,
+        end=end,
+        acting=fresh_acting,
+        sampling_agent=acting.sampling_agent,
+        evaluation_agent=acting.evaluation_agent,
+        metrics=metrics,
+        check_finite=learner_lib.check_finite,
+    )
+
+
+PENALTY = _algorithm(penalty)
+CLIPPED = _algorithm(clipped)
