@@ -1,5 +1,26 @@
-"""batchrl: efficient batched reinforcement learning in JAX."""
+"""batchrl: efficient batched reinforcement learning in JAX.
+
+`batchrl.train` trains a config into a `Run`; `batchrl.load` reads a run folder's
+`Policy` (`batchrl/training/api.py`, `batchrl/training/policy.py`). They are imported on
+first use, so importing batchrl, as every env worker process does, imports no JAX.
+"""
+
+import importlib
+from typing import Any
 
 from batchrl import envs
 
-__all__ = ["envs"]
+_PUBLIC = {
+    "train": "batchrl.training.api",
+    "Run": "batchrl.training.api",
+    "load": "batchrl.training.policy",
+    "Policy": "batchrl.training.policy",
+}
+
+__all__ = ["Policy", "Run", "envs", "load", "train"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'batchrl' has no attribute {name!r}")

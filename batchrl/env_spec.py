@@ -204,3 +204,58 @@ def map_tree(function: Callable[..., Any], tree: Any, *others: Any) -> Any:
 def nbytes(tree: Any) -> int:
     """Bytes of one observation of this tree of leaves."""
     return sum(leaf.nbytes for leaf in leaves(tree))
+
+
+# -- as plain data (JSON), so a run folder describes its env without building it ---------------
+
+
+def to_data(spec: EnvSpec) -> dict[str, Any]:
+    """`spec` as lists, dicts, strings and numbers: what `from_data` reads back equal.
+
+    The observation tree is written node by node: `{"leaf": {...}}`, `{"tuple": [...]}`,
+    and `{"dict": [[key, node], ...]}` (pairs, so keys keep their type and order).
+    """
+    fields = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
+    data = {
+        name: list(value) if isinstance(value, tuple) else value for name, value in fields.items()
+    }
+    data["observation"] = _node_data(spec.observation)
+    return data
+
+
+def from_data(data: dict[str, Any]) -> EnvSpec:
+    """The `EnvSpec` that `to_data` wrote; a ValueError naming what does not fit."""
+    if not isinstance(data, dict) or "observation" not in data:
+        raise ValueError(f"an env spec is a mapping with an observation, got {data!r:.80}")
+    known = {f.name for f in dataclasses.fields(EnvSpec)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"an env spec has no field {unknown[0]!r}")
+    fields = {
+        name: tuple(value) if isinstance(value, list) else value
+        for name, value in data.items()
+        if name != "observation"
+    }
+    return EnvSpec(observation=_node(data["observation"]), **fields)
+
+
+def _node_data(tree: Any) -> dict[str, Any]:
+    if isinstance(tree, dict):
+        return {"dict": [[key, _node_data(child)] for key, child in tree.items()]}
+    if isinstance(tree, tuple | list):
+        return {"tuple": [_node_data(child) for child in tree]}
+    fields = {f.name: getattr(tree, f.name) for f in dataclasses.fields(ObsLeaf)}
+    return {"leaf": {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}}
+
+
+def _node(data: Any) -> Any:
+    if not isinstance(data, dict) or len(data) != 1:
+        raise ValueError(f"an observation node is one of leaf, tuple, dict, got {data!r:.80}")
+    ((kind, value),) = data.items()
+    if kind == "dict":
+        return {key: _node(child) for key, child in value}
+    if kind == "tuple":
+        return tuple(_node(child) for child in value)
+    if kind == "leaf":
+        return ObsLeaf(**{k: tuple(v) if isinstance(v, list) else v for k, v in value.items()})
+    raise ValueError(f"an observation node is one of leaf, tuple, dict, got {kind!r}")

@@ -17,29 +17,23 @@ import json
 import pathlib
 
 import gymnasium as gym
-import jax
-import jax.numpy as jnp
 import numpy as np
 
-from batchrl.scripts import visualize
+import batchrl
+from batchrl.training import run_folder
 
 
 def posture(rundir: pathlib.Path, episodes: int) -> dict:
     """The run's seed, and per episode its return, the fraction of steps on its back, pitch."""
-    config, networks, agent = visualize.load_agent(rundir)
-
-    @jax.jit
-    def act(obs: jax.Array) -> jax.Array:
-        features = networks.features(agent.obs_norm, obs[None])
-        return networks.to_env(networks.mode(networks.distribution(agent.params, features)))[0]
-
+    config = run_folder.read_config(rundir)
+    policy = batchrl.load(rundir)
     env = gym.make(config.env, **config.env_kwargs)
     returns, on_back, pitch = [], [], []
     for episode in range(episodes):
         obs, _ = env.reset(seed=config.seed + episode)
         total, pitches, done = 0.0, [], False
         while not done:
-            obs, reward, terminated, truncated, _ = env.step(np.asarray(act(jnp.asarray(obs))))
+            obs, reward, terminated, truncated, _ = env.step(policy.act(obs))
             total += float(reward)
             pitches.append(float(obs[1]))
             done = terminated or truncated

@@ -22,10 +22,8 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
-from batchrl.scripts import train
 from batchrl.scripts.train import UsageError
-from batchrl.training import checkpoint, environments, loop
-from batchrl.training import run as run_lib
+from batchrl.training import checkpoint, environments, loop, run_folder
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -66,8 +64,11 @@ def evaluate(
     """
     if episodes < 1:
         raise UsageError(f"--episodes must be at least 1, got {episodes}")
-    config = train.load_run_config(rundir)
-    directory = rundir / run_lib.CHECKPOINTS
+    try:
+        config = run_folder.read_config(rundir)
+    except run_folder.RunFolderError as error:
+        raise UsageError(str(error)) from None
+    directory = run_folder.checkpoints(rundir)
     kept = checkpoint.steps(directory)
     if not kept:
         raise UsageError(f"run folder {str(rundir)!r} has no checkpoint yet")
@@ -77,18 +78,13 @@ def evaluate(
             raise UsageError(f"no checkpoint of phase {phase} in {str(rundir)!r}: it keeps {kept}")
     paths = [checkpoint.path_for(directory, phase) for phase in wanted]
     if best:
-        paths.append(train.best_checkpoint(rundir))
+        try:
+            paths.append(run_folder.best(rundir))
+        except run_folder.RunFolderError as error:
+            raise UsageError(str(error)) from None
     env, batch_env = environments.build(config)
     try:
-        programs, state = loop.build(
-            config.algorithm,
-            env,
-            config.batch_steps_per_phase,
-            config.eval_batch_steps,
-            max_length=config.max_length,
-            steps=config.steps,
-            seed=config.seed,
-        )
+        programs, state = loop.build(config, env)
 
         def load(path: pathlib.Path):
             return checkpoint.load(path, state)

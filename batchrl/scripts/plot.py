@@ -5,11 +5,11 @@
 
 Reads RUN/metrics.jsonl of each run folder and draws each metric against "perf/env_steps"
 (or the hours its phases took, `--x hours`), one line style per metric and one colour per
-run. With `--seeds`, runs whose folder names differ only before the first "-" (the seeds
-of one sweep, `seed0-cheetah_clipped`, `seed1-...`) are drawn as one curve: the mean over
-seeds and a band from the lowest to the highest, as in Figures 1 and 2 of the seed's
-paper. Draws headless with matplotlib's Agg canvas. A missing or unreadable run ends with
-one line on stderr and exit status 2.
+run. With `--seeds`, runs whose folder names share the config part after the last "-"
+(`training.run_folder`: the seeds of one sweep, `seed0-cheetah_clipped`, `seed1-...`)
+are drawn as one curve: the mean over seeds and a band from the lowest to the highest,
+as in Figures 1 and 2 of the seed's paper. Draws headless with matplotlib's Agg canvas.
+A missing or unreadable run ends with one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from matplotlib.backends import backend_agg
 from matplotlib.figure import Figure
 
 from batchrl.training import logging as logging_lib
-from batchrl.training import results
+from batchrl.training import results, run_folder
 
 X_KEY = "perf/env_steps"
 HOURS = "hours"
@@ -116,12 +116,10 @@ def seed_band(
 
 
 def groups(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[list[dict[str, Any]]]]:
-    """Runs grouped by folder name without its first part (`seed0-cheetah` -> `cheetah`)."""
+    """Runs grouped by their folder name's config part (`seed0-cheetah` -> `cheetah`)."""
     grouped: dict[str, list[list[dict[str, Any]]]] = {}
     for label, records in runs.items():
-        name = Path(label).name
-        key = name.split("-", 1)[1] if "-" in name else name
-        grouped.setdefault(key, []).append(records)
+        grouped.setdefault(run_folder.parse(Path(label).name)[1], []).append(records)
     return grouped
 
 
@@ -145,9 +143,9 @@ def load(run: Path) -> list[dict[str, Any]]:
     """
     if not run.is_dir():
         raise RunError(f"run folder not found: {run}")
-    path = run / logging_lib.JSONL_NAME
+    path = run_folder.metrics(run)
     if not path.is_file():
-        raise RunError(f"no {logging_lib.JSONL_NAME} in run folder {run}")
+        raise RunError(f"no {path.name} in run folder {run}")
     try:
         return logging_lib.read_jsonl(path)
     except ValueError as error:  # Also a file that is not UTF-8.

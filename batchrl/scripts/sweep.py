@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from batchrl.scripts import evaluate, train
-from batchrl.training import results
+from batchrl.training import results, run_folder
 
 RESULTS = "results.jsonl"
 _PR_SET_PDEATHSIG = 1
@@ -98,7 +98,7 @@ def train_argv(args: argparse.Namespace, config: str, seed: int) -> list[str]:
 def run_one(args: argparse.Namespace, config: str, seed: int) -> tuple[int, float | None]:
     """Trains one run to its budget unless it is finished; returns (exit status, seconds)."""
     argv = train_argv(args, config, seed)
-    rundir = pathlib.Path(args.logdir) / f"seed{seed}-{config}"
+    rundir = pathlib.Path(args.logdir) / run_folder.name(f"seed{seed}", config)
     if results.read(rundir).finished:
         train.resumed_run(train.parse_args(argv))  # Refuses a finished run of other settings.
         return 0, None
@@ -162,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if code != 0:
                 print(f"sweep: error: {config} seed {seed} exited with {code}", file=sys.stderr)
                 return code
-            rundir = pathlib.Path(args.logdir) / f"seed{seed}-{config}"
+            rundir = pathlib.Path(args.logdir) / run_folder.name(f"seed{seed}", config)
             summary = results.read(rundir)
             try:
                 kept = kept_best(rundir, args.evaluate_best) if args.evaluate_best else {}

@@ -5,7 +5,8 @@
     python -m batchrl.scripts.train --logdir runs --config pendulum --timestamp T  # start or resume
     python -m batchrl.scripts.train --list
 
-A new run goes to LOGDIR/<timestamp>-<config>/. As in the seed, adding `--timestamp T` to
+A new run goes to LOGDIR/<timestamp>-<config>/ (`training.run_folder`). The command is a
+shell over `batchrl.train`'s functions (`training.api`). As in the seed, adding `--timestamp T` to
 the command that started a run resumes it (and starts run T-<config> if there is none);
 a resume whose --config, --seed or --set differ from the saved config names the keys
 that differ and stops. Resuming restores parameters, optimiser,
@@ -17,21 +18,16 @@ Ctrl-C or SIGTERM saves a checkpoint and exits cleanly. Bad input ends with one 
 from __future__ import annotations
 
 import argparse
-import datetime
 import pathlib
 import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-import yaml
-
 from batchrl import configs
-from batchrl.bridge import xla_threads
 from batchrl.envs.host import errors as env_errors
 from batchrl.envs.host import spec
-
-CONFIG_FILE = "config.yaml"
+from batchrl.training import api, run_folder
 
 
 class UsageError(Exception):
@@ -106,27 +102,22 @@ def new_run(
     if not args.config:
         raise UsageError("give --config NAME for a new run (see --list), or --timestamp to resume")
     config = requested_config(args)
-    _environments().check_env(config)  # Refused spaces leave no run folder behind.
-    timestamp = timestamp or datetime.datetime.now().strftime("%Y%m%dT%H%M%S")
-    rundir = pathlib.Path(args.logdir) / f"{timestamp}-{args.config}"
-    rundir.mkdir(parents=True, exist_ok=False)
-    text = yaml.safe_dump(configs.to_dict(config), sort_keys=False)
-    temporary = rundir / f".{CONFIG_FILE}.tmp"
-    temporary.write_text(text)
-    temporary.replace(rundir / CONFIG_FILE)
+    try:
+        rundir = api.start(config, args.config, args.logdir, timestamp)
+    except FileExistsError as error:
+        raise UsageError(f"run folder {error.filename!r} exists already") from None
     return rundir, config
 
 
 def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainConfig]:
     """The run --timestamp names, or a new one by that name when --config has none yet."""
     logdir = pathlib.Path(args.logdir)
-    if args.config and not (logdir / f"{args.timestamp}-{args.config}" / CONFIG_FILE).exists():
-        return new_run(args, args.timestamp)
-    rundir = (
-        logdir / f"{args.timestamp}-{args.config}"
-        if args.config
-        else find_run(logdir, args.timestamp)
-    )
+    if args.config:
+        rundir = logdir / run_folder.name(args.timestamp, args.config)
+        if not (rundir / run_folder.CONFIG).exists():
+            return new_run(args, args.timestamp)
+    else:
+        rundir = run_folder.find(logdir, args.timestamp)
     saved = load_config(rundir)
     requested = requested_config(args, saved)
     asked, kept = configs.flat(requested), configs.flat(saved)
@@ -143,43 +134,12 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
     return rundir, saved
 
 
-def find_run(logdir: pathlib.Path, timestamp: str) -> pathlib.Path:
-    matches = sorted(logdir.glob(f"{timestamp}-*")) if logdir.is_dir() else []
-    if not matches:
-        raise UsageError(f"no run with timestamp {timestamp!r} in {str(logdir)!r} to resume")
-    if len(matches) > 1:
-        raise UsageError(f"several runs match timestamp {timestamp!r}: {matches}")
-    return matches[0]
-
-
-def load_run_config(rundir: pathlib.Path) -> configs.TrainConfig:
-    """The config of the run folder `rundir`; a one-line UsageError when there is none."""
-    if not rundir.is_dir():
-        raise UsageError(f"run folder {str(rundir)!r} does not exist")
-    return load_config(rundir)
-
-
-def best_checkpoint(rundir: pathlib.Path) -> pathlib.Path:
-    """The run's best-evaluated state (`best.bin`); a one-line UsageError when there is none."""
-    from batchrl.training import checkpoint
-    from batchrl.training import run as run_lib
-
-    path = rundir / run_lib.CHECKPOINTS / checkpoint.BEST
-    if not path.exists():
-        raise UsageError(f"run folder {str(rundir)!r} has no best policy: no phase evaluated")
-    return path
-
-
 def load_config(rundir: pathlib.Path) -> configs.TrainConfig:
-    path = rundir / CONFIG_FILE
+    """The config of the run folder `rundir`; a one-line UsageError when it cannot be read."""
     try:
-        data = yaml.safe_load(path.read_text())
-        return configs.from_dict(data)
-    except FileNotFoundError:
-        raise UsageError(f"{str(path)!r} is missing: not a batchrl run folder") from None
-    except (yaml.YAMLError, ValueError, TypeError, AttributeError) as error:
-        first = str(error).splitlines()[0]
-        raise UsageError(f"cannot read {str(path)!r}: {first}") from None
+        return run_folder.read_config(rundir)
+    except run_folder.RunFolderError as error:
+        raise UsageError(str(error)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -198,13 +158,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             rundir, config = resumed_run(args)
         else:
             rundir, config = new_run(args)
-        if config.env_kind == "workers":
-            xla_threads.limit()
-        from batchrl.training import run as run_lib
-
         signal.signal(signal.SIGTERM, _interrupt)
-        return run_lib.train(rundir, config)
-    except UsageError as error:
+        api.run(rundir, config)
+        return 0
+    except KeyboardInterrupt:  # The run saved a checkpoint of its last logged state.
+        return 130
+    except (UsageError, run_folder.RunFolderError) as error:
         print(f"batchrl: error: {error}", file=sys.stderr)
         return 2
     except (
@@ -217,12 +176,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     ) as error:
         print(f"batchrl: error: {str(error).splitlines()[0]}", file=sys.stderr)
         return 1
-
-
-def _environments() -> Any:
-    from batchrl.training import environments  # Imports JAX: not for --list.
-
-    return environments
 
 
 def _checkpoint_error() -> type[Exception]:

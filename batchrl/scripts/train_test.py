@@ -155,10 +155,11 @@ def test_a_corrupt_checkpoint_is_reported_and_the_previous_one_used(finished_run
 def test_an_interrupt_anywhere_then_resume_matches_an_uninterrupted_run(
     finished_run, tmp_path, monkeypatch, where, call
 ):
-    from batchrl.ppo import learner
+    from batchrl.ppo import objectives
     from batchrl.training import loop
 
-    modules = {"summary_line": logs, "write": logs.Writer, "check_finite": learner}
+    # The loop calls check_finite through the objective's algorithm record.
+    modules = {"summary_line": logs, "write": logs.Writer, "check_finite": objectives.PENALTY}
     module = modules.get(where, loop)
     original, calls = getattr(module, where), []
 
@@ -171,7 +172,10 @@ def test_an_interrupt_anywhere_then_resume_matches_an_uninterrupted_run(
     settings = [*TINY, "--set", "eval_every=2", "--set", "steps=1000"]
     start = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--timestamp", "t0"]
     with monkeypatch.context() as patch:
-        patch.setattr(module, where, interrupted)
+        if where == "check_finite":
+            patch.setattr(objectives, "PENALTY", module._replace(check_finite=interrupted))
+        else:
+            patch.setattr(module, where, interrupted)
         assert train.main([*start, *settings]) == 130
     assert train.main([*start, *settings]) == 0
     folder = run_folder(tmp_path)

@@ -3,7 +3,7 @@
     python -m batchrl.scripts.visualize --logdir runs/<timestamp>-<config> --outdir videos
 
 Loads the run's last good checkpoint (`--best`: its best-evaluated policy, `best.bin`)
-and runs the policy's mean action in the run's
+as `batchrl.load` does, and runs the policy's mean action (`Policy.act`) in the run's
 Gymnasium env (a JAX-native run uses the Gymnasium env it matches), rendering headless:
 MuJoCo through EGL, or OSMesa where EGL is missing; classic-control envs through SDL's
 dummy video driver.
@@ -19,7 +19,8 @@ import pathlib
 import sys
 import warnings
 from collections.abc import Sequence
-from typing import Any
+
+from batchrl.training import run_folder
 
 
 class UsageError(Exception):
@@ -53,39 +54,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def load_agent(rundir: pathlib.Path, best: bool = False):
-    """The run's config, its networks, and the learner of its newest good checkpoint.
-
-    With `best`, the learner of the run's best-evaluated state instead.
-    """
-    from batchrl.ppo import policy as policy_lib
-    from batchrl.scripts import train
-    from batchrl.training import checkpoint, environments, loop
-    from batchrl.training import run as run_lib
-
-    try:
-        config = train.load_run_config(rundir)
-        best_path = train.best_checkpoint(rundir) if best else None
-    except train.UsageError as error:
-        raise UsageError(str(error)) from None
-    env, batch_env = environments.build(config, local=True)
-    try:
-        _, state = loop.build(
-            config.algorithm, env, 1, 1, max_length=config.max_length, steps=config.steps
-        )
-        if best_path is not None:
-            saved = checkpoint.load(best_path, state)
-        else:
-            restored = checkpoint.load_latest(rundir / run_lib.CHECKPOINTS, state)
-            saved = None if restored is None else restored[1]
-    finally:
-        if batch_env is not None:
-            batch_env.close()
-    if saved is None:
-        raise UsageError(f"run folder {str(rundir)!r} has no checkpoint yet")
-    return config, policy_lib.for_env(config.algorithm, env), saved.agent.learner
-
-
 def follow_the_agent(env) -> bool:
     """Films a MuJoCo env through its model's tracking camera ("track") when it has one.
 
@@ -106,12 +74,9 @@ def follow_the_agent(env) -> bool:
     return True
 
 
-def record(config, networks, agent, episodes: int, outdir: pathlib.Path) -> list[dict]:
+def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
     """Runs `episodes` episodes with the mean action; writes one MP4 each; returns stats."""
     import imageio
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
 
     from batchrl.envs.host import make
 
@@ -123,23 +88,15 @@ def record(config, networks, agent, episodes: int, outdir: pathlib.Path) -> list
         kwargs=config.env_kwargs,
     )()
     follow_the_agent(env)
-
-    @jax.jit
-    def act(carry: jax.Array, obs: Any) -> tuple[jax.Array, jax.Array]:
-        features = networks.features(agent.obs_norm, jax.tree.map(lambda x: x[None], obs))
-        carry, dist = networks.step_distribution(agent.params, carry, features)
-        return carry, networks.to_env(networks.mode(dist))[0]
-
     outdir.mkdir(parents=True, exist_ok=True)
     fps = env.metadata.get("render_fps", 30)
     stats = []
     for episode in range(episodes):
         obs, _ = env.reset(seed=config.seed + episode)
-        carry = networks.initial_carry(1)
+        policy.reset()
         frames, score, length, done = [env.render()], 0.0, 0, False
         while not done:
-            carry, action = act(carry, jax.tree.map(jnp.asarray, obs))
-            obs, reward, terminated, truncated, _ = env.step(np.asarray(action))
+            obs, reward, terminated, truncated, _ = env.step(policy.act(obs))
             frames.append(env.render())
             score, length, done = score + float(reward), length + 1, terminated or truncated
         path = outdir / f"episode-{episode}.mp4"
@@ -161,9 +118,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.episodes < 1:
             raise UsageError(f"--episodes must be at least 1, got {args.episodes}")
         choose_headless_gl()
-        config, networks, agent = load_agent(pathlib.Path(args.logdir), args.best)
-        stats = record(config, networks, agent, args.episodes, pathlib.Path(args.outdir))
-    except UsageError as error:
+        rundir = pathlib.Path(args.logdir)
+        config = run_folder.read_config(rundir)
+        from batchrl.training import policy  # Imports JAX: after the GL backend is chosen.
+
+        loaded = policy.load(rundir, best=args.best)
+        stats = record(config, loaded, args.episodes, pathlib.Path(args.outdir))
+    except (UsageError, run_folder.RunFolderError) as error:
         print(f"visualize: error: {error}", file=sys.stderr)
         return 2
     except Exception as error:

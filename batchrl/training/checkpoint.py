@@ -32,13 +32,15 @@ import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
+from batchrl.training import run_folder
+
 logger = logging.getLogger("batchrl.training")
 
 MAGIC = b"BRLCKPT\x00"
 VERSION = 1
 _HEADER = struct.Struct("<8sIQ32s")  # magic, version, payload length, sha256 of payload.
 _NAME = re.compile(r"ckpt-(\d{12})\.bin")
-BEST = "best.bin"
+BEST = run_folder.BEST
 _KEY_MARK = "__prng_key__"  # Encoded key array: {_KEY_MARK: impl name, "key_data": uint array}.
 _SCALARS = (bool, int, float, str, type(None))
 
@@ -118,13 +120,15 @@ def steps(directory: str | os.PathLike) -> list[int]:
     return sorted(int(match.group(1)) for match in found if match)
 
 
-def load(path: str | os.PathLike, target: Any) -> Any:
+def load(path: str | os.PathLike, target: Any, part: tuple[str, ...] = ()) -> Any:
     """Reads the checkpoint at `path` into the structure of `target`.
 
     Args:
         path: A checkpoint file written by `save`.
         target: A pytree of the saved structure, e.g. a freshly initialised state; only its
             structure, shapes, dtypes and key implementations are used.
+        part: The field names that lead from the saved state to the subtree `target`
+            has the structure of, e.g. ("agent", "learner"); () for the whole state.
 
     Returns:
         A pytree like `target` holding the saved values.
@@ -140,7 +144,12 @@ def load(path: str | os.PathLike, target: Any) -> Any:
         match = _NAME.fullmatch(path.name)
         if match and int(match.group(1)) != step:
             raise CheckpointError(f"step mismatch: the file holds step {step}")
-        restored = _restore(encoded, serialization.to_state_dict(target), "")
+        where = ""
+        for name in part:
+            if not isinstance(encoded, dict) or name not in encoded:
+                raise CheckpointError(f"structure mismatch at {where}/{name}: only in the target")
+            encoded, where = encoded[name], f"{where}/{name}"
+        restored = _restore(encoded, serialization.to_state_dict(target), where)
     except CheckpointError as error:
         raise CheckpointError(f"{path}: {error}") from None
     try:
@@ -150,7 +159,9 @@ def load(path: str | os.PathLike, target: Any) -> Any:
         raise CheckpointError(f"{path}: structure mismatch: {message}") from None
 
 
-def load_latest(directory: str | os.PathLike, target: Any) -> tuple[int, Any] | None:
+def load_latest(
+    directory: str | os.PathLike, target: Any, part: tuple[str, ...] = ()
+) -> tuple[int, Any] | None:
     """Loads the newest checkpoint in `directory` that loads, skipping corrupt newer ones.
 
     Each skipped checkpoint is reported as a warning on the "batchrl.training" logger.
@@ -158,6 +169,7 @@ def load_latest(directory: str | os.PathLike, target: Any) -> tuple[int, Any] | 
     Args:
         directory: Run folder.
         target: A pytree of the saved structure; see `load`.
+        part: The subtree of the saved state to read; see `load`.
 
     Returns:
         `(step, state)` of the newest loadable checkpoint, or None if there are none.
@@ -170,7 +182,7 @@ def load_latest(directory: str | os.PathLike, target: Any) -> tuple[int, Any] | 
         return None
     for step in reversed(available):
         try:
-            return step, load(path_for(directory, step), target)
+            return step, load(path_for(directory, step), target, part)
         except CheckpointError as error:
             logger.warning("Skipping checkpoint %s", error)
     raise CheckpointError(

@@ -2,7 +2,10 @@
 
 Gymnasium envs are named as `envs.make` reads them and built with the wrappers the
 config asks for; episodes end at the env's own time limit or at `max_length` env steps,
-whichever comes first.
+whichever comes first. JAX-native envs are named as their kind registers them, or as
+`module:qualname` of a function or class that makes one. Where no name can say what
+the env is (a lambda, an env object), the caller passes the env itself: a Gymnasium
+env constructor, or a JAX-native env (`jax_env.Env`).
 """
 
 from __future__ import annotations
@@ -20,44 +23,74 @@ from batchrl.envs.jax import classic, gymnax_env, jax_env
 JAX_NATIVE = {"jax": classic.make, "gymnax": gymnax_env.make}
 
 
-def check_env_name(config: TrainConfig) -> None:
+def check_env_name(config: TrainConfig, env: Any = None) -> None:
     """Raises a one-line ValueError when the env cannot be found, before any worker starts."""
-    if config.env_kind in JAX_NATIVE:
-        JAX_NATIVE[config.env_kind](config.env)  # Names the known envs when it fails.
-        return
-    make.check_name(config.env, config.env_kwargs)
+    if env is not None:
+        _check_given(config, env)
+    elif config.env_kind in JAX_NATIVE:
+        _jax_native(config)  # Names the known envs when it fails.
+    else:
+        make.check_name(config.env, config.env_kwargs)
 
 
-def check_env(config: TrainConfig) -> EnvSpec:
-    """The spec of the env `config` names, from one env built in this process.
+def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:
+    """The spec of the env `config` names (or of `env`), from one env built in this process.
 
     Unknown names and unsupported spaces are refused with one line before a run folder
     or a worker exists.
     """
-    check_env_name(config)
+    check_env_name(config, env)
     if config.env_kind in JAX_NATIVE:
-        return JAX_NATIVE[config.env_kind](config.env).env_spec
-    env = make.Make(config.env, config.max_length, kwargs=config.env_kwargs)()
+        return _jax_native(config, env).env_spec
+    one = make.Make(env or config.env, config.max_length, kwargs=config.env_kwargs)()
     try:
-        return spec.env_spec(env.observation_space, env.action_space, spec.env_name(env))
+        return spec.env_spec(one.observation_space, one.action_space, spec.env_name(one))
     finally:
-        env.close()
+        one.close()
 
 
-def build(config: TrainConfig, local: bool = False) -> tuple[Any, BatchEnv | None]:
+def _check_given(config: TrainConfig, env: Any) -> None:
+    native = config.env_kind in JAX_NATIVE
+    if native and not isinstance(env, jax_env.Env):
+        raise ValueError(
+            f"env_kind={config.env_kind!r} needs a JAX-native env (reset, step, env_spec, "
+            f"max_length), got {type(env).__name__}"
+        )
+    if not native and not callable(env):
+        raise ValueError(f"a Gymnasium env is given as a constructor, got {type(env).__name__}")
+    if not native and config.env_backend == "mujoco":
+        raise ValueError("env_backend='mujoco' builds its envs by name: give env as an id")
+
+
+def _jax_native(config: TrainConfig, env: Any = None) -> jax_env.Env:
+    """The JAX-native env: `env`, or the one `config.env` names, with its own time limit."""
+    if env is not None:
+        return env
+    if ":" in config.env:
+        made = make.resolve(config.env)()
+        if not isinstance(made, jax_env.Env):
+            raise ValueError(
+                f"env {config.env!r} made a {type(made).__name__}, not a JAX-native env"
+            )
+        return made
+    return JAX_NATIVE[config.env_kind](config.env)
+
+
+def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[Any, BatchEnv | None]:
     """The batched env for `config` and the BatchEnv behind it (None when JAX-native).
 
-    `local` steps Gymnasium envs in this process instead of workers (for tools that only
-    need the env's structure, such as loading a checkpoint).
+    `env`, when given, is the env in place of the one `config.env` names: a Gymnasium
+    env constructor, or a JAX-native env. `local` steps Gymnasium envs in this process
+    instead of workers (for tools that only need the env's structure).
     """
-    check_env_name(config)
+    check_env_name(config, env)
     if config.env_kind in JAX_NATIVE:
-        registered = JAX_NATIVE[config.env_kind](config.env)
-        limit = min(registered.max_length, config.max_length)
-        env = jax_env.LimitDuration(registered.env, limit)
-        return jax_env.Batched(env, config.num_agents), None
+        native = _jax_native(config, env)
+        limit = min(native.max_length, config.max_length)
+        inner = native.env if isinstance(native, jax_env.LimitDuration) else native
+        return jax_env.Batched(jax_env.LimitDuration(inner, limit), config.num_agents), None
     constructor = make.Make(
-        config.env,
+        env or config.env,
         config.max_length,
         action_repeat=config.action_repeat,
         kwargs=config.env_kwargs,

@@ -29,9 +29,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TextIO
 
+from batchrl.training import run_folder
+
 _log = std_logging.getLogger(__name__)
 
-JSONL_NAME = "metrics.jsonl"
+JSONL_NAME = run_folder.METRICS
 
 # Tells apart the event files of Writers opened on one folder within the same second.
 _writer_ids = itertools.count()

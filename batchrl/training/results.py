@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from batchrl.training import logging as logs
+from batchrl.training import run_folder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,5 +81,5 @@ def summarize(rows: Sequence[dict[str, Any]]) -> Summary:
 
 def read(rundir: str | pathlib.Path) -> Summary:
     """The learning results of the run in `rundir`; an empty summary when it has no rows yet."""
-    path = pathlib.Path(rundir) / logs.JSONL_NAME
+    path = run_folder.metrics(rundir)
     return summarize(logs.read_jsonl(path) if path.is_file() else [])

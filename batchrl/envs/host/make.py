@@ -2,15 +2,18 @@
 
 A name is a Gymnasium id ("HalfCheetah-v5"), a `module:Class` entry point, or a
 `module:EnvId` whose module registers that id when imported (as Gymnasium reads
-`gymnasium_robotics:PointMaze_UMaze-v3`); `kwargs` go to the env's constructor, as
-`gym.make(name, **kwargs)` passes them. With `max_length`, episodes end at the env's own
-time limit or at `max_length`, whichever comes first, always as truncation.
+`gymnasium_robotics:PointMaze_UMaze-v3`); `Make` also takes a constructor in place of
+a name (any callable: workers receive it with cloudpickle). `kwargs` go to the env's
+constructor, as `gym.make(name, **kwargs)` passes them. With `max_length`, episodes end
+at the env's own time limit or at `max_length`, whichever comes first, always as
+truncation.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -46,6 +49,20 @@ def check_name(name: str, kwargs: dict[str, Any] | None = None) -> None:
         _check_kwargs(name, creator if callable(creator) else load_env_creator(creator), kwargs)
 
 
+def resolve(name: str) -> Any:
+    """The object `module:qualname` names; a one-line ValueError when there is none."""
+    module_name, _, qualname = name.partition(":")
+    try:
+        found = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ValueError(f"cannot import {module_name!r} for env {name!r}: {error}") from None
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    if found is None:
+        raise ValueError(f"module {module_name!r} has no {qualname!r} for env {name!r}")
+    return found
+
+
 def _check_kwargs(name: str, constructor: Any, kwargs: dict[str, Any]) -> None:
     """Raises a one-line ValueError naming each keyword `constructor` does not take."""
     if not kwargs:
@@ -74,7 +91,7 @@ class Make:
 
     def __init__(
         self,
-        name: str,
+        name: str | Callable[..., gym.Env],
         max_length: int | None = None,
         render_mode: str | None = None,
         action_repeat: int = 1,
@@ -96,6 +113,9 @@ class Make:
         if self.render_mode is not None:
             kwargs["render_mode"] = self.render_mode
         name = self.name
+        if callable(name):
+            env = name(**kwargs)
+            return env if self.max_length is None else wrappers.LimitDuration(env, self.max_length)
         if ":" in name:
             module_name, _, name = name.partition(":")
             module = importlib.import_module(module_name)

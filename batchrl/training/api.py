@@ -1,0 +1,198 @@
+"""The Python entry points: `train` a config into a `Run`; `batchrl.load` reads a `Policy` back.
+
+    import batchrl
+
+    run = batchrl.train("pendulum_jax", steps=20_000, logdir="runs")
+    policy = batchrl.load(run.rundir)
+    action = policy.act(obs)
+
+`train` does what the train command does, through the same functions (`start`, `run`):
+it checks the env before a folder exists, keeps XLA to one thread beside env workers,
+and writes the same run folder (config, env spec, metrics, checkpoints), which
+`evaluate`, `visualize` and `plot` read and the command resumes (`--timestamp`); with
+`logdir=None` it trains in memory and writes nothing. Every size derives from the
+config once: `steps` is the budget in env steps, and the phases and the schedules'
+horizon follow from it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+from typing import TYPE_CHECKING, Any
+
+from batchrl import configs
+from batchrl.bridge import xla_threads
+from batchrl.configs import TrainConfig, train_config
+from batchrl.envs.host import make
+from batchrl.training import run_folder
+
+if TYPE_CHECKING:
+    from batchrl.training.policy import Policy
+
+JAX_KINDS = ("jax", "gymnax")
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """A finished run: where it is kept, its config, its metrics and its final policy.
+
+    Attributes:
+        rundir: The run folder; None for a run trained in memory.
+        config: The config it trained with.
+        metrics: One row per train phase, `{"step": env steps, **metrics}`; the rows
+            that hold `eval/return` are its evaluations (mean action).
+        policy: The policy its last phase left.
+    """
+
+    rundir: pathlib.Path | None
+    config: TrainConfig
+    metrics: list[dict[str, float]]
+    policy: Policy
+
+    @property
+    def evaluations(self) -> list[dict[str, float]]:
+        """The rows of the phases that were evaluated."""
+        return [row for row in self.metrics if "eval/return" in row]
+
+
+def train(
+    config: str | TrainConfig,
+    *,
+    env: Any = None,
+    steps: int | None = None,
+    seed: int | None = None,
+    logdir: str | os.PathLike | None = None,
+    **settings: Any,
+) -> Run:
+    """Trains `config` to its budget; the run, its metrics and its final policy.
+
+    Args:
+        config: A preset's name (`python -m batchrl.scripts.train --list`) or a
+            `TrainConfig`.
+        env: The env in place of the config's: a name (a Gymnasium id, `module:Class`,
+            or a JAX-native env's name when the config's env_kind is JAX-native); a
+            constructor (of a Gymnasium env, or of a JAX-native env when env_kind is
+            JAX-native); or a JAX-native env object (env_kind becomes "jax"). A run
+            folder records the env by name, so a constructor without an importable
+            `module:qualname`, or an env object, trains only with `logdir=None`.
+        steps: The budget in env steps.
+        seed: The run's seed.
+        logdir: The folder that holds run folders; None trains in memory.
+        **settings: Any key `--set` takes (`num_agents=8`, `objective="clipped"`), as
+            values of the key's type.
+
+    Returns:
+        The `Run`: its folder (`<logdir>/<timestamp>-<config>`), metrics and policy.
+
+    Raises:
+        ValueError: One line for a bad preset, setting or env (before a folder exists).
+        KeyboardInterrupt: Ctrl-C, after a checkpoint of the run is saved.
+    """
+    config, name, given = configure(config, env=env, steps=steps, seed=seed, **settings)
+    if given is not None and logdir is not None:
+        raise ValueError(
+            f"env {config.env!r} has no importable module:qualname to record in a run folder: "
+            "define it at a module's top level, or train with logdir=None"
+        )
+    rundir = start(config, name, logdir, env=given)
+    return run(rundir, config, env=given)
+
+
+def configure(
+    config: str | TrainConfig,
+    *,
+    env: Any = None,
+    steps: int | None = None,
+    seed: int | None = None,
+    **settings: Any,
+) -> tuple[TrainConfig, str, Any]:
+    """The run's config, its folder's config name, and the env to pass when no name says it."""
+    if isinstance(config, str):
+        name, config = config, configs.get(config)
+    elif isinstance(config, TrainConfig):
+        name = None
+    else:
+        raise TypeError(f"config is a preset's name or a TrainConfig, got {type(config).__name__}")
+    for key, value in settings.items():
+        config = train_config.set_field(config, key, value, train_config.typed)
+    given = None
+    if env is not None:
+        config, given = _with_env(config, env)
+    for key, value in (("steps", steps), ("seed", seed)):
+        if value is not None:
+            config = train_config.set_field(config, key, value, train_config.typed)
+    return config, name or run_folder.safe_name(config.env), given
+
+
+def start(
+    config: TrainConfig,
+    name: str,
+    logdir: str | os.PathLike | None,
+    timestamp: str | None = None,
+    env: Any = None,
+) -> pathlib.Path | None:
+    """Checks the env, then makes the run folder `<logdir>/<timestamp>-<name>` (None without).
+
+    A refused env or space leaves no folder behind.
+    """
+    limit_xla_threads(config)
+    from batchrl.training import environments  # Starts JAX's backends: after the limit.
+
+    environments.check_env(config, env)
+    if logdir is None:
+        return None
+    return run_folder.create(logdir, config, name, timestamp)
+
+
+def run(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> Run:
+    """Trains the run in `rundir`, new or to resume (in memory when None), to its budget."""
+    limit_xla_threads(config)
+    from batchrl.training import policy  # Start JAX's backends: after the limit.
+    from batchrl.training import run as run_lib
+
+    result = run_lib.train(rundir, config, env)
+    programs, learner = result.programs, result.state.agent.learner
+    trained = policy.Policy(programs.algorithm, programs.networks, learner, seed=config.seed)
+    return Run(rundir=rundir, config=config, metrics=result.metrics, policy=trained)
+
+
+def limit_xla_threads(config: TrainConfig) -> None:
+    """One XLA thread where env workers need the cores, as early as JAX allows, once."""
+    if config.env_kind == "workers" and xla_threads.FLAGS not in os.environ.get("XLA_FLAGS", ""):
+        xla_threads.limit()
+
+
+def _with_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, Any]:
+    """`config` with `env` in place of its env, and `env` itself when no name can say it."""
+    if isinstance(env, str):
+        return train_config.replace(config, env=env), None
+    from batchrl.envs.jax import jax_env
+
+    if not isinstance(env, type) and isinstance(env, jax_env.Env):
+        kind = config.env_kind if config.env_kind in JAX_KINDS else "jax"
+        label = type(env).__name__
+        return train_config.replace(config, env_kind=kind, env=label), env
+    if not callable(env):
+        raise TypeError(
+            f"env is a name, a constructor or a JAX-native env, got {type(env).__name__}"
+        )
+    name = _importable_name(env)
+    if name is not None:
+        return train_config.replace(config, env=name), None
+    label = getattr(env, "__qualname__", type(env).__name__)
+    return train_config.replace(config, env=label), env
+
+
+def _importable_name(constructor: Any) -> str | None:
+    """`module:qualname` of a top-level function or class that importing finds again."""
+    module = getattr(constructor, "__module__", None)
+    qualname = getattr(constructor, "__qualname__", "")
+    if not module or module == "__main__" or not qualname.isidentifier():
+        return None
+    try:
+        found = make.resolve(f"{module}:{qualname}")
+    except ValueError:
+        return None
+    return f"{module}:{qualname}" if found is constructor else None

@@ -1,0 +1,175 @@
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import batchrl
+from batchrl.envs.host import cue
+from batchrl.envs.jax import classic
+from batchrl.scripts import evaluate, train
+from batchrl.training import checkpoint, run_folder
+
+TINY_PENALTY = dict(
+    num_agents=4,
+    update_every=4,
+    max_length=50,
+    eval_episodes=4,
+    final_episodes=4,
+    policy_layers=(16, 16),
+    value_layers=(16, 16),
+)
+# The discrete presets (clipped objective) on 4 envs: an update every 32 env steps.
+TINY_CLIPPED = dict(
+    num_agents=4,
+    steps_per_update=8,
+    num_minibatches=2,
+    update_epochs=2,
+    phase_steps=64,
+    eval_episodes=4,
+    final_episodes=4,
+    eval_every=1,
+    policy_layers=(16,),
+    value_layers=(16,),
+)
+
+
+@pytest.fixture(scope="module")
+def pendulum(tmp_path_factory) -> batchrl.Run:
+    logdir = tmp_path_factory.mktemp("runs")
+    return batchrl.train("pendulum_jax", steps=400, seed=3, logdir=logdir, **TINY_PENALTY)
+
+
+def test_train_writes_the_commands_run_folder_and_returns_its_metrics(pendulum):
+    assert pendulum.rundir.parent.is_dir()
+    assert run_folder.parse(pendulum.rundir.name)[1] == "pendulum_jax"
+    config = run_folder.read_config(pendulum.rundir)
+    assert config == pendulum.config
+    assert (config.seed, config.steps, config.num_agents, config.algorithm.update_every) == (
+        3, 400, 4, 4,
+    )  # fmt: skip
+    # 400 env steps in phases of one update (4 episodes of 50 steps on 4 envs): 2 phases.
+    assert [row["step"] for row in pendulum.metrics] == [200, 400]
+    assert pendulum.evaluations == pendulum.metrics[-1:]  # eval_every=10: the last only.
+    assert np.isfinite(pendulum.metrics[-1]["final/return"])
+    spec = run_folder.read_spec(pendulum.rundir)
+    assert spec == classic.make("Pendulum-v1").env_spec
+    assert checkpoint.steps(run_folder.checkpoints(pendulum.rundir)) == [1, 2]
+
+
+def test_the_command_and_evaluate_read_the_folder(pendulum):
+    timestamp = run_folder.parse(pendulum.rundir.name)[0]
+    rows = run_folder.metrics(pendulum.rundir).read_text()
+    args = ["--logdir", str(pendulum.rundir.parent), "--timestamp", timestamp]
+    assert train.main(args) == 0  # A finished run: resumed, it trains no further.
+    assert run_folder.metrics(pendulum.rundir).read_text() == rows
+    (row,) = evaluate.evaluate(pendulum.rundir, episodes=4, phases=[2])
+    assert row["episodes"] >= 4 and np.isfinite(row["return"])
+
+
+def test_a_loaded_policy_acts_as_the_runs_on_one_observation_and_a_batch(pendulum):
+    policy = batchrl.load(pendulum.rundir)
+    space = gym.make("Pendulum-v1").action_space
+    obs = np.array([0.6, -0.8, 1.5], np.float32)
+    action = policy.act(obs)
+    assert action.shape == (1,) and action.dtype == np.float32 and space.contains(action)
+    np.testing.assert_array_equal(action, pendulum.policy.act(obs))  # The last checkpoint's.
+    batch = np.stack([obs, -obs, np.zeros(3, np.float32)])
+    actions = policy.act(batch)
+    assert actions.shape == (3, 1) and all(space.contains(a) for a in actions)
+    np.testing.assert_array_equal(actions[0], action)
+    samples = [policy.act(obs, deterministic=False) for _ in range(3)]
+    assert all(space.contains(a) for a in samples)
+    assert not all(np.array_equal(a, action) for a in samples)  # Drawn, not the mode.
+
+
+def test_the_best_policy_loads_and_bad_observations_are_named(pendulum):
+    policy = batchrl.load(pendulum.rundir, best=True)
+    with pytest.raises(ValueError, match=r"^obs has shape \(2,\): expected \(3,\) for one env"):
+        policy.act(np.zeros(2))
+    assert policy.act([0.0, 1.0, 0.0]).shape == (1,)  # Any array-like leaf.
+
+
+def test_load_without_a_good_checkpoint_is_one_line(pendulum, tmp_path):
+    copy = tmp_path / run_folder.name("20260101T000000", "pendulum_jax")
+    copy.mkdir()
+    for name in (run_folder.CONFIG, run_folder.SPEC):
+        (copy / name).write_bytes((pendulum.rundir / name).read_bytes())
+    with pytest.raises(run_folder.RunFolderError, match=r"has no checkpoint yet$"):
+        batchrl.load(copy)
+    with pytest.raises(run_folder.RunFolderError, match="has no best policy: no phase evaluated"):
+        batchrl.load(copy, best=True)
+    with pytest.raises(run_folder.RunFolderError, match=r"does not exist$"):
+        batchrl.load(tmp_path / "nope")
+    saved = checkpoint.path_for(run_folder.checkpoints(pendulum.rundir), 2)
+    data = bytearray(saved.read_bytes())
+    data[-1] ^= 0xFF
+    corrupt = checkpoint.path_for(run_folder.checkpoints(copy), 2)
+    corrupt.parent.mkdir()
+    corrupt.write_bytes(bytes(data))
+    with pytest.raises(checkpoint.CheckpointError) as error:
+        batchrl.load(copy)
+    assert "none of the 1 checkpoints" in str(error.value) and "\n" not in str(error.value)
+    (corrupt.parent / run_folder.BEST).write_bytes(bytes(data))
+    with pytest.raises(checkpoint.CheckpointError, match="checksum mismatch"):
+        batchrl.load(copy, best=True)
+
+
+def test_a_jax_native_env_object_trains_in_memory():
+    run = batchrl.train("cartpole_jax", env=classic.make("CartPole-v1"), steps=400, **TINY_PENALTY)
+    assert run.rundir is None and run.config.env_kind == "jax"
+    assert [row["step"] for row in run.metrics][-1] == 400
+    action = run.policy.act(np.zeros(4, np.float32))
+    assert isinstance(action, np.int64) and gym.make("CartPole-v1").action_space.contains(action)
+    assert run.policy.act(np.zeros((2, 4))).dtype == np.int64
+
+
+def test_an_env_without_a_name_needs_logdir_none(tmp_path):
+    with pytest.raises(ValueError, match="has no importable module:qualname") as error:
+        batchrl.train("blackjack", env=lambda: cue.Cue(), logdir=tmp_path)
+    assert "\n" not in str(error.value)
+    with pytest.raises(ValueError, match="unknown config key 'update_evry'"):
+        batchrl.train("pendulum", update_evry=3, logdir=tmp_path)
+    with pytest.raises(ValueError, match=r"num_agents=2\.5: expected int"):
+        batchrl.train("pendulum", num_agents=2.5, logdir=tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_recurrent_policy_keeps_its_carry_until_reset():
+    run = batchrl.train("pendulum_jax", steps=200, recurrent=True, **TINY_PENALTY)
+    obs = np.array([1.0, 0.0, 0.0], np.float32)
+    first, second = run.policy.act(obs), run.policy.act(obs)
+    assert not np.array_equal(first, second)  # The carry moved on.
+    run.policy.reset()
+    np.testing.assert_array_equal(run.policy.act(obs), first)
+
+
+@pytest.mark.slow
+def test_a_worker_env_preset_trains_loads_and_acts_on_tuple_observations(tmp_path):
+    run = batchrl.train("blackjack", steps=128, logdir=tmp_path, **TINY_CLIPPED)
+    assert run.config.env_kind == "workers" and [row["step"] for row in run.metrics] == [64, 128]
+    policy = batchrl.load(run.rundir)
+    env = gym.make("Blackjack-v1")
+    obs, _ = env.reset(seed=0)  # A tuple of three ints.
+    action = policy.act(obs)
+    assert isinstance(action, np.int64) and env.action_space.contains(action)
+    assert action == run.policy.act(obs)
+    vector = gym.vector.SyncVectorEnv([lambda: gym.make("Blackjack-v1")] * 3)
+    batch, _ = vector.reset(seed=0)  # A tuple of three [3] arrays.
+    actions = policy.act(batch)
+    assert actions.shape == (3,) and all(env.action_space.contains(a) for a in actions)
+    vector.close()
+
+
+@pytest.mark.slow
+def test_a_dict_observation_env_given_by_its_class(tmp_path):
+    run = batchrl.train("blackjack", env=cue.Cue, steps=128, logdir=tmp_path, **TINY_CLIPPED)
+    assert run.config.env == "batchrl.envs.host.cue:Cue"
+    policy = batchrl.load(run.rundir)
+    env = cue.Cue()
+    obs, _ = env.reset(seed=0)
+    action = policy.act(obs)
+    assert env.action_space.contains(action) and action == run.policy.act(obs)
+    batch = {key: np.stack([value] * 5) for key, value in obs.items()}
+    actions = policy.act(batch)
+    assert actions.shape == (5,) and np.all(actions == action)
+    with pytest.raises(ValueError, match="an observation is a tree like"):
+        policy.act({"cue": 1})

@@ -1,0 +1,165 @@
+"""Policy: a trained policy acting on NumPy observations in its env's own spaces.
+
+`load(rundir)` reads a run folder's config, env spec and checkpoint (the agent's
+`learner`, all that acting reads), never its env, and returns a `Policy`. `act(obs)`
+takes one env's observation or a batch: a tree like the env's observation space (a
+`Dict` as a dict, a `Tuple` as a tuple), each leaf [*leaf.shape] for one env or
+[N, *leaf.shape] for N, as Gymnasium's vector envs give them, told apart by the leaves'
+ranks against the saved spec. It returns the action in the env's action space: float32
+[*action_shape] for a `Box`, a NumPy integer for a `Discrete`, int64 [*shape] for a
+`MultiDiscrete`, with a leading [N] for a batch. `deterministic=True` takes the mode of
+the policy's distribution, as evaluation does; False samples.
+
+A recurrent policy keeps each env's carry from one call to the next, as the envs step
+on: call `reset()` when every env starts an episode (or `reset(mask)` for some of them);
+a call with another number of envs starts them all afresh.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from batchrl import algorithm as algorithm_lib
+from batchrl import env_spec as env_spec_lib
+from batchrl.configs import TrainConfig
+from batchrl.training import checkpoint, run_folder
+
+LEARNER = ("agent", "learner")  # Where the policy sits in a checkpoint's `loop.RunState`.
+
+
+class Policy:
+    """A trained policy: static networks and the learner acting reads; `act` on NumPy."""
+
+    def __init__(
+        self,
+        algorithm: algorithm_lib.Algorithm,
+        networks: algorithm_lib.Networks,
+        learner: algorithm_lib.Learner,
+        seed: int = 0,
+    ):
+        self._algorithm, self._networks, self._learner = algorithm, networks, learner
+        self._key = jax.random.key(seed)
+        self._acting = None  # The acting state of the envs of the last call.
+        self._agents = {
+            True: algorithm.evaluation_agent(networks),
+            False: algorithm.sampling_agent(networks),
+        }
+        self._perform = {mode: jax.jit(agent.perform) for mode, agent in self._agents.items()}
+        self._begin = jax.jit(self._agents[True].begin_episode)
+
+    @property
+    def env_spec(self) -> env_spec_lib.EnvSpec:
+        """The env's spaces as the policy reads them."""
+        return self._networks.env_spec
+
+    @property
+    def learner(self) -> algorithm_lib.Learner:
+        """What acting reads: parameters and normalisers."""
+        return self._learner
+
+    def act(self, obs: Any, deterministic: bool = True) -> Any:
+        """The action for one env's observation, or actions [N, ...] for a batch of N."""
+        batch, single = _batch(self.env_spec.observation, obs)
+        size = jax.tree.leaves(batch)[0].shape[0]
+        if self._acting is None or _num_envs(self._acting) != size:
+            self._acting = self._algorithm.acting(self._networks, self._learner, size)
+        self._key, key = jax.random.split(self._key)
+        self._acting, action, _ = self._perform[bool(deterministic)](self._acting, batch, key)
+        action = np.asarray(action)
+        if self.env_spec.discrete:
+            action = action.astype(np.int64)
+        return action[0] if single else action
+
+    def reset(self, mask: Any = None) -> None:
+        """Starts the episodes of every env, or of those `mask` [N] marks (a recurrent policy)."""
+        if self._acting is None:
+            return
+        size = _num_envs(self._acting)
+        mask = np.ones(size, bool) if mask is None else np.asarray(mask, bool).reshape(size)
+        self._acting = self._begin(self._acting, jnp.asarray(mask))
+
+
+def load(rundir: str | os.PathLike, *, best: bool = False) -> Policy:
+    """The policy of the run in `rundir`: its newest good checkpoint, or with `best` its best.
+
+    Reads the run's config, its env spec and the checkpoint's learner, and builds no env
+    (a folder written before runs kept their spec builds one, in this process, to read
+    it). One-line errors: `run_folder.RunFolderError` for a missing folder, config or
+    checkpoint, `checkpoint.CheckpointError` for a checkpoint that does not load.
+    """
+    rundir = pathlib.Path(rundir)
+    config = run_folder.read_config(rundir)
+    directory = run_folder.checkpoints(rundir)
+    path = run_folder.best(rundir) if best else None
+    if not best and not checkpoint.steps(directory):
+        raise run_folder.RunFolderError(f"run folder {str(rundir)!r} has no checkpoint yet")
+    spec = run_folder.read_spec(rundir)
+    if spec is None:
+        from batchrl.training import environments  # Old folders only: imports every env kind.
+
+        spec = environments.check_env(config)
+    algorithm = algorithm_lib.of(config.algorithm)
+    networks = algorithm.networks(config.algorithm, spec)
+    target = _learner_example(algorithm, networks, config)
+    if path is not None:
+        learner = checkpoint.load(path, target, LEARNER)
+    else:
+        learner = checkpoint.load_latest(directory, target, LEARNER)[1]
+    return Policy(algorithm, networks, learner, seed=config.seed)
+
+
+def _learner_example(
+    algorithm: algorithm_lib.Algorithm, networks: algorithm_lib.Networks, config: TrainConfig
+) -> algorithm_lib.Learner:
+    """A learner of the run's structure; compiled, so the storage beside it is never made."""
+
+    def learner(key: jax.Array) -> algorithm_lib.Learner:
+        return algorithm.init(networks, config.shape, key).learner
+
+    return jax.jit(learner)(jax.random.key(0))
+
+
+def _num_envs(acting: Any) -> int:
+    return jax.tree.leaves(acting.running)[0].shape[0]
+
+
+def _batch(observation: Any, obs: Any) -> tuple[Any, bool]:
+    """`obs` as a batch of leaves [N, *leaf.shape] in compiled dtypes, and whether it was one env.
+
+    Raises:
+        ValueError: naming the first leaf whose shape is neither one env's nor a batch's,
+            or a tree that is not the spec's.
+    """
+    try:
+        arrays = env_spec_lib.map_tree(lambda _, x: np.asarray(x), observation, obs)
+    except (KeyError, IndexError, TypeError):
+        raise ValueError(
+            f"an observation is a tree like {observation!r:.200}, got {obs!r:.200}"
+        ) from None
+    pairs = zip(env_spec_lib.leaf_paths(observation), env_spec_lib.leaves(arrays), strict=True)
+    single, size = None, None
+    for (path, leaf), array in pairs:
+        if array.shape == leaf.shape and single is not False:
+            single, count = True, 1
+        elif array.ndim and array.shape[1:] == leaf.shape and single is not True:
+            single, count = False, array.shape[0]
+        else:
+            raise ValueError(
+                f"{path} has shape {array.shape}: expected {leaf.shape} for one env, or "
+                f"[N, *{leaf.shape}] for a batch, as every leaf"
+            )
+        if size not in (None, count):
+            raise ValueError(f"{path} holds {count} envs, other leaves {size}")
+        size = count
+
+    def batched(leaf: env_spec_lib.ObsLeaf, array: np.ndarray) -> np.ndarray:
+        dtype = jax.dtypes.canonicalize_dtype(np.dtype(leaf.dtype))
+        return (array[None] if single else array).astype(dtype)
+
+    return env_spec_lib.map_tree(batched, observation, arrays), bool(single)

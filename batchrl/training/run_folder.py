@@ -1,0 +1,171 @@
+"""A run folder's layout: its name, config, env spec, metrics and checkpoints, in one place.
+
+    LOGDIR/<timestamp>-<config>/
+        config.yaml             the run's TrainConfig, written before anything else
+        env_spec.json           the env's spaces as the policy reads them, written at start
+        metrics.jsonl           one row per train phase (and TensorBoard's event files)
+        checkpoints/ckpt-<phase>.bin, checkpoints/best.bin
+
+A folder is named `<timestamp>-<config>`, where the config part holds no "-", so a name
+splits at its last "-": a timestamp may hold one (`--timestamp 2026-11-22`), and a
+sweep's runs use `seed<seed>` as theirs. The command, `batchrl.train`, `batchrl.load`
+and every script read and write folders through this module. Files are written to a
+temporary name and renamed, so a folder never holds half a file. Imports no JAX.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pathlib
+import re
+import tempfile
+
+import yaml
+
+from batchrl import env_spec as env_spec_lib
+from batchrl.configs import train_config
+
+CONFIG = "config.yaml"
+SPEC = "env_spec.json"
+METRICS = "metrics.jsonl"
+CHECKPOINTS = "checkpoints"
+BEST = "best.bin"
+TIMESTAMP_FORMAT = "%Y%m%dT%H%M%S"
+_CONFIG_NAME = re.compile(r"[A-Za-z0-9_.]+")
+
+
+class RunFolderError(ValueError):
+    """A run folder that is missing or cannot be read, said in one line."""
+
+
+def name(timestamp: str, config: str) -> str:
+    """The folder name `<timestamp>-<config>`; a ValueError for a config name with "-"."""
+    if not _CONFIG_NAME.fullmatch(config):
+        raise ValueError(f"a run's config name holds letters, digits, '_' and '.', got {config!r}")
+    if not timestamp or "/" in timestamp:
+        raise ValueError(f"a run's timestamp is a non-empty name without '/', got {timestamp!r}")
+    return f"{timestamp}-{config}"
+
+
+def parse(folder: str) -> tuple[str, str]:
+    """(timestamp, config) of a folder name, split at its last "-"; ("", name) without one."""
+    timestamp, _, config = folder.rpartition("-")
+    return timestamp, config
+
+
+def safe_name(text: str) -> str:
+    """A folder's config part made of any text: an env id, say (`Pendulum-v1` -> `Pendulum_v1`)."""
+    return re.sub(r"[^A-Za-z0-9_.]+", "_", text.rpartition(":")[2]).strip("_") or "run"
+
+
+def create(
+    logdir: str | os.PathLike,
+    config: train_config.TrainConfig,
+    config_name: str,
+    timestamp: str | None = None,
+) -> pathlib.Path:
+    """Makes the folder of a new run and writes its config; returns the folder.
+
+    Without `timestamp`, the current time names it, with `.1`, `.2`, ... added when a run
+    of the same config started in the same second. A given `timestamp` that names an
+    existing folder is a FileExistsError.
+    """
+    logdir = pathlib.Path(logdir)
+    logdir.mkdir(parents=True, exist_ok=True)
+    stamp = timestamp or datetime.datetime.now().strftime(TIMESTAMP_FORMAT)
+    folder = logdir / name(stamp, config_name)
+    for count in range(1, 1000):
+        try:
+            folder.mkdir()
+            break
+        except FileExistsError:
+            if timestamp is not None:
+                raise
+            folder = logdir / name(f"{stamp}.{count}", config_name)
+    write_config(folder, config)
+    return folder
+
+
+def find(logdir: str | os.PathLike, timestamp: str) -> pathlib.Path:
+    """The one run folder in `logdir` whose timestamp is `timestamp`; a RunFolderError else."""
+    logdir = pathlib.Path(logdir)
+    found = sorted(
+        path
+        for path in (logdir.iterdir() if logdir.is_dir() else [])
+        if path.is_dir() and parse(path.name)[0] == timestamp
+    )
+    if not found:
+        raise RunFolderError(f"no run with timestamp {timestamp!r} in {str(logdir)!r} to resume")
+    if len(found) > 1:
+        raise RunFolderError(f"several runs match timestamp {timestamp!r}: {found}")
+    return found[0]
+
+
+def checkpoints(rundir: str | os.PathLike) -> pathlib.Path:
+    """The folder of the run's checkpoints."""
+    return pathlib.Path(rundir) / CHECKPOINTS
+
+
+def best(rundir: str | os.PathLike) -> pathlib.Path:
+    """The run's best-evaluated state; a RunFolderError when no phase was evaluated yet."""
+    path = checkpoints(rundir) / BEST
+    if not path.exists():
+        raise RunFolderError(f"run folder {str(rundir)!r} has no best policy: no phase evaluated")
+    return path
+
+
+def metrics(rundir: str | os.PathLike) -> pathlib.Path:
+    """The run's metrics rows, one JSON object a line."""
+    return pathlib.Path(rundir) / METRICS
+
+
+def write_config(rundir: str | os.PathLike, config: train_config.TrainConfig) -> None:
+    """Writes the run's config as YAML, atomically."""
+    text = yaml.safe_dump(train_config.to_dict(config), sort_keys=False)
+    _write_atomic(pathlib.Path(rundir) / CONFIG, text)
+
+
+def read_config(rundir: str | os.PathLike) -> train_config.TrainConfig:
+    """The config of the run in `rundir`, read without executing code; one-line errors."""
+    rundir = pathlib.Path(rundir)
+    if not rundir.is_dir():
+        raise RunFolderError(f"run folder {str(rundir)!r} does not exist")
+    path = rundir / CONFIG
+    try:
+        return train_config.from_dict(yaml.safe_load(path.read_text()))
+    except FileNotFoundError:
+        raise RunFolderError(f"{str(path)!r} is missing: not a batchrl run folder") from None
+    except (yaml.YAMLError, ValueError, TypeError, AttributeError) as error:
+        first = str(error).splitlines()[0]
+        raise RunFolderError(f"cannot read {str(path)!r}: {first}") from None
+
+
+def write_spec(rundir: str | os.PathLike, spec: env_spec_lib.EnvSpec) -> None:
+    """Writes the env's spec as JSON, atomically: what loading a policy needs of the env."""
+    text = json.dumps(env_spec_lib.to_data(spec), indent=1)
+    _write_atomic(pathlib.Path(rundir) / SPEC, text + "\n")
+
+
+def read_spec(rundir: str | os.PathLike) -> env_spec_lib.EnvSpec | None:
+    """The env spec the run wrote at start; None for a folder written before runs kept one."""
+    path = pathlib.Path(rundir) / SPEC
+    try:
+        return env_spec_lib.from_data(json.loads(path.read_text()))
+    except FileNotFoundError:
+        return None
+    except (json.JSONDecodeError, ValueError, TypeError) as error:
+        first = str(error).splitlines()[0]
+        raise RunFolderError(f"cannot read {str(path)!r}: {first}") from None
+
+
+def _write_atomic(path: pathlib.Path, text: str) -> None:
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as file:
+            file.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        pathlib.Path(temporary).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,76 @@
+import gymnasium as gym
+import pytest
+
+from batchrl import env_spec as env_spec_lib
+from batchrl.configs import presets
+from batchrl.envs.host import cue, spec
+from batchrl.training import run_folder
+
+
+def test_a_name_splits_at_its_last_dash():
+    assert (
+        run_folder.name("20261122T101500", "cheetah_clipped") == "20261122T101500-cheetah_clipped"
+    )
+    assert run_folder.parse("2026-11-22-cheetah_clipped") == ("2026-11-22", "cheetah_clipped")
+    assert run_folder.parse("seed3-blackjack") == ("seed3", "blackjack")
+    assert run_folder.parse("pendulum") == ("", "pendulum")
+    with pytest.raises(ValueError, match="holds letters, digits"):
+        run_folder.name("seed0", "my-config")
+    assert all(run_folder.name("t", name) for name in presets.PRESETS)  # No preset has "-".
+    assert run_folder.safe_name("gymnasium_robotics:PointMaze_UMaze-v3") == "PointMaze_UMaze_v3"
+
+
+def test_a_new_folder_holds_its_config_and_never_takes_anothers(tmp_path):
+    config = presets.get("cartpole")
+    first = run_folder.create(tmp_path, config, "cartpole", "t0")
+    assert first.name == "t0-cartpole" and run_folder.read_config(first) == config
+    with pytest.raises(FileExistsError):
+        run_folder.create(tmp_path, config, "cartpole", "t0")
+    same_second = [run_folder.create(tmp_path, config, "cartpole") for _ in range(3)]
+    assert len({folder.name for folder in same_second}) == 3
+    assert all(run_folder.parse(folder.name)[1] == "cartpole" for folder in same_second)
+    assert run_folder.find(tmp_path, "t0") == first
+    with pytest.raises(run_folder.RunFolderError, match="no run with timestamp 't1'"):
+        run_folder.find(tmp_path, "t1")
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_unreadable_configs_are_one_line(tmp_path):
+    with pytest.raises(run_folder.RunFolderError, match="does not exist"):
+        run_folder.read_config(tmp_path / "nope")
+    with pytest.raises(run_folder.RunFolderError, match="is missing: not a batchrl run folder"):
+        run_folder.read_config(tmp_path)
+    (tmp_path / run_folder.CONFIG).write_text("steps: [1\n")
+    with pytest.raises(run_folder.RunFolderError, match="cannot read") as error:
+        run_folder.read_config(tmp_path)
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [cue.Cue(), gym.make("Blackjack-v1"), gym.make("Pendulum-v1"), gym.make("CartPole-v1")],
+    ids=["dict", "tuple", "box", "discrete"],
+)
+def test_the_env_spec_reads_back_equal(env, tmp_path):
+    written = spec.env_spec(env.observation_space, env.action_space)
+    assert run_folder.read_spec(tmp_path) is None  # Folders from before specs were kept.
+    run_folder.write_spec(tmp_path, written)
+    assert run_folder.read_spec(tmp_path) == written
+    assert env_spec_lib.from_data(env_spec_lib.to_data(written)) == written
+
+
+def test_a_nested_tree_of_every_leaf_kind_and_a_bad_file(tmp_path):
+    space = gym.spaces.Dict(
+        {
+            "z": gym.spaces.Tuple((gym.spaces.MultiBinary(3), gym.spaces.Discrete(5, start=2))),
+            "a": gym.spaces.Box(0, 255, (8, 8, 3), "uint8"),
+            "m": gym.spaces.MultiDiscrete([[2, 3], [4, 5]]),
+        }
+    )
+    written = spec.env_spec(space, gym.spaces.MultiDiscrete([3, 2], start=[1, 0]))
+    run_folder.write_spec(tmp_path, written)
+    read = run_folder.read_spec(tmp_path)
+    assert read == written and list(read.observation) == list(written.observation)
+    (tmp_path / run_folder.SPEC).write_text('{"observation": {"leaf": {"kind": "odd"}}}')
+    with pytest.raises(run_folder.RunFolderError, match="cannot read"):
+        run_folder.read_spec(tmp_path)
