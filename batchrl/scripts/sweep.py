@@ -102,7 +102,7 @@ def run_one(args: argparse.Namespace, config: str, seed: int) -> tuple[int, floa
     if results.read(rundir).finished:
         train.resumed_run(train.parse_args(argv))  # Refuses a finished run of other settings.
         return 0, None
-    log = pathlib.Path(args.logdir) / f"seed{seed}-{config}.log"
+    log = rundir.parent / f"{rundir.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with log.open("a") as out:

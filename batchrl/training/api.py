@@ -172,7 +172,7 @@ def _with_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, Any]:
 
     if not isinstance(env, type) and isinstance(env, jax_env.Env):
         kind = config.env_kind if config.env_kind in JAX_KINDS else "jax"
-        label = type(env).__name__
+        label = type(getattr(env, "env", env)).__name__  # Within its time limit's wrapper.
         return train_config.replace(config, env_kind=kind, env=label), env
     if not callable(env):
         raise TypeError(

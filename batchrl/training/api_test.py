@@ -35,7 +35,11 @@ TINY_CLIPPED = dict(
 @pytest.fixture(scope="module")
 def pendulum(tmp_path_factory) -> batchrl.Run:
     logdir = tmp_path_factory.mktemp("runs")
-    return batchrl.train("pendulum_jax", steps=400, seed=3, logdir=logdir, **TINY_PENALTY)
+    # The env by its class: the folder records it as module:qualname, and every reader
+    # (the command's resume, evaluate) builds it again from there.
+    return batchrl.train(
+        "pendulum_jax", env=classic.Pendulum, steps=400, seed=3, logdir=logdir, **TINY_PENALTY
+    )
 
 
 def test_train_writes_the_commands_run_folder_and_returns_its_metrics(pendulum):
@@ -43,6 +47,7 @@ def test_train_writes_the_commands_run_folder_and_returns_its_metrics(pendulum):
     assert run_folder.parse(pendulum.rundir.name)[1] == "pendulum_jax"
     config = run_folder.read_config(pendulum.rundir)
     assert config == pendulum.config
+    assert config.env == "batchrl.envs.jax.classic.pendulum:Pendulum"
     assert (config.seed, config.steps, config.num_agents, config.algorithm.update_every) == (
         3, 400, 4, 4,
     )  # fmt: skip
@@ -115,7 +120,7 @@ def test_load_without_a_good_checkpoint_is_one_line(pendulum, tmp_path):
 
 def test_a_jax_native_env_object_trains_in_memory():
     run = batchrl.train("cartpole_jax", env=classic.make("CartPole-v1"), steps=400, **TINY_PENALTY)
-    assert run.rundir is None and run.config.env_kind == "jax"
+    assert run.rundir is None and (run.config.env_kind, run.config.env) == ("jax", "CartPole")
     assert [row["step"] for row in run.metrics][-1] == 400
     action = run.policy.act(np.zeros(4, np.float32))
     assert isinstance(action, np.int64) and gym.make("CartPole-v1").action_space.contains(action)
