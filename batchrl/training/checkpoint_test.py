@@ -229,3 +229,25 @@ def test_an_agent_over_a_dict_observation_round_trips_in_its_dtypes(tmp_path):
     _assert_same(loaded, state)
     assert loaded.storage.rollout.obs["image"].dtype == jnp.uint8
     assert loaded.learner.obs_norm["image"] is None
+
+
+def test_a_part_of_the_state_loads_alone_and_a_missing_part_is_named(tmp_path):
+    whole = _state(seed=2)
+    path = checkpoint.save(tmp_path, 1, whole)
+    _assert_same(
+        checkpoint.load(path, _state(seed=0).extra["normalizer"], ("extra", "normalizer")),
+        whole.extra["normalizer"],
+    )
+    step, part = checkpoint.load_latest(tmp_path, _state(seed=0).params, ("params",))
+    assert step == 1
+    _assert_same(part, whole.params)
+    with pytest.raises(
+        checkpoint.CheckpointError, match=r"structure mismatch at /extra/nope: only in the target$"
+    ):
+        checkpoint.load(path, whole.extra, ("extra", "nope"))
+    with pytest.raises(
+        checkpoint.CheckpointError, match=r"structure mismatch at /extra/normalizer/mean: "
+    ):
+        checkpoint.load(
+            path, _state(seed=0, obs_size=4).extra["normalizer"], ("extra", "normalizer")
+        )
