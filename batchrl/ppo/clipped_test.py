@@ -43,6 +43,7 @@ def test_cartpole_learns_to_balance():
     assert metrics[-1]["eval/return"] >= 475, [m["eval/return"] for m in metrics]
 
 
+@pytest.mark.slow
 def test_same_seed_same_results():
     config = dataclasses.replace(PENDULUM, steps_per_update=16, num_minibatches=4)
     env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
@@ -86,7 +87,8 @@ class ConstantReward(jax_env.Compiled):
 
 
 @pytest.mark.parametrize(
-    ("end", "low", "high"), [("truncated", 8.0, 12.0), ("terminated", 2.0, 3.5)]
+    ("end", "low", "high"),
+    [("truncated", 8.0, 12.0), pytest.param("terminated", 2.0, 3.5, marks=pytest.mark.slow)],
 )
 def test_a_time_limit_is_bootstrapped_not_treated_as_terminal(end, low, high):
     # With discount 0.9 the value of an endless stream of reward 1 is 10. A time limit the
@@ -129,6 +131,7 @@ def param_step(networks, learner, rollout, total_updates=10**6):
     return jax.tree.map(lambda a, b: np.asarray(a - b), new.params, learner.params)
 
 
+@pytest.mark.slow
 def test_annealed_learning_rate_falls_linearly_to_zero_at_the_budget():
     config = config_lib.ClippedConfig(
         steps_per_update=16, num_minibatches=1, update_epochs=1, anneal_learning_rate=True
@@ -144,6 +147,7 @@ def test_annealed_learning_rate_falls_linearly_to_zero_at_the_budget():
             np.testing.assert_allclose(a, scale * b, rtol=1e-3, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_a_final_discount_rises_linearly_from_the_discount_over_the_budget():
     rising = config_lib.ClippedConfig(
         steps_per_update=16, num_minibatches=1, update_epochs=1, discount=0.9, final_discount=0.99

@@ -41,6 +41,7 @@ def test_memory_fills_then_trains_and_the_penalty_adapts():
     assert float(state.penalty) == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_episodes_shorter_than_the_memory_train_without_nan():
     # Pendulum's 20-step episodes in a memory of 40 steps: half of every row is padding,
     # whose zero std once turned the whole update into NaN (Reacher-v5's 50-step
@@ -54,6 +55,7 @@ def test_episodes_shorter_than_the_memory_train_without_nan():
     assert all(bool(jnp.isfinite(p).all()) for p in params)
 
 
+@pytest.mark.slow
 def test_a_nan_stops_training_with_the_quantity_and_step():
     config = config_lib.PenaltyConfig(update_every=2, learning_rate=1e30)
     env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 10), 2)
@@ -88,6 +90,7 @@ def test_short_run_on_halfcheetah_in_worker_processes(objective):
     assert low.shape == (6,)
 
 
+@pytest.mark.slow
 def test_recurrent_policy_trains_and_resets_its_state_at_episode_start():
     config = config_lib.PenaltyConfig(
         update_every=4, batch_size=2, update_epochs=2, recurrent=True, policy_layers=(32, 16)
@@ -128,6 +131,7 @@ def test_chunks_must_divide_episodes():
     assert config_lib.PenaltyConfig(chunk_length=50, recurrent=True).chunk(200) == 200
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("episode", "max_length", "chunk_length", "batch_size"),
     [

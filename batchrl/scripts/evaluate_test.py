@@ -36,7 +36,10 @@ def lines(capsys) -> list[dict]:
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 
-@pytest.mark.parametrize("config", ["pendulum_jax", "pendulum"])  # JAX-native, workers.
+# JAX-native, workers.
+@pytest.mark.parametrize(
+    "config", ["pendulum_jax", pytest.param("pendulum", marks=pytest.mark.slow)]
+)
 def test_every_kept_checkpoint_on_the_same_episodes(config, request, tmp_path, capsys):
     jax_native = config == "pendulum_jax"
     run = request.getfixturevalue("run") if jax_native else train_run(tmp_path, config)

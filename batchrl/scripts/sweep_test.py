@@ -37,6 +37,7 @@ def swept(tmp_path_factory):
     return logdir, argv, lines(run_sweep(argv).stdout)
 
 
+@pytest.mark.slow
 def test_each_run_is_a_run_folder_and_a_json_line(swept):
     logdir, _, rows = swept
     assert [(row["config"], row["seed"]) for row in rows] == [
@@ -56,6 +57,7 @@ def test_each_run_is_a_run_folder_and_a_json_line(swept):
     assert rows[0]["eval_curve"] != rows[1]["eval_curve"]
 
 
+@pytest.mark.slow
 def test_a_finished_run_is_skipped_not_trained_again(swept, capsys):
     logdir, argv, rows = swept
     before = (logdir / "seed0-pendulum_jax" / "metrics.jsonl").read_text()
@@ -67,6 +69,7 @@ def test_a_finished_run_is_skipped_not_trained_again(swept, capsys):
     assert len(lines((logdir / sweep.RESULTS).read_text())) == 2  # One line a run, still.
 
 
+@pytest.mark.slow
 def test_evaluate_best_adds_the_kept_best_policy_on_more_episodes(swept, capsys):
     logdir, argv, rows = swept
     assert sweep.main([*argv, "--evaluate-best", "8"]) == 0
@@ -78,6 +81,7 @@ def test_evaluate_best_adds_the_kept_best_policy_on_more_episodes(swept, capsys)
         assert row["final_return"] == rows[seed]["final_return"]
 
 
+@pytest.mark.slow
 def test_a_finished_run_asked_for_with_other_settings_is_refused(swept, capsys):
     _, argv, _ = swept
     assert sweep.main([*argv, "--set", "learning_rate=0.001"]) == 2

@@ -15,8 +15,16 @@ from batchrl.envs.mujoco import group, tasks
 MODES = list(AutoresetMode)
 
 
-@pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
-@pytest.mark.parametrize("env_id", list(tasks.TASKS))
+def _tasks_and_modes():
+    """Every task in the default mode, and Hopper's terminations in every mode; the rest slow."""
+    for env_id in tasks.TASKS:
+        for mode in MODES:
+            quick = mode == AutoresetMode.NEXT_STEP or env_id == "Hopper-v5"
+            marks = () if quick else pytest.mark.slow
+            yield pytest.param(env_id, mode, id=f"{env_id}-{mode.name}", marks=marks)
+
+
+@pytest.mark.parametrize(("env_id", "mode"), _tasks_and_modes())
 def test_equals_gymnasium_through_terminations_and_time_limits(env_id, mode):
     theirs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * 4, autoreset_mode=mode)
     with batch.BatchEnv.mujoco(env_id, 4, threads=2, autoreset_mode=mode) as ours:

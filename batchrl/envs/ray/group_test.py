@@ -67,7 +67,14 @@ def _assert_same_step(ours, theirs):
         np.testing.assert_array_equal(ours[4][key], theirs[4][key])
 
 
-@pytest.mark.parametrize("mode", spaces_test.MODES, ids=[m.name for m in spaces_test.MODES])
+# The default mode in the quick tests; the others are slow.
+@pytest.mark.parametrize(
+    "mode",
+    [
+        pytest.param(mode, id=mode.name, marks=() if mode.name == "NEXT_STEP" else pytest.mark.slow)
+        for mode in spaces_test.MODES
+    ],
+)
 def test_observation_trees_cross_the_actors_as_sync_vector_env_gives_them(cluster, mode):
     makers = spaces_test.constructors(spaces_test.NESTED)
     with BatchEnv.ray(makers, actors=2, local_envs=1, autoreset_mode=mode) as on_ray:
@@ -129,6 +136,7 @@ def test_an_env_that_fails_to_start_is_named(cluster):
     assert _hosts() == []
 
 
+@pytest.mark.slow
 def test_a_killed_actor_is_a_crash_and_close_leaves_nothing(cluster):
     env = BatchEnv.ray(_counting(duration=4), 4, actors=2)
     env.reset(seed=0)
@@ -145,6 +153,7 @@ def test_a_killed_actor_is_a_crash_and_close_leaves_nothing(cluster):
     assert _hosts() == []
 
 
+@pytest.mark.slow
 def test_a_hung_actor_times_out(cluster):
     env = BatchEnv.ray(_counting(duration=4), 2, actors=1, timeout=0.5)
     env.reset(seed=0)
@@ -222,6 +231,7 @@ def test_the_train_command_runs_on_the_cluster_as_on_local_workers(cluster, tmp_
     assert _hosts() == []
 
 
+@pytest.mark.slow
 def test_without_a_cluster_it_starts_a_local_ray_and_stops_it_at_close(tmp_path):
     script = (
         "import ray\n"
