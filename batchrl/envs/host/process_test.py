@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from batchrl.conftest import wait_gone
-from batchrl.envs.host import errors, external, mock
+from batchrl.envs.host import errors, external, lifecycle, mock
 
 
 def make_pendulum():
@@ -123,12 +123,13 @@ def test_dead_worker_is_reported_at_once(how):
 
 
 def test_hung_worker_times_out_and_is_killed():
-    env = external.ExternalProcess(
-        functools.partial(mock.FailingEnv, how="hang", at=2), timeout=0.5
-    )
+    env = external.ExternalProcess(functools.partial(mock.FailingEnv, how="hang", at=2))
     env.reset(seed=0)
     env.step(np.zeros(2, np.float32))
     pid = env.pid
+    # Only the step that hangs waits this short, so no healthy answer a loaded machine
+    # delays can be mistaken for a hang.
+    env.group.timeout = 0.5
     start = time.monotonic()
     with pytest.raises(errors.EnvTimeoutError, match=r"did not answer step within 0.5 s"):
         env.step(np.zeros(2, np.float32))
@@ -140,14 +141,15 @@ def test_hung_worker_times_out_and_is_killed():
 @pytest.mark.parametrize("how", ["sigkill", "hang"])
 def test_restart_replaces_a_dead_or_hung_worker(how, caplog):
     def run():
-        env = external.ExternalProcess(
-            functools.partial(mock.FailingEnv, how=how, at=3, duration=100),
-            restart=True,
-            timeout=0.5,
-        )
-        with env:
+        constructor = functools.partial(mock.FailingEnv, how=how, at=3, duration=100)
+        with external.ExternalProcess(constructor, restart=True) as env:
             env.reset(seed=11)
-            results = [env.step(np.zeros(2, np.float32)) for _ in range(5)]
+            results = [env.step(np.zeros(2, np.float32)) for _ in range(2)]
+            # Only the step that fails waits this short (see the test above).
+            env.group.timeout = 0.5
+            results.append(env.step(np.zeros(2, np.float32)))
+            env.group.timeout = lifecycle.DEFAULT_TIMEOUT
+            results += [env.step(np.zeros(2, np.float32)) for _ in range(2)]
             return results, env.restarts
 
     results, restarts = run()
