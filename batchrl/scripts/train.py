@@ -5,11 +5,11 @@
     python -m batchrl.scripts.train --logdir runs --config pendulum --timestamp T  # start or resume
     python -m batchrl.scripts.train --list
 
-A new run goes to LOGDIR/<timestamp>-<config>/ (`training.run_folder`). The command is a
-shell over `batchrl.train`'s functions (`training.api`). As in the seed, adding `--timestamp T` to
-the command that started a run resumes it (and starts run T-<config> if there is none);
-a resume whose --config, --seed or --set differ from the saved config names the keys
-that differ and stops. Resuming restores parameters, optimiser,
+A new run goes to LOGDIR/<timestamp>-<config>/ (`training.run_folder`); the command is a
+shell over the functions `batchrl.train` runs (`training.api`). As in the seed, adding
+`--timestamp T` to the command that started a run resumes it (and starts run T-<config>
+if there is none); a resume whose --config, --seed or --set differ from the saved config
+names the keys that differ and stops. Resuming restores parameters, optimiser,
 normalisers, KL penalty, step counters, random keys and the episode memory from the
 last good checkpoint; on JAX-native envs it continues exactly as if never stopped.
 Ctrl-C or SIGTERM saves a checkpoint and exits cleanly. Bad input ends with one line.
@@ -113,7 +113,10 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
     """The run --timestamp names, or a new one by that name when --config has none yet."""
     logdir = pathlib.Path(args.logdir)
     if args.config:
-        rundir = logdir / run_folder.name(args.timestamp, args.config)
+        try:
+            rundir = logdir / run_folder.name(args.timestamp, args.config)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
         if not (rundir / run_folder.CONFIG).exists():
             return new_run(args, args.timestamp)
     else:

@@ -94,7 +94,7 @@ def train(
     if given is not None and logdir is not None:
         raise ValueError(
             f"env {config.env!r} has no importable module:qualname to record in a run folder: "
-            "define it at a module's top level, or train with logdir=None"
+            "give a function or class defined at a module's top level, or logdir=None"
         )
     rundir = start(config, name, logdir, env=given)
     return run(rundir, config, env=given)
