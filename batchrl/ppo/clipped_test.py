@@ -86,9 +86,9 @@ class ConstantReward(jax_env.Compiled):
         return steps, jax_env.TimeStep(obs, jnp.ones(self.num_envs), terminated, truncated)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
-    ("end", "low", "high"),
-    [("truncated", 8.0, 12.0), pytest.param("terminated", 2.0, 3.5, marks=pytest.mark.slow)],
+    ("end", "low", "high"), [("truncated", 8.0, 12.0), ("terminated", 2.0, 3.5)]
 )
 def test_a_time_limit_is_bootstrapped_not_treated_as_terminal(end, low, high):
     # With discount 0.9 the value of an endless stream of reward 1 is 10. A time limit the
@@ -173,7 +173,7 @@ def test_a_final_discount_rises_linearly_from_the_discount_over_the_budget():
         config_lib.ClippedConfig(final_discount=1.5)
 
 
-@pytest.mark.parametrize("epochs", [1, 3])
+@pytest.mark.parametrize("epochs", [1, pytest.param(3, marks=pytest.mark.slow)])
 def test_recomputed_advantages_use_the_value_net_of_each_epoch(epochs):
     # The first epoch sees the rollout's advantages either way; later epochs see the
     # values the previous epochs learned, so the results part only from the second epoch.

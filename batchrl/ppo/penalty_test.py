@@ -28,6 +28,7 @@ def test_pendulum_learns_with_the_seeds_objective():
     assert metrics[-1]["eval/return"] >= -250, [m["eval/return"] for m in metrics]
 
 
+@pytest.mark.slow
 def test_memory_fills_then_trains_and_the_penalty_adapts():
     config = config_lib.PenaltyConfig(update_every=4, batch_size=2, update_epochs=2)
     env = jax_env.Batched(classic.make("Pendulum-v1"), 4)

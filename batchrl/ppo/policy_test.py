@@ -46,12 +46,10 @@ def test_a_flat_box_gives_the_features_and_parameters_it_gave_before():
     np.testing.assert_array_equal(networks.features(state, batch), expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("nvec", "start", "action_shape"),
-    [
-        ((3, 2), (1, -1), (2,)),
-        pytest.param((2, 3, 4, 5), (0, 1, 2, 3), (2, 2), marks=pytest.mark.slow),
-    ],
+    [((3, 2), (1, -1), (2,)), ((2, 3, 4, 5), (0, 1, 2, 3), (2, 2))],
 )
 def test_multi_discrete_actions_are_independent_categoricals_shifted_by_their_start(
     nvec, start, action_shape

@@ -36,10 +36,8 @@ def lines(capsys) -> list[dict]:
     return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
 
 
-# JAX-native, workers.
-@pytest.mark.parametrize(
-    "config", ["pendulum_jax", pytest.param("pendulum", marks=pytest.mark.slow)]
-)
+@pytest.mark.slow
+@pytest.mark.parametrize("config", ["pendulum_jax", "pendulum"])  # JAX-native, workers.
 def test_every_kept_checkpoint_on_the_same_episodes(config, request, tmp_path, capsys):
     jax_native = config == "pendulum_jax"
     run = request.getfixturevalue("run") if jax_native else train_run(tmp_path, config)
@@ -54,6 +52,7 @@ def test_every_kept_checkpoint_on_the_same_episodes(config, request, tmp_path, c
     assert lines(capsys)[0]["return"] == rows[2]["return"]
 
 
+@pytest.mark.slow
 def test_the_normaliser_of_another_checkpoint(run, capsys):
     args = ["--logdir", str(run), "--episodes", "8", "--phases", "6", "--normalizer-from"]
     assert evaluate.main([*args, "6"]) == 0
@@ -65,6 +64,7 @@ def test_the_normaliser_of_another_checkpoint(run, capsys):
     assert lines(capsys)[0]["return"] == own["return"] != swapped["return"]
 
 
+@pytest.mark.slow
 def test_the_best_evaluated_policy_beside_a_kept_checkpoint(run, tmp_path, capsys):
     best = checkpoint.step_of(run / "checkpoints" / checkpoint.BEST)
     assert evaluate.main(["--logdir", str(run), "--episodes", "8", "--phases", "6", "--best"]) == 0
@@ -79,6 +79,7 @@ def test_the_best_evaluated_policy_beside_a_kept_checkpoint(run, tmp_path, capsy
     assert capsys.readouterr().err.strip().endswith("has no best policy: no phase evaluated")
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_line(run, tmp_path, capsys):
     for args, message in [
         (["--phases", "1"], f"no checkpoint of phase 1 in {str(run)!r}: it keeps [4, 5, 6]"),

@@ -27,6 +27,7 @@ def run(tmp_path_factory) -> pathlib.Path:
     return folder
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:os.fork")  # Reading MP4 starts ffmpeg (fork, then exec).
 def test_writes_videos_that_read_back_with_every_frame(run, tmp_path):
     out = tmp_path / "videos"
@@ -39,6 +40,7 @@ def test_writes_videos_that_read_back_with_every_frame(run, tmp_path):
         assert frames.shape[-1] == 3 and frames.std() > 0
 
 
+@pytest.mark.slow
 def test_renders_the_best_evaluated_policy(run, tmp_path):
     out = tmp_path / "videos"
     args = ["--logdir", str(run), "--outdir", str(out), "--best"]

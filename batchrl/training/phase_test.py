@@ -49,6 +49,7 @@ def test_the_seed_preset_updates_at_the_step_its_memory_fills():
     assert updates_by_phase(config, env, [199, 1], max_length) == [0, 1]
 
 
+@pytest.mark.slow
 def test_episodes_that_end_early_update_at_the_step_the_last_one_ends():
     # Envs end episodes every 1, 2, 3, 4 steps: the 5th episode ends at step 3.
     config = config_lib.PenaltyConfig(update_every=5, chunk_length=4)

@@ -26,7 +26,8 @@ from batchrl.training import logging as logs
 
 # Ray joins the cluster started last on this machine: one test process runs every test
 # that starts or joins one (`--dist loadgroup`, with the Ray blocks of docs_test.py).
-pytestmark = pytest.mark.xdist_group("ray")
+# A cluster of two nodes takes seconds to start, and each test seconds on it: all are slow.
+pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")
@@ -67,14 +68,7 @@ def _assert_same_step(ours, theirs):
         np.testing.assert_array_equal(ours[4][key], theirs[4][key])
 
 
-# The default mode in the quick tests; the others are slow.
-@pytest.mark.parametrize(
-    "mode",
-    [
-        pytest.param(mode, id=mode.name, marks=() if mode.name == "NEXT_STEP" else pytest.mark.slow)
-        for mode in spaces_test.MODES
-    ],
-)
+@pytest.mark.parametrize("mode", spaces_test.MODES, ids=[m.name for m in spaces_test.MODES])
 def test_observation_trees_cross_the_actors_as_sync_vector_env_gives_them(cluster, mode):
     makers = spaces_test.constructors(spaces_test.NESTED)
     with BatchEnv.ray(makers, actors=2, local_envs=1, autoreset_mode=mode) as on_ray:
@@ -85,7 +79,6 @@ def test_observation_trees_cross_the_actors_as_sync_vector_env_gives_them(cluste
     assert ends >= 12
 
 
-@pytest.mark.slow
 def test_steps_as_local_workers_do_with_actors_on_both_nodes(cluster):
     rng = np.random.default_rng(0)
     with (
@@ -136,7 +129,6 @@ def test_an_env_that_fails_to_start_is_named(cluster):
     assert _hosts() == []
 
 
-@pytest.mark.slow
 def test_a_killed_actor_is_a_crash_and_close_leaves_nothing(cluster):
     env = BatchEnv.ray(_counting(duration=4), 4, actors=2)
     env.reset(seed=0)
@@ -153,7 +145,6 @@ def test_a_killed_actor_is_a_crash_and_close_leaves_nothing(cluster):
     assert _hosts() == []
 
 
-@pytest.mark.slow
 def test_a_hung_actor_times_out(cluster):
     env = BatchEnv.ray(_counting(duration=4), 2, actors=1, timeout=0.5)
     env.reset(seed=0)
@@ -169,7 +160,6 @@ def test_a_hung_actor_times_out(cluster):
     assert wait_gone([actor.pid]) == []
 
 
-@pytest.mark.slow
 def test_a_lost_node_is_replaced_with_restart_and_the_run_goes_on(cluster):
     node = cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
@@ -208,7 +198,6 @@ def test_bad_actor_counts_are_named(cluster):
     assert _hosts() == []
 
 
-@pytest.mark.slow
 def test_the_train_command_runs_on_the_cluster_as_on_local_workers(cluster, tmp_path):
     tiny = ["--config", "pendulum", "--set", "steps=800", "--set", "eval_episodes=4"]
     tiny += ["--set", "num_agents=4", "--set", "update_every=4", "--set", "max_length=200"]
@@ -231,7 +220,6 @@ def test_the_train_command_runs_on_the_cluster_as_on_local_workers(cluster, tmp_
     assert _hosts() == []
 
 
-@pytest.mark.slow
 def test_without_a_cluster_it_starts_a_local_ray_and_stops_it_at_close(tmp_path):
     script = (
         "import ray\n"
