@@ -27,6 +27,10 @@ def train_run(logdir: pathlib.Path, config: str) -> pathlib.Path:
     return folder
 
 
+# One test process runs this module (`--dist loadgroup`), so its trained run is made once.
+pytestmark = pytest.mark.xdist_group("evaluate_test")
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> pathlib.Path:
     return train_run(tmp_path_factory.mktemp("runs"), "pendulum_jax")

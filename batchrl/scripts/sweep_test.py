@@ -29,6 +29,10 @@ def run_sweep(argv: list[str]) -> subprocess.CompletedProcess:
     return result
 
 
+# One test process runs this module (`--dist loadgroup`), so its sweep is made once.
+pytestmark = pytest.mark.xdist_group("sweep_test")
+
+
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("sweep")

@@ -51,6 +51,10 @@ def launch(*args: str, cwd: pathlib.Path) -> subprocess.Popen:
     )
 
 
+# One test process runs this module (`--dist loadgroup`), so its finished run is made once.
+pytestmark = pytest.mark.xdist_group("train_test")
+
+
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("runs")

@@ -6,6 +6,9 @@ import pytest
 
 from batchrl.scripts import train, visualize
 
+# One test process runs this module (`--dist loadgroup`), so its trained run is made once.
+pytestmark = pytest.mark.xdist_group("visualize_test")
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> pathlib.Path:
