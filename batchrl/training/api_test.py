@@ -32,6 +32,10 @@ TINY_CLIPPED = dict(
 )
 
 
+# One test process runs this module (`--dist loadgroup`), so its trained run is made once.
+pytestmark = pytest.mark.xdist_group("api_test")
+
+
 @pytest.fixture(scope="module")
 def pendulum(tmp_path_factory) -> batchrl.Run:
     logdir = tmp_path_factory.mktemp("runs")
@@ -118,6 +122,7 @@ def test_load_without_a_good_checkpoint_is_one_line(pendulum, tmp_path):
         batchrl.load(copy, best=True)
 
 
+@pytest.mark.slow
 def test_a_jax_native_env_object_trains_in_memory():
     run = batchrl.train("cartpole_jax", env=classic.make("CartPole-v1"), steps=400, **TINY_PENALTY)
     assert run.rundir is None and (run.config.env_kind, run.config.env) == ("jax", "CartPole")
@@ -138,6 +143,7 @@ def test_an_env_without_a_name_needs_logdir_none(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_a_recurrent_policy_keeps_its_carry_until_reset():
     run = batchrl.train("pendulum_jax", steps=200, recurrent=True, **TINY_PENALTY)
     obs = np.array([1.0, 0.0, 0.0], np.float32)
