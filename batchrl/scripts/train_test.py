@@ -1,4 +1,5 @@
 import json
+import os
 import pathlib
 import signal
 import subprocess
@@ -191,26 +192,41 @@ def test_an_interrupt_anywhere_then_resume_matches_an_uninterrupted_run(
     assert sorted(set(steps)) == phase_ends(folder)
 
 
+# The train command, stopped (SIGSTOP) by itself once its first checkpoint is written.
+_STOPS_AFTER_ITS_FIRST_CHECKPOINT = """
+import os, signal, sys
+from batchrl.scripts import train
+from batchrl.training import checkpoint
+
+save = checkpoint.save
+
+def save_then_stop(*args, **kwargs):
+    path = save(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGSTOP)
+    return path
+
+checkpoint.save = save_then_stop
+sys.exit(train.main(sys.argv[1:]))
+"""
+
+
 @pytest.mark.slow
 def test_a_killed_run_resumes_exactly_as_if_never_stopped(tmp_path):
     budget = ["--set", "steps=4000", "--seed", "3"]
     whole = tmp_path / "whole"
     assert train.main(["--logdir", str(whole), "--config", "pendulum_jax", *TINY, *budget]) == 0
     killed = tmp_path / "killed"
-    process = launch(
-        "--logdir", str(killed), "--config", "pendulum_jax", *TINY, *budget, cwd=tmp_path
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        folders = list(killed.glob("*/checkpoints")) if killed.exists() else []
-        if folders and checkpoint.steps(folders[0]):
-            break
-        time.sleep(0.05)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    args = ["--logdir", str(killed), "--config", "pendulum_jax", *TINY, *budget]
+    command = [sys.executable, "-c", _STOPS_AFTER_ITS_FIRST_CHECKPOINT, *args]
+    with open(tmp_path / "stderr.txt", "w") as stderr:
+        process = subprocess.Popen(command, cwd=tmp_path, stdout=stderr, stderr=stderr)
+        _, status = os.waitpid(process.pid, os.WUNTRACED)  # Until it stops, or ends.
+        assert os.WIFSTOPPED(status), (tmp_path / "stderr.txt").read_text()[-2000:]
+        process.send_signal(signal.SIGKILL)
+        process.wait()
     folder = run_folder(killed)
-    stopped_at = checkpoint.steps(folder / "checkpoints")[-1]
-    assert stopped_at < 20, "the run finished before it was killed"
+    (stopped_at,) = checkpoint.steps(folder / "checkpoints")
+    assert stopped_at < 20
     code = train.main(["--logdir", str(killed), "--timestamp", folder.name.split("-")[0]])
     assert code == 0
     a = checkpoint.path_for(run_folder(whole) / "checkpoints", 20).read_bytes()

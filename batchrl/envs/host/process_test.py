@@ -216,7 +216,10 @@ def test_forkserver_start_method_works():
 
 
 ORPHAN_SCRIPT = """
+import signal
 import sys
+import threading
+
 import numpy as np
 from batchrl.envs import BatchEnv
 from batchrl.envs.host import mock
@@ -233,9 +236,17 @@ class Hangs(mock.FailingEnv):
 
 
 if __name__ == "__main__":
-    # The last worker hangs in its third step, so a parent killed then leaves a busy worker.
-    env = BatchEnv.external([mock.CountingEnv] * 2 + [Hangs] * 2, envs_per_worker=2)
+    # The last worker hangs in its third step, so a parent killed then leaves a busy
+    # worker; it waits on it with no timeout, so only the signal can end the wait.
+    makers = [mock.CountingEnv] * 2 + [Hangs] * 2
+    env = BatchEnv.external(makers, envs_per_worker=2, timeout=None)
     env.reset(seed=0)
+    if sys.argv[1] == "sigint_to_a_thread":
+        # The kernel may give a signal to any thread that does not block it: here to
+        # this one, never to the main thread, which waits in the hung step. (After the
+        # workers start: multiprocessing unblocks SIGINT when it starts its helpers.)
+        threading.Thread(target=threading.Event().wait, daemon=True).start()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     print("ready", flush=True)
     if sys.argv[1] == "raise":
         raise RuntimeError("the parent fails without closing its envs")
@@ -245,7 +256,9 @@ if __name__ == "__main__":
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("ending", ["raise", "sigint_to_group", "sigint", "sigterm", "sigkill"])
+@pytest.mark.parametrize(
+    "ending", ["raise", "sigint_to_group", "sigint", "sigint_to_a_thread", "sigterm", "sigkill"]
+)
 def test_no_worker_outlives_its_parent(ending, tmp_path):
     import os
     import signal
@@ -269,11 +282,15 @@ def test_no_worker_outlives_its_parent(ending, tmp_path):
         assert len(descendants) >= 2
         signals = {
             "sigint": signal.SIGINT,
+            "sigint_to_a_thread": signal.SIGINT,
             "sigterm": signal.SIGTERM,
             "sigkill": signal.SIGKILL,
         }
-        if ending != "raise":  # Once the parent waits on the hung step.
+        if ending != "raise":  # Once the parent waits on the hung step, in `poll`.
             assert parent.stdout.readline().strip() == "hung", parent.stderr.read()
+            wchan = pathlib.Path(f"/proc/{parent.pid}/wchan")  # Where the kernel has it wait.
+            while "poll" not in wchan.read_text():
+                time.sleep(0.01)
         if ending == "sigint_to_group":  # What Ctrl-C in a terminal does.
             os.killpg(parent.pid, signal.SIGINT)
         elif ending in signals:
@@ -281,7 +298,7 @@ def test_no_worker_outlives_its_parent(ending, tmp_path):
         code = parent.wait()
         assert code != 0
         assert not wait_gone(descendants)
-        if ending in ("raise", "sigint", "sigint_to_group"):
+        if ending in ("raise", "sigint", "sigint_to_group", "sigint_to_a_thread"):
             stderr = parent.stderr.read()
             assert "KeyboardInterrupt" in stderr or "the parent fails" in stderr
     finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import os
 import select
 import signal
@@ -27,6 +28,7 @@ from batchrl.envs.host import shared
 
 _PR_SET_PDEATHSIG = 1
 _WATCHDOG_PERIOD = 0.2
+_BLOCK_SLICE = 0.25  # Seconds; the longest a pending signal waits (see `poll`).
 
 
 def main(
@@ -128,7 +130,10 @@ def poll(poller: select.poll, spin: float, timeout: float | None = None) -> list
     within a millisecond; a process that sleeps in `poll` instead pays a wake-up that
     costs more than the step (measured in docs/benchmarks.md, "Environment throughput").
     Polling yields the core between polls.
-    Blocks for at most `timeout` seconds (None: forever); [] when nothing came.
+    Blocks for at most `timeout` seconds (None: forever), in slices of `_BLOCK_SLICE`: a
+    signal the kernel gives to another of the process's threads (Ctrl-C on a BLAS or
+    XLA thread) does not interrupt this thread's wait; Python raises it between slices.
+    [] when nothing came.
     """
     events, end = [], time.perf_counter() + spin
     while spin:
@@ -136,8 +141,12 @@ def poll(poller: select.poll, spin: float, timeout: float | None = None) -> list
         if events or time.perf_counter() >= end:
             break
         os.sched_yield()
-    if not events:
-        events = poller.poll(None if timeout is None else int(timeout * 1000))
+    deadline = None if timeout is None else time.perf_counter() + timeout
+    while not events:
+        left = _BLOCK_SLICE if deadline is None else deadline - time.perf_counter()
+        events = poller.poll(max(0, math.ceil(min(left, _BLOCK_SLICE) * 1000)))
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
     return events
 
 
