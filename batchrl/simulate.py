@@ -234,6 +234,55 @@ def collect(
     return jax.lax.while_loop(running, body, carry)
 
 
+@flax.struct.dataclass
+class FirstEpisodes:
+    """Each env's first episode after a restart, every leaf [B].
+
+    Attributes:
+        ended: bool, the env ended an episode (its score and length below are that one's).
+        score: float32 return of that episode, 0 where none ended.
+        length: int32 steps of that episode, 0 where none ended.
+    """
+
+    ended: jax.Array
+    score: jax.Array
+    length: jax.Array
+
+
+def first_episodes(
+    env: BatchedEnv, agent: Agent, state: State, acting: Acting, max_steps: int | jax.Array
+) -> tuple[State, Acting, FirstEpisodes]:
+    """Restarts every env and steps until each has ended one episode or `max_steps` ran.
+
+    Only each env's first episode counts, so short episodes weigh no more than long ones
+    (an env that fails fast would otherwise end several episodes while another ends one).
+    """
+
+    def running(carry: tuple) -> jax.Array:
+        _, _, first, taken = carry
+        return (taken < max_steps) & ~first.ended.all()
+
+    def body(carry: tuple) -> tuple:
+        state, acting, first, taken = carry
+        state, acting, _ = step(env, agent, state, acting, taken == 0)
+        new = state.done & ~first.ended
+        first = FirstEpisodes(
+            ended=first.ended | state.done,
+            score=jnp.where(new, state.score, first.score),
+            length=jnp.where(new, state.length, first.length),
+        )
+        return state, acting, first, taken + 1
+
+    none = FirstEpisodes(
+        ended=jnp.zeros((env.num_envs,), bool),
+        score=jnp.zeros((env.num_envs,), jnp.float32),
+        length=jnp.zeros((env.num_envs,), jnp.int32),
+    )
+    carry = (state, acting, none, jnp.zeros((), jnp.int32))
+    state, acting, first, _ = jax.lax.while_loop(running, body, carry)
+    return state, acting, first
+
+
 def rollout(
     env: BatchedEnv,
     agent: Agent,
@@ -269,6 +318,25 @@ def make_collect(
 
     def finished(*args: Any, **kwargs: Any) -> tuple[State, Acting]:
         return jax.block_until_ready(compiled(*args, **kwargs))
+
+    return env.wrap_compiled(finished)
+
+
+def make_first_episodes(
+    env: BatchedEnv, agent: Agent, max_steps: int
+) -> Callable[[State, Acting], tuple[State, Acting, FirstEpisodes]]:
+    """A compiled `first_episodes` of at most `max_steps`, returning once it has run.
+
+    On an env that calls the host, an env worker's error is raised as itself.
+    """
+
+    def run(state: State, acting: Acting) -> tuple[State, Acting, FirstEpisodes]:
+        return first_episodes(env, agent, state, acting, max_steps)
+
+    compiled = jax.jit(run)
+
+    def finished(state: State, acting: Acting) -> tuple[State, Acting, FirstEpisodes]:
+        return jax.block_until_ready(compiled(state, acting))
 
     return env.wrap_compiled(finished)
 

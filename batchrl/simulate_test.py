@@ -106,6 +106,34 @@ def test_reset_flag_restarts_every_env(counting_env):
     np.testing.assert_array_equal(state.length, [1, 1, 2, 1])
 
 
+def test_first_episodes_keeps_each_envs_first_and_stops_once_all_ended(counting_env):
+    agent, agent_state = counting_agent(4)
+    run = simulate.make_first_episodes(counting_env, agent, 100)
+    state = simulate.init(counting_env, jax.random.key(0))
+    state, agent_state, first = run(state, agent_state)
+    # The env of duration 1 ends four episodes while the longest ends its one; only the
+    # first of each counts, and the loop stops at the step the longest one ends.
+    np.testing.assert_array_equal(first.ended, [True] * 4)
+    np.testing.assert_array_equal(first.length, DURATIONS)
+    scores = [sum(2.0 + k for k in range(1, d + 1)) for d in DURATIONS]
+    np.testing.assert_allclose(first.score, scores)
+    assert int(agent_state.steps) == max(DURATIONS)
+    # A second call restarts every env, mid-episode or not.
+    state, agent_state, again = run(state, agent_state)
+    np.testing.assert_array_equal(again.length, DURATIONS)
+    assert int(agent_state.steps) == 2 * max(DURATIONS)
+
+
+def test_first_episodes_stops_at_max_steps_and_marks_envs_that_did_not_end(counting_env):
+    agent, agent_state = counting_agent(4)
+    run = simulate.make_first_episodes(counting_env, agent, 2)
+    state = simulate.init(counting_env, jax.random.key(0))
+    state, agent_state, first = run(state, agent_state)
+    np.testing.assert_array_equal(first.ended, [True, True, False, False])
+    np.testing.assert_array_equal(first.length, [1, 2, 0, 0])
+    assert int(agent_state.steps) == 2
+
+
 def test_rollout_records_every_step_time_major(counting_env):
     agent, agent_state = counting_agent(4)
     state = simulate.init(counting_env, jax.random.key(0))

@@ -41,7 +41,7 @@ class TrainConfig:
     env_kind: str = "workers"  # "workers": Gymnasium envs in processes; "jax": JAX-native.
     action_repeat: int = 1  # Gymnasium envs: each action held this many env steps.
     phase_steps: int = 0  # Env steps per train phase; 0: one update's worth.
-    eval_episodes: int = 30  # Episodes per evaluation phase (mean action).
+    eval_episodes: int = 30  # At least this many episodes per evaluation (mean action).
     eval_every: int = 10  # Train phases between evaluations; the last phase always evaluates.
     final_episodes: int = 10  # At least this many episodes evaluate the final policy.
     envs_per_worker: int = 0  # 0: one worker per core (of each node, with Ray).
@@ -116,8 +116,8 @@ class TrainConfig:
 
     @property
     def eval_batch_steps(self) -> int:
-        """Batch steps of one eval phase: every env finishes at least its share of episodes."""
-        return self.max_length * math.ceil(self.eval_episodes / self.num_agents)
+        """Batch steps an eval round may take: time for every env to end one episode."""
+        return self.max_length
 
     @property
     def phases(self) -> int:

@@ -10,7 +10,8 @@ is its level or one step of a walk (docs/results.md uses it for Hopper's and Rea
 lowest seeds). `--normalizer-from PHASE` evaluates each checkpoint's parameters with the
 observation normaliser of another kept checkpoint, to tell which of the two a phase's
 change of return came from. `--best` evaluates the run's best-evaluated policy
-(`best.bin`), on many more episodes than chose it.
+(`best.bin`), on many more episodes than chose it. `--repeats R` scores each checkpoint
+R times on new episodes, to measure the evaluation's own noise.
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="evaluate the run's best-evaluated policy (with --phases: as well)",
     )
     parser.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="score each checkpoint this many times, each on new episodes",
+    )
+    parser.add_argument(
         "--normalizer-from",
         type=int,
         metavar="PHASE",
@@ -56,14 +63,19 @@ def evaluate(
     phases: Sequence[int] | None = None,
     normalizer_from: int | None = None,
     best: bool = False,
+    repeats: int = 1,
 ) -> list[dict]:
     """The mean return and length over at least `episodes` episodes of each checkpoint.
 
     The checkpoints are `phases` and, with `best`, the best-evaluated state; every kept
-    checkpoint when neither is given.
+    checkpoint when neither is given. With `repeats` above 1, each checkpoint is scored
+    that many times on new episodes (a line each, with its "repeat"): how far two
+    evaluations of the same parameters differ.
     """
     if episodes < 1:
         raise UsageError(f"--episodes must be at least 1, got {episodes}")
+    if repeats < 1:
+        raise UsageError(f"--repeats must be at least 1, got {repeats}")
     try:
         config = run_folder.read_config(rundir)
     except run_folder.RunFolderError as error:
@@ -101,19 +113,23 @@ def evaluate(
                 agent = dataclasses.replace(agent, learner=learner)
             if batch_env is not None:  # Gymnasium envs: the same starting states each time.
                 batch_env.reset(seed=config.seed)
-            _, summary = loop.evaluate(programs, state.eval, agent, episodes)
-            row = {"run": rundir.name, "phase": int(saved.phases)}
-            row["env_steps"] = int(saved.env_steps)
-            if path.name == checkpoint.BEST:
-                row["best"] = True
-            if normalizer_from is not None:
-                row["normalizer_from"] = normalizer_from
-            row |= {
-                "episodes": int(summary["episode/count"]),
-                "return": summary["episode/return"],
-                "length": summary["episode/length"],
-            }
-            rows.append(row)
+            eval_state = state.eval
+            for repeat in range(repeats):
+                eval_state, summary = loop.evaluate(programs, eval_state, agent, episodes)
+                row = {"run": rundir.name, "phase": int(saved.phases)}
+                row["env_steps"] = int(saved.env_steps)
+                if path.name == checkpoint.BEST:
+                    row["best"] = True
+                if normalizer_from is not None:
+                    row["normalizer_from"] = normalizer_from
+                if repeats > 1:
+                    row["repeat"] = repeat
+                row |= {
+                    "episodes": int(summary["episode/count"]),
+                    "return": summary["episode/return"],
+                    "length": summary["episode/length"],
+                }
+                rows.append(row)
         return rows
     finally:
         if batch_env is not None:
@@ -124,7 +140,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         rows = evaluate(
-            pathlib.Path(args.logdir), args.episodes, args.phases, args.normalizer_from, args.best
+            pathlib.Path(args.logdir),
+            args.episodes,
+            args.phases,
+            args.normalizer_from,
+            args.best,
+            args.repeats,
         )
     except UsageError as error:
         print(f"evaluate: error: {error}", file=sys.stderr)

@@ -56,6 +56,22 @@ def test_every_kept_checkpoint_on_the_same_episodes(config, request, tmp_path, c
     assert lines(capsys)[0]["return"] == rows[2]["return"]
 
 
+def test_repeats_score_the_same_parameters_on_new_episodes(run, capsys):
+    capsys.readouterr()
+    args = ["--logdir", str(run), "--episodes", "2", "--phases", "6", "--repeats", "3"]
+    assert evaluate.main(args) == 0
+    rows = lines(capsys)
+    assert [(row["phase"], row["repeat"], row["episodes"]) for row in rows] == [
+        (6, 0, 2),
+        (6, 1, 2),
+        (6, 2, 2),
+    ]
+    # New starting states each time: the same parameters score differently.
+    assert len({row["return"] for row in rows}) == 3
+    assert evaluate.main(["--logdir", str(run), "--phases", "6", "--repeats", "0"]) == 2
+    assert "--repeats must be at least 1, got 0" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_the_normaliser_of_another_checkpoint(run, capsys):
     args = ["--logdir", str(run), "--episodes", "8", "--phases", "6", "--normalizer-from"]

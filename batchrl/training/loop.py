@@ -2,7 +2,7 @@
 
 Training runs a phase of env steps (`training.phase`: acting, and an update each time
 the agent's memory or rollout is full); evaluation restarts a separate set of episodes
-and runs the mean action until every env has finished one. Each phase is one compiled
+and scores the mean action on each env's first (`loop.evaluate`). Each phase is one compiled
 program; this loop only reads the metrics it returns. The agent is the algorithm its
 config names, driven through the written protocol (`batchrl.algorithm`). Every size
 (phase lengths, the budget that schedules read) derives from the run's `TrainConfig`.
@@ -20,6 +20,7 @@ from typing import Any
 import flax.struct
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
@@ -62,8 +63,8 @@ def build(
 ) -> tuple[Programs, RunState]:
     """The run's programs and initial state, every size derived from `config`.
 
-    A train phase runs `config.batch_steps_per_phase` batch steps and an eval phase
-    `config.eval_batch_steps`, unless `train_steps` or `eval_steps` (batch steps, each
+    A train phase runs `config.batch_steps_per_phase` batch steps and an eval round at
+    most `config.eval_batch_steps`, unless `train_steps` or `eval_steps` (batch steps, each
     stepping every env once) say otherwise; the budget the schedules read is
     `config.steps` env steps, and `config.seed` seeds the agent's and the phases' keys.
     """
@@ -78,9 +79,10 @@ def build(
     init = functools.partial(algorithm.init, networks, config.shape)
     storage_bytes = memory.nbytes(jax.eval_shape(init, agent_key).storage)
     memory.check_fits(storage_bytes, f"{config.algorithm.objective} objective's storage")
+    evaluation = algorithm.evaluation_agent(networks)
     programs = Programs(
         train=phase_lib.make(env, networks, train_steps),
-        evaluate=simulate.make_collect(env, algorithm.evaluation_agent(networks), eval_steps),
+        evaluate=simulate.make_first_episodes(env, evaluation, eval_steps),
         algorithm=algorithm,
         networks=networks,
         num_envs=env.num_envs,
@@ -117,27 +119,28 @@ def evaluate(
     agent_state: phase_lib.AgentState,
     episodes: int,
 ) -> tuple[simulate.State, dict[str, float]]:
-    """Runs the eval phase until at least `episodes` episodes ended; their summary.
+    """Scores the mean action on at least `episodes` episodes; the state after and their summary.
 
-    The eval phase ends every env's episode (at least `eval_episodes` in all), so one
-    round is enough unless more episodes are asked for.
+    A round restarts every env and keeps each env's first episode, so every episode
+    weighs the same however long it lasts; rounds run until `episodes` episodes ended,
+    so the count is `episodes` rounded up to whole rounds of `num_envs`. The eval
+    state's key draws each round's starts, so a run's evaluations are the same on resume.
     """
-    score = length = count = 0.0
-    while count < episodes or count == 0:
-        eval_state = simulate.clear_summary(eval_state)
+    scores, lengths = [], []
+    while len(scores) < episodes or not scores:
         # Every env restarts, so the running state the eval episodes begin with is fresh.
         acting_state = programs.algorithm.begin(agent_state)
-        eval_state, _ = programs.evaluate(eval_state, acting_state, jnp.asarray(True))
-        summary = {name: float(value) for name, value in simulate.summary(eval_state).items()}
-        if summary["episode/count"] == 0:
+        eval_state, _, first = programs.evaluate(eval_state, acting_state)
+        ended = np.asarray(first.ended)
+        if not ended.any():
             break
-        count += summary["episode/count"]
-        score += summary["episode/return"] * summary["episode/count"]
-        length += summary["episode/length"] * summary["episode/count"]
+        scores.extend(np.asarray(first.score)[ended].tolist())
+        lengths.extend(np.asarray(first.length)[ended].tolist())
+    count = len(scores)
     return eval_state, {
-        "episode/count": count,
-        "episode/return": score / count if count else math.nan,
-        "episode/length": length / count if count else math.nan,
+        "episode/count": float(count),
+        "episode/return": float(np.mean(scores)) if count else math.nan,
+        "episode/length": float(np.mean(lengths)) if count else math.nan,
     }
 
 

@@ -1,0 +1,42 @@
+import jax
+import numpy as np
+import pytest
+
+from batchrl.envs.jax import classic, jax_env, jax_mock
+from batchrl.ppo import config as config_lib
+from batchrl.training import loop
+
+DURATIONS = (1, 2, 3, 4)
+
+
+def built(env, *, max_length, seed=0):
+    config = config_lib.ClippedConfig(steps_per_update=8, num_minibatches=1, update_epochs=1)
+    run = loop.config_for(config, env, max_length=max_length, steps=64, seed=seed)
+    return loop.build(run, env, train_steps=8)
+
+
+@pytest.mark.parametrize("episodes, rounds", [(1, 1), (4, 1), (5, 2), (8, 2)])
+def test_evaluation_counts_each_envs_first_episode_in_whole_rounds(episodes, rounds):
+    # Envs end episodes every 1, 2, 3, 4 steps. Were every episode that ended counted, a
+    # round of 4 steps would hold four of length 1 and one of length 4 (mean 1.6); each
+    # env's first weighs once, so the mean length is that of the durations.
+    env = jax_mock.CountingBatch(DURATIONS)
+    programs, state = built(env, max_length=4)
+    _, summary = loop.evaluate(programs, state.eval, state.agent, episodes)
+    assert summary["episode/count"] == rounds * len(DURATIONS)
+    assert summary["episode/length"] == np.mean(DURATIONS)
+
+
+def test_the_same_eval_state_scores_the_same_and_the_next_round_draws_new_starts():
+    env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
+    programs, state = built(env, max_length=20, seed=3)
+    after, first = loop.evaluate(programs, state.eval, state.agent, 4)
+    _, again = loop.evaluate(programs, state.eval, state.agent, 4)
+    _, next_round = loop.evaluate(programs, after, state.agent, 4)
+    assert first == again
+    assert next_round["episode/return"] != first["episode/return"]
+    # The eval state, and so every evaluation of a run, derives from the run's seed.
+    _, other_state = built(env, max_length=20, seed=3)
+    assert jax.random.key_data(other_state.eval.key).tolist() == (
+        jax.random.key_data(state.eval.key).tolist()
+    )
