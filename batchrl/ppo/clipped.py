@@ -71,7 +71,15 @@ class State:
     total_updates: int = flax.struct.field(pytree_node=False)
 
 
-METRICS = ("train/policy_loss", "train/value_loss", "train/entropy", "train/kl", "train/grad_norm")
+METRICS = (
+    "train/policy_loss",
+    "train/value_loss",
+    "train/entropy",
+    "train/kl",
+    "train/clip_fraction",
+    "train/grad_norm",
+    "train/learning_rate",
+)
 
 
 def init(networks: policy_lib.Networks, shape: config_lib.RunShape, key: jax.Array) -> State:
@@ -205,6 +213,9 @@ def update(
             "train/value_loss": value_loss,
             "train/entropy": entropy,
             "train/kl": kl,
+            "train/clip_fraction": losses.clip_fraction(
+                log_prob, minibatch["log_prob"], config.clip_ratio
+            ),
         }
 
     def refresh(params: dict, data: dict) -> dict:
@@ -225,12 +236,10 @@ def update(
         step_scale=lr_scale,
         devices=config.learner_devices,
     )
+    metrics = {name: value.mean() for name, value in metrics.items()}
+    metrics["train/learning_rate"] = jnp.asarray(config.learning_rate * lr_scale, jnp.float32)
     return learner.replace(
-        params=params,
-        opt_state=opt_state,
-        key=key,
-        updates=learner.updates + 1,
-        metrics={name: value.mean() for name, value in metrics.items()},
+        params=params, opt_state=opt_state, key=key, updates=learner.updates + 1, metrics=metrics
     )
 
 

@@ -67,6 +67,12 @@ def clipped_policy_loss(
     return -masked_mean(jnp.minimum(ratio * advantage, clipped * advantage), mask)
 
 
+def clip_fraction(log_prob: jax.Array, old_log_prob: jax.Array, clip_ratio: float) -> jax.Array:
+    """The share of samples whose probability ratio left [1 - clip_ratio, 1 + clip_ratio]."""
+    ratio = probability_ratio(log_prob, old_log_prob, None)
+    return jnp.mean((jnp.abs(ratio - 1.0) > clip_ratio).astype(jnp.float32))
+
+
 def value_loss(
     value: jax.Array,
     target: jax.Array,

@@ -85,3 +85,9 @@ def test_standardize_over_valid_entries_only():
     assert out[3] == 0.0
     assert out[:3].mean() == pytest.approx(0.0, abs=1e-6)
     assert out[:3].std() == pytest.approx(1.0, rel=1e-4)
+
+
+def test_clip_fraction_counts_ratios_outside_the_clip_range():
+    old = jnp.zeros(4)
+    new = jnp.log(jnp.asarray([1.0, 1.19, 1.21, 0.7]))
+    assert float(losses.clip_fraction(new, old, 0.2)) == 0.5

@@ -2,14 +2,16 @@
 
     python -m batchrl.scripts.plot RUN [RUN ...] --out curves.png [--metrics train/return ...]
     python -m batchrl.scripts.plot runs/sweep/seed*-cheetah_clipped --seeds --x hours --out c.png
+    python -m batchrl.scripts.plot RUN --panels --metrics eval/return train/kl --out why.png
 
 Reads RUN/metrics.jsonl of each run folder and draws each metric against "perf/env_steps"
 (or the hours its phases took, `--x hours`), one line style per metric and one colour per
 run. With `--seeds`, runs whose folder names share the config part after the last "-"
 (`training.run_folder`: the seeds of one sweep, `seed0-cheetah_clipped`, `seed1-...`)
 are drawn as one curve: the mean over seeds and a band from the lowest to the highest,
-as in Figures 1 and 2 of the seed's paper. Draws headless with matplotlib's Agg canvas.
-A missing or unreadable run ends with one line on stderr and exit status 2.
+as in Figures 1 and 2 of the seed's paper. `--panels` gives each metric its own axes.
+Draws headless with matplotlib's Agg canvas. A missing or unreadable run ends with one
+line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--seeds", action="store_true", help="draw the seeds of a config as mean and band"
+    )
+    parser.add_argument(
+        "--panels", action="store_true", help="one panel per metric, over a shared x axis"
     )
     return parser.parse_args(argv)
 
@@ -157,26 +162,32 @@ def draw(
     metrics: Sequence[str],
     x: str = "steps",
     seeds: bool = False,
+    panels: bool = False,
 ) -> Figure:
-    """Draws every metric of every run (or seed group) on one axes, with a legend of both.
+    """Draws every metric of every run (or seed group), with a legend of both.
 
     Args:
         runs: the records of each run, by legend name.
-        metrics: the keys to draw, one line style each.
+        metrics: the keys to draw, one line style each (one panel each with `panels`).
         x: "steps" or "hours".
         seeds: draw each group of seeds (see `groups`) as its mean and a min-max band.
+        panels: one axes per metric, stacked over a shared x axis, for quantities of
+            different scales (a return, a KL, an entropy) read side by side.
 
     Returns:
         The figure, on an Agg canvas.
     """
-    figure = Figure(figsize=(8, 5), dpi=100, layout="constrained")
+    rows = len(metrics) if panels else 1
+    figure = Figure(figsize=(8, 5 if rows == 1 else 1.6 * rows + 1), dpi=100, layout="constrained")
     backend_agg.FigureCanvasAgg(figure)
-    axes = figure.subplots()
-    handles = []
+    stack = figure.subplots(rows, 1, sharex=True, squeeze=False)[:, 0]
     curves = groups(runs) if seeds else {label: [records] for label, records in runs.items()}
+    handles = []
     for index, (label, members) in enumerate(curves.items()):
         colour = f"C{index % 10}"
-        for metric, style in zip(metrics, itertools.cycle(LINE_STYLES), strict=False):
+        styles = itertools.cycle(["-"] if panels else LINE_STYLES)
+        for number, (metric, style) in enumerate(zip(metrics, styles, strict=False)):
+            axes = stack[number if panels else 0]
             if not seeds:
                 axes.plot(*series(members[0], metric, x), color=colour, linestyle=style)
                 continue
@@ -186,14 +197,20 @@ def draw(
         count = f"{len(members)} seeds, mean and range" if len(members) > 1 else "1 seed"
         name = f"{label} ({count})" if seeds else label
         handles.append(lines.Line2D([], [], color=colour, label=name))
-    for metric, style in zip(metrics, itertools.cycle(LINE_STYLES), strict=False):
-        handles.append(lines.Line2D([], [], color="0.3", linestyle=style, label=metric))
-    axes.legend(handles=handles, fontsize="small")
-    axes.set_xlabel("wall-clock hours" if x == HOURS else "env steps")
-    axes.set_ylabel("return" if all(m.endswith("return") for m in metrics) else "value")
-    if x != HOURS:
-        axes.xaxis.set_major_formatter(ticker.EngFormatter(sep=""))
-    axes.grid(alpha=0.3)
+    if panels:
+        for axes, metric in zip(stack, metrics, strict=True):
+            axes.set_ylabel(metric, fontsize="small")
+    else:
+        for metric, style in zip(metrics, itertools.cycle(LINE_STYLES), strict=False):
+            handles.append(lines.Line2D([], [], color="0.3", linestyle=style, label=metric))
+        returns = all(m.endswith("return") for m in metrics)
+        stack[0].set_ylabel("return" if returns else "value")
+    stack[0].legend(handles=handles, fontsize="small")
+    stack[-1].set_xlabel("wall-clock hours" if x == HOURS else "env steps")
+    for axes in stack:
+        if x != HOURS:
+            axes.xaxis.set_major_formatter(ticker.EngFormatter(sep=""))
+        axes.grid(alpha=0.3)
     return figure
 
 
@@ -214,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     except RunError as error:
         print(f"plot: error: {error}", file=sys.stderr)
         return 2
-    figure = draw(runs, args.metrics, args.x, args.seeds)
+    figure = draw(runs, args.metrics, args.x, args.seeds, args.panels)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(out)

@@ -69,6 +69,20 @@ def test_figure_has_a_line_per_run_and_metric_and_a_legend_of_both(runs):
     assert list(axes.lines[1].get_xdata()) == [20_000, 40_000, 60_000, 80_000, 100_000]
 
 
+def test_panels_give_each_metric_its_own_axes_over_a_shared_x(runs, tmp_path):
+    records = {path.name: plot.load(path) for path in runs}
+    figure = plot.draw(records, ["eval/return", "train/kl"], panels=True)
+    returns, kl = figure.axes
+    assert [axes.get_ylabel() for axes in figure.axes] == ["eval/return", "train/kl"]
+    assert len(returns.lines) == len(kl.lines) == 2  # One line per run in each panel.
+    assert list(kl.lines[0].get_ydata()) == [0.01] * 10
+    assert returns.get_shared_x_axes().joined(returns, kl)
+    out = tmp_path / "panels.png"
+    argv = [str(runs[0]), "--panels", "--metrics", "eval/return", "train/kl", "--out", str(out)]
+    assert plot.main(argv) == 0
+    assert_png(out)
+
+
 def test_series_skips_nulls_and_keeps_the_redone_points_of_a_resumed_run():
     records = [
         {"perf/env_steps": 100, "train/return": 1.0},
