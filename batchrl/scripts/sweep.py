@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import dataclasses
 import importlib.metadata
 import json
 import os
@@ -75,6 +76,26 @@ def machine() -> dict[str, Any]:
     # The cores this process may run on (taskset, a container's CPU set), not the machine's.
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"cores": cores, "cpu": model, "versions": versions}
+
+
+def source_commit() -> str | None:
+    """The git commit of the code running, with "-dirty" when changed; None outside git."""
+    source = pathlib.Path(__file__).resolve().parents[2]
+    try:
+        described = subprocess.run(
+            ["git", "-C", str(source), "describe", "--always", "--dirty", "--abbrev=40"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return described.stdout.strip() or None
+
+
+def settings(rundir: pathlib.Path) -> dict[str, Any]:
+    """Every setting of the run in `rundir`, as its config.yaml holds them."""
+    return dataclasses.asdict(run_folder.read_config(rundir))
 
 
 def train_argv(args: argparse.Namespace, config: str, seed: int) -> list[str]:
@@ -149,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
     about = machine()
+    commit = source_commit()
     for config in args.configs:
         for seed in args.seeds:
             try:
@@ -178,6 +200,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     **kept,
                     "seconds_this_invocation": seconds,
                     "machine": about,
+                    "commit": commit,
+                    "settings": settings(rundir),
                 }
             )
             print(line, flush=True)

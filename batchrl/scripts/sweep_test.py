@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -55,6 +57,11 @@ def test_each_run_is_a_run_folder_and_a_json_line(swept):
         walls = [point[2] for point in row["eval_curve"]]
         assert walls == sorted(walls) and row["wall_seconds"] >= walls[-1] > 0
         assert row["machine"]["cores"] >= 1 and row["machine"]["versions"]["jax"]
+        # What made the line: the run's every setting and the code's commit.
+        assert row["settings"]["seed"] == row["seed"] and row["settings"]["steps"] == 1000
+        assert row["settings"]["algorithm"]["update_every"] == 4
+        in_git = (pathlib.Path(sweep.__file__).parents[2] / ".git").exists()
+        assert bool(re.fullmatch(r"[0-9a-f]{40}(-dirty)?", row["commit"] or "")) == in_git
     assert (logdir / "seed0-pendulum_jax" / "config.yaml").is_file()
     assert len(lines((logdir / sweep.RESULTS).read_text())) == 2
     # Different seeds learn differently.
