@@ -147,3 +147,11 @@ def test_the_mujoco_backend_is_one_override_and_refuses_what_it_cannot_do():
     on_ray = overrides.parse_override(presets.get("cheetah_clipped"), "env_backend=ray")
     with pytest.raises(ValueError, match=r"^env_threads=2 needs env_backend='mujoco', got 'ray'$"):
         overrides.parse_override(on_ray, "env_threads=2")
+
+
+@pytest.mark.parametrize("name", [name for name in presets.PRESETS if name.endswith("_clipped")])
+def test_clipped_presets_score_the_final_policy_on_exactly_32_episodes(name):
+    # Evaluation keeps each env's first episode in whole rounds of the envs
+    # (`loop.evaluate`): 32 is a whole number of rounds, so exactly 32 episodes.
+    config = presets.get(name)
+    assert config.final_episodes == 32 and 32 % config.num_agents == 0
