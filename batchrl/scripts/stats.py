@@ -54,8 +54,11 @@ _TASK_OF = {
 
 
 def task_of(config: str) -> str | None:
-    """The Gymnasium task a preset trains, from its name (`cheetah_clipped`: HalfCheetah-v5)."""
-    return _TASK_OF.get(config.split("_")[0])
+    """The Gymnasium task a preset trains, from its name (`cheetah_clipped`: HalfCheetah-v5).
+
+    A config named by its task (another library's runs, `HalfCheetah-v5`) is that task.
+    """
+    return config if config in TARGETS else _TASK_OF.get(config.split("_")[0])
 
 
 def fraction(score: np.ndarray, target: float) -> np.ndarray:

@@ -1,26 +1,49 @@
-"""The results page's headline table, made from a sweep's JSON lines rather than typed.
+"""The results page's tables, made from sweeps' JSON lines rather than typed.
 
 One row per preset: its seeds, the IQM of the final policies' returns with a 95 %
 bootstrap interval, the worst seed, both as fractions of the best published PPO
-(`stats.TARGETS`), and the same for the kept best policies where the sweep evaluated
-them (`sweep --evaluate-best`). Prints Markdown; the page pastes it under the command.
+(`stats.TARGETS`), the same for the kept best policies where the sweep evaluated
+them (`sweep --evaluate-best`), and the commit the runs' code was on (lines written
+before sweeps recorded it say "not recorded"). The interval's bootstrap draws from a
+fixed seed, so the same lines make the same table.
 
     python -m batchrl.scripts.table runs/heldout/results.jsonl [more.jsonl ...]
+
+prints the table in Markdown. `--update PAGE` rewrites every block of a page that reads
+
+    <!-- table: results/heldout/walker_clipped.jsonl results/heldout/hopper_clipped.jsonl -->
+    (the table, written here)
+    <!-- end table -->
+
+with the table of the files it names (relative to the page's folder; `reps=N` among
+them sets the bootstrap's resamples, 10,000 otherwise) and leaves the rest of the page
+as it is. `--check PAGE` changes nothing and names the blocks whose table their files
+no longer give, exiting with 1 if there are any:
+
+    python -m batchrl.scripts.table --update docs/results.md
+    python -m batchrl.scripts.table --check docs/results.md
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import pathlib
+import re
 import sys
 from collections.abc import Sequence
 
 from batchrl.scripts import stats
 
 HEADER = (
-    "| preset | seeds | final IQM [95 % CI] | worst final | kept IQM | worst kept | target |",
-    "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    "| preset | seeds | final IQM [95 % CI] | worst final | kept IQM | worst kept | target "
+    "| commit |",
+    "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
 )
+REPS = 10_000
+START = re.compile(r"<!-- table: (?P<spec>.*) -->")
+END = "<!-- end table -->"
 
 
 def _number(value: float) -> str:
@@ -41,7 +64,21 @@ def _with_fraction(value: float, target: float | None) -> str:
     return f"{_number(value)} ({float(stats.fraction(value, target)):.2f})"
 
 
-def row(config: str, final: dict[int, float], kept: dict[int, float] | None, reps: int) -> str:
+def _short(commit: str | None) -> str:
+    """A commit as the page names it: 7 hex digits (and "-dirty"), "not recorded" if none."""
+    if not commit:
+        return "not recorded"
+    found = re.fullmatch(r"([0-9a-f]{7})[0-9a-f]*(-dirty)?", commit)
+    return found.group(1) + (found.group(2) or "") if found else commit
+
+
+def row(
+    config: str,
+    final: dict[int, float],
+    kept: dict[int, float] | None,
+    reps: int,
+    commits: Sequence[str | None] = (),
+) -> str:
     """The table's line of one preset from its seeds' final (and kept best) returns."""
     task = stats.task_of(config)
     target = stats.TARGETS.get(task) if task else None
@@ -62,32 +99,133 @@ def row(config: str, final: dict[int, float], kept: dict[int, float] | None, rep
     else:
         cells += ["", ""]
     cells.append(_number(target) if target is not None else "")
+    cells.append(", ".join(sorted({_short(commit) for commit in commits})))
     return "| " + " | ".join(cells) + " |"
 
 
-def table(paths: Sequence[pathlib.Path], reps: int = 10_000) -> str:
+def _commits(paths: Sequence[pathlib.Path]) -> dict[str, list[str | None]]:
+    """The commit of each finished run's line, by config (None where the line has none)."""
+    commits: dict[str, list[str | None]] = {}
+    for path in paths:
+        for line in path.read_text().splitlines():
+            record = json.loads(line) if line.strip() else {}
+            if record.get("benchmark") == "learning" and record.get("finished"):
+                commits.setdefault(record["config"], []).append(record.get("commit"))
+    return commits
+
+
+def table(paths: Sequence[pathlib.Path], reps: int = REPS) -> str:
     """The Markdown table of every preset in the JSON lines at `paths`, in order of appearance."""
     final = stats.read(paths, "final")
-    try:
-        kept = stats.read(paths, "kept")
-    except ValueError:  # Some runs were not evaluated again: no kept columns for them.
-        kept = {}
+    kept: dict[str, dict[int, float]] = {}
+    for path in paths:
+        try:
+            for config, seeds in stats.read([path], "kept").items():
+                kept.setdefault(config, {}).update(seeds)
+        except ValueError:  # This file's runs were not evaluated again: no kept columns.
+            continue
+    commits = _commits(paths)
     lines = list(HEADER)
-    lines += [row(config, final[config], kept.get(config), reps) for config in final]
+    lines += [row(c, final[c], kept.get(c), reps, commits[c]) for c in final]
     return "\n".join(lines)
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    """A page's generated table: where it opens and ends among the page's lines, what it names."""
+
+    start: int  # The index of the `<!-- table: ... -->` line; the table follows it.
+    end: int  # The index of the `<!-- end table -->` line.
+    spec: str
+
+    def files(self, folder: pathlib.Path) -> tuple[list[pathlib.Path], int]:
+        """The JSON lines the block names, relative to the page's folder, and its resamples."""
+        paths, reps = [], REPS
+        for word in self.spec.split():
+            if word.startswith("reps="):
+                try:
+                    reps = int(word.removeprefix("reps="))
+                except ValueError:
+                    reps = 0
+                if reps < 1:
+                    raise ValueError(f"{word!r}: reps must be a positive whole number")
+            elif "=" in word:
+                raise ValueError(f"{word!r}: a table block takes file names and reps=N only")
+            else:
+                paths.append(folder / word)
+        if not paths:
+            raise ValueError(f"<!-- table: {self.spec} --> names no JSON lines")
+        return paths, reps
+
+
+def blocks(page: pathlib.Path, lines: Sequence[str]) -> list[Block]:
+    """Every table block of a page's lines (as `str.splitlines(keepends=True)` gives them)."""
+    found, opened = [], None
+    for index, line in enumerate(lines):
+        start = START.fullmatch(line.strip())
+        if start and opened is not None:
+            raise ValueError(f"{page}:{index + 1}: a table block opens inside another")
+        if start:
+            opened = (index, start["spec"])
+        elif line.strip() == END and opened is None:
+            raise ValueError(f"{page}:{index + 1}: {END} closes no table block")
+        elif line.strip() == END:
+            found.append(Block(opened[0], index, opened[1]))
+            opened = None
+    if opened is not None:
+        raise ValueError(f"{page}:{opened[0] + 1}: a table block with no {END}")
+    return found
+
+
+def _refreshed(page: pathlib.Path) -> tuple[str, list[str]]:
+    """The page with every block's table made again, and the blocks that changed."""
+    lines = page.read_text().splitlines(keepends=True)
+    stale = []
+    for block in reversed(blocks(page, lines)):
+        try:
+            made = table(*block.files(page.parent)) + "\n"
+        except (OSError, ValueError) as error:
+            raise ValueError(f"{page}:{block.start + 1}: {error}") from None
+        if "".join(lines[block.start + 1 : block.end]) != made:
+            stale.append(f"{page}:{block.start + 1}: <!-- table: {block.spec} -->")
+            lines[block.start + 1 : block.end] = [made]
+    return "".join(lines), stale[::-1]
+
+
+def check_page(page: pathlib.Path) -> list[str]:
+    """The blocks of `page` whose table is not the one their JSON lines make, named by line."""
+    return _refreshed(page)[1]
+
+
+def update_page(page: pathlib.Path) -> list[str]:
+    """Writes every block's table from its JSON lines, the rest of the page as it was."""
+    text, stale = _refreshed(page)
+    if stale:
+        page.write_text(text)
+    return stale
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("paths", nargs="+", type=pathlib.Path, help="sweep JSON lines")
-    parser.add_argument("--reps", type=int, default=10_000, help="bootstrap resamples")
+    parser.add_argument("paths", nargs="*", type=pathlib.Path, help="sweep JSON lines")
+    parser.add_argument("--reps", type=int, default=REPS, help="bootstrap resamples")
+    page = parser.add_mutually_exclusive_group()
+    page.add_argument("--update", type=pathlib.Path, metavar="PAGE", help="rewrite its tables")
+    page.add_argument("--check", type=pathlib.Path, metavar="PAGE", help="name stale tables")
     args = parser.parse_args(argv)
+    if bool(args.paths) == bool(args.update or args.check):
+        parser.error("give either JSON lines or --update/--check PAGE, not both")
     try:
-        print(table(args.paths, args.reps))
+        if args.paths:
+            print(table(args.paths, args.reps))
+            return 0
+        stale = update_page(args.update) if args.update else check_page(args.check)
     except (OSError, ValueError) as error:
         print(f"table: error: {error}", file=sys.stderr)
         return 2
-    return 0
+    for block in stale:
+        print(f"{'updated' if args.update else 'stale'}: {block}")
+    return 1 if stale and args.check else 0
 
 
 if __name__ == "__main__":

@@ -45,3 +45,75 @@ def test_one_row_per_preset_and_reacher_as_a_fraction_of_its_negative_target(tmp
     assert worst == f"-5.00 ({-4.1 / -5.0:.2f})"
     assert rows[0].split("|")[5].strip() == ""  # No kept evaluation in these lines.
     assert np.isclose(float(rows[0].split("|")[3].split("(")[0].replace(",", "")), 2500.0)
+
+
+def test_a_config_named_by_its_task_has_its_target_and_each_row_names_its_commit(tmp_path):
+    path = tmp_path / "zoo.jsonl"
+    write_lines(path, "HalfCheetah-v5", [6000.0, 6200.0])
+    lines = [dict(json.loads(line), commit="0123456789" * 4) for line in path.open()]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    write_lines(path, "hopper_clipped", [3000.0])  # Written before lines named their commit.
+    rows = table.table([path], reps=100).splitlines()[2:]
+    cheetah = [cell.strip() for cell in rows[0].strip("|").split("|")]
+    assert cheetah[6] == "7,115" and cheetah[7] == "0123456"
+    assert rows[1].split("|")[-2].strip() == "not recorded"
+
+
+PAGE = """# Results
+
+Prose that the update leaves alone, a {{brace}}, a | bar |.
+
+<!-- table: reps=100 a.jsonl -->
+| an old table |
+<!-- end table -->
+
+Between the blocks.
+<!-- table: reps=100 a.jsonl more/b.jsonl -->
+<!-- end table -->
+The end, with no newline."""
+
+
+def page_with_runs(tmp_path):
+    write_lines(tmp_path / "a.jsonl", "walker_clipped", [4000.0, 1000.0, 5000.0])
+    (tmp_path / "more").mkdir()
+    write_lines(tmp_path / "more" / "b.jsonl", "hopper_clipped", [3000.0, 2000.0, 2500.0])
+    page = tmp_path / "results.md"
+    page.write_text(PAGE)
+    return page
+
+
+def test_updating_a_page_rewrites_its_blocks_from_their_files_and_nothing_else(tmp_path):
+    page = page_with_runs(tmp_path)
+    assert len(table.update_page(page)) == 2
+    walker = table.table([tmp_path / "a.jsonl"], reps=100)
+    both = table.table([tmp_path / "a.jsonl", tmp_path / "more" / "b.jsonl"], reps=100)
+    expected = PAGE.replace("| an old table |\n", walker + "\n").replace(
+        "more/b.jsonl -->\n", "more/b.jsonl -->\n" + both + "\n"
+    )
+    assert page.read_text() == expected
+    assert table.update_page(page) == [] and page.read_text() == expected
+
+
+def test_a_block_its_files_no_longer_make_is_named_and_the_page_left_as_it_is(tmp_path, capsys):
+    page = page_with_runs(tmp_path)
+    table.update_page(page)
+    assert table.check_page(page) == []
+    made = page.read_text()
+    write_lines(tmp_path / "more" / "b.jsonl", "hopper_clipped", [1.0, 2.0, 3.0, 4.0])
+    stale = f"{page}:12: <!-- table: reps=100 a.jsonl more/b.jsonl -->"
+    assert table.check_page(page) == [stale]
+    assert table.main(["--check", str(page)]) == 1
+    assert capsys.readouterr().out == f"stale: {stale}\n"
+    assert page.read_text() == made
+    assert table.main(["--update", str(page)]) == 0
+    assert table.check_page(page) == []
+
+
+def test_a_block_with_no_end_or_no_files_is_an_error_naming_its_line(tmp_path, capsys):
+    page = page_with_runs(tmp_path)
+    page.write_text(PAGE.replace("<!-- end table -->\n\nBetween", "\nBetween"))
+    assert table.main(["--update", str(page)]) == 2
+    assert f"{page}:9: a table block opens inside another" in capsys.readouterr().err
+    page.write_text("<!-- table: reps=100 -->\n<!-- end table -->\n")
+    assert table.main(["--check", str(page)]) == 2
+    assert f"{page}:1: <!-- table: reps=100 --> names no JSON lines" in capsys.readouterr().err
