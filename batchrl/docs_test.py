@@ -1,4 +1,6 @@
-"""Every Python code block in README.md and docs/ runs as written, so none goes stale."""
+"""README.md and docs/ stay true: every Python code block runs as written, every relative
+link reaches its file (and heading), and the results page's tables are the ones its JSON
+lines make."""
 
 import pathlib
 import re
@@ -7,9 +9,13 @@ import sys
 
 import pytest
 
+from batchrl.scripts import table
+
 ROOT = pathlib.Path(__file__).parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+ALL_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md"))]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+LINK = re.compile(r"\]\(([^()\s]+)\)")
 
 
 def blocks() -> list[tuple[str, str]]:
@@ -43,3 +49,46 @@ def test_a_code_block_runs(name, code, tmp_path):
         [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=280
     )
     assert done.returncode == 0, f"{name} failed:\n{done.stderr[-3000:]}"
+
+
+def anchor(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces as -."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def broken_links(page: pathlib.Path) -> list[str]:
+    """The page's relative links whose file, or heading after `#`, does not exist."""
+    broken = []
+    for target in LINK.findall(page.read_text()):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        path, _, heading = target.partition("#")
+        linked = page.parent / path if path else page
+        if not linked.exists():
+            broken.append(target)
+        elif heading and linked.suffix == ".md":
+            headings = re.findall(r"^#+ (.*)$", linked.read_text(), re.MULTILINE)
+            if heading not in {anchor(h) for h in headings}:
+                broken.append(target)
+    return broken
+
+
+def test_every_relative_link_reaches_its_file_and_heading():
+    broken = {page.relative_to(ROOT): broken_links(page) for page in ALL_PAGES}
+    assert {page: links for page, links in broken.items() if links} == {}
+    assert (ROOT / "docs" / "results" / "history.md") in ALL_PAGES
+
+
+def test_a_broken_link_or_heading_is_found(tmp_path):
+    (tmp_path / "other.md").write_text("# Other page\n\n## Its `second` part, here\n")
+    page = tmp_path / "page.md"
+    page.write_text(
+        "[a](other.md) [b](other.md#its-second-part-here) [c](https://example.org/x.md)\n"
+        "[d](missing.md) [e](other.md#nowhere) ![f](other.md#other-page)\n"
+    )
+    assert broken_links(page) == ["missing.md", "other.md#nowhere"]
+
+
+def test_the_results_page_tables_are_those_its_json_lines_make():
+    # If this fails, run: python -m batchrl.scripts.table --update docs/results.md
+    assert table.check_page(ROOT / "docs" / "results.md") == []
