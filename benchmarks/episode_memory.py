@@ -67,11 +67,11 @@ def main() -> None:
     args = parser.parse_args()
 
     preset = presets.humanoid()
-    num_agents = preset.num_agents
+    num_envs = preset.num_envs
     stand_in = StandIn(end=1.0 / args.episode_length)
     stand_in = jax_env.LimitDuration(stand_in, stand_in.max_length)
-    env = jax_env.Batched(stand_in, num_agents)
-    batch_steps = args.steps // num_agents
+    env = jax_env.Batched(stand_in, num_envs)
+    batch_steps = args.steps // num_envs
     programs, state = loop.build(preset, env, train_steps=batch_steps, eval_steps=10)
     train, agent = state.train, state.agent
 
@@ -83,7 +83,7 @@ def main() -> None:
 
     first = phase(True)
     seconds = [phase(False) for _ in range(args.phases)]
-    env_steps = batch_steps * num_agents
+    env_steps = batch_steps * num_envs
     print(
         json.dumps(
             {

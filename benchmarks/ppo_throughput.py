@@ -56,7 +56,7 @@ def batchrl_rate(updates: int, local_envs: int | str = 0) -> dict:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
         start = time.perf_counter()
         steps = N_STEPS * updates
-        run = TrainConfig(algorithm=config, num_agents=NUM_ENVS, max_length=1000, steps=2 * steps)
+        run = TrainConfig(algorithm=config, num_envs=NUM_ENVS, max_length=1000, steps=2 * steps)
         programs, state = loop.build(run, env, train_steps=steps, eval_steps=1)
         state, first = loop.run_phase(programs, state)  # Compiles, then trains `updates`.
         compile_and_first = time.perf_counter() - start
@@ -112,7 +112,7 @@ def pendulum_seconds_to(target: float, max_phases: int = 40) -> dict:
     start = time.perf_counter()
     env = jax_env.Batched(classic.make("Pendulum-v1"), 32)
     run = TrainConfig(
-        algorithm=config, num_agents=32, max_length=200, steps=max_phases * 128 * 5 * 32
+        algorithm=config, num_envs=32, max_length=200, steps=max_phases * 128 * 5 * 32
     )
     programs, state = loop.build(run, env, train_steps=128 * 5, eval_steps=200)
     for _, metrics in loop.run(programs, state, max_phases):

@@ -117,7 +117,7 @@ def measure(name: str, phases: int) -> dict:
     finally:
         batch_env.close()
     rest = [row["seconds"] - alone - one_update * row["updates"] for row in rows[1:]]
-    steps = batch_steps * config.num_agents
+    steps = batch_steps * config.num_envs
     return {
         "preset": name,
         "objective": type(config.algorithm).__name__,
@@ -125,7 +125,7 @@ def measure(name: str, phases: int) -> dict:
         "first_phase_seconds_with_compile": round(rows[0]["seconds"], 2),
         "phase_seconds": [round(row["seconds"], 2) for row in rows[1:]],
         "env_steps_per_sec": [
-            round(batch_steps * config.num_agents / r["seconds"]) for r in rows[1:]
+            round(batch_steps * config.num_envs / r["seconds"]) for r in rows[1:]
         ],
         "env_seconds": round(alone, 2),
         "env_seconds_in_run": [round(row["env_in_run"], 2) for row in rows[1:]],

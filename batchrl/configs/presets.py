@@ -51,7 +51,7 @@ def acrobot_gymnax() -> TrainConfig:
         algorithm=algorithm,
         max_length=500,
         steps=500_000,
-        num_agents=32,
+        num_envs=32,
         env="Acrobot-v1",
         env_kind="gymnax",
         phase_steps=40_960,  # Ten updates per phase.
@@ -73,7 +73,7 @@ def _discrete(env: str, max_length: int, steps: int, **overrides: object) -> Tra
         algorithm=algorithm,
         max_length=max_length,
         steps=steps,
-        num_agents=8,
+        num_envs=8,
         env=env,
         phase_steps=10_240,  # Ten updates per phase.
         eval_episodes=200,
@@ -162,7 +162,7 @@ def clipped(base: TrainConfig, **tuning: object) -> TrainConfig:
         algorithm=ppo_config.ClippedConfig(),
         max_length=base.max_length,
         steps=min(base.steps, 1_000_000),
-        num_agents=8,
+        num_envs=8,
         env=base.env,
         env_kind=base.env_kind,
         phase_steps=20_480,  # Ten updates per phase.
@@ -198,7 +198,7 @@ _MUJOCO = ("reacher", "cheetah", "walker", "hopper", "ant", "humanoid")
 # What each clipped preset changes from the shared defaults; docs/results.md says why.
 _CLIPPED_TUNING: dict[str, dict[str, object]] = {
     "cheetah": {
-        "num_agents": 16,
+        "num_envs": 16,
         "steps_per_update": 128,
         "init_std": 0.5,
         "policy_layers": (256, 256),

@@ -34,7 +34,7 @@ class TrainConfig:
     seed: int = 0  # Seeds the agent, and env i of a batch with seed + i.
     steps: int = 1_000_000  # Env steps of training; the horizon of a decaying learning rate.
     env: str = "Pendulum-v1"  # A Gymnasium id or a `module:Class` entry point.
-    num_agents: int = 30  # Envs stepped together (the seed's name for the batch).
+    num_envs: int = 30  # Envs stepped together: the batch.
     max_length: int = 1000  # Env steps an episode may last, at most.
     # Keywords of the env's constructor, as gym.make(env, **env_kwargs); Gymnasium envs only.
     env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -62,13 +62,13 @@ class TrainConfig:
             raise ValueError(
                 f"algorithm must be a PenaltyConfig or ClippedConfig, got {self.algorithm!r}"
             )
-        for name in ("steps", "num_agents", "max_length"):
+        for name in ("steps", "num_envs", "max_length"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         self.algorithm.check(self.shape)
-        if self.local_envs > self.num_agents:
+        if self.local_envs > self.num_envs:
             raise ValueError(
-                f"local_envs must be at most num_agents={self.num_agents}, got {self.local_envs}"
+                f"local_envs must be at most num_envs={self.num_envs}, got {self.local_envs}"
             )
         if self.env_kind not in ENV_KINDS:
             raise ValueError(f"unknown env_kind {self.env_kind!r}: use one of {ENV_KINDS}")
@@ -102,17 +102,17 @@ class TrainConfig:
     @property
     def shape(self) -> ppo_config.RunShape:
         """What the objective reads of this run."""
-        return ppo_config.RunShape(self.num_agents, self.max_length, self.steps)
+        return ppo_config.RunShape(self.num_envs, self.max_length, self.steps)
 
     @property
     def batch_steps_per_phase(self) -> int:
         """Batch steps (each steps every env once) of one train phase."""
         algorithm = self.algorithm
         if self.phase_steps:
-            return max(1, math.ceil(self.phase_steps / self.num_agents))
+            return max(1, math.ceil(self.phase_steps / self.num_envs))
         if isinstance(algorithm, ppo_config.ClippedConfig):
             return algorithm.steps_per_update
-        return algorithm.update_every * self.max_length // self.num_agents
+        return algorithm.update_every * self.max_length // self.num_envs
 
     @property
     def eval_batch_steps(self) -> int:
@@ -122,7 +122,7 @@ class TrainConfig:
     @property
     def phases(self) -> int:
         """Train phases in the whole budget."""
-        per_phase = self.batch_steps_per_phase * self.num_agents
+        per_phase = self.batch_steps_per_phase * self.num_envs
         return math.ceil(self.steps / per_phase)
 
 
@@ -291,6 +291,8 @@ def from_dict(data: dict[str, Any]) -> TrainConfig:
         raise ValueError(f"algorithm must be a mapping of settings, got {nested!r}")
     nested = dict(nested)
     _read_moved(nested, data)
+    if "num_agents" in data:  # Run folders written before num_envs named it num_agents.
+        data["num_envs"] = data.pop("num_agents")
     config = _with_objective(TrainConfig(), nested.pop("objective", "kl_penalty"))
     algorithm = {}
     kind = type(config.algorithm)

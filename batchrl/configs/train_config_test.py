@@ -34,7 +34,7 @@ def test_set_reads_layer_sizes_as_a_tuple_in_any_bracket_style(text):
 def test_set_objective_changes_the_algorithm_keeping_what_both_share():
     config = overrides.parse_override(presets.get("pendulum"), "objective=clipped")
     assert type(config.algorithm) is ppo_config.ClippedConfig
-    assert config.algorithm.discount == 0.95 and config.num_agents == 30
+    assert config.algorithm.discount == 0.95 and config.num_envs == 30
     assert config.algorithm.clip_ratio == 0.2  # The clipped objective's own default.
     assert config.env == "Pendulum-v1"
 
@@ -45,7 +45,7 @@ def test_set_objective_changes_the_algorithm_keeping_what_both_share():
         ("clip_ratio=0.1", "clip_ratio is a setting of objective 'clipped', but this config's"),
         ("kl_targt=0.1", "unknown config key 'kl_targt'; did you mean 'kl_target'"),
         ("objective=a2c", "unknown objective 'a2c': use one of"),
-        ("num_agents=many", "num_agents='many': expected an integer"),
+        ("num_envs=many", "num_envs='many': expected an integer"),
     ],
 )
 def test_bad_settings_are_one_line_errors(assignment, message):
@@ -76,8 +76,8 @@ def test_badly_typed_yaml_is_a_one_line_error(change, message):
     with pytest.raises(ValueError, match=message):
         train_config.from_dict(data)
     data = train_config.to_dict(presets.get("cheetah_clipped"))
-    data["num_agents"] = "8"
-    with pytest.raises(ValueError, match="num_agents='8': expected int"):
+    data["num_envs"] = "8"
+    with pytest.raises(ValueError, match="num_envs='8': expected int"):
         train_config.from_dict(data)
 
 
@@ -92,11 +92,13 @@ def test_a_flat_config_is_refused_in_one_line_naming_the_misplaced_key():
 
 
 def test_run_folders_that_kept_seed_and_budget_under_the_algorithm_read_back_the_same():
-    # Before the run owned seed, steps, num_agents and max_length, they sat under
-    # `algorithm:`, and the clipped objective carried `recurrent: false`.
+    # Before the run owned seed, steps, num_envs and max_length, they sat under
+    # `algorithm:` (num_envs as num_agents), and the clipped objective carried
+    # `recurrent: false`.
     for name in ("cheetah_clipped", "hopper"):
         config = overrides.parse_override(presets.get(name), "seed=3")
         data = train_config.to_dict(config)
+        data["num_agents"] = data.pop("num_envs")
         for key in ("seed", "steps", "num_agents", "max_length"):
             data["algorithm"][key] = data.pop(key)
         data["algorithm"]["recurrent"] = False
@@ -104,6 +106,21 @@ def test_run_folders_that_kept_seed_and_budget_under_the_algorithm_read_back_the
     data["seed"] = 4
     with pytest.raises(ValueError, match=r"^seed is given twice, as 4 and 3$"):
         train_config.from_dict(data)
+
+
+def test_run_folders_that_named_num_envs_num_agents_read_back_the_same():
+    config = overrides.parse_override(presets.get("cheetah_clipped"), "num_envs=16")
+    data = train_config.to_dict(config)
+    data = {("num_agents" if key == "num_envs" else key): value for key, value in data.items()}
+    assert train_config.from_dict(data) == config
+
+
+def test_num_agents_is_no_setting_and_the_error_names_num_envs():
+    with pytest.raises(ValueError) as error:
+        overrides.parse_override(presets.get("pendulum"), "num_agents=8")
+    assert str(error.value) == (
+        "unknown config key 'num_agents'; did you mean 'num_envs'? (see --list-keys)"
+    )
 
 
 def test_flat_keys_of_the_run_and_the_algorithm_compare_configs():
@@ -154,4 +171,4 @@ def test_clipped_presets_score_the_final_policy_on_exactly_32_episodes(name):
     # Evaluation keeps each env's first episode in whole rounds of the envs
     # (`loop.evaluate`): 32 is a whole number of rounds, so exactly 32 episodes.
     config = presets.get(name)
-    assert config.final_episodes == 32 and 32 % config.num_agents == 0
+    assert config.final_episodes == 32 and 32 % config.num_envs == 0

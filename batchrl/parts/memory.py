@@ -1,7 +1,7 @@
 """Episode memory: each env's running episode written straight into the slot it is kept in.
 
 This is BatchPPO's memory as pure functions on an explicit `MemoryState` with static shapes.
-The memory has `capacity + num_agents` slots of `max_length` steps: up to `capacity`
+The memory has `capacity + num_envs` slots of `max_length` steps: up to `capacity`
 finished episodes for the next update, and one running episode per env (B). An env that
 begins an episode takes a free slot (`begin`), writes its steps there one by one
 (`append`), and when the episode ends (`finish`) the slot is marked finished where it
@@ -106,33 +106,33 @@ def _mask(state: MemoryState, mask: jax.Array | None) -> jax.Array:
     return mask
 
 
-def init(example: Pytree, num_agents: int, capacity: int, max_length: int) -> MemoryState:
+def init(example: Pytree, num_envs: int, capacity: int, max_length: int) -> MemoryState:
     """An empty memory for episodes of steps shaped like `example`.
 
     Args:
         example: Pytree of arrays for one step of one env (e.g. an unbatched `Transition`, with
             any extra fields such as the policy's log-prob); only shapes and dtypes are used.
             `jax.ShapeDtypeStruct` leaves work too.
-        num_agents: B, the number of envs writing episodes.
+        num_envs: B, the number of envs writing episodes.
         capacity: Finished episodes an update trains on (BatchPPO's update_every).
         max_length: Steps kept of each episode.
 
     Returns:
         A `MemoryState` with zero steps, no episode running or finished.
     """
-    if num_agents < 1 or capacity < 1 or max_length < 1:
+    if num_envs < 1 or capacity < 1 or max_length < 1:
         raise ValueError(
-            f"num_agents ({num_agents}), capacity ({capacity}) and max_length ({max_length}) "
+            f"num_envs ({num_envs}), capacity ({capacity}) and max_length ({max_length}) "
             "must be positive"
         )
     if not jax.tree.leaves(example):
         raise ValueError("example has no array leaves")
-    slots = capacity + num_agents
+    slots = capacity + num_envs
     return MemoryState(
         steps=_zeros(example, (slots, max_length)),
         length=jnp.zeros((slots,), jnp.int32),
         finished=jnp.zeros((slots,), bool),
-        slot=jnp.full((num_agents,), slots, jnp.int32),
+        slot=jnp.full((num_envs,), slots, jnp.int32),
         count=jnp.zeros((), jnp.int32),
     )
 

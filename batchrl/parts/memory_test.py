@@ -29,11 +29,11 @@ def tick(state, step, begin, done):
 class Reference:
     """Plain-Python memory with the module's rules; a step is a pair (obs [2], count)."""
 
-    def __init__(self, num_agents, capacity, max_length):
-        self.slots, self.capacity, self.max_length = capacity + num_agents, capacity, max_length
+    def __init__(self, num_envs, capacity, max_length):
+        self.slots, self.capacity, self.max_length = capacity + num_envs, capacity, max_length
         self.episodes = [[] for _ in range(self.slots)]
         self.finished = [False] * self.slots
-        self.slot = [None] * num_agents
+        self.slot = [None] * num_envs
 
     def finish(self, mask):
         for env, ended in enumerate(mask):
@@ -84,18 +84,18 @@ class Reference:
 
 
 def test_matches_the_reference_on_a_random_stream():
-    num_agents, capacity, max_length, num_steps = 3, 5, 4, 150
+    num_envs, capacity, max_length, num_steps = 3, 5, 4, 150
     rng = np.random.default_rng(0)
-    state = memory.init(example(), num_agents, capacity, max_length)
-    reference = Reference(num_agents, capacity, max_length)
-    begin = np.ones(num_agents, bool)
+    state = memory.init(example(), num_envs, capacity, max_length)
+    reference = Reference(num_envs, capacity, max_length)
+    begin = np.ones(num_envs, bool)
     cleared = 0
     for t in range(num_steps):
-        obs = rng.normal(size=(num_agents, 2)).astype(np.float32)
-        count = np.arange(num_agents, dtype=np.int32) + 10 * t
+        obs = rng.normal(size=(num_envs, 2)).astype(np.float32)
+        count = np.arange(num_envs, dtype=np.int32) + 10 * t
         # Mostly episodes that end and begin anew; now and then a restart cuts one short.
-        done = rng.random(num_agents) < 0.3
-        cut = rng.random(num_agents) < 0.05
+        done = rng.random(num_envs) < 0.3
+        cut = rng.random(num_envs) < 0.05
         state = tick(state, {"obs": obs, "count": count}, begin | cut, done)
         reference.begin(begin | cut)
         reference.append(list(zip(obs, count, strict=True)))

@@ -165,7 +165,7 @@ class ClippedConfig(Common):
         batch_steps = shape.num_envs * self.steps_per_update
         if batch_steps % self.num_minibatches:
             raise ValueError(
-                f"num_agents * steps_per_update = {batch_steps} must divide into "
+                f"num_envs * steps_per_update = {batch_steps} must divide into "
                 f"num_minibatches = {self.num_minibatches}"
             )
 

@@ -101,7 +101,7 @@ def test_the_train_command_with_worker_envs_on_two_devices(tmp_path):
     # The KL-penalty objective; host calls in a program over two devices are
     # io_callbacks placed on the first one. The one-device run is in this process.
     tiny = ["--config", "pendulum", "--set", "steps=800", "--set", "eval_episodes=4"]
-    tiny += ["--set", "num_agents=4", "--set", "update_every=4", "--set", "max_length=200"]
+    tiny += ["--set", "num_envs=4", "--set", "update_every=4", "--set", "max_length=200"]
     assert train.main(["--logdir", str(tmp_path / "1"), *tiny]) == 0
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
     command = [sys.executable, "-m", "batchrl.scripts.train", "--logdir", str(tmp_path / "2")]

@@ -11,7 +11,7 @@ from batchrl.training import checkpoint
 def train_run(logdir: pathlib.Path, config: str) -> pathlib.Path:
     """Six phases of Pendulum, the last three checkpoints kept."""
     settings = [
-        "num_agents=2",
+        "num_envs=2",
         "update_every=2",
         "max_length=40",
         "eval_episodes=2",

@@ -16,7 +16,7 @@ from batchrl.training import logging as logs
 
 TINY = [
     "--set",
-    "num_agents=4",
+    "num_envs=4",
     "--set",
     "update_every=4",
     "--set",
@@ -33,7 +33,7 @@ TINY = [
 def phase_ends(folder: pathlib.Path) -> list[int]:
     """The env step at the end of every phase of the run in `folder`, from its config."""
     config = train.load_config(folder)
-    phase = config.batch_steps_per_phase * config.num_agents
+    phase = config.batch_steps_per_phase * config.num_envs
     return [phase * number for number in range(1, config.phases + 1)]
 
 
@@ -115,7 +115,7 @@ def test_resuming_a_finished_run_trains_no_further(finished_run, capsys):
     [
         (["--config", "nope"], "unknown config 'nope': choose one of pendulum"),
         (["--config", "pendulum", "--set", "lerning_rate=1"], "did you mean 'learning_rate'"),
-        (["--config", "pendulum", "--set", "num_agents=many"], "num_agents='many': expected an"),
+        (["--config", "pendulum", "--set", "num_envs=many"], "num_envs='many': expected an"),
         (["--config", "pendulum", "--set", "env=Nope-v0"], "unknown env 'Nope-v0'"),
         (["--config", "pendulum_jax", "--set", "action_repeat=2"], "needs env_kind='workers'"),
         (["--config", "pendulum", "--set", "learning_rate=-1"], "learning_rate must be positive"),
@@ -320,7 +320,7 @@ def test_saved_config_reads_back_without_executing_code(finished_run):
     text = (finished_run / "config.yaml").read_text()
     assert "!!python" not in text
     config = train.load_config(finished_run)
-    assert config.num_agents == 4 and config.algorithm.policy_layers == (32, 32)
+    assert config.num_envs == 4 and config.algorithm.policy_layers == (32, 32)
 
 
 def test_metrics_are_json_lines_with_finite_losses_and_returns(finished_run):

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.xdist_group("visualize_test")
 def run(tmp_path_factory) -> pathlib.Path:
     logdir = tmp_path_factory.mktemp("runs")
     settings = [
-        "num_agents=2",
+        "num_envs=2",
         "update_every=2",
         "max_length=40",
         "eval_episodes=2",

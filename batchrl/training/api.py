@@ -80,7 +80,7 @@ def train(
         steps: The budget in env steps.
         seed: The run's seed.
         logdir: The folder that holds run folders; None trains in memory.
-        **settings: Any key `--set` takes (`num_agents=8`, `objective="clipped"`), as
+        **settings: Any key `--set` takes (`num_envs=8`, `objective="clipped"`), as
             values of the key's type.
 
     Returns:

@@ -9,7 +9,7 @@ from batchrl.scripts import evaluate, train
 from batchrl.training import checkpoint, run_folder
 
 TINY_PENALTY = dict(
-    num_agents=4,
+    num_envs=4,
     update_every=4,
     max_length=50,
     eval_episodes=4,
@@ -19,7 +19,7 @@ TINY_PENALTY = dict(
 )
 # The discrete presets (clipped objective) on 4 envs: an update every 32 env steps.
 TINY_CLIPPED = dict(
-    num_agents=4,
+    num_envs=4,
     steps_per_update=8,
     num_minibatches=2,
     update_epochs=2,
@@ -52,7 +52,7 @@ def test_train_writes_the_commands_run_folder_and_returns_its_metrics(pendulum):
     config = run_folder.read_config(pendulum.rundir)
     assert config == pendulum.config
     assert config.env == "batchrl.envs.jax.classic.pendulum:Pendulum"
-    assert (config.seed, config.steps, config.num_agents, config.algorithm.update_every) == (
+    assert (config.seed, config.steps, config.num_envs, config.algorithm.update_every) == (
         3, 400, 4, 4,
     )  # fmt: skip
     # 400 env steps in phases of one update (4 episodes of 50 steps on 4 envs): 2 phases.
@@ -138,8 +138,8 @@ def test_an_env_without_a_name_needs_logdir_none(tmp_path):
     assert "\n" not in str(error.value)
     with pytest.raises(ValueError, match="unknown config key 'update_evry'"):
         batchrl.train("pendulum", update_evry=3, logdir=tmp_path)
-    with pytest.raises(ValueError, match=r"num_agents=2\.5: expected int"):
-        batchrl.train("pendulum", num_agents=2.5, logdir=tmp_path)
+    with pytest.raises(ValueError, match=r"num_envs=2\.5: expected int"):
+        batchrl.train("pendulum", num_envs=2.5, logdir=tmp_path)
     assert not any(tmp_path.iterdir())
 
 

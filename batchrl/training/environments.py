@@ -88,7 +88,7 @@ def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[An
         native = _jax_native(config, env)
         limit = min(native.max_length, config.max_length)
         inner = native.env if isinstance(native, jax_env.LimitDuration) else native
-        return jax_env.Batched(jax_env.LimitDuration(inner, limit), config.num_agents), None
+        return jax_env.Batched(jax_env.LimitDuration(inner, limit), config.num_envs), None
     constructor = make.Make(
         env or config.env,
         config.max_length,
@@ -96,11 +96,11 @@ def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[An
         kwargs=config.env_kwargs,
     )
     if local:
-        batch_env = BatchEnv.from_envs([constructor() for _ in range(config.num_agents)])
+        batch_env = BatchEnv.from_envs([constructor() for _ in range(config.num_envs)])
     elif config.env_backend == "mujoco":
         batch_env = BatchEnv.mujoco(
             config.env,
-            config.num_agents,
+            config.num_envs,
             threads=config.env_threads or None,
             max_episode_steps=make.time_limit(config.env, config.max_length),
             **config.env_kwargs,
@@ -108,7 +108,7 @@ def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[An
     elif config.env_backend == "ray":
         batch_env = BatchEnv.ray(
             constructor,
-            config.num_agents,
+            config.num_envs,
             actors=config.ray_actors or None,
             envs_per_worker=config.envs_per_worker or None,
             restart=config.restart_workers,
@@ -116,7 +116,7 @@ def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[An
     else:
         batch_env = BatchEnv.external(
             constructor,
-            config.num_agents,
+            config.num_envs,
             envs_per_worker=config.envs_per_worker or None,
             local_envs=config.local_envs,
             restart=config.restart_workers,

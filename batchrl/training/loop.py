@@ -68,8 +68,8 @@ def build(
     stepping every env once) say otherwise; the budget the schedules read is
     `config.steps` env steps, and `config.seed` seeds the agent's and the phases' keys.
     """
-    if env.num_envs != config.num_agents:
-        raise ValueError(f"the env steps {env.num_envs} envs, the config {config.num_agents}")
+    if env.num_envs != config.num_envs:
+        raise ValueError(f"the env steps {env.num_envs} envs, the config {config.num_envs}")
     algorithm = algorithm_lib.of(config.algorithm)
     networks = algorithm.networks(config.algorithm, env.env_spec)
     train_steps = train_steps or config.batch_steps_per_phase
@@ -109,7 +109,7 @@ def config_for(
     Episodes last at most `max_length` env steps; `steps` is the budget in env steps.
     """
     return train_config.TrainConfig(
-        algorithm=config, num_agents=env.num_envs, max_length=max_length, steps=steps, seed=seed
+        algorithm=config, num_envs=env.num_envs, max_length=max_length, steps=steps, seed=seed
     )
 
 

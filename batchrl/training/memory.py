@@ -53,5 +53,5 @@ def check_fits(storage_bytes: int, what: str, device: jax.Device | None = None) 
     if free is not None and storage_bytes > free:
         raise MemoryError(
             f"the {what} takes {human(storage_bytes)}, more than the {human(free)} free on "
-            f"{device.platform}; lower num_agents, max_length, update_every or steps_per_update"
+            f"{device.platform}; lower num_envs, max_length, update_every or steps_per_update"
         )

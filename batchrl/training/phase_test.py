@@ -45,7 +45,7 @@ def test_the_seed_preset_updates_at_the_step_its_memory_fills():
     # before acting and learning were apart updated there too.
     preset = presets.get("pendulum_jax")
     config, max_length = preset.algorithm, preset.max_length
-    env = jax_env.Batched(classic.make("Pendulum-v1"), preset.num_agents)
+    env = jax_env.Batched(classic.make("Pendulum-v1"), preset.num_envs)
     assert updates_by_phase(config, env, [199, 1], max_length) == [0, 1]
 
 

@@ -35,6 +35,15 @@ def test_a_new_folder_holds_its_config_and_never_takes_anothers(tmp_path):
     assert not list(tmp_path.rglob("*.tmp"))
 
 
+def test_a_folder_written_when_num_envs_was_num_agents_reads_back_the_same(tmp_path):
+    config = presets.get("cartpole")
+    folder = run_folder.create(tmp_path, config, "cartpole", "t0")
+    path = folder / run_folder.CONFIG
+    path.write_text(path.read_text().replace("\nnum_envs:", "\nnum_agents:"))
+    assert "num_envs" not in path.read_text()
+    assert run_folder.read_config(folder) == config
+
+
 def test_unreadable_configs_are_one_line(tmp_path):
     with pytest.raises(run_folder.RunFolderError, match="does not exist"):
         run_folder.read_config(tmp_path / "nope")

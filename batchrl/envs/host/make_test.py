@@ -59,7 +59,7 @@ def test_env_kwargs_reach_the_env_in_its_worker():
     config = overrides.parse_override(
         presets.get("ant_clipped"), "env_kwargs={include_cfrc_ext_in_observation: true}"
     )
-    config = train_config.replace(config, num_agents=2)
+    config = train_config.replace(config, num_envs=2)
     _, batch_env = environments.build(config)
     try:
         assert batch_env.observation_space.shape[-1] == 105  # 27 and the contact forces.

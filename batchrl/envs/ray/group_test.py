@@ -200,7 +200,7 @@ def test_bad_actor_counts_are_named(cluster):
 
 def test_the_train_command_runs_on_the_cluster_as_on_local_workers(cluster, tmp_path):
     tiny = ["--config", "pendulum", "--set", "steps=800", "--set", "eval_episodes=4"]
-    tiny += ["--set", "num_agents=4", "--set", "update_every=4", "--set", "max_length=200"]
+    tiny += ["--set", "num_envs=4", "--set", "update_every=4", "--set", "max_length=200"]
     command = [sys.executable, "-m", "batchrl.scripts.train", "--logdir", str(tmp_path / "ray")]
     on_ray = subprocess.run(
         [*command, *tiny, "--set", "env_backend=ray"],
