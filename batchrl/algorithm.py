@@ -31,7 +31,7 @@ import jax
 from batchrl import simulate
 from batchrl.env_spec import EnvSpec
 
-State = Any  # The agent state: a pytree with `learner` and `storage`.
+AgentState = Any  # The agent state: a pytree with `learner` and `storage`.
 Networks = Any  # The algorithm's static networks for one env, with `config` and `env_spec`.
 Learner = Any  # The agent state's `learner`.
 
@@ -65,12 +65,12 @@ class Algorithm(NamedTuple):
     """
 
     networks: Callable[[Any, EnvSpec], Networks]
-    init: Callable[[Networks, Any, jax.Array], State]
+    init: Callable[[Networks, Any, jax.Array], AgentState]
     recorder: Callable[[Networks], simulate.Recorder]
-    cut: Callable[[State, jax.Array], State]
-    learn: Callable[[Networks, State], State]
-    begin: Callable[[State], simulate.Acting]
-    end: Callable[[State, simulate.Acting, simulate.Storage], State]
+    cut: Callable[[AgentState, jax.Array], AgentState]
+    learn: Callable[[Networks, AgentState], AgentState]
+    begin: Callable[[AgentState], simulate.Acting]
+    end: Callable[[AgentState, simulate.Acting, simulate.Storage], AgentState]
     acting: Callable[[Networks, Learner, int], simulate.Acting]
     sampling_agent: Callable[[Networks], simulate.Agent]
     evaluation_agent: Callable[[Networks], simulate.Agent]

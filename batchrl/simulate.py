@@ -74,7 +74,7 @@ class Agent(NamedTuple):
 
 
 @flax.struct.dataclass
-class Step:
+class StepRecord:
     """The record of one batch step, every leaf [B, ...].
 
     Attributes:
@@ -93,16 +93,16 @@ class Recorder(NamedTuple):
     """Where a learner keeps batch steps, and when it has enough of them.
 
     Attributes:
-        record: (storage, Step) -> storage, writing the step in place.
+        record: (storage, StepRecord) -> storage, writing the step in place.
         ready: storage -> [] bool, true once the learner should train on it.
     """
 
-    record: Callable[[Storage, Step], Storage]
+    record: Callable[[Storage, StepRecord], Storage]
     ready: Callable[[Storage], jax.Array]
 
 
 @flax.struct.dataclass
-class State:
+class SimState:
     """The simulation's state: the envs, running episode stats, and finished-episode sums.
 
     Attributes:
@@ -128,12 +128,12 @@ class State:
     length_sum: jax.Array
 
 
-def init(env: BatchedEnv, key: jax.Array) -> State:
+def init(env: BatchedEnv, key: jax.Array) -> SimState:
     """Resets every env; the first step begins every episode."""
     key, reset_key = jax.random.split(key)
     env_state, obs = env.init(reset_key)
     num_envs = env.num_envs
-    return State(
+    return SimState(
         env_state=env_state,
         obs=obs,
         done=jnp.ones((num_envs,), bool),  # So the first step tells begin_episode of all.
@@ -147,11 +147,11 @@ def init(env: BatchedEnv, key: jax.Array) -> State:
 
 
 def step(
-    env: BatchedEnv, agent: Agent, state: State, acting: Acting, reset: jax.Array | bool = False
-) -> tuple[State, Acting, Step]:
+    env: BatchedEnv, agent: Agent, state: SimState, acting: Acting, reset: jax.Array | bool = False
+) -> tuple[SimState, Acting, StepRecord]:
     """One fused step of the batch and the agent. `reset` restarts every env first."""
 
-    def prepare(state: State, reset: jax.Array) -> tuple[jax.Array, ...]:
+    def prepare(state: SimState, reset: jax.Array) -> tuple[jax.Array, ...]:
         keys = jax.random.split(state.key, 3)
         reset_all = jnp.asarray(reset, bool)
         # Envs that only just began after init need no reset; the reset flag always resets.
@@ -169,7 +169,7 @@ def step(
 
     def learn(
         acting: Acting, extra: Any, time_step: jax_env.TimeStep
-    ) -> tuple[State, Acting, Step]:
+    ) -> tuple[SimState, Acting, StepRecord]:
         reward = time_step.reward.astype(jnp.float32)
         transition = types.Transition(
             obs=obs,
@@ -184,7 +184,7 @@ def step(
         acting = agent.end_episode(acting, done)
         score = jnp.where(begin, 0.0, state.score) + reward
         length = jnp.where(begin, 0, state.length) + 1
-        new_state = State(
+        new_state = SimState(
             env_state=env_state,
             obs=time_step.obs,
             done=done,
@@ -195,7 +195,7 @@ def step(
             score_sum=state.score_sum + jnp.where(done, score, 0.0).sum(),
             length_sum=state.length_sum + jnp.where(done, length, 0).sum().astype(jnp.float32),
         )
-        return new_state, acting, Step(transition=transition, extra=extra, begin=begin)
+        return new_state, acting, StepRecord(transition=transition, extra=extra, begin=begin)
 
     return env.block(learn, acting, extra, time_step)
 
@@ -203,14 +203,14 @@ def step(
 def collect(
     env: BatchedEnv,
     agent: Agent,
-    state: State,
+    state: SimState,
     acting: Acting,
     num_steps: int | jax.Array,
     *,
     recorder: Recorder | None = None,
     storage: Storage = (),
     reset: jax.Array | bool = False,
-) -> tuple[State, Acting, Storage, jax.Array]:
+) -> tuple[SimState, Acting, Storage, jax.Array]:
     """Fused steps until `num_steps` ran or the recorder is ready; `reset` restarts all first.
 
     Each step's record goes into `storage` through `recorder.record`, outside the step's
@@ -250,8 +250,8 @@ class FirstEpisodes:
 
 
 def first_episodes(
-    env: BatchedEnv, agent: Agent, state: State, acting: Acting, max_steps: int | jax.Array
-) -> tuple[State, Acting, FirstEpisodes]:
+    env: BatchedEnv, agent: Agent, state: SimState, acting: Acting, max_steps: int | jax.Array
+) -> tuple[SimState, Acting, FirstEpisodes]:
     """Restarts every env and steps until each has ended one episode or `max_steps` ran.
 
     Only each env's first episode counts, so short episodes weigh no more than long ones
@@ -286,14 +286,14 @@ def first_episodes(
 def rollout(
     env: BatchedEnv,
     agent: Agent,
-    state: State,
+    state: SimState,
     acting: Acting,
     num_steps: int,
     reset: jax.Array | bool = False,
-) -> tuple[State, Acting, Step]:
+) -> tuple[SimState, Acting, StepRecord]:
     """`num_steps` fused steps in one `lax.scan`; their records time-major, [T, B, ...]."""
 
-    def body(carry: tuple[State, Acting], index: jax.Array) -> tuple[tuple, Step]:
+    def body(carry: tuple[SimState, Acting], index: jax.Array) -> tuple[tuple, StepRecord]:
         state, acting = carry
         state, acting, record = step(env, agent, state, acting, jnp.logical_and(reset, index == 0))
         return (state, acting), record
@@ -304,19 +304,21 @@ def rollout(
 
 def make_collect(
     env: BatchedEnv, agent: Agent, num_steps: int
-) -> Callable[[State, Acting, jax.Array | bool], tuple[State, Acting]]:
+) -> Callable[[SimState, Acting, jax.Array | bool], tuple[SimState, Acting]]:
     """A compiled `collect` of `num_steps` with nothing recorded, returning once it has run.
 
     On an env that calls the host, an env worker's error is raised as itself.
     """
 
-    def run(state: State, acting: Acting, reset: jax.Array | bool = False) -> tuple[State, Acting]:
+    def run(
+        state: SimState, acting: Acting, reset: jax.Array | bool = False
+    ) -> tuple[SimState, Acting]:
         state, acting, _, _ = collect(env, agent, state, acting, num_steps, reset=reset)
         return state, acting
 
     compiled = jax.jit(run)
 
-    def finished(*args: Any, **kwargs: Any) -> tuple[State, Acting]:
+    def finished(*args: Any, **kwargs: Any) -> tuple[SimState, Acting]:
         return jax.block_until_ready(compiled(*args, **kwargs))
 
     return env.wrap_compiled(finished)
@@ -324,24 +326,24 @@ def make_collect(
 
 def make_first_episodes(
     env: BatchedEnv, agent: Agent, max_steps: int
-) -> Callable[[State, Acting], tuple[State, Acting, FirstEpisodes]]:
+) -> Callable[[SimState, Acting], tuple[SimState, Acting, FirstEpisodes]]:
     """A compiled `first_episodes` of at most `max_steps`, returning once it has run.
 
     On an env that calls the host, an env worker's error is raised as itself.
     """
 
-    def run(state: State, acting: Acting) -> tuple[State, Acting, FirstEpisodes]:
+    def run(state: SimState, acting: Acting) -> tuple[SimState, Acting, FirstEpisodes]:
         return first_episodes(env, agent, state, acting, max_steps)
 
     compiled = jax.jit(run)
 
-    def finished(state: State, acting: Acting) -> tuple[State, Acting, FirstEpisodes]:
+    def finished(state: SimState, acting: Acting) -> tuple[SimState, Acting, FirstEpisodes]:
         return jax.block_until_ready(compiled(state, acting))
 
     return env.wrap_compiled(finished)
 
 
-def summary(state: State) -> dict[str, jax.Array]:
+def summary(state: SimState) -> dict[str, jax.Array]:
     """Mean score and length of the episodes finished since the last `clear_summary`."""
     count = jnp.maximum(state.episodes, 1).astype(jnp.float32)
     return {
@@ -351,7 +353,7 @@ def summary(state: State) -> dict[str, jax.Array]:
     }
 
 
-def clear_summary(state: State) -> State:
+def clear_summary(state: SimState) -> SimState:
     """Starts a new summary period."""
     return state.replace(
         episodes=jnp.zeros_like(state.episodes),

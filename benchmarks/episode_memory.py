@@ -69,7 +69,7 @@ def main() -> None:
     preset = presets.humanoid()
     num_envs = preset.num_envs
     stand_in = StandIn(end=1.0 / args.episode_length)
-    stand_in = jax_env.LimitDuration(stand_in, stand_in.max_length)
+    stand_in = jax_env.TimeLimit(stand_in, stand_in.max_length)
     env = jax_env.Batched(stand_in, num_envs)
     batch_steps = args.steps // num_envs
     programs, state = loop.build(preset, env, train_steps=batch_steps, eval_steps=10)

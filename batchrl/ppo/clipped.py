@@ -59,7 +59,7 @@ class Storage:
 
 
 @flax.struct.dataclass
-class State:
+class ClippedState:
     """The clipped PPO agent: its learner, each env's running state, the rollout buffer."""
 
     learner: learner_lib.Learner
@@ -82,7 +82,7 @@ METRICS = (
 )
 
 
-def init(networks: policy_lib.Networks, shape: config_lib.RunShape, key: jax.Array) -> State:
+def init(networks: policy_lib.Networks, shape: config_lib.RunShape, key: jax.Array) -> ClippedState:
     """A fresh agent for a run of `shape` (a ValueError when the config cannot train it)."""
     networks.config.check(shape)
     num_envs, steps = shape.num_envs, networks.config.steps_per_update
@@ -98,7 +98,7 @@ def init(networks: policy_lib.Networks, shape: config_lib.RunShape, key: jax.Arr
         truncated=falses,
         next_value=zeros,
     )
-    return State(
+    return ClippedState(
         learner=learner_lib.init(networks, key, METRICS),
         running=acting.running(networks, num_envs),
         storage=Storage(rollout=rollout, position=jnp.zeros((), jnp.int32)),
@@ -109,7 +109,7 @@ def init(networks: policy_lib.Networks, shape: config_lib.RunShape, key: jax.Arr
 def recorder(networks: policy_lib.Networks) -> simulate.Recorder:
     """Writes each step at the rollout's next row; ready once it holds `steps_per_update`."""
 
-    def record(stored: Storage, step: simulate.Step) -> Storage:
+    def record(stored: Storage, step: simulate.StepRecord) -> Storage:
         transition, choice = step.transition, step.extra
         row = Rollout(
             obs=transition.obs,
@@ -130,7 +130,7 @@ def recorder(networks: policy_lib.Networks) -> simulate.Recorder:
     return simulate.Recorder(record=record, ready=ready)
 
 
-def cut(state: State, when: jax.Array) -> State:
+def cut(state: ClippedState, when: jax.Array) -> ClippedState:
     """Marks every env's last stored step truncated where `when` holds (envs restarted).
 
     A restart between phases cuts the running episodes: their last steps are bootstrapped,
@@ -146,7 +146,7 @@ def cut(state: State, when: jax.Array) -> State:
     )
 
 
-def learn(networks: policy_lib.Networks, state: State) -> State:
+def learn(networks: policy_lib.Networks, state: ClippedState) -> ClippedState:
     """An update when the rollout is full, then an empty rollout.
 
     Only the learner passes through the update's condition; the rollout is only read.

@@ -32,7 +32,7 @@ from batchrl.ppo import policy as policy_lib
 
 
 @flax.struct.dataclass
-class State:
+class PenaltyState:
     """The KL-penalty agent: its learner, each env's running state, the episode memory."""
 
     learner: learner_lib.Learner
@@ -42,7 +42,7 @@ class State:
 
 
 @flax.struct.dataclass
-class Step:
+class MemoryStep:
     """One env's step as the episode memory keeps it ([slots, L, ...] in memory).
 
     Attributes:
@@ -88,13 +88,13 @@ METRICS = (
 )
 
 
-def init(networks: policy_lib.Networks, shape: config_lib.RunShape, key: jax.Array) -> State:
+def init(networks: policy_lib.Networks, shape: config_lib.RunShape, key: jax.Array) -> PenaltyState:
     """A fresh agent for a run of `shape` (a ValueError when the config cannot train it)."""
     config = networks.config
     config.check(shape)
     num_envs = shape.num_envs
     choice = acting.choice_example(networks, 1)
-    example = Step(
+    example = MemoryStep(
         obs=acting.obs_zeros(networks, ()),
         action=choice.action[0],
         dist=jax.tree.map(lambda x: x[0], choice.dist),
@@ -103,7 +103,7 @@ def init(networks: policy_lib.Networks, shape: config_lib.RunShape, key: jax.Arr
         truncated=jnp.zeros((), bool),
         next_value=jnp.zeros((), jnp.float32),
     )
-    return State(
+    return PenaltyState(
         learner=learner_lib.init(networks, key, METRICS),
         running=acting.running(networks, num_envs),
         storage=memory.init(example, num_envs, config.update_every, shape.max_length),
@@ -119,9 +119,9 @@ def recorder(networks: policy_lib.Networks) -> simulate.Recorder:
     """
     del networks
 
-    def record(stored: memory.MemoryState, step: simulate.Step) -> memory.MemoryState:
+    def record(stored: memory.MemoryState, step: simulate.StepRecord) -> memory.MemoryState:
         transition, choice = step.transition, step.extra
-        kept = Step(
+        kept = MemoryStep(
             obs=transition.obs,
             action=choice.action,
             dist=choice.dist,
@@ -136,7 +136,7 @@ def recorder(networks: policy_lib.Networks) -> simulate.Recorder:
     return simulate.Recorder(record=record, ready=memory.full)
 
 
-def cut(state: State, when: jax.Array) -> State:
+def cut(state: PenaltyState, when: jax.Array) -> PenaltyState:
     """Ends every running episode where `when` holds (envs restarted between phases).
 
     Each is kept as cut at its last step (bootstrapped from there), as the seed kept an
@@ -146,7 +146,7 @@ def cut(state: State, when: jax.Array) -> State:
     return state.replace(storage=memory.finish(state.storage, ended))
 
 
-def learn(networks: policy_lib.Networks, state: State) -> State:
+def learn(networks: policy_lib.Networks, state: PenaltyState) -> PenaltyState:
     """An update when the memory holds `update_every` finished episodes, then a clear memory.
 
     Only the learner and the penalty pass through the update's condition; the memory is
@@ -176,7 +176,7 @@ def estimate(
     of finished episodes.
     """
     config = networks.config
-    data: Step = stored.steps
+    data: MemoryStep = stored.steps
     last = jnp.arange(stored.max_length)[None, :] == (stored.length[:, None] - 1)
     # The next stored step's value; acting's value of the next observation after the last.
     following = jnp.concatenate([value[:, 1:], data.next_value[:, -1:]], axis=1)
@@ -239,7 +239,7 @@ def update(
     def flat(x: jax.Array) -> jax.Array:
         return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
 
-    def evaluate(part: Step) -> tuple[jax.Array, ...]:
+    def evaluate(part: MemoryStep) -> tuple[jax.Array, ...]:
         shape = part.reward.shape
         value = networks.value(learner.params, flat(features(part.obs))).reshape(shape)
         log_prob = networks.log_prob(jax.tree.map(flat, part.dist), flat(part.action))

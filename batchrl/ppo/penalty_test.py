@@ -32,7 +32,7 @@ def test_pendulum_learns_with_the_seeds_objective():
 def test_memory_fills_then_trains_and_the_penalty_adapts():
     config = config_lib.PenaltyConfig(update_every=4, batch_size=2, update_epochs=2)
     env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
-    env = dataclasses.replace(env, env=jax_env.LimitDuration(env.env.env, 20))
+    env = dataclasses.replace(env, env=jax_env.TimeLimit(env.env.env, 20))
     metrics, run_state = loop.train(config, env, 20, 20, phases=3, max_length=20)
     state = run_state.agent
     assert int(state.learner.updates) == 3  # One full memory (4 episodes of 20 steps) a phase.
@@ -48,7 +48,7 @@ def test_episodes_shorter_than_the_memory_train_without_nan():
     # whose zero std once turned the whole update into NaN (Reacher-v5's 50-step
     # episodes in the seed preset's max_length of 1000).
     config = config_lib.PenaltyConfig(update_every=4, update_epochs=2)
-    env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
+    env = jax_env.Batched(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 20), 4)
     metrics, state = loop.train(config, env, 20, 20, phases=2, max_length=40)
     assert int(state.agent.learner.updates) == 2
     assert all(np.isfinite(v) for m in metrics for v in m.values()), metrics
@@ -59,7 +59,7 @@ def test_episodes_shorter_than_the_memory_train_without_nan():
 @pytest.mark.slow
 def test_a_nan_stops_training_with_the_quantity_and_step():
     config = config_lib.PenaltyConfig(update_every=2, learning_rate=1e30)
-    env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 10), 2)
+    env = jax_env.Batched(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 10), 2)
     run = loop.config_for(config, env, max_length=10, steps=400)
     programs, state = loop.build(run, env, train_steps=10, eval_steps=10)
     message = r"^parameters \(nan\), .*train/policy_loss \(nan\).* became non-finite by env step"
@@ -96,7 +96,7 @@ def test_recurrent_policy_trains_and_resets_its_state_at_episode_start():
     config = config_lib.PenaltyConfig(
         update_every=4, batch_size=2, update_epochs=2, recurrent=True, policy_layers=(32, 16)
     )
-    env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 20), 4)
+    env = jax_env.Batched(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 20), 4)
     metrics, state = loop.train(config, env, 20, 20, phases=2, max_length=20)
     assert int(state.agent.learner.updates) == 2
     assert all(np.isfinite(m["train/policy_loss"]) for m in metrics)
@@ -151,7 +151,7 @@ def test_updates_in_minibatches_of_the_chunks_that_hold_steps(
     config = config_lib.PenaltyConfig(
         chunk_length=chunk_length, update_every=4, batch_size=batch_size, update_epochs=2
     )
-    env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, episode), 4)
+    env = jax_env.Batched(jax_env.TimeLimit(classic.make("Pendulum-v1").env, episode), 4)
     metrics, state = loop.train(config, env, episode, episode, phases=2, max_length=max_length)
     assert int(state.agent.learner.updates) == 2
     assert int(optax.tree.get(state.agent.learner.opt_state, "count")) == 16

@@ -87,8 +87,8 @@ def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[An
     if config.env_kind in JAX_NATIVE:
         native = _jax_native(config, env)
         limit = min(native.max_length, config.max_length)
-        inner = native.env if isinstance(native, jax_env.LimitDuration) else native
-        return jax_env.Batched(jax_env.LimitDuration(inner, limit), config.num_envs), None
+        inner = native.env if isinstance(native, jax_env.TimeLimit) else native
+        return jax_env.Batched(jax_env.TimeLimit(inner, limit), config.num_envs), None
     constructor = make.Make(
         env or config.env,
         config.max_length,

@@ -47,9 +47,9 @@ class Programs:
 class RunState:
     """Everything a run carries from one phase to the next, and all a checkpoint holds."""
 
-    agent: phase_lib.AgentState
-    train: simulate.State
-    eval: simulate.State
+    agent: algorithm_lib.AgentState
+    train: simulate.SimState
+    eval: simulate.SimState
     env_steps: jax.Array  # [] int32
     phases: jax.Array  # [] int32 train phases done
 
@@ -115,10 +115,10 @@ def config_for(
 
 def evaluate(
     programs: Programs,
-    eval_state: simulate.State,
-    agent_state: phase_lib.AgentState,
+    eval_state: simulate.SimState,
+    agent_state: algorithm_lib.AgentState,
     episodes: int,
-) -> tuple[simulate.State, dict[str, float]]:
+) -> tuple[simulate.SimState, dict[str, float]]:
     """Scores the mean action on at least `episodes` episodes; the state after and their summary.
 
     A round restarts every env and keeps each env's first episode, so every episode

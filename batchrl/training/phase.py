@@ -19,17 +19,15 @@ import jax.numpy as jnp
 from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
 
-AgentState = Any  # An algorithm's agent state (`algorithm.State`).
-
 
 def phase(
     env: simulate.BatchedEnv,
     networks: algorithm_lib.Networks,
     num_steps: int,
-    state: simulate.State,
-    agent: AgentState,
+    state: simulate.SimState,
+    agent: algorithm_lib.AgentState,
     reset: jax.Array | bool = False,
-) -> tuple[simulate.State, AgentState]:
+) -> tuple[simulate.SimState, algorithm_lib.AgentState]:
     """`num_steps` batch steps of acting and the updates they make ready.
 
     `reset` restarts every env at the first step; the episodes it cuts are kept as cut.
@@ -68,18 +66,21 @@ def phase(
 
 def make(
     env: simulate.BatchedEnv, networks: algorithm_lib.Networks, num_steps: int
-) -> Callable[[simulate.State, AgentState, Any], tuple[simulate.State, AgentState]]:
+) -> Callable[
+    [simulate.SimState, algorithm_lib.AgentState, Any],
+    tuple[simulate.SimState, algorithm_lib.AgentState],
+]:
     """The compiled phase of `num_steps` batch steps, returning once it has run.
 
     On an env that calls the host, an env worker's error is raised as itself.
     """
 
-    def run(state: simulate.State, agent: AgentState, reset: Any = False) -> tuple:
+    def run(state: simulate.SimState, agent: algorithm_lib.AgentState, reset: Any = False) -> tuple:
         return phase(env, networks, num_steps, state, agent, reset)
 
     compiled = jax.jit(run)
 
-    def finished(*args: Any) -> tuple[simulate.State, AgentState]:
+    def finished(*args: Any) -> tuple[simulate.SimState, algorithm_lib.AgentState]:
         return jax.block_until_ready(compiled(*args))
 
     return env.wrap_compiled(finished)

@@ -68,7 +68,7 @@ def test_phases_split_anywhere_train_exactly_as_one(objective):
         config = config_lib.ClippedConfig(steps_per_update=12, num_minibatches=4, update_epochs=2)
     else:
         config = config_lib.PenaltyConfig(update_every=6, chunk_length=5, update_epochs=2)
-    env = jax_env.Batched(jax_env.LimitDuration(classic.make("Pendulum-v1").env, 10), 4)
+    env = jax_env.Batched(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 10), 4)
     run = loop.config_for(config, env, max_length=10, steps=160)
     build = functools.partial(loop.build, run, env, eval_steps=1)
     whole, state = build(train_steps=40)

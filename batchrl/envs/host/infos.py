@@ -5,7 +5,7 @@ while they are encoded and sent (measured in docs/benchmarks/history.md, "Enviro
 throughput"). When asked, numeric scalar entries that every env reports (for MuJoCo
 tasks: all of them) travel as one array per key instead of one pickled object per env
 and key, which is several times cheaper. `Infos` is a read-only sequence of dicts that
-builds each dict on access; `Batched` is Gymnasium's vector form of them (a dict of
+builds each dict on access; `VectorInfos` is Gymnasium's vector form of them (a dict of
 arrays with `_key` masks), built when first read.
 """
 
@@ -179,7 +179,7 @@ class Infos(Sequence):
         return f"Infos({list(self)!r})"
 
 
-class Batched(dict):
+class VectorInfos(dict):
     """Gymnasium's vector infos, a dict of arrays with `_key` masks, built when first read.
 
     A plain dict to whoever reads it (Gymnasium's vector wrappers check for one), but
@@ -205,7 +205,7 @@ def _built_first(name: str) -> Callable:
     method = getattr(dict, name)
 
     @functools.wraps(method)
-    def built_first(self: Batched, *args: Any, **kwargs: Any) -> Any:
+    def built_first(self: VectorInfos, *args: Any, **kwargs: Any) -> Any:
         self._ready()
         return method(self, *args, **kwargs)
 
@@ -237,4 +237,4 @@ for _name in (
     "update",
     "values",
 ):
-    setattr(Batched, _name, _built_first(_name))
+    setattr(VectorInfos, _name, _built_first(_name))

@@ -114,16 +114,12 @@ class Make:
             kwargs["render_mode"] = self.render_mode
         name = self.name
         if callable(name):
-            env = name(**kwargs)
-            return env if self.max_length is None else wrappers.LimitDuration(env, self.max_length)
+            return wrappers.apply(name(**kwargs), duration=self.max_length)
         if ":" in name:
             module_name, _, name = name.partition(":")
             module = importlib.import_module(module_name)
             if hasattr(module, name):
-                env = getattr(module, name)(**kwargs)
-                if self.max_length is None:
-                    return env
-                return wrappers.LimitDuration(env, self.max_length)
+                return wrappers.apply(getattr(module, name)(**kwargs), duration=self.max_length)
         if self.max_length is None:
             return gym.make(name, **kwargs)
         limit = time_limit(name, self.max_length)

@@ -1,8 +1,8 @@
 """The host-side Gymnasium wrappers of training runs, composed in one order by `apply`.
 
-`LimitDuration` (Gymnasium's `TimeLimit`) ends an entry-point env's episodes at
-`max_length`, and `ActionRepeat` holds each action for several env steps; `make.Make`
-applies them when it builds a training run's envs.
+Gymnasium's `TimeLimit` ends an entry-point env's episodes at `max_length` with
+truncated=True (never terminated), and `ActionRepeat` holds each action for several env
+steps; `make.Make` applies them when it builds a training run's envs.
 """
 
 from __future__ import annotations
@@ -10,15 +10,6 @@ from __future__ import annotations
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
-
-
-def LimitDuration(env: gym.Env, duration: int) -> gym.wrappers.TimeLimit:  # noqa: N802
-    """Ends episodes after `duration` steps with truncated=True (never terminated).
-
-    A thin name for Gymnasium's `TimeLimit(env, max_episode_steps=duration)`, which has
-    exactly these semantics; named like a class because it is used as a wrapper.
-    """
-    return gym.wrappers.TimeLimit(env, max_episode_steps=duration)
 
 
 class ActionRepeat(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -47,12 +38,12 @@ class ActionRepeat(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
 
 def apply(env: gym.Env, *, duration: int | None = None, action_repeat: int = 1) -> gym.Env:
-    """Wraps `env` in LimitDuration, then ActionRepeat, each only when asked for.
+    """Wraps `env` in TimeLimit, then ActionRepeat, each only when asked for.
 
     So `duration` counts the env's own steps, before repeating.
     """
     if duration is not None:
-        env = LimitDuration(env, duration)
+        env = gym.wrappers.TimeLimit(env, max_episode_steps=duration)
     if action_repeat != 1:
         env = ActionRepeat(env, action_repeat)
     return env

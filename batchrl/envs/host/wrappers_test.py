@@ -5,8 +5,8 @@ import pytest
 from batchrl.envs.host import mock, wrappers
 
 
-def test_limit_duration_truncates_at_exactly_duration():
-    env = wrappers.LimitDuration(mock.CountingEnv(duration=100), 10)
+def test_apply_duration_truncates_at_exactly_duration():
+    env = wrappers.apply(mock.CountingEnv(duration=100), duration=10)
     assert isinstance(env, gym.wrappers.TimeLimit)
     env.reset(seed=0)
     for step in range(1, 11):

@@ -2,7 +2,7 @@
 
 `make("Acrobot-v1")` wraps gymnax's own env and default parameters. A step is gymnax's
 `step_env` (no reset inside: simulate resets finished envs itself); the episode's time
-limit, gymnax's `max_steps_in_episode`, is applied by `jax_env.LimitDuration`, so a
+limit, gymnax's `max_steps_in_episode`, is applied by `jax_env.TimeLimit`, so a
 time limit is `truncated` (bootstrapped) and only gymnax's own terminal states are
 `terminated`. The step's key travels in the state. Needs `pip install -e '.[gymnax]'`.
 
@@ -75,7 +75,7 @@ def names() -> list[str]:
     return list(gymnax.registered_envs)
 
 
-def make(name: str) -> jax_env.LimitDuration:
+def make(name: str) -> jax_env.TimeLimit:
     """The gymnax env `name` with its default parameters and time limit.
 
     Raises:
@@ -91,7 +91,7 @@ def make(name: str) -> jax_env.LimitDuration:
     obs = jax.eval_shape(env.reset_env, jax.random.key(0), params)[0]
     env_spec = dataclasses.replace(env_spec, observation=returned(env_spec.observation, obs))
     limit = int(params.max_steps_in_episode)
-    return jax_env.LimitDuration(GymnaxEnv(env, params, env_spec, limit))
+    return jax_env.TimeLimit(GymnaxEnv(env, params, env_spec, limit))
 
 
 def returned(observation: Any, obs: Any) -> Any:

@@ -9,8 +9,8 @@ leading axis B. Any randomness a step needs travels in the env state as a key.
 An observation is a tree (an array, or dicts and tuples of them, as the env's spec
 nests); everything here that moves or selects observations maps over its leaves.
 
-`LimitDuration` adds the time limit (the host wrapper of the same name uses
-Gymnasium's `TimeLimit`): it counts steps in the state and sets `truncated`, never
+`TimeLimit` adds the time limit (named and behaving as Gymnasium's `TimeLimit`, which
+the host uses): it counts steps in the state and sets `truncated`, never
 `terminated`, so a time limit is bootstrapped rather than treated as terminal.
 """
 
@@ -54,7 +54,7 @@ class Env(Protocol):
     Attributes:
         env_spec: The observation tree, action kind and bounds.
         max_length: The registered time limit in steps (e.g. 200 for Pendulum-v1);
-            applied by `LimitDuration`, not by `step` itself.
+            applied by `TimeLimit`, not by `step` itself.
     """
 
     env_spec: EnvSpec
@@ -70,8 +70,8 @@ class Env(Protocol):
 
 
 @flax.struct.dataclass
-class LimitDurationState:
-    """State of an env under `LimitDuration`.
+class TimeLimitState:
+    """State of an env under `TimeLimit`.
 
     Attributes:
         env_state: The wrapped env's state.
@@ -97,7 +97,7 @@ class Describes:
 
 
 @dataclasses.dataclass(frozen=True)
-class LimitDuration(Describes):
+class TimeLimit(Describes):
     """Truncates episodes after `duration` steps (the wrapped env's `max_length` by default).
 
     At the `duration`-th step `truncated` is set; `terminated` is passed through unchanged,
@@ -117,19 +117,17 @@ class LimitDuration(Describes):
     def max_length(self) -> int:
         return self.duration
 
-    def reset(self, key: jax.Array) -> tuple[LimitDurationState, Any]:
+    def reset(self, key: jax.Array) -> tuple[TimeLimitState, Any]:
         """Resets the wrapped env and the step counter. Returns (state, obs)."""
         env_state, obs = self.env.reset(key)
-        return LimitDurationState(env_state, jnp.zeros((), jnp.int32)), obs
+        return TimeLimitState(env_state, jnp.zeros((), jnp.int32)), obs
 
-    def step(
-        self, state: LimitDurationState, action: jax.Array
-    ) -> tuple[LimitDurationState, TimeStep]:
+    def step(self, state: TimeLimitState, action: jax.Array) -> tuple[TimeLimitState, TimeStep]:
         """Steps the wrapped env and sets `truncated` once `duration` steps are taken."""
         env_state, time_step = self.env.step(state.env_state, action)
         elapsed_steps = state.elapsed_steps + 1
         truncated = jnp.logical_or(time_step.truncated, elapsed_steps >= self.duration)
-        state = LimitDurationState(env_state=env_state, elapsed_steps=elapsed_steps)
+        state = TimeLimitState(env_state=env_state, elapsed_steps=elapsed_steps)
         return state, time_step.replace(truncated=truncated)
 
 

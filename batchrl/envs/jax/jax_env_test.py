@@ -76,7 +76,7 @@ def _unroll(env, length):
 
 
 def test_a_wrapped_env_batches_and_steps_as_the_env_it_wraps():
-    for env in (_CountingEnv(), jax_env.LimitDuration(_CountingEnv())):
+    for env in (_CountingEnv(), jax_env.TimeLimit(_CountingEnv())):
         batched = jax_env.Batched(env, 3)
         assert env.env_spec == _CountingEnv.env_spec
         state, obs = jax.jit(batched.init)(jax.random.key(0))
@@ -93,7 +93,7 @@ def test_a_wrapped_env_batches_and_steps_as_the_env_it_wraps():
 def test_limit_duration_truncates_exactly_at_max_length_and_never_terminates(
     env, duration, max_length
 ):
-    limited = jax_env.LimitDuration(env, duration)
+    limited = jax_env.TimeLimit(env, duration)
     assert limited.max_length == max_length
     duration = max_length
     time_step = _unroll(limited, duration)(jax.random.key(0))
@@ -103,15 +103,15 @@ def test_limit_duration_truncates_exactly_at_max_length_and_never_terminates(
 
 
 def test_limit_duration_passes_termination_through_unchanged():
-    time_step = _unroll(jax_env.LimitDuration(_CountingEnv(end=3), 5), 3)(jax.random.key(0))
+    time_step = _unroll(jax_env.TimeLimit(_CountingEnv(end=3), 5), 3)(jax.random.key(0))
     np.testing.assert_array_equal(time_step.terminated, [False, False, True])
     assert not time_step.truncated.any()
-    both = _unroll(jax_env.LimitDuration(_CountingEnv(end=3), 3), 3)(jax.random.key(0))
+    both = _unroll(jax_env.TimeLimit(_CountingEnv(end=3), 3), 3)(jax.random.key(0))
     assert both.terminated[-1] and both.truncated[-1]
 
 
 def test_limit_duration_restarts_its_count_at_reset():
-    env = jax_env.LimitDuration(_CountingEnv(), 2)
+    env = jax_env.TimeLimit(_CountingEnv(), 2)
     state, _ = env.reset(jax.random.key(0))
     state, _ = env.step(state, jnp.ones((), jnp.int32))
     assert state.elapsed_steps == 1
@@ -121,12 +121,12 @@ def test_limit_duration_restarts_its_count_at_reset():
 
 def test_limit_duration_rejects_a_duration_below_one():
     with pytest.raises(ValueError, match="at least 1"):
-        jax_env.LimitDuration(_CountingEnv(), 0)
+        jax_env.TimeLimit(_CountingEnv(), 0)
 
 
 @pytest.mark.parametrize("env", [_CountingEnv(), _DictEnv()])
 def test_reset_where_resets_only_masked_envs(env):
-    env = jax_env.LimitDuration(env)
+    env = jax_env.TimeLimit(env)
     reset_key, key = jax.random.split(jax.random.key(0))
     mask = jnp.array([True, False, True, False])
 
@@ -152,7 +152,7 @@ def test_reset_where_resets_only_masked_envs(env):
 
 
 def test_a_dict_observation_keeps_its_structure_and_dtypes_through_batching():
-    env = jax_env.Batched(jax_env.LimitDuration(_DictEnv()), 3)
+    env = jax_env.Batched(jax_env.TimeLimit(_DictEnv()), 3)
     state, obs = jax.jit(env.init)(jax.random.key(0))
     state, time_step = jax.jit(env.step)(state, jnp.ones(3, jnp.int32))
     expected = env_spec_lib.map_tree(
@@ -228,9 +228,9 @@ def _put(index, array, value):
 @pytest.mark.parametrize(
     ("env", "length"),
     [
-        (jax_env.LimitDuration(pendulum.Pendulum(), 5), 12),
-        (jax_env.LimitDuration(cartpole.CartPole()), 40),
-        (jax_env.LimitDuration(_DictEnv(end=3), 4), 9),
+        (jax_env.TimeLimit(pendulum.Pendulum(), 5), 12),
+        (jax_env.TimeLimit(cartpole.CartPole()), 40),
+        (jax_env.TimeLimit(_DictEnv(end=3), 4), 9),
     ],
 )
 def test_jitted_scan_rollout_matches_a_python_loop_of_single_steps(env, length):

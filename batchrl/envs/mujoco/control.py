@@ -28,7 +28,7 @@ class Reacher(task.Task):
         qvel[-2:] = 0
         return qpos, qvel
 
-    def _to_target(self, state: task.State) -> np.ndarray:
+    def _to_target(self, state: task.PhysicsState) -> np.ndarray:
         return state.xpos[:, self.fingertip] - state.xpos[:, self.target]
 
     def observe(self, state):

@@ -57,7 +57,7 @@ class MujocoGroup:
         )
         batch = self._batch
         self._initial_rows = _initial_rows(batch, env.model)
-        self._state = task_lib.State(
+        self._state = task_lib.PhysicsState(
             **{
                 name: batch.bind(name)
                 for name in (

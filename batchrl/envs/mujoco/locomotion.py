@@ -32,7 +32,7 @@ class _Planar(task.Task):
         velocity = np.clip(state.qvel, -10, 10) if self.clip_qvel else state.qvel
         return np.concatenate((task.observed_qpos(self, state, 1), velocity), axis=1)
 
-    def healthy(self, state: task.State) -> np.ndarray:
+    def healthy(self, state: task.PhysicsState) -> np.ndarray:
         """Whether each env is healthy, for a task with health."""
         raise NotImplementedError
 
@@ -109,7 +109,7 @@ class Ant(task.Task):
     def position(self, state):
         return state.xpos[:, self.body, :2].copy()
 
-    def _contact(self, state: task.State) -> np.ndarray:
+    def _contact(self, state: task.PhysicsState) -> np.ndarray:
         low, high = self.env._contact_force_range
         return np.clip(state.cfrc_ext, low, high)
 

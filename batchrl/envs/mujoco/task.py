@@ -1,4 +1,4 @@
-"""What every batched MuJoCo task is made of: the batch's arrays (`State`) and a `Task`'s rules.
+"""What every batched MuJoCo task is made of: the batch's arrays and a `Task`'s rules.
 
 A task computes observations, rewards, terminations and infos with the same NumPy
 operations Gymnasium applies to one env, over rows of the batch, reading its settings
@@ -31,7 +31,7 @@ def resolved(infos: Infos) -> dict[str, np.ndarray]:
 
 
 @dataclasses.dataclass(frozen=True)
-class State:
+class PhysicsState:
     """The batch's arrays a task reads: state fields and the derived fields of the last step."""
 
     qpos: np.ndarray
@@ -65,24 +65,24 @@ class Task:
         """The qpos and qvel of one env's first state, drawn as Gymnasium draws them."""
         raise NotImplementedError
 
-    def position(self, state: State) -> np.ndarray:
+    def position(self, state: PhysicsState) -> np.ndarray:
         """What the reward's velocity is measured on, read before a step; a copy.
 
         Nothing, for a task whose reward needs no position from before the step.
         """
         return np.empty(len(state.qpos))
 
-    def observe(self, state: State) -> np.ndarray:
+    def observe(self, state: PhysicsState) -> np.ndarray:
         """Observations [n, obs_dim]."""
         raise NotImplementedError
 
     def outcome(
-        self, state: State, before: np.ndarray, action: np.ndarray
+        self, state: PhysicsState, before: np.ndarray, action: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, Infos]:
         """Reward [n], terminated [n] and the step's infos after a step from `before`."""
         raise NotImplementedError
 
-    def reset_infos(self, state: State) -> Infos:
+    def reset_infos(self, state: PhysicsState) -> Infos:
         """The infos `reset` returns."""
         return {}
 
@@ -98,7 +98,7 @@ def uniform_state(task: Task, rng: np.random.Generator, normal_qvel: bool) -> tu
     return qpos, qvel
 
 
-def observed_qpos(task: Task, state: State, excluded: int) -> np.ndarray:
+def observed_qpos(task: Task, state: PhysicsState, excluded: int) -> np.ndarray:
     """The positions a locomotion task observes: qpos without its first `excluded`.
 
     Those are x, or x and y; they stay when the env was made with
@@ -122,13 +122,13 @@ def norm(xy: np.ndarray) -> np.ndarray:
     return np.array([np.linalg.norm(row, ord=2) for row in xy])
 
 
-def distance_from_origin(state: State) -> Lazy:
+def distance_from_origin(state: PhysicsState) -> Lazy:
     """Each env's distance from the origin in x and y, computed when infos are read."""
     xy = state.qpos[:, :2].copy()
     return Lazy(lambda: norm(xy))
 
 
-def xy_infos(state: State) -> Infos:
+def xy_infos(state: PhysicsState) -> Infos:
     """The x and y positions the tasks that move in a plane report."""
     return {
         "x_position": state.qpos[:, 0].copy(),

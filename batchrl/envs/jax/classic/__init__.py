@@ -8,7 +8,7 @@ from batchrl.envs.jax.classic.pendulum import Pendulum
 _ENVS = {"CartPole-v1": CartPole, "Pendulum-v1": Pendulum}
 
 
-def make(name: str) -> jax_env.LimitDuration:
+def make(name: str) -> jax_env.TimeLimit:
     """The JAX-native env registered as `name`, with its time limit, as `gym.make` adds.
 
     Raises:
@@ -16,7 +16,7 @@ def make(name: str) -> jax_env.LimitDuration:
     """
     if name not in _ENVS:
         raise ValueError(f"unknown JAX-native env {name!r}; known: {', '.join(sorted(_ENVS))}")
-    return jax_env.LimitDuration(_ENVS[name]())
+    return jax_env.TimeLimit(_ENVS[name]())
 
 
 __all__ = ["CartPole", "Pendulum", "cartpole", "make", "pendulum"]

@@ -4,7 +4,7 @@ Dynamics, observation, reward, termination and reset distribution follow Gymnasi
 `classic_control/cartpole.py` with its defaults: explicit Euler with tau 0.02, a force
 of +10 for action 1 and -10 for action 0, reward 1 for every step including the one
 that terminates, termination once |x| > 2.4 or |theta| > 12 degrees, and a start state
-uniform in [-0.05, 0.05]^4. `jax_env.LimitDuration` adds the registered limit of 500.
+uniform in [-0.05, 0.05]^4. `jax_env.TimeLimit` adds the registered limit of 500.
 Stepping past termination is undefined, as in Gymnasium (which then returns reward 0
 and warns); here it keeps returning 1.
 """

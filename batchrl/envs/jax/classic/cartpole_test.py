@@ -141,7 +141,7 @@ def test_description_matches_gymnasium_spaces():
 
 def test_make_adds_the_registered_time_limit():
     env = make("CartPole-v1")
-    assert isinstance(env, jax_env.LimitDuration) and env.env == ENV and env.max_length == 500
+    assert isinstance(env, jax_env.TimeLimit) and env.env == ENV and env.max_length == 500
 
 
 def test_step_rejects_a_batched_action():

@@ -5,7 +5,7 @@ Dynamics, observation, reward and reset distribution follow Gymnasium's
 [-8, 8], torque clipped to [-2, 2] inside `step`, reward
 -(angle_normalize(theta)^2 + 0.1 theta_dot^2 + 0.001 torque^2) of the state before the
 step, and a start state uniform in [-pi, pi] x [-1, 1]. The episode never ends by
-itself; `jax_env.LimitDuration` adds the registered limit of 200 steps.
+itself; `jax_env.TimeLimit` adds the registered limit of 200 steps.
 
 One deliberate difference, invisible in observations and rewards: the state keeps theta
 wrapped to [-pi, pi), where Gymnasium lets it grow without bound. Observations and

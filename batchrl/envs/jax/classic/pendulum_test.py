@@ -130,7 +130,7 @@ def test_description_matches_gymnasium_spaces():
 
 def test_make_adds_the_registered_time_limit():
     env = make("Pendulum-v1")
-    assert isinstance(env, jax_env.LimitDuration) and env.env == ENV and env.max_length == 200
+    assert isinstance(env, jax_env.TimeLimit) and env.env == ENV and env.max_length == 200
 
 
 def test_make_names_an_unknown_env_and_the_known_ones():
