@@ -21,7 +21,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from batchrl import types
+from batchrl import records
 from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import jax_env
 
@@ -69,7 +69,7 @@ class Agent(NamedTuple):
 
     begin_episode: Callable[[Acting, jax.Array], Acting]
     perform: Callable[[Acting, jax.Array, jax.Array], tuple[Acting, jax.Array, Any]]
-    experience: Callable[[Acting, types.Transition, Any], tuple[Acting, Any]]
+    experience: Callable[[Acting, records.Transition, Any], tuple[Acting, Any]]
     end_episode: Callable[[Acting, jax.Array], Acting]
 
 
@@ -84,7 +84,7 @@ class StepRecord:
         begin: [B] bool, the env's episode began at this step (transition.obs is its first).
     """
 
-    transition: types.Transition
+    transition: records.Transition
     extra: Any
     begin: jax.Array
 
@@ -171,7 +171,7 @@ def step(
         acting: Acting, extra: Any, time_step: jax_env.TimeStep
     ) -> tuple[SimState, Acting, StepRecord]:
         reward = time_step.reward.astype(jnp.float32)
-        transition = types.Transition(
+        transition = records.Transition(
             obs=obs,
             action=action,
             reward=reward,

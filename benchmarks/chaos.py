@@ -26,7 +26,7 @@ import psutil
 
 from batchrl import conftest  # wait_gone: the test suite's check for orphans
 from batchrl.scripts import sweep
-from batchrl.training import logging as logs
+from batchrl.training import metrics_log
 
 # Seconds a worker lives before it may be killed: a worker of the train command takes up to
 # a second to start (it imports the command's module, JAX with it, before it builds its
@@ -83,7 +83,7 @@ def run(logdir: pathlib.Path, args: argparse.Namespace, every: float | None) -> 
             next_kill = time.monotonic() + every
     process.wait()
     stderr = log.read_text()
-    rows = logs.read_jsonl(metrics) if metrics.exists() else []
+    rows = metrics_log.read_jsonl(metrics) if metrics.exists() else []
     last = rows[-1] if rows else {}
     left = conftest.wait_gone(list(descendants), seconds=5.0)
     return {

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from batchrl import env_spec as env_spec_lib
-from batchrl import simulate, types
+from batchrl import records, simulate
 from batchrl.networks import encoder
 from batchrl.parts import normalizer
 from batchrl.ppo import learner as learner_lib
@@ -149,7 +149,7 @@ def sampling_agent(networks: policy_lib.Networks) -> simulate.Agent:
         return acting, networks.to_env(action), choice
 
     def experience(
-        acting: Acting, transition: types.Transition, choice: Choice
+        acting: Acting, transition: records.Transition, choice: Choice
     ) -> tuple[Acting, Choice]:
         reward = transition.reward.astype(jnp.float32)
         discounted = acting.running.discounted_return * config.discount + reward
@@ -183,7 +183,7 @@ def evaluation_agent(networks: policy_lib.Networks) -> simulate.Agent:
         acting = acting.replace(running=acting.running.replace(carry=carry))
         return acting, networks.to_env(networks.mode(dist)), ()
 
-    def experience(acting: Acting, transition: types.Transition, extra: tuple) -> tuple:
+    def experience(acting: Acting, transition: records.Transition, extra: tuple) -> tuple:
         del transition
         return acting, extra
 

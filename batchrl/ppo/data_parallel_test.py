@@ -14,7 +14,7 @@ import pytest
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import sgd
 from batchrl.scripts import train
-from batchrl.training import logging as logs
+from batchrl.training import metrics_log
 
 _SETUP = """
 import json, jax, numpy as np
@@ -111,7 +111,7 @@ def test_the_train_command_with_worker_envs_on_two_devices(tmp_path):
     rows = {}
     for devices in (1, 2):
         (folder,) = (tmp_path / str(devices)).iterdir()
-        rows[devices] = logs.read_jsonl(folder / "metrics.jsonl")
+        rows[devices] = metrics_log.read_jsonl(folder / "metrics.jsonl")
     assert [row["step"] for row in rows[2]] == [800]
     for one, two_devices in zip(rows[1], rows[2], strict=True):
         for key in ("train/return", "train/policy_loss", "train/value_loss", "eval/return"):

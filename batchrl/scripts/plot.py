@@ -28,8 +28,7 @@ from matplotlib import lines, ticker
 from matplotlib.backends import backend_agg
 from matplotlib.figure import Figure
 
-from batchrl.training import logging as logging_lib
-from batchrl.training import results, run_folder
+from batchrl.training import metrics_log, results, run_folder
 
 X_KEY = "perf/env_steps"
 HOURS = "hours"
@@ -152,7 +151,7 @@ def load(run: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise RunError(f"no {path.name} in run folder {run}")
     try:
-        return logging_lib.read_jsonl(path)
+        return metrics_log.read_jsonl(path)
     except ValueError as error:  # Also a file that is not UTF-8.
         raise RunError(str(error)) from error
 

@@ -13,8 +13,7 @@ import time
 import pytest
 
 from batchrl.scripts import sweep, train_test
-from batchrl.training import checkpoint, results
-from batchrl.training import logging as logs
+from batchrl.training import checkpoint, metrics_log, results
 
 # The train tests' tiny pendulum runs, evaluated every second phase.
 TINY = [*train_test.TINY, "--set", "eval_every=2"]
@@ -127,7 +126,7 @@ def test_an_interrupted_sweep_resumes_its_run_where_it_stopped(tmp_path, start, 
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130, err[-2000:]
     assert out == ""  # No line for a run that did not finish.
-    stopped = results.phases(logs.read_jsonl(rundir / "metrics.jsonl"))
+    stopped = results.phases(metrics_log.read_jsonl(rundir / "metrics.jsonl"))
     assert 2 <= len(stopped) < 100 and not results.read(rundir).finished
     result = run_sweep(argv)
     (row,) = lines(result.stdout)
@@ -135,6 +134,6 @@ def test_an_interrupted_sweep_resumes_its_run_where_it_stopped(tmp_path, start, 
     assert "resumed seed3-pendulum_jax" in (tmp_path / "seed3-pendulum_jax.log").read_text() + (
         result.stderr
     )
-    assert [r["step"] for r in results.phases(logs.read_jsonl(rundir / "metrics.jsonl"))] == [
-        200 * n for n in range(1, 101)
-    ]
+    assert [
+        r["step"] for r in results.phases(metrics_log.read_jsonl(rundir / "metrics.jsonl"))
+    ] == [200 * n for n in range(1, 101)]

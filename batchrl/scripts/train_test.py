@@ -11,8 +11,7 @@ import pytest
 
 from batchrl.conftest import wait_gone
 from batchrl.scripts import train
-from batchrl.training import checkpoint
-from batchrl.training import logging as logs
+from batchrl.training import checkpoint, metrics_log
 
 TINY = [
     "--set",
@@ -74,12 +73,12 @@ def test_a_run_folder_holds_config_checkpoints_events_and_metrics(finished_run):
     assert len(ends) == 5  # keep_checkpoints=3 of them are kept:
     assert checkpoint.steps(finished_run / "checkpoints") == [3, 4, 5]
     assert list(finished_run.glob("events.out.tfevents.*"))
-    rows = logs.read_jsonl(finished_run / "metrics.jsonl")
+    rows = metrics_log.read_jsonl(finished_run / "metrics.jsonl")
     assert [row["step"] for row in rows] == ends
 
 
 def test_evaluates_every_eval_every_phases_and_the_final_policy_at_the_end(finished_run):
-    rows = logs.read_jsonl(finished_run / "metrics.jsonl")
+    rows = metrics_log.read_jsonl(finished_run / "metrics.jsonl")
     ends = phase_ends(finished_run)  # eval_every=2 of 5 phases, and the last.
     assert [row["step"] for row in rows if "eval/return" in row] == [ends[1], ends[3], ends[4]]
     # Periodic evaluations: eval_episodes (4); the final one: rounds of 4 until 10 ended.
@@ -91,7 +90,7 @@ def test_evaluates_every_eval_every_phases_and_the_final_policy_at_the_end(finis
 
 
 def test_keeps_the_state_of_its_best_evaluated_phase(finished_run):
-    rows = logs.read_jsonl(finished_run / "metrics.jsonl")
+    rows = metrics_log.read_jsonl(finished_run / "metrics.jsonl")
     ends = phase_ends(finished_run)
     evaluated = [row for row in rows if "eval/return" in row]
     scores = {ends.index(row["step"]) + 1: row["eval/return"] for row in evaluated}
@@ -107,7 +106,7 @@ def test_resuming_a_finished_run_trains_no_further(finished_run, capsys):
         ["--logdir", str(finished_run.parent), "--timestamp", finished_run.name.split("-")[0]]
     )
     assert code == 0
-    assert len(logs.read_jsonl(finished_run / "metrics.jsonl")) == 5
+    assert len(metrics_log.read_jsonl(finished_run / "metrics.jsonl")) == 5
 
 
 @pytest.mark.parametrize(
@@ -164,7 +163,11 @@ def test_an_interrupt_anywhere_then_resume_matches_an_uninterrupted_run(
     from batchrl.training import loop
 
     # The loop calls check_finite through the objective's algorithm record.
-    modules = {"summary_line": logs, "write": logs.Writer, "check_finite": objectives.PENALTY}
+    modules = {
+        "summary_line": metrics_log,
+        "write": metrics_log.Writer,
+        "check_finite": objectives.PENALTY,
+    }
     module = modules.get(where, loop)
     original, calls = getattr(module, where), []
 
@@ -188,7 +191,7 @@ def test_an_interrupt_anywhere_then_resume_matches_an_uninterrupted_run(
     assert checkpoint.path_for(folder / "checkpoints", 5).read_bytes() == whole
     best = (finished_run / "checkpoints" / checkpoint.BEST).read_bytes()
     assert (folder / "checkpoints" / checkpoint.BEST).read_bytes() == best
-    steps = [row["step"] for row in logs.read_jsonl(folder / "metrics.jsonl")]
+    steps = [row["step"] for row in metrics_log.read_jsonl(folder / "metrics.jsonl")]
     assert sorted(set(steps)) == phase_ends(folder)
 
 
@@ -232,7 +235,7 @@ def test_a_killed_run_resumes_exactly_as_if_never_stopped(tmp_path):
     a = checkpoint.path_for(run_folder(whole) / "checkpoints", 20).read_bytes()
     b = checkpoint.path_for(folder / "checkpoints", 20).read_bytes()
     assert a == b  # Byte for byte: parameters, optimiser, normalisers, keys, memory.
-    steps = [row["step"] for row in logs.read_jsonl(folder / "metrics.jsonl")]
+    steps = [row["step"] for row in metrics_log.read_jsonl(folder / "metrics.jsonl")]
     assert sorted(set(steps)) == phase_ends(folder) and steps[-1] == 4000
 
 
@@ -273,7 +276,7 @@ def test_restart_workers_trains_on_through_killed_workers(tmp_path):
     _, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
     assert kills == 2, "the run ended before both kills"
-    last = logs.read_jsonl(run_folder(tmp_path) / "metrics.jsonl")[-1]
+    last = metrics_log.read_jsonl(run_folder(tmp_path) / "metrics.jsonl")[-1]
     assert last["perf/worker_restarts"] == 2 and np.isfinite(last["final/return"])
     assert last["perf/env_steps"] >= 60000
     assert wait_gone(list(seen)) == []
@@ -352,7 +355,7 @@ def test_the_readme_train_command_learns_pendulum_with_a_smaller_budget(tmp_path
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    rows = logs.read_jsonl(run_folder(tmp_path) / "metrics.jsonl")
+    rows = metrics_log.read_jsonl(run_folder(tmp_path) / "metrics.jsonl")
     assert rows[-1]["step"] == 300000
     assert rows[-1]["eval/return"] >= -400, [round(r["eval/return"]) for r in rows[-10:]]
 
@@ -366,7 +369,7 @@ def test_the_mujoco_backend_trains_on_the_episodes_worker_envs_give(tmp_path):
         logdir = tmp_path / backend
         args = ["--logdir", str(logdir), "--config", "hopper", *TINY, "--set", "steps=800"]
         assert train.main([*args, "--set", f"env_backend={backend}", *settings]) == 0
-        rows[backend] = logs.read_jsonl(run_folder(logdir) / "metrics.jsonl")
+        rows[backend] = metrics_log.read_jsonl(run_folder(logdir) / "metrics.jsonl")
     assert len(rows["mujoco"]) == len(rows["processes"]) >= 2
     assert "final/return" in rows["mujoco"][-1]
     for ours, workers in zip(rows["mujoco"], rows["processes"], strict=True):

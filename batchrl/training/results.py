@@ -15,8 +15,7 @@ import pathlib
 from collections.abc import Sequence
 from typing import Any
 
-from batchrl.training import logging as logs
-from batchrl.training import run_folder
+from batchrl.training import metrics_log, run_folder
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +51,7 @@ def phases(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def summarize(rows: Sequence[dict[str, Any]]) -> Summary:
-    """The learning results of a run from its metrics rows (see `logs.read_jsonl`)."""
+    """The learning results of a run from its metrics rows (see `metrics_log.read_jsonl`)."""
     kept = phases(rows)
     wall = eval_seconds = 0.0
     curve = []
@@ -82,4 +81,4 @@ def summarize(rows: Sequence[dict[str, Any]]) -> Summary:
 def read(rundir: str | pathlib.Path) -> Summary:
     """The learning results of the run in `rundir`; an empty summary when it has no rows yet."""
     path = run_folder.metrics(rundir)
-    return summarize(logs.read_jsonl(path) if path.is_file() else [])
+    return summarize(metrics_log.read_jsonl(path) if path.is_file() else [])

@@ -17,16 +17,23 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging as std_logging
+import logging
 import math
 import pathlib
 from typing import Any
 
 from batchrl.configs import TrainConfig
-from batchrl.training import checkpoint, environments, loop, memory, results, run_folder
-from batchrl.training import logging as logs
+from batchrl.training import (
+    checkpoint,
+    environments,
+    loop,
+    memory,
+    metrics_log,
+    results,
+    run_folder,
+)
 
-logger = std_logging.getLogger("batchrl.training")
+logger = logging.getLogger("batchrl.training")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,11 +83,11 @@ def _train(rundir: pathlib.Path | None, config: TrainConfig, env: Any, batch_env
     best = -math.inf if rundir is None else _best_return(rundir, int(state.env_steps))
     total_phases = config.phases
     total_steps = total_phases * programs.train_steps * env.num_envs
-    progress = logs.Progress(total_steps=total_steps, initial_steps=int(state.env_steps))
+    progress = metrics_log.Progress(total_steps=total_steps, initial_steps=int(state.env_steps))
     storage = memory.human(programs.storage_bytes)
     where = "in memory" if rundir is None else f"run folder {rundir}"
     print(f"{where}; storage {storage}; compiling the first phase", flush=True)
-    writer = None if rundir is None else logs.Writer(rundir)
+    writer = None if rundir is None else metrics_log.Writer(rundir)
     # The state whose metrics row is written: an interrupt between a phase's return and its
     # row must not checkpoint that phase, or a resumed run would lack the row for good.
     logged, rows = state, []
@@ -110,7 +117,7 @@ def _train(rundir: pathlib.Path | None, config: TrainConfig, env: Any, batch_env
                     if score > best:  # False for NaN: a phase that was not evaluated.
                         checkpoint.save_best(directory, done, state)
                         best = score
-                progress.print(logs.summary_line(done, env_steps, metrics))
+                progress.print(metrics_log.summary_line(done, env_steps, metrics))
     except KeyboardInterrupt:
         progress.close()
         if directory is not None:
@@ -127,7 +134,7 @@ def _best_return(rundir: pathlib.Path, env_steps: int) -> float:
     A resumed run re-does the phases after its checkpoint, and `best.bin` follows their rows.
     """
     path = run_folder.metrics(rundir)
-    rows = results.phases(logs.read_jsonl(path)) if path.exists() else []
+    rows = results.phases(metrics_log.read_jsonl(path)) if path.exists() else []
     scores = [
         row["eval/return"]
         for row in rows

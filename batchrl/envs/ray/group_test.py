@@ -22,7 +22,7 @@ from batchrl.envs import BatchEnv, EnvCrashedError, EnvError, EnvRaisedError, En
 from batchrl.envs.host import lifecycle, mock, spaces_test
 from batchrl.envs.ray import group as ray_group
 from batchrl.scripts import train
-from batchrl.training import logging as logs
+from batchrl.training import metrics_log
 
 # Ray joins the cluster started last on this machine: one test process runs every test
 # that starts or joins one (`--dist loadgroup`, with the Ray blocks of docs_test.py).
@@ -212,7 +212,7 @@ def test_the_train_command_runs_on_the_cluster_as_on_local_workers(cluster, tmp_
     assert on_ray.returncode == 0, on_ray.stderr[-2000:]
     assert train.main(["--logdir", str(tmp_path / "local"), *tiny]) == 0
     (ray_run,), (local_run,) = ((tmp_path / k).iterdir() for k in ("ray", "local"))
-    ours, theirs = (logs.read_jsonl(run / "metrics.jsonl") for run in (ray_run, local_run))
+    ours, theirs = (metrics_log.read_jsonl(run / "metrics.jsonl") for run in (ray_run, local_run))
     assert [row["step"] for row in ours] == [800]
     assert "eval/return" in ours[-1]
     learned = lambda row: {k: v for k, v in row.items() if not k.startswith("perf/")}  # noqa: E731

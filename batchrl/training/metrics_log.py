@@ -1,4 +1,4 @@
-"""logging: a run's metrics written to TensorBoard and a JSON-lines file, and shown on a terminal.
+"""A run's metrics written to TensorBoard and a JSON-lines file, and shown on a terminal.
 
 `Writer` appends every `write(step, metrics)` to `logdir/metrics.jsonl` (one JSON object a
 line, NaN written as null) and writes the finite scalars to TensorBoard event files in the
@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import logging as std_logging
+import logging
 import math
 import numbers
 import os
@@ -31,7 +31,7 @@ from typing import Any, TextIO
 
 from batchrl.training import run_folder
 
-_log = std_logging.getLogger(__name__)
+_log = logging.getLogger(__name__)
 
 JSONL_NAME = run_folder.METRICS
 
@@ -58,7 +58,7 @@ class Writer:
     event files of each `Writer` are new files in the folder, which TensorBoard merges.
 
     Example:
-        with logging.Writer("runs/pendulum") as writer:
+        with metrics_log.Writer("runs/pendulum") as writer:
             writer.write(env_steps, metrics)
     """
 

@@ -13,7 +13,7 @@ import threading
 import pytest
 from tensorboard.backend.event_processing import event_accumulator
 
-from batchrl.training import logging
+from batchrl.training import metrics_log
 
 
 def read_scalars(logdir) -> dict[str, list[tuple[int, float]]]:
@@ -27,7 +27,7 @@ def read_scalars(logdir) -> dict[str, list[tuple[int, float]]]:
 
 
 def test_jsonl_lines_written_and_read_back_with_nan_as_null(tmp_path):
-    with logging.Writer(tmp_path) as writer:
+    with metrics_log.Writer(tmp_path) as writer:
         writer.write(0, {"train/return": -512.25, "eval/return": math.nan, "perf/env_steps": 0})
         writer.write(100, {"train/return": -300.5, "eval/return": -230.0, "perf/env_steps": 100})
 
@@ -39,14 +39,14 @@ def test_jsonl_lines_written_and_read_back_with_nan_as_null(tmp_path):
         "perf/env_steps": 0,
     }
     assert '"eval/return": null' in lines[0]
-    assert logging.read_jsonl(tmp_path / "metrics.jsonl") == [
+    assert metrics_log.read_jsonl(tmp_path / "metrics.jsonl") == [
         {"step": 0, "train/return": -512.25, "eval/return": None, "perf/env_steps": 0},
         {"step": 100, "train/return": -300.5, "eval/return": -230.0, "perf/env_steps": 100},
     ]
 
 
 def test_event_files_hold_the_finite_scalars_before_close(tmp_path):
-    writer = logging.Writer(tmp_path)
+    writer = metrics_log.Writer(tmp_path)
     writer.write(10, {"train/kl": 0.5, "train/policy_loss": -0.25, "eval/return": math.nan})
     writer.write(20, {"train/kl": 0.125, "eval/return": math.inf})
     # Flushed on write: readable while the writer is still open.
@@ -63,8 +63,8 @@ def test_event_files_hold_the_finite_scalars_before_close(tmp_path):
 def test_killed_run_keeps_what_it_wrote(tmp_path):
     script = textwrap.dedent(f"""
         import os
-        from batchrl.training import logging
-        writer = logging.Writer({str(tmp_path)!r})
+        from batchrl.training import metrics_log
+        writer = metrics_log.Writer({str(tmp_path)!r})
         for step in range(3):
             writer.write(step, {{"train/return": float(step)}})
         os._exit(9)  # No cleanup, as when the process is killed.
@@ -72,7 +72,7 @@ def test_killed_run_keeps_what_it_wrote(tmp_path):
     result = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True)
     assert result.returncode == 9, result.stderr.decode()
     expected = [{"step": step, "train/return": float(step)} for step in range(3)]
-    assert logging.read_jsonl(tmp_path / "metrics.jsonl") == expected
+    assert metrics_log.read_jsonl(tmp_path / "metrics.jsonl") == expected
     assert read_scalars(tmp_path) == {"train/return": [(0, 0.0), (1, 1.0), (2, 2.0)]}
 
 
@@ -81,7 +81,7 @@ def test_read_jsonl_skips_a_truncated_last_line(tmp_path):
     path.write_text(
         '{"step": 0, "train/return": 1.0}\n{"step": 1, "train/return": 2.0}\n{"step": 2, "tr'
     )
-    assert logging.read_jsonl(path) == [
+    assert metrics_log.read_jsonl(path) == [
         {"step": 0, "train/return": 1.0},
         {"step": 1, "train/return": 2.0},
     ]
@@ -91,18 +91,18 @@ def test_read_jsonl_rejects_a_bad_line_before_the_last(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 0}\n{"step": 1, \n{"step": 2}\n')
     with pytest.raises(ValueError, match="line 2"):
-        logging.read_jsonl(path)
+        metrics_log.read_jsonl(path)
 
 
 def test_resumed_writer_appends_after_cutting_a_truncated_line(tmp_path):
-    with logging.Writer(tmp_path) as writer:
+    with metrics_log.Writer(tmp_path) as writer:
         writer.write(0, {"train/return": 1.0})
     with (tmp_path / "metrics.jsonl").open("a") as file:
         file.write('{"step": 1, "train/ret')  # Killed mid-write.
-    with logging.Writer(tmp_path) as writer:
+    with metrics_log.Writer(tmp_path) as writer:
         writer.write(1, {"train/return": 2.0})
 
-    assert logging.read_jsonl(tmp_path / "metrics.jsonl") == [
+    assert metrics_log.read_jsonl(tmp_path / "metrics.jsonl") == [
         {"step": 0, "train/return": 1.0},
         {"step": 1, "train/return": 2.0},
     ]
@@ -111,7 +111,7 @@ def test_resumed_writer_appends_after_cutting_a_truncated_line(tmp_path):
 
 
 def test_write_rejects_a_step_metric(tmp_path):
-    with logging.Writer(tmp_path) as writer, pytest.raises(ValueError, match="step"):
+    with metrics_log.Writer(tmp_path) as writer, pytest.raises(ValueError, match="step"):
         writer.write(0, {"step": 1.0})
 
 
@@ -125,7 +125,7 @@ class FakeClock:
 
 def test_progress_prints_plain_lines_on_a_stream_that_is_not_a_tty():
     stream, clock = io.StringIO(), FakeClock()
-    progress = logging.Progress(1_000_000, stream=stream, clock=clock)
+    progress = metrics_log.Progress(1_000_000, stream=stream, clock=clock)
     clock.now += 10.0
     progress.update(250_000, {"train/return": -512.34, "eval/return": math.nan})
     clock.now += 10.0
@@ -150,7 +150,7 @@ def test_progress_prints_plain_lines_on_a_stream_that_is_not_a_tty():
 
 def test_progress_speed_counts_only_steps_after_initial_steps():
     stream, clock = io.StringIO(), FakeClock()
-    progress = logging.Progress(1_000, initial_steps=600, stream=stream, clock=clock)
+    progress = metrics_log.Progress(1_000, initial_steps=600, stream=stream, clock=clock)
     progress.update(600, {})
     assert "? steps/s" in stream.getvalue() and "ETA ?" in stream.getvalue()
     clock.now += 2.0
@@ -166,7 +166,7 @@ class TtyStream(io.StringIO):
 
 def test_progress_redraws_one_line_on_a_tty():
     stream, clock = TtyStream(), FakeClock()
-    progress = logging.Progress(100, stream=stream, clock=clock)
+    progress = metrics_log.Progress(100, stream=stream, clock=clock)
     clock.now += 1.0
     progress.update(50, {"train/return": 1.0})
     progress.update(100, {})
@@ -188,17 +188,17 @@ def test_summary_line_shows_the_usual_metrics_present():
         "train/grad_norm": 3.0,
         "perf/env_steps_per_sec": 41_234.4,
     }
-    line = logging.summary_line(3, 120_000, metrics)
+    line = metrics_log.summary_line(3, 120_000, metrics)
     assert line == (
         "phase 3  env steps 120,000  train return -512.3  eval return -230.1  "
         "policy loss -0.01234  kl 0.008  steps/s 41,234"
     )
-    assert "train return nan" in logging.summary_line(1, 0, {"train/return": math.nan})
+    assert "train return nan" in metrics_log.summary_line(1, 0, {"train/return": math.nan})
 
 
 def test_progress_moves_during_a_phase_at_the_speed_so_far_up_to_the_phase_end(capsys):
     stream, clock = TtyStream(), FakeClock()
-    progress = logging.Progress(1_000, stream=stream, clock=clock)
+    progress = metrics_log.Progress(1_000, stream=stream, clock=clock)
     progress.tick()
     assert stream.getvalue() == ""  # Nothing to estimate from before the first phase.
     clock.now += 10.0
@@ -219,7 +219,7 @@ def test_progress_moves_during_a_phase_at_the_speed_so_far_up_to_the_phase_end(c
 
 def _drawn_in_three_ticks(stream) -> str:
     """What a Progress drew on `stream` while its ticking thread ticked 3 times."""
-    progress = logging.Progress(1_000, stream=stream)
+    progress = metrics_log.Progress(1_000, stream=stream)
     progress.update(10, {})
     ticks, tick = threading.Semaphore(0), progress.tick
     progress.tick = lambda: (tick(), ticks.release())
@@ -240,6 +240,6 @@ def test_event_files_of_writers_opened_in_one_second_read_in_the_order_they_were
     tmp_path,
 ):
     for step in range(12):  # Writer ids pass from one digit to two.
-        with logging.Writer(tmp_path) as writer:
+        with metrics_log.Writer(tmp_path) as writer:
             writer.write(step, {"train/return": float(step)})
     assert read_scalars(tmp_path) == {"train/return": [(s, float(s)) for s in range(12)]}
