@@ -104,7 +104,7 @@ class InGraphBatchEnv:
     calls_host = True  # simulate's step runs its pure work in blocks around the calls.
     block = staticmethod(one_block.run)
 
-    def __init__(self, batch_env: batch_lib.BatchEnv, seed: int = 0, devices: int = 1):
+    def __init__(self, batch_env: batch_lib.BatchOfGroups, seed: int = 0, devices: int = 1):
         self.batch_env = batch_env
         self.seed = seed
         self.num_envs = len(batch_env)

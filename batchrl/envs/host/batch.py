@@ -18,13 +18,13 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from batchrl.envs.host import arguments, builders, handle, local, obs_tree
+from batchrl.envs.host import arguments, handle, local, obs_tree
 from batchrl.envs.host import group as group_lib
 from batchrl.envs.host import infos as infos_lib
 
 
-class BatchEnv(gym.vector.VectorEnv):
-    """A batch of envs with shared spaces, stepped together: a Gymnasium `VectorEnv`.
+class BatchOfGroups(gym.vector.VectorEnv):
+    """A batch of envs with shared spaces over groups already started: a Gymnasium `VectorEnv`.
 
     `step` and `reset` behave as Gymnasium's vector envs do, with `autoreset_mode`
     NEXT_STEP (the default), SAME_STEP or DISABLED; env i is seeded with seed + i.
@@ -33,6 +33,7 @@ class BatchEnv(gym.vector.VectorEnv):
     Observations are trees as Gymnasium batches the observation space (dicts for `Dict`,
     tuples for `Tuple`, arrays [B, *shape] in the space's dtype); actions are `Box`,
     `Discrete` or `MultiDiscrete`. Returned arrays are fresh copies, safe to keep.
+    `batchrl.envs.BatchEnv` is this with the builders that start the groups.
     """
 
     def __init__(
@@ -43,8 +44,8 @@ class BatchEnv(gym.vector.VectorEnv):
     ):
         """A batch over `groups` already started, in order.
 
-        The groups close with the batch, or now if it cannot be made. The builders below
-        start the groups for you.
+        The groups close with the batch, or now if it cannot be made. `BatchEnv`'s
+        builders start the groups for you.
         """
         groups = list(groups)
         try:
@@ -53,11 +54,6 @@ class BatchEnv(gym.vector.VectorEnv):
             for started in filter(_is_group, groups):
                 started.close()
             raise
-
-    from_envs = classmethod(builders.from_envs)
-    external = classmethod(builders.external)
-    ray = classmethod(builders.ray)
-    mujoco = classmethod(builders.mujoco)
 
     def _init(self, groups: list[handle.GroupHandle], autoreset_mode: AutoresetMode | str) -> None:
         if not groups:
@@ -96,7 +92,7 @@ class BatchEnv(gym.vector.VectorEnv):
 
     def __repr__(self) -> str:
         name = self.spec.id if self.spec is not None else self._groups[0].name
-        return f"BatchEnv({name}, num_envs={self.num_envs})"
+        return f"{type(self).__name__}({name}, num_envs={self.num_envs})"
 
     @property
     def np_random_seed(self) -> tuple[int, ...]:
@@ -195,7 +191,7 @@ class BatchEnv(gym.vector.VectorEnv):
         for g in self._groups:
             g.close()
 
-    def __enter__(self) -> BatchEnv:
+    def __enter__(self) -> BatchOfGroups:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:

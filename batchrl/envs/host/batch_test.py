@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from batchrl.conftest import wait_gone
-from batchrl.envs.host import batch, cue, errors, external, local, mock, process, spec, split
+from batchrl.envs import BatchEnv
+from batchrl.envs.host import cue, errors, external, local, mock, process, spec, split
 
 
 def random_actions(space, batch_size, steps, seed=0):
@@ -47,7 +48,7 @@ def test_local_batch_equals_stepping_envs_directly():
     envs = [gym.make("Pendulum-v1") for _ in range(3)]
     direct = [gym.make("Pendulum-v1") for _ in range(3)]
     actions = random_actions(envs[0].action_space, 3, 20)
-    with batch.BatchEnv.from_envs(envs) as env:
+    with BatchEnv.from_envs(envs) as env:
         obs, _ = env.reset(seed=4)
         for i, d in enumerate(direct):
             np.testing.assert_array_equal(obs[i], d.reset(seed=4 + i)[0])
@@ -68,10 +69,10 @@ def test_local_batch_equals_stepping_envs_directly():
 )
 @pytest.mark.parametrize(("envs_per_worker", "local_envs"), [(1, 0), (3, 0), (None, 2)])
 def test_parallel_equals_blocking_for_the_same_seed(env_id, steps, envs_per_worker, local_envs):
-    local = batch.BatchEnv.from_envs([gym.make(env_id) for _ in range(4)])
+    local = BatchEnv.from_envs([gym.make(env_id) for _ in range(4)])
     actions = random_actions(local.single_action_space, 4, steps)
     expected = rollout(local, actions, seed=3)
-    with batch.BatchEnv.external(
+    with BatchEnv.external(
         env_id, 4, envs_per_worker=envs_per_worker, local_envs=local_envs
     ) as external:
         assert external.observation_space == local.observation_space
@@ -82,10 +83,10 @@ def test_parallel_equals_blocking_for_the_same_seed(env_id, steps, envs_per_work
 
 def test_workers_that_block_at_once_step_the_same():
     """spin=0: parent and workers sleep in poll instead of polling first."""
-    local = batch.BatchEnv.from_envs([gym.make("Pendulum-v1") for _ in range(4)])
+    local = BatchEnv.from_envs([gym.make("Pendulum-v1") for _ in range(4)])
     actions = random_actions(local.single_action_space, 4, 60)
     expected = rollout(local, actions, seed=5)
-    with batch.BatchEnv.external("Pendulum-v1", 4, envs_per_worker=2, spin=0.0) as external:
+    with BatchEnv.external("Pendulum-v1", 4, envs_per_worker=2, spin=0.0) as external:
         assert_same(rollout(external, actions, seed=5), expected)
     local.close()
 
@@ -95,7 +96,7 @@ def test_infos_equal_the_envs_own_infos():
     direct.reset(seed=0)
     action = np.full(6, 0.5, np.float32)
     expected = direct.step(action)[4]
-    with batch.BatchEnv.external("HalfCheetah-v5", 2, envs_per_worker=2) as env:
+    with BatchEnv.external("HalfCheetah-v5", 2, envs_per_worker=2) as env:
         env.reset(seed=0)
         infos = env.step(np.stack([action, action]))[4]
         assert infos.keys() == {*expected, *(f"_{key}" for key in expected)}
@@ -108,7 +109,7 @@ def test_infos_equal_the_envs_own_infos():
 
 
 def test_reset_by_index_resets_only_those_envs():
-    with batch.BatchEnv.external(functools.partial(mock.CountingEnv, duration=10), 4) as env:
+    with BatchEnv.external(functools.partial(mock.CountingEnv, duration=10), 4) as env:
         env.reset(seed=0)
         env.step(np.zeros((4, 2), np.float32))
         obs, infos = env.reset_at([3, 1], seed=100)
@@ -120,7 +121,7 @@ def test_reset_by_index_resets_only_those_envs():
 
 def test_exact_episode_bookkeeping_with_durations_one_to_four():
     constructors = [functools.partial(mock.CountingEnv, duration=d) for d in (1, 2, 3, 4)]
-    with batch.BatchEnv.external(constructors, envs_per_worker=2) as env:
+    with BatchEnv.external(constructors, envs_per_worker=2) as env:
         env.reset(seed=0)
         dones = []
         for _ in range(12):
@@ -135,7 +136,7 @@ def test_exact_episode_bookkeeping_with_durations_one_to_four():
 
 
 def test_discrete_actions():
-    with batch.BatchEnv.external(
+    with BatchEnv.external(
         functools.partial(mock.CountingEnv, discrete=True, duration=5), 3
     ) as env:
         env.reset(seed=0)
@@ -146,14 +147,14 @@ def test_discrete_actions():
 def test_mismatched_spaces_are_refused():
     envs = [gym.make("Pendulum-v1"), gym.make("MountainCarContinuous-v0")]
     with pytest.raises(ValueError, match=r"must share spaces.*'Pendulum-v1'.*'MountainCar"):
-        batch.BatchEnv.from_envs(envs)
+        BatchEnv.from_envs(envs)
     with pytest.raises(errors.EnvRaisedError, match="must share spaces"):
-        batch.BatchEnv.external(
+        BatchEnv.external(
             [lambda: gym.make("Pendulum-v1"), lambda: gym.make("MountainCarContinuous-v0")],
             envs_per_worker=2,
         )
     with pytest.raises(ValueError, match="must share spaces"):
-        batch.BatchEnv.external(
+        BatchEnv.external(
             [lambda: gym.make("Pendulum-v1"), lambda: gym.make("MountainCarContinuous-v0")],
             envs_per_worker=1,
         )
@@ -163,29 +164,29 @@ def test_batch_env_takes_started_groups_in_order_and_refuses_env_objects():
     workers = process.ProcessGroup([lambda: gym.make("Pendulum-v1")] * 2, first_index=0)
     here = local.LocalGroup([gym.make("Pendulum-v1")])
     with (
-        batch.BatchEnv([workers, here]) as env,
-        batch.BatchEnv.from_envs([gym.make("Pendulum-v1") for _ in range(3)]) as expected,
+        BatchEnv([workers, here]) as env,
+        BatchEnv.from_envs([gym.make("Pendulum-v1") for _ in range(3)]) as expected,
     ):
         np.testing.assert_array_equal(env.reset(seed=5)[0], expected.reset(seed=5)[0])
         assert env.num_envs == 3
     started = process.ProcessGroup([lambda: gym.make("Pendulum-v1")], first_index=0)
     pid = started.pid
     with pytest.raises(TypeError, match=r"got <TimeLimit.*BatchEnv.from_envs\(envs\)"):
-        batch.BatchEnv([started, gym.make("Pendulum-v1")])
+        BatchEnv([started, gym.make("Pendulum-v1")])
     assert pid is not None and not wait_gone(
         [pid]
     )  # The started group closed with the refused batch.
     with pytest.raises(ValueError, match="at least one group"):
-        batch.BatchEnv([])
+        BatchEnv([])
 
 
 def test_unsupported_observation_space_is_named():
     with pytest.raises(spec.UnsupportedSpaceError, match=r'obs\["mission"\]: Text has no fixed'):
-        batch.BatchEnv.from_envs([cue.Cue(mission=True)])
+        BatchEnv.from_envs([cue.Cue(mission=True)])
 
 
 def test_bad_actions_and_indices_get_clear_errors():
-    with batch.BatchEnv.external("Pendulum-v1", 2) as env:
+    with BatchEnv.external("Pendulum-v1", 2) as env:
         env.reset(seed=0)
         with pytest.raises(ValueError, match=r"actions of shape \(3, 1\).*expected \(2, 1\)"):
             env.step(np.zeros((3, 1), np.float32))
@@ -198,7 +199,7 @@ def test_a_crash_in_one_worker_is_reported_and_close_ends_all_workers():
     constructors = [functools.partial(mock.CountingEnv, obs_size=3)] * 3 + [
         functools.partial(mock.FailingEnv, how="sigkill", at=2, obs_size=3)
     ]
-    env = batch.BatchEnv.external(constructors, envs_per_worker=2)
+    env = BatchEnv.external(constructors, envs_per_worker=2)
     pids = [g.pid for g in env._groups]
     env.reset(seed=0)
     env.step(np.zeros((4, 2), np.float32))
@@ -218,7 +219,7 @@ def second_worker_exits_at_step_two() -> list:
 
 def test_restart_in_a_batch_truncates_only_that_workers_envs():
     constructors = second_worker_exits_at_step_two()
-    with batch.BatchEnv.external(constructors, envs_per_worker=2, restart=True) as env:
+    with BatchEnv.external(constructors, envs_per_worker=2, restart=True) as env:
         env.reset(seed=0)
         env.step(np.zeros((4, 2), np.float32))
         _, reward, terminated, truncated, infos = env.step(np.zeros((4, 2), np.float32))
@@ -231,7 +232,7 @@ def test_restart_in_a_batch_truncates_only_that_workers_envs():
 
 def test_unread_infos_of_a_worker_that_died_are_named_as_lost():
     constructors = second_worker_exits_at_step_two()
-    with batch.BatchEnv.external(constructors, envs_per_worker=2, restart=True) as env:
+    with BatchEnv.external(constructors, envs_per_worker=2, restart=True) as env:
         env.reset(seed=0)
         before = plain_step(env, np.zeros((4, 2), np.float32))  # Not read before the crash.
         env.step(np.zeros((4, 2), np.float32))
@@ -243,7 +244,7 @@ def test_unread_infos_of_a_worker_that_died_are_named_as_lost():
 
 def test_external_process_instances_can_be_batched():
     envs = [external.ExternalProcess(lambda: gym.make("Pendulum-v1")) for _ in range(2)]
-    with batch.BatchEnv.from_envs([*envs, gym.make("Pendulum-v1")]) as env:
+    with BatchEnv.from_envs([*envs, gym.make("Pendulum-v1")]) as env:
         obs, _ = env.reset(seed=0)
         singles = [gym.make("Pendulum-v1") for _ in range(3)]
         for i, single in enumerate(singles):
@@ -261,7 +262,7 @@ def _rescaled_pendulum():
 
 
 def test_wrapped_envs_in_workers():
-    with batch.BatchEnv.external(_rescaled_pendulum, 2) as env:
+    with BatchEnv.external(_rescaled_pendulum, 2) as env:
         np.testing.assert_array_equal(env.single_action_space.high, [1.0])
         assert env.is_wrapped(gym.wrappers.RescaleAction) == (True, True)
         env.reset(seed=0)
@@ -278,14 +279,14 @@ class _WhereEnv(mock.CountingEnv):
 
 
 def test_local_envs_step_in_this_process_beside_the_workers():
-    with batch.BatchEnv.external(_WhereEnv, 5, local_envs=2, envs_per_worker=2) as env:
+    with BatchEnv.external(_WhereEnv, 5, local_envs=2, envs_per_worker=2) as env:
         pids = env.call("pid")
         assert pids[3:] == (os.getpid(),) * 2  # The last two, in this process.
         assert pids[0] == pids[1] and len({pids[0], pids[2], os.getpid()}) == 3  # Two workers.
         _, infos = env.reset(seed=10)
         assert infos["seed"].tolist() == [10, 11, 12, 13, 14]
         np.testing.assert_array_equal(env.step(np.zeros((5, 2), np.float32))[0][:, 0], [1] * 5)
-    with batch.BatchEnv.external(_WhereEnv, 3, local_envs="auto") as env:
+    with BatchEnv.external(_WhereEnv, 3, local_envs="auto") as env:
         here = sum(pid == os.getpid() for pid in env.call("pid"))
         assert here == split.default_local_envs(3)
 
@@ -293,7 +294,7 @@ def test_local_envs_step_in_this_process_beside_the_workers():
 @pytest.mark.parametrize("bad", [-1, 4, "half", True])
 def test_bad_local_envs_are_named(bad):
     with pytest.raises(ValueError, match=f"local_envs must be .*got '?{bad}"):
-        batch.BatchEnv.external(mock.CountingEnv, 3, local_envs=bad)
+        BatchEnv.external(mock.CountingEnv, 3, local_envs=bad)
 
 
 class _KeepsActions(mock.CountingEnv):
@@ -308,7 +309,7 @@ class _KeepsActions(mock.CountingEnv):
 
 def test_an_env_may_keep_the_actions_it_was_given():
     kept = _KeepsActions()
-    with batch.BatchEnv.from_envs([kept]) as env:
+    with BatchEnv.from_envs([kept]) as env:
         env.reset(seed=0)
         env.step(np.full((1, 2), 0.5, np.float32))
         env.step(np.full((1, 2), -0.5, np.float32))
@@ -321,7 +322,7 @@ class _WrongShape(mock.CountingEnv):
 
 
 def test_an_observation_of_the_wrong_shape_is_named():
-    with batch.BatchEnv.from_envs([mock.CountingEnv(), _WrongShape()]) as env:
+    with BatchEnv.from_envs([mock.CountingEnv(), _WrongShape()]) as env:
         env.reset(seed=0)
         with pytest.raises(ValueError, match=r"observation of shape \(5,\).*has shape \(3,\)"):
             env.step(np.zeros((2, 2), np.float32))
@@ -330,8 +331,8 @@ def test_an_observation_of_the_wrong_shape_is_named():
 def test_step_into_writes_what_step_returns_into_the_callers_arrays():
     actions = random_actions(gym.make("HalfCheetah-v5").action_space, 3, 5)
     with (
-        batch.BatchEnv.external("HalfCheetah-v5", 3, local_envs=1) as a,
-        batch.BatchEnv.external("HalfCheetah-v5", 3, local_envs=1) as b,
+        BatchEnv.external("HalfCheetah-v5", 3, local_envs=1) as a,
+        BatchEnv.external("HalfCheetah-v5", 3, local_envs=1) as b,
     ):
         a.reset(seed=3)
         b.reset(seed=3)
@@ -360,7 +361,7 @@ def test_infos_read_late_or_after_close_are_each_steps_own(local_envs):
     for i, d in enumerate(direct):
         d.reset(seed=11 + i)
     expected = [[d.step(a)[4] for d, a in zip(direct, action, strict=True)] for action in actions]
-    with batch.BatchEnv.external("HalfCheetah-v5", 3, local_envs=local_envs) as env:
+    with BatchEnv.external("HalfCheetah-v5", 3, local_envs=local_envs) as env:
         env.reset(seed=11)
         kept = [plain_step(env, action) for action in actions]  # Read none of them yet.
         assert list(kept[2]) == expected[2]  # One read between steps.
@@ -379,7 +380,7 @@ def test_an_info_that_cannot_cross_processes_is_named():
 
         return LambdaInfo(mock.CountingEnv())
 
-    with batch.BatchEnv.external(constructor, 2) as env:
+    with BatchEnv.external(constructor, 2) as env:
         env.reset(seed=0)
         infos = env.step(np.zeros((2, 2), np.float32))[4]
         # Infos stay in the worker until read: the error comes when they are.

@@ -21,8 +21,7 @@ from gymnasium.vector import AutoresetMode
 from stable_baselines3.common import vec_env
 
 from batchrl import env_spec
-from batchrl.envs.host import obs_tree
-from batchrl.envs.host.batch import BatchEnv
+from batchrl.envs.host import batch, obs_tree
 
 Indices = None | int | Iterable[int]
 
@@ -30,8 +29,8 @@ Indices = None | int | Iterable[int]
 class VecEnv(vec_env.VecEnv):
     """SB3's vectorised-env interface over `batch_env`, which it closes when closed."""
 
-    def __init__(self, batch_env: BatchEnv):
-        if not isinstance(batch_env, BatchEnv):
+    def __init__(self, batch_env: batch.BatchOfGroups):
+        if not isinstance(batch_env, batch.BatchOfGroups):
             raise TypeError(f"VecEnv wraps a batchrl BatchEnv, got {type(batch_env).__name__}")
         check_observation_space(batch_env.single_observation_space)
         self.batch_env = batch_env

@@ -15,7 +15,8 @@ from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector import AutoresetMode
 
 from batchrl import env_spec
-from batchrl.envs.host import batch, cue, errors, external, group, mock, obs_tree, spec
+from batchrl.envs import BatchEnv
+from batchrl.envs.host import cue, errors, external, group, mock, obs_tree, spec
 
 MODES = list(AutoresetMode)
 DURATIONS = (1, 2, 3, 4)
@@ -109,16 +110,16 @@ def assert_dtypes_kept(obs, space):
 
 
 def from_envs(makers, mode):
-    return batch.BatchEnv.from_envs([make() for make in makers], autoreset_mode=mode)
+    return BatchEnv.from_envs([make() for make in makers], autoreset_mode=mode)
 
 
 def workers(makers, mode):
-    return batch.BatchEnv.external(makers, envs_per_worker=2, autoreset_mode=mode)
+    return BatchEnv.external(makers, envs_per_worker=2, autoreset_mode=mode)
 
 
 def workers_and_local(makers, mode):
     """One worker of two envs, the last two stepped in this process."""
-    return batch.BatchEnv.external(makers, envs_per_worker=2, local_envs=2, autoreset_mode=mode)
+    return BatchEnv.external(makers, envs_per_worker=2, local_envs=2, autoreset_mode=mode)
 
 
 BUILDERS = [from_envs, workers, workers_and_local]
@@ -205,7 +206,7 @@ class _Reuses(mock.SpaceEnv):
 
 
 def test_same_step_final_obs_survive_an_env_that_reuses_its_arrays():
-    with batch.BatchEnv.from_envs([_Reuses()], autoreset_mode=AutoresetMode.SAME_STEP) as env:
+    with BatchEnv.from_envs([_Reuses()], autoreset_mode=AutoresetMode.SAME_STEP) as env:
         start = env.reset(seed=0)[0]["vector"][0]
         kept = env.step(np.zeros((1, 2), np.float32))  # Ends, and resets in place.
         later = env.step(np.zeros((1, 2), np.float32))
@@ -264,7 +265,7 @@ def _replace(obs, path, value):
     ],
 )
 def test_an_observation_that_does_not_fit_its_space_names_the_leaf(misfit, message):
-    with batch.BatchEnv.from_envs([mock.SpaceEnv(NESTED), _Misfit(misfit)]) as env:
+    with BatchEnv.from_envs([mock.SpaceEnv(NESTED), _Misfit(misfit)]) as env:
         env.reset(seed=0)
         with pytest.raises(ValueError, match=message):
             env.step(np.zeros((2, 2), np.float32))
@@ -294,15 +295,15 @@ def test_a_refused_space_is_named_in_one_line_with_its_leaf(space, why):
     nested = Dict({"fine": Discrete(2), "extra": Tuple((Discrete(2), space))})
     expected = rf'^obs\["extra"\]\[1\]: {why}; drop it with a wrapper \(env \'SpaceEnv\''
     with pytest.raises(spec.UnsupportedSpaceError, match=expected) as refused:
-        batch.BatchEnv.from_envs([mock.SpaceEnv(nested)])
+        BatchEnv.from_envs([mock.SpaceEnv(nested)])
     assert "\n" not in str(refused.value)
     with pytest.raises(errors.EnvRaisedError, match=rf"UnsupportedSpaceError: {expected[1:]}"):
-        batch.BatchEnv.external([functools.partial(mock.SpaceEnv, nested)])
+        BatchEnv.external([functools.partial(mock.SpaceEnv, nested)])
 
 
 def test_cue_with_a_mission_is_refused_naming_the_text_leaf():
     with pytest.raises(spec.UnsupportedSpaceError, match=r'^obs\["mission"\]: Text has no fixed'):
-        batch.BatchEnv.from_envs([cue.Cue(mission=True)])
+        BatchEnv.from_envs([cue.Cue(mission=True)])
 
 
 def test_buffers_lay_each_leaf_on_its_own_cache_line_the_same_in_every_process():

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import batch
+from batchrl.envs import BatchEnv
 
 MODES = list(AutoresetMode)
 
@@ -60,9 +60,7 @@ def run_side_by_side(ours, theirs, steps, seed):
 def test_steps_as_sync_vector_env_for_every_autoreset_mode(mode, env_id, steps):
     theirs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * 4, autoreset_mode=mode)
     # Two workers of one env each, and two envs stepped in this process.
-    with batch.BatchEnv.external(
-        env_id, 4, envs_per_worker=1, local_envs=2, autoreset_mode=mode
-    ) as ours:
+    with BatchEnv.external(env_id, 4, envs_per_worker=1, local_envs=2, autoreset_mode=mode) as ours:
         ends = run_side_by_side(ours, theirs, steps, seed=7)
     theirs.close()
     assert ends >= 8  # Every mode's episode ends were compared, several per env.
@@ -70,7 +68,7 @@ def test_steps_as_sync_vector_env_for_every_autoreset_mode(mode, env_id, steps):
 
 def test_vector_env_attributes_match_sync_vector_env():
     theirs = gym.vector.SyncVectorEnv([lambda: gym.make("Pendulum-v1")] * 3)
-    with batch.BatchEnv.external("Pendulum-v1", 3) as ours:
+    with BatchEnv.external("Pendulum-v1", 3) as ours:
         assert isinstance(ours, gym.vector.VectorEnv)
         for name in ("num_envs", "single_observation_space", "single_action_space"):
             assert getattr(ours, name) == getattr(theirs, name), name
@@ -85,7 +83,7 @@ def test_vector_env_attributes_match_sync_vector_env():
 
 
 def test_call_get_attr_set_attr_and_render_reach_every_env():
-    with batch.BatchEnv.external(
+    with BatchEnv.external(
         lambda: gym.make("Pendulum-v1", render_mode="rgb_array"), 3, envs_per_worker=2
     ) as env:
         assert env.render_mode == "rgb_array"
@@ -108,7 +106,7 @@ def test_gymnasium_vector_wrappers_run_over_it():
         return gym.wrappers.vector.RecordEpisodeStatistics(env)
 
     theirs = wrapped(gym.vector.SyncVectorEnv([lambda: gym.make("Pendulum-v1")] * 2))
-    with batch.BatchEnv.external("Pendulum-v1", 2) as env:
+    with BatchEnv.external("Pendulum-v1", 2) as env:
         ours = wrapped(env)
         rng = np.random.default_rng(0)
         np.testing.assert_array_equal(ours.reset(seed=0)[0], theirs.reset(seed=0)[0])
@@ -127,8 +125,8 @@ def test_gymnasium_vector_wrappers_run_over_it():
 
 def test_bad_autoreset_modes_seeds_and_masks_are_named():
     with pytest.raises(ValueError, match="unknown autoreset_mode 'sometimes': use one of NEXT"):
-        batch.BatchEnv.external("Pendulum-v1", 2, autoreset_mode="sometimes")
-    with batch.BatchEnv.external("Pendulum-v1", 2, autoreset_mode="same_step") as env:
+        BatchEnv.external("Pendulum-v1", 2, autoreset_mode="sometimes")
+    with BatchEnv.external("Pendulum-v1", 2, autoreset_mode="same_step") as env:
         assert env.autoreset_mode is AutoresetMode.SAME_STEP
         with pytest.raises(ValueError, match="reset got 3 seeds for 2 envs"):
             env.reset(seed=[1, 2, 3])
@@ -141,7 +139,7 @@ def test_bad_autoreset_modes_seeds_and_masks_are_named():
 
 
 def test_infos_nobody_reads_are_never_fetched():
-    with batch.BatchEnv.external("HalfCheetah-v5", 2, envs_per_worker=2) as env:
+    with BatchEnv.external("HalfCheetah-v5", 2, envs_per_worker=2) as env:
         env.reset(seed=0)
         group = env._groups[0]
         for _ in range(3):
@@ -154,7 +152,7 @@ def test_infos_nobody_reads_are_never_fetched():
 
 def test_seeds_scalar_actions_and_closed_batches_behave_as_in_gymnasium():
     theirs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 3)
-    with batch.BatchEnv.external("CartPole-v1", 3, envs_per_worker=2, local_envs=1) as ours:
+    with BatchEnv.external("CartPole-v1", 3, envs_per_worker=2, local_envs=1) as ours:
         for env in (ours, theirs):
             env.reset(seed=42)
             env.reset()  # Without a seed: each env keeps its own.

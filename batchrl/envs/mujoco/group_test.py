@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import batch
+from batchrl.envs import BatchEnv
 from batchrl.envs.host.vector_test import run_side_by_side
 from batchrl.envs.mujoco import group, tasks
 
@@ -29,7 +29,7 @@ def _tasks_and_modes():
 @pytest.mark.parametrize(("env_id", "mode"), _tasks_and_modes())
 def test_equals_gymnasium_through_terminations_and_time_limits(env_id, mode):
     theirs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * 4, autoreset_mode=mode)
-    with batch.BatchEnv.mujoco(env_id, 4, threads=2, autoreset_mode=mode) as ours:
+    with BatchEnv.mujoco(env_id, 4, threads=2, autoreset_mode=mode) as ours:
         ends = run_side_by_side(ours, theirs, steps=1000, seed=7)
     theirs.close()
     # Every task's episode ends were compared: HalfCheetah's time limits (4), or more.
@@ -48,7 +48,7 @@ def test_equals_gymnasium_through_terminations_and_time_limits(env_id, mode):
 )
 def test_gymnasium_constructor_keywords_mean_the_same(env_id, kwargs):
     theirs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id, **kwargs)] * 3)
-    with batch.BatchEnv.mujoco(env_id, 3, **kwargs) as ours:
+    with BatchEnv.mujoco(env_id, 3, **kwargs) as ours:
         assert ours.single_observation_space == theirs.single_observation_space
         run_side_by_side(ours, theirs, steps=200, seed=3)
     theirs.close()
@@ -60,7 +60,7 @@ def test_resets_fall_back_to_mujoco_when_the_state_fields_are_incomplete(monkeyp
     fields = tuple(f for f in group._INTEGRATION_STATE if f != "qacc_warmstart")
     monkeypatch.setattr(group, "_INTEGRATION_STATE", fields)
     theirs = gym.vector.SyncVectorEnv([lambda: gym.make("Hopper-v5")] * 3)
-    with batch.BatchEnv.mujoco("Hopper-v5", 3) as ours:
+    with BatchEnv.mujoco("Hopper-v5", 3) as ours:
         assert run_side_by_side(ours, theirs, steps=300, seed=5) >= 3
     theirs.close()
 
@@ -68,7 +68,7 @@ def test_resets_fall_back_to_mujoco_when_the_state_fields_are_incomplete(monkeyp
 def test_any_thread_count_gives_the_same_episodes():
     results = []
     for threads in (1, 2, 3):
-        with batch.BatchEnv.mujoco("Ant-v5", 5, threads=threads) as env:
+        with BatchEnv.mujoco("Ant-v5", 5, threads=threads) as env:
             obs, _ = env.reset(seed=11)
             rng = np.random.default_rng(0)
             for _ in range(50):
@@ -80,7 +80,7 @@ def test_any_thread_count_gives_the_same_episodes():
 
 
 def test_step_into_and_reset_at_serve_the_bridge():
-    with batch.BatchEnv.mujoco("Hopper-v5", 3) as env:
+    with BatchEnv.mujoco("Hopper-v5", 3) as env:
         obs, _ = env.reset_at(seed=5)
         single = gym.make("Hopper-v5")
         np.testing.assert_array_equal(obs[1], single.reset(seed=6)[0])
@@ -95,7 +95,7 @@ def test_step_into_and_reset_at_serve_the_bridge():
 
 
 def test_reset_at_takes_envs_in_any_order():
-    with batch.BatchEnv.mujoco("Walker2d-v5", 4) as env:
+    with BatchEnv.mujoco("Walker2d-v5", 4) as env:
         env.reset(seed=0)
         env.step(np.full((4, 6), 0.3, np.float32))
         obs, infos = env.reset_at([3, 0, 2], seed=[30, 10, 20])
@@ -131,12 +131,12 @@ def test_renders_each_env_from_its_own_state(tmp_path):
 
 def test_bad_ids_and_settings_are_named():
     with pytest.raises(ValueError, match=r"does not implement 'CartPole-v1': it implements Half"):
-        batch.BatchEnv.mujoco("CartPole-v1", 2)
+        BatchEnv.mujoco("CartPole-v1", 2)
     with pytest.raises(ValueError, match="threads must be at least 1 or None"):
-        batch.BatchEnv.mujoco("Hopper-v5", 2, threads=0)
+        BatchEnv.mujoco("Hopper-v5", 2, threads=0)
     with pytest.raises(ValueError, match="num_envs must be at least 1, got 0"):
-        batch.BatchEnv.mujoco("Hopper-v5", 0)
-    with batch.BatchEnv.mujoco("Hopper-v5", 2) as env:
+        BatchEnv.mujoco("Hopper-v5", 0)
+    with BatchEnv.mujoco("Hopper-v5", 2) as env:
         assert env.get_attr("frame_skip") == (4, 4)
         with pytest.raises(AttributeError, match="cannot set 'frame_skip' per env"):
             env.set_attr("frame_skip", 3)

@@ -1,0 +1,178 @@
+"""BatchEnv: a batch of envs with the ways to build one, above the host side and its extensions.
+
+`BatchEnv.from_envs`, `.external`, `.ray` and `.mujoco` start a batch's groups (in this
+process, in worker processes, on Ray actors, in one MuJoCo batch) and hand them to
+`BatchEnv(groups)`, a `host.batch.BatchOfGroups`. They live here, above `host/`, so the
+host side imports none of its extensions (`mujoco/`, `ray/`; a test checks it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.vector import AutoresetMode
+
+from batchrl.envs.host import arguments, batch, lifecycle, local, process, split
+from batchrl.envs.host.external import ExternalProcess
+from batchrl.envs.mujoco import group as mujoco_group
+
+
+class BatchEnv(batch.BatchOfGroups):
+    """A batch of envs with shared spaces, stepped together: a Gymnasium `VectorEnv`.
+
+    Build one with `from_envs` (env objects), `external` (worker processes), `ray` (a Ray
+    cluster) or `mujoco` (a MuJoCo batch in C threads), or from groups already started,
+    `BatchEnv(groups)`. `step` and `reset` behave as Gymnasium's vector envs do, with
+    `autoreset_mode` NEXT_STEP (the default), SAME_STEP or DISABLED; env i is seeded with
+    seed + i; the rest is `BatchOfGroups`'s.
+    """
+
+    @classmethod
+    def from_envs(
+        cls,
+        envs: Sequence[gym.Env | ExternalProcess],
+        *,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    ) -> BatchEnv:
+        """Batches envs already built, in the order given.
+
+        Gymnasium envs step in this process, each `ExternalProcess` in its own worker.
+        """
+        envs = list(envs)
+        if not envs:
+            raise ValueError("a BatchEnv needs at least one env, got none")
+        groups, here = [], []
+        for env in envs:
+            if isinstance(env, ExternalProcess):
+                if here:
+                    groups.append(local.LocalGroup(here))
+                    here = []
+                groups.append(env.group)
+            else:
+                here.append(env)
+        if here:
+            groups.append(local.LocalGroup(here))
+        return cls(groups, autoreset_mode=autoreset_mode)
+
+    @classmethod
+    def external(
+        cls,
+        env: str | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]],
+        num_envs: int | None = None,
+        *,
+        envs_per_worker: int | None = None,
+        timeout: float | None = lifecycle.DEFAULT_TIMEOUT,
+        restart: bool = False,
+        context: str = lifecycle.DEFAULT_CONTEXT,
+        spin: float = lifecycle.DEFAULT_SPIN,
+        local_envs: int | str = 0,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        first_index: int = 0,
+    ) -> BatchEnv:
+        """Builds envs in worker processes, `envs_per_worker` to a process.
+
+        `env` is a Gymnasium id, a constructor called `num_envs` times, or a list of
+        constructors. By default there is one worker per core. `timeout`, `restart`,
+        `context` and `spin` are those of `ExternalProcess`.
+
+        `local_envs`: how many of the envs (the last ones) this process steps itself
+        while the workers step theirs, or "auto" for its even share beside one worker
+        per other core. On a machine with few cores this keeps every core busy without
+        a process waiting to be woken, and is fastest (docs/benchmarks.md); those envs
+        run in the caller's process, so a crash in one is not caught or restarted.
+
+        `first_index`: the number of the first env when this batch is part of a larger
+        one (a Ray actor's share): it names envs in errors and seeds their restarts.
+        """
+        mode = arguments.check_autoreset_mode(autoreset_mode)
+        constructors = arguments.constructors(env, num_envs)
+        num_local = arguments.check_local_envs(local_envs, len(constructors))
+        remote = constructors[: len(constructors) - num_local]
+        per_worker = envs_per_worker or split.default_envs_per_worker(len(remote), num_local > 0)
+        if per_worker < 1:
+            raise ValueError(f"envs_per_worker must be at least 1, got {per_worker}")
+        groups = []
+        try:
+            for start in range(0, len(remote), per_worker):
+                groups.append(
+                    process.ProcessGroup(
+                        remote[start : start + per_worker],
+                        first_index=first_index + start,
+                        timeout=timeout,
+                        restart=restart,
+                        context=context,
+                        spin=spin,
+                    )
+                )
+            if num_local:
+                groups.append(local.LocalGroup([make() for make in constructors[len(remote) :]]))
+        except BaseException:
+            for started in groups:
+                started.close()
+            raise
+        return cls(groups, autoreset_mode=mode)
+
+    @classmethod
+    def ray(
+        cls,
+        env: str | Callable[[], gym.Env] | Sequence[Callable[[], gym.Env]],
+        num_envs: int | None = None,
+        *,
+        actors: int | None = None,
+        envs_per_worker: int | None = None,
+        timeout: float | None = lifecycle.DEFAULT_TIMEOUT,
+        restart: bool = False,
+        local_envs: int | str = 0,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        actor_options: dict[str, Any] | None = None,
+    ) -> BatchEnv:
+        """Builds envs on a Ray cluster, split evenly over `actors` actors spread over its nodes.
+
+        Each actor holds its share as `external` would on its node (`envs_per_worker`
+        and `local_envs` apply per actor), so a batch step costs one Ray call per actor.
+        Connects to the Ray the process uses (`ray.init` called, or `RAY_ADDRESS`), or
+        starts a local one that stops when the batch closes. `actors`: one per node by
+        default. `timeout` and `restart` are those of `external`; `restart=True` also
+        replaces a lost actor on a live node. `actor_options` go to Ray's `.options()`
+        (resources, runtime_env); actors ask for no CPU by default. Needs the `ray` extra
+        (`pip install -e '.[ray]'`).
+        """
+        from batchrl.envs.ray import cluster  # Ray is an optional dependency.
+
+        return cluster.build(
+            cls,
+            env,
+            num_envs,
+            actors=actors,
+            envs_per_worker=envs_per_worker,
+            timeout=timeout,
+            restart=restart,
+            local_envs=local_envs,
+            autoreset_mode=autoreset_mode,
+            actor_options=actor_options,
+        )
+
+    @classmethod
+    def mujoco(
+        cls,
+        env_id: str,
+        num_envs: int,
+        *,
+        threads: int | None = None,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        **env_kwargs: Any,
+    ) -> BatchEnv:
+        """Builds `num_envs` envs of a Gymnasium v5 MuJoCo task as one `mujoco.batch.Batch`.
+
+        MuJoCo steps them on `threads` C threads (None: one per core) in this process,
+        with no worker process and no messaging; env i with seed s + i gets the episodes
+        `gym.make(env_id, **env_kwargs).reset(seed=s + i)` gets. `env_kwargs` are
+        Gymnasium's constructor keywords (`ctrl_cost_weight`, `max_episode_steps`, ...).
+        Implements HalfCheetah, Hopper, Walker2d, Ant, Humanoid, Reacher, Pusher, Swimmer,
+        InvertedPendulum and InvertedDoublePendulum (v5).
+        """
+        mode = arguments.check_autoreset_mode(autoreset_mode)
+        group = mujoco_group.MujocoGroup(env_id, num_envs, threads=threads, **env_kwargs)
+        return cls([group], autoreset_mode=mode)

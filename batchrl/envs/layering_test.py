@@ -1,0 +1,67 @@
+"""The host side imports none of its extensions: not `mujoco/`, not `ray/`, not `builders`.
+
+`BatchEnv`'s builders in `batchrl.envs.builders` start the groups of `mujoco/` and
+`ray/`; `host/` is beneath them all. Every import statement of a module under
+`batchrl/envs/host/` counts, also one deferred into a function. Tests are left out;
+they import freely.
+"""
+
+import ast
+import pathlib
+
+HOST = pathlib.Path(__file__).parent / "host"
+ABOVE_HOST = ("batchrl.envs.mujoco", "batchrl.envs.ray", "batchrl.envs.builders")
+# `batchrl.envs` itself re-exports BatchEnv from the builders.
+FROM_THE_PACKAGE = {"BatchEnv", "builders", "mujoco", "ray"}
+
+
+def imports_above_host(path: pathlib.Path, package: str) -> list[str]:
+    """The imports of the module at `path` (in `package`) that reach above the host side."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            targets = [f"{base}.{alias.name}" for alias in node.names]
+            if base == "batchrl.envs":
+                targets = [f"{base}.{a.name}" for a in node.names if a.name in FROM_THE_PACKAGE]
+                targets = [t.replace(".BatchEnv", ".builders") for t in targets]
+        else:
+            continue
+        if any(t == above or t.startswith(above + ".") for t in targets for above in ABOVE_HOST):
+            found.append((node.lineno, f"line {node.lineno}: {ast.unparse(node)}"))
+    return [text for _, text in sorted(found)]
+
+
+def test_no_host_module_imports_mujoco_ray_or_the_builders():
+    modules = sorted(p for p in HOST.rglob("*.py") if not p.name.endswith("_test.py"))
+    assert HOST / "batch.py" in modules  # The walk holds the host side's modules.
+    bad = {}
+    for path in modules:
+        package = ".".join(path.relative_to(HOST.parent.parent.parent).parent.parts)
+        if found := imports_above_host(path, package):
+            bad[str(path.relative_to(HOST.parent.parent.parent))] = found
+    assert not bad, f"host modules import above the host side: {bad}"
+
+
+def test_an_import_above_the_host_side_is_found(tmp_path):
+    module = tmp_path / "module.py"
+    module.write_text(
+        "import numpy\n"
+        "from batchrl.envs.host import batch\n"
+        "from batchrl.envs import BatchEnv, ExternalProcess\n"
+        "def f():\n"
+        "    from .. import ray\n"
+        "    import batchrl.envs.mujoco.group\n"
+        "    from ..builders import BatchEnv\n"
+    )
+    assert imports_above_host(module, "batchrl.envs.host") == [
+        "line 3: from batchrl.envs import BatchEnv, ExternalProcess",
+        "line 5: from .. import ray",
+        "line 6: import batchrl.envs.mujoco.group",
+        "line 7: from ..builders import BatchEnv",
+    ]
