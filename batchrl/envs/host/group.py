@@ -18,8 +18,9 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from batchrl import env_spec
+from batchrl.envs.host import autoreset as autoreset_lib
+from batchrl.envs.host import forwarding, spec
 from batchrl.envs.host import infos as infos_lib
-from batchrl.envs.host import spec
 
 _ALIGN = 64
 
@@ -127,11 +128,11 @@ def _aligned(offset: int) -> int:
     return -(-offset // _ALIGN) * _ALIGN
 
 
-class EnvGroup:
+class EnvGroup(forwarding.EnvForwarding):
     """Owns k envs that share spaces; steps them in sequence over `Buffers`.
 
-    Autoresets as Gymnasium's `SyncVectorEnv` does, env by env, so a batch behaves as
-    Gymnasium's vector envs do without a second round trip for the resets.
+    Autoresets as Gymnasium's `SyncVectorEnv` does, env by env (`autoreset`), so a batch
+    behaves as Gymnasium's vector envs do without a second round trip for the resets.
     """
 
     def __init__(self, constructors: Sequence[Callable[[], gym.Env]]):
@@ -150,7 +151,7 @@ class EnvGroup:
         for env in self.envs[1:]:
             check_same_spaces(self.name, first, spec.env_name(env), env)
         self.buffers: Buffers | None = None
-        self._ended = np.zeros(len(self.envs), bool)  # To reset at the next NEXT_STEP step.
+        self._autoreset = autoreset_lib.Autoreset(len(self.envs))
 
     def step(self, autoreset: AutoresetMode = AutoresetMode.DISABLED) -> list[dict]:
         """Steps every env with its action from the buffers; returns their infos.
@@ -160,28 +161,24 @@ class EnvGroup:
         """
         buffers = self.buffers
         actions = buffers.action.copy()
-        if autoreset is AutoresetMode.NEXT_STEP and self._ended.any():
+        due = self._autoreset.due(autoreset)
+        if due is not None:
             results = [
-                self._reset_for_step(env) if ended else env.step(a)
-                for env, a, ended in zip(self.envs, actions, self._ended, strict=True)
+                self._reset_for_step(env) if reset else env.step(a)
+                for env, a, reset in zip(self.envs, actions, due, strict=True)
             ]
         else:
             results = [env.step(a) for env, a in zip(self.envs, actions, strict=True)]
         obs, reward, terminated, truncated, infos = map(list, zip(*results, strict=True))
-        if autoreset is AutoresetMode.SAME_STEP:
-            for i in np.flatnonzero(np.logical_or(terminated, truncated)):
-                # A copy: the infos may be read steps later, and an env may reuse its arrays.
-                final = {"final_obs": copy.deepcopy(obs[i]), "final_info": infos[i]}
-                obs[i], reset_info = self.envs[i].reset()
-                infos[i] = {**final, **reset_info}
+        for i in self._autoreset.stepped(autoreset, terminated, truncated):
+            # A copy: the infos may be read steps later, and an env may reuse its arrays.
+            final_obs = copy.deepcopy(obs[i])
+            obs[i], reset_info = self.envs[i].reset()
+            infos[i] = autoreset_lib.final(final_obs, infos[i], reset_info)
         self._write_obs(slice(None), obs)
         buffers.reward[:] = reward
         buffers.terminated[:] = terminated
         buffers.truncated[:] = truncated
-        if autoreset is AutoresetMode.NEXT_STEP:
-            np.logical_or(buffers.terminated, buffers.truncated, out=self._ended)
-        else:
-            self._ended[:] = False
         return infos
 
     @staticmethod
@@ -198,25 +195,11 @@ class EnvGroup:
             obs, info = self.envs[i].reset(seed=seed, options=options)
             self._write_obs(i, obs)
             infos.append(info)
-        self._ended[list(indices)] = False
+        self._autoreset.reset(list(indices))
         return infos
 
-    def attribute(self, index: int, name: str) -> Any:
-        """The attribute `name` of env `index`, found through its wrappers."""
-        return self.envs[index].get_wrapper_attr(name)
-
-    def call(self, index: int, name: str, args: tuple, kwargs: dict) -> Any:
-        """Calls method `name` of env `index`; the value itself when it is not callable."""
-        function = self.envs[index].get_wrapper_attr(name)
-        return function(*args, **kwargs) if callable(function) else function
-
-    def set_attr(self, index: int, name: str, value: Any) -> None:
-        """Sets the attribute `name` of env `index` where its wrappers hold it."""
-        self.envs[index].set_wrapper_attr(name, value)
-
-    def is_wrapped(self, index: int, wrapper_class: type) -> bool:
-        """Whether env `index` is wrapped by a `wrapper_class` at any depth."""
-        return wrapped_by(self.envs[index], wrapper_class)
+    def _env(self, index: int) -> gym.Env:
+        return self.envs[index]
 
     def close(self) -> None:
         """Closes every env; an env that fails to close does not stop the others."""
@@ -269,15 +252,6 @@ class EnvGroup:
             f"env {self.name} returned an observation without {path} ({type(obs).__name__} "
             f"{obs!r:.80}), but its observation_space has it"
         )
-
-
-def wrapped_by(env: gym.Env, wrapper_class: type) -> bool:
-    """Whether `env` is wrapped by a `wrapper_class` at any depth."""
-    while isinstance(env, gym.Wrapper):
-        if isinstance(env, wrapper_class):
-            return True
-        env = env.env
-    return False
 
 
 def check_same_spaces(name_a: str, env_a: Any, name_b: str, env_b: Any) -> None:

@@ -9,11 +9,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from batchrl.envs.host import forwarding, handle, obs_tree
 from batchrl.envs.host import group as group_lib
-from batchrl.envs.host import handle, obs_tree
 
 
-class LocalGroup:
+class LocalGroup(forwarding.EnvForwarding):
     """Envs stepped in this process, stepped and reset as a worker's envs are."""
 
     def __init__(self, envs: Sequence[gym.Env]):
@@ -50,17 +50,8 @@ class LocalGroup:
         infos = self._group.reset(indices, seeds, options)
         return obs_tree.take(self.buffers.obs, indices), infos
 
-    def attribute(self, index: int, name: str) -> Any:
-        return self._group.attribute(index, name)
-
-    def call(self, index: int, name: str, args: tuple = (), kwargs: dict | None = None) -> Any:
-        return self._group.call(index, name, args, kwargs or {})
-
-    def set_attr(self, index: int, name: str, value: Any) -> None:
-        self._group.set_attr(index, name, value)
-
-    def is_wrapped(self, index: int, wrapper_class: type) -> bool:
-        return self._group.is_wrapped(index, wrapper_class)
+    def _env(self, index: int) -> gym.Env:
+        return self._group.envs[index]
 
     def close(self) -> None:
         self._group.close()

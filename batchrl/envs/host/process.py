@@ -142,25 +142,10 @@ class ProcessGroup(remote.RemoteGroup):
     def _receive_reset(self, indices: list[int]) -> list[dict]:
         return self._receive("reset", self.timeout)  # The obs are in shared memory.
 
-    def attribute(self, index: int, name: str) -> Any:
-        """The attribute `name` of env `index`, pickled back from the worker."""
-        return self._request("attribute", ("attribute", index, name))
-
-    def call(self, index: int, name: str, args: tuple = (), kwargs: dict | None = None) -> Any:
-        """Calls method `name` of env `index` in the worker and returns its result."""
-        return self._request(f"call {name}", ("call", index, name, args, kwargs or {}))
-
-    def set_attr(self, index: int, name: str, value: Any) -> None:
-        """Sets the attribute `name` of env `index` in the worker."""
-        self._request(f"set_attr {name}", ("set_attr", index, name, value))
-
-    def is_wrapped(self, index: int, wrapper_class: type) -> bool:
-        """Whether env `index` is wrapped by a `wrapper_class` at any depth."""
-        return self._request("is_wrapped", ("is_wrapped", index, wrapper_class))
-
-    def _request(self, command: str, message: tuple) -> Any:
+    def _request(self, command: str, method: str, *args: Any) -> Any:
+        """The worker's answer to `method(*args)` of its `EnvGroup`, pickled back."""
         self._expect_idle(command)
-        self._send(lifecycle.Pending.REQUEST, message)
+        self._send(lifecycle.Pending.REQUEST, (method, *args))
         try:
             return self._receive(command, self.timeout)
         finally:

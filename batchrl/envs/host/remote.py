@@ -62,6 +62,13 @@ class RemoteGroup(lifecycle.Handle):
         """Fetches the infos the host owes that something still holds, but the newest."""
         raise NotImplementedError
 
+    def _request(self, command: str, method: str, *args: Any) -> Any:
+        """Asks the host to run its group's `method(*args)` (one of `forwarding.COMMANDS`).
+
+        Returns the answer; `command` names the call in errors.
+        """
+        raise NotImplementedError
+
     def _call_done(self) -> None:
         """Forgets the call in flight, collected or failed."""
         self._pending = lifecycle.Pending.NONE
@@ -127,6 +134,22 @@ class RemoteGroup(lifecycle.Handle):
         self._fresh[indices] = False
         self._any_fresh = bool(self._fresh.any())
         return obs_tree.take(self.buffers.obs, indices), infos
+
+    def attribute(self, index: int, name: str) -> Any:
+        """The attribute `name` of env `index`, from its host."""
+        return self._request("attribute", "attribute", index, name)
+
+    def call(self, index: int, name: str, args: tuple = (), kwargs: dict | None = None) -> Any:
+        """Calls method `name` of env `index` in its host and returns its result."""
+        return self._request(f"call {name}", "call", index, name, args, kwargs or {})
+
+    def set_attr(self, index: int, name: str, value: Any) -> None:
+        """Sets the attribute `name` of env `index` in its host."""
+        self._request(f"set_attr {name}", "set_attr", index, name, value)
+
+    def is_wrapped(self, index: int, wrapper_class: type) -> bool:
+        """Whether env `index` is wrapped by a `wrapper_class` at any depth."""
+        return self._request("is_wrapped", "is_wrapped", index, wrapper_class)
 
     # -- failures ---------------------------------------------------------------------------
 

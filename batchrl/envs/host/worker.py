@@ -22,9 +22,9 @@ from multiprocessing.connection import Connection
 
 import cloudpickle
 
+from batchrl.envs.host import forwarding, shared
 from batchrl.envs.host import group as group_lib
 from batchrl.envs.host import infos as infos_lib
-from batchrl.envs.host import shared
 
 _PR_SET_PDEATHSIG = 1
 _WATCHDOG_PERIOD = 0.2
@@ -96,14 +96,8 @@ def _serve(
                 conn.send(("ok", infos_lib.encode(kept[args[0]])))
             elif command == "reset":
                 conn.send(("ok", envs.reset(*args)))
-            elif command == "attribute":
-                conn.send(("ok", envs.attribute(*args)))
-            elif command == "call":
-                conn.send(("ok", envs.call(*args)))
-            elif command == "set_attr":
-                conn.send(("ok", envs.set_attr(*args)))
-            elif command == "is_wrapped":
-                conn.send(("ok", envs.is_wrapped(*args)))
+            elif command in forwarding.COMMANDS:
+                conn.send(("ok", getattr(envs, command)(*args)))
             elif command == "attach":
                 path, nbytes = args
                 mapping = shared.attach(path, nbytes)

@@ -21,14 +21,15 @@ import numpy as np
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 
+from batchrl.envs.host import autoreset as autoreset_lib
+from batchrl.envs.host import forwarding, handle, spec
 from batchrl.envs.host import group as group_lib
-from batchrl.envs.host import handle, spec
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.mujoco import task as task_lib
 from batchrl.envs.mujoco import tasks
 
 
-class MujocoGroup:
+class MujocoGroup(forwarding.EnvForwarding):
     """`num_envs` envs of one MuJoCo task stepped on `threads` threads (None: one per core)."""
 
     def __init__(self, env_id: str, num_envs: int, *, threads: int | None = None, **env_kwargs):
@@ -85,8 +86,8 @@ class MujocoGroup:
         )
         self._rngs: list[np.random.Generator | None] = [None] * num_envs
         self._elapsed = np.zeros(num_envs, np.int64)
-        self._ended = np.zeros(num_envs, bool)  # To reset at the next NEXT_STEP step.
-        self._autoreset = AutoresetMode.DISABLED
+        self._autoreset = autoreset_lib.Autoreset(num_envs)
+        self._mode = AutoresetMode.DISABLED
         self._pending_reset: tuple | None = None
 
     # -- the group interface ----------------------------------------------------------------
@@ -95,14 +96,14 @@ class MujocoGroup:
         self, actions: np.ndarray, autoreset: AutoresetMode = AutoresetMode.DISABLED
     ) -> None:
         self.buffers.action[...] = actions
-        self._autoreset = autoreset
+        self._mode = autoreset
 
     def step_wait(self) -> handle.Step:
         """Steps every env (NEXT_STEP: resets those that ended instead); results in the buffers."""
         buffers, state, task = self.buffers, self._state, self.task
         action = buffers.action.copy()
-        ended = self._ended if self._autoreset is AutoresetMode.NEXT_STEP else None
-        stepped = None if ended is None or not ended.any() else np.flatnonzero(~ended)
+        due = self._autoreset.due(self._mode)
+        stepped = None if due is None else np.flatnonzero(~due)
         before = task.position(state)
         if stepped is None:
             state.ctrl[:] = action
@@ -119,30 +120,21 @@ class MujocoGroup:
         self._elapsed += 1
         np.greater_equal(self._elapsed, self._max_steps, out=buffers.truncated)
         special: dict[int, dict] = {}
-        if stepped is not None:  # NEXT_STEP: the envs that ended last step start anew.
-            reset = np.flatnonzero(ended)
+        if due is not None:  # NEXT_STEP: the envs that ended last step start anew.
+            reset = np.flatnonzero(due)
             for i, info in zip(reset, self._reset(reset, [None] * len(reset)), strict=True):
                 special[int(i)] = info
             buffers.reward[reset] = 0.0
             buffers.terminated[reset] = False
             buffers.truncated[reset] = False
-        done = buffers.terminated | buffers.truncated
-        if self._autoreset is AutoresetMode.SAME_STEP and done.any():
-            finals = np.flatnonzero(done)
+        finals = self._autoreset.stepped(self._mode, buffers.terminated, buffers.truncated)
+        if len(finals):  # SAME_STEP: the envs that ended start anew at once.
             final_obs = buffers.obs[finals].copy()
             columns = task_lib.resolved(columns)  # The final infos are kept: compute them now.
             final_infos = [_row(columns, i) for i in finals]
             for n, info in enumerate(self._reset(finals, [None] * len(finals))):
-                special[int(finals[n])] = {
-                    "final_obs": final_obs[n],
-                    "final_info": final_infos[n],
-                    **info,
-                }
-        if self._autoreset is AutoresetMode.NEXT_STEP:
-            self._ended[:] = done
-        else:
-            self._ended[:] = False
-        infos = infos_lib.Owed(lambda: _rows(columns, len(done), special))
+                special[int(finals[n])] = autoreset_lib.final(final_obs[n], final_infos[n], info)
+        infos = infos_lib.Owed(lambda: _rows(columns, self.num_envs, special))
         return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
 
     def reset_async(
@@ -155,28 +147,22 @@ class MujocoGroup:
         self._pending_reset = None
         order = np.argsort(indices)  # BatchEnv.reset_at takes envs in any order.
         infos = self._reset(indices[order], [seeds[k] for k in order])
-        self._ended[indices] = False
+        self._autoreset.reset(indices)
         return self.buffers.obs[indices], [infos[k] for k in np.argsort(order)]
 
-    def attribute(self, index: int, name: str) -> Any:
-        """The attribute `name` of the task's Gymnasium env; every env of the group shares it."""
-        self._load(index)
-        return self._template.get_wrapper_attr(name)
+    def _env(self, index: int) -> gym.Env:
+        """The task's Gymnasium env, which every env of the group shares, in env `index`'s state.
 
-    def call(self, index: int, name: str, args: tuple = (), kwargs: dict | None = None) -> Any:
-        """Method `name` of the task's Gymnasium env, run on env `index`'s state (`render`)."""
+        So `attribute` reads it and `call` runs on it (`render`).
+        """
         self._load(index)
-        function = self._template.get_wrapper_attr(name)
-        return function(*args, **(kwargs or {})) if callable(function) else function
+        return self._template
 
     def set_attr(self, index: int, name: str, value: Any) -> None:
         raise AttributeError(
             f"envs of BatchEnv.mujoco share one {self.name} and cannot set {name!r} per env; "
             "pass the setting to BatchEnv.mujoco as a keyword"
         )
-
-    def is_wrapped(self, index: int, wrapper_class: type) -> bool:
-        return group_lib.wrapped_by(self._template, wrapper_class)
 
     def close(self) -> None:
         self._template.close()

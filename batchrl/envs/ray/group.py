@@ -192,25 +192,10 @@ class RayGroup(remote.RemoteGroup):
     def _call_done(self) -> None:
         self._pending, self._ref = lifecycle.Pending.NONE, None
 
-    def attribute(self, index: int, name: str) -> Any:
-        """The attribute `name` of env `index`, from the actor."""
-        return self._request("attribute", "attribute", index, name)
-
-    def call(self, index: int, name: str, args: tuple = (), kwargs: dict | None = None) -> Any:
-        """Calls method `name` of env `index` and returns its result."""
-        return self._request(f"call {name}", "call", index, name, args, kwargs or {})
-
-    def set_attr(self, index: int, name: str, value: Any) -> None:
-        """Sets the attribute `name` of env `index`."""
-        self._request(f"set_attr {name}", "set_attr", index, name, value)
-
-    def is_wrapped(self, index: int, wrapper_class: type) -> bool:
-        """Whether env `index` is wrapped by a `wrapper_class` at any depth."""
-        return self._request("is_wrapped", "is_wrapped", index, wrapper_class)
-
     # -- plumbing ---------------------------------------------------------------------------
 
     def _request(self, command: str, method: str, *args: Any) -> Any:
+        """The actor's answer to its `method(*args)`."""
         self._expect_idle(command)
         return self._get(getattr(self._actor, method).remote(*args), command, self._wait)
 
