@@ -46,6 +46,7 @@ def test_set_objective_changes_the_algorithm_keeping_what_both_share():
         ("kl_targt=0.1", "unknown config key 'kl_targt'; did you mean 'kl_target'"),
         ("objective=a2c", "unknown objective 'a2c': use one of"),
         ("num_envs=many", "num_envs='many': expected an integer"),
+        ("image_channels=middle", "unknown image_channels 'middle': use one of"),
     ],
 )
 def test_bad_settings_are_one_line_errors(assignment, message):

@@ -8,7 +8,8 @@ other layer moves observation trees leaf by leaf. Per leaf, over its own dims:
 - discrete: one-hot of (obs - start) over n.
 - multi_discrete: one one-hot per element, concatenated in C order.
 - binary: zeros and ones as floats.
-- image: scaled into [0, 1] by the leaf's bounds when known, else cast; flattened.
+- image: scaled into [0, 1] by the leaf's own bounds when known, else cast; channels
+  moved last when they lead (`channels_first`); flattened. Never normalised.
 
 The leaves' features are concatenated in `jax.tree.leaves` order: [..., F] with
 F = `EnvSpec.feature_size`, for any leading axes ([B], [T, B], [E, L]). The observation
@@ -29,6 +30,29 @@ from batchrl.parts import normalizer
 
 ObsTree = Any  # Dicts and tuples of arrays, like the observation spec.
 NormTree = Any  # The same structure, a NormalizerState or None at each leaf.
+# Where an image's channels are: found from its shape, or as the config says.
+CHANNELS = ("auto", "first", "last")
+
+
+def channels_first(leaf: ObsLeaf, channels: str = "auto") -> bool:
+    """Whether an image leaf's channels lead its shape (C, H, W) rather than end it.
+
+    "auto" reads the shape as Stable-Baselines3 does: channels first when the first dim
+    is the smallest (MinAtar's (10, 10, 4) ends in its channels, a stack of four 84 x 84
+    frames (4, 84, 84) leads with them); "first" and "last" say so for any shape.
+    """
+    if channels not in CHANNELS:
+        raise ValueError(f"unknown image_channels {channels!r}: use one of {CHANNELS}")
+    if channels == "auto":
+        return leaf.shape.index(min(leaf.shape)) == 0
+    return channels == "first"
+
+
+def image_shape(leaf: ObsLeaf, channels: str = "auto") -> tuple[int, int, int]:
+    """(height, width, channels) of an image leaf: the shape its features are flattened from."""
+    if channels_first(leaf, channels):
+        return (*leaf.shape[1:], leaf.shape[0])
+    return leaf.shape
 
 
 def init_normalizer(observation: Any) -> NormTree:
@@ -61,6 +85,7 @@ def features(
     *,
     normalize: bool = True,
     clip: float | None = 5.0,
+    channels: str = "auto",
 ) -> jax.Array:
     """The features of observations: [..., F] float32.
 
@@ -71,6 +96,8 @@ def features(
             leading axes.
         normalize: Scale float vector leaves by their statistics; else only cast them.
         clip: Clip normalised leaves to [-clip, clip]; None leaves them unclipped.
+        channels: Where images' channels are (`channels_first`): their features are
+            [..., H * W * C] in (height, width, channels) order either way.
 
     Raises:
         ValueError: naming the leaf whose array does not end in the leaf's shape, or when
@@ -92,7 +119,8 @@ def features(
         if lead is not None and tuple(jnp.shape(x)[:rank]) != lead:
             raise ValueError(f"{path} leads with {jnp.shape(x)[:rank]}, other leaves with {lead}")
         lead = tuple(jnp.shape(x)[:rank])
-        parts.append(_encode(leaf, state, x, normalize, clip).reshape(*lead, leaf.feature_size))
+        encoded = _encode(leaf, state, x, normalize, clip, channels)
+        parts.append(encoded.reshape(*lead, leaf.feature_size))
     return parts[0] if len(parts) == 1 else jnp.concatenate(parts, axis=-1)
 
 
@@ -102,6 +130,7 @@ def _encode(
     x: jax.Array,
     normalize: bool,
     clip: float | None,
+    channels: str,
 ) -> jax.Array:
     """One leaf's features, [..., *leaf.shape] or [..., n] (reshaped by the caller)."""
     if leaf.kind == env_spec_lib.DISCRETE:
@@ -109,14 +138,22 @@ def _encode(
     if leaf.kind == env_spec_lib.MULTI_DISCRETE:
         return _multi_one_hot(leaf, x)
     if leaf.kind == env_spec_lib.IMAGE:
-        # Pixels flattened into the MLP for now; a CNN over [..., H, W, C] goes here.
-        x = jnp.asarray(x, jnp.float32)
-        if leaf.low is not None and leaf.high is not None and leaf.high > leaf.low:
-            x = (x - leaf.low) / (leaf.high - leaf.low)
-        return x
+        return _image(leaf, x, channels)
     if leaf.kind == env_spec_lib.VECTOR and leaf.normalized and normalize:
         return normalizer.normalize(state, x, center=True, clip=clip)
     return jnp.asarray(x, jnp.float32)  # Other vectors, and binary leaves.
+
+
+def _image(leaf: ObsLeaf, x: jax.Array, channels: str) -> jax.Array:
+    """An image [..., *leaf.shape] scaled by its bounds, as [..., H, W, C] float32.
+
+    By the Box's own bounds, not a fixed 255: a uint8 frame's 255 and a float grid's 1.0
+    (MinAtar's bound) both read 1.0.
+    """
+    x = jnp.asarray(x, jnp.float32)
+    if leaf.low is not None and leaf.high is not None and leaf.high > leaf.low:
+        x = (x - leaf.low) / (leaf.high - leaf.low)
+    return jnp.moveaxis(x, -3, -1) if channels_first(leaf, channels) else x
 
 
 def _multi_one_hot(leaf: ObsLeaf, x: jax.Array) -> jax.Array:

@@ -100,3 +100,53 @@ def test_a_leaf_of_the_wrong_shape_is_named():
     fewer = {key: value for key, value in OBS.items() if key != "f_counts"}
     with pytest.raises(ValueError, match="observation has 5 leaves and its normaliser 6"):
         encoder.features(SPEC, encoder.init_normalizer(SPEC), fewer)
+
+
+@pytest.mark.parametrize(
+    ("shape", "first"),
+    [((4, 84, 84), True), ((84, 84, 4), False), ((10, 10, 4), False), ((3, 7, 7), True)],
+)
+def test_image_channels_are_found_as_stable_baselines3_finds_them(shape, first):
+    leaf = env_spec.ObsLeaf(shape, "uint8", env_spec.IMAGE, low=0.0, high=255.0)
+    assert encoder.channels_first(leaf) is first
+    assert encoder.channels_first(leaf, "first") and not encoder.channels_first(leaf, "last")
+    height_width = shape[1:] if first else shape[:2]
+    channels = shape[0] if first else shape[2]
+    assert encoder.image_shape(leaf) == (*height_width, channels)
+    with pytest.raises(ValueError, match="unknown image_channels 'middle': use one of"):
+        encoder.channels_first(leaf, "middle")
+
+
+def test_a_channels_first_frame_gives_the_features_of_its_channels_last_twin():
+    last = env_spec.ObsLeaf((4, 5, 3), "uint8", env_spec.IMAGE, low=0.0, high=255.0)
+    first = env_spec.ObsLeaf((3, 4, 5), "uint8", env_spec.IMAGE, low=0.0, high=255.0)
+    frames = jax.random.randint(jax.random.key(0), (2, 4, 5, 3), 0, 256).astype(jnp.uint8)
+    leading = jnp.moveaxis(frames, -1, -3)  # [2, 3, 4, 5]
+    expected = np.asarray(frames, np.float32).reshape(2, -1) / 255.0
+    np.testing.assert_allclose(encoder.features(last, None, frames), expected, rtol=1e-6)
+    np.testing.assert_allclose(encoder.features(first, None, leading), expected, rtol=1e-6)
+    # Told the channels are last, the same array is read as a 3 x 4 image of 5 channels.
+    as_last = encoder.features(first, None, leading, channels="last")
+    np.testing.assert_allclose(as_last, np.asarray(leading, np.float32).reshape(2, -1) / 255.0)
+
+
+def test_images_are_scaled_by_their_own_bounds_and_never_normalised():
+    # A uint8 frame of 255 and MinAtar's float grid of 1.0 (a Box with high 1) give the
+    # same input; so do 51 and 0.2, and a bool grid's True.
+    frame = env_spec.ObsLeaf((2, 2, 1), "uint8", env_spec.IMAGE, low=0.0, high=255.0)
+    grid = env_spec.ObsLeaf((2, 2, 1), "float32", env_spec.IMAGE, low=0.0, high=1.0)
+    bits = env_spec.ObsLeaf((2, 2, 1), "bool", env_spec.IMAGE, low=0.0, high=1.0)
+    spec = {"frame": frame, "grid": grid, "bits": bits}
+    obs = {
+        "frame": np.array([255, 0, 51, 255], np.uint8).reshape(1, 2, 2, 1),
+        "grid": np.array([1.0, 0.0, 0.2, 1.0], np.float32).reshape(1, 2, 2, 1),
+        "bits": np.array([True, False, False, True]).reshape(1, 2, 2, 1),
+    }
+    norm = encoder.init_normalizer(spec)
+    assert norm == {"frame": None, "grid": None, "bits": None}
+    assert encoder.update_normalizer(spec, norm, obs) == norm
+    features = encoder.features(spec, norm, obs)  # Sorted keys: bits, frame, grid.
+    np.testing.assert_allclose(features[0, 4:8], [1.0, 0.0, 0.2, 1.0], rtol=1e-6)
+    np.testing.assert_allclose(features[0, 4:8], features[0, 8:], rtol=1e-6)
+    np.testing.assert_array_equal(features[0, [4, 5, 7]], features[0, [8, 9, 11]])  # Exactly.
+    np.testing.assert_array_equal(features[0, :4], [1.0, 0.0, 0.0, 1.0])

@@ -16,6 +16,7 @@ import dataclasses
 from typing import ClassVar
 
 REWARD_SCALES = ("reward", "return")
+IMAGE_CHANNELS = ("auto", "first", "last")  # As `networks.encoder.channels_first` reads them.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +52,9 @@ class Common:
     init_std: float = 0.35
     squash_mean: bool = True  # tanh keeps the Gaussian mean in (-1, 1), as the seed did.
     orthogonal_init: bool = False
+    # Where image leaves (rank-3 Boxes) keep their channels: "auto" takes the smallest dim
+    # for them when it comes first, as Stable-Baselines3 does; "first" or "last" says so.
+    image_channels: str = "auto"
     # Optimisation.
     learning_rate: float = 1e-4
     max_grad_norm: float | None = None
@@ -67,6 +71,10 @@ class Common:
         if self.activation not in ("relu", "tanh"):
             raise ValueError(f"unknown activation {self.activation!r}: use 'relu' or 'tanh'")
         _at_least_one(self, "update_epochs", "learner_devices")
+        if self.image_channels not in IMAGE_CHANNELS:
+            raise ValueError(
+                f"unknown image_channels {self.image_channels!r}: use one of {IMAGE_CHANNELS}"
+            )
         if self.reward_scale not in REWARD_SCALES:
             raise ValueError(
                 f"unknown reward_scale {self.reward_scale!r}: use one of {REWARD_SCALES}"

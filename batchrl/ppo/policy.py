@@ -143,6 +143,7 @@ class Networks:
             obs,
             normalize=config.normalize_observations,
             clip=config.observation_clip,
+            channels=config.image_channels,
         )
 
     def value(self, params: dict, features: jax.Array) -> jax.Array:
