@@ -14,7 +14,8 @@ other layer moves observation trees leaf by leaf. Per leaf, over its own dims:
 The leaves' features are concatenated in `jax.tree.leaves` order: [..., F] with
 F = `EnvSpec.feature_size`, for any leading axes ([B], [T, B], [E, L]). The observation
 normaliser is a tree like the observation: a `NormalizerState` at each float vector leaf
-(`ObsLeaf.normalized`), None elsewhere.
+(`ObsLeaf.normalized`), None elsewhere. `layout` says which stretch of the features is
+an image and which CNN (`networks.cnn`) reads it; the networks apply the CNNs.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import jax.numpy as jnp
 
 from batchrl import env_spec as env_spec_lib
 from batchrl.env_spec import ObsLeaf
+from batchrl.networks import cnn
 from batchrl.parts import normalizer
 
 ObsTree = Any  # Dicts and tuples of arrays, like the observation spec.
@@ -53,6 +55,28 @@ def image_shape(leaf: ObsLeaf, channels: str = "auto") -> tuple[int, int, int]:
     if channels_first(leaf, channels):
         return (*leaf.shape[1:], leaf.shape[0])
     return leaf.shape
+
+
+def layout(observation: Any, channels: str = "auto", network: str = "auto") -> tuple[cnn.Part, ...]:
+    """Each leaf's stretch of the features, in order, with the CNN that reads it if any.
+
+    Args:
+        observation: The spec's observation tree of `ObsLeaf`.
+        channels: Where images' channels are (`channels_first`).
+        network: The config's `cnn` setting (`cnn.choose`): which network reads images.
+
+    Raises:
+        ValueError: naming an image too small for the network asked for.
+    """
+    parts = []
+    for path, leaf in env_spec_lib.leaf_paths(observation):
+        if leaf.kind != env_spec_lib.IMAGE:
+            parts.append(cnn.Part(leaf.feature_size))
+            continue
+        image = image_shape(leaf, channels)
+        chosen = cnn.choose(network, image, path)
+        parts.append(cnn.Part(leaf.feature_size, image if chosen else None, chosen))
+    return tuple(parts)
 
 
 def init_normalizer(observation: Any) -> NormTree:

@@ -17,6 +17,7 @@ from typing import ClassVar
 
 REWARD_SCALES = ("reward", "return")
 IMAGE_CHANNELS = ("auto", "first", "last")  # As `networks.encoder.channels_first` reads them.
+CNNS = ("auto", "nature", "minatar", "none")  # As `networks.cnn.choose` reads them.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +56,13 @@ class Common:
     # Where image leaves (rank-3 Boxes) keep their channels: "auto" takes the smallest dim
     # for them when it comes first, as Stable-Baselines3 does; "first" or "last" says so.
     image_channels: str = "auto"
+    # The CNN on each image leaf (`networks.cnn`): "auto" takes the Nature CNN for images of
+    # 36 pixels a side or more, the MinAtar network from 3, and flattens smaller ones into
+    # the MLP; "nature", "minatar", or "none" (every image flattened) for all of them.
+    cnn: str = "auto"
+    # Policy and value read images through one set of CNNs, trained by both losses (as
+    # CleanRL's Atari agent); by default each has its own.
+    shared_encoder: bool = False
     # Optimisation.
     learning_rate: float = 1e-4
     max_grad_norm: float | None = None
@@ -75,6 +83,8 @@ class Common:
             raise ValueError(
                 f"unknown image_channels {self.image_channels!r}: use one of {IMAGE_CHANNELS}"
             )
+        if self.cnn not in CNNS:
+            raise ValueError(f"unknown cnn {self.cnn!r}: use one of {CNNS}")
         if self.reward_scale not in REWARD_SCALES:
             raise ValueError(
                 f"unknown reward_scale {self.reward_scale!r}: use one of {REWARD_SCALES}"

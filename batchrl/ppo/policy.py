@@ -1,9 +1,14 @@
 """The policy and value networks of a PPO agent, and the distribution of its actions.
 
 Observations enter the networks as features (`Networks.features`, the encoder's
-[..., F]). Continuous actions: a Gaussian whose mean is tanh-squashed into [-1, 1] (the
-seed's) or linear, mapped linearly onto the env's bounds and clipped to them when
-acting. Discrete actions: a categorical over logits; a `MultiDiscrete` action is one
+[..., F]). Where image leaves have CNNs (`networks.cnn`), the policy and the value each
+read the features through their own (`params["policy_encoder"]`, `["value_encoder"]`),
+or both through one (`params["encoder"]`, `shared_encoder`); otherwise the features go
+straight into their MLPs, and the parameters are {"policy", "value"}.
+
+Continuous actions: a Gaussian whose mean is tanh-squashed into [-1, 1] (the seed's)
+or linear, mapped linearly onto the env's bounds and clipped to them when acting.
+Discrete actions: a categorical over logits; a `MultiDiscrete` action is one
 independent categorical per element. Actions are counted from 0 in the policy and
 shifted by the space's start when acting. `Networks` hides the difference from the
 update, which only asks for log-probs, entropy and KL.
@@ -19,7 +24,7 @@ import jax
 import jax.numpy as jnp
 
 from batchrl.env_spec import EnvSpec
-from batchrl.networks import distributions, encoder, feed_forward, recurrent
+from batchrl.networks import cnn, distributions, encoder, feed_forward, recurrent
 from batchrl.ppo import config as config_lib
 
 _ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
@@ -35,6 +40,21 @@ class Networks:
     def __post_init__(self):
         if self.config.recurrent and self.discrete:
             raise ValueError("recurrent policies support Box actions only; set recurrent=False")
+        _ = self.parts  # Refuses an image too small for the CNN the config asks for.
+
+    @property
+    def parts(self) -> tuple[cnn.Part, ...]:
+        """Each observation leaf's stretch of the features, and the CNN that reads it if any."""
+        config = self.config
+        return encoder.layout(self.env_spec.observation, config.image_channels, config.cnn)
+
+    @property
+    def torso(self) -> cnn.Torso | None:
+        """The CNNs on image leaves beside the other leaves' features; None if no leaf has one."""
+        parts = self.parts
+        if not any(part.network for part in parts):
+            return None
+        return cnn.Torso(parts, self.config.orthogonal_init)
 
     @property
     def recurrent(self) -> bool:
@@ -82,9 +102,22 @@ class Networks:
         )
 
     def init(self, key: jax.Array) -> dict[str, Any]:
-        """Parameters {"policy": ..., "value": ...} for features [1, F] of this env."""
+        """Parameters {"policy": ..., "value": ...} for features [1, F] of this env.
+
+        With CNNs, also "policy_encoder" and "value_encoder", or one shared "encoder".
+        """
         policy_key, value_key = jax.random.split(key)
         features = jnp.zeros((1, self.feature_size), jnp.float32)
+        params = {}
+        torso = self.torso
+        if torso is not None:
+            policy_key, policy_encoder_key = jax.random.split(policy_key)
+            value_key, value_encoder_key = jax.random.split(value_key)
+            params[self._encoder("policy")] = torso.init(policy_encoder_key, features)
+            if not self.config.shared_encoder:
+                params[self._encoder("value")] = torso.init(value_encoder_key, features)
+            encoded = sum(cnn.output_size(part) for part in torso.parts)
+            features = jnp.zeros((1, encoded), jnp.float32)
         if self.recurrent:
             policy = self.policy_module.init(
                 policy_key, self.initial_carry(1), features, jnp.zeros((1,), bool)
@@ -94,7 +127,21 @@ class Networks:
         return {
             "policy": policy,
             "value": self.value_module.init(value_key, features),
+            **params,
         }
+
+    def _encoder(self, head: str) -> str:
+        """The parameters' key of the CNNs the "policy" or the "value" reads images with."""
+        return "encoder" if self.config.shared_encoder else f"{head}_encoder"
+
+    def encode(self, params: dict, head: str, features: jax.Array) -> jax.Array:
+        """Features [..., F] as the "policy" or "value" MLP reads them: through its CNNs."""
+        torso = self.torso
+        if torso is None:
+            return features
+        flat = features.reshape(-1, features.shape[-1])
+        encoded = torso.apply(params[self._encoder(head)], flat)
+        return encoded.reshape(*features.shape[:-1], encoded.shape[-1])
 
     def initial_carry(self, batch_size: int) -> jax.Array:
         """The recurrent state [B, H] at episode start; [B, 0] for feed-forward policies."""
@@ -106,7 +153,7 @@ class Networks:
         """The action distribution's parameters for features [N, F]: (mean, std) or logits."""
         if self.recurrent:
             raise ValueError("a recurrent policy needs step_distribution or episode_distribution")
-        return self.policy_module.apply(params["policy"], features)
+        return self.policy_module.apply(params["policy"], self.encode(params, "policy", features))
 
     def step_distribution(
         self, params: dict, carry: jax.Array, features: jax.Array
@@ -115,7 +162,8 @@ class Networks:
         if not self.recurrent:
             return carry, self.distribution(params, features)
         reset = jnp.zeros(features.shape[:1], bool)
-        return self.policy_module.apply(params["policy"], carry, features, reset)
+        encoded = self.encode(params, "policy", features)
+        return self.policy_module.apply(params["policy"], carry, encoded, reset)
 
     def episode_distribution(self, params: dict, features: jax.Array) -> Any:
         """Distribution parameters [E, L, ...] of episodes' features [E, L, F]."""
@@ -123,7 +171,7 @@ class Networks:
         if not self.recurrent:
             flat = self.distribution(params, features.reshape(episodes * length, -1))
             return jax.tree.map(lambda x: x.reshape(episodes, length, *x.shape[1:]), flat)
-        time_major = jnp.swapaxes(features, 0, 1)
+        time_major = jnp.swapaxes(self.encode(params, "policy", features), 0, 1)
         reset = jnp.zeros((length, episodes), bool).at[0].set(True)
         _, dist = recurrent.unroll(
             self.policy_module, params["policy"], self.initial_carry(episodes), time_major, reset
@@ -148,7 +196,7 @@ class Networks:
 
     def value(self, params: dict, features: jax.Array) -> jax.Array:
         """V [N] of features [N, F]."""
-        return self.value_module.apply(params["value"], features)
+        return self.value_module.apply(params["value"], self.encode(params, "value", features))
 
     def sample(self, dist: Any, key: jax.Array) -> jax.Array:
         """An action drawn from each row: [N, A] float, [N] or [N, *action_shape] int32."""

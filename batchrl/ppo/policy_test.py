@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from batchrl import env_spec
-from batchrl.networks import distributions
+from batchrl.networks import distributions, encoder
 from batchrl.parts import normalizer
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import policy as policy_lib
@@ -81,3 +81,91 @@ def test_a_discrete_action_is_shifted_by_its_start():
     np.testing.assert_array_equal(networks.to_env(jnp.array([0, 1, 2])), [1, 2, 3])
     unstarted = policy_lib.Networks(CONFIG, env_spec.EnvSpec(CUE, discrete=True, num_actions=3))
     np.testing.assert_array_equal(unstarted.to_env(jnp.array([0, 2])), [0, 2])
+
+
+def image_networks(frame, **settings):
+    """Networks for {"frame": frame, "speed": a 2-vector} and 3 discrete actions."""
+    spec = env_spec.EnvSpec(
+        {"frame": frame, "speed": env_spec.vector((2,))}, discrete=True, num_actions=3
+    )
+    return policy_lib.Networks(config_lib.ClippedConfig(**settings), spec)
+
+
+GRID = env_spec.ObsLeaf((10, 10, 4), "float32", env_spec.IMAGE, low=0.0, high=1.0)
+FRAME = env_spec.ObsLeaf((10, 10, 4), "uint8", env_spec.IMAGE, low=0.0, high=255.0)
+LEADING = env_spec.ObsLeaf((4, 10, 10), "uint8", env_spec.IMAGE, low=0.0, high=255.0)
+
+
+def test_a_uint8_frame_a_float_grid_and_a_channels_first_frame_read_the_same():
+    bits = jax.random.bernoulli(jax.random.key(1), 0.3, (5, 10, 10, 4))
+    speed = jax.random.normal(jax.random.key(2), (5, 2))
+    outputs = []
+    for leaf, frame in [
+        (GRID, bits.astype(jnp.float32)),
+        (FRAME, bits.astype(jnp.uint8) * 255),
+        (LEADING, jnp.moveaxis(bits.astype(jnp.uint8) * 255, -1, 1)),
+    ]:
+        networks = image_networks(leaf)
+        params = networks.init(jax.random.key(0))
+        obs = {"frame": frame, "speed": speed}
+        features = networks.features(encoder.init_normalizer(networks.env_spec.observation), obs)
+        logits = networks.distribution(params, features)
+        assert logits.shape == (5, 3) and networks.value(params, features).shape == (5,)
+        outputs.append((logits, networks.value(params, features)))
+    for logits, value in outputs[1:]:
+        np.testing.assert_array_equal(logits, outputs[0][0])
+        np.testing.assert_array_equal(value, outputs[0][1])
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_policy_and_value_read_images_through_their_own_cnns_or_one_shared(shared):
+    networks = image_networks(FRAME, shared_encoder=shared)
+    params = networks.init(jax.random.key(0))
+    encoders = {"encoder"} if shared else {"policy_encoder", "value_encoder"}
+    assert set(params) == {"policy", "value", *encoders}
+    obs = {
+        "frame": jax.random.randint(jax.random.key(1), (6, 10, 10, 4), 0, 256).astype(jnp.uint8),
+        "speed": jnp.ones((6, 2)),
+    }
+    features = networks.features(encoder.init_normalizer(networks.env_spec.observation), obs)
+
+    def value_loss(params):
+        return jnp.sum(networks.value(params, features) ** 2)
+
+    def policy_loss(params):
+        return jnp.sum(networks.distribution(params, features) ** 2)
+
+    def moved(grads):
+        return {
+            key: any(bool(jnp.any(g != 0)) for g in jax.tree.leaves(grads[key])) for key in grads
+        }
+
+    value_moves, policy_moves = (
+        moved(jax.grad(value_loss)(params)),
+        moved(jax.grad(policy_loss)(params)),
+    )
+    if shared:  # CleanRL's Atari agent: both losses train the one CNN.
+        assert value_moves == {"policy": False, "value": True, "encoder": True}
+        assert policy_moves == {"policy": True, "value": False, "encoder": True}
+    else:
+        assert value_moves == {
+            "policy": False,
+            "value": True,
+            "policy_encoder": False,
+            "value_encoder": True,
+        }
+        assert policy_moves == {
+            "policy": True,
+            "value": False,
+            "policy_encoder": True,
+            "value_encoder": False,
+        }
+
+
+def test_images_flattened_into_the_mlp_when_told_and_a_network_that_cannot_fit_refused():
+    networks = image_networks(FRAME, cnn="none", policy_layers=(8,))
+    params = networks.init(jax.random.key(0))
+    assert set(params) == {"policy", "value"}  # Pixels and speed straight into the MLPs.
+    assert params["policy"]["params"]["MLP_0"]["Dense_0"]["kernel"].shape == (402, 8)
+    with pytest.raises(ValueError, match=r'cnn=\'nature\' needs .* obs\["frame"\] is 10 x 10'):
+        image_networks(FRAME, cnn="nature")
