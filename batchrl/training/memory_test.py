@@ -1,7 +1,12 @@
+import functools
+
 import jax
 import jax.numpy as jnp
 import pytest
 
+from batchrl import algorithm, env_spec
+from batchrl.ppo import config as config_lib
+from batchrl.ppo import policy as policy_lib
 from batchrl.scripts import train
 from batchrl.training import memory
 
@@ -33,3 +38,23 @@ def test_the_train_command_refuses_a_storage_that_cannot_fit_and_says_its_size(t
     assert code == 1
     assert error.count("\n") == 1
     assert "kl_penalty objective's storage takes" in error and "free on cpu" in error
+
+
+def test_the_clipped_rollout_of_atari_sized_frames_is_counted_in_uint8():
+    # 8 envs x 128 steps of 4 x 84 x 84 uint8 frames, 4 discrete actions: what start prints.
+    frame = env_spec.ObsLeaf((4, 84, 84), "uint8", env_spec.IMAGE, low=0.0, high=255.0)
+    spec = env_spec.EnvSpec(frame, discrete=True, num_actions=4, action_start=(0,))
+    config = config_lib.ClippedConfig(steps_per_update=128, num_minibatches=4)
+    networks = policy_lib.Networks(config, spec)
+    assert networks.torso.parts[0].network == "nature"
+    shape = config_lib.RunShape(num_envs=8, max_length=27_000, steps=10_000_000)
+    init = functools.partial(algorithm.of(config).init, networks, shape)
+    storage = jax.eval_shape(init, jax.random.key(0)).storage
+    assert storage.rollout.obs.dtype == jnp.uint8
+    assert storage.rollout.obs.shape == (128, 8, 4, 84, 84)
+    frames = 128 * 8 * 4 * 84 * 84  # 28,901,376 bytes, one each.
+    # Action (int32), log-prob, reward, next value (float32), terminated, truncated (bool),
+    # and the position written to.
+    rest = 128 * 8 * (4 + 4 + 4 + 4 + 1 + 1) + 4
+    assert memory.nbytes(storage) == frames + rest == 28_919_812
+    assert memory.human(memory.nbytes(storage)) == "27.6 MiB"

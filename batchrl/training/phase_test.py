@@ -13,6 +13,7 @@ from batchrl import env_spec as env_spec_lib
 from batchrl.configs import presets
 from batchrl.env_spec import EnvSpec
 from batchrl.envs import BatchEnv
+from batchrl.envs.host import cue
 from batchrl.envs.jax import classic, jax_env, jax_mock
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import learner as learner_lib
@@ -109,6 +110,26 @@ def test_no_batch_step_copies_a_buffer_over_a_megabyte(objective):
         hlo = jax.jit(phase).lower(state, agent, True).compile().as_text()
     copies = step_copies.per_step(hlo)
     assert max((c.bytes for c in copies), default=0) < 2**20, copies
+
+
+@pytest.mark.slow
+def test_the_compiled_step_loop_keeps_uint8_frames_in_uint8_and_no_float_copy_of_them():
+    # FrameCue's frames are uint8 [2, 6, 6], read by a CNN: the rollout the step loop
+    # carries holds them in uint8 and nothing it carries is a float frame; the update makes
+    # its floats from them.
+    config = config_lib.ClippedConfig(steps_per_update=16, num_minibatches=2, update_epochs=1)
+    with BatchEnv.external(cue.FrameCue, 4, envs_per_worker=4) as envs:
+        env = bridge.InGraphBatchEnv(envs, seed=0)
+        networks = policy_lib.for_env(config, env)
+        assert networks.torso is not None
+        shape = config_lib.RunShape(num_envs=4, max_length=10, steps=10**6)
+        agent = algorithm.of(config).init(networks, shape, jax.random.key(0))
+        state = simulate.init(env, jax.random.key(1))
+        phase = functools.partial(phase_lib.phase, env, networks, 20)
+        hlo = jax.jit(phase).lower(state, agent, True).compile().as_text()
+    frames = [a for a in step_copies.carried(hlo) if a.shape[-3:] in ((2, 6, 6), (6, 6, 2))]
+    assert step_copies.Copy("u8", (16, 4, 2, 6, 6)) in frames  # The rollout's frames.
+    assert {a.dtype for a in frames} == {"u8"}, frames
 
 
 @pytest.mark.slow

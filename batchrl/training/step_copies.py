@@ -4,6 +4,8 @@ A buffer that rides through a conditional or a host call of the step loop can be
 by XLA at every step: the whole episode memory was, once (docs/benchmarks.md). This reads
 the program XLA will run: the step loop is the innermost `while` whose body calls the host
 (the bridge's callback), and every `copy` reachable from that body is listed with its size.
+What the loop carries from step to step (its state: the storage among it) is listed too,
+so a test can see the storage keep the env's dtypes in the program itself.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ _CALLED = re.compile(
 )
 _BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
 _WHILE_BODY = re.compile(r"\bwhile\(.*body=%?([\w.\-]+)")
+_WHILE_STATE = re.compile(r"=\s*\((.*)\)\s+while\(.*body=%?([\w.\-]+)")
+_ARRAY = re.compile(r"(\w+)\[([\d,]*)\]")
 _COPY = re.compile(r"=\s*(\w+)\[([\d,]*)\][^ ]*\s+copy(?:-start)?\(")
 _HOST_CALL = re.compile(r"custom-call\(.*callback", re.IGNORECASE)
 
 
 @dataclasses.dataclass(frozen=True)
 class Copy:
-    """One copy instruction: its dtype, shape and size in bytes."""
+    """An array of the program (a copy instruction's, or the step loop's state): dtype, shape."""
 
     dtype: str
     shape: tuple[int, ...]
@@ -71,9 +75,8 @@ def _reachable(computations: dict[str, list[str]], root: str) -> set[str]:
     return seen
 
 
-def per_step(hlo: str) -> list[Copy]:
-    """The copies in the step loop of a program that calls the host; ValueError if none does."""
-    computations = _computations(hlo)
+def _step_loops(computations: dict[str, list[str]]) -> dict[str, set[str]]:
+    """The innermost loop bodies that call the host, each with what it reaches."""
     bodies = {
         body: _reachable(computations, body)
         for lines in computations.values()
@@ -87,19 +90,38 @@ def per_step(hlo: str) -> list[Copy]:
     }
     if not calling:
         raise ValueError("no loop of this program calls the host")
-    innermost = [
-        body
+    return {
+        body: reach
         for body, reach in calling.items()
         if not any(other in reach for other in calling if other != body)
-    ]
+    }
+
+
+def per_step(hlo: str) -> list[Copy]:
+    """The copies in the step loop of a program that calls the host; ValueError if none does."""
+    computations = _computations(hlo)
     copies = []
-    for body in innermost:
-        for name in calling[body]:
+    for reach in _step_loops(computations).values():
+        for name in reach:
             for line in computations[name]:
                 for dtype, dims in _COPY.findall(line):
                     shape = tuple(int(d) for d in dims.split(",") if d)
                     copies.append(Copy(dtype, shape))
     return copies
+
+
+def carried(hlo: str) -> list[Copy]:
+    """The arrays the step loop carries from one batch step to the next; ValueError if none."""
+    computations = _computations(hlo)
+    loops = _step_loops(computations)
+    state = []
+    for lines in computations.values():
+        for line in lines:
+            found = _WHILE_STATE.search(line)
+            if found and found.group(2) in loops:
+                for dtype, dims in _ARRAY.findall(found.group(1)):
+                    state.append(Copy(dtype, tuple(int(d) for d in dims.split(",") if d)))
+    return state
 
 
 def largest(hlo: str) -> int:
