@@ -1,0 +1,33 @@
+import gymnasium as gym
+import numpy as np
+
+from batchrl.envs.host import minigrid_env, spec
+
+
+def test_minigrid_without_its_mission_is_a_dict_batchrl_reads_image_and_direction():
+    env = minigrid_env.make("MiniGrid-DoorKey-5x5-v0")  # Registers MiniGrid's ids.
+    raw = gym.make("MiniGrid-DoorKey-5x5-v0")
+    assert set(raw.observation_space) == {"direction", "image", "mission"}
+    tree = spec.observation_tree(env.observation_space)
+    assert set(tree) == {"direction", "image"}
+    assert tree["image"].kind == "image" and tree["image"].shape == (7, 7, 3)
+    assert (tree["image"].low, tree["image"].high) == (0.0, 10.0)  # Not MiniGrid's 255.
+    assert tree["direction"].kind == "discrete" and tree["direction"].num_values == (4,)
+
+
+def test_every_observation_lies_in_the_bounds_declared_and_is_minigrids_own():
+    env = minigrid_env.make("MiniGrid-DoorKey-5x5-v0")
+    raw = gym.make("MiniGrid-DoorKey-5x5-v0")
+    obs, _ = env.reset(seed=3)
+    raw_obs, _ = raw.reset(seed=3)
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        assert env.observation_space.contains(obs)
+        np.testing.assert_array_equal(obs["image"], raw_obs["image"])
+        assert obs["direction"] == raw_obs["direction"]
+        action = int(rng.integers(env.action_space.n))
+        obs, _, terminated, truncated, _ = env.step(action)
+        raw_obs, *_ = raw.step(action)
+        if terminated or truncated:
+            obs, _ = env.reset(seed=4)
+            raw_obs, _ = raw.reset(seed=4)
