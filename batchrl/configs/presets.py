@@ -2,7 +2,9 @@
 
 Seed presets use the KL-penalty objective, 200-100 ReLU networks, 30 agents and 30
 episodes per update, as the seed did; `*_clipped` presets use the clipped objective
-with common-practice hyperparameters (SB3's and CleanRL's MuJoCo defaults).
+with common-practice hyperparameters (SB3's and CleanRL's MuJoCo defaults). Pixel
+presets (`*_minatar`, `minigrid_doorkey`) read images through CNNs, with the settings
+their sources trained PPO with.
 """
 
 from __future__ import annotations
@@ -57,6 +59,121 @@ def acrobot_gymnax() -> TrainConfig:
         phase_steps=40_960,  # Ten updates per phase.
         eval_episodes=32,
         eval_every=1,
+    )
+
+
+def _minatar(game: str, max_length: int = 1000) -> TrainConfig:
+    """Clipped PPO on a MinAtar game from gymnax, fully compiled, 10M steps, from pixels.
+
+    gymnax-blines' PPO settings for MinAtar (its agents/<game>/ppo.yaml, which trained the
+    checkpoints gymnax's README scores): 64 envs x 128 steps an update, 8 minibatches, 4
+    epochs, Adam at 5e-4 on gradients clipped to norm 0.5, discount 0.999, GAE lambda
+    0.95, the ratio and the value clipped at 0.2, entropy 0.01, value 0.5, advantages
+    standardised per minibatch, rewards unscaled. What differs: its network is an MLP of
+    2 x 256 ReLU units on the flattened grid, here the MinAtar network (16 3x3 filters,
+    128 units) each for the policy and the value, with linear outputs; its learning rate
+    warms up over the first 5% of steps, here it is constant. gymnax's MinAtar has no
+    sticky actions and a minimal action set, unlike the MinAtar paper's.
+    """
+    algorithm = ppo_config.ClippedConfig(
+        steps_per_update=128,
+        num_minibatches=8,
+        update_epochs=4,
+        learning_rate=5e-4,
+        max_grad_norm=0.5,
+        discount=0.999,
+        gae_lambda=0.95,
+        clip_ratio=0.2,
+        clip_value=0.2,
+        entropy_coef=0.01,
+        value_coef=0.5,
+        normalize_rewards=False,
+        policy_layers=(),
+        value_layers=(),
+        activation="relu",
+        cnn="minatar",
+    )
+    return TrainConfig(
+        algorithm=algorithm,
+        max_length=max_length,
+        steps=10_000_000,
+        num_envs=64,
+        env=game,
+        env_kind="gymnax",
+        phase_steps=81_920,  # Ten updates per phase.
+        eval_episodes=64,  # One round of the 64 envs, every fourth phase.
+        eval_every=4,
+        final_episodes=64,
+    )
+
+
+def breakout_minatar() -> TrainConfig:
+    """Breakout-MinAtar from gymnax (10 x 10 x 4 grids, 3 actions), 10M steps."""
+    return _minatar("Breakout-MinAtar")
+
+
+def space_invaders_minatar() -> TrainConfig:
+    """SpaceInvaders-MinAtar from gymnax (10 x 10 x 6 grids, 4 actions), 10M steps."""
+    return _minatar("SpaceInvaders-MinAtar")
+
+
+def asterix_minatar() -> TrainConfig:
+    """Asterix-MinAtar from gymnax (10 x 10 x 4 grids, 5 actions), 10M steps."""
+    return _minatar("Asterix-MinAtar")
+
+
+def freeway_minatar() -> TrainConfig:
+    """Freeway-MinAtar from gymnax (10 x 10 x 7 grids, 3 actions), 10M steps.
+
+    Its episodes last 2,500 steps, gymnax's limit for Freeway.
+    """
+    return _minatar("Freeway-MinAtar", max_length=2500)
+
+
+def minigrid_doorkey() -> TrainConfig:
+    """MiniGrid-DoorKey-5x5-v0 in worker processes: a 7 x 7 view and a direction, 500k steps.
+
+    The env is `envs.host.minigrid_env:make`: MiniGrid's env without its mission string,
+    the image bounded by the indices it holds (`pip install -e '.[minigrid]'`). Reward at
+    the goal, 1 - 0.9 * steps / 250, else 0. PPO settings of the MiniGrid authors'
+    rl-starter-files (scripts/train.py, torch-ac's PPO): 16 envs x 128 steps an update,
+    minibatches of 256, 4 epochs, Adam at 1e-3 on gradients clipped to norm 0.5, discount
+    0.99, GAE lambda 0.95, the ratio and the value clipped at 0.2, entropy 0.01, value
+    loss weighed 1 (its squared error, unhalved, at 0.5), advantages and rewards as they
+    are. Its network (three 2x2 convolutions, then 64 tanh units for each of the policy
+    and the value) is here the MinAtar network before them, and the direction, which it
+    ignores, is read as a one-hot beside.
+    """
+    algorithm = ppo_config.ClippedConfig(
+        steps_per_update=128,
+        num_minibatches=8,
+        update_epochs=4,
+        learning_rate=1e-3,
+        max_grad_norm=0.5,
+        discount=0.99,
+        gae_lambda=0.95,
+        clip_ratio=0.2,
+        clip_value=0.2,
+        entropy_coef=0.01,
+        value_coef=1.0,
+        normalize_rewards=False,
+        normalize_advantages=False,
+        policy_layers=(64,),
+        value_layers=(64,),
+        activation="tanh",
+        cnn="minatar",
+    )
+    return TrainConfig(
+        algorithm=algorithm,
+        max_length=250,  # MiniGrid's own limit for a 5 x 5 grid: 10 x 5 x 5 steps.
+        steps=500_000,
+        num_envs=16,
+        env="batchrl.envs.host.minigrid_env:make",
+        env_kwargs={"env_id": "MiniGrid-DoorKey-5x5-v0"},
+        phase_steps=20_480,  # Ten updates per phase.
+        eval_episodes=16,
+        eval_every=1,
+        final_episodes=32,
     )
 
 
@@ -193,6 +310,14 @@ _SEED = {
     "ant": ant,
     "humanoid": humanoid,
 }
+# Tasks seen through images, read by CNNs.
+_PIXELS = {
+    "breakout_minatar": breakout_minatar,
+    "space_invaders_minatar": space_invaders_minatar,
+    "asterix_minatar": asterix_minatar,
+    "freeway_minatar": freeway_minatar,
+    "minigrid_doorkey": minigrid_doorkey,
+}
 _MUJOCO = ("reacher", "cheetah", "walker", "hopper", "ant", "humanoid")
 
 # What each clipped preset changes from the shared defaults; docs/results.md says why.
@@ -230,6 +355,7 @@ _CLIPPED_TUNING: dict[str, dict[str, object]] = {
 
 PRESETS: dict[str, Callable[[], TrainConfig]] = {
     **_SEED,
+    **_PIXELS,
     **{f"{name}_clipped": functools.partial(_clipped_preset, name) for name in _MUJOCO},
 }
 

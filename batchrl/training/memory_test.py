@@ -5,10 +5,11 @@ import jax.numpy as jnp
 import pytest
 
 from batchrl import algorithm, env_spec
+from batchrl.configs import presets
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import policy as policy_lib
 from batchrl.scripts import train
-from batchrl.training import memory
+from batchrl.training import environments, memory
 
 
 def test_nbytes_counts_every_leaf_in_its_own_dtype():
@@ -58,3 +59,17 @@ def test_the_clipped_rollout_of_atari_sized_frames_is_counted_in_uint8():
     rest = 128 * 8 * (4 + 4 + 4 + 4 + 1 + 1) + 4
     assert memory.nbytes(storage) == frames + rest == 28_919_812
     assert memory.human(memory.nbytes(storage)) == "27.6 MiB"
+
+
+def test_the_breakout_minatar_presets_rollout_is_counted_in_the_envs_float32():
+    # gymnax's MinAtar grids are float32 [10, 10, 4]: 64 envs x 128 steps of them.
+    config = presets.get("breakout_minatar")
+    networks = policy_lib.Networks(config.algorithm, environments.check_env(config))
+    init = functools.partial(algorithm.of(config.algorithm).init, networks, config.shape)
+    storage = jax.eval_shape(init, jax.random.key(0)).storage
+    assert storage.rollout.obs.dtype == jnp.float32
+    assert storage.rollout.obs.shape == (128, 64, 10, 10, 4)
+    grids = 128 * 64 * 10 * 10 * 4 * 4  # 13,107,200 bytes.
+    rest = 128 * 64 * (4 + 4 + 4 + 4 + 1 + 1) + 4
+    assert memory.nbytes(storage) == grids + rest == 13_254_660
+    assert memory.human(memory.nbytes(storage)) == "12.6 MiB"
