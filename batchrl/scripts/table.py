@@ -114,8 +114,42 @@ def _commits(paths: Sequence[pathlib.Path]) -> dict[str, list[str | None]]:
     return commits
 
 
+NOISE_HEADER = (
+    "| preset | seeds | episodes | within (same parameters) | between seeds | ratio | commit |",
+    "| --- | --- | ---: | ---: | ---: | ---: | --- |",
+)
+
+
+def _records(paths: Sequence[pathlib.Path]) -> list[dict]:
+    return [json.loads(line) for path in paths for line in path.read_text().splitlines() if line]
+
+
+def noise_table(records: Sequence[dict]) -> str:
+    """The table of `benchmarks/evaluation_noise.py` lines: one row per preset and episode count."""
+    lines = list(NOISE_HEADER)
+    for record in records:
+        seeds = sorted(int(seed) for seed in record["scores"])
+        cells = [
+            f"`{record['config']}`",
+            _seeds(seeds),
+            str(record["episodes"]),
+            _number(record["within_std"]),
+            _number(record["between_std"]),
+            f"{record['ratio']:.2f}",
+            _short(record.get("commit")),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def table(paths: Sequence[pathlib.Path], reps: int = REPS) -> str:
-    """The Markdown table of every preset in the JSON lines at `paths`, in order of appearance."""
+    """The Markdown table of every preset in the JSON lines at `paths`, in order of appearance.
+
+    Lines of `benchmarks/evaluation_noise.py` make its table (`noise_table`) instead.
+    """
+    records = _records(paths)
+    if records and all(r.get("benchmark") == "evaluation_noise" for r in records):
+        return noise_table(records)
     final = stats.read(paths, "final")
     kept: dict[str, dict[int, float]] = {}
     for path in paths:

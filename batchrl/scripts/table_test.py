@@ -117,3 +117,25 @@ def test_a_block_with_no_end_or_no_files_is_an_error_naming_its_line(tmp_path, c
     page.write_text("<!-- table: reps=100 -->\n<!-- end table -->\n")
     assert table.main(["--check", str(page)]) == 2
     assert f"{page}:1: <!-- table: reps=100 --> names no JSON lines" in capsys.readouterr().err
+
+
+def test_evaluation_noise_lines_make_their_own_table(tmp_path):
+    path = tmp_path / "noise.jsonl"
+    lines = [
+        {
+            "benchmark": "evaluation_noise",
+            "config": "hopper_clipped",
+            "episodes": episodes,
+            "within_std": within,
+            "between_std": 697.0,
+            "ratio": within / 697.0,
+            "scores": {"100": [1.0], "101": [2.0], "102": [3.0]},
+            "commit": "8172291" + "0" * 33,
+        }
+        for episodes, within in ((8, 4.25), (32, 1.78))
+    ]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert table.table([path]).splitlines()[2:] == [
+        "| `hopper_clipped` | 100-102 | 8 | 4.25 | 697 | 0.01 | 8172291 |",
+        "| `hopper_clipped` | 100-102 | 32 | 1.78 | 697 | 0.00 | 8172291 |",
+    ]
