@@ -18,10 +18,35 @@ import gymnasium as gym
 import numpy as np
 
 
-class Cue(gym.Env):
-    """Match the cue: `length` steps an episode, reward 1 when the action equals the cue."""
+class _CueTask(gym.Env):
+    """The episode both tasks share: a new cue each step, 1 for naming it, `length` steps.
+
+    Each observation (`_obs`) draws the cue; the episode ends after `length` steps.
+    """
 
     metadata: dict[str, Any] = {"render_modes": []}
+    length: int
+    _cue: int
+    _steps: int
+
+    def _obs(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def reset(
+        self, *, seed: int | None = None, options: dict | None = None
+    ) -> tuple[dict[str, Any], dict]:
+        super().reset(seed=seed)
+        self._steps = 0
+        return self._obs(), {}
+
+    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict]:
+        reward = float(int(action) == self._cue)
+        self._steps += 1
+        return self._obs(), reward, self._steps >= self.length, False, {}
+
+
+class Cue(_CueTask):
+    """Match the cue: `length` steps an episode, reward 1 when the action equals the cue."""
 
     def __init__(self, num_cues: int = 4, length: int = 10, mission: bool = False):
         self.num_cues = num_cues
@@ -50,28 +75,14 @@ class Cue(gym.Env):
             obs["mission"] = "match the cue"
         return obs
 
-    def reset(
-        self, *, seed: int | None = None, options: dict | None = None
-    ) -> tuple[dict[str, Any], dict]:
-        super().reset(seed=seed)
-        self._steps = 0
-        return self._obs(), {}
 
-    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict]:
-        reward = float(int(action) == self._cue)
-        self._steps += 1
-        return self._obs(), reward, self._steps >= self.length, False, {}
-
-
-class FrameCue(gym.Env):
+class FrameCue(_CueTask):
     """Name the corner lit in the frame's channel 0: reward 1 a step, `length` steps an episode.
 
     The frame is uint8 [2, size, size]: channel 0 lights a 2 x 2 patch in the cue's
     corner (top left, top right, bottom left, bottom right), channel 1 one in a corner
     drawn at random, which tells nothing.
     """
-
-    metadata: dict[str, Any] = {"render_modes": []}
 
     def __init__(self, num_cues: int = 4, size: int = 6, length: int = 10):
         if not 2 <= num_cues <= 4 or size < 4:
@@ -102,15 +113,3 @@ class FrameCue(gym.Env):
             "frame": np.stack([self._corner(self._cue), self._corner(other)]),
             "noise": self.np_random.uniform(-1.0, 1.0, 2).astype(np.float32),
         }
-
-    def reset(
-        self, *, seed: int | None = None, options: dict | None = None
-    ) -> tuple[dict[str, Any], dict]:
-        super().reset(seed=seed)
-        self._steps = 0
-        return self._obs(), {}
-
-    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict]:
-        reward = float(int(action) == self._cue)
-        self._steps += 1
-        return self._obs(), reward, self._steps >= self.length, False, {}
