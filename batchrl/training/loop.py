@@ -130,6 +130,8 @@ def evaluate(
     while len(scores) < episodes or not scores:
         # Every env restarts, so the running state the eval episodes begin with is fresh.
         acting_state = programs.algorithm.begin(agent_state)
+        # The round's scores come back apart; the state's running sums stay cleared.
+        eval_state = simulate.clear_summary(eval_state)
         eval_state, _, first = programs.evaluate(eval_state, acting_state)
         ended = np.asarray(first.ended)
         if not ended.any():
