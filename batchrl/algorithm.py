@@ -57,8 +57,8 @@ class Algorithm(NamedTuple):
             start their episodes, for a loaded policy.
         sampling_agent: networks -> simulate.Agent that samples actions and keeps what the
             recorder stores.
-        evaluation_agent: networks -> simulate.Agent that takes the mode of the policy's
-            distribution and learns nothing.
+        evaluation_agent: (networks, sample=False) -> simulate.Agent that takes the mode of
+            the policy's distribution (a sample of it with `sample`) and learns nothing.
         metrics: learner -> {name: [] array}: the last update's metrics and summaries.
         check_finite: (learner, metrics, env_steps) -> None: a FloatingPointError naming
             every non-finite quantity.
@@ -73,7 +73,7 @@ class Algorithm(NamedTuple):
     end: Callable[[AgentState, simulate.Acting, simulate.Storage], AgentState]
     acting: Callable[[Networks, Learner, int], simulate.Acting]
     sampling_agent: Callable[[Networks], simulate.Agent]
-    evaluation_agent: Callable[[Networks], simulate.Agent]
+    evaluation_agent: Callable[..., simulate.Agent]
     metrics: Callable[[Learner], dict[str, jax.Array]]
     check_finite: Callable[[Learner, dict[str, float], int], None]
 

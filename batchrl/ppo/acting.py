@@ -170,18 +170,23 @@ def sampling_agent(networks: policy_lib.Networks) -> simulate.Agent:
     return simulate.Agent(begin_episode, perform, experience, end_episode)
 
 
-def evaluation_agent(networks: policy_lib.Networks) -> simulate.Agent:
-    """Acts with the mode of the policy's distribution; learns and gathers nothing."""
+def evaluation_agent(networks: policy_lib.Networks, sample: bool = False) -> simulate.Agent:
+    """Acts with the mode of the policy's distribution; learns and gathers nothing.
+
+    `sample` draws each action from the distribution instead, the policy as training runs
+    it, with the normalisers left as they are: a mean action that falls where sampled
+    actions do not is a fragile mode, not a lost policy (docs/results.md).
+    """
 
     def begin_episode(acting: Acting, mask: jax.Array) -> Acting:
         return _begin_episode(networks, acting, mask)
 
     def perform(acting: Acting, obs: Any, key: jax.Array) -> tuple[Acting, jax.Array, tuple]:
-        del key
         features = networks.features(acting.obs_norm, obs)
         carry, dist = networks.step_distribution(acting.params, acting.running.carry, features)
         acting = acting.replace(running=acting.running.replace(carry=carry))
-        return acting, networks.to_env(networks.mode(dist)), ()
+        action = networks.sample(dist, key) if sample else networks.mode(dist)
+        return acting, networks.to_env(action), ()
 
     def experience(acting: Acting, transition: records.Transition, extra: tuple) -> tuple:
         del transition

@@ -11,7 +11,9 @@ lowest seeds). `--normalizer-from PHASE` evaluates each checkpoint's parameters 
 observation normaliser of another kept checkpoint, to tell which of the two a phase's
 change of return came from. `--best` evaluates the run's best-evaluated policy
 (`best.bin`), on many more episodes than chose it. `--repeats R` scores each checkpoint
-R times on new episodes, to measure the evaluation's own noise.
+R times on new episodes, to measure the evaluation's own noise. `--sample` draws the
+actions from the policy's distribution, as training does, instead of taking its mean:
+whether a fallen mean action is a fallen policy.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
+from batchrl import simulate
 from batchrl.scripts.train import UsageError
 from batchrl.training import checkpoint, environments, loop, run_folder
 
@@ -54,6 +57,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="PHASE",
         help="evaluate with this kept checkpoint's observation normaliser",
     )
+    parser.add_argument(
+        "--sample",
+        action="store_true",
+        help="sample actions from the policy, as training does, instead of its mean action",
+    )
     return parser.parse_args(argv)
 
 
@@ -64,13 +72,15 @@ def evaluate(
     normalizer_from: int | None = None,
     best: bool = False,
     repeats: int = 1,
+    sample: bool = False,
 ) -> list[dict]:
     """The mean return and length over at least `episodes` episodes of each checkpoint.
 
     The checkpoints are `phases` and, with `best`, the best-evaluated state; every kept
     checkpoint when neither is given. With `repeats` above 1, each checkpoint is scored
     that many times on new episodes (a line each, with its "repeat"): how far two
-    evaluations of the same parameters differ.
+    evaluations of the same parameters differ. `sample` scores sampled actions (rows
+    carry "sampled": true), not the mean action.
     """
     if episodes < 1:
         raise UsageError(f"--episodes must be at least 1, got {episodes}")
@@ -97,6 +107,10 @@ def evaluate(
     env, batch_env = environments.build(config)
     try:
         programs, state = loop.build(config, env)
+        if sample:
+            agent = programs.algorithm.evaluation_agent(programs.networks, sample=True)
+            scorer = simulate.make_first_episodes(env, agent, config.eval_batch_steps)
+            programs = dataclasses.replace(programs, evaluate=scorer)
 
         def load(path: pathlib.Path):
             return checkpoint.load(path, state)
@@ -124,6 +138,8 @@ def evaluate(
                     row["normalizer_from"] = normalizer_from
                 if repeats > 1:
                     row["repeat"] = repeat
+                if sample:
+                    row["sampled"] = True
                 row |= {
                     "episodes": int(summary["episode/count"]),
                     "return": summary["episode/return"],
@@ -146,6 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.normalizer_from,
             args.best,
             args.repeats,
+            args.sample,
         )
     except UsageError as error:
         print(f"evaluate: error: {error}", file=sys.stderr)

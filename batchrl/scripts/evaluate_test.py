@@ -72,6 +72,19 @@ def test_repeats_score_the_same_parameters_on_new_episodes(run, capsys):
     assert "--repeats must be at least 1, got 0" in capsys.readouterr().err
 
 
+def test_sample_scores_sampled_actions_from_the_same_starts(run, capsys):
+    capsys.readouterr()
+    args = ["--logdir", str(run), "--episodes", "2", "--phases", "6"]
+    assert evaluate.main(args) == 0
+    (mean,) = lines(capsys)
+    assert evaluate.main([*args, "--sample"]) == 0
+    (sampled,) = lines(capsys)
+    assert sampled["sampled"] is True and "sampled" not in mean
+    assert (sampled["phase"], sampled["episodes"]) == (mean["phase"], mean["episodes"])
+    # The same starting states: only the actions differ, so the returns do.
+    assert sampled["return"] != mean["return"]
+
+
 @pytest.mark.slow
 def test_the_normaliser_of_another_checkpoint(run, capsys):
     args = ["--logdir", str(run), "--episodes", "8", "--phases", "6", "--normalizer-from"]
