@@ -56,6 +56,9 @@ class TrainConfig:
     env_threads: int = 0  # env_backend="mujoco": the batch's C threads; 0: one per core.
     checkpoint_every: int = 1  # Phases between checkpoints.
     keep_checkpoints: int = 3
+    # The final policy's parameters: the mean of those the last `average_last` phases
+    # ended with (`training.tail_average`); 1: the last phase's own.
+    average_last: int = 1
 
     def __post_init__(self):
         if not isinstance(self.algorithm, ppo_config.Common):
@@ -92,9 +95,17 @@ class TrainConfig:
         if self.action_repeat != 1 and self.env_kind != "workers":
             raise ValueError(f"action_repeat={self.action_repeat} needs env_kind='workers'")
         names = ("eval_episodes", "eval_every", "final_episodes", "checkpoint_every")
-        for name in (*names, "action_repeat", "keep_checkpoints"):
+        for name in (*names, "action_repeat", "keep_checkpoints", "average_last"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.average_last > 1 and (
+            self.checkpoint_every != 1 or self.keep_checkpoints < self.average_last
+        ):
+            raise ValueError(
+                f"average_last={self.average_last} needs checkpoint_every=1 and "
+                f"keep_checkpoints>={self.average_last} (got {self.checkpoint_every} and "
+                f"{self.keep_checkpoints}), so a resumed run finds the phases it averages"
+            )
         for name in ("phase_steps", "envs_per_worker", "local_envs", "ray_actors", "env_threads"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")

@@ -13,7 +13,9 @@ change of return came from. `--best` evaluates the run's best-evaluated policy
 (`best.bin`), on many more episodes than chose it. `--repeats R` scores each checkpoint
 R times on new episodes, to measure the evaluation's own noise. `--sample` draws the
 actions from the policy's distribution, as training does, instead of taking its mean:
-whether a fallen mean action is a fallen policy.
+whether a fallen mean action is a fallen policy. `--average-last K` scores the mean of
+the parameters of each checkpoint's phase and the K - 1 kept before it, the final policy
+a run with `average_last=K` would have ended with (`training.tail_average`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from collections.abc import Sequence
 
 from batchrl import simulate
 from batchrl.scripts.train import UsageError
-from batchrl.training import checkpoint, environments, loop, run_folder
+from batchrl.training import checkpoint, environments, loop, run_folder, tail_average
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -58,6 +60,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="evaluate with this kept checkpoint's observation normaliser",
     )
     parser.add_argument(
+        "--average-last",
+        type=int,
+        default=1,
+        metavar="K",
+        help="average each checkpoint's parameters with those of the K - 1 kept phases before it",
+    )
+    parser.add_argument(
         "--sample",
         action="store_true",
         help="sample actions from the policy, as training does, instead of its mean action",
@@ -73,6 +82,7 @@ def evaluate(
     best: bool = False,
     repeats: int = 1,
     sample: bool = False,
+    average_last: int = 1,
 ) -> list[dict]:
     """The mean return and length over at least `episodes` episodes of each checkpoint.
 
@@ -80,7 +90,8 @@ def evaluate(
     checkpoint when neither is given. With `repeats` above 1, each checkpoint is scored
     that many times on new episodes (a line each, with its "repeat"): how far two
     evaluations of the same parameters differ. `sample` scores sampled actions (rows
-    carry "sampled": true), not the mean action.
+    carry "sampled": true), not the mean action. `average_last` K scores each phase's
+    parameters averaged with the K - 1 kept phases' before it (rows carry "averaged").
     """
     if episodes < 1:
         raise UsageError(f"--episodes must be at least 1, got {episodes}")
@@ -94,10 +105,26 @@ def evaluate(
     kept = checkpoint.steps(directory)
     if not kept:
         raise UsageError(f"run folder {str(rundir)!r} has no checkpoint yet")
+    if average_last < 1:
+        raise UsageError(f"--average-last must be at least 1, got {average_last}")
+    if average_last > 1 and best:
+        raise UsageError("--average-last averages kept phases; it does not apply to --best")
+    if average_last > 1 and config.average_last > 1:
+        raise UsageError(
+            f"run folder {str(rundir)!r} trained with average_last={config.average_last}: "
+            "its final checkpoint is already averaged"
+        )
     wanted = list(phases or ([] if best else kept))
     for phase in [*wanted, *([normalizer_from] if normalizer_from is not None else [])]:
         if phase not in kept:
             raise UsageError(f"no checkpoint of phase {phase} in {str(rundir)!r}: it keeps {kept}")
+    for phase in wanted:
+        missing = [p for p in range(phase - average_last + 1, phase) if p not in kept]
+        if missing:
+            raise UsageError(
+                f"--average-last {average_last} at phase {phase} needs phases {missing}, "
+                f"and {str(rundir)!r} keeps {kept}"
+            )
     paths = [checkpoint.path_for(directory, phase) for phase in wanted]
     if best:
         try:
@@ -122,6 +149,13 @@ def evaluate(
         for path in paths:
             saved = load(path)
             agent = saved.agent
+            if average_last > 1:
+                first = int(saved.phases) - average_last + 1
+                earlier = [
+                    load(checkpoint.path_for(directory, p)).agent
+                    for p in range(first, int(saved.phases))
+                ]
+                agent = tail_average.averaged(agent, [tail_average.params(a) for a in earlier])
             if obs_norm is not None:
                 learner = dataclasses.replace(agent.learner, obs_norm=obs_norm)
                 agent = dataclasses.replace(agent, learner=learner)
@@ -140,6 +174,8 @@ def evaluate(
                     row["repeat"] = repeat
                 if sample:
                     row["sampled"] = True
+                if average_last > 1:
+                    row["averaged"] = average_last
                 row |= {
                     "episodes": int(summary["episode/count"]),
                     "return": summary["episode/return"],
@@ -163,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.best,
             args.repeats,
             args.sample,
+            args.average_last,
         )
     except UsageError as error:
         print(f"evaluate: error: {error}", file=sys.stderr)

@@ -85,6 +85,20 @@ def test_sample_scores_sampled_actions_from_the_same_starts(run, capsys):
     assert sampled["return"] != mean["return"]
 
 
+def test_average_last_scores_the_mean_of_the_kept_phases_parameters(run, capsys):
+    capsys.readouterr()
+    args = ["--logdir", str(run), "--episodes", "2", "--phases", "6"]
+    assert evaluate.main(args) == 0
+    (last,) = lines(capsys)
+    assert evaluate.main([*args, "--average-last", "3"]) == 0
+    (averaged,) = lines(capsys)
+    assert averaged["averaged"] == 3 and "averaged" not in last
+    assert averaged["return"] != last["return"]  # Other parameters, the same starts.
+    # Phase 5 with the two before it needs phase 3, which the run no longer keeps.
+    assert evaluate.main(["--logdir", str(run), "--phases", "5", "--average-last", "3"]) == 2
+    assert "--average-last 3 at phase 5 needs phases [3]" in capsys.readouterr().err
+
+
 @pytest.mark.slow
 def test_the_normaliser_of_another_checkpoint(run, capsys):
     args = ["--logdir", str(run), "--episodes", "8", "--phases", "6", "--normalizer-from"]

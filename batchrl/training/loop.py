@@ -10,11 +10,12 @@ config names, driven through the written protocol (`batchrl.algorithm`). Every s
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import flax.struct
@@ -25,7 +26,7 @@ import numpy as np
 from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
 from batchrl.configs import train_config
-from batchrl.training import memory
+from batchrl.training import memory, tail_average
 from batchrl.training import phase as phase_lib
 
 
@@ -147,13 +148,19 @@ def evaluate(
 
 
 def run_phase(
-    programs: Programs, state: RunState, *, eval_episodes: int = 0
+    programs: Programs,
+    state: RunState,
+    *,
+    eval_episodes: int = 0,
+    average_with: Sequence[Any] = (),
 ) -> tuple[RunState, dict[str, float]]:
     """One train phase from `state`, evaluated; the state after it and its flat metrics.
 
     Evaluation runs rounds of the eval phase until at least `eval_episodes` episodes
-    ended, none when 0. `state` itself is left as it was, so an interrupt anywhere in
-    here loses nothing.
+    ended, none when 0. With `average_with`, the parameters of earlier phases, the
+    phase's policy is the mean of theirs and its own (`tail_average`), before it is
+    evaluated. `state` itself is left as it was, so an interrupt anywhere in here loses
+    nothing.
     """
     start = time.perf_counter()
     train_state = simulate.clear_summary(state.train)
@@ -161,6 +168,7 @@ def run_phase(
     train_state, agent_state = programs.train(train_state, state.agent, restart)
     jax.block_until_ready(agent_state)
     train_seconds = time.perf_counter() - start
+    agent_state = tail_average.averaged(agent_state, average_with)
     metrics = {f"train/{k.split('/')[1]}": v for k, v in simulate.summary(train_state).items()}
     eval_state, eval_seconds = state.eval, 0.0
     if eval_episodes:
@@ -195,22 +203,39 @@ def run(
     eval_every: int = 1,
     final_episodes: int = 1,
     total: int | None = None,
+    average_last: int = 1,
+    earlier: Sequence[Any] = (),
 ) -> Iterator[tuple[RunState, dict[str, float]]]:
     """Runs `phases` train phases after those `state` has done; yields (state, metrics) each.
 
     A phase is evaluated when its number is a multiple of `eval_every`, and always when
     it is the run's last (`total`, default the last of these), whose evaluation runs
     until at least `final_episodes` episodes ended; its row also carries `final/return`
-    and `final/episodes`, the mean-action return of the final policy.
+    and `final/episodes`, the mean-action return of the final policy. With
+    `average_last` K above 1, the final policy's parameters are the mean of those the
+    last K phases ended with (`tail_average`; `final/averaged_phases` counts them);
+    `earlier` holds the parameters of phases before `state`'s, oldest first, that a
+    resumed run reads from its checkpoints.
     """
     done = int(state.phases)
     total = done + phases if total is None else total
+    tail = collections.deque(maxlen=average_last - 1)
+    tail.extend(earlier)
+    if done:
+        tail.append(tail_average.params(state.agent))
     for number in range(done + 1, done + phases + 1):
-        episodes = final_episodes if number == total else int(number % eval_every == 0)
-        state, metrics = run_phase(programs, state, eval_episodes=episodes)
-        if number == total:
+        final = number == total
+        episodes = final_episodes if final else int(number % eval_every == 0)
+        average_with = list(tail) if final else []
+        state, metrics = run_phase(
+            programs, state, eval_episodes=episodes, average_with=average_with
+        )
+        tail.append(tail_average.params(state.agent))
+        if final:
             metrics["final/return"] = metrics["eval/return"]
             metrics["final/episodes"] = metrics["eval/count"]
+            if average_last > 1:
+                metrics["final/averaged_phases"] = float(len(average_with) + 1)
         yield state, metrics
 
 

@@ -31,6 +31,7 @@ from batchrl.training import (
     metrics_log,
     results,
     run_folder,
+    tail_average,
 )
 
 logger = logging.getLogger("batchrl.training")
@@ -99,6 +100,8 @@ def _train(rundir: pathlib.Path | None, config: TrainConfig, env: Any, batch_env
             eval_every=config.eval_every,
             final_episodes=config.final_episodes,
             total=total_phases,
+            average_last=config.average_last,
+            earlier=_earlier_params(directory, state, config.average_last),
         )
         with writer or contextlib.nullcontext(), progress.ticking():
             for state, metrics in phases:
@@ -126,6 +129,25 @@ def _train(rundir: pathlib.Path | None, config: TrainConfig, env: Any, batch_env
             print(f"interrupted: saved a checkpoint at env step {step}", flush=True)
         raise
     return Result(state=state, programs=programs, metrics=rows)
+
+
+def _earlier_params(
+    directory: pathlib.Path | None, state: loop.RunState, average_last: int
+) -> list:
+    """The parameters of the kept phases before `state`'s that its final policy may average.
+
+    A resumed run's last phases average these with their own (`tail_average`); a fresh
+    run, or one without a folder, has none.
+    """
+    done = int(state.phases)
+    if directory is None or average_last < 2 or not done:
+        return []
+    target = tail_average.params(state.agent)
+    wanted = [phase for phase in checkpoint.steps(directory) if done - average_last < phase < done]
+    part = ("agent", "learner", "params")
+    return [
+        checkpoint.load(checkpoint.path_for(directory, phase), target, part) for phase in wanted
+    ]
 
 
 def _best_return(rundir: pathlib.Path, env_steps: int) -> float:
