@@ -273,7 +273,9 @@ def clipped(base: TrainConfig, **tuning: object) -> TrainConfig:
 
     Evaluation: 8 episodes (whole rounds of the envs) after every 4th phase of ten updates;
     the final policy's 32, so that two evaluations of the same parameters differ less than
-    runs of different seeds do (docs/results.md measures both).
+    runs of different seeds do (docs/results.md measures both). The final policy is the
+    mean of the parameters of the last 3 phases (`average_last`), so one late update
+    cannot decide a run (docs/results.md, "Late collapses").
     """
     config = TrainConfig(
         algorithm=ppo_config.ClippedConfig(),
@@ -286,6 +288,7 @@ def clipped(base: TrainConfig, **tuning: object) -> TrainConfig:
         eval_episodes=8,
         eval_every=4,
         final_episodes=32,
+        average_last=3,
     )
     return train_config.replace(config, **tuning)
 

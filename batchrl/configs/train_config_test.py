@@ -173,3 +173,9 @@ def test_clipped_presets_score_the_final_policy_on_exactly_32_episodes(name):
     # (`loop.evaluate`): 32 is a whole number of rounds, so exactly 32 episodes.
     config = presets.get(name)
     assert config.final_episodes == 32 and 32 % config.num_envs == 0
+
+
+@pytest.mark.parametrize("name", [name for name in presets.PRESETS if name.endswith("_clipped")])
+def test_clipped_presets_average_the_last_three_phases_into_the_final_policy(name):
+    config = presets.get(name)
+    assert config.average_last == 3 and config.keep_checkpoints >= 3
