@@ -92,8 +92,9 @@ def compiled_observation(observation: Any) -> Any:
 class InGraphBatchEnv:
     """A `BatchEnv` behind the batched interface of `simulate`: init, reset by mask, step.
 
-    `seed` seeds env i with seed + i at `init`; later resets continue each env's own
-    random stream, so a run is reproducible whatever the worker layout.
+    `seed` seeds env i with `env_seeds(seed, B)[i]` at `init`; later resets continue each
+    env's own random stream, so a run is reproducible whatever the worker layout, and
+    runs of different seeds share no env's episodes.
     `env_seconds` counts the time the compiled program spent in the batch's step and
     reset (env work and messaging), so the rest of a rollout's time is the program's own.
     `devices` > 1: the program runs over that many devices (a data-parallel update); the
@@ -107,6 +108,7 @@ class InGraphBatchEnv:
     def __init__(self, batch_env: batch_lib.BatchOfGroups, seed: int = 0, devices: int = 1):
         self.batch_env = batch_env
         self.seed = seed
+        self.env_seeds = env_seeds(seed, len(batch_env))
         self.num_envs = len(batch_env)
         self.env_seconds = 0.0
         host_spec = spec.env_spec(batch_env.single_observation_space, batch_env.single_action_space)
@@ -145,7 +147,7 @@ class InGraphBatchEnv:
         return surface_errors(function)
 
     def init(self, key: jax.Array) -> tuple[BridgeState, Any]:
-        """Resets every env, env i with seed + i; `key` is unused (the envs seed themselves)."""
+        """Resets every env, env i with `env_seeds[i]`; `key` is unused (envs seed themselves)."""
         del key
         token, obs = self._split(self._host_init(jnp.zeros((), jnp.int32)))
         zeros = jnp.zeros((self.num_envs,), jnp.float32)
@@ -189,7 +191,7 @@ class InGraphBatchEnv:
 
     def _init_on_host(self, outputs: tuple[np.ndarray, ...], token: np.ndarray) -> None:
         start = time.perf_counter()
-        obs = self.batch_env.reset(seed=self.seed)[0]
+        obs = self.batch_env.reset(seed=self.env_seeds)[0]
         self.env_seconds += time.perf_counter() - start
         for out, new in zip(outputs[1:], env_spec_lib.leaves(obs), strict=True):
             out[...] = new
@@ -216,6 +218,18 @@ class InGraphBatchEnv:
         self.batch_env.step_into(action, obs, reward, terminated, truncated)
         self.env_seconds += time.perf_counter() - start
         outputs[0][...] = token + 1
+
+
+def env_seeds(seed: int, num_envs: int) -> list[int]:
+    """The Gymnasium seed of each of `num_envs` envs in a run seeded `seed`.
+
+    Drawn from `seed`, not seed + i: with seed + i, env i + 1 of one run is env i of the
+    next seed's run, and on a task whose episodes never end early (Reacher) the two
+    train and evaluate on the same starts (docs/results.md, "Evaluation noise").
+    """
+    if seed < 0:
+        raise ValueError(f"seed must be at least 0, got {seed}")
+    return [int(s) for s in np.random.SeedSequence(seed).generate_state(num_envs)]
 
 
 def _host_call(

@@ -18,7 +18,7 @@ from batchrl.envs.host import errors, mock
 def test_jitted_steps_match_stepping_the_batch_directly():
     actions = np.random.default_rng(0).uniform(-1, 1, (20, 3, 6)).astype(np.float32)
     with BatchEnv.external("HalfCheetah-v5", 3) as direct:
-        obs, _ = direct.reset(seed=7)
+        obs, _ = direct.reset(seed=in_graph.env_seeds(7, 3))  # As the bridge seeds them.
         expected = [obs]
         for action in actions:
             expected.append(direct.step(action)[0])
@@ -106,7 +106,7 @@ def test_a_nested_observation_arrives_leaf_by_leaf_in_compiled_dtypes():
         )
         state, obs = jax.jit(env.init)(jax.random.key(0))
         assert jax.tree.map(lambda leaf: leaf.dtype.name, obs) == compiled_dtypes
-        _same_tree(obs, reference.reset(seed=7)[0])
+        _same_tree(obs, reference.reset(seed=in_graph.env_seeds(7, 4))[0])
         step, reset = jax.jit(env.step), jax.jit(env.reset)
         for t, action in enumerate(actions):
             state, time_step = step(state, jnp.asarray(action))
@@ -125,6 +125,23 @@ def test_a_nested_observation_arrives_leaf_by_leaf_in_compiled_dtypes():
                 _same_tree(obs, time_step.obs)
         assert done.all()  # The last step ends every episode at once.
         reference.close()
+
+
+def _starts(seed: int, num_envs: int = 4) -> np.ndarray:
+    """The first observation of each env of a run seeded `seed`, on Reacher-v5."""
+    with BatchEnv.mujoco("Reacher-v5", num_envs) as batch_env:
+        env = bridge.InGraphBatchEnv(batch_env, seed=seed)
+        return np.asarray(jax.jit(env.init)(jax.random.key(0))[1])
+
+
+def test_runs_of_neighbouring_seeds_start_no_env_alike():
+    # Seeding env i with seed + i gave env i + 1 of one run the episodes of env i of the
+    # next seed's run, on every task whose episodes never end early (Reacher's last 50
+    # steps): a sweep's seeds were evaluated on mostly the same targets.
+    first, second = _starts(100), _starts(101)
+    shared = [(i, j) for i in range(4) for j in range(4) if np.array_equal(first[i], second[j])]
+    assert not shared, f"env i of seed 100 starts as env j of seed 101 for (i, j) in {shared}"
+    np.testing.assert_array_equal(_starts(100), first)  # A run's own starts stay reproducible.
 
 
 def test_discrete_actions_and_masked_reset():

@@ -3,8 +3,8 @@
     python -m batchrl.scripts.evaluate --logdir runs/<timestamp>-<config> --episodes 64
 
 The mean action of each checkpoint's policy runs in the run's own env (its backend, its
-batch), every checkpoint from the same starting states (Gymnasium envs are reset with the
-run's seed first), so differences between lines are the policies', not the episodes'. A
+batch), every checkpoint from the same starting states (Gymnasium envs are seeded again as
+the run seeded them), so differences between lines are the policies', not the episodes'. A
 run's final return is one evaluation of its last policy; this says whether that policy
 is its level or one step of a walk (docs/results.md uses it for Hopper's and Reacher's
 lowest seeds). `--normalizer-from PHASE` evaluates each checkpoint's parameters with the
@@ -160,7 +160,7 @@ def evaluate(
                 learner = dataclasses.replace(agent.learner, obs_norm=obs_norm)
                 agent = dataclasses.replace(agent, learner=learner)
             if batch_env is not None:  # Gymnasium envs: the same starting states each time.
-                batch_env.reset(seed=config.seed)
+                batch_env.reset(seed=env.env_seeds)
             eval_state = state.eval
             for repeat in range(repeats):
                 eval_state, summary = loop.evaluate(programs, eval_state, agent, episodes)

@@ -125,7 +125,8 @@ def evaluate(
     A round restarts every env and keeps each env's first episode, so every episode
     weighs the same however long it lasts; rounds run until `episodes` episodes ended,
     so the count is `episodes` rounded up to whole rounds of `num_envs`. The eval
-    state's key draws each round's starts, so a run's evaluations are the same on resume.
+    state's key draws each round's starts on JAX-native envs; host envs draw them from
+    their own random streams, seeded from the run's seed (`bridge.in_graph.env_seeds`).
     """
     scores, lengths = [], []
     while len(scores) < episodes or not scores:
