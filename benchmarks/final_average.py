@@ -42,10 +42,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--logdir", nargs="+", required=True, type=pathlib.Path)
     parser.add_argument("--average-last", type=int, default=3, metavar="K")
     parser.add_argument("--episodes", type=int, default=32)
+    parser.add_argument("--configs", nargs="+", help="only these presets' runs")
     args = parser.parse_args(argv)
     for logdir in args.logdir:
         for text in (logdir / "results.jsonl").read_text().splitlines():
             line = json.loads(text)
+            if args.configs and line["config"] not in args.configs:
+                continue
             rundir = logdir / f"seed{line['seed']}-{line['config']}"
             print(json.dumps(rescored(line, rundir, args.average_last, args.episodes)), flush=True)
     return 0
