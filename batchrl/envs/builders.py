@@ -1,9 +1,10 @@
 """BatchEnv: a batch of envs with the ways to build one, above the host side and its extensions.
 
-`BatchEnv.from_envs`, `.external`, `.ray` and `.mujoco` start a batch's groups (in this
-process, in worker processes, on Ray actors, in one MuJoCo batch) and hand them to
-`BatchEnv(groups)`, a `host.batch.BatchOfGroups`. They live here, above `host/`, so the
-host side imports none of its extensions (`mujoco/`, `ray/`; a test checks it).
+`BatchEnv.from_envs`, `.external`, `.ray`, `.mujoco` and `.atari` start a batch's groups
+(in this process, in worker processes, on Ray actors, in one MuJoCo batch, in ale-py's
+vector env) and hand them to `BatchEnv(groups)`, a `host.batch.BatchOfGroups`. They live
+here, above `host/`, so the host side imports none of its extensions (`mujoco/`, `ray/`,
+`atari/`; a test checks it).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ class BatchEnv(batch.BatchOfGroups):
     """A batch of envs with shared spaces, stepped together: a Gymnasium `VectorEnv`.
 
     Build one with `from_envs` (env objects), `external` (worker processes), `ray` (a Ray
-    cluster) or `mujoco` (a MuJoCo batch in C threads), or from groups already started,
+    cluster), `mujoco` (a MuJoCo batch in C threads) or `atari` (ale-py's Atari games in
+    C++ threads), or from groups already started,
     `BatchEnv(groups)`. `step` and `reset` behave as Gymnasium's vector envs do, with
     `autoreset_mode` NEXT_STEP (the default), SAME_STEP or DISABLED; env i is seeded with
     seed + i; the rest is `BatchOfGroups`'s.
@@ -175,4 +177,32 @@ class BatchEnv(batch.BatchOfGroups):
         """
         mode = arguments.check_autoreset_mode(autoreset_mode)
         group = mujoco_group.MujocoGroup(env_id, num_envs, threads=threads, **env_kwargs)
+        return cls([group], autoreset_mode=mode)
+
+    @classmethod
+    def atari(
+        cls,
+        game: str,
+        num_envs: int,
+        *,
+        threads: int | None = None,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        **options: Any,
+    ) -> BatchEnv:
+        """Builds `num_envs` games of an Atari ROM as one ale-py `AtariVectorEnv`.
+
+        ale-py steps them, preprocessed as in DQN (frames of 4 x 84 x 84 uint8), on
+        `threads` C++ threads (None: one per core) in this process. `game` is a ROM id
+        ("breakout") or a v5 id ("ALE/Breakout-v5"), which brings the settings Gymnasium
+        registers for it (sticky actions at 0.25), as `gym.make_vec(game)` does. `options`
+        are AtariVectorEnv's (`noop_max`, `episodic_life`, `life_loss_info`,
+        `reward_clipping`, `repeat_action_probability`, ...). With `life_loss_info`, a
+        lost life ends the episode and the game plays on: a reset without a seed goes
+        on from there. Env i with seed s + i starts where AtariVectorEnv's env seeded
+        with s + i starts. Needs the `atari` extra (`pip install -e '.[atari]'`).
+        """
+        from batchrl.envs.atari import group as atari_group  # ale-py is an optional dependency.
+
+        mode = arguments.check_autoreset_mode(autoreset_mode)
+        group = atari_group.AtariGroup(game, num_envs, threads=threads, **options)
         return cls([group], autoreset_mode=mode)

@@ -1,7 +1,7 @@
-"""The host side imports none of its extensions: not `mujoco/`, not `ray/`, not `builders`.
+"""The host side imports none of its extensions: not `mujoco/`, `ray/`, `atari/` or `builders`.
 
-`BatchEnv`'s builders in `batchrl.envs.builders` start the groups of `mujoco/` and
-`ray/`; `host/` is beneath them all. Every import statement of a module under
+`BatchEnv`'s builders in `batchrl.envs.builders` start the groups of `mujoco/`, `ray/`
+and `atari/`; `host/` is beneath them all. Every import statement of a module under
 `batchrl/envs/host/` counts, also one deferred into a function. Tests are left out;
 they import freely.
 """
@@ -10,9 +10,14 @@ import ast
 import pathlib
 
 HOST = pathlib.Path(__file__).parent / "host"
-ABOVE_HOST = ("batchrl.envs.mujoco", "batchrl.envs.ray", "batchrl.envs.builders")
+ABOVE_HOST = (
+    "batchrl.envs.mujoco",
+    "batchrl.envs.ray",
+    "batchrl.envs.atari",
+    "batchrl.envs.builders",
+)
 # `batchrl.envs` itself re-exports BatchEnv from the builders.
-FROM_THE_PACKAGE = {"BatchEnv", "builders", "mujoco", "ray"}
+FROM_THE_PACKAGE = {"BatchEnv", "builders", "mujoco", "ray", "atari"}
 
 
 def imports_above_host(path: pathlib.Path, package: str) -> list[str]:
@@ -37,7 +42,7 @@ def imports_above_host(path: pathlib.Path, package: str) -> list[str]:
     return [text for _, text in sorted(found)]
 
 
-def test_no_host_module_imports_mujoco_ray_or_the_builders():
+def test_no_host_module_imports_mujoco_ray_atari_or_the_builders():
     modules = sorted(p for p in HOST.rglob("*.py") if not p.name.endswith("_test.py"))
     assert HOST / "batch.py" in modules  # The walk holds the host side's modules.
     bad = {}
@@ -57,11 +62,13 @@ def test_an_import_above_the_host_side_is_found(tmp_path):
         "def f():\n"
         "    from .. import ray\n"
         "    import batchrl.envs.mujoco.group\n"
+        "    from batchrl.envs.atari import group\n"
         "    from ..builders import BatchEnv\n"
     )
     assert imports_above_host(module, "batchrl.envs.host") == [
         "line 3: from batchrl.envs import BatchEnv, ExternalProcess",
         "line 5: from .. import ray",
         "line 6: import batchrl.envs.mujoco.group",
-        "line 7: from ..builders import BatchEnv",
+        "line 7: from batchrl.envs.atari import group",
+        "line 8: from ..builders import BatchEnv",
     ]

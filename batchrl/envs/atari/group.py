@@ -1,0 +1,243 @@
+"""AtariGroup: a batch's envs as the games of ale-py's AtariVectorEnv, in its C++ threads.
+
+ale-py steps every game, with the Atari preprocessing of DQN (frame skip, max-pool,
+grayscale 84 x 84 frames, a stack of 4, no-op starts), on a pool of C++ threads in this
+process; a step is one `send` of the actions and one `recv` of the results, arrays over
+the whole batch. A `handle.GroupHandle`, so `BatchEnv` steps it as any other group.
+
+The games autoreset as ale-py's NEXT_STEP does, a game that ended starting anew in place
+of its next step. SAME_STEP is that, with the games that ended reset at once; DISABLED
+leaves the resets to the caller (a game stepped again without one starts anew, as in
+NEXT_STEP). With `life_loss_info`, a lost life ends the episode (terminated) and the game
+plays on, as ale-py does: a reset without a seed of such a game goes on from where it is,
+as Stable-Baselines3's EpisodicLifeEnv does, and only a game over starts a new game.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from ale_py.vector_env import AtariVectorEnv
+from gymnasium.vector import AutoresetMode
+
+from batchrl.envs.atari import settings as settings_lib
+from batchrl.envs.host import autoreset as autoreset_lib
+from batchrl.envs.host import group as group_lib
+from batchrl.envs.host import handle, obs_tree, spec
+from batchrl.envs.host import infos as infos_lib
+
+INFO_KEYS = ("lives", "episode_frame_number", "frame_number")  # As ale-py's AtariEnv's info.
+# What an env of the group answers `attribute` with.
+ATTRIBUTES = ("spec", "render_mode", "metadata", "np_random_seed")
+_NO_SEED = -1  # ale-py's seed for a reset that keeps the game's random stream.
+
+
+class AtariGroup:
+    """`num_envs` games of one Atari ROM on `threads` C++ threads (None: one per core)."""
+
+    def __init__(self, game: str, num_envs: int, *, threads: int | None = None, **options: Any):
+        settings = settings_lib.resolve(game, options)
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be at least 1, got {num_envs}")
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be at least 1 or None (one per core), got {threads}")
+        self.vector_env: AtariVectorEnv | None = AtariVectorEnv(
+            settings.rom,
+            num_envs,
+            num_threads=threads or 0,
+            autoreset_mode=AutoresetMode.NEXT_STEP,
+            **settings.options,
+        )
+        self.settings = settings
+        self.num_envs = num_envs
+        self.name = game
+        self.observation_space = spec.check_observation_space(
+            self.vector_env.single_observation_space, game
+        )
+        self.action_space = spec.check_action_space(self.vector_env.single_action_space, game)
+        self.buffers = group_lib.Buffers.allocate(
+            num_envs, self.observation_space, self.action_space
+        )
+        self.restarts = 0
+        # Each env's info as its last step or reset left it, one array [k] per key.
+        self._info = {key: np.zeros(num_envs, np.int32) for key in INFO_KEYS}
+        self._seeds = np.full(num_envs, _NO_SEED, np.int64)
+        # Envs whose episode ended on a lost life with the game on (life_loss_info).
+        self._playing_on = np.zeros(num_envs, bool)
+        chosen = settings.options
+        self._life_ends = chosen["life_loss_info"] and not chosen["episodic_life"]
+        self._mode = AutoresetMode.DISABLED
+        self._pending_reset: tuple | None = None
+        self._reset_once = False
+
+    # -- the group interface ----------------------------------------------------------------
+
+    def step_async(
+        self, actions: np.ndarray, autoreset: AutoresetMode = AutoresetMode.DISABLED
+    ) -> None:
+        """Sends the actions: the games step in their threads while other groups step."""
+        vector = self._open()
+        if not self._reset_once:
+            raise gym.error.ResetNeeded("BatchEnv.atari's games step only after a reset")
+        self.buffers.action[...] = actions
+        self._mode = autoreset
+        vector.send(self.buffers.action)
+
+    def step_wait(self) -> handle.Step:
+        """The step's results in the buffers; SAME_STEP resets the games that ended at once."""
+        obs, reward, terminated, truncated, info = self._open().recv()
+        order = _env_order(info)
+        buffers = self.buffers
+        buffers.obs[...] = obs[order]
+        buffers.reward[:] = reward[order]
+        buffers.terminated[:] = terminated[order]
+        buffers.truncated[:] = truncated[order]
+        lives_before = self._info["lives"]
+        self._info = {key: np.asarray(info[key])[order] for key in INFO_KEYS}
+        over = self._game_ends(lives_before)
+        special: dict[int, dict] = {}
+        if self._mode is AutoresetMode.SAME_STEP and over.any():
+            ended = np.flatnonzero(over)
+            final_obs = buffers.obs[ended].copy()
+            final_infos = [self._info_of(i) for i in ended]
+            self._reset(ended, [None] * len(ended))
+            for n, i in enumerate(ended):
+                special[int(i)] = autoreset_lib.final(
+                    final_obs[n], final_infos[n], self._info_of(i)
+                )
+        columns = self._info
+        infos = infos_lib.Owed(lambda: _rows(columns, self.num_envs, special))
+        return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
+
+    def reset_async(
+        self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
+    ) -> None:
+        self._pending_reset = (np.asarray(indices, np.int64), list(seeds))
+
+    def reset_wait(self) -> tuple[Any, list[dict]]:
+        indices, seeds = self._pending_reset
+        self._pending_reset = None
+        self._reset(indices, seeds)
+        return obs_tree.take(self.buffers.obs, indices), [self._info_of(i) for i in indices]
+
+    def attribute(self, index: int, name: str) -> Any:
+        """`spec`, `render_mode` (None), `metadata` or `np_random_seed` (-1 unless seeded)."""
+        self._open()
+        if name == "spec":
+            return self.settings.spec
+        if name == "render_mode":
+            return None
+        if name == "metadata":
+            return {"render_modes": []}
+        if name == "np_random_seed":
+            return int(self._seeds[index])
+        raise AttributeError(
+            f"the games of BatchEnv.atari run in ale-py's C++ threads and have no {name!r}: "
+            f"they answer {', '.join(ATTRIBUTES)}"
+        )
+
+    def call(self, index: int, name: str, args: tuple = (), kwargs: dict | None = None) -> Any:
+        return self.attribute(index, name)  # Every attribute is a value, none a method.
+
+    def set_attr(self, index: int, name: str, value: Any) -> None:
+        raise AttributeError(
+            f"the games of BatchEnv.atari cannot set {name!r} per env; pass the setting to "
+            f"BatchEnv.atari as an option"
+        )
+
+    def is_wrapped(self, index: int, wrapper_class: type) -> bool:
+        return False  # ale-py preprocesses in C++: no Gymnasium wrapper.
+
+    def close(self) -> None:
+        """Ends the games' threads: ale-py joins them when its vector interface is freed."""
+        vector, self.vector_env = self.vector_env, None
+        if vector is not None:
+            vector.ale = None  # The last reference: its threads are joined here.
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _open(self) -> AtariVectorEnv:
+        if self.vector_env is None:
+            raise gym.error.ClosedEnvironmentError("these games of BatchEnv.atari are closed")
+        return self.vector_env
+
+    def _game_ends(self, lives_before: np.ndarray) -> np.ndarray:
+        """[k] bool: the envs whose game this step ended, which ale-py resets at their next step.
+
+        Notes the envs that lost a life with the game on (`life_loss_info`): terminated,
+        yet their game goes on.
+        """
+        buffers = self.buffers
+        ended = buffers.terminated | buffers.truncated
+        if not self._life_ends:
+            self._playing_on[:] = False
+            return ended
+        lives = self._info["lives"]
+        lost_a_life = (lives < lives_before) & (lives > 0)
+        self._playing_on[:] = buffers.terminated & ~buffers.truncated & lost_a_life
+        return ended & ~self._playing_on
+
+    def _reset(self, indices: np.ndarray, seeds: Sequence[int | None]) -> None:
+        """Resets the envs at `indices` as ale-py does; their obs and info kept.
+
+        A game that ended on a lost life and plays on is not reset unless seeded: its
+        episode goes on from where it is.
+        """
+        vector = self._open()
+        indices = np.asarray(indices, np.int64)
+        seeds = [_check_seed(seed) for seed in seeds]
+        fresh = (np.array(seeds, np.int64) != _NO_SEED) | ~self._playing_on[indices]
+        self._playing_on[indices] = False
+        if not fresh.any():
+            return
+        mask = np.zeros(self.num_envs, bool)
+        mask[indices[fresh]] = True
+        if not self._reset_once and not mask.all():
+            raise ValueError(
+                f"BatchEnv.atari resets every env first, then any of them; got envs "
+                f"{indices.tolist()} of {self.num_envs}"
+            )
+        seed_of = dict(zip(indices.tolist(), seeds, strict=True))
+        ordered = np.flatnonzero(mask)  # ale-py takes the seeds in env order.
+        obs, info = vector.reset(
+            seed=np.array([seed_of[int(i)] for i in ordered], np.int64),
+            options={"reset_mask": mask},
+        )
+        self._reset_once = True
+        order = _env_order(info)
+        self.buffers.obs[ordered] = obs[order][ordered]
+        # New arrays: the infos of the last step, which may be read later, keep theirs.
+        for key in INFO_KEYS:
+            column = self._info[key].copy()
+            column[ordered] = np.asarray(info[key])[order][ordered]
+            self._info[key] = column
+        given = [seed_of[int(i)] for i in ordered]
+        self._seeds[ordered] = np.where(np.array(given) == _NO_SEED, self._seeds[ordered], given)
+
+    def _info_of(self, index: int) -> dict:
+        return {key: int(self._info[key][index]) for key in INFO_KEYS}
+
+
+def _env_order(info: dict) -> np.ndarray:
+    """The rows of a result in env order (ale-py returns every env's, ordered by `env_id`)."""
+    return np.argsort(np.asarray(info["env_id"]), kind="stable")
+
+
+def _check_seed(seed: int | None) -> int:
+    """A reset's seed as ale-py takes it, -1 for none; a one-line ValueError out of its range."""
+    if seed is None:
+        return _NO_SEED
+    if not 0 <= seed < 2**31:
+        raise ValueError(f"an Atari game's seed must be in [0, 2**31), got {seed}")
+    return int(seed)
+
+
+def _rows(columns: dict[str, np.ndarray], count: int, special: dict[int, dict]) -> list[dict]:
+    """One info per env: its step's, or what a reset put in `special`."""
+    return [
+        special[i] if i in special else {key: int(columns[key][i]) for key in INFO_KEYS}
+        for i in range(count)
+    ]

@@ -1,0 +1,219 @@
+"""BatchEnv.atari against Gymnasium's Atari preprocessing and ale-py's own vector env."""
+
+import os
+
+import ale_py
+import gymnasium as gym
+import numpy as np
+import pytest
+from ale_py.vector_env import AtariVectorEnv
+from gymnasium.vector import AutoresetMode
+
+from batchrl.envs import BatchEnv
+from batchrl.envs.host.vector_test import assert_same_infos
+
+gym.register_envs(ale_py)
+
+MODES = list(AutoresetMode)
+# What Gymnasium's wrappers do alike: no no-op starts and no FIRE at reset (ale-py draws
+# no-ops from its own generator, and Gymnasium has no fire reset), no sticky actions
+# (ale-py seeds the emulator's generator with the seed itself, Gymnasium with one drawn
+# from it), rewards as the game gives them.
+AS_GYMNASIUM = dict(
+    noop_max=0, use_fire_reset=False, repeat_action_probability=0.0, reward_clipping=False
+)
+FIRE = 1  # In Breakout's and Space Invaders' minimal action sets.
+
+
+def preprocessed(env_id, **kwargs):
+    """Gymnasium's AtariPreprocessing and a zero-padded stack of 4 over the raw game."""
+    env = gym.make(env_id, frameskip=1, repeat_action_probability=0.0)
+    env = gym.wrappers.AtariPreprocessing(env, noop_max=0, **kwargs)
+    return gym.wrappers.FrameStackObservation(env, stack_size=4, padding_type="zero")
+
+
+def without_seeds(infos):
+    """Gymnasium's infos less the seeds its envs report at a seeded reset."""
+    return {k: v for k, v in infos.items() if k not in ("seeds", "_seeds")}
+
+
+def run_side_by_side(ours, theirs, steps, seed):
+    """Steps both with the same random actions; asserts equal results; counts episode ends."""
+    mode = theirs.metadata["autoreset_mode"]
+    got, want = ours.reset(seed=seed), theirs.reset(seed=seed)
+    np.testing.assert_array_equal(got[0], want[0])
+    assert_same_infos(got[1], without_seeds(want[1]), "first reset")
+    theirs.action_space.seed(seed)
+    ends = 0
+    for t in range(steps):
+        action = theirs.action_space.sample()
+        got, want = ours.step(action), theirs.step(action)
+        names = ("obs", "reward", "terminated", "truncated")
+        for name, a, b in zip(names, got[:4], want[:4], strict=True):
+            np.testing.assert_array_equal(a, b, err_msg=f"{name} at step {t}")
+        assert_same_infos(got[4], want[4], f"infos at step {t}")
+        done = want[2] | want[3]
+        ends += int(done.sum())
+        if mode is AutoresetMode.DISABLED and done.any():
+            options = {"reset_mask": done}
+            got, want = ours.reset(options=dict(options)), theirs.reset(options=dict(options))
+            np.testing.assert_array_equal(got[0], want[0], err_msg=f"reset obs at step {t}")
+            assert_same_infos(got[1], want[1], f"reset infos at step {t}")
+    return ends
+
+
+@pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
+def test_the_same_episodes_as_gymnasiums_preprocessing_in_every_autoreset_mode(mode):
+    # A lost life ends the episode in both, so every mode's resets come often.
+    theirs = gym.vector.SyncVectorEnv(
+        [lambda: preprocessed("ALE/Breakout-v5", terminal_on_life_loss=True)] * 4,
+        autoreset_mode=mode,
+    )
+    with BatchEnv.atari(
+        "ALE/Breakout-v5", 4, autoreset_mode=mode, episodic_life=True, **AS_GYMNASIUM
+    ) as ours:
+        assert ours.single_observation_space == theirs.single_observation_space
+        assert ours.single_action_space == theirs.single_action_space
+        ends = run_side_by_side(ours, theirs, steps=150, seed=7)
+    theirs.close()
+    assert ends >= 8
+
+
+def test_whole_games_and_clipped_rewards_are_gymnasiums_with_its_reward_clipped():
+    # Space Invaders pays 5 to 30 a hit, so clipping changes rewards; FIRE all along ends
+    # a game within a few hundred steps.
+    theirs = gym.vector.SyncVectorEnv([lambda: preprocessed("ALE/SpaceInvaders-v5")] * 2)
+    options = {**AS_GYMNASIUM, "reward_clipping": True}
+    with BatchEnv.atari("ALE/SpaceInvaders-v5", 2, **options) as ours:
+        ours.reset(seed=3)
+        theirs.reset(seed=3)
+        raw, clipped, ends = [], [], 0
+        for t in range(800):
+            got, want = ours.step(np.full(2, FIRE)), theirs.step(np.full(2, FIRE))
+            np.testing.assert_array_equal(got[0], want[0], err_msg=f"obs at step {t}")
+            np.testing.assert_array_equal(got[2], want[2], err_msg=f"terminated at step {t}")
+            raw.append(want[1])
+            clipped.append(got[1])
+            ends += int(want[2].sum())
+    theirs.close()
+    np.testing.assert_array_equal(clipped, np.clip(raw, -1, 1))
+    assert np.max(raw) > 1 and ends >= 2  # Clipping and whole games were both compared.
+
+
+def test_env_i_seeded_with_seed_plus_i_plays_as_ale_pys_env_of_that_seed():
+    # No-op starts and sticky actions on: both draw from the seed.
+    actions = np.random.default_rng(0).integers(0, 4, (60, 3))
+    with BatchEnv.atari("ALE/Breakout-v5", 3) as ours:
+        obs = [ours.reset(seed=20)[0]]
+        obs += [ours.step(a)[0] for a in actions]
+    theirs = AtariVectorEnv("breakout", 1, repeat_action_probability=0.25)
+    want = [theirs.reset(seed=22)[0]]
+    want += [theirs.step(a[2:])[0] for a in actions]
+    theirs.ale = None
+    np.testing.assert_array_equal(np.array(obs)[:, 2], np.array(want)[:, 0])
+    assert not np.array_equal(np.array(obs)[:, 0], np.array(obs)[:, 2])
+
+
+def test_the_spec_builds_the_same_games_with_gymnasium():
+    with BatchEnv.atari("pong", 2, noop_max=5, frameskip=3) as ours:
+        spec = ours.spec
+        assert spec.id == "ALE/Pong-v5" and spec.kwargs["frameskip"] == 3
+        assert spec.kwargs["repeat_action_probability"] == 0.0  # AtariVectorEnv's default.
+        theirs = gym.make_vec(spec, 2)
+        np.testing.assert_array_equal(ours.reset(seed=1)[0], theirs.reset(seed=1)[0])
+        for t in range(30):
+            got, want = ours.step(np.full(2, 2)), theirs.step(np.full(2, 2))
+            np.testing.assert_array_equal(got[0], want[0], err_msg=f"obs at step {t}")
+        theirs.ale = None
+    with BatchEnv.atari("ALE/Pong-v5", 1) as v5:
+        assert v5.spec.kwargs["repeat_action_probability"] == 0.25
+
+
+def fire_until(env, count):
+    """Steps with FIRE until `count` episodes ended; the steps' (obs, terminated, lives)."""
+    seen, ended = [], 0
+    while ended < count:
+        obs, _, terminated, truncated, infos = env.step(np.full(env.num_envs, FIRE))
+        seen.append((obs, terminated, infos["lives"]))
+        ended += int(terminated.sum())
+        assert not truncated.any()
+    return seen
+
+
+def test_with_life_loss_info_a_reset_after_a_lost_life_plays_the_game_on():
+    with BatchEnv.atari(
+        "breakout", 1, life_loss_info=True, noop_max=0, autoreset_mode="disabled"
+    ) as env:
+        env.reset(seed=0)
+        lives = []
+        for _ in range(5):  # Breakout's five lives, lost with the paddle still.
+            obs, _, now = fire_until(env, 1)[-1]
+            lives.append(int(now[0]))
+            again, infos = env.reset(options={"reset_mask": np.ones(1, bool)})
+            if now[0]:  # A life lost: the game goes on from where it is.
+                np.testing.assert_array_equal(again, obs)
+                assert infos["lives"][0] == now[0]
+    assert lives == [4, 3, 2, 1, 0]
+    # The game over started a new game: the FIRE of its start is its only frame.
+    assert infos["lives"][0] == 5 and infos["episode_frame_number"][0] == 1
+
+
+def test_with_life_loss_info_same_step_resets_only_a_game_over():
+    with BatchEnv.atari("breakout", 1, life_loss_info=True, autoreset_mode="same_step") as env:
+        env.reset(seed=0)
+        seen = fire_until(env, 5)
+        infos = env.step(np.full(1, FIRE))[4]  # The step after the game over.
+    ends = [lives[0] for _, terminated, lives in seen if terminated[0]]
+    # Four lost lives ended episodes with the game on; the fifth, its end, started a new
+    # game at once, its final info beside the new game's.
+    assert ends == [4, 3, 2, 1, 5]
+    assert infos["lives"][0] == 5
+
+
+def task_count():
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_close_ends_the_games_threads_even_in_a_step():
+    before = task_count()
+    env = BatchEnv.atari("breakout", 3, threads=2)
+    assert task_count() == before + 2
+    env.reset(seed=0)
+    env._groups[0].step_async(np.zeros(3, np.int64), AutoresetMode.NEXT_STEP)  # Not collected.
+    env.close()
+    assert task_count() == before
+    env.close()  # Twice is fine.
+    with pytest.raises(gym.error.ClosedEnvironmentError):
+        env.step(np.zeros(3, np.int64))
+
+
+@pytest.mark.parametrize(
+    ("game", "options", "message"),
+    [
+        ("braekout", {}, r"unknown Atari game 'braekout': name a ROM of ale-py \(.*breakout"),
+        ("CartPole-v1", {}, r"unknown Atari game 'CartPole-v1'"),
+        ("pong", {"episodic_lives": True}, r"unknown option 'episodic_lives' .*episodic_life"),
+        ("pong", {"num_threads": 2}, r"sets num_threads itself: give BatchEnv.atari's threads"),
+        ("pong", {"batch_size": 2}, r"sets batch_size itself: a BatchEnv steps every env"),
+    ],
+)
+def test_a_bad_game_or_option_is_refused_in_one_line(game, options, message):
+    with pytest.raises(ValueError, match=message) as error:
+        BatchEnv.atari(game, 2, **options)
+    assert "\n" not in str(error.value)
+
+
+def test_bad_counts_seeds_and_first_resets_are_refused_in_one_line():
+    with pytest.raises(ValueError, match="threads must be at least 1 or None"):
+        BatchEnv.atari("pong", 2, threads=0)
+    with BatchEnv.atari("pong", 2) as env:
+        with pytest.raises(ValueError, match=r"resets every env first, then any of them"):
+            env.reset_at([1])
+        with pytest.raises(gym.error.ResetNeeded, match="only after a reset"):
+            env.step(np.zeros(2, np.int64))
+        with pytest.raises(ValueError, match=r"seed must be in \[0, 2\*\*31\), got -3"):
+            env.reset(seed=[1, -3])
+        env.reset(seed=1)
+        assert env.np_random_seed == (1, 2)
+        with pytest.raises(AttributeError, match=r"have no 'ale'.*answer spec, render_mode"):
+            env.get_attr("ale")

@@ -1,0 +1,100 @@
+"""The settings of a `BatchEnv.atari`: the game a name means, and AtariVectorEnv's options, checked.
+
+A game is named by ale-py's ROM id ("breakout", "ms_pacman") or by a Gymnasium id of
+ale-py's v5 envs ("ALE/Breakout-v5"). An id brings the settings Gymnasium registers for
+it (`gym.make_vec(id)` builds the same: sticky actions at 0.25 for v5), a ROM id
+AtariVectorEnv's own defaults (no sticky actions); the options given override either.
+The options are AtariVectorEnv's keywords but those the batch sets itself: its threads,
+its autoreset mode, and the whole batch each step (no `batch_size`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from typing import Any
+
+import ale_py
+import gymnasium as gym
+from ale_py import roms
+from ale_py.vector_env import AtariVectorEnv
+
+gym.register_envs(ale_py)
+
+_VECTOR_ENTRY_POINT = "ale_py.vector_env:AtariVectorEnv"
+# AtariVectorEnv's keywords that the batch sets, and why a caller cannot.
+_SET_BY_THE_BATCH = {
+    "num_threads": "give BatchEnv.atari's threads instead",
+    "autoreset_mode": "give BatchEnv.atari's autoreset_mode instead",
+    "batch_size": "a BatchEnv steps every env each step",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """What builds one batch's games.
+
+    Attributes:
+        rom: ale-py's ROM id of the game.
+        options: Every keyword of AtariVectorEnv but those the batch sets, each as given,
+            as the id registers it, or AtariVectorEnv's default.
+        spec: The game's v5 `EnvSpec` with `options` as its kwargs, so that
+            `gym.make_vec(spec, n)` builds the same games; None for a ROM without one.
+    """
+
+    rom: str
+    options: dict[str, Any]
+    spec: gym.envs.registration.EnvSpec | None
+
+
+def defaults() -> dict[str, Any]:
+    """AtariVectorEnv's keyword options and their defaults, those the batch sets left out."""
+    parameters = inspect.signature(AtariVectorEnv.__init__).parameters.values()
+    return {
+        p.name: p.default
+        for p in parameters
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in _SET_BY_THE_BATCH
+    }
+
+
+def resolve(game: str, options: dict[str, Any]) -> Settings:
+    """The settings `game` and `options` name; a one-line ValueError naming a bad one."""
+    rom, registered = _game(game)
+    allowed = defaults()
+    for name in options:
+        if name in _SET_BY_THE_BATCH:
+            raise ValueError(f"BatchEnv.atari sets {name} itself: {_SET_BY_THE_BATCH[name]}")
+        if name not in allowed:
+            raise ValueError(
+                f"unknown option {name!r} of BatchEnv.atari: AtariVectorEnv takes "
+                f"{', '.join(allowed)}"
+            )
+    chosen = {**allowed, **{k: v for k, v in registered.items() if k in allowed}, **options}
+    return Settings(rom, chosen, _spec(rom, chosen))
+
+
+def _game(game: str) -> tuple[str, dict[str, Any]]:
+    """The ROM id `game` names, and the options its Gymnasium id registers (none for a ROM id)."""
+    if not isinstance(game, str):
+        raise ValueError(f"an Atari game is named by a string, got {game!r}")
+    if game in roms.get_all_rom_ids():
+        return game, {}
+    try:
+        spec = gym.spec(game)
+    except gym.error.Error:
+        spec = None
+    if spec is None or spec.vector_entry_point != _VECTOR_ENTRY_POINT:
+        known = ", ".join(roms.get_all_rom_ids())
+        raise ValueError(
+            f"unknown Atari game {game!r}: name a ROM of ale-py ({known}) or its v5 id, as "
+            f"'breakout' or 'ALE/Breakout-v5'"
+        )
+    kwargs = dict(spec.kwargs)
+    return kwargs.pop("game"), kwargs
+
+
+def _spec(rom: str, options: dict[str, Any]) -> gym.envs.registration.EnvSpec | None:
+    name = f"ALE/{ale_py.registration.rom_id_to_name(rom)}-v5"
+    if name not in gym.registry:
+        return None  # A ROM with no single-player mode, which Gymnasium does not register.
+    return dataclasses.replace(gym.spec(name), kwargs={"game": rom, **options})
