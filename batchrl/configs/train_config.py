@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import re
 import types
 import typing
 from typing import Any
@@ -22,7 +23,10 @@ from typing import Any
 from batchrl.ppo import config as ppo_config
 
 ENV_KINDS = ("workers", "jax", "gymnax")
-ENV_BACKENDS = ("processes", "ray", "mujoco")
+ENV_BACKENDS = ("processes", "ray", "mujoco", "ale")
+# The backends that step their envs in threads of this process, built by name.
+_IN_PROCESS = ("mujoco", "ale")
+_ALE_ID = re.compile(r"ALE/\w+-v5")
 _PREFIX = "algorithm."
 
 
@@ -49,11 +53,15 @@ class TrainConfig:
     # Replace a crashed or hung env worker and train on; its envs' episodes end as truncated.
     restart_workers: bool = False
     # Where Gymnasium envs run: "processes" on this machine, "ray" on the Ray cluster of
-    # RAY_ADDRESS (or a local one), split over `ray_actors` actors (0: one per node), or
-    # "mujoco": a v5 MuJoCo task's envs as one mujoco.batch in C threads (BatchEnv.mujoco).
+    # RAY_ADDRESS (or a local one), split over `ray_actors` actors (0: one per node),
+    # "mujoco": a v5 MuJoCo task's envs as one mujoco.batch in C threads (BatchEnv.mujoco),
+    # or "ale": an ALE/<Game>-v5 game's envs as ale-py's vector env in C++ threads
+    # (BatchEnv.atari, env_kwargs its options); evaluation plays whole games on envs of its
+    # own, their rewards unclipped.
     env_backend: str = "processes"
     ray_actors: int = 0
-    env_threads: int = 0  # env_backend="mujoco": the batch's C threads; 0: one per core.
+    # env_backend "mujoco" or "ale": the batch's threads; 0: one per core.
+    env_threads: int = 0
     checkpoint_every: int = 1  # Phases between checkpoints.
     keep_checkpoints: int = 3
     # The final policy's parameters: the mean of those the last `average_last` phases
@@ -79,11 +87,11 @@ class TrainConfig:
             raise ValueError(f"unknown env_backend {self.env_backend!r}: use one of {ENV_BACKENDS}")
         if self.env_backend == "ray" and (self.env_kind != "workers" or self.local_envs):
             raise ValueError("env_backend='ray' needs env_kind='workers' and local_envs=0")
-        if self.env_backend == "mujoco":
-            _check_mujoco_backend(self)
+        if self.env_backend in _IN_PROCESS:
+            _check_in_process_backend(self)
         elif self.env_threads:
             raise ValueError(
-                f"env_threads={self.env_threads} needs env_backend='mujoco', "
+                f"env_threads={self.env_threads} needs env_backend='mujoco' or 'ale', "
                 f"got {self.env_backend!r}"
             )
         if self.restart_workers and self.env_kind != "workers":
@@ -137,8 +145,11 @@ class TrainConfig:
         return math.ceil(self.steps / per_phase)
 
 
-def _check_mujoco_backend(config: TrainConfig) -> None:
-    """The settings env_backend='mujoco' cannot honour, named in a one-line ValueError."""
+def _check_in_process_backend(config: TrainConfig) -> None:
+    """The settings env_backend 'mujoco' or 'ale' cannot honour, named in a one-line ValueError."""
+    backend = config.env_backend
+    if backend == "ale" and config.env_kind == "workers" and not _ALE_ID.fullmatch(config.env):
+        raise ValueError(f"env_backend='ale' needs an ALE/<Game>-v5 id, got env={config.env!r}")
     refused = {
         "env_kind": (config.env_kind, "workers"),
         "action_repeat": (config.action_repeat, 1),
@@ -148,7 +159,7 @@ def _check_mujoco_backend(config: TrainConfig) -> None:
     }
     for name, (value, allowed) in refused.items():
         if value != allowed:
-            raise ValueError(f"env_backend='mujoco' needs {name}={allowed!r}, got {value!r}")
+            raise ValueError(f"env_backend={backend!r} needs {name}={allowed!r}, got {value!r}")
 
 
 def _run_fields() -> dict[str, dataclasses.Field]:

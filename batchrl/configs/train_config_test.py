@@ -163,8 +163,27 @@ def test_the_mujoco_backend_is_one_override_and_refuses_what_it_cannot_do():
         overrides.parse_override(presets.get("pendulum_jax"), "env_backend=mujoco")
     assert overrides.parse_override(config, "env_threads=1").env_threads == 1
     on_ray = overrides.parse_override(presets.get("cheetah_clipped"), "env_backend=ray")
-    with pytest.raises(ValueError, match=r"^env_threads=2 needs env_backend='mujoco', got 'ray'$"):
+    with pytest.raises(
+        ValueError, match=r"^env_threads=2 needs env_backend='mujoco' or 'ale', got 'ray'$"
+    ):
         overrides.parse_override(on_ray, "env_threads=2")
+
+
+def test_the_ale_backend_takes_ale_ids_and_refuses_what_it_cannot_do():
+    config = overrides.parse_override(presets.get("cartpole"), "env=ALE/Seaquest-v5")
+    config = overrides.parse_override(config, "env_backend=ale")
+    assert config.env_backend == "ale" and config.env == "ALE/Seaquest-v5"
+    assert overrides.parse_override(config, "env_threads=2").env_threads == 2
+    with pytest.raises(ValueError, match=r"^env_backend='ale' needs local_envs=0, got 2$"):
+        overrides.parse_override(config, "local_envs=2")
+    with pytest.raises(ValueError, match=r"^env_backend='ale' needs action_repeat=1, got 4$"):
+        overrides.parse_override(config, "action_repeat=4")
+    with pytest.raises(
+        ValueError, match=r"^env_backend='ale' needs an ALE/<Game>-v5 id, got env='CartPole-v1'$"
+    ):
+        overrides.parse_override(presets.get("cartpole"), "env_backend=ale")
+    with pytest.raises(ValueError, match=r"env_backend='ale' needs env_kind='workers'"):
+        overrides.parse_override(presets.get("cartpole_jax"), "env_backend=ale")
 
 
 @pytest.mark.parametrize("name", [name for name in presets.PRESETS if name.endswith("_clipped")])

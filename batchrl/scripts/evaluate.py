@@ -131,7 +131,9 @@ def evaluate(
             paths.append(run_folder.best(rundir))
         except run_folder.RunFolderError as error:
             raise UsageError(str(error)) from None
-    env, batch_env = environments.build(config)
+    # The envs the run's evaluations stepped: its own eval envs (Atari's whole games), or
+    # its training envs.
+    env, batch_env = environments.build_eval(config) or environments.build(config)
     try:
         programs, state = loop.build(config, env)
         if sample:

@@ -120,6 +120,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         choose_headless_gl()
         rundir = pathlib.Path(args.logdir)
         config = run_folder.read_config(rundir)
+        if config.env_backend == "ale":
+            raise UsageError(
+                "visualize cannot film an env_backend='ale' run: ale-py's vector env renders "
+                "no frames"
+            )
         from batchrl.training import policy  # Imports JAX: after the GL backend is chosen.
 
         loaded = policy.load(rundir, best=args.best)

@@ -1,8 +1,11 @@
-"""Builds the batched env a TrainConfig names: JAX-native, Gymnasium envs, or a MuJoCo batch.
+"""Builds the batched env a TrainConfig names: JAX-native, Gymnasium envs, a MuJoCo batch or Atari.
 
 Gymnasium envs are named as `envs.make` reads them and built with the wrappers the
 config asks for; episodes end at the env's own time limit or at `max_length` env steps,
-whichever comes first. JAX-native envs are named as their kind registers them, or as
+whichever comes first. Atari games (env_backend 'ale') take `env_kwargs` as
+`BatchEnv.atari`'s options for training, and evaluation plays them on envs of its own
+(`build_eval`): whole games, rewards unclipped, so it scores the game's own score.
+JAX-native envs are named as their kind registers them, or as
 `module:qualname` of a function or class that makes one. Where no name can say what
 the env is (a lambda, an env object), the caller passes the env itself: a Gymnasium
 env constructor, or a JAX-native env (`jax_env.Env`).
@@ -29,6 +32,8 @@ def check_env_name(config: TrainConfig, env: Any = None) -> None:
         _check_given(config, env)
     elif config.env_kind in JAX_NATIVE:
         _jax_native(config)  # Names the known envs when it fails.
+    elif config.env_backend == "ale":
+        _atari_settings(config)  # Names the game or option that is not ale-py's.
     else:
         make.check_name(config.env, config.env_kwargs)
 
@@ -42,6 +47,10 @@ def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:
     check_env_name(config, env)
     if config.env_kind in JAX_NATIVE:
         return _jax_native(config, env).env_spec
+    if config.env_backend == "ale" and env is None:
+        with BatchEnv.atari(config.env, 1, threads=1, **config.env_kwargs) as game:
+            spaces = game.single_observation_space, game.single_action_space
+            return spec.env_spec(*spaces, config.env)
     one = make.Make(env or config.env, config.max_length, kwargs=config.env_kwargs)()
     try:
         return spec.env_spec(one.observation_space, one.action_space, spec.env_name(one))
@@ -58,8 +67,9 @@ def _check_given(config: TrainConfig, env: Any) -> None:
         )
     if not native and not callable(env):
         raise ValueError(f"a Gymnasium env is given as a constructor, got {type(env).__name__}")
-    if not native and config.env_backend == "mujoco":
-        raise ValueError("env_backend='mujoco' builds its envs by name: give env as an id")
+    if not native and config.env_backend in ("mujoco", "ale"):
+        backend = config.env_backend
+        raise ValueError(f"env_backend={backend!r} builds its envs by name: give env as an id")
 
 
 def _jax_native(config: TrainConfig, env: Any = None) -> jax_env.Env:
@@ -95,7 +105,9 @@ def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[An
         action_repeat=config.action_repeat,
         kwargs=config.env_kwargs,
     )
-    if local:
+    if config.env_backend == "ale":  # Already in this process, and only as ale-py builds it.
+        batch_env = _atari(config, config.env_kwargs)
+    elif local:
         batch_env = BatchEnv.from_envs([constructor() for _ in range(config.num_envs)])
     elif config.env_backend == "mujoco":
         batch_env = BatchEnv.mujoco(
@@ -126,4 +138,43 @@ def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[An
             batch_env, seed=config.seed, devices=config.algorithm.learner_devices
         ),
         batch_env,
+    )
+
+
+def build_eval(config: TrainConfig) -> tuple[Any, BatchEnv] | None:
+    """The batched env evaluation steps and its BatchEnv, when it is not the training env.
+
+    Atari games (env_backend 'ale') train on episodes that a lost life may end and on
+    clipped rewards, as their `env_kwargs` say; evaluation plays whole games with the
+    game's own rewards on `config.num_envs` envs of its own, seeded after the training
+    envs. None for every other env: evaluation steps the training env.
+    """
+    if config.env_backend != "ale":
+        return None
+    whole_games = {"episodic_life": False, "life_loss_info": False, "reward_clipping": False}
+    batch_env = _atari(config, {**config.env_kwargs, **whole_games})
+    seed, devices = config.seed + config.num_envs, config.algorithm.learner_devices
+    return bridge.InGraphBatchEnv(batch_env, seed=seed, devices=devices), batch_env
+
+
+def _atari_settings(config: TrainConfig) -> Any:
+    """The game and options of `config`'s Atari envs; one-line errors for bad ones."""
+    try:
+        from batchrl.envs.atari import settings  # ale-py is an optional dependency.
+    except ImportError as error:
+        raise ValueError(
+            f"env_backend='ale' needs ale-py ({error}): pip install -e '.[atari]'"
+        ) from None
+    return settings.resolve(config.env, config.env_kwargs)
+
+
+def _atari(config: TrainConfig, options: dict[str, Any]) -> BatchEnv:
+    """`config.num_envs` games of `config.env` with `options`, cut at `max_length` steps."""
+    chosen = _atari_settings(config).options
+    frames = min(chosen["max_num_frames_per_episode"], config.max_length * chosen["frameskip"])
+    return BatchEnv.atari(
+        config.env,
+        config.num_envs,
+        threads=config.env_threads or None,
+        **{**options, "max_num_frames_per_episode": frames},
     )

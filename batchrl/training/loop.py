@@ -2,8 +2,9 @@
 
 Training runs a phase of env steps (`training.phase`: acting, and an update each time
 the agent's memory or rollout is full); evaluation restarts a separate set of episodes
-and scores the mean action on each env's first (`loop.evaluate`). Each phase is one compiled
-program; this loop only reads the metrics it returns. The agent is the algorithm its
+and scores the mean action on each env's first (`loop.evaluate`), on the training envs
+or, where a run has them, on eval envs of its own (Atari's whole games). Each phase is
+one compiled program; this loop only reads the metrics it returns. The agent is the algorithm its
 config names, driven through the written protocol (`batchrl.algorithm`). Every size
 (phase lengths, the budget that schedules read) derives from the run's `TrainConfig`.
 """
@@ -59,6 +60,7 @@ def build(
     config: train_config.TrainConfig,
     env: simulate.BatchedEnv,
     *,
+    eval_env: simulate.BatchedEnv | None = None,
     train_steps: int | None = None,
     eval_steps: int | None = None,
 ) -> tuple[Programs, RunState]:
@@ -68,9 +70,17 @@ def build(
     most `config.eval_batch_steps`, unless `train_steps` or `eval_steps` (batch steps, each
     stepping every env once) say otherwise; the budget the schedules read is
     `config.steps` env steps, and `config.seed` seeds the agent's and the phases' keys.
+    Evaluation steps `eval_env` (of `env`'s spec and size) when given, else `env` itself.
     """
     if env.num_envs != config.num_envs:
         raise ValueError(f"the env steps {env.num_envs} envs, the config {config.num_envs}")
+    if eval_env is None:
+        eval_env = env
+    elif (eval_env.env_spec, eval_env.num_envs) != (env.env_spec, env.num_envs):
+        raise ValueError(
+            f"the eval env must have the env's spec and num_envs={env.num_envs}, got "
+            f"{eval_env.env_spec} and {eval_env.num_envs}"
+        )
     algorithm = algorithm_lib.of(config.algorithm)
     networks = algorithm.networks(config.algorithm, env.env_spec)
     train_steps = train_steps or config.batch_steps_per_phase
@@ -83,19 +93,19 @@ def build(
     evaluation = algorithm.evaluation_agent(networks)
     programs = Programs(
         train=phase_lib.make(env, networks, train_steps),
-        evaluate=simulate.make_first_episodes(env, evaluation, eval_steps),
+        evaluate=simulate.make_first_episodes(eval_env, evaluation, eval_steps),
         algorithm=algorithm,
         networks=networks,
         num_envs=env.num_envs,
         train_steps=train_steps,
         # Envs stepped on the host are one set, whichever simulate state drives them.
-        shared_envs=env.calls_host,
+        shared_envs=env.calls_host and eval_env is env,
         storage_bytes=storage_bytes,
     )
     state = RunState(
         agent=init(agent_key),
         train=simulate.init(env, train_key),
-        eval=simulate.init(env, eval_key),
+        eval=simulate.init(eval_env, eval_key),
         env_steps=jnp.zeros((), jnp.int32),
         phases=jnp.zeros((), jnp.int32),
     )

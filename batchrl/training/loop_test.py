@@ -40,3 +40,16 @@ def test_the_same_eval_state_scores_the_same_and_the_next_round_draws_new_starts
     assert jax.random.key_data(other_state.eval.key).tolist() == (
         jax.random.key_data(state.eval.key).tolist()
     )
+
+
+def test_evaluation_steps_the_eval_env_when_the_run_has_one():
+    # Training envs end episodes every 1 to 4 steps; the eval envs every 3.
+    env, eval_env = jax_mock.CountingBatch(DURATIONS), jax_mock.CountingBatch((3, 3, 3, 3))
+    config = config_lib.ClippedConfig(steps_per_update=8, num_minibatches=1, update_epochs=1)
+    run = loop.config_for(config, env, max_length=4, steps=64)
+    programs, state = loop.build(run, env, eval_env=eval_env, train_steps=8)
+    assert not programs.shared_envs  # Training's episodes go on across evaluations.
+    _, summary = loop.evaluate(programs, state.eval, state.agent, 4)
+    assert summary["episode/count"] == 4 and summary["episode/length"] == 3
+    with pytest.raises(ValueError, match=r"the eval env must have the env's spec and num_envs=4"):
+        loop.build(run, env, eval_env=jax_mock.CountingBatch((3, 3)))

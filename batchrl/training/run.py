@@ -59,16 +59,21 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
     env in place of the one `config.env` names (`environments.build`). Ctrl-C or SIGTERM
     (as KeyboardInterrupt) saves a checkpoint of the last logged state, then is raised on.
     """
-    batched, batch_env = environments.build(config, env=env)
-    try:
-        return _train(rundir, config, batched, batch_env)
-    finally:
+    with contextlib.ExitStack() as opened:
+        batched, batch_env = environments.build(config, env=env)
         if batch_env is not None:
-            batch_env.close()
+            opened.callback(batch_env.close)
+        evaluation = environments.build_eval(config)  # None: evaluation steps the same envs.
+        if evaluation is not None:
+            opened.callback(evaluation[1].close)
+        eval_env = None if evaluation is None else evaluation[0]
+        return _train(rundir, config, batched, batch_env, eval_env)
 
 
-def _train(rundir: pathlib.Path | None, config: TrainConfig, env: Any, batch_env: Any) -> Result:
-    programs, state = loop.build(config, env)
+def _train(
+    rundir: pathlib.Path | None, config: TrainConfig, env: Any, batch_env: Any, eval_env: Any
+) -> Result:
+    programs, state = loop.build(config, env, eval_env=eval_env)
     directory = None if rundir is None else run_folder.checkpoints(rundir)
     if rundir is not None:
         run_folder.write_spec(rundir, env.env_spec)

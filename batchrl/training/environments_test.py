@@ -1,0 +1,68 @@
+import numpy as np
+import pytest
+
+from batchrl import env_spec
+from batchrl.configs import TrainConfig
+from batchrl.envs.atari import group
+from batchrl.training import environments
+
+FIRE = 1  # In Space Invaders' minimal action set.
+
+
+def atari(env="ALE/SpaceInvaders-v5", **fields):
+    """A run on 2 Atari games whose lost lives end episodes and whose rewards are clipped."""
+    options = {"life_loss_info": True, "reward_clipping": True, "repeat_action_probability": 0.0}
+    settings = {"num_envs": 2, "max_length": 1000, "env_kwargs": options, **fields}
+    return TrainConfig(env=env, **{"env_backend": "ale", **settings})
+
+
+def test_the_ale_backend_is_one_batch_of_ale_pys_games_read_as_stacked_frames():
+    config = atari(max_length=50, env_kwargs={"frameskip": 3})
+    spec = environments.check_env(config)
+    (frames,) = env_spec.leaves(spec.observation)
+    assert frames.shape == (4, 84, 84) and frames.dtype == "uint8"
+    assert frames.kind == env_spec.IMAGE and spec.num_actions == 6
+    batched, batch_env = environments.build(config)
+    with batch_env:
+        (games,) = batch_env._groups
+        assert isinstance(games, group.AtariGroup) and batched.num_envs == 2
+        # Episodes end at max_length steps of 3 frames each.
+        assert games.settings.options["max_num_frames_per_episode"] == 150
+        assert games.settings.options["frameskip"] == 3
+
+
+def play(batch_env, steps):
+    """FIRE for `steps` steps from a seeded reset, resetting what ended; rewards and ends."""
+    batch_env.reset(seed=5)
+    rewards, lives_at_ends = [], []
+    for _ in range(steps):
+        _, reward, terminated, truncated, infos = batch_env.step(np.full(2, FIRE))
+        rewards.append(reward)
+        lives_at_ends += infos["lives"][terminated | truncated].tolist()
+        if (terminated | truncated).any():
+            batch_env.reset_at(np.flatnonzero(terminated | truncated))
+    return np.array(rewards), lives_at_ends
+
+
+def test_evaluation_plays_whole_games_with_the_games_own_rewards():
+    # Space Invaders pays 5 to 30 a hit and has three lives; FIRE all along loses them fast.
+    config = atari()
+    _, train_env = environments.build(config)
+    _, eval_env = environments.build_eval(config)
+    with train_env, eval_env:
+        train_rewards, train_ends = play(train_env, 800)
+        eval_rewards, eval_ends = play(eval_env, 800)
+    assert set(np.unique(train_rewards)) <= {0.0, 1.0}
+    assert 2 in train_ends and 1 in train_ends  # Lost lives end training's episodes.
+    assert eval_rewards.max() > 1.0
+    assert eval_ends and set(eval_ends) == {0}  # Only game overs end evaluation's.
+    assert environments.build_eval(TrainConfig(env="CartPole-v1")) is None
+
+
+def test_a_bad_game_or_option_is_refused_in_one_line_before_any_game_starts():
+    with pytest.raises(ValueError, match=r"unknown option 'episodic_lives' of BatchEnv.atari"):
+        environments.check_env_name(atari(env_kwargs={"episodic_lives": True}))
+    with pytest.raises(ValueError, match=r"unknown Atari game 'ALE/Braekout-v5'"):
+        environments.check_env_name(atari(env="ALE/Braekout-v5"))
+    with pytest.raises(ValueError, match=r"env_backend='ale' builds its envs by name"):
+        environments.check_env_name(atari(), env=lambda: None)
