@@ -3,8 +3,8 @@
 Seed presets use the KL-penalty objective, 200-100 ReLU networks, 30 agents and 30
 episodes per update, as the seed did; `*_clipped` presets use the clipped objective
 with common-practice hyperparameters (SB3's and CleanRL's MuJoCo defaults). Pixel
-presets (`*_minatar`, `minigrid_doorkey`) read images through CNNs, with the settings
-their sources trained PPO with.
+presets (`*_minatar`, `minigrid_doorkey`, and the Atari games `breakout`, `pong`,
+`beam_rider`) read images through CNNs, with the settings their sources trained PPO with.
 """
 
 from __future__ import annotations
@@ -177,6 +177,77 @@ def minigrid_doorkey() -> TrainConfig:
     )
 
 
+def _atari(env: str) -> TrainConfig:
+    """Clipped PPO on an Atari game in ale-py's vector env (env_backend 'ale'), 10M steps.
+
+    CleanRL's ppo_atari.py: 8 envs x 128 steps an update, 4 minibatches, 4 epochs, Adam
+    at 2.5e-4 falling linearly to zero, gradients clipped to norm 0.5, discount 0.99, GAE
+    lambda 0.95, the ratio and the value clipped at 0.1, entropy 0.01, value 0.5,
+    advantages standardised per minibatch, rewards clipped to [-1, 1] and not scaled; the
+    Nature CNN shared by policy and value (orthogonal init, 0.01 for the logits); frames
+    of DQN's preprocessing (4 frames skipped, max-pooled, 84 x 84 grayscale, 4 stacked,
+    no-ops and FIRE at a game's start), no sticky actions. A lost life ends the episode
+    for the learner and the game plays on (ale-py's life_loss_info), as CleanRL's
+    EpisodicLifeEnv. What differs: CleanRL's FireResetEnv presses FIRE after every lost
+    life too, here the agent presses it itself; ale-py draws 0 to 29 no-ops (one fewer
+    after FIRE), CleanRL 1 to 30. Evaluation plays whole games with the mean action and
+    scores the game's own, unclipped score (CleanRL reports its training episodes').
+    `--set env=ALE/<Game>-v5` plays any other game.
+    """
+    algorithm = ppo_config.ClippedConfig(
+        steps_per_update=128,
+        num_minibatches=4,
+        update_epochs=4,
+        learning_rate=2.5e-4,
+        anneal_learning_rate=True,
+        max_grad_norm=0.5,
+        discount=0.99,
+        gae_lambda=0.95,
+        clip_ratio=0.1,
+        clip_value=0.1,
+        entropy_coef=0.01,
+        value_coef=0.5,
+        normalize_rewards=False,
+        policy_layers=(),
+        value_layers=(),
+        activation="relu",
+        cnn="nature",
+        shared_encoder=True,
+    )
+    return TrainConfig(
+        algorithm=algorithm,
+        max_length=27_000,  # ale-py's 108,000 frames, 30 minutes of play, at 4 a step.
+        steps=10_000_000,
+        num_envs=8,
+        env=env,
+        env_backend="ale",
+        env_kwargs={
+            "repeat_action_probability": 0.0,
+            "life_loss_info": True,
+            "reward_clipping": True,
+        },
+        phase_steps=10_240,  # Ten updates per phase.
+        eval_episodes=8,  # One round of the 8 envs' whole games, every tenth phase.
+        eval_every=10,
+        final_episodes=32,
+    )
+
+
+def breakout() -> TrainConfig:
+    """Breakout (ALE/Breakout-v5, 4 actions) through ale-py, 10M steps."""
+    return _atari("ALE/Breakout-v5")
+
+
+def pong() -> TrainConfig:
+    """Pong (ALE/Pong-v5, 6 actions) through ale-py, 10M steps."""
+    return _atari("ALE/Pong-v5")
+
+
+def beam_rider() -> TrainConfig:
+    """BeamRider (ALE/BeamRider-v5, 9 actions) through ale-py, 10M steps."""
+    return _atari("ALE/BeamRider-v5")
+
+
 def _discrete(env: str, max_length: int, steps: int, **overrides: object) -> TrainConfig:
     """Clipped PPO for a small task of discrete observations, evaluated on many episodes.
 
@@ -320,6 +391,9 @@ _PIXELS = {
     "asterix_minatar": asterix_minatar,
     "freeway_minatar": freeway_minatar,
     "minigrid_doorkey": minigrid_doorkey,
+    "breakout": breakout,
+    "pong": pong,
+    "beam_rider": beam_rider,
 }
 _MUJOCO = ("reacher", "cheetah", "walker", "hopper", "ant", "humanoid")
 

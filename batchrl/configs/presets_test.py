@@ -4,7 +4,7 @@ import pytest
 
 import batchrl
 from batchrl import env_spec
-from batchrl.configs import presets
+from batchrl.configs import overrides, presets, train_config
 from batchrl.ppo import policy as policy_lib
 from batchrl.training import environments
 
@@ -48,3 +48,70 @@ def test_a_pixel_preset_trains_one_phase(name):
     assert int(run.policy.learner.updates) == 1
     params = run.policy.learner.params
     assert set(params) == {"policy", "value", "policy_encoder", "value_encoder"}
+
+
+ATARI = {"breakout": "ALE/Breakout-v5", "pong": "ALE/Pong-v5", "beam_rider": "ALE/BeamRider-v5"}
+# CleanRL's ppo_atari.py: its settings by their names there, and ours for them.
+CLEANRL_PPO_ATARI = {
+    "num_envs": 8,
+    "steps_per_update": 128,  # num_steps
+    "num_minibatches": 4,
+    "update_epochs": 4,
+    "learning_rate": 2.5e-4,
+    "anneal_learning_rate": True,  # anneal_lr
+    "discount": 0.99,  # gamma
+    "gae_lambda": 0.95,
+    "normalize_advantages": True,  # norm_adv
+    "clip_ratio": 0.1,  # clip_coef
+    "clip_value": 0.1,  # clip_vloss, at clip_coef
+    "entropy_coef": 0.01,  # ent_coef
+    "value_coef": 0.5,  # vf_coef
+    "max_grad_norm": 0.5,
+    "target_kl": None,
+    "steps": 10_000_000,  # total_timesteps
+}
+
+
+@pytest.mark.parametrize("name", list(ATARI))
+def test_an_atari_preset_is_cleanrls_ppo_atari_on_ale_pys_games(name):
+    config = presets.get(name)
+    settings = train_config.flat(config)
+    assert {key: settings[key] for key in CLEANRL_PPO_ATARI} == CLEANRL_PPO_ATARI
+    assert config.env == ATARI[name] and config.env_backend == "ale"
+    spec = environments.check_env(config)
+    (frames,) = env_spec.leaves(spec.observation)
+    assert frames.shape == (4, 84, 84) and frames.dtype == "uint8"
+    networks = policy_lib.Networks(config.algorithm, spec)
+    assert [part.network for part in networks.parts if part.network] == ["nature"]
+    assert config.algorithm.shared_encoder and not config.algorithm.normalize_rewards
+
+
+def test_the_atari_presets_train_on_lost_lives_and_clipped_rewards_and_evaluate_whole_games():
+    config = presets.get("breakout")
+    _, train_env = environments.build(config)
+    _, eval_env = environments.build_eval(config)
+    with train_env, eval_env:
+        (training,), (evaluation,) = train_env._groups, eval_env._groups
+        train, evaluate = training.settings.options, evaluation.settings.options
+    assert train["life_loss_info"] and train["reward_clipping"]
+    assert not (evaluate["life_loss_info"] or evaluate["episodic_life"])
+    assert not evaluate["reward_clipping"]
+    # Both: no sticky actions, as CleanRL's NoFrameskip-v4 games; 30 minutes of play at most.
+    for options in (train, evaluate):
+        assert options["repeat_action_probability"] == 0.0
+        assert options["max_num_frames_per_episode"] == 108_000
+
+
+def test_any_atari_game_is_one_override_away():
+    config = overrides.parse_override(presets.get("breakout"), "env=ALE/Seaquest-v5")
+    assert environments.check_env(config).num_actions == 18
+
+
+@pytest.mark.slow
+def test_an_atari_preset_trains_one_phase():
+    # Whole games of the untrained policy may last to the time limit: 100 steps here.
+    run = batchrl.train("breakout", steps=64, max_length=100, **SMALL)
+    (row,) = run.metrics
+    assert row["step"] == 64 and math.isfinite(row["final/return"])
+    assert int(run.policy.learner.updates) == 1
+    assert set(run.policy.learner.params) == {"policy", "value", "encoder"}
