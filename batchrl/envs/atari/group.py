@@ -168,7 +168,8 @@ class AtariGroup:
         """[k] bool: the envs whose game this step ended, which ale-py resets at their next step.
 
         Notes the envs that lost a life with the game on (`life_loss_info`): terminated,
-        yet their game goes on.
+        yet their game goes on. (A life lost at the very frame of the time limit reads as
+        one to play on; ale-py then starts a new game at the next step.)
         """
         buffers = self.buffers
         ended = buffers.terminated | buffers.truncated
@@ -190,9 +191,6 @@ class AtariGroup:
         indices = np.asarray(indices, np.int64)
         seeds = [_check_seed(seed) for seed in seeds]
         fresh = (np.array(seeds, np.int64) != _NO_SEED) | ~self._playing_on[indices]
-        self._playing_on[indices] = False
-        if not fresh.any():
-            return
         mask = np.zeros(self.num_envs, bool)
         mask[indices[fresh]] = True
         if not self._reset_once and not mask.all():
@@ -200,6 +198,9 @@ class AtariGroup:
                 f"BatchEnv.atari resets every env first, then any of them; got envs "
                 f"{indices.tolist()} of {self.num_envs}"
             )
+        self._playing_on[indices] = False
+        if not fresh.any():
+            return
         seed_of = dict(zip(indices.tolist(), seeds, strict=True))
         ordered = np.flatnonzero(mask)  # ale-py takes the seeds in env order.
         obs, info = vector.reset(
