@@ -22,6 +22,9 @@ from batchrl.envs import BatchEnv
 from batchrl.envs.host import make, spec
 from batchrl.envs.jax import classic, gymnax_env, jax_env
 
+# Eval envs of their own draw their seeds from the run's seed plus this, so they start
+# no game as any run's training envs do (whose seeds come from seeds below it).
+_EVAL_SEEDS = 2**32
 # The JAX-native env kinds, by the function that makes one of their envs by name.
 JAX_NATIVE = {"jax": classic.make, "gymnax": gymnax_env.make}
 
@@ -146,14 +149,15 @@ def build_eval(config: TrainConfig) -> tuple[Any, BatchEnv] | None:
 
     Atari games (env_backend 'ale') train on episodes that a lost life may end and on
     clipped rewards, as their `env_kwargs` say; evaluation plays whole games with the
-    game's own rewards on `config.num_envs` envs of its own, seeded after the training
-    envs. None for every other env: evaluation steps the training env.
+    game's own rewards on `config.num_envs` envs of its own, whose seeds are drawn apart
+    from every run's training envs. None for every other env: evaluation steps the
+    training env.
     """
     if config.env_backend != "ale":
         return None
     whole_games = {"episodic_life": False, "life_loss_info": False, "reward_clipping": False}
     batch_env = _atari(config, {**config.env_kwargs, **whole_games})
-    seed, devices = config.seed + config.num_envs, config.algorithm.learner_devices
+    seed, devices = config.seed + _EVAL_SEEDS, config.algorithm.learner_devices
     return bridge.InGraphBatchEnv(batch_env, seed=seed, devices=devices), batch_env
 
 

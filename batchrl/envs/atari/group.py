@@ -33,6 +33,7 @@ INFO_KEYS = ("lives", "episode_frame_number", "frame_number")  # As ale-py's Ata
 # What an env of the group answers `attribute` with.
 ATTRIBUTES = ("spec", "render_mode", "metadata", "np_random_seed")
 _NO_SEED = -1  # ale-py's seed for a reset that keeps the game's random stream.
+_SEEDS = 2**31  # ale-py's seeds are C++ ints: 0 to 2**31 - 1.
 
 
 class AtariGroup:
@@ -228,12 +229,16 @@ def _env_order(info: dict) -> np.ndarray:
 
 
 def _check_seed(seed: int | None) -> int:
-    """A reset's seed as ale-py takes it, -1 for none; a one-line ValueError out of its range."""
+    """A reset's seed as ale-py takes it: -1 for none, else below 2**31 (C++'s int).
+
+    Larger seeds (Gymnasium's go to 2**32 - 1) are taken modulo 2**31; a negative one is
+    a one-line ValueError, as in Gymnasium.
+    """
     if seed is None:
         return _NO_SEED
-    if not 0 <= seed < 2**31:
-        raise ValueError(f"an Atari game's seed must be in [0, 2**31), got {seed}")
-    return int(seed)
+    if seed < 0:
+        raise ValueError(f"an Atari game's seed must be at least 0, got {seed}")
+    return int(seed) % _SEEDS
 
 
 def _rows(columns: dict[str, np.ndarray], count: int, special: dict[int, dict]) -> list[dict]:
