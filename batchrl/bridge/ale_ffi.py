@@ -1,0 +1,202 @@
+"""AleFfiEnv: ale-py's Atari games stepped by XLA FFI calls inside the compiled program.
+
+ale-py's `AtariVectorEnv.xla()` registers its batch's reset and step as XLA FFI targets:
+custom calls that run the games in ale-py's C++ threads from within a compiled program,
+with no Python on the way, where the bridge's host callback enters Python at every step.
+AleFfiEnv puts them behind simulate's batched interface (init, reset by mask, step) with
+the episodes of `InGraphBatchEnv` over a `BatchEnv.atari` of the same games: env i
+seeded with seed + i at init, envs that ended reset before the step that acts on them
+(so no action is ignored, though ale-py's own autoreset is NEXT_STEP), a lost life under
+`life_loss_info` ending the episode while the game plays on, frames uint8, rewards float32.
+
+The env state holds ale-py's handle (the address of its C++ batch, 8 bytes): each call
+consumes the handle the last one returned, which orders the calls as the bridge's token
+does. A state restored from a checkpoint holds the address of another process's batch:
+the calls take only their order from the state and always use this env's address. The
+games are not in the state: like worker envs, they start anew when a run resumes.
+
+A masked reset inside a compiled program cannot name a list of dynamic length; the envs
+are reset in calls of static sizes, the binary digits of their count (at most
+log2(B) + 1 calls, each env reset once, as ale-py resets each env on its own).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import flax.struct
+import gymnasium as gym
+import jax
+import jax.numpy as jnp
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from batchrl.bridge import one_block
+from batchrl.envs.host import spec
+from batchrl.envs.jax import jax_env
+
+_RESET_TARGET = "atari_vector_xla_reset"  # As `AtariVectorEnv.xla()` registers it.
+_NO_SEED = -1  # ale-py's seed for a reset that goes on with the game's random stream.
+
+
+@flax.struct.dataclass
+class AleFfiState:
+    """What the compiled program knows of ale-py's batch between calls.
+
+    Attributes:
+        handle: [8] uint8, ale-py's handle as the last call returned it; orders the calls.
+        lives: [B] int32 each game's lives after the last call.
+        plays_on: [B] bool, the last step ended the env's episode at a lost life and its
+            game goes on: a reset by mask leaves it playing.
+    """
+
+    handle: jax.Array
+    lives: jax.Array
+    plays_on: jax.Array
+
+
+class AleFfiEnv:
+    """The games of an `AtariVectorEnv` behind the batched interface of `simulate`.
+
+    `vector_env`: ale-py's vector env, built with batch_size = num_envs and autoreset
+    NEXT_STEP (its defaults); its owner closes it (`vector_env.ale = None` frees the C++
+    batch and joins its threads), after which a compiled program of this env refuses to
+    run. `life_ends`: a lost life ends the episode and the game plays on (life_loss_info
+    without episodic_life). `seed` seeds env i with seed + i at `init`; later resets go
+    on with each game's random stream. `devices` > 1 is refused: the calls run on the
+    device of the one program.
+    """
+
+    calls_host = True  # The games are outside the program: train and eval share them.
+    block = staticmethod(one_block.run)
+
+    def __init__(
+        self, vector_env: Any, *, seed: int = 0, life_ends: bool = False, devices: int = 1
+    ):
+        if devices != 1:
+            raise ValueError(
+                f"env_backend='ale' steps its games from a program on one device: "
+                f"learner_devices must be 1, got {devices}"
+            )
+        num_envs = vector_env.num_envs
+        if vector_env.batch_size != num_envs:
+            raise ValueError(
+                f"AleFfiEnv steps every game each step: batch_size must equal num_envs "
+                f"({num_envs}), got {vector_env.batch_size}"
+            )
+        if vector_env.autoreset_mode is not AutoresetMode.NEXT_STEP:
+            raise ValueError(
+                f"ale-py's XLA calls need autoreset_mode NEXT_STEP, got {vector_env.autoreset_mode}"
+            )
+        if not 0 <= seed <= 2**31 - num_envs:
+            raise ValueError(
+                f"seed must be in [0, 2**31 - num_envs] so that every env's seed fits "
+                f"ale-py's int32, got {seed}"
+            )
+        self.vector_env = vector_env
+        self.seed = seed
+        self.life_ends = life_ends
+        self.num_envs = num_envs
+        self.env_spec = spec.env_spec(
+            vector_env.single_observation_space, vector_env.single_action_space, "atari"
+        )
+        self._handle, _, self._step_call = vector_env.xla()
+        obs_type = jax.ShapeDtypeStruct(vector_env.observation_space.shape, np.uint8)
+        column = jax.ShapeDtypeStruct((num_envs,), np.int32)
+        # handle, obs, env ids, lives, frame numbers, episode frame numbers.
+        results = (jax.ShapeDtypeStruct((8,), np.uint8), obs_type, column, column, column, column)
+        self._reset_call = jax.ffi.ffi_call(_RESET_TARGET, results, has_side_effect=True)
+
+    @property
+    def closed(self) -> bool:
+        """Whether ale-py's batch is closed or freed: no program of this env may run."""
+        return self.vector_env.closed or getattr(self.vector_env, "ale", None) is None
+
+    def wrap_compiled(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """`function`, a compiled program calling this env, refusing to run once it is closed."""
+
+        @functools.wraps(function)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            self._expect_open()
+            return function(*args, **kwargs)
+
+        return wrapped
+
+    def init(self, key: jax.Array) -> tuple[AleFfiState, jax.Array]:
+        """Resets every env, env i with seed + i; `key` is unused (the games seed themselves)."""
+        del key
+        self._expect_open()
+        indices = jnp.arange(self.num_envs, dtype=jnp.int32)
+        handle, obs, lives = self._reset(self._handle, indices, indices + self.seed)
+        return AleFfiState(handle, lives, jnp.zeros((self.num_envs,), bool)), obs
+
+    def reset(
+        self, env_state: AleFfiState, obs: jax.Array, key: jax.Array, mask: jax.Array
+    ) -> tuple[AleFfiState, jax.Array]:
+        """Resets the envs where mask [B] is True but those playing on; no call when none is."""
+        del key
+        fresh = mask & ~env_state.plays_on
+        handle, obs, lives = jax.lax.cond(
+            fresh.any(),
+            functools.partial(self._reset_where, fresh),
+            lambda *carry: carry,
+            env_state.handle,
+            obs,
+            env_state.lives,
+        )
+        return AleFfiState(handle, lives, env_state.plays_on & ~mask), obs
+
+    def step(
+        self, env_state: AleFfiState, action: jax.Array
+    ) -> tuple[AleFfiState, jax_env.TimeStep]:
+        """Steps every game with action [B]."""
+        expected = (self.num_envs, *self.env_spec.action_shape)
+        if action.shape != expected:
+            raise ValueError(f"action has shape {action.shape}, expected {expected}")
+        handle = self._live(env_state.handle)
+        handle, (obs, reward, terminated, truncated, info) = self._step_call(
+            handle, action.astype(jnp.int32)
+        )
+        lives = info["lives"]
+        lost_a_life = (lives < env_state.lives) & (lives > 0)
+        plays_on = self.life_ends & terminated & ~truncated & lost_a_life
+        time_step = jax_env.TimeStep(obs, reward.astype(jnp.float32), terminated, truncated)
+        return AleFfiState(handle, lives, plays_on), time_step
+
+    def _reset_where(
+        self, mask: jax.Array, handle: jax.Array, obs: jax.Array, lives: jax.Array
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """Resets the envs where mask [B] is True, in calls of the sizes of its count's bits."""
+        count = mask.sum(dtype=jnp.int32)
+        order = jnp.nonzero(mask, size=self.num_envs, fill_value=0)[0].astype(jnp.int32)
+        seeds = jnp.full((self.num_envs,), _NO_SEED, jnp.int32)
+        for bit in reversed(range(self.num_envs.bit_length())):
+            size = 1 << bit
+            start = (count >> (bit + 1)) << (bit + 1)  # The envs of the higher bits went first.
+
+            def call(handle, obs, lives, start=start, size=size):
+                del obs, lives
+                indices = jax.lax.dynamic_slice(order, (start,), (size,))
+                return self._reset(handle, indices, seeds[:size])
+
+            handle, obs, lives = jax.lax.cond(
+                (count & size) != 0, call, lambda *carry: carry, handle, obs, lives
+            )
+        return handle, obs, lives
+
+    def _reset(
+        self, handle: jax.Array, indices: jax.Array, seeds: jax.Array
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        """ale-py's reset of the envs at `indices` with their seeds; every env's obs and lives."""
+        handle, obs, _, lives, _, _ = self._reset_call(self._live(handle), indices, seeds)
+        return handle, obs, lives
+
+    def _live(self, handle: jax.Array) -> jax.Array:
+        """This env's handle, ordered after the call that returned `handle`."""
+        return jnp.where(jnp.all(handle == self._handle), handle, self._handle)
+
+    def _expect_open(self) -> None:
+        if self.closed:
+            raise gym.error.ClosedEnvironmentError("the Atari games of this AleFfiEnv are closed")
