@@ -46,14 +46,18 @@ def ffi_rollout(env, actions, pieces=2):
 
 
 def host_rollout(vector_env, actions, life_ends):
-    """The same episodes stepped on the host: reset what ended (not a game playing on), step."""
+    """The same episodes stepped on the host: reset what ended (not a game playing on), step.
+
+    Returns the transitions' columns [T, B, ...] and the number of envs reset.
+    """
     num_envs = vector_env.num_envs
     obs, info = vector_env.reset(seed=np.arange(SEED, SEED + num_envs))
     lives = info["lives"]
-    done, plays_on = np.zeros(num_envs, bool), np.zeros(num_envs, bool)
+    done, plays_on, resets = np.zeros(num_envs, bool), np.zeros(num_envs, bool), 0
     columns = {"obs": [], "next_obs": [], "reward": [], "terminated": [], "truncated": []}
     for action in actions:
         fresh, plays_on = done & ~plays_on, plays_on & ~done
+        resets += fresh.sum()
         if fresh.any():
             seeds = np.full(fresh.sum(), -1)
             obs, info = vector_env.reset(seed=seeds, options={"reset_mask": fresh})
@@ -69,7 +73,7 @@ def host_rollout(vector_env, actions, life_ends):
             strict=True,
         ):
             columns[name].append(value)
-    return {name: np.stack(values) for name, values in columns.items()}
+    return {name: np.stack(values) for name, values in columns.items()}, resets
 
 
 def close(vector_env):
@@ -78,7 +82,7 @@ def close(vector_env):
 
 @pytest.mark.parametrize("game", GAMES)
 def test_a_rollout_through_the_ffi_calls_is_the_one_stepped_on_the_host(game):
-    num_envs, steps = 4, 320
+    num_envs, steps = 4, 240
     options = {**GAMES[game], "num_threads": 2}
     actions = np.random.default_rng(0).integers(0, 4, (steps, num_envs)).astype(np.int32)
     vector_env = AtariVectorEnv(game, num_envs, **options)
@@ -86,18 +90,19 @@ def test_a_rollout_through_the_ffi_calls_is_the_one_stepped_on_the_host(game):
     try:
         env = ale_ffi.AleFfiEnv(vector_env, seed=SEED, life_ends=game == "breakout")
         got = ffi_rollout(env, actions)
-        want = host_rollout(reference, actions, life_ends=game == "breakout")
+        want, resets = host_rollout(reference, actions, life_ends=game == "breakout")
     finally:
         close(vector_env), close(reference)
     assert got.obs.dtype == np.uint8 and got.obs.shape == (steps, num_envs, 4, 84, 84)
     assert got.reward.dtype == np.float32
     for name, value in want.items():
         np.testing.assert_array_equal(getattr(got, name), value, err_msg=name)
-    if game == "breakout":  # Both ways an episode ends were met, and a game over.
-        lost_lives = want["terminated"].sum()
-        assert lost_lives > 5 * num_envs and want["reward"].sum() > 0
+    # Episodes ended every way these games end: at lost lives and game overs (which
+    # reset the game), at the time limit.
+    if game == "breakout":
+        assert 0 < resets < want["terminated"].sum() and want["reward"].sum() > 0
     else:
-        assert want["truncated"].sum() >= num_envs * (steps // 60)
+        assert want["truncated"].sum() >= 3 * num_envs and resets >= 2 * num_envs
 
 
 def test_masked_resets_reset_exactly_those_envs_as_ale_py_does():
