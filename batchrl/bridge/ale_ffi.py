@@ -5,7 +5,7 @@ custom calls that run the games in ale-py's C++ threads from within a compiled p
 with no Python on the way, where the bridge's host callback enters Python at every step.
 AleFfiEnv puts them behind simulate's batched interface (init, reset by mask, step) with
 the episodes of `InGraphBatchEnv` over a `BatchEnv.atari` of the same games: env i
-seeded with seed + i at init, envs that ended reset before the step that acts on them
+seeded as the bridge seeds it at init, envs that ended reset before the step that acts on them
 (so no action is ignored, though ale-py's own autoreset is NEXT_STEP), a lost life under
 `life_loss_info` ending the episode while the game plays on, frames uint8, rewards float32.
 
@@ -33,7 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.bridge import one_block
+from batchrl.bridge import in_graph, one_block
 from batchrl.envs.host import spec
 from batchrl.envs.jax import jax_env
 
@@ -64,12 +64,14 @@ class AleFfiEnv:
     NEXT_STEP (its defaults); its owner closes it (`vector_env.ale = None` frees the C++
     batch and joins its threads), after which a compiled program of this env refuses to
     run. `life_ends`: a lost life ends the episode and the game plays on (life_loss_info
-    without episodic_life). `seed` seeds env i with seed + i at `init`; later resets go
-    on with each game's random stream. `devices` > 1 is refused: the calls run on the
-    device of the one program.
+    without episodic_life). `seed` seeds env i with `ale_seeds(seed, B)[i]` at `init`;
+    later resets go on with each game's random stream. `devices` > 1 is refused: the
+    calls run on the device of the one program.
     """
 
     calls_host = True  # The games are outside the program: train and eval share them.
+    # A step's pure work as one conditional between the calls, as on the bridge; left to
+    # XLA's scheduling it took as much CPU or a little more (docs/benchmarks.md, Atari).
     block = staticmethod(one_block.run)
 
     def __init__(
@@ -90,13 +92,10 @@ class AleFfiEnv:
             raise ValueError(
                 f"ale-py's XLA calls need autoreset_mode NEXT_STEP, got {vector_env.autoreset_mode}"
             )
-        if not 0 <= seed <= 2**31 - num_envs:
-            raise ValueError(
-                f"seed must be in [0, 2**31 - num_envs] so that every env's seed fits "
-                f"ale-py's int32, got {seed}"
-            )
         self.vector_env = vector_env
         self.seed = seed
+        self.env_seeds = in_graph.env_seeds(seed, num_envs)  # As the bridge seeds its envs.
+        self._ale_seeds = ale_seeds(seed, num_envs)
         self.life_ends = life_ends
         self.num_envs = num_envs
         self.env_spec = spec.env_spec(
@@ -125,11 +124,11 @@ class AleFfiEnv:
         return wrapped
 
     def init(self, key: jax.Array) -> tuple[AleFfiState, jax.Array]:
-        """Resets every env, env i with seed + i; `key` is unused (the games seed themselves)."""
+        """Resets every env, env i with `ale_seeds[i]`; `key` is unused (games seed themselves)."""
         del key
         self._expect_open()
         indices = jnp.arange(self.num_envs, dtype=jnp.int32)
-        handle, obs, lives = self._reset(self._handle, indices, indices + self.seed)
+        handle, obs, lives = self._reset(self._handle, indices, jnp.asarray(self._ale_seeds))
         return AleFfiState(handle, lives, jnp.zeros((self.num_envs,), bool)), obs
 
     def reset(
@@ -200,3 +199,12 @@ class AleFfiEnv:
     def _expect_open(self) -> None:
         if self.closed:
             raise gym.error.ClosedEnvironmentError("the Atari games of this AleFfiEnv are closed")
+
+
+def ale_seeds(seed: int, num_envs: int) -> np.ndarray:
+    """[num_envs] int32: each game's seed in a run seeded `seed`.
+
+    The run's env seeds (`in_graph.env_seeds`, as the bridge seeds host envs) taken into
+    ale-py's range of int32 seeds, modulo 2**31.
+    """
+    return (np.asarray(in_graph.env_seeds(seed, num_envs), np.int64) % 2**31).astype(np.int32)
