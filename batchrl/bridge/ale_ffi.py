@@ -5,9 +5,10 @@ custom calls that run the games in ale-py's C++ threads from within a compiled p
 with no Python on the way, where the bridge's host callback enters Python at every step.
 AleFfiEnv puts them behind simulate's batched interface (init, reset by mask, step) with
 the episodes of `InGraphBatchEnv` over a `BatchEnv.atari` of the same games: env i
-seeded as the bridge seeds it at init, envs that ended reset before the step that acts on them
-(so no action is ignored, though ale-py's own autoreset is NEXT_STEP), a lost life under
-`life_loss_info` ending the episode while the game plays on, frames uint8, rewards float32.
+seeded as the bridge seeds it at init, envs that ended reset before the step that acts
+on them (so no action is ignored, though ale-py's own autoreset is NEXT_STEP), a lost
+life under `life_loss_info` ending the episode while the game plays on, frames uint8,
+rewards float32.
 
 The env state holds ale-py's handle (the address of its C++ batch, 8 bytes): each call
 consumes the handle the last one returned, which orders the calls as the bridge's token
@@ -31,9 +32,10 @@ import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
-from gymnasium.vector import AutoresetMode
 
 from batchrl.bridge import in_graph, one_block
+from batchrl.envs.atari import group as atari_group
+from batchrl.envs.host import batch as batch_lib
 from batchrl.envs.host import spec
 from batchrl.envs.jax import jax_env
 
@@ -58,15 +60,15 @@ class AleFfiState:
 
 
 class AleFfiEnv:
-    """The games of an `AtariVectorEnv` behind the batched interface of `simulate`.
+    """The games of a `BatchEnv.atari` behind the batched interface of `simulate`.
 
-    `vector_env`: ale-py's vector env, built with batch_size = num_envs and autoreset
-    NEXT_STEP (its defaults); its owner closes it (`vector_env.ale = None` frees the C++
-    batch and joins its threads), after which a compiled program of this env refuses to
-    run. `life_ends`: a lost life ends the episode and the game plays on (life_loss_info
-    without episodic_life). `seed` seeds env i with `ale_seeds(seed, B)[i]` at `init`;
-    later resets go on with each game's random stream. `devices` > 1 is refused: the
-    calls run on the device of the one program.
+    The calls step the batch's ale-py vector env directly, beside the BatchEnv's own
+    bookkeeping: while a compiled program drives the games, step and reset them only
+    through this env (`BatchEnv.reset` between programs is fine: it reseeds them).
+    `seed` seeds env i with `ale_seeds(seed, B)[i]` at `init`; later resets go on with
+    each game's random stream. Closing the BatchEnv ends the games' threads; a compiled
+    program of this env then refuses to run. `devices` > 1 is refused: the calls run on
+    the device of the one program.
     """
 
     calls_host = True  # The games are outside the program: train and eval share them.
@@ -74,33 +76,29 @@ class AleFfiEnv:
     # XLA's scheduling it took as much CPU or a little more (docs/benchmarks.md, Atari).
     block = staticmethod(one_block.run)
 
-    def __init__(
-        self, vector_env: Any, *, seed: int = 0, life_ends: bool = False, devices: int = 1
-    ):
+    def __init__(self, batch_env: batch_lib.BatchOfGroups, seed: int = 0, devices: int = 1):
         if devices != 1:
             raise ValueError(
                 f"env_backend='ale' steps its games from a program on one device: "
                 f"learner_devices must be 1, got {devices}"
             )
-        num_envs = vector_env.num_envs
-        if vector_env.batch_size != num_envs:
-            raise ValueError(
-                f"AleFfiEnv steps every game each step: batch_size must equal num_envs "
-                f"({num_envs}), got {vector_env.batch_size}"
-            )
-        if vector_env.autoreset_mode is not AutoresetMode.NEXT_STEP:
-            raise ValueError(
-                f"ale-py's XLA calls need autoreset_mode NEXT_STEP, got {vector_env.autoreset_mode}"
-            )
-        self.vector_env = vector_env
+        groups = batch_env.groups
+        if len(groups) != 1 or not isinstance(groups[0], atari_group.AtariGroup):
+            raise ValueError(f"AleFfiEnv steps the games of a BatchEnv.atari, got {batch_env}")
+        (games,) = groups
+        num_envs = batch_env.num_envs
+        self.batch_env = batch_env
         self.seed = seed
+        self.num_envs = num_envs
         self.env_seeds = in_graph.env_seeds(seed, num_envs)  # As the bridge seeds its envs.
         self._ale_seeds = ale_seeds(seed, num_envs)
-        self.life_ends = life_ends
-        self.num_envs = num_envs
+        options = games.settings.options
+        # A lost life ends the episode and the game plays on, as `AtariGroup` has it.
+        self.life_ends = options["life_loss_info"] and not options["episodic_life"]
         self.env_spec = spec.env_spec(
-            vector_env.single_observation_space, vector_env.single_action_space, "atari"
+            batch_env.single_observation_space, batch_env.single_action_space, games.name
         )
+        vector_env = games.vector_env
         self._handle, _, self._step_call = vector_env.xla()
         obs_type = jax.ShapeDtypeStruct(vector_env.observation_space.shape, np.uint8)
         column = jax.ShapeDtypeStruct((num_envs,), np.int32)
@@ -110,8 +108,8 @@ class AleFfiEnv:
 
     @property
     def closed(self) -> bool:
-        """Whether ale-py's batch is closed or freed: no program of this env may run."""
-        return self.vector_env.closed or getattr(self.vector_env, "ale", None) is None
+        """Whether the BatchEnv is closed: no program of this env may run."""
+        return self.batch_env.closed
 
     def wrap_compiled(self, function: Callable[..., Any]) -> Callable[..., Any]:
         """`function`, a compiled program calling this env, refusing to run once it is closed."""
@@ -150,13 +148,14 @@ class AleFfiEnv:
     def step(
         self, env_state: AleFfiState, action: jax.Array
     ) -> tuple[AleFfiState, jax_env.TimeStep]:
-        """Steps every game with action [B]."""
+        """Steps every game with action [B] (discrete) or [B, 3] (`continuous`)."""
         expected = (self.num_envs, *self.env_spec.action_shape)
         if action.shape != expected:
             raise ValueError(f"action has shape {action.shape}, expected {expected}")
-        handle = self._live(env_state.handle)
+        # Discrete actions are ale-py's int32 ids; continuous ones its float32 triples.
+        action = action.astype(jnp.int32 if self.env_spec.discrete else jnp.float32)
         handle, (obs, reward, terminated, truncated, info) = self._step_call(
-            handle, action.astype(jnp.int32)
+            self._live(env_state.handle), action
         )
         lives = info["lives"]
         lost_a_life = (lives < env_state.lives) & (lives > 0)
@@ -198,7 +197,7 @@ class AleFfiEnv:
 
     def _expect_open(self) -> None:
         if self.closed:
-            raise gym.error.ClosedEnvironmentError("the Atari games of this AleFfiEnv are closed")
+            raise gym.error.ClosedEnvironmentError("the BatchEnv of this AleFfiEnv is closed")
 
 
 def ale_seeds(seed: int, num_envs: int) -> np.ndarray:

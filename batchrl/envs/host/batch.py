@@ -95,6 +95,11 @@ class BatchOfGroups(gym.vector.VectorEnv):
         return f"{type(self).__name__}({name}, num_envs={self.num_envs})"
 
     @property
+    def groups(self) -> tuple[handle.GroupHandle, ...]:
+        """The batch's groups of envs, in env order."""
+        return tuple(self._groups)
+
+    @property
     def np_random_seed(self) -> tuple[int, ...]:
         """Each env's seed, as Gymnasium's vector envs give them (-1 where unknown)."""
         return self.get_attr("np_random_seed")
