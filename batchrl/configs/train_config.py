@@ -56,7 +56,8 @@ class TrainConfig:
     # RAY_ADDRESS (or a local one), split over `ray_actors` actors (0: one per node),
     # "mujoco": a v5 MuJoCo task's envs as one mujoco.batch in C threads (BatchEnv.mujoco),
     # or "ale": an ALE/<Game>-v5 game's envs as ale-py's vector env in C++ threads
-    # (BatchEnv.atari, env_kwargs its options); evaluation plays whole games on envs of its
+    # (BatchEnv.atari, env_kwargs its options), stepped from the compiled program by
+    # ale-py's XLA calls (bridge.ale_ffi); evaluation plays whole games on envs of its
     # own, their rewards unclipped.
     env_backend: str = "processes"
     ray_actors: int = 0
@@ -150,6 +151,11 @@ def _check_in_process_backend(config: TrainConfig) -> None:
     backend = config.env_backend
     if backend == "ale" and config.env_kind == "workers" and not _ALE_ID.fullmatch(config.env):
         raise ValueError(f"env_backend='ale' needs an ALE/<Game>-v5 id, got env={config.env!r}")
+    if backend == "ale" and config.algorithm.learner_devices != 1:
+        raise ValueError(
+            f"env_backend='ale' steps its games from a program on one device: "
+            f"learner_devices must be 1, got {config.algorithm.learner_devices}"
+        )
     refused = {
         "env_kind": (config.env_kind, "workers"),
         "action_repeat": (config.action_repeat, 1),

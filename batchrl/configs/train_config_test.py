@@ -184,6 +184,10 @@ def test_the_ale_backend_takes_ale_ids_and_refuses_what_it_cannot_do():
         overrides.parse_override(presets.get("cartpole"), "env_backend=ale")
     with pytest.raises(ValueError, match=r"env_backend='ale' needs env_kind='workers'"):
         overrides.parse_override(presets.get("cartpole_jax"), "env_backend=ale")
+    with pytest.raises(
+        ValueError, match=r"^env_backend='ale' steps its games .* learner_devices must be 1, got 2$"
+    ):
+        overrides.parse_override(config, "learner_devices=2")
 
 
 @pytest.mark.parametrize("name", [name for name in presets.PRESETS if name.endswith("_clipped")])

@@ -136,12 +136,7 @@ def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[An
             local_envs=config.local_envs,
             restart=config.restart_workers,
         )
-    return (
-        bridge.InGraphBatchEnv(
-            batch_env, seed=config.seed, devices=config.algorithm.learner_devices
-        ),
-        batch_env,
-    )
+    return _compiled(config, batch_env, config.seed), batch_env
 
 
 def build_eval(config: TrainConfig) -> tuple[Any, BatchEnv] | None:
@@ -157,8 +152,21 @@ def build_eval(config: TrainConfig) -> tuple[Any, BatchEnv] | None:
         return None
     whole_games = {"episodic_life": False, "life_loss_info": False, "reward_clipping": False}
     batch_env = _atari(config, {**config.env_kwargs, **whole_games})
-    seed, devices = config.seed + _EVAL_SEEDS, config.algorithm.learner_devices
-    return bridge.InGraphBatchEnv(batch_env, seed=seed, devices=devices), batch_env
+    return _compiled(config, batch_env, config.seed + _EVAL_SEEDS), batch_env
+
+
+def _compiled(config: TrainConfig, batch_env: BatchEnv, seed: int) -> Any:
+    """What compiled code steps `batch_env` through: the bridge, or ale-py's XLA calls.
+
+    Atari games (env_backend 'ale') are stepped by ale-py's XLA FFI calls (`bridge.ale_ffi`),
+    which never enter Python; every other BatchEnv through the bridge's host callback.
+    """
+    devices = config.algorithm.learner_devices
+    if config.env_backend == "ale":
+        from batchrl.bridge import ale_ffi  # ale-py is an optional dependency.
+
+        return ale_ffi.AleFfiEnv(batch_env, seed=seed, devices=devices)
+    return bridge.InGraphBatchEnv(batch_env, seed=seed, devices=devices)
 
 
 def _atari_settings(config: TrainConfig) -> Any:
