@@ -73,7 +73,7 @@ class AleFfiEnv:
 
     calls_host = True  # The games are outside the program: train and eval share them.
     # A step's pure work as one conditional between the calls, as on the bridge; left to
-    # XLA's scheduling it took as much CPU or a little more (docs/benchmarks.md, Atari).
+    # XLA's scheduling it is neither faster nor slower (docs/benchmarks.md, Atari games).
     block = staticmethod(one_block.run)
 
     def __init__(self, batch_env: batch_lib.BatchOfGroups, seed: int = 0, devices: int = 1):
