@@ -1,0 +1,78 @@
+"""A pixel preset's PPO update with convolution gradients as lax gives them and as batchrl's.
+
+Prints one JSON line. For each preset the train command's programs are built and one
+update of the clipped objective (the preset's epochs of minibatches, a `lax.scan`) is
+compiled and timed on the agent's rollout storage, twice in the same run: with the
+convolutions of `lax.conv_general_dilated` (what a Flax CNN gets by default) and with
+`batchrl.networks.conv_gradient.conv`, whose gradients XLA:CPU runs in its fast layout
+inside loops. The update's values do not depend on the data, so the storage is the fresh
+agent's. `env_steps_per_sec_update_bound` is the rollout's env steps over one update: the
+most a run can train at, whatever the env costs.
+
+    python benchmarks/cnn_update.py [--presets breakout_minatar breakout] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from unittest import mock
+
+import jax
+from jax import lax
+
+from batchrl.configs import presets
+from batchrl.networks import conv_gradient
+from batchrl.ppo import clipped
+from batchrl.scripts import sweep
+from batchrl.training import environments, loop
+
+
+def update_seconds(name: str, repeats: int) -> dict:
+    config = presets.get(name)
+    env, batch_env = environments.build(config)
+    try:
+        programs, state = loop.build(config, env, eval_steps=1)
+    finally:
+        if batch_env is not None:
+            batch_env.close()
+    networks = programs.networks
+    args = (state.agent.learner, state.agent.storage.rollout)
+    update = lambda *args: clipped.update(networks, *args, state.agent.total_updates)  # noqa: E731
+    seconds = {}
+    for label, convolve in (("lax", lax.conv_general_dilated), ("batchrl", conv_gradient.conv)):
+        jax.clear_caches()  # Inner jitted functions would keep the other variant's trace.
+        with mock.patch.object(conv_gradient, "conv", convolve):
+            compiled = jax.jit(update).lower(*args).compile()  # Traced with `convolve`.
+        jax.block_until_ready(compiled(*args))
+        start = time.perf_counter()
+        for _ in range(repeats):
+            jax.block_until_ready(compiled(*args))
+        seconds[label] = (time.perf_counter() - start) / repeats
+    rows = config.num_envs * config.algorithm.steps_per_update
+    return {
+        "preset": name,
+        "rows_per_update": rows,
+        "minibatches": config.algorithm.num_minibatches,
+        "epochs": config.algorithm.update_epochs,
+        "update_seconds": {label: round(value, 3) for label, value in seconds.items()},
+        "speedup": round(seconds["lax"] / seconds["batchrl"], 2),
+        "env_steps_per_sec_update_bound": {
+            label: round(rows / value) for label, value in seconds.items()
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", nargs="+", default=["breakout_minatar", "breakout"])
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    results = [update_seconds(name, args.repeats) for name in args.presets]
+    line = {"benchmark": "cnn_update", "machine": sweep.machine(), "results": results}
+    print(json.dumps(line), flush=True)
+
+
+if __name__ == "__main__":
+    main()
