@@ -64,3 +64,12 @@ def test_best_evaluations_instead_of_final_returns(tmp_path, capsys):
     assert stats.main([str(results), "--score", "kept"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith("has no kept_best_return: run the sweep with --evaluate-best")
+
+
+def test_pixel_presets_are_held_to_their_own_tasks_targets():
+    # breakout_minatar's first word names the Atari preset's game; its target is MinAtar's.
+    assert stats.task_of("breakout_minatar") == "Breakout-MinAtar"
+    assert stats.TARGETS[stats.task_of("freeway_minatar")] == 58.0
+    assert stats.task_of("minigrid_doorkey") == "MiniGrid-DoorKey-5x5-v0"
+    assert stats.task_of("walker_clipped") == "Walker2d-v5"
+    assert stats.task_of("breakout") is None  # Atari: no target yet.
