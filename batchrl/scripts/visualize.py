@@ -6,7 +6,9 @@ Loads the run's last good checkpoint (`--best`: its best-evaluated policy, `best
 as `batchrl.load` does, and runs the policy's mean action (`Policy.act`) in the run's
 Gymnasium env (a JAX-native run uses the Gymnasium env it matches), rendering headless:
 MuJoCo through EGL, or OSMesa where EGL is missing; classic-control envs through SDL's
-dummy video driver.
+dummy video driver. An Atari run (env_backend 'ale', whose vector env renders nothing)
+plays in one Gymnasium env that plays as its evaluation does (`atari.single`): whole
+games scored by the game's own rewards, filmed in the game's RGB frames.
 """
 
 from __future__ import annotations
@@ -74,10 +76,19 @@ def follow_the_agent(env) -> bool:
     return True
 
 
-def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
-    """Runs `episodes` episodes with the mean action; writes one MP4 each; returns stats."""
-    import imageio
+def film_env(config):
+    """The one Gymnasium env, rendering RGB frames, that `config`'s policy is filmed in.
 
+    An Atari run's is the env that plays its games as its evaluation does (whole games,
+    the game's own rewards); any other run's is its own Gymnasium env, a MuJoCo one's
+    camera following the agent.
+    """
+    if config.env_backend == "ale":
+        from batchrl.envs.atari import single  # ale-py is an optional dependency.
+        from batchrl.training import environments
+
+        options = environments.atari_options(config, evaluation=True)
+        return single.make(config.env, options, render_mode="rgb_array")
     from batchrl.envs.host import make
 
     env = make.Make(
@@ -88,6 +99,14 @@ def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
         kwargs=config.env_kwargs,
     )()
     follow_the_agent(env)
+    return env
+
+
+def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
+    """Runs `episodes` episodes with the mean action; writes one MP4 each; returns stats."""
+    import imageio
+
+    env = film_env(config)
     outdir.mkdir(parents=True, exist_ok=True)
     fps = env.metadata.get("render_fps", 30)
     stats = []
@@ -120,11 +139,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         choose_headless_gl()
         rundir = pathlib.Path(args.logdir)
         config = run_folder.read_config(rundir)
-        if config.env_backend == "ale":
-            raise UsageError(
-                "visualize cannot film an env_backend='ale' run: ale-py's vector env renders "
-                "no frames"
-            )
         from batchrl.training import policy  # Imports JAX: after the GL backend is chosen.
 
         loaded = policy.load(rundir, best=args.best)

@@ -5,6 +5,7 @@ import imageio.v3 as iio
 import pytest
 
 from batchrl.scripts import train, visualize
+from batchrl.training import run_folder
 
 # One test process runs this module (`--dist loadgroup`), so its trained run is made once.
 pytestmark = pytest.mark.xdist_group("visualize_test")
@@ -50,6 +51,59 @@ def test_renders_the_best_evaluated_policy(run, tmp_path):
     assert visualize.main(args) == 0
     (row,) = json.loads((out / "episodes.json").read_text())
     assert row["length"] == 40 and (out / row["video"]).stat().st_size > 0
+
+
+@pytest.fixture(scope="module")
+def atari_run(tmp_path_factory) -> pathlib.Path:
+    """Pong through ale-py after one update; no no-op starts, so a game has one course."""
+    logdir = tmp_path_factory.mktemp("atari_runs")
+    settings = [
+        "num_envs=1",
+        "env_threads=1",
+        "steps_per_update=8",
+        "num_minibatches=1",
+        "update_epochs=1",
+        "steps=8",
+        "phase_steps=8",
+        "max_length=120",  # Long enough for the opponent to score.
+        "eval_episodes=1",
+        "final_episodes=1",
+        "env_kwargs={noop_max: 0, life_loss_info: true}",
+    ]
+    args = ["--logdir", str(logdir), "--config", "pong"]
+    for setting in settings:
+        args += ["--set", setting]
+    assert train.main(args) == 0
+    (folder,) = logdir.iterdir()
+    return folder
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:os.fork")
+def test_films_an_atari_run_in_the_games_frames_scored_as_its_evaluation(atari_run, tmp_path):
+    from batchrl.envs import BatchEnv
+    from batchrl.training import environments, policy
+
+    out = tmp_path / "videos"
+    assert visualize.main(["--logdir", str(atari_run), "--outdir", str(out)]) == 0
+    (row,) = json.loads((out / "episodes.json").read_text())
+    frames = iio.imread(out / row["video"])
+    assert frames.shape == (row["length"] + 1, 210, 160, 3)  # The game's RGB screen.
+    assert frames.std() > 0
+    # The same policy in the games evaluation steps (ale-py's vector env, whole games, the
+    # game's own rewards) plays the same game to the same score.
+    config = run_folder.read_config(atari_run)
+    loaded = policy.load(atari_run)
+    options = environments.atari_options(config, evaluation=True)
+    rewards, done = [], False
+    with BatchEnv.atari(config.env, 1, autoreset_mode="disabled", **options) as game:
+        obs, _ = game.reset(seed=config.seed)
+        while not done:
+            obs, reward, terminated, truncated, _ = game.step(loaded.act(obs))
+            rewards.append(float(reward[0]))
+            done = terminated[0] or truncated[0]
+    assert row["length"] == len(rewards) == config.max_length
+    assert row["return"] == sum(rewards) < 0  # The opponent's points count.
 
 
 def test_missing_run_or_checkpoint_is_one_line(tmp_path, capsys):

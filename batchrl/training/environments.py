@@ -4,7 +4,8 @@ Gymnasium envs are named as `envs.make` reads them and built with the wrappers t
 config asks for; episodes end at the env's own time limit or at `max_length` env steps,
 whichever comes first. Atari games (env_backend 'ale') take `env_kwargs` as
 `BatchEnv.atari`'s options for training, and evaluation plays them on envs of its own
-(`build_eval`): whole games, rewards unclipped, so it scores the game's own score.
+(`build_eval`, and `visualize` on one Gymnasium env that plays as they do): whole games,
+rewards unclipped, so it scores the game's own score.
 JAX-native envs are named as their kind registers them, or as
 `module:qualname` of a function or class that makes one. Where no name can say what
 the env is (a lambda, an env object), the caller passes the env itself: a Gymnasium
@@ -25,6 +26,9 @@ from batchrl.envs.jax import classic, gymnax_env, jax_env
 # Eval envs of their own draw their seeds from the run's seed plus this, so they start
 # no game as any run's training envs do (whose seeds come from seeds below it).
 _EVAL_SEEDS = 2**32
+# What evaluation plays Atari games with, whatever training's env_kwargs: whole games and
+# the game's own rewards.
+_WHOLE_GAMES = {"episodic_life": False, "life_loss_info": False, "reward_clipping": False}
 # The JAX-native env kinds, by the function that makes one of their envs by name.
 JAX_NATIVE = {"jax": classic.make, "gymnax": gymnax_env.make}
 
@@ -109,7 +113,7 @@ def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[An
         kwargs=config.env_kwargs,
     )
     if config.env_backend == "ale":  # Already in this process, and only as ale-py builds it.
-        batch_env = _atari(config, config.env_kwargs)
+        batch_env = _atari(config, atari_options(config))
     elif local:
         batch_env = BatchEnv.from_envs([constructor() for _ in range(config.num_envs)])
     elif config.env_backend == "mujoco":
@@ -150,8 +154,7 @@ def build_eval(config: TrainConfig) -> tuple[Any, BatchEnv] | None:
     """
     if config.env_backend != "ale":
         return None
-    whole_games = {"episodic_life": False, "life_loss_info": False, "reward_clipping": False}
-    batch_env = _atari(config, {**config.env_kwargs, **whole_games})
+    batch_env = _atari(config, atari_options(config, evaluation=True))
     return _compiled(config, batch_env, config.seed + _EVAL_SEEDS), batch_env
 
 
@@ -180,13 +183,20 @@ def _atari_settings(config: TrainConfig) -> Any:
     return settings.resolve(config.env, config.env_kwargs)
 
 
-def _atari(config: TrainConfig, options: dict[str, Any]) -> BatchEnv:
-    """`config.num_envs` games of `config.env` with `options`, cut at `max_length` steps."""
+def atari_options(config: TrainConfig, evaluation: bool = False) -> dict[str, Any]:
+    """`BatchEnv.atari`'s options for `config`'s games, which end at `max_length` steps.
+
+    Training's are `config.env_kwargs`; evaluation's (`evaluation`) play whole games with
+    the game's own rewards, as `build_eval` and `visualize` do.
+    """
+    options = {**config.env_kwargs, **(_WHOLE_GAMES if evaluation else {})}
     chosen = _atari_settings(config).options
     frames = min(chosen["max_num_frames_per_episode"], config.max_length * chosen["frameskip"])
+    return {**options, "max_num_frames_per_episode": frames}
+
+
+def _atari(config: TrainConfig, options: dict[str, Any]) -> BatchEnv:
+    """`config.num_envs` games of `config.env` with `options`."""
     return BatchEnv.atari(
-        config.env,
-        config.num_envs,
-        threads=config.env_threads or None,
-        **{**options, "max_num_frames_per_episode": frames},
+        config.env, config.num_envs, threads=config.env_threads or None, **options
     )

@@ -10,26 +10,22 @@ from ale_py.vector_env import AtariVectorEnv
 from gymnasium.vector import AutoresetMode
 
 from batchrl.envs import BatchEnv
+from batchrl.envs.atari import single
 from batchrl.envs.host.vector_test import assert_same_infos
 
 gym.register_envs(ale_py)
 
 MODES = list(AutoresetMode)
-# What Gymnasium's wrappers do alike: no no-op starts and no FIRE at reset (ale-py draws
-# no-ops from its own generator, and Gymnasium has no fire reset), no sticky actions
-# (ale-py seeds the emulator's generator with the seed itself, Gymnasium with one drawn
-# from it), rewards as the game gives them.
+# The envs compared with are `single.make`'s with these options, where it is Gymnasium's
+# wrappers alone: AtariPreprocessing and a zero-padded FrameStackObservation over
+# `gym.make(id, frameskip=1)`. No no-op starts and no FIRE at reset (ale-py draws no-ops
+# from its own generator; Gymnasium has no fire reset), no sticky actions (ale-py seeds
+# the emulator's generator with the seed itself, Gymnasium with one drawn from it),
+# rewards as the game gives them.
 AS_GYMNASIUM = dict(
     noop_max=0, use_fire_reset=False, repeat_action_probability=0.0, reward_clipping=False
 )
 FIRE = 1  # In Breakout's and Space Invaders' minimal action sets.
-
-
-def preprocessed(env_id, **kwargs):
-    """Gymnasium's AtariPreprocessing and a zero-padded stack of 4 over the raw game."""
-    env = gym.make(env_id, frameskip=1, repeat_action_probability=0.0)
-    env = gym.wrappers.AtariPreprocessing(env, noop_max=0, **kwargs)
-    return gym.wrappers.FrameStackObservation(env, stack_size=4, padding_type="zero")
 
 
 def without_seeds(infos):
@@ -66,7 +62,7 @@ def run_side_by_side(ours, theirs, steps, seed):
 def test_the_same_episodes_as_gymnasiums_preprocessing_in_every_autoreset_mode(mode):
     # A lost life ends the episode in both, so every mode's resets come often.
     theirs = gym.vector.SyncVectorEnv(
-        [lambda: preprocessed("ALE/Breakout-v5", terminal_on_life_loss=True)] * 4,
+        [lambda: single.make("ALE/Breakout-v5", {**AS_GYMNASIUM, "episodic_life": True})] * 4,
         autoreset_mode=mode,
     )
     with BatchEnv.atari(
@@ -82,7 +78,9 @@ def test_the_same_episodes_as_gymnasiums_preprocessing_in_every_autoreset_mode(m
 def test_whole_games_and_clipped_rewards_are_gymnasiums_with_its_reward_clipped():
     # Space Invaders pays 5 to 30 a hit, so clipping changes rewards; FIRE all along ends
     # a game within a few hundred steps.
-    theirs = gym.vector.SyncVectorEnv([lambda: preprocessed("ALE/SpaceInvaders-v5")] * 2)
+    theirs = gym.vector.SyncVectorEnv(
+        [lambda: single.make("ALE/SpaceInvaders-v5", AS_GYMNASIUM)] * 2
+    )
     options = {**AS_GYMNASIUM, "reward_clipping": True}
     with BatchEnv.atari("ALE/SpaceInvaders-v5", 2, **options) as ours:
         ours.reset(seed=3)
