@@ -23,7 +23,7 @@ def _grads(convolve, images, kernel, strides, padding):
 @pytest.mark.parametrize(
     "size, kernel_size, stride, padding",
     [
-        (84, 8, 4, "VALID"),  # The Nature CNN's first layer: (84 - 8) % 4 == 0.
+        (36, 8, 4, "VALID"),  # The Nature CNN's first layer: (36 - 8) % 4 == 0.
         (11, 4, 2, "VALID"),  # The stride leaves a row and column out: (11 - 4) % 2 == 1.
         (10, 3, 1, "VALID"),  # The MinAtar network's layer.
         (9, 3, 2, ((1, 2), (0, 1))),  # Explicit padding.
