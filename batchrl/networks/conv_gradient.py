@@ -53,7 +53,7 @@ def conv(
     covered = (
         lhs.ndim == 4
         and dimension_numbers == lax.conv_dimension_numbers(lhs.shape, rhs.shape, _LAYOUT)
-        and all(d == 1 for d in (lhs_dilation or (1, 1)) + tuple(rhs_dilation or (1, 1)))
+        and all(d == 1 for d in (*(lhs_dilation or ()), *(rhs_dilation or ())))
         and feature_group_count == 1
         and not kwargs
         and (padding == "VALID" or not isinstance(padding, str))

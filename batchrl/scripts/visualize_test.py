@@ -23,7 +23,12 @@ def run(tmp_path_factory) -> pathlib.Path:
         "policy_layers=16,16",
         "value_layers=16,16",
     ]
-    args = ["--logdir", str(logdir), "--config", "pendulum_jax"]
+    return _train(logdir, "pendulum_jax", settings)
+
+
+def _train(logdir: pathlib.Path, config: str, settings: list[str]) -> pathlib.Path:
+    """The run folder the train command makes of `config` with `settings`."""
+    args = ["--logdir", str(logdir), "--config", config]
     for setting in settings:
         args += ["--set", setting]
     assert train.main(args) == 0
@@ -70,12 +75,7 @@ def atari_run(tmp_path_factory) -> pathlib.Path:
         "final_episodes=1",
         "env_kwargs={noop_max: 0, life_loss_info: true}",
     ]
-    args = ["--logdir", str(logdir), "--config", "pong"]
-    for setting in settings:
-        args += ["--set", setting]
-    assert train.main(args) == 0
-    (folder,) = logdir.iterdir()
-    return folder
+    return _train(logdir, "pong", settings)
 
 
 @pytest.mark.slow
