@@ -7,7 +7,8 @@ convolutions of `lax.conv_general_dilated` (what a Flax CNN gets by default) and
 `batchrl.networks.conv_gradient.conv`, whose gradients XLA:CPU runs in its fast layout
 inside loops. The update's values do not depend on the data, so the storage is the fresh
 agent's. `env_steps_per_sec_update_bound` is the rollout's env steps over one update: the
-most a run can train at, whatever the env costs.
+most a run can train at, whatever the env costs. The MinAtar presets read their grids
+with an MLP, so `breakout_minatar` is timed with the MinAtar network (`OVERRIDES`).
 
     python benchmarks/cnn_update.py [--presets breakout_minatar breakout] [--repeats 3]
 """
@@ -22,15 +23,26 @@ from unittest import mock
 import jax
 from jax import lax
 
-from batchrl.configs import presets
+from batchrl.configs import overrides, presets
 from batchrl.networks import conv_gradient
 from batchrl.ppo import clipped
 from batchrl.scripts import sweep
 from batchrl.training import environments, loop
 
+# The MinAtar presets' storage with the MinAtar network, as the presets had it before
+# they took gymnax-blines' MLP.
+MINATAR_NETWORK = [
+    "algorithm.cnn=minatar",
+    "algorithm.policy_layers=[]",
+    "algorithm.value_layers=[]",
+]
+OVERRIDES = {"breakout_minatar": MINATAR_NETWORK}
+
 
 def update_seconds(name: str, repeats: int) -> dict:
     config = presets.get(name)
+    for assignment in OVERRIDES.get(name, []):
+        config = overrides.parse_override(config, assignment)
     env, batch_env = environments.build(config)
     try:
         programs, state = loop.build(config, env, eval_steps=1)
@@ -53,6 +65,7 @@ def update_seconds(name: str, repeats: int) -> dict:
     rows = config.num_envs * config.algorithm.steps_per_update
     return {
         "preset": name,
+        "overrides": OVERRIDES.get(name, []),
         "rows_per_update": rows,
         "minibatches": config.algorithm.num_minibatches,
         "epochs": config.algorithm.update_epochs,
