@@ -140,9 +140,12 @@ def _atari(env: str) -> TrainConfig:
     for the learner and the game plays on (ale-py's life_loss_info), as CleanRL's
     EpisodicLifeEnv. What differs: CleanRL's FireResetEnv presses FIRE after every lost
     life too, here the agent presses it itself; ale-py draws 0 to 29 no-ops (one fewer
-    after FIRE), CleanRL 1 to 30. Evaluation plays whole games with the mean action and
-    scores the game's own, unclipped score (CleanRL reports its training episodes').
-    `--set env=ALE/<Game>-v5` plays any other game.
+    after FIRE), CleanRL 1 to 30. Evaluation plays whole games with sampled actions
+    (`eval_sample`), as CleanRL's curves (its training episodes') and the RL Zoo's
+    `enjoy.py` (stochastic by default for Atari) score Atari: a mean-action policy may
+    never press FIRE after a lost life and play on to the 108,000-frame limit (146 of
+    453 s of one GPU run, docs/results/history.md). It scores the game's own, unclipped
+    score. `--set env=ALE/<Game>-v5` plays any other game.
     """
     algorithm = ppo_config.ClippedConfig(
         steps_per_update=128,
@@ -180,6 +183,7 @@ def _atari(env: str) -> TrainConfig:
         eval_episodes=8,  # One round of the 8 envs' whole games, every tenth phase.
         eval_every=10,
         final_episodes=32,
+        eval_sample=True,
     )
 
 

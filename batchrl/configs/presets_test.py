@@ -115,6 +115,13 @@ def test_an_atari_preset_is_cleanrls_ppo_atari_on_ale_pys_games(name):
     networks = policy_lib.Networks(config.algorithm, spec)
     assert [part.network for part in networks.parts if part.network] == ["nature"]
     assert config.algorithm.shared_encoder and not config.algorithm.normalize_rewards
+    # Scored with sampled actions, as CleanRL's curves and the RL Zoo's enjoy.py score Atari.
+    assert config.eval_sample
+
+
+def test_only_the_atari_presets_evaluate_sampled_actions():
+    sampling = [name for name in presets.PRESETS if presets.get(name).eval_sample]
+    assert sorted(sampling) == sorted(ATARI)
 
 
 def test_the_atari_presets_train_on_lost_lives_and_clipped_rewards_and_evaluate_whole_games():

@@ -45,9 +45,12 @@ class TrainConfig:
     env_kind: str = "workers"  # "workers": Gymnasium envs in processes; "jax": JAX-native.
     action_repeat: int = 1  # Gymnasium envs: each action held this many env steps.
     phase_steps: int = 0  # Env steps per train phase; 0: one update's worth.
-    eval_episodes: int = 30  # At least this many episodes per evaluation (mean action).
+    eval_episodes: int = 30  # At least this many episodes per evaluation.
     eval_every: int = 10  # Train phases between evaluations; the last phase always evaluates.
     final_episodes: int = 10  # At least this many episodes evaluate the final policy.
+    # Evaluation (every one of the run's, `evaluate`'s, `visualize`'s) samples actions from
+    # the policy, as training does, instead of taking its mean action (the mode).
+    eval_sample: bool = False
     envs_per_worker: int = 0  # 0: one worker per core (of each node, with Ray).
     local_envs: int = 0  # Envs stepped in the trainer's process beside workers; no restart.
     # Replace a crashed or hung env worker and train on; its envs' episodes end as truncated.

@@ -143,6 +143,20 @@ def test_env_kwargs_are_a_mapping_kept_in_the_run_folder():
         overrides.parse_override(presets.get("pendulum_jax"), "env_kwargs={g: 2.0}")
 
 
+def test_eval_sample_is_kept_in_the_run_folder_and_older_folders_read_as_the_mean_action():
+    config = overrides.parse_override(presets.get("pendulum_jax"), "eval_sample=true")
+    assert config.eval_sample is True and presets.get("pendulum_jax").eval_sample is False
+    text = yaml.safe_dump(train_config.to_dict(config), sort_keys=False)
+    assert "\neval_sample: true\n" in text
+    assert train_config.from_dict(yaml.safe_load(text)) == config
+    # A folder written before the setting existed evaluated the mean action.
+    data = yaml.safe_load(text)
+    del data["eval_sample"]
+    assert train_config.from_dict(data).eval_sample is False
+    with pytest.raises(ValueError, match=r"^eval_sample=1: expected bool$"):
+        train_config.from_dict({**yaml.safe_load(text), "eval_sample": 1})
+
+
 def test_restart_workers_is_a_setting_of_worker_envs():
     config = overrides.parse_override(presets.get("pendulum"), "restart_workers=true")
     assert config.restart_workers is True

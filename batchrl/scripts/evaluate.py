@@ -2,19 +2,21 @@
 
     python -m batchrl.scripts.evaluate --logdir runs/<timestamp>-<config> --episodes 64
 
-The mean action of each checkpoint's policy runs in the run's own env (its backend, its
-batch), every checkpoint from the same starting states (Gymnasium envs are seeded again as
-the run seeded them), so differences between lines are the policies', not the episodes'. A
-run's final return is one evaluation of its last policy; this says whether that policy
-is its level or one step of a walk (docs/results.md uses it for Hopper's and Reacher's
-lowest seeds). `--normalizer-from PHASE` evaluates each checkpoint's parameters with the
-observation normaliser of another kept checkpoint, to tell which of the two a phase's
-change of return came from. `--best` evaluates the run's best-evaluated policy
-(`best.bin`), on many more episodes than chose it. `--repeats R` scores each checkpoint
-R times on new episodes, to measure the evaluation's own noise. `--sample` draws the
-actions from the policy's distribution, as training does, instead of taking its mean:
-whether a fallen mean action is a fallen policy. `--average-last K` scores the mean of
-the parameters of each checkpoint's phase and the K - 1 kept before it, the final policy
+Each checkpoint's policy acts as the run's evaluations did, with its mean action or, where
+the run's config sets `eval_sample`, with actions sampled from it, in the run's own env (its
+backend, its batch), every checkpoint from the same starting states (Gymnasium envs are
+seeded again as the run seeded them), so differences between lines are the policies', not
+the episodes'. A run's final return is one evaluation of its last policy; this says whether
+that policy is its level or one step of a walk (docs/results.md uses it for Hopper's and
+Reacher's lowest seeds). `--normalizer-from PHASE` evaluates each checkpoint's parameters
+with the observation normaliser of another kept checkpoint, to tell which of the two a
+phase's change of return came from. `--best` evaluates the run's best-evaluated policy
+(`best.bin`), on many more episodes than chose it. `--repeats R` scores each checkpoint R
+times on new episodes, to measure the evaluation's own noise. `--sample` draws the actions
+from the policy's distribution, as training does, whatever the config says: whether a
+fallen mean action is a fallen policy; `--mean-action` takes the mean action (the mode) on
+a run that samples. Sampled rows carry "sampled": true. `--average-last K` scores the mean
+of the parameters of each checkpoint's phase and the K - 1 kept before it, the final policy
 a run with `average_last=K` would have ended with (`training.tail_average`).
 """
 
@@ -27,7 +29,6 @@ import pathlib
 import sys
 from collections.abc import Sequence
 
-from batchrl import simulate
 from batchrl.scripts.train import UsageError
 from batchrl.training import checkpoint, environments, loop, run_folder, tail_average
 
@@ -66,10 +67,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="K",
         help="average each checkpoint's parameters with those of the K - 1 kept phases before it",
     )
-    parser.add_argument(
+    actions = parser.add_mutually_exclusive_group()
+    actions.add_argument(
         "--sample",
         action="store_true",
-        help="sample actions from the policy, as training does, instead of its mean action",
+        help="sample actions from the policy, as training does, instead of its mean action "
+        "(default: as the run's eval_sample says)",
+    )
+    actions.add_argument(
+        "--mean-action",
+        action="store_true",
+        help="take the policy's mean action (the mode), on a run whose eval_sample samples",
     )
     return parser.parse_args(argv)
 
@@ -81,7 +89,7 @@ def evaluate(
     normalizer_from: int | None = None,
     best: bool = False,
     repeats: int = 1,
-    sample: bool = False,
+    sample: bool | None = None,
     average_last: int = 1,
 ) -> list[dict]:
     """The mean return and length over at least `episodes` episodes of each checkpoint.
@@ -89,9 +97,10 @@ def evaluate(
     The checkpoints are `phases` and, with `best`, the best-evaluated state; every kept
     checkpoint when neither is given. With `repeats` above 1, each checkpoint is scored
     that many times on new episodes (a line each, with its "repeat"): how far two
-    evaluations of the same parameters differ. `sample` scores sampled actions (rows
-    carry "sampled": true), not the mean action. `average_last` K scores each phase's
-    parameters averaged with the K - 1 kept phases' before it (rows carry "averaged").
+    evaluations of the same parameters differ. `sample` True scores sampled actions (rows
+    carry "sampled": true), False the mean action, None as the run's `eval_sample` says.
+    `average_last` K scores each phase's parameters averaged with the K - 1 kept phases'
+    before it (rows carry "averaged").
     """
     if episodes < 1:
         raise UsageError(f"--episodes must be at least 1, got {episodes}")
@@ -134,12 +143,9 @@ def evaluate(
     # The envs the run's evaluations stepped: its own eval envs (Atari's whole games), or
     # its training envs.
     env, batch_env = environments.build_eval(config) or environments.build(config)
+    sample = config.eval_sample if sample is None else sample
     try:
-        programs, state = loop.build(config, env)
-        if sample:
-            agent = programs.algorithm.evaluation_agent(programs.networks, sample=True)
-            scorer = simulate.make_first_episodes(env, agent, config.eval_batch_steps)
-            programs = dataclasses.replace(programs, evaluate=scorer)
+        programs, state = loop.build(dataclasses.replace(config, eval_sample=sample), env)
 
         def load(path: pathlib.Path):
             return checkpoint.load(path, state)
@@ -200,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.normalizer_from,
             args.best,
             args.repeats,
-            args.sample,
+            True if args.sample else False if args.mean_action else None,
             args.average_last,
         )
     except UsageError as error:

@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import pathlib
 import shutil
@@ -5,7 +6,7 @@ import shutil
 import pytest
 
 from batchrl.scripts import evaluate, train
-from batchrl.training import checkpoint
+from batchrl.training import checkpoint, run_folder
 
 
 def train_run(logdir: pathlib.Path, config: str) -> pathlib.Path:
@@ -83,6 +84,29 @@ def test_sample_scores_sampled_actions_from_the_same_starts(run, capsys):
     assert (sampled["phase"], sampled["episodes"]) == (mean["phase"], mean["episodes"])
     # The same starting states: only the actions differ, so the returns do.
     assert sampled["return"] != mean["return"]
+
+
+def test_a_run_whose_config_samples_is_scored_sampled_unless_asked_for_the_mean(
+    run, tmp_path, capsys
+):
+    capsys.readouterr()
+    args = ["--episodes", "2", "--phases", "6"]
+    assert evaluate.main(["--logdir", str(run), *args]) == 0
+    assert evaluate.main(["--logdir", str(run), *args, "--sample"]) == 0
+    mean, sampled = lines(capsys)
+    # The same run, its config set to evaluate sampled actions.
+    sampling = tmp_path / run.name
+    shutil.copytree(run, sampling)
+    config = run_folder.read_config(sampling)
+    run_folder.write_config(sampling, dataclasses.replace(config, eval_sample=True))
+    assert evaluate.main(["--logdir", str(sampling), *args]) == 0
+    assert evaluate.main(["--logdir", str(sampling), *args, "--mean-action"]) == 0
+    by_default, asked_mean = lines(capsys)
+    assert by_default["sampled"] is True and by_default["return"] == sampled["return"]
+    assert "sampled" not in asked_mean and asked_mean["return"] == mean["return"]
+    with pytest.raises(SystemExit):  # argparse: not allowed with argument --sample.
+        evaluate.main(["--logdir", str(run), "--sample", "--mean-action"])
+    assert "not allowed with argument" in capsys.readouterr().err
 
 
 def test_average_last_scores_the_mean_of_the_kept_phases_parameters(run, capsys):

@@ -8,8 +8,10 @@ command with `--timestamp seed<seed>`, so a sweep can be stopped at any moment a
 again: finished runs are skipped, interrupted ones resume from their last checkpoint, and
 the CPU hours of a table add up across sessions. Each run's line (stdout, and appended to
 LOGDIR/results.jsonl) gives its evaluation curve, the final policy's return, the mean of
-the last 5 evaluations, wall-clock, env-steps/s, the machine and the versions. The train
-command's own output goes to LOGDIR/seed<seed>-<config>.log; its progress bar to stderr.
+the last 5 evaluations, wall-clock, env-steps/s, the machine and the versions; its returns
+are of the mean action, or of sampled actions where the run's config sets `eval_sample`
+(the line then carries "sampled": true, as `evaluate`'s rows do). The train command's own
+output goes to LOGDIR/seed<seed>-<config>.log; its progress bar to stderr.
 `--evaluate-best N` also evaluates each run's best-evaluated policy (`best.bin`) on N
 episodes, as `evaluate --best` does, into `kept_best_return` and its phase and episodes.
 """
@@ -186,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return code
             rundir = pathlib.Path(args.logdir) / run_folder.name(f"seed{seed}", config)
             summary = results.read(rundir)
+            sampled = {"sampled": True} if run_folder.read_config(rundir).eval_sample else {}
             try:
                 kept = kept_best(rundir, args.evaluate_best) if args.evaluate_best else {}
             except train.UsageError as error:
@@ -197,6 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "config": config,
                     "seed": seed,
                     **summary.as_dict(),
+                    **sampled,
                     **kept,
                     "seconds_this_invocation": seconds,
                     "machine": about,

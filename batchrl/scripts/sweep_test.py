@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -12,8 +14,8 @@ import time
 
 import pytest
 
-from batchrl.scripts import sweep, train_test
-from batchrl.training import checkpoint, metrics_log, results
+from batchrl.scripts import evaluate, sweep, train_test
+from batchrl.training import checkpoint, metrics_log, results, run_folder
 
 # The train tests' tiny pendulum runs, evaluated every second phase.
 TINY = [*train_test.TINY, "--set", "eval_every=2"]
@@ -89,6 +91,28 @@ def test_evaluate_best_adds_the_kept_best_policy_on_more_episodes(swept, capsys)
         assert row["kept_best_phase"] == checkpoint.step_of(best)
         assert row["kept_best_episodes"] >= 8 and row["kept_best_return"] < 0  # Pendulum's.
         assert row["final_return"] == rows[seed]["final_return"]
+
+
+@pytest.mark.slow
+def test_a_run_that_evaluates_sampled_actions_says_so_and_scores_its_best_so(
+    swept, tmp_path, capsys
+):
+    logdir, _, rows = swept
+    assert not any("sampled" in row for row in rows)  # The mean action's.
+    # The same finished run, its config set to evaluate sampled actions.
+    shutil.copytree(logdir / "seed0-pendulum_jax", tmp_path / "seed0-pendulum_jax")
+    config = run_folder.read_config(tmp_path / "seed0-pendulum_jax")
+    run_folder.write_config(
+        tmp_path / "seed0-pendulum_jax", dataclasses.replace(config, eval_sample=True)
+    )
+    argv = ["--logdir", str(tmp_path), "--configs", "pendulum_jax", "--steps", "1000", *TINY]
+    assert sweep.main([*argv, "--set", "eval_sample=true", "--evaluate-best", "8"]) == 0
+    (row,) = lines(capsys.readouterr().out)
+    assert row["sampled"] is True and row["settings"]["eval_sample"] is True
+    rundir = logdir / "seed0-pendulum_jax"
+    (sampled,) = evaluate.evaluate(rundir, 8, best=True, sample=True)
+    (mean,) = evaluate.evaluate(rundir, 8, best=True, sample=False)
+    assert row["kept_best_return"] == sampled["return"] != mean["return"]
 
 
 @pytest.mark.slow

@@ -3,12 +3,14 @@
     python -m batchrl.scripts.visualize --logdir runs/<timestamp>-<config> --outdir videos
 
 Loads the run's last good checkpoint (`--best`: its best-evaluated policy, `best.bin`)
-as `batchrl.load` does, and runs the policy's mean action (`Policy.act`) in the run's
-Gymnasium env (a JAX-native run uses the Gymnasium env it matches), rendering headless:
-MuJoCo through EGL, or OSMesa where EGL is missing; classic-control envs through SDL's
-dummy video driver. An Atari run (env_backend 'ale', whose vector env renders nothing)
-plays in one Gymnasium env that plays as its evaluation does (`atari.single`): whole
-games scored by the game's own rewards, filmed in the game's RGB frames.
+as `batchrl.load` does, and runs the policy as the run's evaluations do (`Policy.act`:
+its mean action, or sampled actions where the config sets `eval_sample`, each episode's
+row in episodes.json then carrying "sampled": true) in the run's Gymnasium env (a
+JAX-native run uses the Gymnasium env it matches), rendering headless: MuJoCo through
+EGL, or OSMesa where EGL is missing; classic-control envs through SDL's dummy video
+driver. An Atari run (env_backend 'ale', whose vector env renders nothing) plays in one
+Gymnasium env that plays as its evaluation does (`atari.single`): whole games scored by
+the game's own rewards, filmed in the game's RGB frames.
 """
 
 from __future__ import annotations
@@ -103,19 +105,23 @@ def film_env(config):
 
 
 def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
-    """Runs `episodes` episodes with the mean action; writes one MP4 each; returns stats."""
+    """Runs `episodes` episodes as the run evaluates; writes one MP4 each; returns stats.
+
+    The policy takes its mean action, or samples where `config.eval_sample` says so.
+    """
     import imageio
 
     env = film_env(config)
     outdir.mkdir(parents=True, exist_ok=True)
     fps = env.metadata.get("render_fps", 30)
     stats = []
+    deterministic = not config.eval_sample
     for episode in range(episodes):
         obs, _ = env.reset(seed=config.seed + episode)
         policy.reset()
         frames, score, length, done = [env.render()], 0.0, 0, False
         while not done:
-            obs, reward, terminated, truncated, _ = env.step(policy.act(obs))
+            obs, reward, terminated, truncated, _ = env.step(policy.act(obs, deterministic))
             frames.append(env.render())
             score, length, done = score + float(reward), length + 1, terminated or truncated
         path = outdir / f"episode-{episode}.mp4"
@@ -124,7 +130,8 @@ def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
             # cannot deadlock the child.
             warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")
             imageio.mimwrite(path, frames, fps=fps, macro_block_size=1)
-        stats.append({"episode": episode, "return": score, "length": length, "video": path.name})
+        row = {"episode": episode, "return": score, "length": length, "video": path.name}
+        stats.append(row if deterministic else {**row, "sampled": True})
     env.close()
     (outdir / "episodes.json").write_text(json.dumps(stats, indent=2) + "\n")
     return stats

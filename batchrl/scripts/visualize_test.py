@@ -43,6 +43,7 @@ def test_writes_videos_that_read_back_with_every_frame(run, tmp_path):
     assert visualize.main(["--logdir", str(run), "--outdir", str(out), "--episodes", "2"]) == 0
     stats = json.loads((out / "episodes.json").read_text())
     assert [row["length"] for row in stats] == [40, 40]  # The run's max_length.
+    assert not any("sampled" in row for row in stats)  # Pendulum's mean action.
     for row in stats:
         frames = iio.imread(out / row["video"])
         assert frames.shape[0] == row["length"] + 1  # The reset frame, then one per step.
@@ -91,15 +92,17 @@ def test_films_an_atari_run_in_the_games_frames_scored_as_its_evaluation(atari_r
     assert frames.shape == (row["length"] + 1, 210, 160, 3)  # The game's RGB screen.
     assert frames.std() > 0
     # The same policy in the games evaluation steps (ale-py's vector env, whole games, the
-    # game's own rewards) plays the same game to the same score.
+    # game's own rewards), sampling its actions as Atari's evaluation does from the same
+    # key, plays the same game to the same score.
     config = run_folder.read_config(atari_run)
+    assert config.eval_sample and row["sampled"] is True
     loaded = policy.load(atari_run)
     options = environments.atari_options(config, evaluation=True)
     rewards, done = [], False
     with BatchEnv.atari(config.env, 1, autoreset_mode="disabled", **options) as game:
         obs, _ = game.reset(seed=config.seed)
         while not done:
-            obs, reward, terminated, truncated, _ = game.step(loaded.act(obs))
+            obs, reward, terminated, truncated, _ = game.step(loaded.act(obs, deterministic=False))
             rewards.append(float(reward[0]))
             done = terminated[0] or truncated[0]
     assert row["length"] == len(rewards) == config.max_length

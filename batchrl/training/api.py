@@ -42,7 +42,8 @@ class Run:
         rundir: The run folder; None for a run trained in memory.
         config: The config it trained with.
         metrics: One row per train phase, `{"step": env steps, **metrics}`; the rows
-            that hold `eval/return` are its evaluations (mean action).
+            that hold `eval/return` are its evaluations (of the mean action, or of
+            sampled actions where the config sets `eval_sample`).
         policy: The policy its last phase left.
     """
 

@@ -2,11 +2,12 @@
 
 Training runs a phase of env steps (`training.phase`: acting, and an update each time
 the agent's memory or rollout is full); evaluation restarts a separate set of episodes
-and scores the mean action on each env's first (`loop.evaluate`), on the training envs
-or, where a run has them, on eval envs of its own (Atari's whole games). Each phase is
-one compiled program; this loop only reads the metrics it returns. The agent is the algorithm its
-config names, driven through the written protocol (`batchrl.algorithm`). Every size
-(phase lengths, the budget that schedules read) derives from the run's `TrainConfig`.
+and scores the mean action (sampled actions with `eval_sample`) on each env's first
+(`loop.evaluate`), on the training envs or, where a run has them, on eval envs of its
+own (Atari's whole games). Each phase is one compiled program; this loop only reads the
+metrics it returns. The agent is the algorithm its config names, driven through the
+written protocol (`batchrl.algorithm`). Every size (phase lengths, the budget that
+schedules read) derives from the run's `TrainConfig`.
 """
 
 from __future__ import annotations
@@ -70,7 +71,9 @@ def build(
     most `config.eval_batch_steps`, unless `train_steps` or `eval_steps` (batch steps, each
     stepping every env once) say otherwise; the budget the schedules read is
     `config.steps` env steps, and `config.seed` seeds the agent's and the phases' keys.
-    Evaluation steps `eval_env` (of `env`'s spec and size) when given, else `env` itself.
+    Evaluation steps `eval_env` (of `env`'s spec and size) when given, else `env` itself,
+    with the mean action, or with actions sampled from the policy where
+    `config.eval_sample` says so.
     """
     if env.num_envs != config.num_envs:
         raise ValueError(f"the env steps {env.num_envs} envs, the config {config.num_envs}")
@@ -90,7 +93,7 @@ def build(
     init = functools.partial(algorithm.init, networks, config.shape)
     storage_bytes = memory.nbytes(jax.eval_shape(init, agent_key).storage)
     memory.check_fits(storage_bytes, f"{config.algorithm.objective} objective's storage")
-    evaluation = algorithm.evaluation_agent(networks)
+    evaluation = algorithm.evaluation_agent(networks, sample=config.eval_sample)
     programs = Programs(
         train=phase_lib.make(env, networks, train_steps),
         evaluate=simulate.make_first_episodes(eval_env, evaluation, eval_steps),
@@ -130,13 +133,15 @@ def evaluate(
     agent_state: algorithm_lib.AgentState,
     episodes: int,
 ) -> tuple[simulate.SimState, dict[str, float]]:
-    """Scores the mean action on at least `episodes` episodes; the state after and their summary.
+    """Scores the policy on at least `episodes` episodes; the state after and their summary.
 
-    A round restarts every env and keeps each env's first episode, so every episode
-    weighs the same however long it lasts; rounds run until `episodes` episodes ended,
-    so the count is `episodes` rounded up to whole rounds of `num_envs`. The eval
-    state's key draws each round's starts on JAX-native envs; host envs draw them from
-    their own random streams, seeded from the run's seed (`bridge.in_graph.env_seeds`).
+    The policy acts as `build` made the eval phase: its mean action, or sampled actions
+    with `eval_sample`. A round restarts every env and keeps each env's first episode, so
+    every episode weighs the same however long it lasts; rounds run until `episodes`
+    episodes ended, so the count is `episodes` rounded up to whole rounds of `num_envs`.
+    The eval state's key draws sampled actions, and each round's starts on JAX-native
+    envs; host envs draw starts from their own random streams, seeded from the run's
+    seed (`bridge.in_graph.env_seeds`).
     """
     scores, lengths = [], []
     while len(scores) < episodes or not scores:
@@ -222,11 +227,12 @@ def run(
     A phase is evaluated when its number is a multiple of `eval_every`, and always when
     it is the run's last (`total`, default the last of these), whose evaluation runs
     until at least `final_episodes` episodes ended; its row also carries `final/return`
-    and `final/episodes`, the mean-action return of the final policy. With
-    `average_last` K above 1, the final policy's parameters are the mean of those the
-    last K phases ended with (`tail_average`; `final/averaged_phases` counts them);
-    `earlier` holds the parameters of phases before `state`'s, oldest first, that a
-    resumed run reads from its checkpoints.
+    and `final/episodes`, the return of the final policy (of its mean action, or of
+    sampled actions with `eval_sample`). With `average_last` K above 1, the final
+    policy's parameters are the mean of those the last K phases ended with
+    (`tail_average`; `final/averaged_phases` counts them); `earlier` holds the
+    parameters of phases before `state`'s, oldest first, that a resumed run reads from
+    its checkpoints.
     """
     done = int(state.phases)
     total = done + phases if total is None else total

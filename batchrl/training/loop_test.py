@@ -1,3 +1,5 @@
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -9,9 +11,10 @@ from batchrl.training import loop
 DURATIONS = (1, 2, 3, 4)
 
 
-def built(env, *, max_length, seed=0):
+def built(env, *, max_length, seed=0, eval_sample=False):
     config = config_lib.ClippedConfig(steps_per_update=8, num_minibatches=1, update_epochs=1)
     run = loop.config_for(config, env, max_length=max_length, steps=64, seed=seed)
+    run = dataclasses.replace(run, eval_sample=eval_sample)
     return loop.build(run, env, train_steps=8)
 
 
@@ -27,19 +30,37 @@ def test_evaluation_counts_each_envs_first_episode_in_whole_rounds(episodes, rou
     assert summary["episode/length"] == np.mean(DURATIONS)
 
 
+def pendulum(length: int) -> jax_env.Batched:
+    """4 JAX-native Pendulums whose episodes end after `length` steps."""
+    return jax_env.Batched(jax_env.TimeLimit(classic.make("Pendulum-v1").env, length), 4)
+
+
 def test_the_same_eval_state_scores_the_same_and_the_next_round_draws_new_starts():
-    env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
+    env = pendulum(20)
     programs, state = built(env, max_length=20, seed=3)
     after, first = loop.evaluate(programs, state.eval, state.agent, 4)
     _, again = loop.evaluate(programs, state.eval, state.agent, 4)
     _, next_round = loop.evaluate(programs, after, state.agent, 4)
-    assert first == again
+    assert first == again and first["episode/count"] == 4
     assert next_round["episode/return"] != first["episode/return"]
     # The eval state, and so every evaluation of a run, derives from the run's seed.
     _, other_state = built(env, max_length=20, seed=3)
     assert jax.random.key_data(other_state.eval.key).tolist() == (
         jax.random.key_data(state.eval.key).tolist()
     )
+
+
+def test_a_run_with_eval_sample_scores_actions_sampled_by_the_eval_states_key():
+    env = pendulum(20)
+    programs, state = built(env, max_length=20, seed=3)
+    sampling, _ = built(env, max_length=20, seed=3, eval_sample=True)
+    _, mean = loop.evaluate(programs, state.eval, state.agent, 4)
+    _, sampled = loop.evaluate(sampling, state.eval, state.agent, 4)
+    _, again = loop.evaluate(sampling, state.eval, state.agent, 4)
+    # The same parameters and starts: only the actions differ, so the returns do.
+    assert sampled["episode/return"] != mean["episode/return"]
+    # The eval state's key draws the samples: the same state samples the same.
+    assert sampled == again and sampled["episode/count"] == mean["episode/count"] == 4
 
 
 def test_evaluation_steps_the_eval_env_when_the_run_has_one():

@@ -20,7 +20,11 @@ from batchrl.training import metrics_log, run_folder
 
 @dataclasses.dataclass(frozen=True)
 class Summary:
-    """One run's learning results; returns are of the mean action (deterministic)."""
+    """One run's learning results: returns of the policy as its evaluations scored it.
+
+    That is its mean action (deterministic), or sampled actions where the run's config
+    sets `eval_sample` (a sweep's line then carries "sampled": true).
+    """
 
     env_steps: int
     finished: bool  # The final policy was evaluated: the run spent its budget.
