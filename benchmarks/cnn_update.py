@@ -1,14 +1,16 @@
-"""A pixel preset's PPO update with convolution gradients as lax gives them and as batchrl's.
+"""A pixel preset's PPO update with lax's convolutions and with batchrl's.
 
 Prints one JSON line. For each preset the train command's programs are built and one
 update of the clipped objective (the preset's epochs of minibatches, a `lax.scan`) is
 compiled and timed on the agent's rollout storage, twice in the same run: with the
-convolutions of `lax.conv_general_dilated` (what a Flax CNN gets by default) and with
-`batchrl.networks.conv_gradient.conv`, whose gradients XLA:CPU runs in its fast layout
-inside loops. The update's values do not depend on the data, so the storage is the fresh
-agent's. `env_steps_per_sec_update_bound` is the rollout's env steps over one update: the
-most a run can train at, whatever the env costs. The MinAtar presets read their grids
-with an MLP, so `breakout_minatar` is timed with the MinAtar network (`OVERRIDES`).
+convolutions of `lax.conv_general_dilated` (what a Flax CNN gets by default; XLA:CPU
+runs their gradients inside loops slowly) and with `batchrl.networks.conv_matmul.conv`,
+which computes them on CPU as patches and one matrix product (on other backends it is
+lax's, so both variants are the same program). The update's values do not depend on the
+data, so the storage is the fresh agent's. `env_steps_per_sec_update_bound` is the
+rollout's env steps over one update: the most a run can train at, whatever the env costs.
+The MinAtar presets read their grids with an MLP, so `breakout_minatar` is timed with the
+MinAtar network (`OVERRIDES`).
 
     python benchmarks/cnn_update.py [--presets breakout_minatar breakout] [--repeats 3]
 """
@@ -24,7 +26,7 @@ import jax
 from jax import lax
 
 from batchrl.configs import overrides, presets
-from batchrl.networks import conv_gradient
+from batchrl.networks import conv_matmul
 from batchrl.ppo import clipped
 from batchrl.scripts import sweep
 from batchrl.training import environments, loop
@@ -53,9 +55,9 @@ def update_seconds(name: str, repeats: int) -> dict:
     args = (state.agent.learner, state.agent.storage.rollout)
     update = lambda *args: clipped.update(networks, *args, state.agent.total_updates)  # noqa: E731
     seconds = {}
-    for label, convolve in (("lax", lax.conv_general_dilated), ("batchrl", conv_gradient.conv)):
+    for label, convolve in (("lax", lax.conv_general_dilated), ("batchrl", conv_matmul.conv)):
         jax.clear_caches()  # Inner jitted functions would keep the other variant's trace.
-        with mock.patch.object(conv_gradient, "conv", convolve):
+        with mock.patch.object(conv_matmul, "conv", convolve):
             compiled = jax.jit(update).lower(*args).compile()  # Traced with `convolve`.
         jax.block_until_ready(compiled(*args))
         start = time.perf_counter()

@@ -26,7 +26,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from batchrl.networks import conv_gradient, feed_forward
+from batchrl.networks import conv_matmul, feed_forward
 
 CNNS = ("auto", "nature", "minatar", "none")
 # The smallest side each network's convolutions fit.
@@ -106,7 +106,7 @@ class ConvNet(nn.Module):
                 (stride, stride),
                 "VALID",
                 kernel_init=kernel_init,
-                conv_general_dilated=conv_gradient.conv,  # Fast gradients in PPO's scans.
+                conv_general_dilated=conv_matmul.conv,  # Patches and a product on CPU.
             )
             x = nn.relu(conv(x))
         x = x.reshape(x.shape[0], -1)
