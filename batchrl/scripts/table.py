@@ -16,7 +16,8 @@ prints the table in Markdown. `--update PAGE` rewrites every block of a page tha
     <!-- end table -->
 
 with the table of the files it names (relative to the page's folder; `reps=N` among
-them sets the bootstrap's resamples, 10,000 otherwise) and leaves the rest of the page
+them sets the bootstrap's resamples, 10,000 otherwise; the word `seeds` makes instead the
+table of every seed's final return, a column per seed) and leaves the rest of the page
 as it is. `--check PAGE` changes nothing and names the blocks whose table their files
 no longer give, exiting with 1 if there are any:
 
@@ -142,15 +143,31 @@ def noise_table(records: Sequence[dict]) -> str:
     return "\n".join(lines)
 
 
-def table(paths: Sequence[pathlib.Path], reps: int = REPS) -> str:
+def seeds_table(final: dict[str, dict[int, float]]) -> str:
+    """Every seed's final return, a row per preset and a column per seed (blank: not run)."""
+    seeds = sorted({seed for returns in final.values() for seed in returns})
+    lines = [
+        "| final return, seed | " + " | ".join(map(str, seeds)) + " |",
+        "| --- |" + " ---: |" * len(seeds),
+    ]
+    for config, returns in final.items():
+        cells = [_number(returns[seed]) if seed in returns else "" for seed in seeds]
+        lines.append(f"| `{config}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def table(paths: Sequence[pathlib.Path], reps: int = REPS, per_seed: bool = False) -> str:
     """The Markdown table of every preset in the JSON lines at `paths`, in order of appearance.
 
-    Lines of `benchmarks/evaluation_noise.py` make its table (`noise_table`) instead.
+    Lines of `benchmarks/evaluation_noise.py` make its table (`noise_table`) instead;
+    `per_seed` makes the table of every seed's final return (`seeds_table`).
     """
     records = _records(paths)
     if records and all(r.get("benchmark") == "evaluation_noise" for r in records):
         return noise_table(records)
     final = stats.read(paths, "final")
+    if per_seed:
+        return seeds_table(final)
     kept: dict[str, dict[int, float]] = {}
     for path in paths:
         try:
@@ -172,11 +189,13 @@ class Block:
     end: int  # The index of the `<!-- end table -->` line.
     spec: str
 
-    def files(self, folder: pathlib.Path) -> tuple[list[pathlib.Path], int]:
-        """The JSON lines the block names, relative to the page's folder, and its resamples."""
-        paths, reps = [], REPS
+    def files(self, folder: pathlib.Path) -> tuple[list[pathlib.Path], int, bool]:
+        """The JSON lines the block names (relative to the page's folder), resamples, per seed."""
+        paths, reps, per_seed = [], REPS, False
         for word in self.spec.split():
-            if word.startswith("reps="):
+            if word == "seeds":
+                per_seed = True
+            elif word.startswith("reps="):
                 try:
                     reps = int(word.removeprefix("reps="))
                 except ValueError:
@@ -184,12 +203,12 @@ class Block:
                 if reps < 1:
                     raise ValueError(f"{word!r}: reps must be a positive whole number")
             elif "=" in word:
-                raise ValueError(f"{word!r}: a table block takes file names and reps=N only")
+                raise ValueError(f"{word!r}: a table block takes file names, seeds and reps=N only")
             else:
                 paths.append(folder / word)
         if not paths:
             raise ValueError(f"<!-- table: {self.spec} --> names no JSON lines")
-        return paths, reps
+        return paths, reps, per_seed
 
 
 def blocks(page: pathlib.Path, lines: Sequence[str]) -> list[Block]:

@@ -139,3 +139,19 @@ def test_evaluation_noise_lines_make_their_own_table(tmp_path):
         "| `hopper_clipped` | 100-102 | 8 | 4.25 | 697 | 0.01 | 8172291 |",
         "| `hopper_clipped` | 100-102 | 32 | 1.78 | 697 | 0.00 | 8172291 |",
     ]
+
+
+def test_a_seeds_block_gives_every_seed_its_own_column_and_leaves_unrun_seeds_blank(tmp_path):
+    path = tmp_path / "runs.jsonl"
+    write_lines(path, "walker_clipped", [4252.8, 1762.2, 4431.6])
+    write_lines(path, "breakout_minatar", [25.04, 41.6])
+    page = tmp_path / "page.md"
+    page.write_text("<!-- table: seeds runs.jsonl -->\n<!-- end table -->\n")
+    assert table.update_page(page)
+    assert page.read_text().splitlines()[1:-1] == [
+        "| final return, seed | 100 | 101 | 102 |",
+        "| --- | ---: | ---: | ---: |",
+        "| `walker_clipped` | 4,253 | 1,762 | 4,432 |",
+        "| `breakout_minatar` | 25.04 | 41.60 |  |",
+    ]
+    assert table.check_page(page) == []
