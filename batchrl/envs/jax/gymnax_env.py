@@ -24,12 +24,6 @@ from batchrl.env_spec import EnvSpec
 from batchrl.envs.host import spec
 from batchrl.envs.jax import jax_env
 
-try:
-    import gymnax
-    from gymnax.environments import spaces as gymnax_spaces
-except ImportError:  # Named when an env is asked for.
-    gymnax = None
-
 
 @flax.struct.dataclass
 class GymnaxState:
@@ -71,8 +65,7 @@ class GymnaxEnv:
 
 def names() -> list[str]:
     """The envs gymnax registers."""
-    _require()
-    return list(gymnax.registered_envs)
+    return list(_gymnax().registered_envs)
 
 
 def make(name: str) -> jax_env.TimeLimit:
@@ -84,9 +77,10 @@ def make(name: str) -> jax_env.TimeLimit:
     """
     if name not in names():
         raise ValueError(f"unknown gymnax env {name!r}; gymnax has: {', '.join(names())}")
-    env, params = gymnax.make(name)
-    observation_space = gymnax_spaces.gymnax_space_to_gym_space(env.observation_space(params))
-    action_space = gymnax_spaces.gymnax_space_to_gym_space(env.action_space(params))
+    env, params = _gymnax().make(name)
+    to_gym = _gymnax().environments.spaces.gymnax_space_to_gym_space
+    observation_space = to_gym(env.observation_space(params))
+    action_space = to_gym(env.action_space(params))
     env_spec = spec.env_spec(observation_space, action_space, env_name=f"'{name}' (gymnax)")
     obs = jax.eval_shape(env.reset_env, jax.random.key(0), params)[0]
     env_spec = dataclasses.replace(env_spec, observation=returned(env_spec.observation, obs))
@@ -116,8 +110,16 @@ def returned(observation: Any, obs: Any) -> Any:
     return env_spec_lib.map_tree(leaf, observation, obs)
 
 
-def _require() -> None:
-    if gymnax is None:
+def _gymnax() -> Any:
+    """gymnax, imported when an env is first asked for.
+
+    Its import (seaborn and scipy with it) takes seconds that runs on other envs need not pay.
+    """
+    try:
+        import gymnax
+        import gymnax.environments.spaces
+    except ImportError:
         raise ImportError(
             "env_kind 'gymnax' needs gymnax, which is not installed: pip install -e '.[gymnax]'"
-        )
+        ) from None
+    return gymnax
