@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import Any, TextIO
 
 from batchrl.training import run_folder
@@ -63,13 +63,7 @@ class Writer:
     """
 
     def __init__(self, logdir: str | os.PathLike) -> None:
-        # Imported here: tensorboardX imports torch when it is installed, which takes seconds
-        # that readers of metrics.jsonl (plots, Progress) need not pay.
-        from tensorboardX import event_file_writer
-        from tensorboardX.proto import event_pb2, summary_pb2
-
-        self._event_pb2 = event_pb2
-        self._summary_pb2 = summary_pb2
+        event_file_writer, self._event_pb2, self._summary_pb2 = _import_tensorboardx()
         self.logdir = Path(logdir)
         self.logdir.mkdir(parents=True, exist_ok=True)
         jsonl_path = self.logdir / JSONL_NAME
@@ -310,6 +304,35 @@ def summary_line(phase: int, env_steps: int, metrics: Mapping[str, float]) -> st
         if key in metrics:
             parts.append(f"{label} {number_format.format(float(metrics[key]))}")
     return "  ".join(parts)
+
+
+def _import_tensorboardx() -> tuple[ModuleType, ModuleType, ModuleType]:
+    """Imports tensorboardX's event_file_writer, event_pb2 and summary_pb2 without torch.
+
+    Importing any tensorboardX module runs its package __init__, which imports
+    tensorboardX.writer, which imports torch where it is installed (the test and bench extras
+    install it) only so that SummaryWriter's type hints name torch.Tensor; tensorboardX
+    imports torch again, inside its functions, when it is handed a torch tensor. `Writer`
+    hands it only protos of Python floats, so torch's import would add 1.5-2.5 s to the
+    start-up of every train and sweep process for nothing.
+
+    While tensorboardX is imported, None in sys.modules["torch"] makes `import torch` raise
+    ImportError, which tensorboardX takes as torch not installed; the entry is removed right
+    after, so a later `import torch` works as usual. Nothing is hidden when torch or
+    tensorboardX is already imported. Another thread importing torch during these ~0.4 s
+    would get the ImportError; none of batchrl's does. Called when a `Writer` opens, so that
+    readers of metrics.jsonl (plots, Progress) import nothing of tensorboardX.
+    """
+    hide_torch = "torch" not in sys.modules and "tensorboardX" not in sys.modules
+    if hide_torch:
+        sys.modules["torch"] = None  # type: ignore[assignment]
+    try:
+        from tensorboardX import event_file_writer
+        from tensorboardX.proto import event_pb2, summary_pb2
+    finally:
+        if hide_torch and sys.modules.get("torch", False) is None:
+            del sys.modules["torch"]
+    return event_file_writer, event_pb2, summary_pb2
 
 
 def _json_number(value: float) -> float | int | None:

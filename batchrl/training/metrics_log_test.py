@@ -76,6 +76,23 @@ def test_killed_run_keeps_what_it_wrote(tmp_path):
     assert read_scalars(tmp_path) == {"train/return": [(0, 0.0), (1, 1.0), (2, 2.0)]}
 
 
+def test_writing_metrics_leaves_torch_unimported(tmp_path):
+    # tensorboardX imports torch where it is installed, 1.5-2.5 s of every train process's
+    # start-up; the Writer keeps it out, and leaves `import torch` working for later.
+    script = textwrap.dedent(f"""
+        import importlib.util, sys
+        from batchrl.training import metrics_log
+        assert importlib.util.find_spec("torch"), "the test extra installs torch"
+        with metrics_log.Writer({str(tmp_path)!r}) as writer:
+            writer.write(5, {{"train/return": 1.5}})
+        print(sorted(name for name in sys.modules if name.split(".")[0] == "torch"))
+    """)
+    result = subprocess.run([sys.executable, "-c", script], timeout=60, capture_output=True)
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.decode().strip() == "[]"
+    assert read_scalars(tmp_path) == {"train/return": [(5, 1.5)]}
+
+
 def test_read_jsonl_skips_a_truncated_last_line(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text(
