@@ -199,6 +199,8 @@ def draw(
     if panels:
         for axes, metric in zip(stack, metrics, strict=True):
             axes.set_ylabel(metric, fontsize="small")
+    elif len(metrics) == 1:  # One metric: it names the axis, the legend names the runs.
+        stack[0].set_ylabel(metrics[0])
     else:
         for metric, style in zip(metrics, itertools.cycle(LINE_STYLES), strict=False):
             handles.append(lines.Line2D([], [], color="0.3", linestyle=style, label=metric))

@@ -69,6 +69,13 @@ def test_figure_has_a_line_per_run_and_metric_and_a_legend_of_both(runs):
     assert list(axes.lines[1].get_xdata()) == [20_000, 40_000, 60_000, 80_000, 100_000]
 
 
+def test_one_metric_names_the_axis_and_the_legend_names_only_the_runs(runs):
+    records = {path.name: plot.load(path) for path in runs}
+    (axes,) = plot.draw(records, ["eval/return"]).axes
+    assert axes.get_ylabel() == "eval/return"
+    assert [text.get_text() for text in axes.get_legend().get_texts()] == ["clipped", "penalty"]
+
+
 def test_panels_give_each_metric_its_own_axes_over_a_shared_x(runs, tmp_path):
     records = {path.name: plot.load(path) for path in runs}
     figure = plot.draw(records, ["eval/return", "train/kl"], panels=True)
