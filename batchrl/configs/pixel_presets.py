@@ -21,8 +21,10 @@ def _minatar(game: str, max_length: int = 1000) -> TrainConfig:
     units on the flattened grid each for the policy and the value (`cnn="none"`). The
     MinAtar network (`cnn="minatar"`, no hidden layers) settles early on Breakout: on one
     GPU run it stayed at 5.5 from 0.7M to 3.4M steps and ended at 10.5, where this MLP
-    reached 44 (docs/results/history.md). What differs: gymnax-blines' learning rate warms
-    up over the first 5% of steps, here it is constant. gymnax's MinAtar has no sticky
+    reached 44 (docs/results/history.md). Its `lr_warmup` of 0.05 ramps from `lr_begin`
+    to `lr_end`, both 5e-4: a constant rate, as here. It scores sampled actions (its
+    `batch_evaluate` draws from the policy); these presets score the mode, as every
+    results table does (docs/results.md gives both). gymnax's MinAtar has no sticky
     actions and a minimal action set, unlike the MinAtar paper's.
     """
     algorithm = ppo_config.ClippedConfig(

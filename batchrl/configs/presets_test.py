@@ -28,7 +28,7 @@ SMALL = dict(
 
 
 # gymnax-blines' agents/<game>/ppo.yaml for MinAtar: its settings by their names there,
-# and ours for them (its learning-rate warm-up aside).
+# and ours for them (its lr_warmup ramps from lr_begin to lr_end, both 5e-4: constant).
 GYMNAX_BLINES_PPO = {
     "num_envs": 64,  # num_train_envs
     "steps_per_update": 128,  # n_steps
