@@ -89,6 +89,7 @@ def test_a_broken_link_or_heading_is_found(tmp_path):
     assert broken_links(page) == ["missing.md", "other.md#nowhere"]
 
 
-def test_the_results_page_tables_are_those_its_json_lines_make():
-    # If this fails, run: python -m batchrl.scripts.table --update docs/results.md
-    assert table.check_page(ROOT / "docs" / "results.md") == []
+@pytest.mark.parametrize("page", ["results.md", "results/history.md"])
+def test_the_results_pages_tables_are_those_their_json_lines_make(page):
+    # If this fails, run: python -m batchrl.scripts.table --update docs/PAGE
+    assert table.check_page(ROOT / "docs" / page) == []
