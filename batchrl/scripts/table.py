@@ -9,7 +9,8 @@ fixed seed, so the same lines make the same table.
 
     python -m batchrl.scripts.table runs/heldout/results.jsonl [more.jsonl ...]
 
-prints the table in Markdown. `--update PAGE` rewrites every block of a page that reads
+prints the table in Markdown (`--seeds`: every seed's final return). `--update PAGE`
+rewrites every block of a page that reads
 
     <!-- table: results/heldout/walker_clipped.jsonl results/heldout/hopper_clipped.jsonl -->
     (the table, written here)
@@ -262,6 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("paths", nargs="*", type=pathlib.Path, help="sweep JSON lines")
     parser.add_argument("--reps", type=int, default=REPS, help="bootstrap resamples")
+    parser.add_argument("--seeds", action="store_true", help="every seed's final return instead")
     page = parser.add_mutually_exclusive_group()
     page.add_argument("--update", type=pathlib.Path, metavar="PAGE", help="rewrite its tables")
     page.add_argument("--check", type=pathlib.Path, metavar="PAGE", help="name stale tables")
@@ -270,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give either JSON lines or --update/--check PAGE, not both")
     try:
         if args.paths:
-            print(table(args.paths, args.reps))
+            print(table(args.paths, args.reps, per_seed=args.seeds))
             return 0
         stale = update_page(args.update) if args.update else check_page(args.check)
     except (OSError, ValueError) as error:

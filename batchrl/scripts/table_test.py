@@ -155,3 +155,10 @@ def test_a_seeds_block_gives_every_seed_its_own_column_and_leaves_unrun_seeds_bl
         "| `breakout_minatar` | 25.04 | 41.60 |  |",
     ]
     assert table.check_page(page) == []
+
+
+def test_the_command_prints_the_seeds_table_with_seeds(tmp_path, capsys):
+    path = tmp_path / "runs.jsonl"
+    write_lines(path, "hopper_clipped", [3378.0, 3356.0])
+    assert table.main(["--seeds", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "| `hopper_clipped` | 3,378 | 3,356 |"
