@@ -178,22 +178,25 @@ def update(
         rise = config.final_discount - config.discount
         discount = config.discount + rise * jnp.minimum(progress, 1.0)
 
-    def advantages(params: dict) -> dict[str, jax.Array]:
-        return jax.tree.map(flat, estimate(networks, learner, rollout, params, discount))
+    def advantages(params: dict, value: jax.Array | None = None) -> dict[str, jax.Array]:
+        return jax.tree.map(flat, estimate(networks, learner, rollout, params, discount, value))
 
+    obs = jax.tree.map(flat, rollout.obs)
+    # One pass of the networks over the rollout gives both the old policy and the values.
+    old_dist, value = networks.distribution_and_value(learner.params, features(obs))
     data = {
-        "obs": jax.tree.map(flat, rollout.obs),
+        "obs": obs,
         "action": flat(rollout.action),
         "log_prob": flat(rollout.log_prob),
-        **advantages(learner.params),
+        "old_dist": old_dist,
+        **advantages(learner.params, value.reshape(steps, num_envs)),
     }
-    data["old_dist"] = networks.distribution(learner.params, features(data["obs"]))
     # CleanRL's anneal_lr: Adam's step scaled by 1 - updates/total, reaching zero at `steps`.
     lr_scale = jnp.maximum(1.0 - progress, 0.0) if config.anneal_learning_rate else 1.0
 
     def loss_fn(params: dict, minibatch: dict) -> tuple[jax.Array, dict]:
         obs = features(minibatch["obs"])
-        dist = networks.distribution(params, obs)
+        dist, value = networks.distribution_and_value(params, obs)
         log_prob = networks.log_prob(dist, minibatch["action"])
         advantage = minibatch["advantage"]
         if config.normalize_advantages:
@@ -201,7 +204,6 @@ def update(
         policy_loss = losses.clipped_policy_loss(
             log_prob, minibatch["log_prob"], advantage, config.clip_ratio
         )
-        value = networks.value(params, obs)
         value_loss = losses.value_loss(
             value, minibatch["target"], minibatch["value"], config.clip_value
         )
@@ -249,8 +251,12 @@ def estimate(
     rollout: Rollout,
     params: dict,
     discount: float | jax.Array,
+    value: jax.Array | None = None,
 ) -> dict[str, jax.Array]:
-    """GAE of the rollout under `params`: "advantage", "target" and "value", [T, B] each."""
+    """GAE of the rollout under `params`: "advantage", "target" and "value", [T, B] each.
+
+    `value`, [T, B], is the rollout's values under `params` when the caller has them.
+    """
     config = networks.config
     steps, num_envs = rollout.reward.shape
     reward = rollout.reward
@@ -258,8 +264,10 @@ def estimate(
         reward = normalizer.normalize(
             learner.reward_norm, reward, center=False, clip=config.reward_clip
         )
-    features = networks.features(learner.obs_norm, rollout.obs).reshape(steps * num_envs, -1)
-    value = networks.value(params, features).reshape(steps, num_envs)
+    if value is None:
+        features = networks.features(learner.obs_norm, rollout.obs)
+        value = networks.value(params, features.reshape(steps * num_envs, -1))
+        value = value.reshape(steps, num_envs)
     done = rollout.terminated | rollout.truncated
     lambda_ = 1.0 if config.gae_lambda is None else config.gae_lambda
     gae = jax.vmap(returns.gae, in_axes=(1, 1, 1, 1, 1, None, None), out_axes=1)

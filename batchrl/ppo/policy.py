@@ -198,6 +198,18 @@ class Networks:
         """V [N] of features [N, F]."""
         return self.value_module.apply(params["value"], self.encode(params, "value", features))
 
+    def distribution_and_value(self, params: dict, features: jax.Array) -> tuple[Any, jax.Array]:
+        """`distribution` and `value` of features [N, F], a shared encoder's CNNs run once.
+
+        Called apart, the two would run the shared CNNs twice: XLA merges the two forward
+        passes but not the gradients through them, which double a CNN update's cost.
+        """
+        if not self.config.shared_encoder or self.torso is None:
+            return self.distribution(params, features), self.value(params, features)
+        encoded = self.encode(params, "policy", features)
+        dist = self.policy_module.apply(params["policy"], encoded)
+        return dist, self.value_module.apply(params["value"], encoded)
+
     def sample(self, dist: Any, key: jax.Array) -> jax.Array:
         """An action drawn from each row: [N, A] float, [N] or [N, *action_shape] int32."""
         if self.env_spec.multi_discrete:

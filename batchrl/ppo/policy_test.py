@@ -162,6 +162,37 @@ def test_policy_and_value_read_images_through_their_own_cnns_or_one_shared(share
         }
 
 
+@pytest.mark.parametrize("shared", [False, True])
+def test_distribution_and_value_together_equal_them_apart_in_values_and_gradients(shared):
+    networks = image_networks(FRAME, shared_encoder=shared)
+    params = networks.init(jax.random.key(0))
+    obs = {
+        "frame": jax.random.randint(jax.random.key(1), (6, 10, 10, 4), 0, 256).astype(jnp.uint8),
+        "speed": jax.random.normal(jax.random.key(2), (6, 2)),
+    }
+    features = networks.features(encoder.init_normalizer(networks.env_spec.observation), obs)
+
+    def loss(params, together):
+        if together:
+            logits, value = networks.distribution_and_value(params, features)
+        else:
+            logits, value = (
+                networks.distribution(params, features),
+                networks.value(params, features),
+            )
+        return jnp.sum(jax.nn.log_softmax(logits)[:, 1]) + jnp.sum(value**2), (logits, value)
+
+    (_, apart), apart_grads = jax.value_and_grad(loss, has_aux=True)(params, False)
+    (_, together), together_grads = jax.value_and_grad(loss, has_aux=True)(params, True)
+    for a, b in zip(
+        jax.tree.leaves((apart, apart_grads)),
+        jax.tree.leaves((together, together_grads)),
+        strict=True,
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert any(bool(jnp.any(g != 0)) for g in jax.tree.leaves(together_grads["policy"]))
+
+
 def test_images_flattened_into_the_mlp_when_told_and_a_network_that_cannot_fit_refused():
     networks = image_networks(FRAME, cnn="none", policy_layers=(8,))
     params = networks.init(jax.random.key(0))
