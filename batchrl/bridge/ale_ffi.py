@@ -66,8 +66,9 @@ class AleFfiEnv:
     bookkeeping: while a compiled program drives the games, step and reset them only
     through this env (`BatchEnv.reset` between programs is fine: it reseeds them).
     `seed` seeds env i with `ale_seeds(seed, B)[i]` at `init`; later resets go on with
-    each game's random stream. Closing the BatchEnv ends the games' threads; a compiled
-    program of this env then refuses to run. `devices` > 1 is refused: the calls run on
+    each game's random stream. Closing the BatchEnv waits for the calls and programs of
+    this env already dispatched, then ends the games' threads; a compiled program of this
+    env then refuses to run. `devices` > 1 is refused: the calls run on
     the device of the one program.
     """
 
@@ -105,6 +106,9 @@ class AleFfiEnv:
         # handle, obs, env ids, lives, frame numbers, episode frame numbers.
         results = (jax.ShapeDtypeStruct((8,), np.uint8), obs_type, column, column, column, column)
         self._reset_call = jax.ffi.ffi_call(_RESET_TARGET, results, has_side_effect=True)
+        # An output of the newest dispatched call or program: closing waits for it.
+        self._newest: jax.Array | None = None
+        games.wait_for_calls = self._wait_for_calls
 
     @property
     def closed(self) -> bool:
@@ -117,7 +121,7 @@ class AleFfiEnv:
         @functools.wraps(function)
         def wrapped(*args: Any, **kwargs: Any) -> Any:
             self._expect_open()
-            return function(*args, **kwargs)
+            return self._dispatched(function(*args, **kwargs))
 
         return wrapped
 
@@ -127,7 +131,9 @@ class AleFfiEnv:
         self._expect_open()
         indices = jnp.arange(self.num_envs, dtype=jnp.int32)
         handle, obs, lives = self._reset(self._handle, indices, jnp.asarray(self._ale_seeds))
-        return AleFfiState(handle, lives, jnp.zeros((self.num_envs,), bool)), obs
+        return self._dispatched(
+            (AleFfiState(handle, lives, jnp.zeros((self.num_envs,), bool)), obs)
+        )
 
     def reset(
         self, env_state: AleFfiState, obs: jax.Array, key: jax.Array, mask: jax.Array
@@ -143,7 +149,7 @@ class AleFfiEnv:
             obs,
             env_state.lives,
         )
-        return AleFfiState(handle, lives, env_state.plays_on & ~mask), obs
+        return self._dispatched((AleFfiState(handle, lives, env_state.plays_on & ~mask), obs))
 
     def step(
         self, env_state: AleFfiState, action: jax.Array
@@ -161,7 +167,7 @@ class AleFfiEnv:
         lost_a_life = (lives < env_state.lives) & (lives > 0)
         plays_on = self.life_ends & terminated & ~truncated & lost_a_life
         time_step = jax_env.TimeStep(obs, reward.astype(jnp.float32), terminated, truncated)
-        return AleFfiState(handle, lives, plays_on), time_step
+        return self._dispatched((AleFfiState(handle, lives, plays_on), time_step))
 
     def _reset_where(
         self, mask: jax.Array, handle: jax.Array, obs: jax.Array, lives: jax.Array
@@ -194,6 +200,27 @@ class AleFfiEnv:
     def _live(self, handle: jax.Array) -> jax.Array:
         """This env's handle, ordered after the call that returned `handle`."""
         return jnp.where(jnp.all(handle == self._handle), handle, self._handle)
+
+    def _dispatched(self, outputs: Any) -> Any:
+        """`outputs`; outside a trace, the smallest of them is noted for closing to wait on.
+
+        Calls and programs run in their order of dispatch (each takes the handle the last
+        returned), so once the newest has run, no call of this env is left.
+        """
+        leaves = [
+            leaf
+            for leaf in jax.tree.leaves(outputs)
+            if isinstance(leaf, jax.Array) and not isinstance(leaf, jax.core.Tracer)
+        ]
+        if leaves:
+            self._newest = min(leaves, key=lambda leaf: leaf.size)
+        return outputs
+
+    def _wait_for_calls(self) -> None:
+        """Blocks until the newest dispatched call or program of this env has run."""
+        newest, self._newest = self._newest, None
+        if newest is not None and not newest.is_deleted():
+            newest.block_until_ready()
 
     def _expect_open(self) -> None:
         if self.closed:

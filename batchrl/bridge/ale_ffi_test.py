@@ -1,4 +1,7 @@
 import os
+import pathlib
+import subprocess
+import sys
 
 import gymnasium as gym
 import jax
@@ -149,6 +152,40 @@ def test_after_close_no_thread_is_left_and_programs_refuse_to_run():
         run(state, jnp.zeros((), jnp.int32))
     with pytest.raises(gym.error.ClosedEnvironmentError, match="is closed"):
         simulate.init(env, jax.random.key(0))
+
+
+# Closes the games while their reset is queued behind a slow program, three times.
+CLOSE_WHILE_QUEUED = """
+import jax, jax.numpy as jnp
+from batchrl.bridge import ale_ffi
+from batchrl.envs import BatchEnv
+
+slow = jax.jit(lambda x: jax.lax.fori_loop(0, 300, lambda i, x: jnp.tanh(x @ x), x))
+slow(jnp.ones((256, 256))).block_until_ready()
+for seed in range(3):
+    batch_env = BatchEnv.atari("pong", 4, threads=2)
+    env = ale_ffi.AleFfiEnv(batch_env, seed=seed)
+    busy = slow(jnp.ones((256, 256)))
+    state, obs = env.init(jax.random.key(0))
+    batch_env.close()
+    jax.block_until_ready((busy, state, obs))
+    print(seed, obs.shape, int(obs.max()), flush=True)
+"""
+
+
+def test_closing_while_a_call_is_queued_waits_for_it_and_the_call_completes():
+    # Freed under a queued call, the games crashed the process (or left it waiting).
+    done = subprocess.run(
+        [sys.executable, "-c", CLOSE_WHILE_QUEUED],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(pathlib.Path(__file__).parents[2])},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert [line.split(" (")[0] for line in lines] == ["0", "1", "2"]
+    assert all("(4, 4, 84, 84)" in line and int(line.split()[-1]) > 0 for line in lines)
 
 
 def test_what_the_ffi_calls_cannot_serve_is_refused_in_one_line():

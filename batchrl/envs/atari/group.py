@@ -15,7 +15,7 @@ as Stable-Baselines3's EpisodicLifeEnv does, and only a game over starts a new g
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -73,6 +73,10 @@ class AtariGroup:
         self._mode = AutoresetMode.DISABLED
         self._pending_reset: tuple | None = None
         self._reset_once = False
+        # Set by what calls the games from compiled programs (`bridge.ale_ffi`): blocks
+        # until those dispatched so far have run, so that closing never frees games that
+        # a queued call still steps (it would wait forever on the freed threads).
+        self.wait_for_calls: Callable[[], None] | None = None
 
     # -- the group interface ----------------------------------------------------------------
 
@@ -153,7 +157,12 @@ class AtariGroup:
         return False  # ale-py preprocesses in C++: no Gymnasium wrapper.
 
     def close(self) -> None:
-        """Ends the games' threads: ale-py joins them when its vector interface is freed."""
+        """Ends the games' threads, once no dispatched program still calls them.
+
+        ale-py joins the threads when its vector interface is freed.
+        """
+        if self.vector_env is not None and self.wait_for_calls is not None:
+            self.wait_for_calls()
         vector, self.vector_env = self.vector_env, None
         if vector is not None:
             vector.ale = None  # The last reference: its threads are joined here.
