@@ -11,7 +11,10 @@ them into patches [N, out H, out W, kernel H * kernel W * C] in (row, column, ch
 order, and takes one `jnp.dot` with the kernel reshaped to [kernel H * kernel W * C, F].
 Slices, concatenation and the product differentiate into slices, pads and products that
 XLA:CPU runs fast in loops, so no custom gradient is needed; the same update takes about
-3.1 s, its parameters equal to float error.
+3.1 s, its parameters equal to float error. A strided kernel whose sides are multiples of
+its strides (the Nature CNN's 8 x 8 at 4 and 4 x 4 at 2) is first made a stride-1 one on
+blocks of pixels as channels (`_space_to_depth`): 4 slices where there were 64 and 16,
+the update about 5 % faster.
 
 `conv` has `lax.conv_general_dilated`'s signature, so Flax's `nn.Conv` takes it as its
 `conv_general_dilated` with the parameters unchanged. It covers NHWC images with HWIO
@@ -77,8 +80,34 @@ def conv(
     if any(pads[0] + pads[1]):
         lhs = jnp.pad(lhs, ((0, 0), *pads, (0, 0)))
     height, width, channels, features = rhs.shape
-    patches = _patches(lhs, (height, width), tuple(window_strides))
+    strides = tuple(window_strides)
+    if all(s > 1 and k % s == 0 for k, s in zip((height, width), strides, strict=True)):
+        lhs, rhs = _space_to_depth(lhs, rhs, strides)
+        height, width, channels, features = rhs.shape
+        strides = (1, 1)
+    patches = _patches(lhs, (height, width), strides)
     return jnp.dot(patches, rhs.reshape(height * width * channels, features), precision=precision)
+
+
+def _space_to_depth(
+    images: jax.Array, kernel: jax.Array, strides: tuple[int, int]
+) -> tuple[jax.Array, jax.Array]:
+    """The same convolution at stride 1: blocks of strides[0] x strides[1] pixels as channels.
+
+    For kernels whose sides are multiples of the strides: images [N, H, W, C] become
+    [N, H / s0, W / s1, s0 * s1 * C] (cropped to the rows and columns the kernel reaches)
+    and the kernel [k0, k1, C, F] becomes [k0 / s0, k1 / s1, s0 * s1 * C, F], so the
+    patches are (k0 / s0) * (k1 / s1) slices where they were k0 * k1 strided ones.
+    """
+    (k0, k1, channels, features), (s0, s1) = kernel.shape, strides
+    n, height, width, _ = images.shape
+    rows = ((height - k0) // s0 + k0 // s0) * s0  # The rows the kernel reaches, in blocks.
+    columns = ((width - k1) // s1 + k1 // s1) * s1
+    blocks = images[:, :rows, :columns].reshape(n, rows // s0, s0, columns // s1, s1, channels)
+    blocks = blocks.transpose(0, 1, 3, 2, 4, 5).reshape(n, rows // s0, columns // s1, -1)
+    kernel = kernel.reshape(k0 // s0, s0, k1 // s1, s1, channels, features)
+    kernel = kernel.transpose(0, 2, 1, 3, 4, 5).reshape(k0 // s0, k1 // s1, -1, features)
+    return blocks, kernel
 
 
 def _pads(padding: str | Sequence[tuple[int, int]]) -> list[tuple[int, int]] | None:

@@ -26,10 +26,12 @@ def _value_and_grads(convolve, images, kernel, strides, padding):
 @pytest.mark.parametrize(
     "size, kernel_size, stride, padding",
     [
+        # Kernels of multiples of their strides go through blocks of pixels as channels.
         (20, 8, 4, "VALID"),  # The Nature CNN's first layer: (20 - 8) % 4 == 0.
         (11, 4, 2, "VALID"),  # The stride leaves a row and column out: (11 - 4) % 2 == 1.
         (10, 3, 1, "VALID"),  # The MinAtar network's layer.
         (9, 3, 2, ((1, 2), (0, 1))),  # Explicit padding; the stride leaves a row out.
+        (13, 4, 2, ((1, 0), (2, 1))),  # Explicit padding, then blocks.
     ],
 )
 def test_values_and_gradients_are_lax_own(size, kernel_size, stride, padding):
