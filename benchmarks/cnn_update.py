@@ -52,7 +52,6 @@ def update_seconds(name: str, repeats: int, variants: list[str]) -> dict:
     env, batch_env = environments.build(config)
     try:
         programs, state = loop.build(config, env, eval_steps=1)
-        jax.block_until_ready(state)  # The env's reset may still run; closing would hang it.
     finally:
         if batch_env is not None:
             batch_env.close()

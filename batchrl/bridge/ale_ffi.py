@@ -68,8 +68,8 @@ class AleFfiEnv:
     `seed` seeds env i with `ale_seeds(seed, B)[i]` at `init`; later resets go on with
     each game's random stream. Closing the BatchEnv waits for the calls and programs of
     this env already dispatched, then ends the games' threads; a compiled program of this
-    env then refuses to run. `devices` > 1 is refused: the calls run on
-    the device of the one program.
+    env then refuses to run. `devices` > 1 is refused: the calls run on the device of
+    the one program.
     """
 
     calls_host = True  # The games are outside the program: train and eval share them.
