@@ -5,7 +5,10 @@ rounds (median kept), it times per batch step:
   env:      BatchEnv stepped with pre-generated actions (env work, messaging included);
   policy:   the jitted 64x64 MLP policy alone, in a lax.scan over changing observations;
   loop:     a Python loop calling the jitted policy, then BatchEnv.step;
-  simulate: simulate.collect through InGraphBatchEnv, compiled in one loop.
+  simulate: simulate.collect through InGraphBatchEnv, compiled in one loop;
+  copied:   the same with the bridge copying each call's arrays (`in_place=False`), as
+            it does when acting runs on an accelerator (here on the CPU, so the copies
+            are host to host: the cost of the callback path, not of the bus).
 Overhead = total - env - policy, for the loop and for simulate. Because env and
 simulate run at different moments of a noisy machine, simulate's overhead is also
 given from within its own rounds: total minus the time its host calls spent in
@@ -63,6 +66,9 @@ def measure(name: str, num_envs: int, steps: int, rounds: int, local_envs: int |
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
         rollout = simulate.make_collect(env, agent, steps)
         state = simulate.init(env, jax.random.key(0))
+        copying = bridge.InGraphBatchEnv(batch_env, seed=0, in_place=False)
+        copied_rollout = simulate.make_collect(copying, agent, steps)
+        copied_state = simulate.init(copying, jax.random.key(0))
         policy = jax.jit(lambda obs, key: agent.perform((), obs, key)[1])
         obs0 = jnp.ones((num_envs, obs_size))
 
@@ -101,15 +107,25 @@ def measure(name: str, num_envs: int, steps: int, rounds: int, local_envs: int |
             state, _ = rollout(state, ())
             env_in_simulate.append((env.env_seconds - before) / steps)
 
+        def run_copied():
+            nonlocal copied_state
+            copied_state, _ = copied_rollout(copied_state, ())
+
         def run_policy():
             jax.block_until_ready(policy_scan(jax.random.key(0), obs0))
 
         batch_env.reset(seed=0)
-        for warm_up in (run_policy, run_simulate, run_loop):
+        for warm_up in (run_policy, run_simulate, run_copied, run_loop):
             warm_up()
         env_in_simulate.clear()
-        times = {"env": [], "policy": [], "loop": [], "simulate": []}
-        runs = {"env": run_env, "policy": run_policy, "loop": run_loop, "simulate": run_simulate}
+        runs = {
+            "env": run_env,
+            "policy": run_policy,
+            "loop": run_loop,
+            "simulate": run_simulate,
+            "copied": run_copied,
+        }
+        times = {key: [] for key in runs}
         for _ in range(rounds):
             for key, run in runs.items():
                 times[key].append(per_step(run, steps))
@@ -122,6 +138,7 @@ def measure(name: str, num_envs: int, steps: int, rounds: int, local_envs: int |
         batch_env.close()
     overhead_loop = us["loop"] - us["env"] - us["policy"]
     overhead_simulate = us["simulate"] - us["env"] - us["policy"]
+    overhead_copied = us["copied"] - us["env"] - us["policy"]
     overhead_in_run = us.pop("simulate_outside_env") - us["policy"]
     return {
         "env": name,
@@ -130,6 +147,7 @@ def measure(name: str, num_envs: int, steps: int, rounds: int, local_envs: int |
         "overhead_us_loop": round(overhead_loop, 1),
         "overhead_us_simulate": round(overhead_simulate, 1),
         "overhead_us_simulate_in_run": round(overhead_in_run, 1),
+        "overhead_us_copied": round(overhead_copied, 1),
         "simulate_over_loop_speed": round(us["loop"] / us["simulate"], 3),
     }
 

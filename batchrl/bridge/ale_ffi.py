@@ -69,7 +69,8 @@ class AleFfiEnv:
     each game's random stream. Closing the BatchEnv waits for the calls and programs of
     this env already dispatched, then ends the games' threads; a compiled program of this
     env then refuses to run. `devices` > 1 is refused: the calls run on the device of
-    the one program.
+    the one program. `device` is where that program runs (the CPU's first by default):
+    one of `platforms()`, where ale-py registered its calls.
     """
 
     calls_host = True  # The games are outside the program: train and eval share them.
@@ -77,7 +78,19 @@ class AleFfiEnv:
     # XLA's scheduling it is neither faster nor slower (docs/benchmarks.md, Atari games).
     block = staticmethod(one_block.run)
 
-    def __init__(self, batch_env: batch_lib.BatchOfGroups, seed: int = 0, devices: int = 1):
+    def __init__(
+        self,
+        batch_env: batch_lib.BatchOfGroups,
+        seed: int = 0,
+        devices: int = 1,
+        device: jax.Device | None = None,
+    ):
+        self.device = jax.devices("cpu")[0] if device is None else device
+        if self.device.platform not in platforms():
+            raise ValueError(
+                f"ale-py's XLA calls run on {' and '.join(platforms())}, not on {self.device}: "
+                f"set acting_device=cpu (or auto)"
+            )
         if devices != 1:
             raise ValueError(
                 f"env_backend='ale' steps its games from a program on one device: "
@@ -121,6 +134,7 @@ class AleFfiEnv:
         @functools.wraps(function)
         def wrapped(*args: Any, **kwargs: Any) -> Any:
             self._expect_open()
+            in_graph.check_device(self.device, (args, kwargs))
             return self._dispatched(function(*args, **kwargs))
 
         return wrapped
@@ -225,6 +239,13 @@ class AleFfiEnv:
     def _expect_open(self) -> None:
         if self.closed:
             raise gym.error.ClosedEnvironmentError("the BatchEnv of this AleFfiEnv is closed")
+
+
+def platforms() -> tuple[str, ...]:
+    """The JAX platforms ale-py's XLA calls run on: the CPU, and GPUs where its build has them."""
+    import ale_py
+
+    return ("cpu", "gpu") if hasattr(ale_py._ale_py, "VectorXLAStepGPU") else ("cpu",)
 
 
 def ale_seeds(seed: int, num_envs: int) -> np.ndarray:

@@ -14,6 +14,12 @@ each leaf is one result of the host call, in the env's dtype except that 64-bit 
 arrive as their 32-bit kind (JAX runs without x64); uint8 stays uint8, bool stays bool.
 The host writes each leaf straight into its result buffer.
 
+The bridge is built for one device, where its programs run (`device`, the CPU by
+default). On the CPU each call reads and writes XLA's buffers in place. Host code cannot
+read an accelerator's buffers: built for one, the bridge moves each call's arrays
+explicitly (an `io_callback`, two copies a step), and a program on another device than
+its own is refused with one line naming the setting that places it (`acting_device`).
+
 An exception in a callback aborts the compiled program with an opaque runtime error;
 the bridge keeps the original error and `surface_errors` raises it in its place.
 """
@@ -97,6 +103,9 @@ class InGraphBatchEnv:
     runs of different seeds share no env's episodes.
     `env_seconds` counts the time the compiled program spent in the batch's step and
     reset (env work and messaging), so the rest of a rollout's time is the program's own.
+    `device`: where the programs that step it run (the CPU's first device by default).
+    `in_place`: its calls read and write XLA's buffers in place (the default on the CPU),
+    or copy each call's arrays across (the default elsewhere; on the CPU, to measure it).
     `devices` > 1: the program runs over that many devices (a data-parallel update); the
     host calls are then `io_callback`s placed on the first device, as XLA requires of a
     side effect in such a program.
@@ -105,8 +114,17 @@ class InGraphBatchEnv:
     calls_host = True  # simulate's step runs its pure work in blocks around the calls.
     block = staticmethod(one_block.run)
 
-    def __init__(self, batch_env: batch_lib.BatchOfGroups, seed: int = 0, devices: int = 1):
+    def __init__(
+        self,
+        batch_env: batch_lib.BatchOfGroups,
+        seed: int = 0,
+        devices: int = 1,
+        device: jax.Device | None = None,
+        in_place: bool | None = None,
+    ):
         self.batch_env = batch_env
+        self.device = jax.devices("cpu")[0] if device is None else device
+        self.devices = devices
         self.seed = seed
         self.env_seeds = env_seeds(seed, len(batch_env))
         self.num_envs = len(batch_env)
@@ -135,16 +153,34 @@ class InGraphBatchEnv:
             jax.ShapeDtypeStruct((self.num_envs,), np.bool_),
         )
         self._action_dtype = np.dtype(np.int32 if self.env_spec.discrete else np.float32)
-        device = jax.local_devices()[0] if devices > 1 else None
-        call = functools.partial(_host_call, device=device)
+        if devices > 1:
+            call = functools.partial(_host_call, device=jax.local_devices()[0])
+        else:
+            if in_place is None:
+                in_place = self.device.platform == "cpu"
+            elif in_place and self.device.platform != "cpu":
+                raise ValueError(f"in_place=True needs a CPU device, got {self.device}")
+            call = functools.partial(_host_call, in_place=in_place)
         self._host_init = call(self._init_on_host, obs_results)
         self._host_reset = call(self._reset_on_host, obs_results)
         self._host_step = call(self._step_on_host, step_results)
 
-    @staticmethod
-    def wrap_compiled(function: Callable[..., Any]) -> Callable[..., Any]:
-        """`function`, a compiled program calling this env, raising env errors as themselves."""
-        return surface_errors(function)
+    def wrap_compiled(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        """`function`, a compiled program calling this env, raising env errors as themselves.
+
+        Its arrays must be on the bridge's device (or not yet committed to one): a program
+        elsewhere is refused with one line, before it runs.
+        """
+        surfaced = surface_errors(function)
+        if self.devices > 1:  # The program spans devices; its calls are placed on the first.
+            return surfaced
+
+        @functools.wraps(function)
+        def placed(*args: Any, **kwargs: Any) -> Any:
+            check_device(self.device, (args, kwargs))
+            return surfaced(*args, **kwargs)
+
+        return placed
 
     def init(self, key: jax.Array) -> tuple[BridgeState, Any]:
         """Resets every env, env i with `env_seeds[i]`; `key` is unused (envs seed themselves)."""
@@ -232,15 +268,47 @@ def env_seeds(seed: int, num_envs: int) -> list[int]:
     return [int(s) for s in np.random.SeedSequence(seed).generate_state(num_envs)]
 
 
+def check_device(device: jax.Device, tree: Any) -> None:
+    """Raises the bridge's one-line DeviceError when an array of `tree` is on another device.
+
+    An array not committed to a device goes where the program runs, so it passes.
+    """
+    for leaf in jax.tree.leaves(tree):
+        if isinstance(leaf, jax.Array) and leaf.committed and leaf.devices() != {device}:
+            (other, *_) = leaf.devices()
+            raise DeviceError(
+                f"the env bridge steps its envs from programs on {device}, got an array on "
+                f"{other}: run acting there (--set acting_device=auto puts host envs on the CPU)"
+            )
+
+
+class DeviceError(ValueError):
+    """A program that steps host envs runs where the bridge cannot serve it."""
+
+
+def _host_view(buffer: Any) -> np.ndarray:
+    """`buffer`, one of XLA's, as a numpy view; a DeviceError where it is not host memory."""
+    try:
+        return np.asarray(buffer)
+    except Exception as error:  # An accelerator's buffer: XLA refuses host access.
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise DeviceError(
+            f"the env bridge was called from a program on an accelerator, whose buffers host "
+            f"code cannot read ({reason}): act on the CPU (--set acting_device=auto or cpu)"
+        ) from None
+
+
 def _host_call(
     function: Callable[..., None],
     result_types: tuple[jax.ShapeDtypeStruct, ...],
     device: jax.Device | None = None,
+    in_place: bool = True,
 ) -> Callable[..., Any]:
     """A side-effecting call of `function(outputs, *inputs)` on numpy views, from compiled code.
 
     `result_types`: a flat tuple, one per output. `device`: the one device that makes the
-    call in a program over several devices.
+    call in a program over several devices. `in_place`: the program runs on the CPU, and
+    the call reads and writes XLA's buffers in place; else its arrays are copied across.
     """
 
     def keep_error(*args: Any) -> None:
@@ -250,13 +318,18 @@ def _host_call(
             _last_error[0] = error
             raise
 
-    if buffer_callback is not None and device is None:
+    if buffer_callback is not None and device is None and in_place:
 
         def on_buffers(ctx: Any, out: Any, *inputs: Any) -> None:
             del ctx
             thread_state.keep()
-            outputs = tuple(np.asarray(o) for o in out)
-            keep_error(outputs, *(np.asarray(x) for x in inputs))
+            try:
+                outputs = tuple(_host_view(o) for o in out)
+                views = tuple(_host_view(x) for x in inputs)
+            except DeviceError as error:
+                _last_error[0] = error
+                raise
+            keep_error(outputs, *views)
 
         return buffer_callback(on_buffers, result_types, has_side_effect=True)
 

@@ -15,7 +15,8 @@ from batchrl.envs import BatchEnv
 from batchrl.envs.host import errors, mock
 
 
-def test_jitted_steps_match_stepping_the_batch_directly():
+@pytest.mark.parametrize("in_place", [True, False])
+def test_jitted_steps_match_stepping_the_batch_directly(in_place):
     actions = np.random.default_rng(0).uniform(-1, 1, (20, 3, 6)).astype(np.float32)
     with BatchEnv.external("HalfCheetah-v5", 3) as direct:
         obs, _ = direct.reset(seed=in_graph.env_seeds(7, 3))  # As the bridge seeds them.
@@ -23,7 +24,7 @@ def test_jitted_steps_match_stepping_the_batch_directly():
         for action in actions:
             expected.append(direct.step(action)[0])
     with BatchEnv.external("HalfCheetah-v5", 3, envs_per_worker=2) as batch_env:
-        env = bridge.InGraphBatchEnv(batch_env, seed=7)
+        env = bridge.InGraphBatchEnv(batch_env, seed=7, in_place=in_place)
         state, obs = jax.jit(env.init)(jax.random.key(0))
         assert obs.dtype == jnp.float32  # MuJoCo's float64 observations arrive as float32.
         step = jax.jit(env.step)
@@ -207,3 +208,52 @@ def test_an_interrupt_in_jaxs_part_of_a_host_call_is_raised_as_keyboard_interrup
     call = buffer_callback(interrupted, jax.ShapeDtypeStruct((), np.int32), has_side_effect=True)
     with pytest.raises(KeyboardInterrupt, match="signal SIGTERM"):
         bridge.surface_errors(jax.jit(call))()
+
+
+# A bridge built for the first of two CPU devices, given a program whose state is on the
+# second; then the same program on a bridge built for the second.
+_PLACED = """
+import jax, jax.numpy as jnp
+from batchrl import bridge, simulate
+from batchrl.bridge import in_graph
+from batchrl.envs import BatchEnv
+from batchrl.envs.host import mock
+
+first, second = jax.devices()
+with BatchEnv.from_envs([mock.CountingEnv(3) for _ in range(2)]) as batch_env:
+    for device in (first, second):
+        env = bridge.InGraphBatchEnv(batch_env, device=device)
+        zeros = jnp.zeros((2, *env.env_spec.action_shape))
+        agent = simulate.Agent(
+            lambda acting, mask: acting,
+            lambda acting, obs, key: (acting, zeros, ()),
+            lambda acting, transition, extra: (acting, extra),
+            lambda acting, mask: acting,
+        )
+        with jax.default_device(second):
+            state = jax.device_put(simulate.init(env, jax.random.key(0)), second)
+        program = simulate.make_collect(env, agent, 4)
+        try:
+            state, _ = program(state, ())
+            print("RAN ON", sorted(str(d) for d in state.done.devices()))
+        except in_graph.DeviceError as error:
+            print("REFUSED", str(error))
+"""
+
+
+def test_a_program_on_another_device_than_the_bridges_is_refused_in_one_line(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    done = subprocess.run(
+        [sys.executable, "-c", _PLACED], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    refused, ran = done.stdout.splitlines()
+    assert refused == (
+        "REFUSED the env bridge steps its envs from programs on cpu:0, got an array on cpu:1: "
+        "run acting there (--set acting_device=auto puts host envs on the CPU)"
+    )
+    assert ran == "RAN ON ['cpu:1']"

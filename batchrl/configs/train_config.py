@@ -27,6 +27,10 @@ ENV_BACKENDS = ("processes", "ray", "mujoco", "ale")
 # The backends that step their envs in threads of this process, built by name.
 _IN_PROCESS = ("mujoco", "ale")
 _ALE_ID = re.compile(r"ALE/\w+-v5")
+# A device as `device` and `acting_device` name one: "auto", or a JAX platform with an
+# optional index ("cpu", "gpu", "gpu:1"; "cuda" is "gpu", as SB3 and torch spell it).
+DEVICE_KINDS = ("auto", "cpu", "gpu", "cuda", "tpu")
+_DEVICE = re.compile(r"(cpu|gpu|cuda|tpu)(:\d+)?|auto")
 _PREFIX = "algorithm."
 
 
@@ -66,6 +70,14 @@ class TrainConfig:
     ray_actors: int = 0
     # env_backend "mujoco" or "ale": the batch's threads; 0: one per core.
     env_threads: int = 0
+    # Where the learner runs (updates, the optimiser, the rollout it trains on): "auto" is
+    # JAX's default device (a GPU where JAX has one, else the CPU); "cpu", "gpu" or one
+    # device of them ("gpu:1"), as SB3's `device`.
+    device: str = "auto"
+    # Where acting runs (the policy's forward pass and the env step, one program): "auto"
+    # picks by env kind (`training.placement`: JAX-native envs on the learner's device,
+    # host envs on the CPU), or a device named as `device` names one.
+    acting_device: str = "auto"
     checkpoint_every: int = 1  # Phases between checkpoints.
     keep_checkpoints: int = 3
     # The final policy's parameters: the mean of those the last `average_last` phases
@@ -106,6 +118,12 @@ class TrainConfig:
             raise ValueError(f"env_kwargs={self.env_kwargs!r} needs env_kind='workers'")
         if self.action_repeat != 1 and self.env_kind != "workers":
             raise ValueError(f"action_repeat={self.action_repeat} needs env_kind='workers'")
+        for name in ("device", "acting_device"):
+            if not _DEVICE.fullmatch(getattr(self, name)):
+                raise ValueError(
+                    f"unknown {name} {getattr(self, name)!r}: use one of {DEVICE_KINDS}, "
+                    f"or a device of one such as 'gpu:1'"
+                )
         names = ("eval_episodes", "eval_every", "final_episodes", "checkpoint_every")
         for name in (*names, "action_repeat", "keep_checkpoints", "average_last"):
             if getattr(self, name) < 1:

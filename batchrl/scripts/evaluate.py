@@ -148,7 +148,7 @@ def evaluate(
         programs, state = loop.build(dataclasses.replace(config, eval_sample=sample), env)
 
         def load(path: pathlib.Path):
-            return checkpoint.load(path, state)
+            return loop.place(programs, checkpoint.load(path, state))
 
         obs_norm = None
         if normalizer_from is not None:

@@ -22,6 +22,7 @@ from batchrl.env_spec import EnvSpec
 from batchrl.envs import BatchEnv
 from batchrl.envs.host import make, spec
 from batchrl.envs.jax import classic, gymnax_env, jax_env
+from batchrl.training import placement
 
 # Eval envs of their own draw their seeds from the run's seed plus this, so they start
 # no game as any run's training envs do (whose seeds come from seeds below it).
@@ -161,6 +162,8 @@ def build_eval(config: TrainConfig) -> tuple[Any, BatchEnv] | None:
 def _compiled(config: TrainConfig, batch_env: BatchEnv, seed: int) -> Any:
     """What compiled code steps `batch_env` through: the bridge, or ale-py's XLA calls.
 
+    Either is built for the device acting runs on (`placement.host_acting_device`).
+
     Atari games (env_backend 'ale') are stepped by ale-py's XLA FFI calls (`bridge.ale_ffi`),
     which never enter Python; every other BatchEnv through the bridge's host callback.
     """
@@ -168,8 +171,10 @@ def _compiled(config: TrainConfig, batch_env: BatchEnv, seed: int) -> Any:
     if config.env_backend == "ale":
         from batchrl.bridge import ale_ffi  # ale-py is an optional dependency.
 
-        return ale_ffi.AleFfiEnv(batch_env, seed=seed, devices=devices)
-    return bridge.InGraphBatchEnv(batch_env, seed=seed, devices=devices)
+        device = placement.host_acting_device(config, ale_ffi.platforms())
+        return ale_ffi.AleFfiEnv(batch_env, seed=seed, devices=devices, device=device)
+    device = placement.host_acting_device(config)
+    return bridge.InGraphBatchEnv(batch_env, seed=seed, devices=devices, device=device)
 
 
 def _atari_settings(config: TrainConfig) -> Any:

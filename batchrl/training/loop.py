@@ -28,7 +28,7 @@ import numpy as np
 from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
 from batchrl.configs import train_config
-from batchrl.training import memory, tail_average
+from batchrl.training import memory, placement, tail_average
 from batchrl.training import phase as phase_lib
 
 
@@ -44,6 +44,7 @@ class Programs:
     train_steps: int  # Batch steps of one train phase.
     shared_envs: bool  # Train and eval step the same host envs: restart them between phases.
     storage_bytes: int  # The objective's rollout buffer or episode memory.
+    where: placement.Placement  # The devices it acts and learns on.
 
 
 @flax.struct.dataclass
@@ -84,6 +85,12 @@ def build(
             f"the eval env must have the env's spec and num_envs={env.num_envs}, got "
             f"{eval_env.env_spec} and {eval_env.num_envs}"
         )
+    where = placement.resolve(config, env)
+    if where.split and config.algorithm.learner_devices > 1:
+        raise ValueError(
+            f"learner_devices={config.algorithm.learner_devices} needs acting on the learner's "
+            f"devices, got {where.describe()}: set acting_device={config.device}"
+        )
     algorithm = algorithm_lib.of(config.algorithm)
     networks = algorithm.networks(config.algorithm, env.env_spec)
     train_steps = train_steps or config.batch_steps_per_phase
@@ -95,7 +102,7 @@ def build(
     memory.check_fits(storage_bytes, f"{config.algorithm.objective} objective's storage")
     evaluation = algorithm.evaluation_agent(networks, sample=config.eval_sample)
     programs = Programs(
-        train=phase_lib.make(env, networks, train_steps),
+        train=phase_lib.make(env, networks, train_steps, where),
         evaluate=simulate.make_first_episodes(eval_env, evaluation, eval_steps),
         algorithm=algorithm,
         networks=networks,
@@ -104,15 +111,34 @@ def build(
         # Envs stepped on the host are one set, whichever simulate state drives them.
         shared_envs=env.calls_host and eval_env is env,
         storage_bytes=storage_bytes,
+        where=where,
     )
+    with jax.default_device(where.acting):  # Host envs reset from a call on that device.
+        train_state, eval_state = simulate.init(env, train_key), simulate.init(eval_env, eval_key)
     state = RunState(
         agent=init(agent_key),
-        train=simulate.init(env, train_key),
-        eval=simulate.init(eval_env, eval_key),
+        train=train_state,
+        eval=eval_state,
         env_steps=jnp.zeros((), jnp.int32),
         phases=jnp.zeros((), jnp.int32),
     )
-    return programs, state
+    return programs, place(programs, state)
+
+
+def place(programs: Programs, state: RunState) -> RunState:
+    """`state` with its agent on the learner's device and its simulations on the acting one.
+
+    A data-parallel learner (`learner_devices` > 1) places its own arrays: its state is
+    left where it is.
+    """
+    if programs.networks.config.learner_devices > 1:
+        return state
+    where = programs.where
+    return state.replace(
+        agent=where.to_learner(state.agent),
+        train=where.to_acting(state.train),
+        eval=where.to_acting(state.eval),
+    )
 
 
 def config_for(
@@ -147,6 +173,8 @@ def evaluate(
     while len(scores) < episodes or not scores:
         # Every env restarts, so the running state the eval episodes begin with is fresh.
         acting_state = programs.algorithm.begin(agent_state)
+        if programs.where.split:
+            acting_state = programs.where.to_acting(acting_state)
         # The round's scores come back apart; the state's running sums stay cleared.
         eval_state = simulate.clear_summary(eval_state)
         eval_state, _, first = programs.evaluate(eval_state, acting_state)

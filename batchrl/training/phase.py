@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
+from batchrl.training import placement
 
 
 def phase(
@@ -65,15 +66,21 @@ def phase(
 
 
 def make(
-    env: simulate.BatchedEnv, networks: algorithm_lib.Networks, num_steps: int
+    env: simulate.BatchedEnv,
+    networks: algorithm_lib.Networks,
+    num_steps: int,
+    where: placement.Placement | None = None,
 ) -> Callable[
     [simulate.SimState, algorithm_lib.AgentState, Any],
     tuple[simulate.SimState, algorithm_lib.AgentState],
 ]:
     """The compiled phase of `num_steps` batch steps, returning once it has run.
 
-    On an env that calls the host, an env worker's error is raised as itself.
+    `where` acting and learning run: on one device the phase is one program; on two, it
+    is `split`. On an env that calls the host, an env worker's error is raised as itself.
     """
+    if where is not None and where.split:
+        return split(env, networks, num_steps, where)
 
     def run(state: simulate.SimState, agent: algorithm_lib.AgentState, reset: Any = False) -> tuple:
         return phase(env, networks, num_steps, state, agent, reset)
@@ -84,3 +91,64 @@ def make(
         return jax.block_until_ready(compiled(*args))
 
     return env.wrap_compiled(finished)
+
+
+def split(
+    env: simulate.BatchedEnv,
+    networks: algorithm_lib.Networks,
+    num_steps: int,
+    where: placement.Placement,
+) -> Callable[
+    [simulate.SimState, algorithm_lib.AgentState, Any],
+    tuple[simulate.SimState, algorithm_lib.AgentState],
+]:
+    """`phase` with acting on `where.acting` and learning on `where.learner`.
+
+    The same stretches as `phase`, each three programs: on the learner, `learn` and
+    `begin`; the acting state and the storage then move to the acting device, which
+    collects the stretch's steps; they move back, and the learner `end`s the stretch.
+    The agent stays on the learner's device, the simulation on the acting device.
+    """
+    algorithm = algorithm_lib.of(networks.config)
+    sampling = algorithm.sampling_agent(networks)
+    recorder = algorithm.recorder(networks)
+
+    @jax.jit
+    def prepare(agent: Any, cut: jax.Array) -> tuple[Any, simulate.Acting, simulate.Storage]:
+        agent = algorithm.learn(networks, algorithm.cut(agent, cut))
+        return agent, algorithm.begin(agent), agent.storage
+
+    @jax.jit
+    def act(state: Any, acting: Any, storage: Any, left: jax.Array, reset: jax.Array) -> tuple:
+        state, acting, storage, taken = simulate.collect(
+            env, sampling, state, acting, left, recorder=recorder, storage=storage, reset=reset
+        )
+        return state, acting, storage, taken, recorder.ready(storage)
+
+    end = jax.jit(algorithm.end)
+    act = env.wrap_compiled(act)
+
+    def run(
+        state: simulate.SimState, agent: algorithm_lib.AgentState, reset: Any = False
+    ) -> tuple[simulate.SimState, algorithm_lib.AgentState]:
+        reset, left, ready = bool(reset), num_steps, True
+        cut = reset
+        while left > 0 or ready:
+            agent, acting, storage = prepare(agent, where.to_learner(jnp.asarray(cut)))
+            cut = False
+            if left == 0:  # The last update: no steps are left to act.
+                break
+            acting, storage = where.to_acting((acting, storage))
+            first = jnp.asarray(reset and left == num_steps)
+            state, acting, storage, taken, ready = act(
+                state,
+                acting,
+                storage,
+                where.to_acting(jnp.asarray(left, jnp.int32)),
+                where.to_acting(first),
+            )
+            agent = end(agent, *where.to_learner((acting, storage)))
+            left, ready = left - int(taken), bool(ready)
+        return jax.block_until_ready((state, agent))
+
+    return run

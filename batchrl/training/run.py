@@ -79,7 +79,7 @@ def _train(
         run_folder.write_spec(rundir, env.env_spec)
         restored = checkpoint.load_latest(directory, state)
         if restored is not None:
-            state = restored[1]
+            state = loop.place(programs, restored[1])
             logger.warning(
                 "resumed %s at env step %d (phase %d)",
                 rundir.name,
@@ -92,7 +92,8 @@ def _train(
     progress = metrics_log.Progress(total_steps=total_steps, initial_steps=int(state.env_steps))
     storage = memory.human(programs.storage_bytes)
     where = "in memory" if rundir is None else f"run folder {rundir}"
-    print(f"{where}; storage {storage}; compiling the first phase", flush=True)
+    devices = programs.where.describe()
+    print(f"{where}; {devices}; storage {storage}; compiling the first phase", flush=True)
     writer = None if rundir is None else metrics_log.Writer(rundir)
     # The state whose metrics row is written: an interrupt between a phase's return and its
     # row must not checkpoint that phase, or a resumed run would lack the row for good.

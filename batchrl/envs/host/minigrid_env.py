@@ -46,13 +46,14 @@ def make(env_id: str = "MiniGrid-DoorKey-5x5-v0", **kwargs: Any) -> gym.Env:
     """The MiniGrid env `env_id` (made with `kwargs`): its image and direction, image bounded.
 
     Raises:
-        ImportError: minigrid is not installed.
+        ImportError: minigrid is not installed, or a module it imports is missing (named).
     """
     try:
         import minigrid  # noqa: F401  (registers MiniGrid's ids)
-    except ImportError:
+    except ImportError as error:
+        missing = "is not installed" if error.name == "minigrid" else f"failed to import ({error})"
         raise ImportError(
-            "MiniGrid's envs need minigrid, which is not installed: pip install -e '.[minigrid]'"
+            f"MiniGrid's envs need minigrid, which {missing}: pip install -e '.[minigrid]'"
         ) from None
     env = gym.wrappers.FilterObservation(gym.make(env_id, **kwargs), list(KEPT))
     return CellBounds(env)

@@ -73,7 +73,7 @@ def make(name: str) -> jax_env.TimeLimit:
 
     Raises:
         ValueError: gymnax has no env `name` (the message lists those it has).
-        ImportError: gymnax is not installed.
+        ImportError: gymnax is not installed, or a module it imports is missing (named).
     """
     if name not in names():
         raise ValueError(f"unknown gymnax env {name!r}; gymnax has: {', '.join(names())}")
@@ -118,8 +118,9 @@ def _gymnax() -> Any:
     try:
         import gymnax
         import gymnax.environments.spaces
-    except ImportError:
+    except ImportError as error:
+        missing = "is not installed" if error.name == "gymnax" else f"failed to import ({error})"
         raise ImportError(
-            "env_kind 'gymnax' needs gymnax, which is not installed: pip install -e '.[gymnax]'"
+            f"env_kind 'gymnax' needs gymnax, which {missing}: pip install -e '.[gymnax]'"
         ) from None
     return gymnax

@@ -130,3 +130,22 @@ def test_the_acrobot_preset_learns_within_two_phases():
     # to -88 after two phases (seed 1 was still at -269 after one); the full preset ends
     # near -83 (docs/results.md).
     assert metrics[-1]["eval/return"] >= -150, [m["eval/return"] for m in metrics]
+
+
+def test_a_module_gymnax_needs_and_lacks_is_named_in_the_error():
+    import subprocess
+    import sys
+
+    # gymnax imports six without declaring it; here six cannot be imported.
+    script = (
+        "import sys; sys.modules['six'] = None\n"
+        "from batchrl.envs.jax import gymnax_env\n"
+        "try:\n    gymnax_env.make('Acrobot-v1')\n"
+        "except ImportError as error:\n    print(error)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == (
+        "env_kind 'gymnax' needs gymnax, which failed to import (import of six halted; None in "
+        "sys.modules): pip install -e '.[gymnax]'"
+    )

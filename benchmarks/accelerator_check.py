@@ -1,0 +1,155 @@
+"""One accelerator check: every env kind trains with its learner on the accelerator.
+
+Prints one JSON line per run: its preset and settings, final return, wall seconds, env
+steps/s of every phase, where it acted and learned, the devices JAX has, the JAX,
+jaxlib and CUDA versions, the commit. Each run is a fresh process (as the train command
+is), so one run's compiled programs and threads never time another's.
+
+    python benchmarks/accelerator_check.py           # one GPU: under 8 minutes
+    python benchmarks/accelerator_check.py --quick   # about a minute on a CPU
+    python benchmarks/accelerator_check.py --only cheetah_clipped --set device=cpu
+
+The full check: `pendulum_jax` (1M steps) and `breakout_minatar` (10M), JAX-native on
+the learner's device; `cheetah_clipped` and `humanoid_clipped` on the MuJoCo batch (1M
+each), acting on the CPU; `breakout` on ale-py's games (400k). `--set key=value` adds
+a setting to every run (`device=cpu` gives the same machine's CPU-only figures).
+On a machine with no network, see docs/training.md ("On a GPU").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import time
+
+# name: (preset, full steps, quick steps, settings of every run of it)
+CHECKS = {
+    "pendulum_jax": ("pendulum_jax", 1_000_000, 12_000, {}),
+    "breakout_minatar": ("breakout_minatar", 10_000_000, 8_192, {}),
+    "cheetah_clipped": ("cheetah_clipped", 1_000_000, 2_048, {"env_backend": "mujoco"}),
+    "humanoid_clipped": ("humanoid_clipped", 1_000_000, 2_048, {"env_backend": "mujoco"}),
+    "breakout": ("breakout", 400_000, 128, {}),
+}
+# Quick runs: one small phase each, so compiling is most of their time.
+QUICK = {
+    "breakout_minatar": {"num_envs": 64, "phase_steps": 8_192},
+    "cheetah_clipped": {"num_envs": 4, "steps_per_update": 512, "phase_steps": 2_048},
+    "humanoid_clipped": {"num_envs": 4, "steps_per_update": 512, "phase_steps": 2_048},
+    "breakout": {"num_envs": 4, "steps_per_update": 32, "phase_steps": 128},
+}
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def versions() -> dict:
+    """JAX's versions and devices, and the CUDA its GPU backend runs on (None without one)."""
+    import jax
+    import jaxlib
+
+    cuda = None
+    try:
+        backend = jax.extend.backend.get_backend("gpu")
+        cuda = backend.platform_version
+    except (RuntimeError, AttributeError):
+        pass
+    return {
+        "jax": jax.__version__,
+        "jaxlib": jaxlib.__version__,
+        "cuda": cuda,
+        "devices": [f"{d.platform}:{d.id} {d.device_kind}" for d in jax.devices()],
+        "python": platform.python_version(),
+    }
+
+
+def commit() -> str | None:
+    done = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    )
+    return done.stdout.strip() or None
+
+
+def child(name: str, steps: int, settings: dict) -> None:
+    """Trains one check in memory and prints its JSON line."""
+    from batchrl.training import api
+
+    preset = CHECKS[name][0]
+    config, folder_name, _ = api.configure(preset, steps=steps, **settings)
+    api.start(config, folder_name, None)  # As the train command: XLA's threads, the env.
+    from batchrl.training import run as run_lib  # Starts JAX: after `start`.
+
+    start = time.perf_counter()
+    result = run_lib.train(None, config)
+    wall = time.perf_counter() - start
+    rows = result.metrics
+    line = {
+        "benchmark": "accelerator_check",
+        "check": name,
+        "preset": preset,
+        "settings": settings,
+        "steps": int(rows[-1]["perf/env_steps"]),
+        "final_return": round(rows[-1]["final/return"], 2),
+        "wall_seconds": round(wall, 1),
+        "train_seconds": round(sum(row["perf/train_seconds"] for row in rows), 1),
+        "eval_seconds": round(sum(row["perf/eval_seconds"] for row in rows), 1),
+        "env_steps_per_sec": [round(row["perf/env_steps_per_sec"]) for row in rows],
+        "placement": result.programs.where.describe(),
+        **versions(),
+        "commit": commit(),
+    }
+    print(json.dumps(line), flush=True)
+
+
+def parse_setting(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise SystemExit(f"--set takes key=value, got {text!r}")
+    for kind in (int, float):
+        try:
+            return key, kind(value)
+        except ValueError:
+            pass
+    return key, {"true": True, "false": False}.get(value, value)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny runs: about a minute on a CPU")
+    parser.add_argument("--only", nargs="*", choices=list(CHECKS), default=list(CHECKS))
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--steps", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--settings", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child, args.steps, json.loads(args.settings))
+        return 0
+    extra = dict(parse_setting(text) for text in args.set)
+    failed = []
+    for name in args.only:
+        _, full, quick, settings = CHECKS[name]
+        settings = {**settings, **(QUICK.get(name, {}) if args.quick else {}), **extra}
+        if args.quick:
+            settings = {"eval_episodes": 1, "final_episodes": 1, **settings}
+        command = [sys.executable, __file__, "--child", name]
+        command += ["--steps", str(quick if args.quick else full)]
+        command += ["--settings", json.dumps(settings)]
+        start = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=os.environ)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        if done.returncode or not lines:
+            failed.append(name)
+            tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
+            print(json.dumps({"benchmark": "accelerator_check", "check": name, "error": tail[0]}))
+            continue
+        line = json.loads(lines[-1])
+        line["process_seconds"] = round(time.perf_counter() - start, 1)
+        print(json.dumps(line), flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
