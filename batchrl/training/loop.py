@@ -99,7 +99,9 @@ def build(
     agent_key, train_key, eval_key = jax.random.split(key, 3)
     init = functools.partial(algorithm.init, networks, config.shape)
     storage_bytes = memory.nbytes(jax.eval_shape(init, agent_key).storage)
-    memory.check_fits(storage_bytes, f"{config.algorithm.objective} objective's storage")
+    memory.check_fits(
+        storage_bytes, f"{config.algorithm.objective} objective's storage", where.learner
+    )
     evaluation = algorithm.evaluation_agent(networks, sample=config.eval_sample)
     programs = Programs(
         train=phase_lib.make(env, networks, train_steps, where),
