@@ -130,12 +130,14 @@ def build(
 def place(programs: Programs, state: RunState) -> RunState:
     """`state` with its agent on the learner's device and its simulations on the acting one.
 
-    A data-parallel learner (`learner_devices` > 1) places its own arrays: its state is
-    left where it is.
+    A run on JAX's default device alone leaves its arrays uncommitted, as JAX makes them,
+    so they mix with any other array; a data-parallel learner (`learner_devices` > 1)
+    places its own.
     """
-    if programs.networks.config.learner_devices > 1:
-        return state
     where = programs.where
+    default = not where.split and where.learner == jax.devices()[0]
+    if default or programs.networks.config.learner_devices > 1:
+        return state
     return state.replace(
         agent=where.to_learner(state.agent),
         train=where.to_acting(state.train),

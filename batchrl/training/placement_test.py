@@ -17,74 +17,75 @@ from batchrl.configs import presets, train_config
 from batchrl.training import placement
 
 _SCRIPT = """
-import json, pathlib, sys
-import jax, numpy as np
+import hashlib, json, pathlib, sys
+import jax
 from batchrl.configs import presets, train_config
-from batchrl.training import checkpoint, loop, run as run_lib
+from batchrl.training import checkpoint, metrics_log, run as run_lib
+
+SPLIT = dict(device="cpu:1", acting_device="cpu:0")
 
 def devices_of(tree):
     return sorted({str(d) for leaf in jax.tree.leaves(tree) for d in leaf.devices()})
 
-def train(rundir, **settings):
-    if rundir is not None:
-        rundir = pathlib.Path(rundir)
-        rundir.mkdir(exist_ok=True)
+def train(rundir, interrupt, **settings):
+    # A run in `rundir`; with `interrupt`, stopped after its first checkpoint and resumed.
+    rundir.mkdir()
     config = train_config.replace(presets.get(NAME), **SETTINGS, **settings)
-    return run_lib.train(rundir, config)
+    save, calls = checkpoint.save, []
+    def interrupted(*args, **kwargs):
+        path = save(*args, **kwargs)
+        calls.append(1)
+        if interrupt and len(calls) == 1:
+            raise KeyboardInterrupt
+        return path
+    checkpoint.save = interrupted
+    try:
+        result = run_lib.train(rundir, config)
+    except KeyboardInterrupt:
+        stopped = checkpoint.steps(rundir / "checkpoints")
+        checkpoint.save = save
+        result = run_lib.train(rundir, config)
+    else:
+        stopped = None
+    checkpoint.save = save
+    rows = metrics_log.read_jsonl(rundir / "metrics.jsonl")
+    last = checkpoint.path_for(rundir / "checkpoints", config.phases).read_bytes()
+    return {
+        "returns": {row["step"]: row["eval/return"] for row in rows},
+        "final": hashlib.sha256(last).hexdigest(),
+        "stopped_after": stopped,
+        "phases_after_resume": len(result.metrics),
+        "phases": config.phases,
+        "learner": devices_of(result.state.agent),
+        "acting": devices_of(result.state.train),
+        "where": result.programs.where.describe(),
+    }
 
 def main():
-    one = train(None)
-    two = train(None, device="cpu:1", acting_device="cpu:0")
-    params = [jax.tree.leaves(r.state.agent.learner.params) for r in (one, two)]
-    out = {
-        "returns": [[row["eval/return"] for row in r.metrics] for r in (one, two)],
-        "max_param_difference": max(
-            float(np.abs(np.asarray(a) - np.asarray(b)).max()) for a, b in zip(*params)
-        ),
-        "learner": devices_of(two.state.agent), "acting": devices_of(two.state.train),
-        "where": two.programs.where.describe(),
+    folder = pathlib.Path(sys.argv[1])
+    runs = {
+        "one_resumed": train(folder / "one_resumed", True),
+        "split_resumed": train(folder / "split_resumed", True, **SPLIT),
     }
-    # Resume: runs interrupted after their first checkpoint and resumed, on one device and
-    # split, against a whole split run.
-    split = dict(device="cpu:1", acting_device="cpu:0")
-    train(sys.argv[1] + "/whole", **split)
-    save = checkpoint.save
-    for name, settings in {"resumed_one": {}, "resumed": split}.items():
-        calls = []
-        def interrupted(*args, **kwargs):
-            path = save(*args, **kwargs)
-            calls.append(1)
-            if len(calls) == 1:
-                raise KeyboardInterrupt
-            return path
-        checkpoint.save = interrupted
-        try:
-            train(sys.argv[1] + "/" + name, **settings)
-        except KeyboardInterrupt:
-            out["interrupted_after"] = checkpoint.steps(sys.argv[1] + "/" + name + "/checkpoints")
-        checkpoint.save = save
-        resumed = train(sys.argv[1] + "/" + name, **settings)
-    out["resumed_phases"] = len(resumed.metrics)
-    last = int(resumed.state.phases)
-    out["phases"] = train_config.replace(presets.get(NAME), **SETTINGS).phases
-    def saved(name):
-        return checkpoint.path_for(sys.argv[1] + f"/{name}/checkpoints", last).read_bytes()
-    out["resume_exact"] = saved("whole") == saved("resumed")
-    out["resume_as_on_one"] = saved("resumed_one") == saved("resumed")
-    print("RESULT " + json.dumps(out))
+    if sys.argv[2] == "whole":
+        runs["split_whole"] = train(folder / "split_whole", False, **SPLIT)
+    print("RESULT " + json.dumps(runs))
 
 if __name__ == "__main__":  # Env workers import this script again.
     main()
 """
 
 
-def run_two_devices(tmp_path, name: str, **settings) -> dict:
+def run_two_devices(tmp_path, name: str, whole: bool, **settings) -> dict:
+    """Runs of preset `name` stopped after their first checkpoint and resumed: on one
+    device, and split (acting on cpu:0, learning on cpu:1); with `whole`, a split run
+    never stopped."""
     script = _SCRIPT.replace("NAME", repr(name)).replace("SETTINGS", repr(settings))
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
     path = tmp_path / "two_devices.py"
     path.write_text(script)
     done = subprocess.run(
-        [sys.executable, str(path), str(tmp_path)],
+        [sys.executable, str(path), str(tmp_path), "whole" if whole else "-"],
         capture_output=True,
         text=True,
         env=env,
@@ -96,36 +97,34 @@ def run_two_devices(tmp_path, name: str, **settings) -> dict:
     return json.loads(line[len("RESULT ") :])
 
 
-def check_split_run(out: dict) -> None:
-    one, two = out["returns"]
-    assert two == pytest.approx(one, rel=1e-5, abs=1e-4)
-    assert out["max_param_difference"] < 1e-5
-    assert out["learner"] == ["cpu:1"] and out["acting"] == ["cpu:0"]
-    assert out["where"] == "acting on cpu:0, learning on cpu:1"
-    assert out["interrupted_after"] == [1]
-    assert out["phases"] >= 3 and out["resumed_phases"] == out["phases"] - 1
-    assert out["resume_as_on_one"]
+def check_split_runs(runs: dict) -> None:
+    one, split = runs["one_resumed"], runs["split_resumed"]
+    assert one["phases"] >= 3 and one["stopped_after"] == split["stopped_after"] == [1]
+    assert split["phases_after_resume"] == split["phases"] - 1
+    # Every phase's evaluation and the last checkpoint, byte for byte, as on one device.
+    assert split["returns"] == pytest.approx(one["returns"], rel=1e-5, abs=1e-4)
+    assert split["final"] == one["final"]
+    assert split["learner"] == ["cpu:1"] and split["acting"] == ["cpu:0"]
+    assert split["where"] == "acting on cpu:0, learning on cpu:1"
+    assert one["learner"] == one["acting"] == ["cpu:0"]
 
 
 @pytest.mark.slow
 def test_a_jax_native_run_split_over_two_devices_trains_and_resumes_as_on_one(tmp_path):
-    settings = dict(
-        steps=600, num_envs=4, max_length=50, update_every=4, eval_episodes=4, eval_every=1
-    )
-    out = run_two_devices(tmp_path, "pendulum_jax", **settings, final_episodes=4)
-    check_split_run(out)
-    assert out["resume_exact"]  # A JAX-native run resumes as if never stopped.
+    settings = dict(steps=600, num_envs=4, max_length=50, update_every=4, eval_every=1)
+    runs = run_two_devices(tmp_path, "pendulum_jax", True, **settings, eval_episodes=4)
+    check_split_runs(runs)
+    # A JAX-native run resumes as if it never stopped.
+    assert runs["split_whole"]["final"] == runs["split_resumed"]["final"]
+    assert runs["split_whole"]["returns"] == runs["split_resumed"]["returns"]
 
 
 @pytest.mark.slow
 def test_a_worker_env_run_split_over_two_devices_trains_and_resumes_as_on_one(tmp_path):
-    settings = dict(
-        steps=1536, num_envs=4, max_length=50, steps_per_update=128, eval_episodes=4, eval_every=1
-    )
-    out = run_two_devices(
-        tmp_path, "cartpole", objective="clipped", **settings, final_episodes=4, num_minibatches=2
-    )
-    check_split_run(out)  # Host envs start anew on resume, on one device as on two.
+    settings = dict(objective="clipped", steps=1536, num_envs=4, max_length=50)
+    settings.update(steps_per_update=128, num_minibatches=2, eval_every=1, eval_episodes=4)
+    # Host envs start anew on resume, on one device as on two.
+    check_split_runs(run_two_devices(tmp_path, "cartpole", False, **settings))
 
 
 def test_an_unknown_device_setting_is_refused_in_one_line():
