@@ -9,8 +9,7 @@ import pytest
 from batchrl import bridge, simulate
 from batchrl.conftest import wait_gone
 from batchrl.envs import BatchEnv, EnvCrashedError, EnvTimeoutError
-from batchrl.envs.host import mock
-from batchrl.envs.jax import jax_mock
+from batchrl.testing import jax_mock, mock
 
 DURATIONS = (1, 2, 3, 4)
 

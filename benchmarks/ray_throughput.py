@@ -32,7 +32,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 from batchrl.envs import BatchEnv
-from batchrl.envs.host import mock
+from batchrl.testing import mock
 
 NUM_ENVS = 32
 SLOW_STEP = 0.005  # Seconds per step of the stand-in for a heavy simulator.

@@ -41,7 +41,7 @@ import policies
 from batchrl import bridge, simulate
 from batchrl.bridge import xla_threads
 from batchrl.envs import BatchEnv
-from batchrl.envs.host import mock
+from batchrl.testing import mock
 
 ENVS = {
     "trivial": functools.partial(mock.CountingEnv, duration=1000, obs_size=17),

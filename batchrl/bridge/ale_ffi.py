@@ -34,9 +34,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl.bridge import in_graph, one_block
+from batchrl.envs import spaces
 from batchrl.envs.atari import group as atari_group
 from batchrl.envs.host import batch as batch_lib
-from batchrl.envs.host import spec
 from batchrl.envs.jax import jax_env
 
 _RESET_TARGET = "atari_vector_xla_reset"  # As `AtariVectorEnv.xla()` registers it.
@@ -109,7 +109,7 @@ class AleFfiEnv:
         options = games.settings.options
         # A lost life ends the episode and the game plays on, as `AtariGroup` has it.
         self.life_ends = options["life_loss_info"] and not options["episodic_life"]
-        self.env_spec = spec.env_spec(
+        self.env_spec = spaces.env_spec(
             batch_env.single_observation_space, batch_env.single_action_space, games.name
         )
         vector_env = games.vector_env

@@ -39,8 +39,8 @@ import numpy as np
 
 from batchrl import env_spec as env_spec_lib
 from batchrl.bridge import one_block, thread_state
+from batchrl.envs import spaces
 from batchrl.envs.host import batch as batch_lib
-from batchrl.envs.host import spec
 from batchrl.envs.jax import jax_env
 
 try:  # Present in the JAX versions pyproject.toml allows; kept optional on purpose.
@@ -129,7 +129,9 @@ class InGraphBatchEnv:
         self.env_seeds = env_seeds(seed, len(batch_env))
         self.num_envs = len(batch_env)
         self.env_seconds = 0.0
-        host_spec = spec.env_spec(batch_env.single_observation_space, batch_env.single_action_space)
+        host_spec = spaces.env_spec(
+            batch_env.single_observation_space, batch_env.single_action_space
+        )
         self.env_spec = dataclasses.replace(  # As the compiled program receives them.
             host_spec, observation=compiled_observation(host_spec.observation)
         )

@@ -12,7 +12,8 @@ from batchrl import env_spec as env_spec_lib
 from batchrl.bridge import in_graph
 from batchrl.env_spec import EnvSpec
 from batchrl.envs import BatchEnv
-from batchrl.envs.host import errors, mock
+from batchrl.envs.host import errors
+from batchrl.testing import mock
 
 
 @pytest.mark.parametrize("in_place", [True, False])
@@ -217,7 +218,7 @@ import jax, jax.numpy as jnp
 from batchrl import bridge, simulate
 from batchrl.bridge import in_graph
 from batchrl.envs import BatchEnv
-from batchrl.envs.host import mock
+from batchrl.testing import mock
 
 first, second = jax.devices()
 with BatchEnv.from_envs([mock.CountingEnv(3) for _ in range(2)]) as batch_env:

@@ -8,7 +8,7 @@ worker process never imports JAX.
 from batchrl.envs.builders import BatchEnv
 from batchrl.envs.host.errors import EnvCrashedError, EnvError, EnvRaisedError, EnvTimeoutError
 from batchrl.envs.host.external import ExternalProcess
-from batchrl.envs.host.spec import UnsupportedSpaceError
+from batchrl.envs.spaces import UnsupportedSpaceError
 
 __all__ = [
     "BatchEnv",

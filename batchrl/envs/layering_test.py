@@ -1,8 +1,9 @@
-"""The host side imports none of its extensions: not `mujoco/`, `ray/`, `atari/` or `builders`.
+"""The env sides' layers: host/ imports none of its extensions, jax/ nothing of the host.
 
 `BatchEnv`'s builders in `batchrl.envs.builders` start the groups of `mujoco/`, `ray/`
-and `atari/`; `host/` is beneath them all. Every import statement of a module under
-`batchrl/envs/host/` counts, also one deferred into a function. Tests are left out;
+and `atari/`; `host/` is beneath them all. The JAX-native side (`jax/`) stands on its
+own: nothing of `host/`, its extensions, the builders or the bridge. Every import
+statement of a module counts, also one deferred into a function. Tests are left out;
 they import freely.
 """
 
@@ -10,6 +11,7 @@ import ast
 import pathlib
 
 HOST = pathlib.Path(__file__).parent / "host"
+JAX_NATIVE = pathlib.Path(__file__).parent / "jax"
 ABOVE_HOST = (
     "batchrl.envs.mujoco",
     "batchrl.envs.ray",
@@ -20,8 +22,10 @@ ABOVE_HOST = (
 FROM_THE_PACKAGE = {"BatchEnv", "builders", "mujoco", "ray", "atari"}
 
 
-def imports_above_host(path: pathlib.Path, package: str) -> list[str]:
-    """The imports of the module at `path` (in `package`) that reach above the host side."""
+def imports_above_host(
+    path: pathlib.Path, package: str, forbidden: tuple[str, ...] = ABOVE_HOST
+) -> list[str]:
+    """The imports of the module at `path` (in `package`) that reach one of `forbidden`."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -37,20 +41,32 @@ def imports_above_host(path: pathlib.Path, package: str) -> list[str]:
                 targets = [t.replace(".BatchEnv", ".builders") for t in targets]
         else:
             continue
-        if any(t == above or t.startswith(above + ".") for t in targets for above in ABOVE_HOST):
+        if any(t == above or t.startswith(above + ".") for t in targets for above in forbidden):
             found.append((node.lineno, f"line {node.lineno}: {ast.unparse(node)}"))
     return [text for _, text in sorted(found)]
 
 
-def test_no_host_module_imports_mujoco_ray_atari_or_the_builders():
-    modules = sorted(p for p in HOST.rglob("*.py") if not p.name.endswith("_test.py"))
-    assert HOST / "batch.py" in modules  # The walk holds the host side's modules.
+def bad_imports(side: pathlib.Path, forbidden: tuple[str, ...]) -> dict[str, list[str]]:
+    """The imports of `forbidden` by the modules (not tests) under `side`, by module."""
+    modules = sorted(p for p in side.rglob("*.py") if not p.name.endswith("_test.py"))
+    assert len(modules) > 3  # The walk holds the side's modules.
     bad = {}
     for path in modules:
-        package = ".".join(path.relative_to(HOST.parent.parent.parent).parent.parts)
-        if found := imports_above_host(path, package):
-            bad[str(path.relative_to(HOST.parent.parent.parent))] = found
+        package = ".".join(path.relative_to(side.parent.parent.parent).parent.parts)
+        if found := imports_above_host(path, package, forbidden):
+            bad[str(path.relative_to(side.parent.parent.parent))] = found
+    return bad
+
+
+def test_no_host_module_imports_mujoco_ray_atari_or_the_builders():
+    bad = bad_imports(HOST, ABOVE_HOST)
     assert not bad, f"host modules import above the host side: {bad}"
+
+
+def test_the_jax_native_side_imports_nothing_of_the_host_side_or_the_bridge():
+    forbidden = (*ABOVE_HOST, "batchrl.envs.host", "batchrl.bridge")
+    bad = bad_imports(JAX_NATIVE, forbidden)
+    assert not bad, f"JAX-native modules import the host side: {bad}"
 
 
 def test_an_import_above_the_host_side_is_found(tmp_path):

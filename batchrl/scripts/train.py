@@ -25,8 +25,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from batchrl import configs
+from batchrl.envs import spaces
 from batchrl.envs.host import errors as env_errors
-from batchrl.envs.host import spec
 from batchrl.training import api, run_folder
 
 
@@ -172,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (
         ValueError,
         env_errors.EnvError,
-        spec.UnsupportedSpaceError,
+        spaces.UnsupportedSpaceError,
         FloatingPointError,
         MemoryError,
         _checkpoint_error(),

@@ -5,8 +5,8 @@ import pytest
 
 from batchrl.scripts import train
 
-CUE = "batchrl.envs.host.cue:Cue"
-FRAME_CUE = "batchrl.envs.host.cue:FrameCue"
+CUE = "batchrl.testing.cue:Cue"
+FRAME_CUE = "batchrl.testing.cue:FrameCue"
 
 
 def final_return(logdir: pathlib.Path) -> float:

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 import batchrl
-from batchrl.envs.host import cue
 from batchrl.envs.jax import classic
 from batchrl.scripts import evaluate, train
+from batchrl.testing import cue
 from batchrl.training import checkpoint, run_folder
 
 TINY_PENALTY = dict(
@@ -173,7 +173,7 @@ def test_a_worker_env_preset_trains_loads_and_acts_on_tuple_observations(tmp_pat
 @pytest.mark.slow
 def test_a_dict_observation_env_given_by_its_class(tmp_path):
     run = batchrl.train("blackjack", env=cue.Cue, steps=128, logdir=tmp_path, **TINY_CLIPPED)
-    assert run.config.env == "batchrl.envs.host.cue:Cue"
+    assert run.config.env == "batchrl.testing.cue:Cue"
     policy = batchrl.load(run.rundir)
     env = cue.Cue()
     obs, _ = env.reset(seed=0)

@@ -16,10 +16,10 @@ import numpy as np
 import optax
 import pytest
 
-from batchrl.envs.jax import jax_mock
 from batchrl.ppo import clipped
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import policy as policy_lib
+from batchrl.testing import jax_mock
 from batchrl.training import checkpoint
 
 

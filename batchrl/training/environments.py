@@ -19,8 +19,8 @@ from typing import Any
 from batchrl import bridge
 from batchrl.configs import TrainConfig
 from batchrl.env_spec import EnvSpec
-from batchrl.envs import BatchEnv
-from batchrl.envs.host import make, spec
+from batchrl.envs import BatchEnv, spaces
+from batchrl.envs.host import make
 from batchrl.envs.jax import classic, gymnax_env, jax_env
 from batchrl.training import placement
 
@@ -57,11 +57,11 @@ def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:
         return _jax_native(config, env).env_spec
     if config.env_backend == "ale" and env is None:
         with BatchEnv.atari(config.env, 1, threads=1, **config.env_kwargs) as game:
-            spaces = game.single_observation_space, game.single_action_space
-            return spec.env_spec(*spaces, config.env)
+            observed = game.single_observation_space, game.single_action_space
+            return spaces.env_spec(*observed, config.env)
     one = make.Make(env or config.env, config.max_length, kwargs=config.env_kwargs)()
     try:
-        return spec.env_spec(one.observation_space, one.action_space, spec.env_name(one))
+        return spaces.env_spec(one.observation_space, one.action_space, spaces.env_name(one))
     finally:
         one.close()
 

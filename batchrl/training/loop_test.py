@@ -4,8 +4,9 @@ import jax
 import numpy as np
 import pytest
 
-from batchrl.envs.jax import classic, jax_env, jax_mock
+from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import config as config_lib
+from batchrl.testing import jax_mock
 from batchrl.training import loop
 
 DURATIONS = (1, 2, 3, 4)

@@ -13,12 +13,12 @@ from batchrl import env_spec as env_spec_lib
 from batchrl.configs import presets
 from batchrl.env_spec import EnvSpec
 from batchrl.envs import BatchEnv
-from batchrl.envs.host import cue
-from batchrl.envs.jax import classic, jax_env, jax_mock
+from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import learner as learner_lib
 from batchrl.ppo import policy as policy_lib
-from batchrl.training import loop, step_copies
+from batchrl.testing import cue, jax_mock, step_copies
+from batchrl.training import loop
 from batchrl.training import phase as phase_lib
 
 

@@ -3,7 +3,8 @@ import pytest
 
 from batchrl import env_spec as env_spec_lib
 from batchrl.configs import presets
-from batchrl.envs.host import cue, spec
+from batchrl.envs import spaces
+from batchrl.testing import cue
 from batchrl.training import run_folder
 
 
@@ -61,7 +62,7 @@ def test_unreadable_configs_are_one_line(tmp_path):
     ids=["dict", "tuple", "box", "discrete"],
 )
 def test_the_env_spec_reads_back_equal(env, tmp_path):
-    written = spec.env_spec(env.observation_space, env.action_space)
+    written = spaces.env_spec(env.observation_space, env.action_space)
     assert run_folder.read_spec(tmp_path) is None  # Folders from before specs were kept.
     run_folder.write_spec(tmp_path, written)
     assert run_folder.read_spec(tmp_path) == written
@@ -76,7 +77,7 @@ def test_a_nested_tree_of_every_leaf_kind_and_a_bad_file(tmp_path):
             "m": gym.spaces.MultiDiscrete([[2, 3], [4, 5]]),
         }
     )
-    written = spec.env_spec(space, gym.spaces.MultiDiscrete([3, 2], start=[1, 0]))
+    written = spaces.env_spec(space, gym.spaces.MultiDiscrete([3, 2], start=[1, 0]))
     run_folder.write_spec(tmp_path, written)
     read = run_folder.read_spec(tmp_path)
     assert read == written and list(read.observation) == list(written.observation)

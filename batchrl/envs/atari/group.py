@@ -23,10 +23,11 @@ import numpy as np
 from ale_py.vector_env import AtariVectorEnv
 from gymnasium.vector import AutoresetMode
 
+from batchrl.envs import spaces
 from batchrl.envs.atari import settings as settings_lib
 from batchrl.envs.host import autoreset as autoreset_lib
 from batchrl.envs.host import group as group_lib
-from batchrl.envs.host import handle, obs_tree, spec
+from batchrl.envs.host import handle, obs_tree
 from batchrl.envs.host import infos as infos_lib
 
 INFO_KEYS = ("lives", "episode_frame_number", "frame_number")  # As ale-py's AtariEnv's info.
@@ -55,10 +56,10 @@ class AtariGroup:
         self.settings = settings
         self.num_envs = num_envs
         self.name = game
-        self.observation_space = spec.check_observation_space(
+        self.observation_space = spaces.check_observation_space(
             self.vector_env.single_observation_space, game
         )
-        self.action_space = spec.check_action_space(self.vector_env.single_action_space, game)
+        self.action_space = spaces.check_action_space(self.vector_env.single_action_space, game)
         self.buffers = group_lib.Buffers.allocate(
             num_envs, self.observation_space, self.action_space
         )

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from batchrl.conftest import wait_gone
-from batchrl.envs import BatchEnv
-from batchrl.envs.host import cue, errors, external, local, mock, process, spec, split
+from batchrl.envs import BatchEnv, spaces
+from batchrl.envs.host import errors, external, local, process, split
+from batchrl.testing import cue, mock
 
 
 def random_actions(space, batch_size, steps, seed=0):
@@ -181,7 +182,7 @@ def test_batch_env_takes_started_groups_in_order_and_refuses_env_objects():
 
 
 def test_unsupported_observation_space_is_named():
-    with pytest.raises(spec.UnsupportedSpaceError, match=r'obs\["mission"\]: Text has no fixed'):
+    with pytest.raises(spaces.UnsupportedSpaceError, match=r'obs\["mission"\]: Text has no fixed'):
         BatchEnv.from_envs([cue.Cue(mission=True)])
 
 

@@ -18,8 +18,9 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from batchrl import env_spec
+from batchrl.envs import spaces
 from batchrl.envs.host import autoreset as autoreset_lib
-from batchrl.envs.host import forwarding, spec
+from batchrl.envs.host import forwarding
 from batchrl.envs.host import infos as infos_lib
 
 _ALIGN = 64
@@ -66,7 +67,7 @@ class Buffers:
             end = slot.offset + slot.nbytes
             return slot
 
-        observation = spec.observation_tree(observation_space)
+        observation = spaces.observation_tree(observation_space)
         slots = {
             "action": place(action_space.shape, action_space.dtype),
             "obs": env_spec.map_tree(lambda leaf: place(leaf.shape, leaf.dtype), observation),
@@ -144,12 +145,12 @@ class EnvGroup(forwarding.EnvForwarding):
             self.close()
             raise
         first = self.envs[0]
-        self.name = spec.env_name(first)
+        self.name = spaces.env_name(first)
         self.observation_space = first.observation_space
-        self.action_space = spec.check_action_space(first.action_space, self.name)
-        self._observation = spec.observation_tree(self.observation_space, self.name)
+        self.action_space = spaces.check_action_space(first.action_space, self.name)
+        self._observation = spaces.observation_tree(self.observation_space, self.name)
         for env in self.envs[1:]:
-            check_same_spaces(self.name, first, spec.env_name(env), env)
+            check_same_spaces(self.name, first, spaces.env_name(env), env)
         self.buffers: Buffers | None = None
         self._autoreset = autoreset_lib.Autoreset(len(self.envs))
 
@@ -258,7 +259,7 @@ def check_same_spaces(name_a: str, env_a: Any, name_b: str, env_b: Any) -> None:
     """Raises a ValueError naming both envs when their spaces differ."""
     for kind in ("observation_space", "action_space"):
         space_a, space_b = getattr(env_a, kind), getattr(env_b, kind)
-        if not spec.same_space(space_a, space_b):
+        if not spaces.same_space(space_a, space_b):
             raise ValueError(
                 f"envs in one batch must share spaces, but {kind} of {name_a} is {space_a} "
                 f"and of {name_b} is {space_b}"

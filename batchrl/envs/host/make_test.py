@@ -17,7 +17,7 @@ def test_limit_is_the_smaller_of_the_registered_one_and_max_length():
 
 
 def test_entry_point_builds_the_class_with_a_time_limit():
-    env = pickle.loads(pickle.dumps(make.Make("batchrl.envs.host.mock:CountingEnv", 7)))()
+    env = pickle.loads(pickle.dumps(make.Make("batchrl.testing.mock:CountingEnv", 7)))()
     assert isinstance(env, gym.wrappers.TimeLimit) and env._max_episode_steps == 7
 
 
@@ -26,7 +26,7 @@ def test_entry_point_builds_the_class_with_a_time_limit():
     [
         ("Nope-v0", "unknown env 'Nope-v0'"),
         ("no_such_module:X", "cannot import 'no_such_module'"),
-        ("batchrl.envs.host.mock:Nope", "module 'batchrl.envs.host.mock' has no 'Nope'"),
+        ("batchrl.testing.mock:Nope", "module 'batchrl.testing.mock' has no 'Nope'"),
     ],
 )
 def test_bad_names_are_one_line_errors_before_any_worker_starts(name, message):
@@ -78,7 +78,7 @@ def test_env_kwargs_reach_the_env_in_its_worker():
             {"gravity": 2.0},
             "env 'Pendulum-v1' takes no keyword 'gravity' in env_kwargs: it takes render_mode, g",
         ),
-        ("batchrl.envs.host.mock:CountingEnv", {"x": 1}, "takes no keyword 'x'"),
+        ("batchrl.testing.mock:CountingEnv", {"x": 1}, "takes no keyword 'x'"),
     ],
 )
 def test_unknown_env_kwargs_are_one_line_errors_before_any_worker_starts(name, kwargs, message):

@@ -1,14 +1,15 @@
 import gymnasium as gym
 import numpy as np
 
-from batchrl.envs.host import minigrid_env, spec
+from batchrl.envs import spaces
+from batchrl.envs.host import minigrid_env
 
 
 def test_minigrid_without_its_mission_is_a_dict_batchrl_reads_image_and_direction():
     env = minigrid_env.make("MiniGrid-DoorKey-5x5-v0")  # Registers MiniGrid's ids.
     raw = gym.make("MiniGrid-DoorKey-5x5-v0")
     assert set(raw.observation_space) == {"direction", "image", "mission"}
-    tree = spec.observation_tree(env.observation_space)
+    tree = spaces.observation_tree(env.observation_space)
     assert set(tree) == {"direction", "image"}
     assert tree["image"].kind == "image" and tree["image"].shape == (7, 7, 3)
     assert (tree["image"].low, tree["image"].high) == (0.0, 10.0)  # Not MiniGrid's 255.

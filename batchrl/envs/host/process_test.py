@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from batchrl.conftest import wait_gone
-from batchrl.envs.host import errors, external, lifecycle, mock
+from batchrl.envs.host import errors, external, lifecycle
+from batchrl.testing import mock
 
 
 def make_pendulum():
@@ -222,7 +223,7 @@ import threading
 
 import numpy as np
 from batchrl.envs import BatchEnv
-from batchrl.envs.host import mock
+from batchrl.testing import mock
 
 
 class Hangs(mock.FailingEnv):

@@ -11,7 +11,8 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
 from batchrl.envs import BatchEnv
-from batchrl.envs.host import mock, sb3
+from batchrl.envs.host import sb3
+from batchrl.testing import mock
 
 
 def assert_same_info(ours, theirs, where):

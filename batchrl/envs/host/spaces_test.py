@@ -15,8 +15,9 @@ from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector import AutoresetMode
 
 from batchrl import env_spec
-from batchrl.envs import BatchEnv
-from batchrl.envs.host import cue, errors, external, group, mock, obs_tree, spec
+from batchrl.envs import BatchEnv, spaces
+from batchrl.envs.host import errors, external, group, obs_tree
+from batchrl.testing import cue, mock
 
 MODES = list(AutoresetMode)
 DURATIONS = (1, 2, 3, 4)
@@ -294,7 +295,7 @@ REFUSED = {
 def test_a_refused_space_is_named_in_one_line_with_its_leaf(space, why):
     nested = Dict({"fine": Discrete(2), "extra": Tuple((Discrete(2), space))})
     expected = rf'^obs\["extra"\]\[1\]: {why}; drop it with a wrapper \(env \'SpaceEnv\''
-    with pytest.raises(spec.UnsupportedSpaceError, match=expected) as refused:
+    with pytest.raises(spaces.UnsupportedSpaceError, match=expected) as refused:
         BatchEnv.from_envs([mock.SpaceEnv(nested)])
     assert "\n" not in str(refused.value)
     with pytest.raises(errors.EnvRaisedError, match=rf"UnsupportedSpaceError: {expected[1:]}"):
@@ -302,7 +303,7 @@ def test_a_refused_space_is_named_in_one_line_with_its_leaf(space, why):
 
 
 def test_cue_with_a_mission_is_refused_naming_the_text_leaf():
-    with pytest.raises(spec.UnsupportedSpaceError, match=r'^obs\["mission"\]: Text has no fixed'):
+    with pytest.raises(spaces.UnsupportedSpaceError, match=r'^obs\["mission"\]: Text has no fixed'):
         BatchEnv.from_envs([cue.Cue(mission=True)])
 
 

@@ -2,7 +2,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from batchrl.envs.host import mock, wrappers
+from batchrl.envs.host import wrappers
+from batchrl.testing import mock
 
 
 def test_apply_duration_truncates_at_exactly_duration():

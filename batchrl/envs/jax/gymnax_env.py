@@ -21,7 +21,7 @@ import jax.numpy as jnp
 
 from batchrl import env_spec as env_spec_lib
 from batchrl.env_spec import EnvSpec
-from batchrl.envs.host import spec
+from batchrl.envs import spaces
 from batchrl.envs.jax import jax_env
 
 
@@ -81,7 +81,7 @@ def make(name: str) -> jax_env.TimeLimit:
     to_gym = _gymnax().environments.spaces.gymnax_space_to_gym_space
     observation_space = to_gym(env.observation_space(params))
     action_space = to_gym(env.action_space(params))
-    env_spec = spec.env_spec(observation_space, action_space, env_name=f"'{name}' (gymnax)")
+    env_spec = spaces.env_spec(observation_space, action_space, env_name=f"'{name}' (gymnax)")
     obs = jax.eval_shape(env.reset_env, jax.random.key(0), params)[0]
     env_spec = dataclasses.replace(env_spec, observation=returned(env_spec.observation, obs))
     limit = int(params.max_steps_in_episode)

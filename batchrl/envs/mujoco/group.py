@@ -21,8 +21,9 @@ import numpy as np
 from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 
+from batchrl.envs import spaces
 from batchrl.envs.host import autoreset as autoreset_lib
-from batchrl.envs.host import forwarding, handle, spec
+from batchrl.envs.host import forwarding, handle
 from batchrl.envs.host import group as group_lib
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.mujoco import task as task_lib
@@ -45,8 +46,8 @@ class MujocoGroup(forwarding.EnvForwarding):
         self.task = task_class(env)
         self.num_envs = num_envs
         self.name = env_id
-        self.observation_space = spec.check_observation_space(env.observation_space, env_id)
-        self.action_space = spec.check_action_space(env.action_space, env_id)
+        self.observation_space = spaces.check_observation_space(env.observation_space, env_id)
+        self.action_space = spaces.check_action_space(env.action_space, env_id)
         self.buffers = group_lib.Buffers.allocate(
             num_envs, self.observation_space, self.action_space
         )

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.envs.host import spec
+from batchrl.envs import spaces
 from batchrl.envs.jax import jax_env
 from batchrl.envs.jax.classic import make, pendulum
 
@@ -124,7 +124,7 @@ def test_reset_samples_angle_and_speed_uniformly_within_gymnasium_bounds():
 def test_description_matches_gymnasium_spaces():
     gym_env = gym.make("Pendulum-v1")
     assert isinstance(ENV, jax_env.Env)
-    assert ENV.env_spec == spec.env_spec(gym_env.observation_space, gym_env.action_space)
+    assert ENV.env_spec == spaces.env_spec(gym_env.observation_space, gym_env.action_space)
     assert ENV.max_length == gym_env.spec.max_episode_steps == 200
 
 

@@ -7,7 +7,7 @@ which makes these quick checks that an agent learns from a structured observatio
 steps left (`MultiDiscrete`); `mission=True` adds a `Text` leaf, as MiniGrid's
 observations have, which batchrl refuses. `FrameCue` shows it by a few pixels of a
 uint8 frame, channels first, beside the noise: the Gymnasium twin of the JAX-native
-`envs.jax.grid_cue.GridCue`.
+`testing.grid_cue.GridCue`.
 """
 
 from __future__ import annotations

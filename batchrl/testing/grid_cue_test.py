@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from batchrl import env_spec
-from batchrl.envs.host import cue
-from batchrl.envs.jax import grid_cue, jax_env
+from batchrl.envs.jax import jax_env
 from batchrl.ppo import config as config_lib
+from batchrl.testing import cue, grid_cue
 from batchrl.training import loop
 
 

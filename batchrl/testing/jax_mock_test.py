@@ -3,7 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl import env_spec as env_spec_lib
-from batchrl.envs.jax import jax_mock
+from batchrl.testing import jax_mock
 
 
 def test_the_dict_batch_steps_the_counting_episodes_in_its_specs_dtypes():

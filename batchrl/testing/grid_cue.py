@@ -7,7 +7,7 @@ drawn at random, which tells nothing. The action that names the cue earns 1, any
 0; a fresh cue is drawn every step, and the episode terminates after `length` steps.
 By chance a policy earns `length / num_cues` an episode; one that reads the cue's
 channel earns `length`. Pixels are floats in [0, 1] (a `Box` with high 1, as MinAtar's
-grids), or bytes in [0, 255] with `dtype="uint8"`. `envs.host.cue.FrameCue` is the same
+grids), or bytes in [0, 255] with `dtype="uint8"`. `testing.cue.FrameCue` is the same
 task as a Gymnasium env.
 """
 

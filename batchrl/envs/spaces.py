@@ -4,7 +4,8 @@ Observations: every space whose values are fixed-shape arrays (`Box`, `Discrete`
 `MultiDiscrete`, `MultiBinary`), nested in `Dict`s and `Tuple`s; each becomes an
 `ObsLeaf` of the observation tree. Actions: `Box`, `Discrete` or `MultiDiscrete`.
 Anything else is refused up front with one line naming the leaf, rather than failing
-deep inside a rollout.
+deep inside a rollout. Both env sides describe their envs here: the host's Gymnasium
+envs, and the JAX-native envs whose spaces are Gymnasium's (gymnax).
 """
 
 from __future__ import annotations

@@ -4,14 +4,14 @@ import pytest
 
 from batchrl import env_spec
 from batchrl.env_spec import EnvSpec, ObsLeaf
-from batchrl.envs.host import spec
+from batchrl.envs import spaces
 
 Box, Discrete, Dict, Tuple = gym.spaces.Box, gym.spaces.Discrete, gym.spaces.Dict, gym.spaces.Tuple
 
 
 def test_a_box_action_env_is_described_by_its_spaces():
     env = gym.make("Pendulum-v1")
-    described = spec.env_spec(env.observation_space, env.action_space)
+    described = spaces.env_spec(env.observation_space, env.action_space)
     assert described == EnvSpec(
         env_spec.vector((3,)),
         discrete=False,
@@ -24,18 +24,18 @@ def test_a_box_action_env_is_described_by_its_spaces():
 
 def test_a_discrete_action_env_has_num_actions_its_start_and_no_bounds():
     env = gym.make("CartPole-v1")
-    described = spec.env_spec(env.observation_space, env.action_space)
+    described = spaces.env_spec(env.observation_space, env.action_space)
     assert described.discrete and described.num_actions == 2 and described.action_size == 2
     assert described.action_shape == () and described.action_low is None
     assert described.action_start == (0,) and not described.multi_discrete
-    shifted = spec.env_spec(env.observation_space, Discrete(3, start=-1))
+    shifted = spaces.env_spec(env.observation_space, Discrete(3, start=-1))
     assert shifted.action_start == (-1,) and shifted.num_actions == 3
 
 
 def test_multi_discrete_actions_have_a_count_and_start_per_element():
     box = Box(-1, 1, (2,), np.float32)
     actions = gym.spaces.MultiDiscrete([[2, 3], [4, 5]], start=[[0, 1], [2, 3]])
-    described = spec.env_spec(box, actions)
+    described = spaces.env_spec(box, actions)
     assert described.discrete and described.multi_discrete
     assert described.action_shape == (2, 2) and described.num_actions == 14
     assert described.action_nvec == (2, 3, 4, 5) and described.action_start == (0, 1, 2, 3)
@@ -43,7 +43,7 @@ def test_multi_discrete_actions_have_a_count_and_start_per_element():
 
 def test_unbounded_box_actions_have_no_bounds():
     box = Box(-np.inf, np.inf, (2,), np.float32)
-    described = spec.env_spec(box, box)
+    described = spaces.env_spec(box, box)
     assert described.action_low is None and described.action_high is None
 
 
@@ -55,7 +55,7 @@ def test_a_dict_observation_becomes_a_tree_in_the_spaces_key_order():
             ("more", Tuple((gym.spaces.MultiBinary(3), Box(-1, 1, (2,), np.float64)))),
         ]
     )
-    tree = spec.env_spec(space, Discrete(2)).observation
+    tree = spaces.env_spec(space, Discrete(2)).observation
     assert list(tree) == ["position", "frame", "more"]
     assert tree["position"] == ObsLeaf((), "int64", env_spec.DISCRETE, (7,), (1,))
     assert tree["frame"] == ObsLeaf((8, 8, 3), "uint8", env_spec.IMAGE, low=0.0, high=255.0)
@@ -67,12 +67,12 @@ def test_a_dict_observation_becomes_a_tree_in_the_spaces_key_order():
 
 def test_unsupported_spaces_are_refused_naming_the_space():
     box = Box(-1, 1, (2,), np.float32)
-    with pytest.raises(spec.UnsupportedSpaceError, match="unsupported action space MultiBinary"):
-        spec.env_spec(box, gym.spaces.MultiBinary(3))
-    with pytest.raises(spec.UnsupportedSpaceError, match="unsupported action space Dict"):
-        spec.env_spec(box, Dict({"a": box}))
-    with pytest.raises(spec.UnsupportedSpaceError, match=r'^obs\["a"\]\[0\]: Text has no fixed'):
-        spec.env_spec(Dict({"a": Tuple((gym.spaces.Text(4), box))}), box)
+    with pytest.raises(spaces.UnsupportedSpaceError, match="unsupported action space MultiBinary"):
+        spaces.env_spec(box, gym.spaces.MultiBinary(3))
+    with pytest.raises(spaces.UnsupportedSpaceError, match="unsupported action space Dict"):
+        spaces.env_spec(box, Dict({"a": box}))
+    with pytest.raises(spaces.UnsupportedSpaceError, match=r'^obs\["a"\]\[0\]: Text has no fixed'):
+        spaces.env_spec(Dict({"a": Tuple((gym.spaces.Text(4), box))}), box)
 
 
 @pytest.mark.parametrize(
