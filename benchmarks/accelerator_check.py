@@ -31,8 +31,8 @@ import time
 CHECKS = {
     "pendulum_jax": ("pendulum_jax", 1_000_000, 12_000, {}),
     "breakout_minatar": ("breakout_minatar", 10_000_000, 8_192, {}),
-    "cheetah_clipped": ("cheetah_clipped", 1_000_000, 2_048, {"env_backend": "mujoco"}),
-    "humanoid_clipped": ("humanoid_clipped", 1_000_000, 2_048, {"env_backend": "mujoco"}),
+    "cheetah_clipped": ("cheetah_clipped", 1_000_000, 2_048, {"backend": "mujoco"}),
+    "humanoid_clipped": ("humanoid_clipped", 1_000_000, 2_048, {"backend": "mujoco"}),
     "breakout": ("breakout", 400_000, 128, {}),
 }
 # Quick runs: one small phase each, so compiling is most of their time.

@@ -12,7 +12,7 @@ SCRIPT = pathlib.Path(__file__).with_name("accelerator_check.py")
 
 
 @pytest.mark.slow
-def test_the_quick_check_trains_every_env_kind_and_reports_each_run():
+def test_the_quick_check_trains_every_backend_and_reports_each_run():
     done = subprocess.run(
         [sys.executable, str(SCRIPT), "--quick"], capture_output=True, text=True, timeout=280
     )
@@ -33,4 +33,4 @@ def test_the_quick_check_trains_every_env_kind_and_reports_each_run():
         assert line["placement"] == "acting on cpu:0, learning on cpu:0", line
         assert line["devices"][0].startswith("cpu:0")
     mujoco = [line for line in lines if line["check"].endswith("_clipped")]
-    assert all(line["settings"]["env_backend"] == "mujoco" for line in mujoco)
+    assert all(line["settings"]["backend"] == "mujoco" for line in mujoco)

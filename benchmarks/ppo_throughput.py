@@ -131,7 +131,7 @@ def preset_rates(name: str, phases: int) -> dict:
     runs = {}
     try:
         for backend in backends:
-            config = overrides.parse_override(presets.get(name), f"env_backend={backend}")
+            config = overrides.parse_override(presets.get(name), f"backend={backend}")
             env, batch_env = environments.build(config)
             programs, state = loop.build(config, env, eval_steps=1)
             state, _ = loop.run_phase(programs, state)  # Compiles.

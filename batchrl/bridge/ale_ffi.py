@@ -93,7 +93,7 @@ class AleFfiEnv:
             )
         if devices != 1:
             raise ValueError(
-                f"env_backend='ale' steps its games from a program on one device: "
+                f"backend='ale' steps its games from a program on one device: "
                 f"learner_devices must be 1, got {devices}"
             )
         groups = batch_env.groups

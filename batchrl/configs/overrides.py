@@ -1,6 +1,6 @@
 """`--set key=value`: a run's or its algorithm's field set from text, parsed by its type.
 
-A key is a field of the run (`steps`, `env_backend`) or of its algorithm (`kl_target`,
+A key is a field of the run (`steps`, `backend`) or of its algorithm (`kl_target`,
 also written `algorithm.kl_target`); the text is parsed as the field's type (numbers,
 booleans, tuples as `64,64`, mappings as YAML or JSON). A bad key or value is a one-line
 ValueError that says what is allowed.

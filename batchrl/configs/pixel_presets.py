@@ -51,7 +51,7 @@ def _minatar(game: str, max_length: int = 1000) -> TrainConfig:
         steps=10_000_000,
         num_envs=64,
         env=game,
-        env_kind="gymnax",
+        backend="gymnax",
         phase_steps=81_920,  # Ten updates per phase.
         eval_episodes=64,  # One round of the 64 envs, every fourth phase.
         eval_every=4,
@@ -130,7 +130,7 @@ def minigrid_doorkey() -> TrainConfig:
 
 
 def _atari(env: str) -> TrainConfig:
-    """Clipped PPO on an Atari game in ale-py's vector env (env_backend 'ale'), 10M steps.
+    """Clipped PPO on an Atari game in ale-py's vector env (backend 'ale'), 10M steps.
 
     CleanRL's ppo_atari.py: 8 envs x 128 steps an update, 4 minibatches, 4 epochs, Adam
     at 2.5e-4 falling linearly to zero, gradients clipped to norm 0.5, discount 0.99, GAE
@@ -175,7 +175,7 @@ def _atari(env: str) -> TrainConfig:
         steps=10_000_000,
         num_envs=8,
         env=env,
-        env_backend="ale",
+        backend="ale",
         env_kwargs={
             "repeat_action_probability": 0.0,
             "life_loss_info": True,

@@ -40,7 +40,7 @@ def pendulum() -> TrainConfig:
 
 def pendulum_jax() -> TrainConfig:
     """The JAX-native Pendulum-v1, fully compiled, 1M steps."""
-    return dataclasses.replace(pendulum(), env_kind="jax")
+    return dataclasses.replace(pendulum(), backend="jax")
 
 
 def cartpole() -> TrainConfig:
@@ -50,7 +50,7 @@ def cartpole() -> TrainConfig:
 
 def cartpole_jax() -> TrainConfig:
     """The JAX-native CartPole-v1, fully compiled, 200k steps."""
-    return dataclasses.replace(cartpole(), env_kind="jax")
+    return dataclasses.replace(cartpole(), backend="jax")
 
 
 def acrobot_gymnax() -> TrainConfig:
@@ -65,7 +65,7 @@ def acrobot_gymnax() -> TrainConfig:
         steps=500_000,
         num_envs=32,
         env="Acrobot-v1",
-        env_kind="gymnax",
+        backend="gymnax",
         phase_steps=40_960,  # Ten updates per phase.
         eval_episodes=32,
         eval_every=1,
@@ -178,7 +178,7 @@ def clipped(base: TrainConfig, **tuning: object) -> TrainConfig:
         steps=min(base.steps, 1_000_000),
         num_envs=8,
         env=base.env,
-        env_kind=base.env_kind,
+        backend=base.backend,
         phase_steps=20_480,  # Ten updates per phase.
         eval_episodes=8,
         eval_every=4,

@@ -108,7 +108,7 @@ def test_an_atari_preset_is_cleanrls_ppo_atari_on_ale_pys_games(name):
     config = presets.get(name)
     settings = train_config.flat(config)
     assert {key: settings[key] for key in CLEANRL_PPO_ATARI} == CLEANRL_PPO_ATARI
-    assert config.env == ATARI[name] and config.env_backend == "ale"
+    assert config.env == ATARI[name] and config.backend == "ale"
     spec = environments.check_env(config)
     (frames,) = env_spec.leaves(spec.observation)
     assert frames.shape == (4, 84, 84) and frames.dtype == "uint8"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import logging
 import math
 import re
 import types
@@ -22,10 +23,17 @@ from typing import Any
 
 from batchrl.ppo import config as ppo_config
 
-ENV_KINDS = ("workers", "jax", "gymnax")
-ENV_BACKENDS = ("processes", "ray", "mujoco", "ale")
+logger = logging.getLogger("batchrl.configs")
+
+# Where a run's envs run: Gymnasium envs in worker processes, on a Ray cluster, MuJoCo
+# tasks in C threads, Atari games in C++ threads; JAX-native envs of our own or gymnax's.
+BACKENDS = ("processes", "ray", "mujoco", "ale", "jax", "gymnax")
+JAX_NATIVE = ("jax", "gymnax")  # The backends whose envs are XLA code.
 # The backends that step their envs in threads of this process, built by name.
 _IN_PROCESS = ("mujoco", "ale")
+# Settings that `backend` replaced: each old value's backend ("workers" keeps a Gymnasium
+# backend as it was). Run folders written with them read back as `backend`.
+DEPRECATED = ("env_kind", "env_backend")
 _ALE_ID = re.compile(r"ALE/\w+-v5")
 # A device as `device` and `acting_device` name one: "auto", or a JAX platform with an
 # optional index ("cpu", "gpu", "gpu:1"; "cuda" is "gpu", as SB3 and torch spell it).
@@ -46,7 +54,6 @@ class TrainConfig:
     max_length: int = 1000  # Env steps an episode may last, at most.
     # Keywords of the env's constructor, as gym.make(env, **env_kwargs); Gymnasium envs only.
     env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
-    env_kind: str = "workers"  # "workers": Gymnasium envs in processes; "jax": JAX-native.
     action_repeat: int = 1  # Gymnasium envs: each action held this many env steps.
     phase_steps: int = 0  # Env steps per train phase; 0: one update's worth.
     eval_episodes: int = 30  # At least this many episodes per evaluation.
@@ -59,16 +66,17 @@ class TrainConfig:
     local_envs: int = 0  # Envs stepped in the trainer's process beside workers; no restart.
     # Replace a crashed or hung env worker and train on; its envs' episodes end as truncated.
     restart_workers: bool = False
-    # Where Gymnasium envs run: "processes" on this machine, "ray" on the Ray cluster of
-    # RAY_ADDRESS (or a local one), split over `ray_actors` actors (0: one per node),
-    # "mujoco": a v5 MuJoCo task's envs as one mujoco.batch in C threads (BatchEnv.mujoco),
-    # or "ale": an ALE/<Game>-v5 game's envs as ale-py's vector env in C++ threads
-    # (BatchEnv.atari, env_kwargs its options), stepped from the compiled program by
-    # ale-py's XLA calls (bridge.ale_ffi); evaluation plays whole games on envs of its
-    # own, their rewards unclipped.
-    env_backend: str = "processes"
+    # Where the envs run. Gymnasium envs: "processes" on this machine, "ray" on the Ray
+    # cluster of RAY_ADDRESS (or a local one), split over `ray_actors` actors (0: one per
+    # node), "mujoco": a v5 MuJoCo task's envs as one mujoco.batch in C threads
+    # (BatchEnv.mujoco), or "ale": an ALE/<Game>-v5 game's envs as ale-py's vector env in
+    # C++ threads (BatchEnv.atari, env_kwargs its options), stepped from the compiled
+    # program by ale-py's XLA calls (bridge.ale_ffi); evaluation plays whole games on envs
+    # of its own, their rewards unclipped. JAX-native envs: "jax" (ours, `envs.jax`) or
+    # "gymnax" (gymnax's), compiled with the agent.
+    backend: str = "processes"
     ray_actors: int = 0
-    # env_backend "mujoco" or "ale": the batch's threads; 0: one per core.
+    # backend "mujoco" or "ale": the batch's threads; 0: one per core.
     env_threads: int = 0
     # Where the learner runs (updates, the optimiser, the rollout it trains on): "auto" is
     # JAX's default device (a GPU where JAX has one, else the CPU); "cpu", "gpu" or one
@@ -97,27 +105,30 @@ class TrainConfig:
             raise ValueError(
                 f"local_envs must be at most num_envs={self.num_envs}, got {self.local_envs}"
             )
-        if self.env_kind not in ENV_KINDS:
-            raise ValueError(f"unknown env_kind {self.env_kind!r}: use one of {ENV_KINDS}")
-        if self.env_backend not in ENV_BACKENDS:
-            raise ValueError(f"unknown env_backend {self.env_backend!r}: use one of {ENV_BACKENDS}")
-        if self.env_backend == "ray" and (self.env_kind != "workers" or self.local_envs):
-            raise ValueError("env_backend='ray' needs env_kind='workers' and local_envs=0")
-        if self.env_backend in _IN_PROCESS:
+        if self.backend not in BACKENDS:
+            raise ValueError(f"unknown backend {self.backend!r}: use one of {BACKENDS}")
+        if self.backend == "ray" and self.local_envs:
+            raise ValueError(f"backend='ray' needs local_envs=0, got {self.local_envs}")
+        if self.backend in _IN_PROCESS:
             _check_in_process_backend(self)
         elif self.env_threads:
             raise ValueError(
-                f"env_threads={self.env_threads} needs env_backend='mujoco' or 'ale', "
-                f"got {self.env_backend!r}"
+                f"env_threads={self.env_threads} needs backend='mujoco' or 'ale', "
+                f"got {self.backend!r}"
             )
-        if self.restart_workers and self.env_kind != "workers":
+        if self.restart_workers and self.backend not in ("processes", "ray"):
             raise ValueError(
-                f"restart_workers=True needs env_kind='workers', got {self.env_kind!r}"
+                f"restart_workers=True needs backend='processes' or 'ray', got {self.backend!r}"
             )
-        if self.env_kwargs and self.env_kind != "workers":
-            raise ValueError(f"env_kwargs={self.env_kwargs!r} needs env_kind='workers'")
-        if self.action_repeat != 1 and self.env_kind != "workers":
-            raise ValueError(f"action_repeat={self.action_repeat} needs env_kind='workers'")
+        if self.env_kwargs and self.jax_native:
+            raise ValueError(
+                f"env_kwargs={self.env_kwargs!r} needs Gymnasium envs, got backend={self.backend!r}"
+            )
+        if self.action_repeat != 1 and self.backend not in ("processes", "ray"):
+            raise ValueError(
+                f"action_repeat={self.action_repeat} needs backend='processes' or 'ray', "
+                f"got {self.backend!r}"
+            )
         for name in ("device", "acting_device"):
             if not _DEVICE.fullmatch(getattr(self, name)):
                 raise ValueError(
@@ -139,6 +150,11 @@ class TrainConfig:
         for name in ("phase_steps", "envs_per_worker", "local_envs", "ray_actors", "env_threads"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
+
+    @property
+    def jax_native(self) -> bool:
+        """The envs are JAX-native (XLA code compiled with the agent), not Gymnasium's."""
+        return self.backend in JAX_NATIVE
 
     @property
     def shape(self) -> ppo_config.RunShape:
@@ -168,17 +184,16 @@ class TrainConfig:
 
 
 def _check_in_process_backend(config: TrainConfig) -> None:
-    """The settings env_backend 'mujoco' or 'ale' cannot honour, named in a one-line ValueError."""
-    backend = config.env_backend
-    if backend == "ale" and config.env_kind == "workers" and not _ALE_ID.fullmatch(config.env):
-        raise ValueError(f"env_backend='ale' needs an ALE/<Game>-v5 id, got env={config.env!r}")
+    """The settings backend 'mujoco' or 'ale' cannot honour, named in a one-line ValueError."""
+    backend = config.backend
+    if backend == "ale" and not _ALE_ID.fullmatch(config.env):
+        raise ValueError(f"backend='ale' needs an ALE/<Game>-v5 id, got env={config.env!r}")
     if backend == "ale" and config.algorithm.learner_devices != 1:
         raise ValueError(
-            f"env_backend='ale' steps its games from a program on one device: "
+            f"backend='ale' steps its games from a program on one device: "
             f"learner_devices must be 1, got {config.algorithm.learner_devices}"
         )
     refused = {
-        "env_kind": (config.env_kind, "workers"),
         "action_repeat": (config.action_repeat, 1),
         "local_envs": (config.local_envs, 0),
         "envs_per_worker": (config.envs_per_worker, 0),
@@ -186,7 +201,7 @@ def _check_in_process_backend(config: TrainConfig) -> None:
     }
     for name, (value, allowed) in refused.items():
         if value != allowed:
-            raise ValueError(f"env_backend={backend!r} needs {name}={allowed!r}, got {value!r}")
+            raise ValueError(f"backend={backend!r} needs {name}={allowed!r}, got {value!r}")
 
 
 def _run_fields() -> dict[str, dataclasses.Field]:
@@ -266,6 +281,11 @@ def set_field(config: TrainConfig, name: str, value: Any, parse: Any) -> TrainCo
     bare = name[len(_PREFIX) :] if name.startswith(_PREFIX) else name
     if bare == "objective":
         return _with_objective(config, value)
+    if name in DEPRECATED:
+        value = parse(name, str, value)
+        backend = backend_of(name, value, config.backend)
+        logger.warning("%s=%s is deprecated: set backend=%s instead", name, value, backend)
+        return dataclasses.replace(config, backend=backend)
     if name == bare and name in _run_fields():
         return dataclasses.replace(config, **{name: parse(name, _type(TrainConfig, name), value)})
     algorithm = config.algorithm
@@ -274,6 +294,25 @@ def set_field(config: TrainConfig, name: str, value: Any, parse: Any) -> TrainCo
         _check_key(name, algorithm)
     typed = parse(bare, _type(kind, bare), value)
     return dataclasses.replace(config, algorithm=dataclasses.replace(algorithm, **{bare: typed}))
+
+
+def backend_of(name: str, value: str, backend: str = "processes") -> str:
+    """The `backend` that deprecated setting `name`'s `value` means, on a run of `backend`.
+
+    `env_kind` "jax" and "gymnax" are backends of their own, and "workers" any Gymnasium
+    one; `env_backend` named the Gymnasium backends, and left JAX-native runs as they were.
+    """
+    gymnasium = tuple(b for b in BACKENDS if b not in JAX_NATIVE)
+    if name == "env_kind" and value in JAX_NATIVE:
+        return value
+    if name == "env_kind" and value == "workers":
+        return backend if backend in gymnasium else "processes"
+    if name == "env_backend" and value in gymnasium:
+        return backend if value == "processes" and backend in JAX_NATIVE else value
+    allowed = (*JAX_NATIVE, "workers") if name == "env_kind" else gymnasium
+    raise ValueError(
+        f"unknown {name} {value!r}: use one of {allowed}, or backend, which replaces it"
+    )
 
 
 def replace(config: TrainConfig, **fields: Any) -> TrainConfig:
@@ -342,6 +381,11 @@ def from_dict(data: dict[str, Any]) -> TrainConfig:
     _read_moved(nested, data)
     if "num_agents" in data:  # Run folders written before num_envs named it num_agents.
         data["num_envs"] = data.pop("num_agents")
+    if any(name in data for name in DEPRECATED):  # A run folder written before `backend`.
+        backend = data.get("backend", "processes")
+        kind, where = data.pop("env_kind", "workers"), data.pop("env_backend", "processes")
+        backend = backend_of("env_kind", typed("env_kind", str, kind), backend)
+        data["backend"] = backend_of("env_backend", typed("env_backend", str, where), backend)
     config = _with_objective(TrainConfig(), nested.pop("objective", "kl_penalty"))
     algorithm = {}
     kind = type(config.algorithm)

@@ -139,7 +139,7 @@ def test_env_kwargs_are_a_mapping_kept_in_the_run_folder():
     for text in ("3", "[g, 2]", "{g: 2"):
         with pytest.raises(ValueError, match="expected a mapping such as"):
             overrides.parse_override(config, f"env_kwargs={text}")
-    with pytest.raises(ValueError, match=r"env_kwargs=\{'g': 2.0\} needs env_kind='workers'"):
+    with pytest.raises(ValueError, match=r"env_kwargs=\{'g': 2.0\} needs Gymnasium envs, got "):
         overrides.parse_override(presets.get("pendulum_jax"), "env_kwargs={g: 2.0}")
 
 
@@ -161,47 +161,88 @@ def test_restart_workers_is_a_setting_of_worker_envs():
     config = overrides.parse_override(presets.get("pendulum"), "restart_workers=true")
     assert config.restart_workers is True
     with pytest.raises(
-        ValueError, match=r"restart_workers=True needs env_kind='workers', got 'jax'"
+        ValueError, match=r"restart_workers=True needs backend='processes' or 'ray', got 'jax'"
     ):
         overrides.parse_override(presets.get("pendulum_jax"), "restart_workers=true")
 
 
 def test_the_mujoco_backend_is_one_override_and_refuses_what_it_cannot_do():
-    config = overrides.parse_override(presets.get("cheetah_clipped"), "env_backend=mujoco")
-    assert config.env_backend == "mujoco" and config.env == "HalfCheetah-v5"
-    with pytest.raises(ValueError, match=r"env_backend='mujoco' needs restart_workers=False"):
+    config = overrides.parse_override(presets.get("cheetah_clipped"), "backend=mujoco")
+    assert config.backend == "mujoco" and config.env == "HalfCheetah-v5"
+    with pytest.raises(ValueError, match=r"backend='mujoco' needs restart_workers=False"):
         overrides.parse_override(config, "restart_workers=true")
-    with pytest.raises(ValueError, match=r"env_backend='mujoco' needs action_repeat=1, got 2"):
+    with pytest.raises(ValueError, match=r"backend='mujoco' needs action_repeat=1, got 2"):
         overrides.parse_override(config, "action_repeat=2")
-    with pytest.raises(ValueError, match=r"env_backend='mujoco' needs env_kind='workers'"):
-        overrides.parse_override(presets.get("pendulum_jax"), "env_backend=mujoco")
     assert overrides.parse_override(config, "env_threads=1").env_threads == 1
-    on_ray = overrides.parse_override(presets.get("cheetah_clipped"), "env_backend=ray")
+    on_ray = overrides.parse_override(presets.get("cheetah_clipped"), "backend=ray")
     with pytest.raises(
-        ValueError, match=r"^env_threads=2 needs env_backend='mujoco' or 'ale', got 'ray'$"
+        ValueError, match=r"^env_threads=2 needs backend='mujoco' or 'ale', got 'ray'$"
     ):
         overrides.parse_override(on_ray, "env_threads=2")
+    with pytest.raises(ValueError, match=r"^unknown backend 'workers': use one of \('processes'"):
+        overrides.parse_override(config, "backend=workers")
 
 
 def test_the_ale_backend_takes_ale_ids_and_refuses_what_it_cannot_do():
     config = overrides.parse_override(presets.get("cartpole"), "env=ALE/Seaquest-v5")
-    config = overrides.parse_override(config, "env_backend=ale")
-    assert config.env_backend == "ale" and config.env == "ALE/Seaquest-v5"
+    config = overrides.parse_override(config, "backend=ale")
+    assert config.backend == "ale" and config.env == "ALE/Seaquest-v5"
     assert overrides.parse_override(config, "env_threads=2").env_threads == 2
-    with pytest.raises(ValueError, match=r"^env_backend='ale' needs local_envs=0, got 2$"):
+    with pytest.raises(ValueError, match=r"^backend='ale' needs local_envs=0, got 2$"):
         overrides.parse_override(config, "local_envs=2")
-    with pytest.raises(ValueError, match=r"^env_backend='ale' needs action_repeat=1, got 4$"):
+    with pytest.raises(ValueError, match=r"^backend='ale' needs action_repeat=1, got 4$"):
         overrides.parse_override(config, "action_repeat=4")
     with pytest.raises(
-        ValueError, match=r"^env_backend='ale' needs an ALE/<Game>-v5 id, got env='CartPole-v1'$"
+        ValueError, match=r"^backend='ale' needs an ALE/<Game>-v5 id, got env='CartPole-v1'$"
     ):
-        overrides.parse_override(presets.get("cartpole"), "env_backend=ale")
-    with pytest.raises(ValueError, match=r"env_backend='ale' needs env_kind='workers'"):
-        overrides.parse_override(presets.get("cartpole_jax"), "env_backend=ale")
+        overrides.parse_override(presets.get("cartpole_jax"), "backend=ale")
     with pytest.raises(
-        ValueError, match=r"^env_backend='ale' steps its games .* learner_devices must be 1, got 2$"
+        ValueError, match=r"^backend='ale' steps its games .* learner_devices must be 1, got 2$"
     ):
         overrides.parse_override(config, "learner_devices=2")
+
+
+@pytest.mark.parametrize(
+    ("preset", "setting", "backend"),
+    [
+        ("cheetah_clipped", "env_backend=mujoco", "mujoco"),
+        ("cheetah_clipped", "env_backend=ray", "ray"),
+        ("cheetah_clipped", "env_kind=jax", "jax"),
+        ("pendulum_jax", "env_kind=workers", "processes"),
+        ("pendulum_jax", "env_backend=processes", "jax"),  # env_backend left these alone.
+        ("breakout", "env_kind=workers", "ale"),
+    ],
+)
+def test_the_old_env_kind_and_env_backend_set_backend_with_a_one_line_warning(
+    preset, setting, backend, caplog
+):
+    config = overrides.parse_override(presets.get(preset), setting)
+    assert config.backend == backend
+    name, value = setting.split("=")
+    (record,) = caplog.records
+    assert record.getMessage() == f"{name}={value} is deprecated: set backend={backend} instead"
+    with pytest.raises(ValueError, match=r"^unknown env_kind 'cuda': use one of \('jax'"):
+        overrides.parse_override(presets.get(preset), "env_kind=cuda")
+
+
+@pytest.mark.parametrize(
+    ("kind", "where", "backend"),
+    [
+        ("workers", "processes", "processes"),
+        ("workers", "mujoco", "mujoco"),
+        ("workers", "ale", "ale"),
+        ("jax", "processes", "jax"),
+        ("gymnax", "processes", "gymnax"),
+    ],
+)
+def test_a_run_folder_written_with_env_kind_and_env_backend_reads_as_its_backend(
+    kind, where, backend, caplog
+):
+    data = train_config.to_dict(presets.get("breakout" if where == "ale" else "cartpole"))
+    del data["backend"]
+    data.update(env_kind=kind, env_backend=where)
+    assert train_config.from_dict(data).backend == backend
+    assert not caplog.records  # The user set nothing: resuming an old folder is quiet.
 
 
 @pytest.mark.parametrize("name", [name for name in presets.PRESETS if name.endswith("_clipped")])

@@ -53,10 +53,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def list_presets() -> str:
     presets = {name: make() for name, make in configs.PRESETS.items()}
     width = max(len(config.env) for config in presets.values())
-    lines = [f"{'preset':<18} {'env':<{width}} {'kind':<8} {'objective':<11} steps"]
+    lines = [f"{'preset':<18} {'env':<{width}} {'backend':<9} {'objective':<11} steps"]
     for name, config in presets.items():
         lines.append(
-            f"{name:<18} {config.env:<{width}} {config.env_kind:<8} "
+            f"{name:<18} {config.env:<{width}} {config.backend:<9} "
             f"{config.algorithm.objective:<11} {config.steps:,}"
         )
     return "\n".join(lines)

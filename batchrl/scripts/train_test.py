@@ -109,6 +109,24 @@ def test_resuming_a_finished_run_trains_no_further(finished_run, capsys):
     assert len(metrics_log.read_jsonl(finished_run / "metrics.jsonl")) == 5
 
 
+def test_a_run_folder_written_with_env_kind_resumes_exactly(finished_run, tmp_path, capsys):
+    import shutil
+
+    folder = tmp_path / finished_run.name
+    shutil.copytree(finished_run, folder)
+    config = folder / "config.yaml"
+    # As run folders were written before `backend` replaced env_kind and env_backend.
+    assert "\nbackend: jax\n" in config.read_text()
+    config.write_text(
+        config.read_text().replace("\nbackend: jax\n", "\nenv_kind: jax\nenv_backend: processes\n")
+    )
+    checkpoint.path_for(folder / "checkpoints", 5).unlink()  # It resumes from phase 4.
+    code = train.main(["--logdir", str(tmp_path), "--timestamp", folder.name.split("-")[0]])
+    assert code == 0 and "deprecated" not in capsys.readouterr().err
+    again = checkpoint.path_for(folder / "checkpoints", 5).read_bytes()
+    assert again == checkpoint.path_for(finished_run / "checkpoints", 5).read_bytes()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -116,7 +134,7 @@ def test_resuming_a_finished_run_trains_no_further(finished_run, capsys):
         (["--config", "pendulum", "--set", "lerning_rate=1"], "did you mean 'learning_rate'"),
         (["--config", "pendulum", "--set", "num_envs=many"], "num_envs='many': expected an"),
         (["--config", "pendulum", "--set", "env=Nope-v0"], "unknown env 'Nope-v0'"),
-        (["--config", "pendulum_jax", "--set", "action_repeat=2"], "needs env_kind='workers'"),
+        (["--config", "pendulum_jax", "--set", "action_repeat=2"], "needs backend='processes'"),
         (["--config", "pendulum", "--set", "learning_rate=-1"], "learning_rate must be positive"),
         (["--timestamp", "19990101T000000"], "no run with timestamp '19990101T000000'"),
     ],
@@ -368,7 +386,7 @@ def test_the_mujoco_backend_trains_on_the_episodes_worker_envs_give(tmp_path):
     for backend, settings in backends.items():
         logdir = tmp_path / backend
         args = ["--logdir", str(logdir), "--config", "hopper", *TINY, "--set", "steps=800"]
-        assert train.main([*args, "--set", f"env_backend={backend}", *settings]) == 0
+        assert train.main([*args, "--set", f"backend={backend}", *settings]) == 0
         rows[backend] = metrics_log.read_jsonl(run_folder(logdir) / "metrics.jsonl")
     assert len(rows["mujoco"]) == len(rows["processes"]) >= 2
     assert "final/return" in rows["mujoco"][-1]

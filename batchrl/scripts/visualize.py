@@ -8,7 +8,7 @@ its mean action, or sampled actions where the config sets `eval_sample`, each ep
 row in episodes.json then carrying "sampled": true) in the run's Gymnasium env (a
 JAX-native run uses the Gymnasium env it matches), rendering headless: MuJoCo through
 EGL, or OSMesa where EGL is missing; classic-control envs through SDL's dummy video
-driver. An Atari run (env_backend 'ale', whose vector env renders nothing) plays in one
+driver. An Atari run (backend 'ale', whose vector env renders nothing) plays in one
 Gymnasium env that plays as its evaluation does (`atari.single`): whole games scored by
 the game's own rewards, filmed in the game's RGB frames.
 """
@@ -85,7 +85,7 @@ def film_env(config):
     the game's own rewards); any other run's is its own Gymnasium env, a MuJoCo one's
     camera following the agent.
     """
-    if config.env_backend == "ale":
+    if config.backend == "ale":
         from batchrl.envs.atari import single  # ale-py is an optional dependency.
         from batchrl.training import environments
 

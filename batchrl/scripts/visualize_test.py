@@ -115,7 +115,7 @@ def test_missing_run_or_checkpoint_is_one_line(tmp_path, capsys):
     assert "does not exist" in err and len(err.strip().splitlines()) == 1
     empty = tmp_path / "20260101T000000-pendulum_jax"
     empty.mkdir()
-    (empty / "config.yaml").write_text("env_kind: jax\nalgorithm:\n  max_length: 40\n")
+    (empty / "config.yaml").write_text("backend: jax\nalgorithm:\n  max_length: 40\n")
     assert visualize.main(["--logdir", str(empty), "--outdir", str(tmp_path)]) == 2
     assert "has no checkpoint yet" in capsys.readouterr().err
     assert visualize.main(["--logdir", str(empty), "--outdir", str(tmp_path), "--best"]) == 2

@@ -31,8 +31,6 @@ from batchrl.training import run_folder
 if TYPE_CHECKING:
     from batchrl.training.policy import Policy
 
-JAX_KINDS = ("jax", "gymnax")
-
 
 @dataclasses.dataclass(frozen=True)
 class Run:
@@ -73,9 +71,9 @@ def train(
         config: A preset's name (`python -m batchrl.scripts.train --list`) or a
             `TrainConfig`.
         env: The env in place of the config's: a name (a Gymnasium id, `module:Class`,
-            or a JAX-native env's name when the config's env_kind is JAX-native); a
-            constructor (of a Gymnasium env, or of a JAX-native env when env_kind is
-            JAX-native); or a JAX-native env object (env_kind becomes "jax"). A run
+            or a JAX-native env's name when the config's backend is JAX-native); a
+            constructor (of a Gymnasium env, or of a JAX-native env when the backend is
+            JAX-native); or a JAX-native env object (the backend becomes "jax"). A run
             folder records the env by name, so a constructor without an importable
             `module:qualname`, or an env object, trains only with `logdir=None`.
         steps: The budget in env steps.
@@ -161,7 +159,7 @@ def run(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> Ru
 
 def limit_xla_threads(config: TrainConfig) -> None:
     """One XLA thread where env workers need the cores, as early as JAX allows, once."""
-    if config.env_kind == "workers" and xla_threads.FLAGS not in os.environ.get("XLA_FLAGS", ""):
+    if not config.jax_native and xla_threads.FLAGS not in os.environ.get("XLA_FLAGS", ""):
         xla_threads.limit()
 
 
@@ -172,9 +170,9 @@ def _with_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, Any]:
     from batchrl.envs.jax import jax_env
 
     if not isinstance(env, type) and isinstance(env, jax_env.Env):
-        kind = config.env_kind if config.env_kind in JAX_KINDS else "jax"
+        backend = config.backend if config.jax_native else "jax"
         label = type(getattr(env, "env", env)).__name__  # Within its time limit's wrapper.
-        return train_config.replace(config, env_kind=kind, env=label), env
+        return train_config.replace(config, backend=backend, env=label), env
     if not callable(env):
         raise TypeError(
             f"env is a name, a constructor or a JAX-native env, got {type(env).__name__}"

@@ -125,7 +125,7 @@ def test_load_without_a_good_checkpoint_is_one_line(pendulum, tmp_path):
 @pytest.mark.slow
 def test_a_jax_native_env_object_trains_in_memory():
     run = batchrl.train("cartpole_jax", env=classic.make("CartPole-v1"), steps=400, **TINY_PENALTY)
-    assert run.rundir is None and (run.config.env_kind, run.config.env) == ("jax", "CartPole")
+    assert run.rundir is None and (run.config.backend, run.config.env) == ("jax", "CartPole")
     assert [row["step"] for row in run.metrics][-1] == 400
     action = run.policy.act(np.zeros(4, np.float32))
     assert isinstance(action, np.int64) and gym.make("CartPole-v1").action_space.contains(action)
@@ -156,7 +156,7 @@ def test_a_recurrent_policy_keeps_its_carry_until_reset():
 @pytest.mark.slow
 def test_a_worker_env_preset_trains_loads_and_acts_on_tuple_observations(tmp_path):
     run = batchrl.train("blackjack", steps=128, logdir=tmp_path, **TINY_CLIPPED)
-    assert run.config.env_kind == "workers" and [row["step"] for row in run.metrics] == [64, 128]
+    assert run.config.backend == "processes" and [row["step"] for row in run.metrics] == [64, 128]
     policy = batchrl.load(run.rundir)
     env = gym.make("Blackjack-v1")
     obs, _ = env.reset(seed=0)  # A tuple of three ints.

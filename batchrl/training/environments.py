@@ -2,7 +2,7 @@
 
 Gymnasium envs are named as `envs.make` reads them and built with the wrappers the
 config asks for; episodes end at the env's own time limit or at `max_length` env steps,
-whichever comes first. Atari games (env_backend 'ale') take `env_kwargs` as
+whichever comes first. Atari games (backend 'ale') take `env_kwargs` as
 `BatchEnv.atari`'s options for training, and evaluation plays them on envs of its own
 (`build_eval`, and `visualize` on one Gymnasium env that plays as they do): whole games,
 rewards unclipped, so it scores the game's own score.
@@ -30,7 +30,7 @@ _EVAL_SEEDS = 2**32
 # What evaluation plays Atari games with, whatever training's env_kwargs: whole games and
 # the game's own rewards.
 _WHOLE_GAMES = {"episodic_life": False, "life_loss_info": False, "reward_clipping": False}
-# The JAX-native env kinds, by the function that makes one of their envs by name.
+# The JAX-native backends, by the function that makes one of their envs by name.
 JAX_NATIVE = {"jax": classic.make, "gymnax": gymnax_env.make}
 
 
@@ -38,9 +38,9 @@ def check_env_name(config: TrainConfig, env: Any = None) -> None:
     """Raises a one-line ValueError when the env cannot be found, before any worker starts."""
     if env is not None:
         _check_given(config, env)
-    elif config.env_kind in JAX_NATIVE:
+    elif config.jax_native:
         _jax_native(config)  # Names the known envs when it fails.
-    elif config.env_backend == "ale":
+    elif config.backend == "ale":
         _atari_settings(config)  # Names the game or option that is not ale-py's.
     else:
         make.check_name(config.env, config.env_kwargs)
@@ -53,9 +53,9 @@ def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:
     or a worker exists.
     """
     check_env_name(config, env)
-    if config.env_kind in JAX_NATIVE:
+    if config.jax_native:
         return _jax_native(config, env).env_spec
-    if config.env_backend == "ale" and env is None:
+    if config.backend == "ale" and env is None:
         with BatchEnv.atari(config.env, 1, threads=1, **config.env_kwargs) as game:
             observed = game.single_observation_space, game.single_action_space
             return spaces.env_spec(*observed, config.env)
@@ -67,17 +67,17 @@ def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:
 
 
 def _check_given(config: TrainConfig, env: Any) -> None:
-    native = config.env_kind in JAX_NATIVE
+    native = config.jax_native
     if native and not isinstance(env, jax_env.Env):
         raise ValueError(
-            f"env_kind={config.env_kind!r} needs a JAX-native env (reset, step, env_spec, "
+            f"backend={config.backend!r} needs a JAX-native env (reset, step, env_spec, "
             f"max_length), got {type(env).__name__}"
         )
     if not native and not callable(env):
         raise ValueError(f"a Gymnasium env is given as a constructor, got {type(env).__name__}")
-    if not native and config.env_backend in ("mujoco", "ale"):
-        backend = config.env_backend
-        raise ValueError(f"env_backend={backend!r} builds its envs by name: give env as an id")
+    if not native and config.backend in ("mujoco", "ale"):
+        backend = config.backend
+        raise ValueError(f"backend={backend!r} builds its envs by name: give env as an id")
 
 
 def _jax_native(config: TrainConfig, env: Any = None) -> jax_env.Env:
@@ -91,7 +91,7 @@ def _jax_native(config: TrainConfig, env: Any = None) -> jax_env.Env:
                 f"env {config.env!r} made a {type(made).__name__}, not a JAX-native env"
             )
         return made
-    return JAX_NATIVE[config.env_kind](config.env)
+    return JAX_NATIVE[config.backend](config.env)
 
 
 def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[Any, BatchEnv | None]:
@@ -102,7 +102,7 @@ def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[An
     instead of workers (for tools that only need the env's structure).
     """
     check_env_name(config, env)
-    if config.env_kind in JAX_NATIVE:
+    if config.jax_native:
         native = _jax_native(config, env)
         limit = min(native.max_length, config.max_length)
         inner = native.env if isinstance(native, jax_env.TimeLimit) else native
@@ -113,11 +113,11 @@ def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[An
         action_repeat=config.action_repeat,
         kwargs=config.env_kwargs,
     )
-    if config.env_backend == "ale":  # Already in this process, and only as ale-py builds it.
+    if config.backend == "ale":  # Already in this process, and only as ale-py builds it.
         batch_env = _atari(config, atari_options(config))
     elif local:
         batch_env = BatchEnv.from_envs([constructor() for _ in range(config.num_envs)])
-    elif config.env_backend == "mujoco":
+    elif config.backend == "mujoco":
         batch_env = BatchEnv.mujoco(
             config.env,
             config.num_envs,
@@ -125,7 +125,7 @@ def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[An
             max_episode_steps=make.time_limit(config.env, config.max_length),
             **config.env_kwargs,
         )
-    elif config.env_backend == "ray":
+    elif config.backend == "ray":
         batch_env = BatchEnv.ray(
             constructor,
             config.num_envs,
@@ -147,13 +147,13 @@ def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[An
 def build_eval(config: TrainConfig) -> tuple[Any, BatchEnv] | None:
     """The batched env evaluation steps and its BatchEnv, when it is not the training env.
 
-    Atari games (env_backend 'ale') train on episodes that a lost life may end and on
+    Atari games (backend 'ale') train on episodes that a lost life may end and on
     clipped rewards, as their `env_kwargs` say; evaluation plays whole games with the
     game's own rewards on `config.num_envs` envs of its own, whose seeds are drawn apart
     from every run's training envs. None for every other env: evaluation steps the
     training env.
     """
-    if config.env_backend != "ale":
+    if config.backend != "ale":
         return None
     batch_env = _atari(config, atari_options(config, evaluation=True))
     return _compiled(config, batch_env, config.seed + _EVAL_SEEDS), batch_env
@@ -164,11 +164,11 @@ def _compiled(config: TrainConfig, batch_env: BatchEnv, seed: int) -> Any:
 
     Either is built for the device acting runs on (`placement.host_acting_device`).
 
-    Atari games (env_backend 'ale') are stepped by ale-py's XLA FFI calls (`bridge.ale_ffi`),
+    Atari games (backend 'ale') are stepped by ale-py's XLA FFI calls (`bridge.ale_ffi`),
     which never enter Python; every other BatchEnv through the bridge's host callback.
     """
     devices = config.algorithm.learner_devices
-    if config.env_backend == "ale":
+    if config.backend == "ale":
         from batchrl.bridge import ale_ffi  # ale-py is an optional dependency.
 
         device = placement.host_acting_device(config, ale_ffi.platforms())
@@ -183,7 +183,7 @@ def _atari_settings(config: TrainConfig) -> Any:
         from batchrl.envs.atari import settings  # ale-py is an optional dependency.
     except ImportError as error:
         raise ValueError(
-            f"env_backend='ale' needs ale-py ({error}): pip install -e '.[atari]'"
+            f"backend='ale' needs ale-py ({error}): pip install -e '.[atari]'"
         ) from None
     return settings.resolve(config.env, config.env_kwargs)
 

@@ -14,7 +14,7 @@ def atari(env="ALE/SpaceInvaders-v5", **fields):
     """A run on 2 Atari games whose lost lives end episodes and whose rewards are clipped."""
     options = {"life_loss_info": True, "reward_clipping": True, "repeat_action_probability": 0.0}
     settings = {"num_envs": 2, "max_length": 1000, "env_kwargs": options, **fields}
-    return TrainConfig(env=env, **{"env_backend": "ale", **settings})
+    return TrainConfig(env=env, **{"backend": "ale", **settings})
 
 
 def test_the_ale_backend_is_one_batch_of_ale_pys_games_read_as_stacked_frames():
@@ -68,5 +68,5 @@ def test_a_bad_game_or_option_is_refused_in_one_line_before_any_game_starts():
         environments.check_env_name(atari(env_kwargs={"episodic_lives": True}))
     with pytest.raises(ValueError, match=r"unknown Atari game 'ALE/Braekout-v5'"):
         environments.check_env_name(atari(env="ALE/Braekout-v5"))
-    with pytest.raises(ValueError, match=r"env_backend='ale' builds its envs by name"):
+    with pytest.raises(ValueError, match=r"backend='ale' builds its envs by name"):
         environments.check_env_name(atari(), env=lambda: None)

@@ -2,7 +2,7 @@
 
 The learner (its updates, optimiser and the rollout it trains on) runs on the config's
 `device`; acting (the policy's forward pass and the env step, one compiled program) runs
-where it is fastest for the env kind, unless `acting_device` names a device:
+where it is fastest for the backend, unless `acting_device` names a device:
 
 - JAX-native envs act on the learner's device, so a phase is one program there.
 - Envs the host steps (worker processes, the MuJoCo batch, Ray) act on the CPU, where

@@ -121,6 +121,6 @@ def _gymnax() -> Any:
     except ImportError as error:
         missing = "is not installed" if error.name == "gymnax" else f"failed to import ({error})"
         raise ImportError(
-            f"env_kind 'gymnax' needs gymnax, which {missing}: pip install -e '.[gymnax]'"
+            f"backend 'gymnax' needs gymnax, which {missing}: pip install -e '.[gymnax]'"
         ) from None
     return gymnax

@@ -117,7 +117,7 @@ def test_a_batch_runs_in_a_compiled_rollout_with_resets():
 
 
 def test_an_unknown_gymnax_env_is_named_before_training():
-    config = TrainConfig(env="Acrobot-v9", env_kind="gymnax")
+    config = TrainConfig(env="Acrobot-v9", backend="gymnax")
     with pytest.raises(ValueError, match=r"unknown gymnax env 'Acrobot-v9'; gymnax has: .*Acro"):
         environments.check_env_name(config)
 
@@ -150,7 +150,7 @@ def test_a_module_gymnax_needs_and_lacks_is_named_in_the_error():
     # Python words the failed import its own way ("import of six halted", "'six' is not
     # a package"); the line names six, and how to install what gymnax needs.
     assert re.fullmatch(
-        r"env_kind 'gymnax' needs gymnax, which failed to import \(.*'?six\b.*\): "
+        r"backend 'gymnax' needs gymnax, which failed to import \(.*'?six\b.*\): "
         r"pip install -e '\.\[gymnax\]'",
         done.stdout.strip(),
     ), done.stdout

@@ -204,7 +204,7 @@ def test_the_train_command_runs_on_the_cluster_as_on_local_workers(cluster, tmp_
     tiny += ["--set", "num_envs=4", "--set", "update_every=4", "--set", "max_length=200"]
     command = [sys.executable, "-m", "batchrl.scripts.train", "--logdir", str(tmp_path / "ray")]
     on_ray = subprocess.run(
-        [*command, *tiny, "--set", "env_backend=ray"],
+        [*command, *tiny, "--set", "backend=ray"],
         env={**os.environ, "RAY_ADDRESS": cluster.address},
         capture_output=True,
         text=True,
