@@ -10,6 +10,8 @@ depends on the predicate.
 Only what the function changes leaves the conditional: a value it returns untouched
 (policy parameters, say) is taken from its input, so XLA never copies it through the
 conditional's result at every step.
+
+A trick (`batchrl.tricks`, "one_block"): turned off, the function runs as a plain call.
 """
 
 from __future__ import annotations
@@ -21,9 +23,13 @@ import jax
 import jax.numpy as jnp
 from jax.extend import core
 
+from batchrl import tricks
+
 
 def run(function: Callable[..., Any], *args: Any) -> Any:
     """`function(*args)` as one conditional; leaves returned unchanged skip it."""
+    if not tricks.on("one_block"):
+        return function(*args)
     flat_args, in_tree = jax.tree.flatten(args)
 
     def flat_function(*flat: Any) -> Any:

@@ -6,12 +6,16 @@ deletes it on return, and with it the thread's frame stack: a 16 KiB mapping mad
 unmapped, and a page fault, on every env step. Keeping the state after the first call
 ends that churn and most of the compiled program's time between two host calls
 (docs/benchmarks/history.md, "Simulate on worker envs").
+
+A trick (`batchrl.tricks`, "thread_state"): turned off, the binding's churn runs as JAX has it.
 """
 
 from __future__ import annotations
 
 import ctypes
 import threading
+
+from batchrl import tricks
 
 _kept: set[int] = set()
 
@@ -24,6 +28,6 @@ def keep() -> None:
     longer deletes it; later calls on the same thread only look the thread up.
     """
     ident = threading.get_ident()
-    if ident not in _kept:
+    if ident not in _kept and tricks.on("thread_state"):
         ctypes.pythonapi.PyGILState_Ensure()
         _kept.add(ident)

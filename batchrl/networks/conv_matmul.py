@@ -21,7 +21,8 @@ the update about 5 % faster.
 kernels (Flax's layout), no dilations, one feature group, and "VALID" or explicit
 non-negative padding; other cases go to `lax.conv_general_dilated` unchanged. So do all
 cases on other backends (`jax.default_backend()` at trace time): GPUs' convolutions
-(cuDNN) are fast as they are.
+(cuDNN) are fast as they are. A trick (`batchrl.tricks`, "conv_matmul"): turned off,
+every convolution is lax's.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from collections.abc import Sequence
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+from batchrl import tricks
 
 _LAYOUT = ("NHWC", "HWIO", "NHWC")
 
@@ -51,6 +54,7 @@ def conv(
     pads = _pads(padding)
     covered = (
         jax.default_backend() == "cpu"
+        and tricks.on("conv_matmul")
         and not kwargs
         and lhs.ndim == 4
         and dimension_numbers == lax.conv_dimension_numbers(lhs.shape, rhs.shape, _LAYOUT)

@@ -29,6 +29,7 @@ from pathlib import Path
 from types import ModuleType, TracebackType
 from typing import Any, TextIO
 
+from batchrl import tricks
 from batchrl.training import run_folder
 
 _log = logging.getLogger(__name__)
@@ -319,11 +320,13 @@ def _import_tensorboardx() -> tuple[ModuleType, ModuleType, ModuleType]:
     While tensorboardX is imported, None in sys.modules["torch"] makes `import torch` raise
     ImportError, which tensorboardX takes as torch not installed; the entry is removed right
     after, so a later `import torch` works as usual. Nothing is hidden when torch or
-    tensorboardX is already imported. Another thread importing torch during these ~0.4 s
+    tensorboardX is already imported, or where the trick is off (`batchrl.tricks`,
+    "hidden_torch"). Another thread importing torch during these ~0.4 s
     would get the ImportError; none of batchrl's does. Called when a `Writer` opens, so that
     readers of metrics.jsonl (plots, Progress) import nothing of tensorboardX.
     """
-    hide_torch = "torch" not in sys.modules and "tensorboardX" not in sys.modules
+    hide_torch = tricks.on("hidden_torch") and "torch" not in sys.modules
+    hide_torch = hide_torch and "tensorboardX" not in sys.modules
     if hide_torch:
         sys.modules["torch"] = None  # type: ignore[assignment]
     try:

@@ -128,7 +128,7 @@ class BatchOfGroups(gym.vector.VectorEnv):
         terminated = np.empty(self.num_envs, bool)
         truncated = np.empty(self.num_envs, bool)
         infos = self.step_into(actions, obs, reward, terminated, truncated, self.autoreset_mode)
-        vector_infos = infos_lib.VectorInfos(self._batched(range(self.num_envs), infos))
+        vector_infos = infos_lib.vector_infos(self._batched(range(self.num_envs), infos))
         return obs, reward, terminated, truncated, vector_infos
 
     def reset(
@@ -152,7 +152,7 @@ class BatchOfGroups(gym.vector.VectorEnv):
             obs = self._all_obs()  # The others' obs as they are.
             fresh, infos = self._reset(indices, [seeds[i] for i in indices], options or None)
             obs_tree.put(obs, indices, fresh)
-        return obs, infos_lib.VectorInfos(self._batched(indices, infos))
+        return obs, infos_lib.vector_infos(self._batched(indices, infos))
 
     def call(
         self, name: str, *args: Any, indices: Sequence[int] | None = None, **kwargs: Any

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from batchrl import tricks
 from batchrl.envs.host import errors
 
 _PYTHON_SCALARS = (float, int, bool)
@@ -177,6 +178,14 @@ class Infos(Sequence):
 
     def __repr__(self) -> str:
         return f"Infos({list(self)!r})"
+
+
+def vector_infos(build: Callable[[], dict]) -> dict:
+    """The infos `build` makes, built when first read (`VectorInfos`).
+
+    Built at once where that trick is off (`batchrl.tricks`, "lazy_infos").
+    """
+    return VectorInfos(build) if tricks.on("lazy_infos") else build()
 
 
 class VectorInfos(dict):
