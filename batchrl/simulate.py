@@ -167,7 +167,7 @@ def step(
     acting, action, extra = env.block(act, acting, obs)
     env_state, time_step = env.step(env_state, action)
 
-    def learn(
+    def record(
         acting: Acting, extra: Any, time_step: jax_env.TimeStep
     ) -> tuple[SimState, Acting, StepRecord]:
         reward = time_step.reward.astype(jnp.float32)
@@ -197,7 +197,7 @@ def step(
         )
         return new_state, acting, StepRecord(transition=transition, extra=extra, begin=begin)
 
-    return env.block(learn, acting, extra, time_step)
+    return env.block(record, acting, extra, time_step)
 
 
 def collect(
