@@ -21,19 +21,11 @@ import types
 import typing
 from typing import Any
 
+from batchrl.configs import backends
 from batchrl.ppo import config as ppo_config
 
 logger = logging.getLogger("batchrl.configs")
 
-# Where a run's envs run: Gymnasium envs in worker processes, on a Ray cluster, MuJoCo
-# tasks in C threads, Atari games in C++ threads; JAX-native envs of our own or gymnax's.
-BACKENDS = ("processes", "ray", "mujoco", "ale", "jax", "gymnax")
-JAX_NATIVE = ("jax", "gymnax")  # The backends whose envs are XLA code.
-# The backends that step their envs in threads of this process, built by name.
-_IN_PROCESS = ("mujoco", "ale")
-# Settings that `backend` replaced: each old value's backend ("workers" keeps a Gymnasium
-# backend as it was). Run folders written with them read back as `backend`.
-DEPRECATED = ("env_kind", "env_backend")
 _ALE_ID = re.compile(r"ALE/\w+-v5")
 # A device as `device` and `acting_device` name one: "auto", or a JAX platform with an
 # optional index ("cpu", "gpu", "gpu:1"; "cuda" is "gpu", as SB3 and torch spell it).
@@ -105,11 +97,11 @@ class TrainConfig:
             raise ValueError(
                 f"local_envs must be at most num_envs={self.num_envs}, got {self.local_envs}"
             )
-        if self.backend not in BACKENDS:
-            raise ValueError(f"unknown backend {self.backend!r}: use one of {BACKENDS}")
+        if self.backend not in backends.BACKENDS:
+            raise ValueError(f"unknown backend {self.backend!r}: use one of {backends.BACKENDS}")
         if self.backend == "ray" and self.local_envs:
             raise ValueError(f"backend='ray' needs local_envs=0, got {self.local_envs}")
-        if self.backend in _IN_PROCESS:
+        if self.backend in backends.IN_PROCESS:
             _check_in_process_backend(self)
         elif self.env_threads:
             raise ValueError(
@@ -154,7 +146,7 @@ class TrainConfig:
     @property
     def jax_native(self) -> bool:
         """The envs are JAX-native (XLA code compiled with the agent), not Gymnasium's."""
-        return self.backend in JAX_NATIVE
+        return self.backend in backends.JAX_NATIVE
 
     @property
     def shape(self) -> ppo_config.RunShape:
@@ -281,9 +273,9 @@ def set_field(config: TrainConfig, name: str, value: Any, parse: Any) -> TrainCo
     bare = name[len(_PREFIX) :] if name.startswith(_PREFIX) else name
     if bare == "objective":
         return _with_objective(config, value)
-    if name in DEPRECATED:
+    if name in backends.DEPRECATED:
         value = parse(name, str, value)
-        backend = backend_of(name, value, config.backend)
+        backend = backends.backend_of(name, value, config.backend)
         logger.warning("%s=%s is deprecated: set backend=%s instead", name, value, backend)
         return dataclasses.replace(config, backend=backend)
     if name == bare and name in _run_fields():
@@ -294,25 +286,6 @@ def set_field(config: TrainConfig, name: str, value: Any, parse: Any) -> TrainCo
         _check_key(name, algorithm)
     typed = parse(bare, _type(kind, bare), value)
     return dataclasses.replace(config, algorithm=dataclasses.replace(algorithm, **{bare: typed}))
-
-
-def backend_of(name: str, value: str, backend: str = "processes") -> str:
-    """The `backend` that deprecated setting `name`'s `value` means, on a run of `backend`.
-
-    `env_kind` "jax" and "gymnax" are backends of their own, and "workers" any Gymnasium
-    one; `env_backend` named the Gymnasium backends, and left JAX-native runs as they were.
-    """
-    gymnasium = tuple(b for b in BACKENDS if b not in JAX_NATIVE)
-    if name == "env_kind" and value in JAX_NATIVE:
-        return value
-    if name == "env_kind" and value == "workers":
-        return backend if backend in gymnasium else "processes"
-    if name == "env_backend" and value in gymnasium:
-        return backend if value == "processes" and backend in JAX_NATIVE else value
-    allowed = (*JAX_NATIVE, "workers") if name == "env_kind" else gymnasium
-    raise ValueError(
-        f"unknown {name} {value!r}: use one of {allowed}, or backend, which replaces it"
-    )
 
 
 def replace(config: TrainConfig, **fields: Any) -> TrainConfig:
@@ -381,11 +354,13 @@ def from_dict(data: dict[str, Any]) -> TrainConfig:
     _read_moved(nested, data)
     if "num_agents" in data:  # Run folders written before num_envs named it num_agents.
         data["num_envs"] = data.pop("num_agents")
-    if any(name in data for name in DEPRECATED):  # A run folder written before `backend`.
+    if any(name in data for name in backends.DEPRECATED):  # A run folder written before `backend`.
         backend = data.get("backend", "processes")
         kind, where = data.pop("env_kind", "workers"), data.pop("env_backend", "processes")
-        backend = backend_of("env_kind", typed("env_kind", str, kind), backend)
-        data["backend"] = backend_of("env_backend", typed("env_backend", str, where), backend)
+        backend = backends.backend_of("env_kind", typed("env_kind", str, kind), backend)
+        data["backend"] = backends.backend_of(
+            "env_backend", typed("env_backend", str, where), backend
+        )
     config = _with_objective(TrainConfig(), nested.pop("objective", "kl_penalty"))
     algorithm = {}
     kind = type(config.algorithm)
