@@ -12,8 +12,10 @@ is), so one run's compiled programs and threads never time another's.
 The full check: `pendulum_jax` (1M steps) and `breakout_minatar` (10M), JAX-native on
 the learner's device; `cheetah_clipped` and `humanoid_clipped` on the MuJoCo batch (1M
 each), acting on the CPU; `breakout` on ale-py's games (400k). `--set key=value` adds
-a setting to every run (`device=cpu` gives the same machine's CPU-only figures).
-On a machine with no network, see docs/training.md ("On a GPU").
+a setting to every run: `--set device=cpu --only cheetah_clipped humanoid_clipped` gives the
+same machine's CPU figures for the targets (Atari's CNN and 10M MinAtar steps take far
+longer on a CPU).
+On a machine with no network, see docs/training.md ("Checking a GPU machine").
 """
 
 from __future__ import annotations
@@ -49,13 +51,12 @@ def versions() -> dict:
     """JAX's versions and devices, and the CUDA its GPU backend runs on (None without one)."""
     import jax
     import jaxlib
+    from jax.extend import backend  # Not imported with `jax` itself.
 
-    cuda = None
     try:
-        backend = jax.extend.backend.get_backend("gpu")
-        cuda = backend.platform_version
-    except (RuntimeError, AttributeError):
-        pass
+        cuda = backend.get_backend("gpu").platform_version
+    except RuntimeError:  # No GPU backend.
+        cuda = None
     return {
         "jax": jax.__version__,
         "jaxlib": jaxlib.__version__,
@@ -73,12 +74,18 @@ def commit() -> str | None:
 
 
 def child(name: str, steps: int, settings: dict) -> None:
-    """Trains one check in memory and prints its JSON line."""
+    """Trains one check in memory and prints its JSON line.
+
+    `settings` are applied as the train command's `--set key=value`, in their order.
+    """
+    from batchrl.configs import overrides, presets, train_config
     from batchrl.training import api
 
     preset = CHECKS[name][0]
-    config, folder_name, _ = api.configure(preset, steps=steps, **settings)
-    api.start(config, folder_name, None)  # As the train command: XLA's threads, the env.
+    config = train_config.replace(presets.get(preset), steps=steps)
+    for key, value in settings.items():
+        config = overrides.parse_override(config, f"{key}={value}")
+    api.start(config, preset, None)  # As the train command: XLA's threads, the env.
     from batchrl.training import run as run_lib  # Starts JAX: after `start`.
 
     start = time.perf_counter()
@@ -103,18 +110,6 @@ def child(name: str, steps: int, settings: dict) -> None:
     print(json.dumps(line), flush=True)
 
 
-def parse_setting(text: str) -> tuple[str, object]:
-    key, sep, value = text.partition("=")
-    if not sep:
-        raise SystemExit(f"--set takes key=value, got {text!r}")
-    for kind in (int, float):
-        try:
-            return key, kind(value)
-        except ValueError:
-            pass
-    return key, {"true": True, "false": False}.get(value, value)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny runs: about a minute on a CPU")
@@ -127,7 +122,10 @@ def main() -> int:
     if args.child:
         child(args.child, args.steps, json.loads(args.settings))
         return 0
-    extra = dict(parse_setting(text) for text in args.set)
+    extra = dict(text.partition("=")[::2] for text in args.set)
+    for text in args.set:
+        if "=" not in text:
+            parser.error(f"--set takes key=value, got {text!r}")
     failed = []
     for name in args.only:
         _, full, quick, settings = CHECKS[name]
