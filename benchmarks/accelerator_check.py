@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pathlib
 import platform
 import subprocess
@@ -67,9 +66,13 @@ def versions() -> dict:
 
 
 def commit() -> str | None:
-    done = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    )
+    """The checkout's commit; None where there is no git or no repository (a copied tree)."""
+    try:
+        done = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        )
+    except OSError:
+        return None
     return done.stdout.strip() or None
 
 
@@ -115,6 +118,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="tiny runs: about a minute on a CPU")
     parser.add_argument("--only", nargs="*", choices=list(CHECKS), default=list(CHECKS))
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument(
+        "--timeout", type=float, help="seconds each run may take before it is stopped"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--steps", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--settings", help=argparse.SUPPRESS)
@@ -136,12 +142,21 @@ def main() -> int:
         command += ["--steps", str(quick if args.quick else full)]
         command += ["--settings", json.dumps(settings)]
         start = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=os.environ)
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, cwd=ROOT, timeout=args.timeout
+            )
+        except subprocess.TimeoutExpired:
+            failed.append(name)
+            error = f"stopped after its --timeout of {args.timeout:g} s"
+            print(json.dumps({"benchmark": "accelerator_check", "check": name, "error": error}))
+            continue
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         if done.returncode or not lines:
             failed.append(name)
-            tail = done.stderr.strip().splitlines()[-1:] or ["no output"]
-            print(json.dumps({"benchmark": "accelerator_check", "check": name, "error": tail[0]}))
+            tail = done.stderr.strip().splitlines() or ["no output"]
+            print("\n".join(tail[-30:]), file=sys.stderr)  # The traceback, to diagnose.
+            print(json.dumps({"benchmark": "accelerator_check", "check": name, "error": tail[-1]}))
             continue
         line = json.loads(lines[-1])
         line["process_seconds"] = round(time.perf_counter() - start, 1)
