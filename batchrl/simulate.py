@@ -8,7 +8,7 @@ observation, say); `end_episode` is told which envs finished. The step carries o
 acting state (policy parameters, normalisers, per-env episode state) and returns the
 step's record; what learning needs is stored by a `Recorder` outside the step's blocks,
 and the learner trains between loops (`collect` stops once the recorder is ready). The
-same code runs on a JAX-native batch (`jax_env.Batched`) and on worker processes
+same code runs on a JAX-native batch (`jax_env.VmapBatch`) and on worker processes
 (`bridge.InGraphBatchEnv`).
 """
 
@@ -29,7 +29,7 @@ Acting = Any
 Storage = Any
 
 
-class BatchedEnv(Protocol):
+class CompiledBatch(Protocol):
     """What simulate needs of a batch of envs: pure functions on an explicit env state.
 
     `calls_host`: the env's functions call the host (worker processes). `block(f, *args)`
@@ -128,7 +128,7 @@ class SimState:
     length_sum: jax.Array
 
 
-def init(env: BatchedEnv, key: jax.Array) -> SimState:
+def init(env: CompiledBatch, key: jax.Array) -> SimState:
     """Resets every env; the first step begins every episode."""
     key, reset_key = jax.random.split(key)
     env_state, obs = env.init(reset_key)
@@ -147,7 +147,11 @@ def init(env: BatchedEnv, key: jax.Array) -> SimState:
 
 
 def step(
-    env: BatchedEnv, agent: Agent, state: SimState, acting: Acting, reset: jax.Array | bool = False
+    env: CompiledBatch,
+    agent: Agent,
+    state: SimState,
+    acting: Acting,
+    reset: jax.Array | bool = False,
 ) -> tuple[SimState, Acting, StepRecord]:
     """One fused step of the batch and the agent. `reset` restarts every env first."""
 
@@ -201,7 +205,7 @@ def step(
 
 
 def collect(
-    env: BatchedEnv,
+    env: CompiledBatch,
     agent: Agent,
     state: SimState,
     acting: Acting,
@@ -250,7 +254,7 @@ class FirstEpisodes:
 
 
 def first_episodes(
-    env: BatchedEnv, agent: Agent, state: SimState, acting: Acting, max_steps: int | jax.Array
+    env: CompiledBatch, agent: Agent, state: SimState, acting: Acting, max_steps: int | jax.Array
 ) -> tuple[SimState, Acting, FirstEpisodes]:
     """Restarts every env and steps until each has ended one episode or `max_steps` ran.
 
@@ -284,7 +288,7 @@ def first_episodes(
 
 
 def rollout(
-    env: BatchedEnv,
+    env: CompiledBatch,
     agent: Agent,
     state: SimState,
     acting: Acting,
@@ -303,7 +307,7 @@ def rollout(
 
 
 def make_collect(
-    env: BatchedEnv, agent: Agent, num_steps: int
+    env: CompiledBatch, agent: Agent, num_steps: int
 ) -> Callable[[SimState, Acting, jax.Array | bool], tuple[SimState, Acting]]:
     """A compiled `collect` of `num_steps` with nothing recorded, returning once it has run.
 
@@ -325,7 +329,7 @@ def make_collect(
 
 
 def make_first_episodes(
-    env: BatchedEnv, agent: Agent, max_steps: int
+    env: CompiledBatch, agent: Agent, max_steps: int
 ) -> Callable[[SimState, Acting], tuple[SimState, Acting, FirstEpisodes]]:
     """A compiled `first_episodes` of at most `max_steps`, returning once it has run.
 

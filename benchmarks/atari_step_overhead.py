@@ -3,10 +3,10 @@
 Prints one JSON line. For each batch size, in the same run and alternating rounds, it
 times per batch step of Breakout with fixed actions:
   python:   ale-py's AtariVectorEnv.step called from a Python loop (the games' own cost);
-  ffi:      simulate.rollout through `AleFfiEnv`: ale-py's XLA FFI calls in the program;
+  ffi:      simulate.rollout through `AleFfiBatch`: ale-py's XLA FFI calls in the program;
   callback: simulate.rollout through `InGraphBatchEnv`: the bridge's host callback into
             Python, then BatchEnv.atari's step of the same games;
-  ffi_plain: ffi without AleFfiEnv's grouping of a step's pure work into conditionals
+  ffi_plain: ffi without AleFfiBatch's grouping of a step's pure work into conditionals
             between the calls (`one_block`, as the bridge does): XLA schedules it.
 Overhead = rollout - python. Every figure is a median over rounds, the overheads and the
 ratio of each round's own differences and ratios: a round's paths run seconds apart,
@@ -42,8 +42,8 @@ GAME = "breakout"
 ACTION = 1  # FIRE: the ball is served, lives are lost, games end and reset.
 
 
-class PlainFfiEnv(ale_ffi.AleFfiEnv):
-    """AleFfiEnv with a step's pure work left to XLA's scheduling, as on JAX-native envs."""
+class PlainFfiEnv(ale_ffi.AleFfiBatch):
+    """AleFfiBatch with a step's pure work left to XLA's scheduling, as on JAX-native envs."""
 
     block = staticmethod(jax_env.Compiled.block)
 
@@ -74,7 +74,7 @@ def measure(num_envs: int, steps: int, rounds: int) -> dict:
     try:
         callback_env = bridge.InGraphBatchEnv(batches[1], seed=0)
         envs = {
-            "ffi": ale_ffi.AleFfiEnv(batches[0], seed=0),
+            "ffi": ale_ffi.AleFfiBatch(batches[0], seed=0),
             "callback": callback_env,
             "ffi_plain": PlainFfiEnv(batches[2], seed=0),
         }

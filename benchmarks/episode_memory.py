@@ -70,7 +70,7 @@ def main() -> None:
     num_envs = preset.num_envs
     stand_in = StandIn(end=1.0 / args.episode_length)
     stand_in = jax_env.TimeLimit(stand_in, stand_in.max_length)
-    env = jax_env.Batched(stand_in, num_envs)
+    env = jax_env.VmapBatch(stand_in, num_envs)
     batch_steps = args.steps // num_envs
     programs, state = loop.build(preset, env, train_steps=batch_steps, eval_steps=10)
     train, agent = state.train, state.agent

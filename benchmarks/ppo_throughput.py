@@ -110,7 +110,7 @@ def pendulum_seconds_to(target: float, max_phases: int = 40) -> dict:
         steps_per_update=128, num_minibatches=16, update_epochs=10, discount=0.95
     )
     start = time.perf_counter()
-    env = jax_env.Batched(classic.make("Pendulum-v1"), 32)
+    env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 32)
     run = TrainConfig(
         algorithm=config, num_envs=32, max_length=200, steps=max_phases * 128 * 5 * 32
     )

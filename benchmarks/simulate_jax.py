@@ -30,7 +30,7 @@ def timed(function, *args) -> float:
 
 
 def measure(num_envs: int, steps: int, rounds: int) -> dict:
-    env = jax_env.Batched(classic.make("Pendulum-v1"), num_envs)
+    env = jax_env.VmapBatch(classic.make("Pendulum-v1"), num_envs)
     sizes = [policies.input_size(env.env_spec), 64, 64, math.prod(env.env_spec.action_shape)]
     params = policies.init_mlp(jax.random.key(1), sizes)
     agent = policies.gaussian_agent(params, scale=2.0)

@@ -1,9 +1,9 @@
-"""AleFfiEnv: ale-py's Atari games stepped by XLA FFI calls inside the compiled program.
+"""AleFfiBatch: ale-py's Atari games stepped by XLA FFI calls inside the compiled program.
 
 ale-py's `AtariVectorEnv.xla()` registers its batch's reset and step as XLA FFI targets:
 custom calls that run the games in ale-py's C++ threads from within a compiled program,
 with no Python on the way, where the bridge's host callback enters Python at every step.
-AleFfiEnv puts them behind simulate's batched interface (init, reset by mask, step) with
+AleFfiBatch puts them behind simulate's batched interface (init, reset by mask, step) with
 the episodes of `InGraphBatchEnv` over a `BatchEnv.atari` of the same games: env i
 seeded as the bridge seeds it at init, envs that ended reset before the step that acts
 on them (so no action is ignored, though ale-py's own autoreset is NEXT_STEP), a lost
@@ -35,7 +35,7 @@ import numpy as np
 
 from batchrl.bridge import in_graph, one_block
 from batchrl.envs import spaces
-from batchrl.envs.atari import group as atari_group
+from batchrl.envs.atari import atari_group
 from batchrl.envs.host import batch as batch_lib
 from batchrl.envs.jax import jax_env
 
@@ -59,7 +59,7 @@ class AleFfiState:
     plays_on: jax.Array
 
 
-class AleFfiEnv:
+class AleFfiBatch:
     """The games of a `BatchEnv.atari` behind the batched interface of `simulate`.
 
     The calls step the batch's ale-py vector env directly, beside the BatchEnv's own
@@ -80,7 +80,7 @@ class AleFfiEnv:
 
     def __init__(
         self,
-        batch_env: batch_lib.BatchOfGroups,
+        batch_env: batch_lib.BatchEnvBase,
         seed: int = 0,
         devices: int = 1,
         device: jax.Device | None = None,
@@ -98,7 +98,7 @@ class AleFfiEnv:
             )
         groups = batch_env.groups
         if len(groups) != 1 or not isinstance(groups[0], atari_group.AtariGroup):
-            raise ValueError(f"AleFfiEnv steps the games of a BatchEnv.atari, got {batch_env}")
+            raise ValueError(f"AleFfiBatch steps the games of a BatchEnv.atari, got {batch_env}")
         (games,) = groups
         num_envs = batch_env.num_envs
         self.batch_env = batch_env
@@ -238,7 +238,7 @@ class AleFfiEnv:
 
     def _expect_open(self) -> None:
         if self.closed:
-            raise gym.error.ClosedEnvironmentError("the BatchEnv of this AleFfiEnv is closed")
+            raise gym.error.ClosedEnvironmentError("the BatchEnv of this AleFfiBatch is closed")
 
 
 def platforms() -> tuple[str, ...]:

@@ -66,7 +66,7 @@ def test_a_rollout_through_the_ffi_calls_is_the_one_through_the_host_callback(ga
         BatchEnv.atari(rom, num_envs, threads=2, **GAMES[game]) as ffi_batch,
         BatchEnv.atari(rom, num_envs, threads=2, **GAMES[game]) as callback_batch,
     ):
-        got = rollout(ale_ffi.AleFfiEnv(ffi_batch, seed=SEED), actions)
+        got = rollout(ale_ffi.AleFfiBatch(ffi_batch, seed=SEED), actions)
         want = rollout(bridge.InGraphBatchEnv(callback_batch, seed=SEED), actions)
     assert got.obs.dtype == np.uint8 and got.obs.shape == (steps, num_envs, 4, 84, 84)
     assert got.reward.dtype == np.float32
@@ -100,7 +100,7 @@ def test_masked_resets_reset_exactly_those_envs_as_the_host_callback_does():
         BatchEnv.atari("breakout", 8, threads=2) as callback_batch,
     ):
         envs = (
-            ale_ffi.AleFfiEnv(ffi_batch, seed=SEED),
+            ale_ffi.AleFfiBatch(ffi_batch, seed=SEED),
             bridge.InGraphBatchEnv(callback_batch, seed=SEED),
         )
         steps, resets = [jax.jit(env.step) for env in envs], [jax.jit(env.reset) for env in envs]
@@ -122,7 +122,7 @@ def test_masked_resets_reset_exactly_those_envs_as_the_host_callback_does():
 def test_a_state_of_another_batch_steps_this_envs_games():
     """A restored state holds another process's handle: the calls step this env's games."""
     with BatchEnv.atari("pong", 2, threads=1) as one, BatchEnv.atari("pong", 2, threads=1) as two:
-        first, second = ale_ffi.AleFfiEnv(one, seed=SEED), ale_ffi.AleFfiEnv(two, seed=SEED)
+        first, second = ale_ffi.AleFfiBatch(one, seed=SEED), ale_ffi.AleFfiBatch(two, seed=SEED)
         state_1, _ = first.init(jax.random.key(0))
         state_2, _ = second.init(jax.random.key(0))
         action = jnp.array([2, 3], jnp.int32)
@@ -140,7 +140,7 @@ def task_count():
 
 def test_after_close_no_thread_is_left_and_programs_refuse_to_run():
     batch_env = BatchEnv.atari("pong", 3, threads=2)
-    env = ale_ffi.AleFfiEnv(batch_env, seed=SEED)
+    env = ale_ffi.AleFfiBatch(batch_env, seed=SEED)
     run = simulate.make_collect(env, table_agent(np.zeros((4, 3), np.int32)), 4)
     state = simulate.init(env, jax.random.key(0))
     run(state, jnp.zeros((), jnp.int32))  # XLA's own threads have started by now.
@@ -164,7 +164,7 @@ slow = jax.jit(lambda x: jax.lax.fori_loop(0, 300, lambda i, x: jnp.tanh(x @ x),
 slow(jnp.ones((256, 256))).block_until_ready()
 for seed in range(3):
     batch_env = BatchEnv.atari("pong", 4, threads=2)
-    env = ale_ffi.AleFfiEnv(batch_env, seed=seed)
+    env = ale_ffi.AleFfiBatch(batch_env, seed=seed)
     busy = slow(jnp.ones((256, 256)))
     state, obs = env.init(jax.random.key(0))
     batch_env.close()
@@ -195,8 +195,8 @@ def test_what_the_ffi_calls_cannot_serve_is_refused_in_one_line():
             ({"seed": -1}, r"seed must be at least 0, got -1"),
         ]:
             with pytest.raises(ValueError, match=message) as error:
-                ale_ffi.AleFfiEnv(batch_env, **options)
+                ale_ffi.AleFfiBatch(batch_env, **options)
             assert "\n" not in str(error.value)
     refused = pytest.raises(ValueError, match=r"steps the games of a BatchEnv.atari, got Batch")
     with BatchEnv.from_envs([gym.make("CartPole-v1")]) as batch_env, refused:
-        ale_ffi.AleFfiEnv(batch_env)
+        ale_ffi.AleFfiBatch(batch_env)

@@ -116,7 +116,7 @@ class InGraphBatchEnv:
 
     def __init__(
         self,
-        batch_env: batch_lib.BatchOfGroups,
+        batch_env: batch_lib.BatchEnvBase,
         seed: int = 0,
         devices: int = 1,
         device: jax.Device | None = None,

@@ -5,7 +5,7 @@ import pytest
 import batchrl
 from batchrl import env_spec
 from batchrl.configs import overrides, presets, train_config
-from batchrl.ppo import policy as policy_lib
+from batchrl.ppo import agent_networks
 from batchrl.training import environments
 
 PIXELS = [
@@ -54,7 +54,7 @@ def test_a_pixel_presets_env_is_one_image_read_as_its_source_reads_it(name):
     spec = environments.check_env(config)
     images = [leaf for leaf in env_spec.leaves(spec.observation) if leaf.kind == env_spec.IMAGE]
     assert len(images) == 1 and images[0].low == 0.0 and images[0].high in (1.0, 10.0)
-    networks = policy_lib.Networks(config.algorithm, spec)
+    networks = agent_networks.Networks(config.algorithm, spec)
     cnns = [part.network for part in networks.parts if part.network]
     # MinAtar as gymnax-blines trained it: the grid flattened into the MLP.
     assert cnns == (["minatar"] if name == "minigrid_doorkey" else [])
@@ -112,7 +112,7 @@ def test_an_atari_preset_is_cleanrls_ppo_atari_on_ale_pys_games(name):
     spec = environments.check_env(config)
     (frames,) = env_spec.leaves(spec.observation)
     assert frames.shape == (4, 84, 84) and frames.dtype == "uint8"
-    networks = policy_lib.Networks(config.algorithm, spec)
+    networks = agent_networks.Networks(config.algorithm, spec)
     assert [part.network for part in networks.parts if part.network] == ["nature"]
     assert config.algorithm.shared_encoder and not config.algorithm.normalize_rewards
     # Scored with sampled actions, as CleanRL's curves and the RL Zoo's enjoy.py score Atari.

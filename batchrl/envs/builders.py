@@ -2,7 +2,7 @@
 
 `BatchEnv.from_envs`, `.external`, `.ray`, `.mujoco` and `.atari` start a batch's groups
 (in this process, in worker processes, on Ray actors, in one MuJoCo batch, in ale-py's
-vector env) and hand them to `BatchEnv(groups)`, a `host.batch.BatchOfGroups`. They live
+vector env) and hand them to `BatchEnv(groups)`, a `host.batch.BatchEnvBase`. They live
 here, above `host/`, so the host side imports none of its extensions (`mujoco/`, `ray/`,
 `atari/`; a test checks it).
 """
@@ -17,10 +17,10 @@ from gymnasium.vector import AutoresetMode
 
 from batchrl.envs.host import arguments, batch, lifecycle, local, process, split
 from batchrl.envs.host.external import ExternalProcess
-from batchrl.envs.mujoco import group as mujoco_group
+from batchrl.envs.mujoco import mujoco_group
 
 
-class BatchEnv(batch.BatchOfGroups):
+class BatchEnv(batch.BatchEnvBase):
     """A batch of envs with shared spaces, stepped together: a Gymnasium `VectorEnv`.
 
     Build one with `from_envs` (env objects), `external` (worker processes), `ray` (a Ray
@@ -28,7 +28,7 @@ class BatchEnv(batch.BatchOfGroups):
     C++ threads), or from groups already started,
     `BatchEnv(groups)`. `step` and `reset` behave as Gymnasium's vector envs do, with
     `autoreset_mode` NEXT_STEP (the default), SAME_STEP or DISABLED; env i is seeded with
-    seed + i; the rest is `BatchOfGroups`'s.
+    seed + i; the rest is `BatchEnvBase`'s.
     """
 
     @classmethod
@@ -201,7 +201,7 @@ class BatchEnv(batch.BatchOfGroups):
         on from there. Env i with seed s + i starts where AtariVectorEnv's env seeded
         with s + i starts. Needs the `atari` extra (`pip install -e '.[atari]'`).
         """
-        from batchrl.envs.atari import group as atari_group  # ale-py is an optional dependency.
+        from batchrl.envs.atari import atari_group  # ale-py is an optional dependency.
 
         mode = arguments.check_autoreset_mode(autoreset_mode)
         group = atari_group.AtariGroup(game, num_envs, threads=threads, **options)

@@ -77,14 +77,14 @@ def test_an_import_above_the_host_side_is_found(tmp_path):
         "from batchrl.envs import BatchEnv, ExternalProcess\n"
         "def f():\n"
         "    from .. import ray\n"
-        "    import batchrl.envs.mujoco.group\n"
-        "    from batchrl.envs.atari import group\n"
+        "    import batchrl.envs.mujoco.mujoco_group\n"
+        "    from batchrl.envs.atari import atari_group\n"
         "    from ..builders import BatchEnv\n"
     )
     assert imports_above_host(module, "batchrl.envs.host") == [
         "line 3: from batchrl.envs import BatchEnv, ExternalProcess",
         "line 5: from .. import ray",
-        "line 6: import batchrl.envs.mujoco.group",
-        "line 7: from batchrl.envs.atari import group",
+        "line 6: import batchrl.envs.mujoco.mujoco_group",
+        "line 7: from batchrl.envs.atari import atari_group",
         "line 8: from ..builders import BatchEnv",
     ]

@@ -22,8 +22,8 @@ from batchrl import env_spec as env_spec_lib
 from batchrl import records, simulate
 from batchrl.networks import encoder
 from batchrl.parts import normalizer
+from batchrl.ppo import agent_networks
 from batchrl.ppo import learner as learner_lib
-from batchrl.ppo import policy as policy_lib
 
 
 @flax.struct.dataclass
@@ -68,7 +68,7 @@ class Choice:
     next_value: jax.Array
 
 
-def running(networks: policy_lib.Networks, num_envs: int) -> Running:
+def running(networks: agent_networks.Networks, num_envs: int) -> Running:
     """The running state of `num_envs` envs before their first step."""
     return Running(
         carry=networks.initial_carry(num_envs),
@@ -87,7 +87,7 @@ def end(learner: learner_lib.Learner, acting: Acting) -> tuple[learner_lib.Learn
     return learner, acting.running
 
 
-def obs_zeros(networks: policy_lib.Networks, leading: tuple[int, ...]) -> Any:
+def obs_zeros(networks: agent_networks.Networks, leading: tuple[int, ...]) -> Any:
     """Zero observations, leaves [*leading, *leaf.shape] in the dtypes compiled code holds.
 
     Each leaf keeps its dtype, 64-bit kinds as their 32-bit ones (JAX runs without x64).
@@ -98,7 +98,7 @@ def obs_zeros(networks: policy_lib.Networks, leading: tuple[int, ...]) -> Any:
     )
 
 
-def choice_example(networks: policy_lib.Networks, num_envs: int) -> Choice:
+def choice_example(networks: agent_networks.Networks, num_envs: int) -> Choice:
     """Zeros shaped as the sampling agent's choices for `num_envs` envs."""
     params = jax.eval_shape(networks.init, jax.random.key(0))
     features = jax.ShapeDtypeStruct((num_envs, networks.feature_size), jnp.float32)
@@ -114,7 +114,7 @@ def choice_example(networks: policy_lib.Networks, num_envs: int) -> Choice:
     )
 
 
-def _begin_episode(networks: policy_lib.Networks, acting: Acting, mask: jax.Array) -> Acting:
+def _begin_episode(networks: agent_networks.Networks, acting: Acting, mask: jax.Array) -> Acting:
     fresh = networks.initial_carry(mask.shape[0])
     return acting.replace(
         running=Running(
@@ -124,7 +124,7 @@ def _begin_episode(networks: policy_lib.Networks, acting: Acting, mask: jax.Arra
     )
 
 
-def sampling_agent(networks: policy_lib.Networks) -> simulate.Agent:
+def sampling_agent(networks: agent_networks.Networks) -> simulate.Agent:
     """Samples actions and updates the normalisers; each step's `Choice` is its extra.
 
     Rewards are scaled by the std of rewards ("reward", the seed's) or of each env's
@@ -170,7 +170,7 @@ def sampling_agent(networks: policy_lib.Networks) -> simulate.Agent:
     return simulate.Agent(begin_episode, perform, experience, end_episode)
 
 
-def evaluation_agent(networks: policy_lib.Networks, sample: bool = False) -> simulate.Agent:
+def evaluation_agent(networks: agent_networks.Networks, sample: bool = False) -> simulate.Agent:
     """Acts with the mode of the policy's distribution; learns and gathers nothing.
 
     `sample` draws each action from the distribution instead, the policy as training runs

@@ -19,10 +19,9 @@ import jax.numpy as jnp
 
 from batchrl import simulate
 from batchrl.parts import normalizer, returns
-from batchrl.ppo import acting, losses, sgd
+from batchrl.ppo import acting, agent_networks, losses, sgd
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import learner as learner_lib
-from batchrl.ppo import policy as policy_lib
 
 
 @flax.struct.dataclass
@@ -82,7 +81,9 @@ METRICS = (
 )
 
 
-def init(networks: policy_lib.Networks, shape: config_lib.RunShape, key: jax.Array) -> ClippedState:
+def init(
+    networks: agent_networks.Networks, shape: config_lib.RunShape, key: jax.Array
+) -> ClippedState:
     """A fresh agent for a run of `shape` (a ValueError when the config cannot train it)."""
     networks.config.check(shape)
     num_envs, steps = shape.num_envs, networks.config.steps_per_update
@@ -106,7 +107,7 @@ def init(networks: policy_lib.Networks, shape: config_lib.RunShape, key: jax.Arr
     )
 
 
-def recorder(networks: policy_lib.Networks) -> simulate.Recorder:
+def recorder(networks: agent_networks.Networks) -> simulate.Recorder:
     """Writes each step at the rollout's next row; ready once it holds `steps_per_update`."""
 
     def record(stored: Storage, step: simulate.StepRecord) -> Storage:
@@ -146,7 +147,7 @@ def cut(state: ClippedState, when: jax.Array) -> ClippedState:
     )
 
 
-def learn(networks: policy_lib.Networks, state: ClippedState) -> ClippedState:
+def learn(networks: agent_networks.Networks, state: ClippedState) -> ClippedState:
     """An update when the rollout is full, then an empty rollout.
 
     Only the learner passes through the update's condition; the rollout is only read.
@@ -162,7 +163,7 @@ def learn(networks: policy_lib.Networks, state: ClippedState) -> ClippedState:
 
 
 def update(
-    networks: policy_lib.Networks,
+    networks: agent_networks.Networks,
     learner: learner_lib.Learner,
     rollout: Rollout,
     total_updates: int,
@@ -246,7 +247,7 @@ def update(
 
 
 def estimate(
-    networks: policy_lib.Networks,
+    networks: agent_networks.Networks,
     learner: learner_lib.Learner,
     rollout: Rollout,
     params: dict,

@@ -10,9 +10,8 @@ from batchrl import env_spec as env_spec_lib
 from batchrl.configs import overrides, presets, train_config
 from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import classic, jax_env
-from batchrl.ppo import clipped
+from batchrl.ppo import agent_networks, clipped
 from batchrl.ppo import config as config_lib
-from batchrl.ppo import policy as policy_lib
 from batchrl.training import loop
 
 PENDULUM = config_lib.ClippedConfig(
@@ -30,7 +29,7 @@ CARTPOLE = config_lib.ClippedConfig(
 
 @pytest.mark.slow
 def test_pendulum_learns_to_swing_up():
-    env = jax_env.Batched(classic.make("Pendulum-v1"), 32)
+    env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 32)
     metrics, _ = loop.train(PENDULUM, env, 1280, 200, phases=8, max_length=200)  # 328k env steps
     assert metrics[-1]["eval/count"] == env.num_envs
     assert metrics[-1]["eval/return"] >= -250, [m["eval/return"] for m in metrics]
@@ -38,7 +37,7 @@ def test_pendulum_learns_to_swing_up():
 
 @pytest.mark.slow
 def test_cartpole_learns_to_balance():
-    env = jax_env.Batched(classic.make("CartPole-v1"), 16)
+    env = jax_env.VmapBatch(classic.make("CartPole-v1"), 16)
     metrics, _ = loop.train(CARTPOLE, env, 1280, 500, phases=5, max_length=500)  # 102k env steps
     assert metrics[-1]["eval/return"] >= 475, [m["eval/return"] for m in metrics]
 
@@ -46,7 +45,7 @@ def test_cartpole_learns_to_balance():
 @pytest.mark.slow
 def test_same_seed_same_results():
     config = dataclasses.replace(PENDULUM, steps_per_update=16, num_minibatches=4)
-    env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
+    env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 4)
     first, state_a = loop.train(config, env, 32, 10, phases=2, max_length=200)
     second, state_b = loop.train(config, env, 32, 10, phases=2, max_length=200)
     assert state_a.agent.learner.updates == 4
@@ -104,7 +103,7 @@ def test_a_time_limit_is_bootstrapped_not_treated_as_terminal(end, low, high):
     )
     env = ConstantReward(8, end)
     _, state = loop.train(config, env, 400, 5, phases=3, max_length=5)
-    networks = policy_lib.for_env(config, env)
+    networks = agent_networks.for_env(config, env)
     value = float(networks.value(state.agent.learner.params, jnp.zeros((1, 1)))[0])
     assert low < value < high
 
@@ -114,8 +113,8 @@ def filled_state(config, key=0, steps=10**6):
 
     Also the number of updates in a budget of `steps` env steps.
     """
-    env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
-    networks = policy_lib.for_env(config, env)
+    env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 4)
+    networks = agent_networks.for_env(config, env)
     shape = config_lib.RunShape(num_envs=4, max_length=200, steps=steps)
     state = clipped.init(networks, shape, jax.random.key(key))
     shapes = jax.tree.map(lambda x: (x.shape, x.dtype), state.storage.rollout)

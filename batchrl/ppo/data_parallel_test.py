@@ -28,12 +28,12 @@ def train(objective, devices):
     if objective == "clipped":
         config = config_lib.ClippedConfig(steps_per_update=64, num_minibatches=4,
                                           update_epochs=2, learner_devices=devices)
-        env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
+        env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 4)
         metrics, state = loop.train(config, env, 64, 200, phases=2, max_length=200)
     else:
         config = config_lib.PenaltyConfig(update_every=4, batch_size=4,
                                    update_epochs=2, learner_devices=devices)
-        env = jax_env.Batched(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 20), 4)
+        env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 20), 4)
         metrics, state = loop.train(config, env, 40, 40, phases=2, max_length=40)
     params = jax.tree.leaves(state.agent.learner.params)
     return params, metrics[-1]["train/policy_loss"], str(params[0].sharding)

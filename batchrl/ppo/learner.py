@@ -17,8 +17,7 @@ import jax.numpy as jnp
 
 from batchrl.networks import encoder
 from batchrl.parts import normalizer
-from batchrl.ppo import policy as policy_lib
-from batchrl.ppo import sgd
+from batchrl.ppo import agent_networks, sgd
 
 
 @flax.struct.dataclass
@@ -46,7 +45,9 @@ class Learner:
     metrics: dict[str, jax.Array]
 
 
-def init(networks: policy_lib.Networks, key: jax.Array, metric_names: tuple[str, ...]) -> Learner:
+def init(
+    networks: agent_networks.Networks, key: jax.Array, metric_names: tuple[str, ...]
+) -> Learner:
     """Fresh parameters and optimiser, empty normalisers, zero metrics.
 
     Compiled as one program: op by op, a CNN's initialisers and its optimiser's zeros are

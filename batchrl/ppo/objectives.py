@@ -13,9 +13,8 @@ from typing import Any
 import jax
 
 from batchrl import algorithm
-from batchrl.ppo import acting, clipped, penalty
+from batchrl.ppo import acting, agent_networks, clipped, penalty
 from batchrl.ppo import learner as learner_lib
-from batchrl.ppo import policy as policy_lib
 
 
 def begin(state: Any) -> acting.Acting:
@@ -30,7 +29,7 @@ def end(state: Any, acting_state: acting.Acting, storage: Any) -> Any:
 
 
 def fresh_acting(
-    networks: policy_lib.Networks, learner: learner_lib.Learner, num_envs: int
+    networks: agent_networks.Networks, learner: learner_lib.Learner, num_envs: int
 ) -> acting.Acting:
     """Acting with a trained learner on `num_envs` envs that start their episodes."""
     return acting.begin(learner, acting.running(networks, num_envs))
@@ -43,7 +42,7 @@ def metrics(learner: learner_lib.Learner) -> dict[str, jax.Array]:
 
 def _algorithm(objective: ModuleType) -> algorithm.Algorithm:
     return algorithm.Algorithm(
-        networks=policy_lib.Networks,
+        networks=agent_networks.Networks,
         init=objective.init,
         recorder=objective.recorder,
         cut=objective.cut,

@@ -24,11 +24,10 @@ import jax
 import jax.numpy as jnp
 
 from batchrl import simulate
-from batchrl.parts import memory, normalizer, returns
-from batchrl.ppo import acting, losses, sgd
+from batchrl.parts import episode_memory, normalizer, returns
+from batchrl.ppo import acting, agent_networks, losses, sgd
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import learner as learner_lib
-from batchrl.ppo import policy as policy_lib
 
 
 @flax.struct.dataclass
@@ -37,7 +36,7 @@ class PenaltyState:
 
     learner: learner_lib.Learner
     running: acting.Running
-    storage: memory.MemoryState
+    storage: episode_memory.MemoryState
     penalty: jax.Array  # [] the KL penalty coefficient beta
 
 
@@ -88,7 +87,9 @@ METRICS = (
 )
 
 
-def init(networks: policy_lib.Networks, shape: config_lib.RunShape, key: jax.Array) -> PenaltyState:
+def init(
+    networks: agent_networks.Networks, shape: config_lib.RunShape, key: jax.Array
+) -> PenaltyState:
     """A fresh agent for a run of `shape` (a ValueError when the config cannot train it)."""
     config = networks.config
     config.check(shape)
@@ -106,12 +107,12 @@ def init(networks: policy_lib.Networks, shape: config_lib.RunShape, key: jax.Arr
     return PenaltyState(
         learner=learner_lib.init(networks, key, METRICS),
         running=acting.running(networks, num_envs),
-        storage=memory.init(example, num_envs, config.update_every, shape.max_length),
+        storage=episode_memory.init(example, num_envs, config.update_every, shape.max_length),
         penalty=jnp.asarray(config.kl_init_penalty, jnp.float32),
     )
 
 
-def recorder(networks: policy_lib.Networks) -> simulate.Recorder:
+def recorder(networks: agent_networks.Networks) -> simulate.Recorder:
     """Writes each step into its env's memory slot; ready once `update_every` episodes ended.
 
     The memory is ready at the very step the last of them ends, as in the seed, where
@@ -119,7 +120,9 @@ def recorder(networks: policy_lib.Networks) -> simulate.Recorder:
     """
     del networks
 
-    def record(stored: memory.MemoryState, step: simulate.StepRecord) -> memory.MemoryState:
+    def record(
+        stored: episode_memory.MemoryState, step: simulate.StepRecord
+    ) -> episode_memory.MemoryState:
         transition, choice = step.transition, step.extra
         kept = MemoryStep(
             obs=transition.obs,
@@ -130,10 +133,10 @@ def recorder(networks: policy_lib.Networks) -> simulate.Recorder:
             truncated=transition.truncated,
             next_value=choice.next_value,
         )
-        stored = memory.append(memory.begin(stored, step.begin), kept)
-        return memory.finish(stored, transition.terminated | transition.truncated)
+        stored = episode_memory.append(episode_memory.begin(stored, step.begin), kept)
+        return episode_memory.finish(stored, transition.terminated | transition.truncated)
 
-    return simulate.Recorder(record=record, ready=memory.full)
+    return simulate.Recorder(record=record, ready=episode_memory.full)
 
 
 def cut(state: PenaltyState, when: jax.Array) -> PenaltyState:
@@ -143,30 +146,30 @@ def cut(state: PenaltyState, when: jax.Array) -> PenaltyState:
     episode interrupted by a reset.
     """
     ended = jnp.full(state.storage.slot.shape, when, bool)
-    return state.replace(storage=memory.finish(state.storage, ended))
+    return state.replace(storage=episode_memory.finish(state.storage, ended))
 
 
-def learn(networks: policy_lib.Networks, state: PenaltyState) -> PenaltyState:
+def learn(networks: agent_networks.Networks, state: PenaltyState) -> PenaltyState:
     """An update when the memory holds `update_every` finished episodes, then a clear memory.
 
     Only the learner and the penalty pass through the update's condition; the memory is
     read there, never copied.
     """
-    full = memory.full(state.storage)
+    full = episode_memory.full(state.storage)
     learner, penalty = jax.lax.cond(
         full,
         lambda: update(networks, state.learner, state.storage, state.penalty),
         lambda: (state.learner, state.penalty),
     )
     return state.replace(
-        learner=learner, penalty=penalty, storage=memory.clear(state.storage, when=full)
+        learner=learner, penalty=penalty, storage=episode_memory.clear(state.storage, when=full)
     )
 
 
 def estimate(
-    networks: policy_lib.Networks,
+    networks: agent_networks.Networks,
     learner: learner_lib.Learner,
-    stored: memory.MemoryState,
+    stored: episode_memory.MemoryState,
     value: jax.Array,
     valid: jax.Array,
 ) -> tuple[jax.Array, jax.Array]:
@@ -204,9 +207,9 @@ def estimate(
 
 
 def update(
-    networks: policy_lib.Networks,
+    networks: agent_networks.Networks,
     learner: learner_lib.Learner,
-    stored: memory.MemoryState,
+    stored: episode_memory.MemoryState,
     penalty: jax.Array,
 ) -> tuple[learner_lib.Learner, jax.Array]:
     """`update_epochs` passes over the finished episodes in memory, then the penalty rule.
@@ -219,7 +222,7 @@ def update(
     clears the memory.
     """
     config = networks.config
-    valid = memory.valid_mask(stored)
+    valid = episode_memory.valid_mask(stored)
     # Padding holds zeros (a Gaussian's std of 0 among them, whose log-probs and KLs are
     # NaN or infinite) or steps of earlier episodes; a masked mean drops them, but not
     # from the gradient, where 0 * NaN is NaN. Padded steps get a valid step's distribution.

@@ -10,17 +10,16 @@ import pytest
 from batchrl import bridge
 from batchrl.envs import BatchEnv
 from batchrl.envs.jax import classic, jax_env
-from batchrl.parts import memory
-from batchrl.ppo import acting, clipped_test, penalty
+from batchrl.parts import episode_memory
+from batchrl.ppo import acting, agent_networks, clipped_test, penalty
 from batchrl.ppo import config as config_lib
-from batchrl.ppo import policy as policy_lib
 from batchrl.training import loop
 
 
 @pytest.mark.slow
 def test_pendulum_learns_with_the_seeds_objective():
     config = config_lib.PenaltyConfig(discount=0.95)
-    env = jax_env.Batched(classic.make("Pendulum-v1"), 30)
+    env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 30)
     metrics, _ = loop.train(
         config, env, 1000, 200, phases=12, max_length=200
     )  # 360k env steps, 12 updates
@@ -31,7 +30,7 @@ def test_pendulum_learns_with_the_seeds_objective():
 @pytest.mark.slow
 def test_memory_fills_then_trains_and_the_penalty_adapts():
     config = config_lib.PenaltyConfig(update_every=4, batch_size=2, update_epochs=2)
-    env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
+    env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 4)
     env = dataclasses.replace(env, env=jax_env.TimeLimit(env.env.env, 20))
     metrics, run_state = loop.train(config, env, 20, 20, phases=3, max_length=20)
     state = run_state.agent
@@ -48,7 +47,7 @@ def test_episodes_shorter_than_the_memory_train_without_nan():
     # whose zero std once turned the whole update into NaN (Reacher-v5's 50-step
     # episodes in the seed preset's max_length of 1000).
     config = config_lib.PenaltyConfig(update_every=4, update_epochs=2)
-    env = jax_env.Batched(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 20), 4)
+    env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 20), 4)
     metrics, state = loop.train(config, env, 20, 20, phases=2, max_length=40)
     assert int(state.agent.learner.updates) == 2
     assert all(np.isfinite(v) for m in metrics for v in m.values()), metrics
@@ -59,7 +58,7 @@ def test_episodes_shorter_than_the_memory_train_without_nan():
 @pytest.mark.slow
 def test_a_nan_stops_training_with_the_quantity_and_step():
     config = config_lib.PenaltyConfig(update_every=2, learning_rate=1e30)
-    env = jax_env.Batched(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 10), 2)
+    env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 10), 2)
     run = loop.config_for(config, env, max_length=10, steps=400)
     programs, state = loop.build(run, env, train_steps=10, eval_steps=10)
     message = r"^parameters \(nan\), .*train/policy_loss \(nan\).* became non-finite by env step"
@@ -96,11 +95,11 @@ def test_recurrent_policy_trains_and_resets_its_state_at_episode_start():
     config = config_lib.PenaltyConfig(
         update_every=4, batch_size=2, update_epochs=2, recurrent=True, policy_layers=(32, 16)
     )
-    env = jax_env.Batched(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 20), 4)
+    env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 20), 4)
     metrics, state = loop.train(config, env, 20, 20, phases=2, max_length=20)
     assert int(state.agent.learner.updates) == 2
     assert all(np.isfinite(m["train/policy_loss"]) for m in metrics)
-    networks = policy_lib.for_env(config, env)
+    networks = agent_networks.for_env(config, env)
     running = state.agent.running.replace(carry=jnp.ones((4, 16)))
     carried = acting.begin(state.agent.learner, running)
     starting = jnp.array([True, False, True, False])
@@ -112,7 +111,7 @@ def test_recurrent_policy_trains_and_resets_its_state_at_episode_start():
 
 
 def test_recurrent_needs_the_penalty_objective_and_box_actions():
-    env = jax_env.Batched(classic.make("CartPole-v1"), 2)
+    env = jax_env.VmapBatch(classic.make("CartPole-v1"), 2)
     with pytest.raises(ValueError, match="recurrent policies support Box actions"):
         run = loop.config_for(config_lib.PenaltyConfig(recurrent=True), env, max_length=10, steps=1)
         loop.build(run, env)
@@ -125,7 +124,7 @@ def test_chunks_must_divide_episodes():
     with pytest.raises(ValueError, match="chunk_length = 300 must divide max_length = 1000"):
         config_lib.PenaltyConfig(chunk_length=300).check(shape)
     with pytest.raises(ValueError, match="chunk_length = 300 must divide max_length = 1000"):
-        env = jax_env.Batched(classic.make("Pendulum-v1"), 4)
+        env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 4)
         config = config_lib.PenaltyConfig(chunk_length=300)
         loop.build(loop.config_for(config, env, max_length=1000, steps=1), env)
     assert config_lib.PenaltyConfig(chunk_length=500).chunk(200) == 200
@@ -151,7 +150,7 @@ def test_updates_in_minibatches_of_the_chunks_that_hold_steps(
     config = config_lib.PenaltyConfig(
         chunk_length=chunk_length, update_every=4, batch_size=batch_size, update_epochs=2
     )
-    env = jax_env.Batched(jax_env.TimeLimit(classic.make("Pendulum-v1").env, episode), 4)
+    env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, episode), 4)
     metrics, state = loop.train(config, env, episode, episode, phases=2, max_length=max_length)
     assert int(state.agent.learner.updates) == 2
     assert int(optax.tree.get(state.agent.learner.opt_state, "count")) == 16
@@ -165,25 +164,25 @@ def test_an_episodes_last_stored_step_bootstraps_from_the_value_acting_computed(
     config = config_lib.PenaltyConfig(
         update_every=2, normalize_rewards=False, gae_lambda=0.5, discount=0.9
     )
-    env = jax_env.Batched(classic.make("Pendulum-v1"), 1)
-    networks = policy_lib.for_env(config, env)
+    env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 1)
+    networks = agent_networks.for_env(config, env)
     shape = config_lib.RunShape(num_envs=1, max_length=4, steps=100)
     state = penalty.init(networks, shape, jax.random.key(0))
-    stored = memory.begin(state.storage, jnp.array([True]))
+    stored = episode_memory.begin(state.storage, jnp.array([True]))
     example = jax.tree.map(lambda x: x[0, :1], stored.steps)
     for episode, steps in ((0, 3), (1, 6)):
         if episode:
-            stored = memory.begin(stored, jnp.array([True]))
+            stored = episode_memory.begin(stored, jnp.array([True]))
         for t in range(steps):
             step = example.replace(
                 reward=jnp.array([1.0 + t + 10 * episode]),
                 truncated=jnp.array([episode == 0 and t == steps - 1]),
                 next_value=jnp.array([100.0 + t + 10 * episode]),
             )
-            stored = memory.append(stored, step)
-        stored = memory.finish(stored, jnp.array([True]))
+            stored = episode_memory.append(stored, step)
+        stored = episode_memory.finish(stored, jnp.array([True]))
     assert stored.length.tolist() == [3, 4, 0]
-    valid = memory.valid_mask(stored)
+    valid = episode_memory.valid_mask(stored)
     value = jnp.arange(12, dtype=jnp.float32).reshape(3, 4) / 4.0
     _, target = penalty.estimate(networks, state.learner, stored, value, valid)
     value, reward = np.asarray(value, np.float64), np.asarray(stored.steps.reward, np.float64)

@@ -65,7 +65,7 @@ def test_bad_settings_are_one_line_errors(settings, message):
 @pytest.mark.parametrize("dtype", ["uint8"])  # A float grid reads the same (encoder_test).
 def test_clipped_ppo_learns_the_cue_from_pixels_through_the_minatar_network(dtype):
     # 10 a episode for reading the cue, 2.5 by chance; 8 updates of 8 envs x 32 steps.
-    env = jax_env.Batched(jax_env.TimeLimit(grid_cue.GridCue(dtype=dtype), 10), 8)
+    env = jax_env.VmapBatch(jax_env.TimeLimit(grid_cue.GridCue(dtype=dtype), 10), 8)
     config = config_lib.ClippedConfig(
         steps_per_update=32, num_minibatches=4, update_epochs=4, learning_rate=1e-3
     )

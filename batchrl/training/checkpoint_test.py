@@ -16,9 +16,8 @@ import numpy as np
 import optax
 import pytest
 
-from batchrl.ppo import clipped
+from batchrl.ppo import agent_networks, clipped
 from batchrl.ppo import config as config_lib
-from batchrl.ppo import policy as policy_lib
 from batchrl.testing import jax_mock
 from batchrl.training import checkpoint
 
@@ -216,7 +215,7 @@ def test_an_agent_over_a_dict_observation_round_trips_in_its_dtypes(tmp_path):
     # normaliser holds None at leaves it does not scale: both come back as they were.
     env = jax_mock.DictCountingBatch((2, 3), end="truncated")
     config = config_lib.ClippedConfig(steps_per_update=4, num_minibatches=2)
-    networks = policy_lib.for_env(config, env)
+    networks = agent_networks.for_env(config, env)
     shape = config_lib.RunShape(num_envs=2, max_length=8, steps=100)
     state = clipped.init(networks, shape, jax.random.key(0))
     obs = jax.tree.map(lambda x: x + 7, state.storage.rollout.obs)

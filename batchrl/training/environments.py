@@ -106,7 +106,7 @@ def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[An
         native = _jax_native(config, env)
         limit = min(native.max_length, config.max_length)
         inner = native.env if isinstance(native, jax_env.TimeLimit) else native
-        return jax_env.Batched(jax_env.TimeLimit(inner, limit), config.num_envs), None
+        return jax_env.VmapBatch(jax_env.TimeLimit(inner, limit), config.num_envs), None
     constructor = make.Make(
         env or config.env,
         config.max_length,
@@ -172,7 +172,7 @@ def _compiled(config: TrainConfig, batch_env: BatchEnv, seed: int) -> Any:
         from batchrl.bridge import ale_ffi  # ale-py is an optional dependency.
 
         device = placement.host_acting_device(config, ale_ffi.platforms())
-        return ale_ffi.AleFfiEnv(batch_env, seed=seed, devices=devices, device=device)
+        return ale_ffi.AleFfiBatch(batch_env, seed=seed, devices=devices, device=device)
     device = placement.host_acting_device(config)
     return bridge.InGraphBatchEnv(batch_env, seed=seed, devices=devices, device=device)
 

@@ -4,7 +4,7 @@ import pytest
 from batchrl import env_spec
 from batchrl.bridge import ale_ffi
 from batchrl.configs import TrainConfig
-from batchrl.envs.atari import group
+from batchrl.envs.atari import atari_group
 from batchrl.training import environments
 
 FIRE = 1  # In Space Invaders' minimal action set.
@@ -26,9 +26,9 @@ def test_the_ale_backend_is_one_batch_of_ale_pys_games_read_as_stacked_frames():
     batched, batch_env = environments.build(config)
     with batch_env:
         (games,) = batch_env._groups
-        assert isinstance(games, group.AtariGroup) and batched.num_envs == 2
+        assert isinstance(games, atari_group.AtariGroup) and batched.num_envs == 2
         # Compiled code steps the games through ale-py's XLA calls, not the bridge.
-        assert isinstance(batched, ale_ffi.AleFfiEnv) and batched.batch_env is batch_env
+        assert isinstance(batched, ale_ffi.AleFfiBatch) and batched.batch_env is batch_env
         # Episodes end at max_length steps of 3 frames each.
         assert games.settings.options["max_num_frames_per_episode"] == 150
         assert games.settings.options["frameskip"] == 3
@@ -52,7 +52,7 @@ def test_evaluation_plays_whole_games_with_the_games_own_rewards():
     config = atari()
     _, train_env = environments.build(config)
     evaluated, eval_env = environments.build_eval(config)
-    assert isinstance(evaluated, ale_ffi.AleFfiEnv) and evaluated.seed == config.seed + 2**32
+    assert isinstance(evaluated, ale_ffi.AleFfiBatch) and evaluated.seed == config.seed + 2**32
     with train_env, eval_env:
         train_rewards, train_ends = play(train_env, 800)
         eval_rewards, eval_ends = play(eval_env, 800)

@@ -28,7 +28,7 @@ import numpy as np
 from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
 from batchrl.configs import train_config
-from batchrl.training import memory, placement, tail_average
+from batchrl.training import device_memory, placement, tail_average
 from batchrl.training import phase as phase_lib
 
 
@@ -60,9 +60,9 @@ class RunState:
 
 def build(
     config: train_config.TrainConfig,
-    env: simulate.BatchedEnv,
+    env: simulate.CompiledBatch,
     *,
-    eval_env: simulate.BatchedEnv | None = None,
+    eval_env: simulate.CompiledBatch | None = None,
     train_steps: int | None = None,
     eval_steps: int | None = None,
 ) -> tuple[Programs, RunState]:
@@ -98,8 +98,8 @@ def build(
     key = jax.random.key(config.seed)
     agent_key, train_key, eval_key = jax.random.split(key, 3)
     init = functools.partial(algorithm.init, networks, config.shape)
-    storage_bytes = memory.nbytes(jax.eval_shape(init, agent_key).storage)
-    memory.check_fits(
+    storage_bytes = device_memory.nbytes(jax.eval_shape(init, agent_key).storage)
+    device_memory.check_fits(
         storage_bytes, f"{config.algorithm.objective} objective's storage", where.learner
     )
     evaluation = algorithm.evaluation_agent(networks, sample=config.eval_sample)
@@ -146,7 +146,7 @@ def place(programs: Programs, state: RunState) -> RunState:
 
 
 def config_for(
-    config: Any, env: simulate.BatchedEnv, *, max_length: int, steps: int, seed: int = 0
+    config: Any, env: simulate.CompiledBatch, *, max_length: int, steps: int, seed: int = 0
 ) -> train_config.TrainConfig:
     """The run of algorithm `config` on `env`, for tests and benchmarks that bring their env.
 
@@ -290,7 +290,7 @@ def run(
 
 def train(
     config: Any,
-    env: simulate.BatchedEnv,
+    env: simulate.CompiledBatch,
     train_steps: int,
     eval_steps: int,
     phases: int,

@@ -31,9 +31,9 @@ def test_evaluation_counts_each_envs_first_episode_in_whole_rounds(episodes, rou
     assert summary["episode/length"] == np.mean(DURATIONS)
 
 
-def pendulum(length: int) -> jax_env.Batched:
+def pendulum(length: int) -> jax_env.VmapBatch:
     """4 JAX-native Pendulums whose episodes end after `length` steps."""
-    return jax_env.Batched(jax_env.TimeLimit(classic.make("Pendulum-v1").env, length), 4)
+    return jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, length), 4)
 
 
 def test_the_same_eval_state_scores_the_same_and_the_next_round_draws_new_starts():

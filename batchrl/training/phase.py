@@ -22,7 +22,7 @@ from batchrl.training import placement
 
 
 def phase(
-    env: simulate.BatchedEnv,
+    env: simulate.CompiledBatch,
     networks: algorithm_lib.Networks,
     num_steps: int,
     state: simulate.SimState,
@@ -66,7 +66,7 @@ def phase(
 
 
 def make(
-    env: simulate.BatchedEnv,
+    env: simulate.CompiledBatch,
     networks: algorithm_lib.Networks,
     num_steps: int,
     where: placement.Placement | None = None,
@@ -94,7 +94,7 @@ def make(
 
 
 def split(
-    env: simulate.BatchedEnv,
+    env: simulate.CompiledBatch,
     networks: algorithm_lib.Networks,
     num_steps: int,
     where: placement.Placement,

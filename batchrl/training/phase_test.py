@@ -14,9 +14,9 @@ from batchrl.configs import presets
 from batchrl.env_spec import EnvSpec
 from batchrl.envs import BatchEnv
 from batchrl.envs.jax import classic, jax_env
+from batchrl.ppo import agent_networks
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import learner as learner_lib
-from batchrl.ppo import policy as policy_lib
 from batchrl.testing import cue, jax_mock, step_copies
 from batchrl.training import loop
 from batchrl.training import phase as phase_lib
@@ -46,7 +46,7 @@ def test_the_seed_preset_updates_at_the_step_its_memory_fills():
     # before acting and learning were apart updated there too.
     preset = presets.get("pendulum_jax")
     config, max_length = preset.algorithm, preset.max_length
-    env = jax_env.Batched(classic.make("Pendulum-v1"), preset.num_envs)
+    env = jax_env.VmapBatch(classic.make("Pendulum-v1"), preset.num_envs)
     assert updates_by_phase(config, env, [199, 1], max_length) == [0, 1]
 
 
@@ -69,7 +69,7 @@ def test_phases_split_anywhere_train_exactly_as_one(objective):
         config = config_lib.ClippedConfig(steps_per_update=12, num_minibatches=4, update_epochs=2)
     else:
         config = config_lib.PenaltyConfig(update_every=6, chunk_length=5, update_epochs=2)
-    env = jax_env.Batched(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 10), 4)
+    env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 10), 4)
     run = loop.config_for(config, env, max_length=10, steps=160)
     build = functools.partial(loop.build, run, env, eval_steps=1)
     whole, state = build(train_steps=40)
@@ -101,7 +101,7 @@ def test_no_batch_step_copies_a_buffer_over_a_megabyte(objective):
         config, num_envs = config_lib.PenaltyConfig(update_every=2), 2
     with BatchEnv.external(_cheetah, num_envs, envs_per_worker=num_envs) as envs:
         env = bridge.InGraphBatchEnv(envs, seed=0)
-        networks = policy_lib.for_env(config, env)
+        networks = agent_networks.for_env(config, env)
         shape = config_lib.RunShape(num_envs=num_envs, max_length=8000, steps=10**6)
         agent = algorithm.of(config).init(networks, shape, jax.random.key(0))
         assert max(leaf.nbytes for leaf in jax.tree.leaves(agent.storage)) > 2**20
@@ -120,7 +120,7 @@ def test_the_compiled_step_loop_keeps_uint8_frames_in_uint8_and_no_float_copy_of
     config = config_lib.ClippedConfig(steps_per_update=16, num_minibatches=2, update_epochs=1)
     with BatchEnv.external(cue.FrameCue, 4, envs_per_worker=4) as envs:
         env = bridge.InGraphBatchEnv(envs, seed=0)
-        networks = policy_lib.for_env(config, env)
+        networks = agent_networks.for_env(config, env)
         assert networks.torso is not None
         shape = config_lib.RunShape(num_envs=4, max_length=10, steps=10**6)
         agent = algorithm.of(config).init(networks, shape, jax.random.key(0))

@@ -25,9 +25,9 @@ from typing import Any
 from batchrl.configs import TrainConfig
 from batchrl.training import (
     checkpoint,
+    device_memory,
     environments,
     loop,
-    memory,
     metrics_log,
     results,
     run_folder,
@@ -90,7 +90,7 @@ def _train(
     total_phases = config.phases
     total_steps = total_phases * programs.train_steps * env.num_envs
     progress = metrics_log.Progress(total_steps=total_steps, initial_steps=int(state.env_steps))
-    storage = memory.human(programs.storage_bytes)
+    storage = device_memory.human(programs.storage_bytes)
     where = "in memory" if rundir is None else f"run folder {rundir}"
     devices = programs.where.describe()
     print(f"{where}; {devices}; storage {storage}; compiling the first phase", flush=True)

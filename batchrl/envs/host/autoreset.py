@@ -4,8 +4,8 @@ An env whose episode ended is reset as the step's `AutoresetMode` says: NEXT_STE
 place of its next step, which reports the reset's obs with zero reward, neither
 terminated nor truncated, and the reset's info; SAME_STEP, at once, the step reporting
 the reset's obs and an info with the final obs and info beside the reset's (`final`);
-DISABLED, never (the caller resets). Every group that steps envs itself (`group.EnvGroup`,
-`mujoco.group.MujocoGroup`) keeps one `Autoreset` and asks it which envs to reset.
+DISABLED, never (the caller resets). Every group that steps envs itself (`stepper.EnvStepper`,
+`mujoco.mujoco_group.MujocoGroup`) keeps one `Autoreset` and asks it which envs to reset.
 """
 
 from __future__ import annotations

@@ -18,12 +18,12 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from batchrl.envs.host import arguments, handle, local, obs_tree
-from batchrl.envs.host import group as group_lib
+from batchrl.envs.host import arguments, local, obs_tree, stepper
 from batchrl.envs.host import infos as infos_lib
+from batchrl.envs.host.group import Group
 
 
-class BatchOfGroups(gym.vector.VectorEnv):
+class BatchEnvBase(gym.vector.VectorEnv):
     """A batch of envs with shared spaces over groups already started: a Gymnasium `VectorEnv`.
 
     `step` and `reset` behave as Gymnasium's vector envs do, with `autoreset_mode`
@@ -38,7 +38,7 @@ class BatchOfGroups(gym.vector.VectorEnv):
 
     def __init__(
         self,
-        groups: Sequence[handle.GroupHandle],
+        groups: Sequence[Group],
         *,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
     ):
@@ -55,20 +55,20 @@ class BatchOfGroups(gym.vector.VectorEnv):
                 started.close()
             raise
 
-    def _init(self, groups: list[handle.GroupHandle], autoreset_mode: AutoresetMode | str) -> None:
+    def _init(self, groups: list[Group], autoreset_mode: AutoresetMode | str) -> None:
         if not groups:
             raise ValueError("a BatchEnv needs at least one group of envs, got none")
         for given in groups:
             if not _is_group(given):
                 raise TypeError(
-                    f"BatchEnv takes groups of envs (GroupHandle), got {given!r}: build a "
+                    f"BatchEnv takes groups of envs (Group), got {given!r}: build a "
                     f"batch of env objects with BatchEnv.from_envs(envs)"
                 )
         self._groups = groups
         self.autoreset_mode = arguments.check_autoreset_mode(autoreset_mode)
         first = groups[0]
         for other in groups[1:]:
-            group_lib.check_same_spaces(first.name, first, other.name, other)
+            stepper.check_same_spaces(first.name, first, other.name, other)
         self.num_envs = sum(g.num_envs for g in groups)
         self.single_observation_space: gym.Space = first.observation_space
         self.single_action_space: gym.Space = first.action_space
@@ -95,7 +95,7 @@ class BatchOfGroups(gym.vector.VectorEnv):
         return f"{type(self).__name__}({name}, num_envs={self.num_envs})"
 
     @property
-    def groups(self) -> tuple[handle.GroupHandle, ...]:
+    def groups(self) -> tuple[Group, ...]:
         """The batch's groups of envs, in env order."""
         return tuple(self._groups)
 
@@ -196,7 +196,7 @@ class BatchOfGroups(gym.vector.VectorEnv):
         for g in self._groups:
             g.close()
 
-    def __enter__(self) -> BatchOfGroups:
+    def __enter__(self) -> BatchEnvBase:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -235,7 +235,7 @@ class BatchOfGroups(gym.vector.VectorEnv):
             group_obs, reward[part], terminated[part], truncated[part], chunks[number] = results
             obs_tree.put(obs, part, group_obs)
 
-        group_lib.collect_all(self._step_plan, collect)
+        stepper.collect_all(self._step_plan, collect)
         return infos_lib.Infos(chunks, self._sizes)
 
     def reset_at(
@@ -280,7 +280,7 @@ class BatchOfGroups(gym.vector.VectorEnv):
             for row, info in zip(rows, group_infos, strict=True):
                 infos[row] = info
 
-        group_lib.collect_all(local.local_first(requests), collect)
+        stepper.collect_all(local.local_first(requests), collect)
         return obs, infos
 
     def _per_env(self, indices: Any, method: str, *args: Any) -> tuple[Any, ...]:
@@ -336,5 +336,5 @@ class BatchOfGroups(gym.vector.VectorEnv):
 
 
 def _is_group(value: Any) -> bool:
-    """Whether `value` is a group of envs: a `handle.GroupHandle`, which has its buffers."""
-    return isinstance(getattr(value, "buffers", None), group_lib.Buffers)
+    """Whether `value` is a group of envs: a `Group`, which has its buffers."""
+    return isinstance(getattr(value, "buffers", None), stepper.Buffers)

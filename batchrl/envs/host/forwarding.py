@@ -1,11 +1,11 @@
 """A group's attribute surface, forwarded to the Gymnasium env that holds each env, kept once.
 
-`GroupHandle`'s `attribute`, `call`, `set_attr` and `is_wrapped` address an env by its
+`Group`'s `attribute`, `call`, `set_attr` and `is_wrapped` address an env by its
 index in the group. A group whose envs are Gymnasium env objects in this process
-(`group.EnvGroup`, `local.LocalGroup`, `mujoco.group.MujocoGroup`) answers them from the
+(`stepper.EnvStepper`, `local.LocalGroup`, `mujoco.mujoco_group.MujocoGroup`) answers them from the
 env `_env(index)` returns, through its wrappers, as Gymnasium's vector envs do; a group
 hosted elsewhere (`remote.RemoteGroup`) sends them by these names (`COMMANDS`) to its
-host: a worker answers from its `EnvGroup`, a Ray actor from its own batch.
+host: a worker answers from its `EnvStepper`, a Ray actor from its own batch.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ COMMANDS = ("attribute", "call", "set_attr", "is_wrapped")
 
 
 class EnvForwarding:
-    """`GroupHandle`'s attribute surface over the Gymnasium env that `_env(index)` returns."""
+    """`Group`'s attribute surface over the Gymnasium env that `_env(index)` returns."""
 
     def _env(self, index: int) -> gym.Env:
         """The Gymnasium env that holds env `index` of the group."""

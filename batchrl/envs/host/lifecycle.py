@@ -10,8 +10,6 @@ from multiprocessing import connection
 import gymnasium as gym
 import numpy as np
 
-from batchrl.envs.host import errors
-
 DEFAULT_TIMEOUT = 60.0  # Seconds without an answer before a worker counts as hung.
 # Workers fork from a fork server that imported what every worker needs once: a worker
 # then starts far faster than a fresh interpreter ("spawn"; docs/benchmarks/history.md,
@@ -52,49 +50,6 @@ class Pending(enum.Enum):
     STEP = "step"
     RESET = "reset"
     REQUEST = "request"  # An attribute or a method call, answered before it returns.
-
-
-class Handle:
-    """The checks a handle on a group of envs in another process makes before each call.
-
-    Subclasses (`ProcessGroup`, `RayGroup`) set `name`, `first_index`, `num_envs`,
-    `_closed`, `_broken` (why it is unusable, or None) and `_pending`, and say `_where`
-    the envs run.
-    """
-
-    name: str
-    first_index: int
-    num_envs: int
-    _closed: bool
-    _broken: str | None
-    _pending: Pending
-
-    def _where(self) -> str:
-        raise NotImplementedError
-
-    def _describe(self) -> str:
-        last = self.first_index + self.num_envs - 1
-        envs = f"env {last}" if self.num_envs == 1 else f"envs {self.first_index}-{last}"
-        return f"env {self.name} ({envs}, {self._where()})"
-
-    def _expect_idle(self, command: str) -> None:
-        if self._closed:
-            raise errors.EnvError(f"{self._describe()} is closed; cannot {command}", self.name)
-        if self._broken is not None:
-            raise errors.EnvError(
-                f"{self._describe()} is unusable after: {self._broken}", self.name, command
-            )
-        if self._pending is not Pending.NONE:
-            raise errors.EnvError(
-                f"cannot {command} {self._describe()}: its {self._pending.value} is still in "
-                f"flight; collect it first",
-                self.name,
-                command,
-            )
-
-    def _expect_pending(self, pending: Pending) -> None:
-        if self._pending is not pending:
-            raise errors.EnvError(f"no {pending.value} in flight for {self._describe()}", self.name)
 
 
 def restart_seed(seed: int | None, index: int, restarts: int) -> int:

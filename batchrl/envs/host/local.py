@@ -1,4 +1,4 @@
-"""LocalGroup: envs stepped in the caller's process, a `handle.GroupHandle` like a worker's."""
+"""LocalGroup: envs stepped in the caller's process, a `Group` like a worker's."""
 
 from __future__ import annotations
 
@@ -9,20 +9,20 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import forwarding, handle, obs_tree
-from batchrl.envs.host import group as group_lib
+from batchrl.envs.host import forwarding, obs_tree, stepper
+from batchrl.envs.host.group import Step
 
 
 class LocalGroup(forwarding.EnvForwarding):
     """Envs stepped in this process, stepped and reset as a worker's envs are."""
 
     def __init__(self, envs: Sequence[gym.Env]):
-        self._group = group_lib.EnvGroup([lambda env=env: env for env in envs])
+        self._group = stepper.EnvStepper([lambda env=env: env for env in envs])
         self.num_envs = len(envs)
         self.name = self._group.name
         self.observation_space = self._group.observation_space
         self.action_space = self._group.action_space
-        self.buffers = self._group.buffers = group_lib.Buffers.allocate(
+        self.buffers = self._group.buffers = stepper.Buffers.allocate(
             self.num_envs, self.observation_space, self.action_space
         )
         self.restarts = 0
@@ -35,7 +35,7 @@ class LocalGroup(forwarding.EnvForwarding):
         self.buffers.action[...] = actions
         self._autoreset = autoreset
 
-    def step_wait(self) -> handle.Step:
+    def step_wait(self) -> Step:
         infos = self._group.step(self._autoreset)
         buffers = self.buffers
         return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos

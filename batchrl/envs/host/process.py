@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import errors, group, lifecycle, remote, shared, worker
+from batchrl.envs.host import errors, lifecycle, remote, shared, stepper, worker
 from batchrl.envs.host import infos as infos_lib
 
 logger = logging.getLogger("batchrl.envs")
@@ -93,7 +93,7 @@ class ProcessGroup(remote.RemoteGroup):
             observation_space, action_space = spaces
             if self.restarts == 0:
                 self.name, self.observation_space, self.action_space = name, *spaces
-            nbytes = group.Buffers.nbytes(self.num_envs, observation_space, action_space)
+            nbytes = stepper.Buffers.nbytes(self.num_envs, observation_space, action_space)
             path, mapping = shared.create(nbytes)
             try:
                 self._conn.send(("attach", path, nbytes))
@@ -103,7 +103,7 @@ class ProcessGroup(remote.RemoteGroup):
         except BaseException:
             self._finalizer()
             raise
-        self.buffers = group.Buffers.over(mapping, self.num_envs, observation_space, action_space)
+        self.buffers = stepper.Buffers.over(mapping, self.num_envs, observation_space, action_space)
 
     def close(self) -> None:
         """Stops the worker: asks it to close its envs, kills it if it does not exit in 1 s."""
@@ -128,7 +128,7 @@ class ProcessGroup(remote.RemoteGroup):
         """
         self.buffers.action[...] = actions
         with contextlib.suppress(OSError):  # The worker is gone: step_wait reports it.
-            os.write(self._bell, group.STEP_BYTES[autoreset])
+            os.write(self._bell, stepper.STEP_BYTES[autoreset])
 
     def _receive_step(self) -> Any:
         self._wait_answer()
@@ -143,7 +143,7 @@ class ProcessGroup(remote.RemoteGroup):
         return self._receive("reset", self.timeout)  # The obs are in shared memory.
 
     def _request(self, command: str, method: str, *args: Any) -> Any:
-        """The worker's answer to `method(*args)` of its `EnvGroup`, pickled back."""
+        """The worker's answer to `method(*args)` of its `EnvStepper`, pickled back."""
         self._expect_idle(command)
         self._send(lifecycle.Pending.REQUEST, (method, *args))
         try:

@@ -1,7 +1,7 @@
 """RemoteGroup: what a group whose envs run elsewhere keeps, whatever carries its messages.
 
-A worker process (`process.ProcessGroup`) and a Ray actor (`batchrl.envs.ray.group.RayGroup`) host
-envs the same way: the parent keeps each env's seed, replaces a host that crashed or
+A worker process (`process.ProcessGroup`) and a Ray actor (`ray.ray_group.RayGroup`)
+host envs the same way: the parent keeps each env's seed, replaces a host that crashed or
 hung when asked to (`restart`), reseeds its envs from (seed, env index, replacements),
 and reports their cut episodes as truncated at the next step. This class holds that
 algorithm once; a subclass supplies only its transport: how a step and a reset are
@@ -16,16 +16,55 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import errors, group, handle, lifecycle, obs_tree
+from batchrl.envs.host import errors, lifecycle, obs_tree, stepper
 from batchrl.envs.host import infos as infos_lib
+from batchrl.envs.host.group import Step
 
 
-class RemoteGroup(lifecycle.Handle):
-    """The bookkeeping of envs hosted elsewhere; subclasses carry the messages."""
+class RemoteGroup:
+    """The bookkeeping of envs hosted elsewhere; subclasses carry the messages.
 
+    Subclasses (`ProcessGroup`, `RayGroup`) set `name`, `first_index`, `num_envs` and
+    `restart`, call `_init_remote`, and say `_where` the envs run; the checks before
+    each call (`_expect_idle`, `_expect_pending`) are made here.
+    """
+
+    name: str
+    first_index: int
+    num_envs: int
     restart: bool
-    buffers: group.Buffers
+    buffers: stepper.Buffers
     _steps: int
+    _closed: bool
+    _broken: str | None
+    _pending: lifecycle.Pending
+
+    def _where(self) -> str:
+        raise NotImplementedError
+
+    def _describe(self) -> str:
+        last = self.first_index + self.num_envs - 1
+        envs = f"env {last}" if self.num_envs == 1 else f"envs {self.first_index}-{last}"
+        return f"env {self.name} ({envs}, {self._where()})"
+
+    def _expect_idle(self, command: str) -> None:
+        if self._closed:
+            raise errors.EnvError(f"{self._describe()} is closed; cannot {command}", self.name)
+        if self._broken is not None:
+            raise errors.EnvError(
+                f"{self._describe()} is unusable after: {self._broken}", self.name, command
+            )
+        if self._pending is not lifecycle.Pending.NONE:
+            raise errors.EnvError(
+                f"cannot {command} {self._describe()}: its {self._pending.value} is still in "
+                f"flight; collect it first",
+                self.name,
+                command,
+            )
+
+    def _expect_pending(self, pending: lifecycle.Pending) -> None:
+        if self._pending is not pending:
+            raise errors.EnvError(f"no {pending.value} in flight for {self._describe()}", self.name)
 
     def _init_remote(self, num_envs: int) -> None:
         self._seeds: list[int | None] = [None] * num_envs
@@ -87,7 +126,7 @@ class RemoteGroup(lifecycle.Handle):
         self._send_step(actions, autoreset)
         self._pending = lifecycle.Pending.STEP
 
-    def step_wait(self) -> handle.Step:
+    def step_wait(self) -> Step:
         """Results of the step in flight: obs, reward, terminated, truncated as views, and infos."""
         self._expect_pending(lifecycle.Pending.STEP)
         try:
@@ -100,7 +139,7 @@ class RemoteGroup(lifecycle.Handle):
             self._call_done()
         buffers = self.buffers
         if self._any_fresh:
-            infos = group.report_restarted(buffers, self._fresh, infos)
+            infos = stepper.report_restarted(buffers, self._fresh, infos)
             self._any_fresh = False
         return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
 

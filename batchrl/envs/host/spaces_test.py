@@ -16,7 +16,7 @@ from gymnasium.vector import AutoresetMode
 
 from batchrl import env_spec
 from batchrl.envs import BatchEnv, spaces
-from batchrl.envs.host import errors, external, group, obs_tree
+from batchrl.envs.host import errors, external, obs_tree, stepper
 from batchrl.testing import cue, mock
 
 MODES = list(AutoresetMode)
@@ -309,9 +309,9 @@ def test_cue_with_a_mission_is_refused_naming_the_text_leaf():
 
 def test_buffers_lay_each_leaf_on_its_own_cache_line_the_same_in_every_process():
     action = Box(-1.0, 1.0, (2,), np.float32)
-    nbytes = group.Buffers.nbytes(3, NESTED, action)
+    nbytes = stepper.Buffers.nbytes(3, NESTED, action)
     memory = bytearray(nbytes)
-    first, second = (group.Buffers.over(memory, 3, NESTED, action) for _ in range(2))
+    first, second = (stepper.Buffers.over(memory, 3, NESTED, action) for _ in range(2))
     arrays = [first.action, *env_spec.leaves(first.obs), first.reward, first.terminated]
     addresses = sorted((a.__array_interface__["data"][0], a.nbytes) for a in arrays)
     base = np.frombuffer(memory, np.uint8).__array_interface__["data"][0]
@@ -321,4 +321,4 @@ def test_buffers_lay_each_leaf_on_its_own_cache_line_the_same_in_every_process()
     first.obs["parts"][2]["image"][1] = 7
     np.testing.assert_array_equal(second.obs["parts"][2]["image"][1], 7)  # One layout.
     assert_dtypes_kept(first.obs, NESTED)
-    assert nbytes == group.Buffers.layout(3, NESTED, action)[1] and nbytes % 64 == 0
+    assert nbytes == stepper.Buffers.layout(3, NESTED, action)[1] and nbytes % 64 == 0

@@ -22,8 +22,7 @@ from multiprocessing.connection import Connection
 
 import cloudpickle
 
-from batchrl.envs.host import forwarding, shared
-from batchrl.envs.host import group as group_lib
+from batchrl.envs.host import forwarding, shared, stepper
 from batchrl.envs.host import infos as infos_lib
 
 _PR_SET_PDEATHSIG = 1
@@ -52,7 +51,7 @@ def main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     envs = None
     try:
-        envs = group_lib.EnvGroup(cloudpickle.loads(constructors_blob))
+        envs = stepper.EnvStepper(cloudpickle.loads(constructors_blob))
         conn.send(("ok", (envs.name, envs.observation_space, envs.action_space)))
         _serve(conn, envs, spin, bell, answer)
     except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
@@ -66,7 +65,7 @@ def main(
 
 
 def _serve(
-    conn: Connection, envs: group_lib.EnvGroup, spin: float, bell: Connection, answer: Connection
+    conn: Connection, envs: stepper.EnvStepper, spin: float, bell: Connection, answer: Connection
 ) -> None:
     mapping = None
     poller = select.poll()
@@ -80,7 +79,7 @@ def _serve(
             ring = os.read(bell.fileno(), 1)
             if not ring:
                 return  # The parent is gone.
-            autoreset = group_lib.AUTORESET_MODES[ring]
+            autoreset = stepper.AUTORESET_MODES[ring]
             steps += 1
             kept.pop(steps - infos_lib.KEPT_STEPS, None)
             try:
@@ -101,7 +100,7 @@ def _serve(
             elif command == "attach":
                 path, nbytes = args
                 mapping = shared.attach(path, nbytes)
-                envs.buffers = group_lib.Buffers.over(
+                envs.buffers = stepper.Buffers.over(
                     mapping, len(envs.envs), envs.observation_space, envs.action_space
                 )
                 conn.send(("ok", None))

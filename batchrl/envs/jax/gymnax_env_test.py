@@ -97,7 +97,7 @@ def test_returned_keeps_each_leafs_kind_and_takes_the_returned_shapes():
 
 
 def test_a_batch_runs_in_a_compiled_rollout_with_resets():
-    env = jax_env.Batched(gymnax_env.make("CartPole-v1"), 16)
+    env = jax_env.VmapBatch(gymnax_env.make("CartPole-v1"), 16)
 
     def body(carry, key):
         state, obs = carry

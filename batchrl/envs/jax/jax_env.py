@@ -238,7 +238,7 @@ class Compiled:
 
 
 @dataclasses.dataclass(frozen=True)
-class Batched(Describes, Compiled):
+class VmapBatch(Describes, Compiled):
     """`num_envs` copies of a JAX-native env behind the batched interface simulate uses.
 
     `init(key)`, `reset(env_state, obs, key, mask)` and `step(env_state, action)` are

@@ -77,7 +77,7 @@ def _unroll(env, length):
 
 def test_a_wrapped_env_batches_and_steps_as_the_env_it_wraps():
     for env in (_CountingEnv(), jax_env.TimeLimit(_CountingEnv())):
-        batched = jax_env.Batched(env, 3)
+        batched = jax_env.VmapBatch(env, 3)
         assert env.env_spec == _CountingEnv.env_spec
         state, obs = jax.jit(batched.init)(jax.random.key(0))
         assert obs.shape == (3, 2) and len(set(obs[:, 1].tolist())) == 3  # A tag per env.
@@ -152,7 +152,7 @@ def test_reset_where_resets_only_masked_envs(env):
 
 
 def test_a_dict_observation_keeps_its_structure_and_dtypes_through_batching():
-    env = jax_env.Batched(jax_env.TimeLimit(_DictEnv()), 3)
+    env = jax_env.VmapBatch(jax_env.TimeLimit(_DictEnv()), 3)
     state, obs = jax.jit(env.init)(jax.random.key(0))
     state, time_step = jax.jit(env.step)(state, jnp.ones(3, jnp.int32))
     expected = env_spec_lib.map_tree(

@@ -8,7 +8,7 @@ from typing import Any
 from gymnasium.vector import AutoresetMode
 
 from batchrl.envs.host import arguments
-from batchrl.envs.ray import group as ray_group
+from batchrl.envs.ray import ray_group
 
 
 def build(

@@ -2,7 +2,7 @@
 
 MuJoCo steps the simulations in C threads with the GIL released; observations,
 rewards and resets are NumPy over the whole batch (`locomotion.py`, `control.py`). No process and no
-message stands between the policy and the physics. A `handle.GroupHandle`, so
+message stands between the policy and the physics. A `Group`, so
 `BatchEnv` steps it, autoresets it and serves its infos as any other group.
 
 Env i keeps its own `np_random`, seeded as Gymnasium seeds one env, so env i reset
@@ -23,9 +23,9 @@ from gymnasium.vector import AutoresetMode
 
 from batchrl.envs import spaces
 from batchrl.envs.host import autoreset as autoreset_lib
-from batchrl.envs.host import forwarding, handle
-from batchrl.envs.host import group as group_lib
+from batchrl.envs.host import forwarding, stepper
 from batchrl.envs.host import infos as infos_lib
+from batchrl.envs.host.group import Step
 from batchrl.envs.mujoco import task as task_lib
 from batchrl.envs.mujoco import tasks
 
@@ -48,9 +48,7 @@ class MujocoGroup(forwarding.EnvForwarding):
         self.name = env_id
         self.observation_space = spaces.check_observation_space(env.observation_space, env_id)
         self.action_space = spaces.check_action_space(env.action_space, env_id)
-        self.buffers = group_lib.Buffers.allocate(
-            num_envs, self.observation_space, self.action_space
-        )
+        self.buffers = stepper.Buffers.allocate(num_envs, self.observation_space, self.action_space)
         self.restarts = 0
         self._max_steps = self._template.spec.max_episode_steps
         self._frame_skip = env.frame_skip
@@ -99,7 +97,7 @@ class MujocoGroup(forwarding.EnvForwarding):
         self.buffers.action[...] = actions
         self._mode = autoreset
 
-    def step_wait(self) -> handle.Step:
+    def step_wait(self) -> Step:
         """Steps every env (NEXT_STEP: resets those that ended instead); results in the buffers."""
         buffers, state, task = self.buffers, self._state, self.task
         action = buffers.action.copy()

@@ -3,7 +3,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from batchrl.parts import memory
+from batchrl.parts import episode_memory
 
 DURATIONS = (1, 2, 3, 4)
 NUM_ENVS = len(DURATIONS)
@@ -22,8 +22,8 @@ def host(tree):
 @jax.jit
 def tick(state, step, begin, done):
     """One batch step as the KL-penalty agent records it: begin, append, finish."""
-    state = memory.append(memory.begin(state, begin), step)
-    return memory.finish(state, done)
+    state = episode_memory.append(episode_memory.begin(state, begin), step)
+    return episode_memory.finish(state, done)
 
 
 class Reference:
@@ -80,13 +80,13 @@ class Reference:
         for slot in range(self.slots):
             if self.finished[slot]:
                 valid[slot, : len(self.episodes[slot])] = True
-        np.testing.assert_array_equal(memory.valid_mask(state), valid)
+        np.testing.assert_array_equal(episode_memory.valid_mask(state), valid)
 
 
 def test_matches_the_reference_on_a_random_stream():
     num_envs, capacity, max_length, num_steps = 3, 5, 4, 150
     rng = np.random.default_rng(0)
-    state = memory.init(example(), num_envs, capacity, max_length)
+    state = episode_memory.init(example(), num_envs, capacity, max_length)
     reference = Reference(num_envs, capacity, max_length)
     begin = np.ones(num_envs, bool)
     cleared = 0
@@ -101,9 +101,9 @@ def test_matches_the_reference_on_a_random_stream():
         reference.append(list(zip(obs, count, strict=True)))
         reference.finish(done)
         reference.check(state)
-        assert bool(memory.full(state)) == (sum(reference.finished) >= capacity)
-        if memory.full(state) and rng.random() < 0.7:  # Sometimes left full a while.
-            state = memory.clear(state)
+        assert bool(episode_memory.full(state)) == (sum(reference.finished) >= capacity)
+        if episode_memory.full(state) and rng.random() < 0.7:  # Sometimes left full a while.
+            state = episode_memory.clear(state)
             reference.clear()
             cleared += 1
         begin = done
@@ -111,7 +111,7 @@ def test_matches_the_reference_on_a_random_stream():
 
 
 def test_episodes_of_durations_1_2_3_4_fill_their_slots_in_env_order():
-    state = memory.init(example(), NUM_ENVS, 8, MAX_LENGTH)
+    state = episode_memory.init(example(), NUM_ENVS, 8, MAX_LENGTH)
     begin = np.ones(NUM_ENVS, bool)
     for t in range(4):
         within = t % np.asarray(DURATIONS)
@@ -125,25 +125,25 @@ def test_episodes_of_durations_1_2_3_4_fill_their_slots_in_env_order():
     finished = np.flatnonzero(state.finished)
     lengths = {int(s): int(state.length[s]) for s in finished}
     assert lengths == {0: 1, 4: 1, 1: 2, 5: 1, 2: 3, 7: 1, 6: 2, 3: 4}
-    assert int(state.count) == 8 and bool(memory.full(state))
+    assert int(state.count) == 8 and bool(episode_memory.full(state))
     np.testing.assert_array_equal(state.steps["obs"][3, :4, 0], [0, 1, 2, 3])
     np.testing.assert_array_equal(state.slot, [12, 12, 8, 12])  # Env 2 runs in slot 8.
 
 
 def test_a_full_memory_leaves_new_episodes_without_a_slot():
-    state = memory.init(example(), 2, 1, MAX_LENGTH)  # Three slots.
+    state = episode_memory.init(example(), 2, 1, MAX_LENGTH)  # Three slots.
     step = {"obs": np.ones((2, 2), np.float32), "count": np.ones(2, np.int32)}
     both = np.ones(2, bool)
     state = tick(state, step, both, both)  # Two finished: slots 0 and 1.
     state = tick(state, step, both, np.zeros(2, bool))  # One free slot, for env 0.
     np.testing.assert_array_equal(state.slot, [2, 3])
-    state = memory.finish(state, both)
+    state = episode_memory.finish(state, both)
     assert int(state.count) == 3
-    np.testing.assert_array_equal(memory.clear(state).finished, [False] * 3)
+    np.testing.assert_array_equal(episode_memory.clear(state).finished, [False] * 3)
 
 
 def test_truncation_keeps_the_first_max_length_steps():
-    state = memory.init(example(), 1, 1, 3)
+    state = episode_memory.init(example(), 1, 1, 3)
     for t in range(5):
         step = {"obs": np.full((1, 2), t, np.float32), "count": np.full(1, t, np.int32)}
         state = tick(state, step, np.array([t == 0]), np.array([t == 4]))
@@ -152,29 +152,29 @@ def test_truncation_keeps_the_first_max_length_steps():
 
 
 def test_a_restart_finishes_the_running_episode_and_an_empty_one_keeps_nothing():
-    state = memory.init(example(), 1, 2, MAX_LENGTH)
+    state = episode_memory.init(example(), 1, 2, MAX_LENGTH)
     step = {"obs": np.ones((1, 2), np.float32), "count": np.ones(1, np.int32)}
     state = tick(state, step, np.array([True]), np.array([False]))
-    state = memory.begin(state, np.array([True]))  # Cut after one step: kept.
+    state = episode_memory.begin(state, np.array([True]))  # Cut after one step: kept.
     assert int(state.count) == 1 and int(state.slot[0]) == 1
-    state = memory.finish(memory.begin(state, np.array([True])), np.array([True]))
+    state = episode_memory.finish(episode_memory.begin(state, np.array([True])), np.array([True]))
     assert int(state.count) == 1, "an episode with no step is not kept"
 
 
 def test_shape_errors():
-    state = memory.init(example(), NUM_ENVS, 2, MAX_LENGTH)
+    state = episode_memory.init(example(), NUM_ENVS, 2, MAX_LENGTH)
     step = {"obs": np.zeros((NUM_ENVS, 2), np.float32), "count": np.zeros(NUM_ENVS, np.int32)}
     with pytest.raises(ValueError, match="shape"):
-        memory.append(state, jax.tree.map(lambda x: x[:3], step))
+        episode_memory.append(state, jax.tree.map(lambda x: x[:3], step))
     with pytest.raises(ValueError, match="structure"):
-        memory.append(state, step["obs"])
+        episode_memory.append(state, step["obs"])
     with pytest.raises(ValueError, match="mask"):
-        memory.finish(state, np.ones(3, bool))
+        episode_memory.finish(state, np.ones(3, bool))
     with pytest.raises(ValueError, match="must be positive"):
-        memory.init(example(), 0, 2, MAX_LENGTH)
+        episode_memory.init(example(), 0, 2, MAX_LENGTH)
 
 
 def test_clear_touches_no_step_data_under_a_condition():
-    state = memory.init(example(), NUM_ENVS, 2, MAX_LENGTH)
-    cleared = jax.jit(memory.clear)(state, jnp.asarray(False))
+    state = episode_memory.init(example(), NUM_ENVS, 2, MAX_LENGTH)
+    cleared = jax.jit(episode_memory.clear)(state, jnp.asarray(False))
     jax.tree.map(np.testing.assert_array_equal, host(cleared), host(state))

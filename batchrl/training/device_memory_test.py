@@ -6,30 +6,30 @@ import pytest
 
 from batchrl import algorithm, env_spec
 from batchrl.configs import presets
+from batchrl.ppo import agent_networks
 from batchrl.ppo import config as config_lib
-from batchrl.ppo import policy as policy_lib
 from batchrl.scripts import train
-from batchrl.training import environments, memory
+from batchrl.training import device_memory, environments
 
 
 def test_nbytes_counts_every_leaf_in_its_own_dtype():
     tree = {"obs": jnp.zeros((4, 3), jnp.uint8), "value": jax.ShapeDtypeStruct((4,), jnp.float32)}
-    assert memory.nbytes(tree) == 4 * 3 * 1 + 4 * 4
+    assert device_memory.nbytes(tree) == 4 * 3 * 1 + 4 * 4
 
 
 @pytest.mark.parametrize(
     ("count", "reading"), [(512, "512 B"), (3 * 2**20 + 2**19, "3.5 MiB"), (2**31, "2.0 GiB")]
 )
 def test_human_reads_bytes_in_binary_units(count, reading):
-    assert memory.human(count) == reading
+    assert device_memory.human(count) == reading
 
 
 def test_a_storage_larger_than_free_memory_is_refused_naming_its_size():
-    free = memory.available(jax.local_devices()[0])
+    free = device_memory.available(jax.local_devices()[0])
     assert free is not None and free > 0
     with pytest.raises(MemoryError, match=r"the rollout takes [\d.]+ TiB, more than"):
-        memory.check_fits(2**63, "rollout")
-    memory.check_fits(1024, "rollout")  # A small one passes.
+        device_memory.check_fits(2**63, "rollout")
+    device_memory.check_fits(1024, "rollout")  # A small one passes.
 
 
 def test_the_train_command_refuses_a_storage_that_cannot_fit_and_says_its_size(tmp_path, capsys):
@@ -46,7 +46,7 @@ def test_the_clipped_rollout_of_atari_sized_frames_is_counted_in_uint8():
     frame = env_spec.ObsLeaf((4, 84, 84), "uint8", env_spec.IMAGE, low=0.0, high=255.0)
     spec = env_spec.EnvSpec(frame, discrete=True, num_actions=4, action_start=(0,))
     config = config_lib.ClippedConfig(steps_per_update=128, num_minibatches=4)
-    networks = policy_lib.Networks(config, spec)
+    networks = agent_networks.Networks(config, spec)
     assert networks.torso.parts[0].network == "nature"
     shape = config_lib.RunShape(num_envs=8, max_length=27_000, steps=10_000_000)
     init = functools.partial(algorithm.of(config).init, networks, shape)
@@ -57,19 +57,19 @@ def test_the_clipped_rollout_of_atari_sized_frames_is_counted_in_uint8():
     # Action (int32), log-prob, reward, next value (float32), terminated, truncated (bool),
     # and the position written to.
     rest = 128 * 8 * (4 + 4 + 4 + 4 + 1 + 1) + 4
-    assert memory.nbytes(storage) == frames + rest == 28_919_812
-    assert memory.human(memory.nbytes(storage)) == "27.6 MiB"
+    assert device_memory.nbytes(storage) == frames + rest == 28_919_812
+    assert device_memory.human(device_memory.nbytes(storage)) == "27.6 MiB"
 
 
 def test_the_breakout_minatar_presets_rollout_is_counted_in_the_envs_float32():
     # gymnax's MinAtar grids are float32 [10, 10, 4]: 64 envs x 128 steps of them.
     config = presets.get("breakout_minatar")
-    networks = policy_lib.Networks(config.algorithm, environments.check_env(config))
+    networks = agent_networks.Networks(config.algorithm, environments.check_env(config))
     init = functools.partial(algorithm.of(config.algorithm).init, networks, config.shape)
     storage = jax.eval_shape(init, jax.random.key(0)).storage
     assert storage.rollout.obs.dtype == jnp.float32
     assert storage.rollout.obs.shape == (128, 64, 10, 10, 4)
     grids = 128 * 64 * 10 * 10 * 4 * 4  # 13,107,200 bytes.
     rest = 128 * 64 * (4 + 4 + 4 + 4 + 1 + 1) + 4
-    assert memory.nbytes(storage) == grids + rest == 13_254_660
-    assert memory.human(memory.nbytes(storage)) == "12.6 MiB"
+    assert device_memory.nbytes(storage) == grids + rest == 13_254_660
+    assert device_memory.human(device_memory.nbytes(storage)) == "12.6 MiB"

@@ -10,7 +10,7 @@ from gymnasium.vector import AutoresetMode
 
 from batchrl.envs import BatchEnv
 from batchrl.envs.host.vector_test import run_side_by_side
-from batchrl.envs.mujoco import group, tasks
+from batchrl.envs.mujoco import mujoco_group, tasks
 
 MODES = list(AutoresetMode)
 
@@ -57,8 +57,8 @@ def test_gymnasium_constructor_keywords_mean_the_same(env_id, kwargs):
 def test_resets_fall_back_to_mujoco_when_the_state_fields_are_incomplete(monkeypatch):
     # A MuJoCo whose state has a component the group does not list: resets go to
     # Batch.reset, and the episodes stay Gymnasium's.
-    fields = tuple(f for f in group._INTEGRATION_STATE if f != "qacc_warmstart")
-    monkeypatch.setattr(group, "_INTEGRATION_STATE", fields)
+    fields = tuple(f for f in mujoco_group._INTEGRATION_STATE if f != "qacc_warmstart")
+    monkeypatch.setattr(mujoco_group, "_INTEGRATION_STATE", fields)
     theirs = gym.vector.SyncVectorEnv([lambda: gym.make("Hopper-v5")] * 3)
     with BatchEnv.mujoco("Hopper-v5", 3) as ours:
         assert run_side_by_side(ours, theirs, steps=300, seed=5) >= 3

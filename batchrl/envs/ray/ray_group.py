@@ -25,7 +25,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import errors, group, lifecycle, obs_tree, remote
+from batchrl.envs.host import errors, lifecycle, obs_tree, remote, stepper
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.ray import host as ray_host
 
@@ -151,7 +151,7 @@ class RayGroup(remote.RemoteGroup):
         self.node_id, self.pid, observation_space, action_space = started
         if self._generation == 0:
             self.observation_space, self.action_space = observation_space, action_space
-            self.buffers = group.Buffers.allocate(self.num_envs, observation_space, action_space)
+            self.buffers = stepper.Buffers.allocate(self.num_envs, observation_space, action_space)
 
     def close(self) -> None:
         """Closes the actor's envs and workers, then ends the actor."""

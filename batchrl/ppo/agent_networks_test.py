@@ -6,8 +6,8 @@ import pytest
 from batchrl import env_spec
 from batchrl.networks import distributions, encoder
 from batchrl.parts import normalizer
+from batchrl.ppo import agent_networks
 from batchrl.ppo import config as config_lib
-from batchrl.ppo import policy as policy_lib
 
 CONFIG = config_lib.ClippedConfig(policy_layers=(8, 8), value_layers=(8,))
 CUE = {"cue": env_spec.ObsLeaf((), "int32", env_spec.DISCRETE, (4,), (0,))}
@@ -22,14 +22,14 @@ def multi_discrete(nvec, start, action_shape):
         action_nvec=nvec,
         action_start=start,
     )
-    return policy_lib.Networks(CONFIG, spec)
+    return agent_networks.Networks(CONFIG, spec)
 
 
 def test_a_flat_box_gives_the_features_and_parameters_it_gave_before():
     # Before observations were trees, the networks took the normalised observation
     # [B, 3, 2] and flattened it: the same parameters from the same key, the same inputs.
     spec = env_spec.EnvSpec(env_spec.vector((3, 2)), discrete=False, action_shape=(2,))
-    networks = policy_lib.Networks(config_lib.ClippedConfig(), spec)
+    networks = agent_networks.Networks(config_lib.ClippedConfig(), spec)
     params = networks.init(jax.random.key(3))
     policy_key, value_key = jax.random.split(jax.random.key(3))
     obs = jnp.zeros((1, 3, 2), jnp.float32)
@@ -77,9 +77,9 @@ def test_multi_discrete_actions_are_independent_categoricals_shifted_by_their_st
 
 def test_a_discrete_action_is_shifted_by_its_start():
     spec = env_spec.EnvSpec(CUE, discrete=True, num_actions=3, action_start=(1,))
-    networks = policy_lib.Networks(CONFIG, spec)
+    networks = agent_networks.Networks(CONFIG, spec)
     np.testing.assert_array_equal(networks.to_env(jnp.array([0, 1, 2])), [1, 2, 3])
-    unstarted = policy_lib.Networks(CONFIG, env_spec.EnvSpec(CUE, discrete=True, num_actions=3))
+    unstarted = agent_networks.Networks(CONFIG, env_spec.EnvSpec(CUE, discrete=True, num_actions=3))
     np.testing.assert_array_equal(unstarted.to_env(jnp.array([0, 2])), [0, 2])
 
 
@@ -88,7 +88,7 @@ def image_networks(frame, **settings):
     spec = env_spec.EnvSpec(
         {"frame": frame, "speed": env_spec.vector((2,))}, discrete=True, num_actions=3
     )
-    return policy_lib.Networks(config_lib.ClippedConfig(**settings), spec)
+    return agent_networks.Networks(config_lib.ClippedConfig(**settings), spec)
 
 
 GRID = env_spec.ObsLeaf((10, 10, 4), "float32", env_spec.IMAGE, low=0.0, high=1.0)

@@ -20,7 +20,7 @@ from ray.cluster_utils import Cluster
 from batchrl.conftest import wait_gone
 from batchrl.envs import BatchEnv, EnvCrashedError, EnvError, EnvRaisedError, EnvTimeoutError
 from batchrl.envs.host import lifecycle, spaces_test
-from batchrl.envs.ray import group as ray_group
+from batchrl.envs.ray import ray_group
 from batchrl.scripts import train
 from batchrl.testing import mock
 from batchrl.training import metrics_log

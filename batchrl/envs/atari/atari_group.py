@@ -3,7 +3,7 @@
 ale-py steps every game, with the Atari preprocessing of DQN (frame skip, max-pool,
 grayscale 84 x 84 frames, a stack of 4, no-op starts), on a pool of C++ threads in this
 process; a step is one `send` of the actions and one `recv` of the results, arrays over
-the whole batch. A `handle.GroupHandle`, so `BatchEnv` steps it as any other group.
+the whole batch. A `Group`, so `BatchEnv` steps it as any other group.
 
 The games autoreset as ale-py's NEXT_STEP does, a game that ended starting anew in place
 of its next step. SAME_STEP is that, with the games that ended reset at once; DISABLED
@@ -26,9 +26,9 @@ from gymnasium.vector import AutoresetMode
 from batchrl.envs import spaces
 from batchrl.envs.atari import settings as settings_lib
 from batchrl.envs.host import autoreset as autoreset_lib
-from batchrl.envs.host import group as group_lib
-from batchrl.envs.host import handle, obs_tree
 from batchrl.envs.host import infos as infos_lib
+from batchrl.envs.host import obs_tree, stepper
+from batchrl.envs.host.group import Step
 
 INFO_KEYS = ("lives", "episode_frame_number", "frame_number")  # As ale-py's AtariEnv's info.
 # What an env of the group answers `attribute` with.
@@ -60,9 +60,7 @@ class AtariGroup:
             self.vector_env.single_observation_space, game
         )
         self.action_space = spaces.check_action_space(self.vector_env.single_action_space, game)
-        self.buffers = group_lib.Buffers.allocate(
-            num_envs, self.observation_space, self.action_space
-        )
+        self.buffers = stepper.Buffers.allocate(num_envs, self.observation_space, self.action_space)
         self.restarts = 0
         # Each env's info as its last step or reset left it, one array [k] per key.
         self._info = {key: np.zeros(num_envs, np.int32) for key in INFO_KEYS}
@@ -92,7 +90,7 @@ class AtariGroup:
         self._mode = autoreset
         vector.send(self.buffers.action)
 
-    def step_wait(self) -> handle.Step:
+    def step_wait(self) -> Step:
         """The step's results in the buffers; SAME_STEP resets the games that ended at once."""
         obs, reward, terminated, truncated, info = self._open().recv()
         order = _env_order(info)

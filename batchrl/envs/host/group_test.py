@@ -1,6 +1,7 @@
-"""Every kind of group answers the GroupHandle calls as Gymnasium's envs would.
+"""Every kind of group answers the Group calls as Gymnasium's envs would.
 
-Ray's actors answer the same calls; batchrl/envs/ray/group_test.py runs them on a two-node cluster.
+Ray's actors answer the same calls; batchrl/envs/ray/ray_group_test.py runs them on a
+two-node cluster.
 """
 
 import gymnasium as gym
@@ -9,7 +10,7 @@ import pytest
 from gymnasium.vector import AutoresetMode
 
 from batchrl.envs.host import infos, local, make, process
-from batchrl.envs.mujoco import group as mujoco_group
+from batchrl.envs.mujoco import mujoco_group
 
 ENV = "Hopper-v5"
 

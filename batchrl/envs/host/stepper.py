@@ -1,0 +1,296 @@
+"""EnvStepper: a few envs stepped in sequence, reading actions from and writing results to arrays.
+
+The same loop runs inside a worker process (over shared memory) and in the parent
+(over plain arrays), so local and external batches step envs identically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+
+from batchrl import env_spec
+from batchrl.envs import spaces
+from batchrl.envs.host import autoreset as autoreset_lib
+from batchrl.envs.host import forwarding
+from batchrl.envs.host import infos as infos_lib
+
+_ALIGN = 64
+
+# The byte that rings a worker to step, by what happens to envs whose episode ended:
+# DISABLED, a plain step (the caller resets); NEXT_STEP, they are reset in place of the
+# next step; SAME_STEP, they are reset at once, the final obs and info kept in the info.
+STEP_BYTES = {
+    AutoresetMode.DISABLED: b"s",
+    AutoresetMode.NEXT_STEP: b"n",
+    AutoresetMode.SAME_STEP: b"f",
+}
+AUTORESET_MODES = {byte: mode for mode, byte in STEP_BYTES.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class Buffers:
+    """Arrays one group reads actions from and writes results to. Leading axis: env in group.
+
+    `obs` is a tree of arrays as Gymnasium batches the observation space (`obs_tree`),
+    each leaf in the space's dtype; a flat `Box` is one array.
+    """
+
+    action: np.ndarray  # [k, *action_shape]
+    obs: Any  # A tree of [k, *leaf_shape], one per leaf of the observation space.
+    reward: np.ndarray  # [k] float64
+    terminated: np.ndarray  # [k] bool
+    truncated: np.ndarray  # [k] bool
+
+    @staticmethod
+    def layout(
+        num_envs: int, observation_space: gym.Space, action_space: gym.Space
+    ) -> tuple[dict[str, Any], int]:
+        """Where each array lies: a `_Slot` per field (a tree of them for `obs`), total bytes.
+
+        Each array starts on a cache line; the order is fixed by the spaces alone, so a
+        parent and its worker lay out one buffer identically.
+        """
+        end = 0
+
+        def place(shape: tuple[int, ...], dtype: Any) -> _Slot:
+            nonlocal end
+            slot = _Slot(_aligned(end), (num_envs, *shape), np.dtype(dtype))
+            end = slot.offset + slot.nbytes
+            return slot
+
+        observation = spaces.observation_tree(observation_space)
+        slots = {
+            "action": place(action_space.shape, action_space.dtype),
+            "obs": env_spec.map_tree(lambda leaf: place(leaf.shape, leaf.dtype), observation),
+            "reward": place((), np.float64),
+            "terminated": place((), np.bool_),
+            "truncated": place((), np.bool_),
+        }
+        return slots, max(_aligned(end), _ALIGN)
+
+    @classmethod
+    def nbytes(cls, num_envs: int, observation_space: gym.Space, action_space: gym.Space) -> int:
+        """Bytes needed to hold all arrays, each aligned to a cache line."""
+        return cls.layout(num_envs, observation_space, action_space)[1]
+
+    @classmethod
+    def over(
+        cls,
+        buffer: Any,
+        num_envs: int,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+    ) -> Buffers:
+        """Views into `buffer` (bytes-like, writable), laid out identically in every process."""
+        slots, _ = cls.layout(num_envs, observation_space, action_space)
+        return cls(
+            **{
+                name: env_spec.map_tree(lambda slot: slot.view(buffer), tree)
+                for name, tree in slots.items()
+            }
+        )
+
+    @classmethod
+    def allocate(
+        cls, num_envs: int, observation_space: gym.Space, action_space: gym.Space
+    ) -> Buffers:
+        """Buffers in ordinary process memory."""
+        nbytes = cls.nbytes(num_envs, observation_space, action_space)
+        return cls.over(bytearray(nbytes), num_envs, observation_space, action_space)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Slot:
+    """Where one array lies in a buffer."""
+
+    offset: int
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self.dtype.itemsize
+
+    def view(self, buffer: Any) -> np.ndarray:
+        count = math.prod(self.shape)
+        return np.frombuffer(buffer, self.dtype, count, self.offset).reshape(self.shape)
+
+
+def _aligned(offset: int) -> int:
+    return -(-offset // _ALIGN) * _ALIGN
+
+
+class EnvStepper(forwarding.EnvForwarding):
+    """Owns k envs that share spaces; steps them in sequence over `Buffers`.
+
+    Autoresets as Gymnasium's `SyncVectorEnv` does, env by env (`autoreset`), so a batch
+    behaves as Gymnasium's vector envs do without a second round trip for the resets.
+    """
+
+    def __init__(self, constructors: Sequence[Callable[[], gym.Env]]):
+        self.envs: list[gym.Env] = []
+        try:
+            for constructor in constructors:
+                self.envs.append(constructor())
+        except BaseException:
+            self.close()
+            raise
+        first = self.envs[0]
+        self.name = spaces.env_name(first)
+        self.observation_space = first.observation_space
+        self.action_space = spaces.check_action_space(first.action_space, self.name)
+        self._observation = spaces.observation_tree(self.observation_space, self.name)
+        for env in self.envs[1:]:
+            check_same_spaces(self.name, first, spaces.env_name(env), env)
+        self.buffers: Buffers | None = None
+        self._autoreset = autoreset_lib.Autoreset(len(self.envs))
+
+    def step(self, autoreset: AutoresetMode = AutoresetMode.DISABLED) -> list[dict]:
+        """Steps every env with its action from the buffers; returns their infos.
+
+        Each env gets its own copy of its action (an env may keep it), and the results
+        are written to the buffers once for all envs, which is several times cheaper.
+        """
+        buffers = self.buffers
+        actions = buffers.action.copy()
+        due = self._autoreset.due(autoreset)
+        if due is not None:
+            results = [
+                self._reset_for_step(env) if reset else env.step(a)
+                for env, a, reset in zip(self.envs, actions, due, strict=True)
+            ]
+        else:
+            results = [env.step(a) for env, a in zip(self.envs, actions, strict=True)]
+        obs, reward, terminated, truncated, infos = map(list, zip(*results, strict=True))
+        for i in self._autoreset.stepped(autoreset, terminated, truncated):
+            # A copy: the infos may be read steps later, and an env may reuse its arrays.
+            final_obs = copy.deepcopy(obs[i])
+            obs[i], reset_info = self.envs[i].reset()
+            infos[i] = autoreset_lib.final(final_obs, infos[i], reset_info)
+        self._write_obs(slice(None), obs)
+        buffers.reward[:] = reward
+        buffers.terminated[:] = terminated
+        buffers.truncated[:] = truncated
+        return infos
+
+    @staticmethod
+    def _reset_for_step(env: gym.Env) -> tuple:
+        obs, info = env.reset()
+        return obs, 0.0, False, False, info
+
+    def reset(
+        self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
+    ) -> list[dict]:
+        """Resets the envs at `indices` (positions in this group); writes obs to the buffers."""
+        infos = []
+        for i, seed in zip(indices, seeds, strict=True):
+            obs, info = self.envs[i].reset(seed=seed, options=options)
+            self._write_obs(i, obs)
+            infos.append(info)
+        self._autoreset.reset(list(indices))
+        return infos
+
+    def _env(self, index: int) -> gym.Env:
+        return self.envs[index]
+
+    def close(self) -> None:
+        """Closes every env; an env that fails to close does not stop the others."""
+        for env in self.envs:
+            with contextlib.suppress(Exception):
+                env.close()
+
+    def _write_obs(self, where: int | slice, obs: Any) -> None:
+        """Writes one env's observation (`where` an index) or a list of all (`where` a slice)."""
+        observations = obs if isinstance(where, slice) else [obs]
+        self._write_leaves(self.buffers.obs, where, observations, self._observation, "obs")
+
+    def _write_leaves(
+        self, target: Any, where: int | slice, observations: list, tree: Any, path: str
+    ) -> None:
+        """Writes each leaf of `observations` (one per env written) at `where` in `target`.
+
+        `tree` is the observation's tree of `ObsLeaf`; an observation that does not fit it
+        is named by the path of the first leaf that does not.
+        """
+        if isinstance(tree, dict | tuple):
+            keys = list(tree) if isinstance(tree, dict) else range(len(tree))
+            for key in keys:
+                name = env_spec.key_path(key) if isinstance(tree, dict) else f"[{key}]"
+                parts = [self._part(o, key, tree, path + name) for o in observations]
+                self._write_leaves(target[key], where, parts, tree[key], path + name)
+            return
+        expected = (len(observations), *tree.shape) if isinstance(where, slice) else tree.shape
+        try:
+            array = np.asarray(observations if isinstance(where, slice) else observations[0])
+        except ValueError:  # Observations of different shapes.
+            array = None
+        if array is None or array.shape != expected:
+            shape = next((np.shape(o) for o in observations if np.shape(o) != tree.shape), None)
+            at, there = ("", "") if path == "obs" else (f" at {path}", " there")
+            raise ValueError(
+                f"env {self.name} returned an observation of shape {shape}{at}, but its "
+                f"observation_space has shape {tree.shape}{there}"
+            )
+        target[where] = array
+
+    def _part(self, obs: Any, key: Any, tree: Any, path: str) -> Any:
+        """`obs[key]`, or a ValueError naming `path` when the observation has no such part."""
+        nests = (
+            isinstance(obs, Mapping) if isinstance(tree, dict) else isinstance(obs, tuple | list)
+        )
+        if nests and (key in obs if isinstance(tree, dict) else key < len(obs)):
+            return obs[key]
+        raise ValueError(
+            f"env {self.name} returned an observation without {path} ({type(obs).__name__} "
+            f"{obs!r:.80}), but its observation_space has it"
+        )
+
+
+def check_same_spaces(name_a: str, env_a: Any, name_b: str, env_b: Any) -> None:
+    """Raises a ValueError naming both envs when their spaces differ."""
+    for kind in ("observation_space", "action_space"):
+        space_a, space_b = getattr(env_a, kind), getattr(env_b, kind)
+        if not spaces.same_space(space_a, space_b):
+            raise ValueError(
+                f"envs in one batch must share spaces, but {kind} of {name_a} is {space_a} "
+                f"and of {name_b} is {space_b}"
+            )
+
+
+def report_restarted(buffers: Buffers, fresh: np.ndarray, infos: Any) -> list[dict]:
+    """Infos where envs restarted since their last step (`fresh`, then cleared) report it.
+
+    Their step reads truncated with zero reward, and `info["restarted"]` is True.
+    """
+    infos = list(infos_lib.Infos([infos], [len(fresh)]))
+    buffers.reward[fresh] = 0.0
+    buffers.terminated[fresh] = False
+    buffers.truncated[fresh] = True
+    for i in np.flatnonzero(fresh):
+        infos[i] = {**infos[i], "restarted": True}
+    fresh[:] = False
+    return infos
+
+
+def collect_all(requests: Sequence[tuple[Any, Any]], collect: Callable) -> None:
+    """Calls `collect(group, part)` for every request, even after one fails, then raises.
+
+    So no answer is left in flight when a worker fails.
+    """
+    failure = None
+    for g, part in requests:
+        try:
+            collect(g, part)
+        except BaseException as error:
+            failure = failure or error
+    if failure is not None:
+        raise failure
