@@ -1,7 +1,7 @@
 """batchrl: efficient batched reinforcement learning in JAX.
 
 `batchrl.train` trains a config into a `Run`; `batchrl.load` reads a run folder's
-`Policy` (`batchrl/training/api.py`, `batchrl/training/policy.py`). They are imported on
+`Policy` (`batchrl/training/api.py`, `run.py`, `policy.py`). They are imported on
 first use, so importing batchrl, as every env worker process does, imports no JAX.
 """
 
@@ -12,7 +12,7 @@ from batchrl import envs
 
 _PUBLIC = {
     "train": "batchrl.training.api",
-    "Run": "batchrl.training.api",
+    "Run": "batchrl.training.run",
     "load": "batchrl.training.policy",
     "Policy": "batchrl.training.policy",
 }

@@ -115,7 +115,8 @@ def pendulum_seconds_to(target: float, max_phases: int = 40) -> dict:
         algorithm=config, num_envs=32, max_length=200, steps=max_phases * 128 * 5 * 32
     )
     programs, state = loop.build(run, env, train_steps=128 * 5, eval_steps=200)
-    for _, metrics in loop.run(programs, state, max_phases):
+    for _ in range(max_phases):
+        state, metrics = loop.run_phase(programs, state, eval_episodes=1)
         if metrics["eval/return"] >= target:
             return {
                 "seconds": round(time.perf_counter() - start, 1),

@@ -162,7 +162,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             rundir, config = new_run(args)
         signal.signal(signal.SIGTERM, _interrupt)
-        api.run(rundir, config)
+        api.limit_xla_threads(config)  # A resumed run has not been through `api.start`.
+        from batchrl.training import run  # Starts JAX's backends: after the thread limit.
+
+        run.train(rundir, config)
         return 0
     except KeyboardInterrupt:  # The run saved a checkpoint of its last logged state.
         return 130

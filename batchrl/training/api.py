@@ -6,7 +6,7 @@
     policy = batchrl.load(run.rundir)
     action = policy.act(obs)
 
-`train` does what the train command does, through the same functions (`start`, `run`):
+`train` does what the train command does, through the same functions (`start`, `run.train`):
 it checks the env before a folder exists, keeps XLA to one thread beside env workers,
 and writes the same run folder (config, env spec, metrics, checkpoints), which
 `evaluate`, `visualize` and `plot` read and the command resumes (`--timestamp`); with
@@ -17,7 +17,6 @@ horizon follow from it.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import pathlib
 from typing import TYPE_CHECKING, Any
@@ -29,31 +28,7 @@ from batchrl.envs.host import make
 from batchrl.training import run_folder
 
 if TYPE_CHECKING:
-    from batchrl.training.policy import Policy
-
-
-@dataclasses.dataclass(frozen=True)
-class Run:
-    """A finished run: where it is kept, its config, its metrics and its final policy.
-
-    Attributes:
-        rundir: The run folder; None for a run trained in memory.
-        config: The config it trained with.
-        metrics: One row per train phase, `{"step": env steps, **metrics}`; the rows
-            that hold `eval/return` are its evaluations (of the mean action, or of
-            sampled actions where the config sets `eval_sample`).
-        policy: The policy its last phase left.
-    """
-
-    rundir: pathlib.Path | None
-    config: TrainConfig
-    metrics: list[dict[str, float]]
-    policy: Policy
-
-    @property
-    def evaluations(self) -> list[dict[str, float]]:
-        """The rows of the phases that were evaluated."""
-        return [row for row in self.metrics if "eval/return" in row]
+    from batchrl.training.run import Run
 
 
 def train(
@@ -96,7 +71,9 @@ def train(
             "give a function or class defined at a module's top level, or logdir=None"
         )
     rundir = start(config, name, logdir, env=given)
-    return run(rundir, config, env=given)
+    from batchrl.training import run  # Starts JAX's backends: after `start`'s thread limit.
+
+    return run.train(rundir, config, env=given)
 
 
 def configure(
@@ -143,18 +120,6 @@ def start(
     if logdir is None:
         return None
     return run_folder.create(logdir, config, name, timestamp)
-
-
-def run(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> Run:
-    """Trains the run in `rundir`, new or to resume (in memory when None), to its budget."""
-    limit_xla_threads(config)
-    from batchrl.training import policy  # Start JAX's backends: after the limit.
-    from batchrl.training import run as run_lib
-
-    result = run_lib.train(rundir, config, env)
-    programs, learner = result.programs, result.state.agent.learner
-    trained = policy.Policy(programs.algorithm, programs.networks, learner, seed=config.seed)
-    return Run(rundir=rundir, config=config, metrics=result.metrics, policy=trained)
 
 
 def limit_xla_threads(config: TrainConfig) -> None:

@@ -12,12 +12,11 @@ schedules read) derives from the run's `TrainConfig`.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import functools
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import flax.struct
@@ -200,15 +199,17 @@ def run_phase(
     state: RunState,
     *,
     eval_episodes: int = 0,
-    average_with: Sequence[Any] = (),
+    average_with: Sequence[Any] | None = None,
+    final: bool = False,
 ) -> tuple[RunState, dict[str, float]]:
     """One train phase from `state`, evaluated; the state after it and its flat metrics.
 
     Evaluation runs rounds of the eval phase until at least `eval_episodes` episodes
     ended, none when 0. With `average_with`, the parameters of earlier phases, the
     phase's policy is the mean of theirs and its own (`tail_average`), before it is
-    evaluated. `state` itself is left as it was, so an interrupt anywhere in here loses
-    nothing.
+    evaluated. The `final` phase's row also holds `final/return` and `final/episodes`
+    (and `final/averaged_phases` with `average_with`). `state` itself is left as it
+    was, so an interrupt anywhere in here loses nothing.
     """
     start = time.perf_counter()
     train_state = simulate.clear_summary(state.train)
@@ -216,7 +217,7 @@ def run_phase(
     train_state, agent_state = programs.train(train_state, state.agent, restart)
     jax.block_until_ready(agent_state)
     train_seconds = time.perf_counter() - start
-    agent_state = tail_average.averaged(agent_state, average_with)
+    agent_state = tail_average.averaged(agent_state, average_with or [])
     metrics = {f"train/{k.split('/')[1]}": v for k, v in simulate.summary(train_state).items()}
     eval_state, eval_seconds = state.eval, 0.0
     if eval_episodes:
@@ -233,6 +234,11 @@ def run_phase(
     metrics["perf/env_steps_per_sec"] = phase_steps / train_seconds
     metrics["perf/train_seconds"] = train_seconds
     metrics["perf/eval_seconds"] = eval_seconds
+    if final:
+        metrics["final/return"] = metrics["eval/return"]
+        metrics["final/episodes"] = metrics["eval/count"]
+        if average_with is not None:
+            metrics["final/averaged_phases"] = float(len(average_with) + 1)
     new_state = RunState(
         agent=agent_state,
         train=train_state,
@@ -241,51 +247,6 @@ def run_phase(
         phases=state.phases + 1,
     )
     return new_state, metrics
-
-
-def run(
-    programs: Programs,
-    state: RunState,
-    phases: int,
-    *,
-    eval_every: int = 1,
-    final_episodes: int = 1,
-    total: int | None = None,
-    average_last: int = 1,
-    earlier: Sequence[Any] = (),
-) -> Iterator[tuple[RunState, dict[str, float]]]:
-    """Runs `phases` train phases after those `state` has done; yields (state, metrics) each.
-
-    A phase is evaluated when its number is a multiple of `eval_every`, and always when
-    it is the run's last (`total`, default the last of these), whose evaluation runs
-    until at least `final_episodes` episodes ended; its row also carries `final/return`
-    and `final/episodes`, the return of the final policy (of its mean action, or of
-    sampled actions with `eval_sample`). With `average_last` K above 1, the final
-    policy's parameters are the mean of those the last K phases ended with
-    (`tail_average`; `final/averaged_phases` counts them); `earlier` holds the
-    parameters of phases before `state`'s, oldest first, that a resumed run reads from
-    its checkpoints.
-    """
-    done = int(state.phases)
-    total = done + phases if total is None else total
-    tail = collections.deque(maxlen=average_last - 1)
-    tail.extend(earlier)
-    if done:
-        tail.append(tail_average.params(state.agent))
-    for number in range(done + 1, done + phases + 1):
-        final = number == total
-        episodes = final_episodes if final else int(number % eval_every == 0)
-        average_with = list(tail) if final else []
-        state, metrics = run_phase(
-            programs, state, eval_episodes=episodes, average_with=average_with
-        )
-        tail.append(tail_average.params(state.agent))
-        if final:
-            metrics["final/return"] = metrics["eval/return"]
-            metrics["final/episodes"] = metrics["eval/count"]
-            if average_last > 1:
-                metrics["final/averaged_phases"] = float(len(average_with) + 1)
-        yield state, metrics
 
 
 def train(
@@ -308,7 +269,7 @@ def train(
     whole = config_for(config, env, max_length=max_length, steps=steps, seed=seed)
     programs, state = build(whole, env, train_steps=train_steps, eval_steps=eval_steps)
     rows = []
-    for after, metrics in run(programs, state, phases):
-        state = after
+    for number in range(1, phases + 1):
+        state, metrics = run_phase(programs, state, eval_episodes=1, final=number == phases)
         rows.append(metrics)
     return rows, state

@@ -15,8 +15,10 @@ Hopper), and a user then wants the best one it had, as SB3's `EvalCallback` keep
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
+import functools
 import logging
 import math
 import pathlib
@@ -33,108 +35,150 @@ from batchrl.training import (
     run_folder,
     tail_average,
 )
+from batchrl.training.policy import Policy
 
 logger = logging.getLogger("batchrl.training")
 
 
 @dataclasses.dataclass(frozen=True)
-class Result:
-    """What a run returns: its last state, the programs that ran it, the rows it wrote.
+class Run:
+    """A finished run: where it is kept, its config, its metrics and its final policy.
 
     Attributes:
-        state: The state after the last phase (the restored one when none was left).
-        programs: The run's compiled phases, its algorithm and networks.
-        metrics: `{"step": env steps, **metrics}` of each phase this call ran, in order.
+        rundir: The run folder; None for a run trained in memory.
+        config: The config it trained with.
+        metrics: One row per train phase this call ran, `{"step": env steps, **metrics}`;
+            the rows that hold `eval/return` are its evaluations (of the mean action, or
+            of sampled actions where the config sets `eval_sample`).
+        state: The run state after its last phase (the restored one when none was left).
+        programs: Its compiled phases, algorithm, networks and devices.
     """
 
+    rundir: pathlib.Path | None
+    config: TrainConfig
+    metrics: list[dict[str, float]]
     state: loop.RunState
     programs: loop.Programs
-    metrics: list[dict[str, float]]
+
+    @functools.cached_property
+    def policy(self) -> Policy:
+        """The policy its last phase left."""
+        programs, learner = self.programs, self.state.agent.learner
+        return Policy(programs.algorithm, programs.networks, learner, seed=self.config.seed)
+
+    @property
+    def evaluations(self) -> list[dict[str, float]]:
+        """The rows of the phases that were evaluated."""
+        return [row for row in self.metrics if "eval/return" in row]
 
 
-def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> Result:
-    """Trains until the budget is spent; the run's `Result`.
+def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> Run:
+    """Trains the run in `rundir`, new or to resume, until its budget is spent.
 
     `rundir` None trains in memory: no logs, no checkpoints. `env`, when given, is the
-    env in place of the one `config.env` names (`environments.build`). Ctrl-C or SIGTERM
-    (as KeyboardInterrupt) saves a checkpoint of the last logged state, then is raised on.
+    env in place of the one `config.env` names (`environments.build`). Phase k is
+    evaluated when k is a multiple of `eval_every`, and the last always, until at least
+    `final_episodes` episodes ended; its row also carries `final/return` and
+    `final/episodes`. With `average_last` K above 1, the final policy's parameters are
+    the mean of those its last K phases ended with (`tail_average`), read back from the
+    checkpoints of a resumed run. Ctrl-C or SIGTERM (as KeyboardInterrupt) saves a
+    checkpoint of the last logged state, then is raised on.
     """
     with contextlib.ExitStack() as opened:
-        batched, batch_env = environments.build(config, env=env)
+        env, batch_env = environments.build(config, env=env)
         if batch_env is not None:
             opened.callback(batch_env.close)
         evaluation = environments.build_eval(config)  # None: evaluation steps the same envs.
         if evaluation is not None:
             opened.callback(evaluation[1].close)
         eval_env = None if evaluation is None else evaluation[0]
-        return _train(rundir, config, batched, batch_env, eval_env)
+        programs, state = loop.build(config, env, eval_env=eval_env)
+        directory = None if rundir is None else run_folder.checkpoints(rundir)
+        state = _restore(rundir, programs, state, env.env_spec)
+        best = -math.inf if rundir is None else _best_return(rundir, int(state.env_steps))
+        total = config.phases
+        progress = metrics_log.Progress(
+            total_steps=total * programs.train_steps * programs.num_envs,
+            initial_steps=int(state.env_steps),
+        )
+        _announce(rundir, programs)
+        writer = None if rundir is None else metrics_log.Writer(rundir)
+        # The state whose metrics row is written: an interrupt between a phase's return and
+        # its row must not checkpoint that phase, or a resumed run would lack the row for good.
+        logged, rows = state, []
+        # The parameters of the last phases (`average_last` - 1 of them) for the final mean.
+        tail = collections.deque(maxlen=config.average_last - 1)
+        tail.extend(_earlier_params(directory, state, config.average_last))
+        if int(state.phases):
+            tail.append(tail_average.params(state.agent))
+        try:
+            with writer or contextlib.nullcontext(), progress.ticking():
+                for done in range(int(state.phases) + 1, total + 1):
+                    final = done == total
+                    episodes = (
+                        config.final_episodes if final else int(done % config.eval_every == 0)
+                    )
+                    averaged = final and config.average_last > 1
+                    state, metrics = loop.run_phase(
+                        programs,
+                        state,
+                        eval_episodes=episodes,
+                        average_with=list(tail) if averaged else None,
+                        final=final,
+                    )
+                    tail.append(tail_average.params(state.agent))
+                    env_steps = int(state.env_steps)
+                    if batch_env is not None:  # Env workers replaced so far in this process.
+                        metrics["perf/worker_restarts"] = float(batch_env.restarts)
+                    if writer is not None:
+                        writer.write(env_steps, metrics)
+                    rows.append({"step": env_steps, **metrics})
+                    logged = state
+                    progress.update(env_steps, metrics)
+                    if directory is not None:
+                        if done % config.checkpoint_every == 0 or final:
+                            checkpoint.save(directory, done, state, config.keep_checkpoints)
+                        score = metrics.get("eval/return", math.nan)
+                        if score > best:  # False for NaN: a phase that was not evaluated.
+                            checkpoint.save_best(directory, done, state)
+                            best = score
+                    progress.print(metrics_log.summary_line(done, env_steps, metrics))
+        except KeyboardInterrupt:
+            progress.close()
+            if directory is not None:
+                checkpoint.save(directory, int(logged.phases), logged, config.keep_checkpoints)
+                step = int(logged.env_steps)
+                print(f"interrupted: saved a checkpoint at env step {step}", flush=True)
+            raise
+        return Run(rundir=rundir, config=config, metrics=rows, state=state, programs=programs)
 
 
-def _train(
-    rundir: pathlib.Path | None, config: TrainConfig, env: Any, batch_env: Any, eval_env: Any
-) -> Result:
-    programs, state = loop.build(config, env, eval_env=eval_env)
-    directory = None if rundir is None else run_folder.checkpoints(rundir)
-    if rundir is not None:
-        run_folder.write_spec(rundir, env.env_spec)
-        restored = checkpoint.load_latest(directory, state)
-        if restored is not None:
-            state = loop.place(programs, restored[1])
-            logger.warning(
-                "resumed %s at env step %d (phase %d)",
-                rundir.name,
-                int(state.env_steps),
-                int(state.phases),
-            )
-    best = -math.inf if rundir is None else _best_return(rundir, int(state.env_steps))
-    total_phases = config.phases
-    total_steps = total_phases * programs.train_steps * env.num_envs
-    progress = metrics_log.Progress(total_steps=total_steps, initial_steps=int(state.env_steps))
+def _restore(
+    rundir: pathlib.Path | None, programs: loop.Programs, state: loop.RunState, spec: Any
+) -> loop.RunState:
+    """The run folder's newest good checkpoint placed as `state` is; `state` when none.
+
+    Writes the env's spec into the folder first, as every run does.
+    """
+    if rundir is None:
+        return state
+    run_folder.write_spec(rundir, spec)
+    restored = checkpoint.load_latest(run_folder.checkpoints(rundir), state)
+    if restored is None:
+        return state
+    state = loop.place(programs, restored[1])
+    logger.warning(
+        "resumed %s at env step %d (phase %d)", rundir.name, int(state.env_steps), int(state.phases)
+    )
+    return state
+
+
+def _announce(rundir: pathlib.Path | None, programs: loop.Programs) -> None:
+    """The first line a run prints: where it is kept, its devices, its storage's size."""
     storage = device_memory.human(programs.storage_bytes)
     where = "in memory" if rundir is None else f"run folder {rundir}"
     devices = programs.where.describe()
     print(f"{where}; {devices}; storage {storage}; compiling the first phase", flush=True)
-    writer = None if rundir is None else metrics_log.Writer(rundir)
-    # The state whose metrics row is written: an interrupt between a phase's return and its
-    # row must not checkpoint that phase, or a resumed run would lack the row for good.
-    logged, rows = state, []
-    try:
-        phases = loop.run(
-            programs,
-            state,
-            total_phases - int(state.phases),
-            eval_every=config.eval_every,
-            final_episodes=config.final_episodes,
-            total=total_phases,
-            average_last=config.average_last,
-            earlier=_earlier_params(directory, state, config.average_last),
-        )
-        with writer or contextlib.nullcontext(), progress.ticking():
-            for state, metrics in phases:
-                done, env_steps = int(state.phases), int(state.env_steps)
-                if batch_env is not None:  # Env workers replaced so far in this process.
-                    metrics["perf/worker_restarts"] = float(batch_env.restarts)
-                if writer is not None:
-                    writer.write(env_steps, metrics)
-                rows.append({"step": env_steps, **metrics})
-                logged = state
-                progress.update(env_steps, metrics)
-                if directory is not None:
-                    if done % config.checkpoint_every == 0 or done == total_phases:
-                        checkpoint.save(directory, done, state, config.keep_checkpoints)
-                    score = metrics.get("eval/return", math.nan)
-                    if score > best:  # False for NaN: a phase that was not evaluated.
-                        checkpoint.save_best(directory, done, state)
-                        best = score
-                progress.print(metrics_log.summary_line(done, env_steps, metrics))
-    except KeyboardInterrupt:
-        progress.close()
-        if directory is not None:
-            checkpoint.save(directory, int(logged.phases), logged, config.keep_checkpoints)
-            step = int(logged.env_steps)
-            print(f"interrupted: saved a checkpoint at env step {step}", flush=True)
-        raise
-    return Result(state=state, programs=programs, metrics=rows)
 
 
 def _earlier_params(
