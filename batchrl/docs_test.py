@@ -76,7 +76,7 @@ def broken_links(page: pathlib.Path) -> list[str]:
 def test_every_relative_link_reaches_its_file_and_heading():
     broken = {page.relative_to(ROOT): broken_links(page) for page in ALL_PAGES}
     assert {page: links for page, links in broken.items() if links} == {}
-    assert (ROOT / "docs" / "results" / "history.md") in ALL_PAGES
+    assert (ROOT / "docs" / "results" / "archive" / "history.md") in ALL_PAGES
 
 
 def test_a_broken_link_or_heading_is_found(tmp_path):
@@ -89,7 +89,7 @@ def test_a_broken_link_or_heading_is_found(tmp_path):
     assert broken_links(page) == ["missing.md", "other.md#nowhere"]
 
 
-@pytest.mark.parametrize("page", ["results.md", "results/history.md"])
+@pytest.mark.parametrize("page", ["results.md", "results/archive/history.md"])
 def test_the_results_pages_tables_are_those_their_json_lines_make(page):
     # If this fails, run: python -m batchrl.scripts.table --update docs/PAGE
     assert table.check_page(ROOT / "docs" / page) == []
