@@ -16,6 +16,8 @@ PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 ALL_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("**/*.md"))]
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 LINK = re.compile(r"\]\(([^()\s]+)\)")
+PATH = re.compile(r"[\w./-]+\.\w+")
+HEX_RUN = re.compile(r"(?<![0-9a-z])[0-9a-f]{7,40}(?![0-9a-z])")
 
 
 def blocks() -> list[tuple[str, str]]:
@@ -76,7 +78,7 @@ def broken_links(page: pathlib.Path) -> list[str]:
 def test_every_relative_link_reaches_its_file_and_heading():
     broken = {page.relative_to(ROOT): broken_links(page) for page in ALL_PAGES}
     assert {page: links for page, links in broken.items() if links} == {}
-    assert (ROOT / "docs" / "results" / "history.md") in ALL_PAGES
+    assert (ROOT / "docs" / "results" / "archive" / "history.md") in ALL_PAGES
 
 
 def test_a_broken_link_or_heading_is_found(tmp_path):
@@ -89,7 +91,60 @@ def test_a_broken_link_or_heading_is_found(tmp_path):
     assert broken_links(page) == ["missing.md", "other.md#nowhere"]
 
 
-@pytest.mark.parametrize("page", ["results.md", "results/history.md"])
+def cited_files(pages: list[pathlib.Path], root: pathlib.Path) -> set[pathlib.Path]:
+    """The files the pages link or name by path, relative to the page's folder or to root."""
+    cited = set()
+    for page in pages:
+        for token in set(PATH.findall(page.read_text())):
+            for base in (page.parent, root):
+                path = (base / token).resolve()
+                if path.is_file():
+                    cited.add(path)
+    return cited
+
+
+def unaccounted(folder: pathlib.Path, pages: list[pathlib.Path], root: pathlib.Path) -> list[str]:
+    """Under folder: each data file (all but .md) no page cites, each name with a commit hash.
+
+    A commit hash is a run of 7 to 40 hex digits, one of them a decimal digit, standing
+    apart from other letters and digits (`clipped_207cd74.jsonl`, `8172291_clipped.jsonl`).
+    """
+    cited = cited_files(pages, root)
+    found = []
+    for path in sorted(folder.rglob("*")):
+        name = path.relative_to(root)
+        if any(re.search(r"\d", run) for run in HEX_RUN.findall(path.name.lower())):
+            found.append(f"{name}: a commit hash in its name")
+        if path.is_file() and path.suffix != ".md" and path.resolve() not in cited:
+            found.append(f"{name}: cited by no page")
+    return found
+
+
+def test_every_results_file_is_cited_and_named_without_a_commit():
+    # Link a new file from its study's README.md; a commit goes in its lines' "commit" field.
+    found = unaccounted(ROOT / "docs" / "results", ALL_PAGES, ROOT)
+    assert not found, "\n".join(found)
+
+
+def test_an_uncited_file_or_a_commit_in_a_name_is_found(tmp_path):
+    study = tmp_path / "docs" / "results" / "study"
+    study.mkdir(parents=True)
+    for name in ["linked.jsonl", "named.png", "stray.jsonl", "clipped_207cd74.jsonl"]:
+        (study / name).write_text("{}\n")
+    (study / "seed100_e16").mkdir()
+    (study / "seed100_e16" / "8172291_run.csv").write_text("\n")
+    (study / "README.md").write_text(
+        "[a](linked.jsonl) [b](clipped_207cd74.jsonl) and, by path from the root,\n"
+        "`docs/results/study/named.png` and docs/results/study/seed100_e16/8172291_run.csv.\n"
+    )
+    assert unaccounted(tmp_path / "docs" / "results", [study / "README.md"], tmp_path) == [
+        "docs/results/study/clipped_207cd74.jsonl: a commit hash in its name",
+        "docs/results/study/seed100_e16/8172291_run.csv: a commit hash in its name",
+        "docs/results/study/stray.jsonl: cited by no page",
+    ]
+
+
+@pytest.mark.parametrize("page", ["results.md", "results/archive/history.md"])
 def test_the_results_pages_tables_are_those_their_json_lines_make(page):
     # If this fails, run: python -m batchrl.scripts.table --update docs/PAGE
     assert table.check_page(ROOT / "docs" / page) == []

@@ -16,7 +16,7 @@ medians. The peers:
 - `async_vector_env`: Gymnasium's AsyncVectorEnv, one process per game (its design),
   over `gym.make("ALE/<Game>-v5", frameskip=1)`, AtariPreprocessing, ClipReward and
   FrameStackObservation(4); no FIRE at a game's start, and only a game over ends its
-  episode (docs/benchmarks.md lists what else differs).
+  episode (its `terminal_on_life_loss` would start a new game at every lost life).
 
 Without EnvPool (`pip install -e '.[bench]'`), or with one that cannot make the games,
 its peers are left out and `envpool_missing` says why.
@@ -49,7 +49,9 @@ gym.register_envs(ale_py)
 GAMES = ("Pong", "Breakout")
 OURS = "batch_env_atari"
 MIN_CALLS = 4  # Per timed window, however slow the peer.
-# EnvPool's options nearest the `breakout` preset's (see docs/benchmarks.md for the rest).
+# EnvPool's options nearest the `breakout` preset's. Still different: the step after a lost
+# life is a reset within the game (1 to 30 no-ops, then FIRE), and a new game's frame stack
+# holds its first frame four times where ale-py's holds zeros.
 ENVPOOL_OPTIONS = dict(
     episodic_life=True,  # A lost life ends the episode; the game goes on at the reset.
     reward_clip=True,

@@ -1,7 +1,8 @@
 """Evaluation curves of sweeps side by side: batchrl's presets and the RL Zoo's runs.
 
-    python benchmarks/curves.py docs/results/cheetah_clipped_ten_seeds.jsonl \
-        docs/results/rl_zoo_halfcheetah.jsonl --x hours --out cheetah_zoo_hours.png
+    python benchmarks/curves.py \
+        docs/results/archive/clipped_ten_seeds/cheetah_clipped_ten_seeds.jsonl \
+        docs/results/rl_zoo/rl_zoo_halfcheetah.jsonl --x hours --out cheetah_zoo_hours.png
 
 The files hold the JSON lines of `batchrl.scripts.sweep` or `benchmarks/rl_zoo.py`, one
 run a line, each with its `eval_curve` of [env steps, return, wall seconds]; finished runs

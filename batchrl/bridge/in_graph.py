@@ -2,7 +2,7 @@
 
 Each reset and step is one host callback made with `buffer_callback`, which hands the
 callback XLA's own buffers, an order of magnitude cheaper per call inside `lax.scan`
-than `io_callback` (docs/benchmarks/history.md, "Simulate on worker envs").
+than `io_callback` (about 5 us against 75 us).
 Every call consumes a token that the previous call produced, so XLA cannot
 reorder them even when an action does not depend on the observation, and they are
 marked side-effecting so XLA never drops them. Python's state of the XLA thread that
@@ -263,7 +263,8 @@ def env_seeds(seed: int, num_envs: int) -> list[int]:
 
     Drawn from `seed`, not seed + i: with seed + i, env i + 1 of one run is env i of the
     next seed's run, and on a task whose episodes never end early (Reacher) the two
-    train and evaluate on the same starts (docs/results.md, "Evaluation noise").
+    train and evaluate on the same starts (ten held-out Reacher runs' final evaluations
+    saw 68 distinct starts, not 320, and read 0.40 high).
     """
     if seed < 0:
         raise ValueError(f"seed must be at least 0, got {seed}")

@@ -3,9 +3,9 @@
 XLA's CPU runtime runs independent operations of a loop body concurrently on its thread
 pool. When the body also calls the host (worker envs), every hand-off between threads is
 slow; grouped into one conditional, the pure part of a step is a single node and the body
-runs in order on one thread, several times faster per step (docs/benchmarks/history.md,
-"Simulate on worker envs"). Both branches are the same function, so the result never
-depends on the predicate.
+runs in order on one thread, several times faster per step (a policy whose network and
+noise are independent: 66 us a step, 18 us as one block). Both branches are the same
+function, so the result never depends on the predicate.
 
 Only what the function changes leaves the conditional: a value it returns untouched
 (policy parameters, say) is taken from its input, so XLA never copies it through the

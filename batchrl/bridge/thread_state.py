@@ -4,8 +4,8 @@ A host call from a compiled program runs on one of XLA's threads, which Python d
 know. For every call, JAX's binding creates a Python thread state for that thread and
 deletes it on return, and with it the thread's frame stack: a 16 KiB mapping made and
 unmapped, and a page fault, on every env step. Keeping the state after the first call
-ends that churn and most of the compiled program's time between two host calls
-(docs/benchmarks/history.md, "Simulate on worker envs").
+ends that churn and most of the compiled program's time between two host calls (with a
+no-op env, 17-23 us to 6 us).
 
 A trick (`batchrl.tricks`, "thread_state"): turned off, the binding's churn runs as JAX has it.
 """

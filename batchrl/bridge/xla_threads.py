@@ -3,7 +3,7 @@
 By default XLA runs compiled CPU code on a pool of threads that spin while they wait.
 When a compiled rollout drives env worker processes, those threads take cores from the
 workers; with one XLA thread simulate's overhead per batch step beyond env work and
-policy nearly vanishes (docs/benchmarks/history.md, "Simulate on worker envs").
+policy nearly vanishes (32 HalfCheetah-v5 envs: from 421 us to about zero).
 Call `limit()` before JAX first computes anything.
 """
 

@@ -20,12 +20,13 @@ def _minatar(game: str, max_length: int = 1000) -> TrainConfig:
     standardised per minibatch, rewards unscaled, and its network: an MLP of 2 x 256 ReLU
     units on the flattened grid each for the policy and the value (`cnn="none"`). The
     MinAtar network (`cnn="minatar"`, no hidden layers) settles early on Breakout: on one
-    GPU run it stayed at 5.5 from 0.7M to 3.4M steps and ended at 10.5, where this MLP
-    reached 44 (docs/results/history.md). Its `lr_warmup` of 0.05 ramps from `lr_begin`
-    to `lr_end`, both 5e-4: a constant rate, as here. It scores sampled actions (its
+    GPU run (seed 100, 10M steps) it stayed at 5.5 from 0.7M to 3.4M steps and ended at
+    10.5, where this MLP reached 44. Its `lr_warmup` of 0.05 ramps from `lr_begin` to
+    `lr_end`, both 5e-4: a constant rate, as here. It scores sampled actions (its
     `batch_evaluate` draws from the policy); these presets score the mode, as every
-    results table does (docs/results.md gives both). gymnax's MinAtar has no sticky
-    actions and a minimal action set, unlike the MinAtar paper's.
+    results table does (Breakout's held-out IQM: 25.3 with the mode, 24.3 sampled).
+    gymnax's MinAtar has no sticky actions and a minimal action set, unlike the MinAtar
+    paper's.
     """
     algorithm = ppo_config.ClippedConfig(
         steps_per_update=128,
@@ -145,8 +146,8 @@ def _atari(env: str) -> TrainConfig:
     after FIRE), CleanRL 1 to 30. Evaluation plays whole games with sampled actions
     (`eval_sample`), as CleanRL's curves (its training episodes') and the RL Zoo's
     `enjoy.py` (stochastic by default for Atari) score Atari: a mean-action policy may
-    never press FIRE after a lost life and play on to the 108,000-frame limit (146 of
-    453 s of one GPU run, docs/results/history.md). It scores the game's own, unclipped
+    never press FIRE after a lost life and play on to the 108,000-frame limit (its
+    evaluations took 146 of the 453 s of one GPU run). It scores the game's own, unclipped
     score. `--set env=ALE/<Game>-v5` plays any other game.
     """
     algorithm = ppo_config.ClippedConfig(

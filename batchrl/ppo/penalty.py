@@ -217,7 +217,8 @@ def update(
     The memory is read in rows of `chunk_length` steps (whole episodes for a recurrent
     policy, whose state must start at the episode's beginning), and only rows that hold
     steps of finished episodes are computed on: short episodes fill few rows of a memory
-    sized for the longest (docs/benchmarks/history.md, "Where a train phase's time goes").
+    sized for the longest (computed on those rows only, a `humanoid` update took 0.89 s;
+    on the whole 90 x 1,000-step memory, 1.49 s).
     Returns the learner after the update and the next penalty coefficient; the caller
     clears the memory.
     """

@@ -7,8 +7,8 @@ the run's config sets `eval_sample`, with actions sampled from it, in the run's 
 backend, its batch), every checkpoint from the same starting states (Gymnasium envs are
 seeded again as the run seeded them), so differences between lines are the policies', not
 the episodes'. A run's final return is one evaluation of its last policy; this says whether
-that policy is its level or one step of a walk (docs/results.md uses it for Hopper's and
-Reacher's lowest seeds). `--normalizer-from PHASE` evaluates each checkpoint's parameters
+that policy is its level or one step of a walk (a held-out Hopper seed's last policy gave
+1,364-1,373 on 4 x 32 episodes). `--normalizer-from PHASE` evaluates each checkpoint's parameters
 with the observation normaliser of another kept checkpoint, to tell which of the two a
 phase's change of return came from. `--best` evaluates the run's best-evaluated policy
 (`best.bin`), on many more episodes than chose it. `--repeats R` scores each checkpoint R

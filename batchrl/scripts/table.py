@@ -12,7 +12,7 @@ fixed seed, so the same lines make the same table.
 prints the table in Markdown (`--seeds`: every seed's final return). `--update PAGE`
 rewrites every block of a page that reads
 
-    <!-- table: results/heldout/walker_clipped.jsonl results/heldout/hopper_clipped.jsonl -->
+    <!-- table: results/heldout/reacher_clipped.jsonl results/heldout/clipped.jsonl -->
     (the table, written here)
     <!-- end table -->
 

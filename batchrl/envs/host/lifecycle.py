@@ -12,17 +12,17 @@ import numpy as np
 
 DEFAULT_TIMEOUT = 60.0  # Seconds without an answer before a worker counts as hung.
 # Workers fork from a fork server that imported what every worker needs once: a worker
-# then starts far faster than a fresh interpreter ("spawn"; docs/benchmarks/history.md,
-# "BatchEnv as a Gymnasium VectorEnv").
+# then starts far faster than a fresh interpreter ("spawn": two HalfCheetah-v5 workers
+# start and reset in 0.06-0.07 s once the server runs, against 3.3-4.2 s).
 # The server is a fresh interpreter too, without JAX, so forking from it is safe.
 DEFAULT_CONTEXT = "forkserver"
 CONTEXTS = ("forkserver", "spawn")  # Never plain fork: unsafe beside JAX's threads.
 # Imported once by the fork server; a module that is not installed (MuJoCo) is skipped.
 PRELOAD = ["batchrl.envs.host.worker", "gymnasium.envs.mujoco"]
 # Seconds a worker keeps polling for the next command, and the parent for an answer,
-# before it blocks: polling first beats blocking at once (the "no spin" column of
-# docs/benchmarks.md, "Environment throughput"); polling yields the core, so a process
-# that has work on the same core is not starved.
+# before it blocks: polling first beats blocking at once (32 HalfCheetah-v5 on 2 cores:
+# 34.7k env-steps/s against 30.1k); polling yields the core, so a process that has work
+# on the same core is not starved.
 DEFAULT_SPIN = 0.002
 START_TIMEOUT = 120.0  # Seconds a worker gets to start and build its envs.
 CLOSE_TIMEOUT = 1.0  # Seconds a worker gets to close its envs before it is killed.

@@ -121,7 +121,8 @@ def poll(poller: select.poll, spin: float, timeout: float | None = None) -> list
 
     Used on both sides of the pipes. An answer or the next command usually arrives
     within a millisecond; a process that sleeps in `poll` instead pays a wake-up that
-    costs more than the step (measured in docs/benchmarks.md, "Environment throughput").
+    costs more than the step (32 HalfCheetah-v5 on 2 cores: 30.1k env-steps/s without
+    polling, 34.7k with it).
     Polling yields the core between polls.
     Blocks for at most `timeout` seconds (None: forever), in slices of `_BLOCK_SLICE`: a
     signal the kernel gives to another of the process's threads (Ctrl-C on a BLAS or

@@ -130,7 +130,7 @@ def test_the_acrobot_preset_learns_within_two_phases():
     metrics, _ = loop.train(config.algorithm, env, *steps, 2, max_length=config.max_length)
     # A random policy scores about -500 (no swing-up in 500 steps). Seeds 0-4 scored -82
     # to -88 after two phases (seed 1 was still at -269 after one); the full preset ends
-    # near -83 (docs/results.md).
+    # near -83 (seeds 0-2: -82.8, -83.6, -82.1).
     assert metrics[-1]["eval/return"] >= -150, [m["eval/return"] for m in metrics]
 
 
