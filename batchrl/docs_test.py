@@ -148,3 +148,49 @@ def test_an_uncited_file_or_a_commit_in_a_name_is_found(tmp_path):
 def test_the_results_pages_tables_are_those_their_json_lines_make(page):
     # If this fails, run: python -m batchrl.scripts.table --update docs/PAGE
     assert table.check_page(ROOT / "docs" / page) == []
+
+
+def typed_tables(page: pathlib.Path) -> list[int]:
+    """The numbers of a page's table lines that lie in no `<!-- table: -->` block."""
+    lines = page.read_text().splitlines(keepends=True)
+    made = {i for block in table.blocks(page, lines) for i in range(block.start + 1, block.end)}
+    return [i + 1 for i, line in enumerate(lines) if line.startswith("|") and i not in made]
+
+
+def test_the_benchmarks_pages_tables_are_those_their_json_lines_make():
+    # If this fails, run: python -m batchrl.scripts.table --update docs/benchmarks.md
+    page = ROOT / "docs" / "benchmarks.md"
+    assert table.blocks(page, page.read_text().splitlines(keepends=True))
+    assert table.check_page(page) == []
+    assert typed_tables(page) == []
+
+
+def unlinked_data(folder: pathlib.Path, pages: list[pathlib.Path]) -> list[str]:
+    """The files under `folder`, Markdown aside, that no relative link of `pages` reaches."""
+    linked = set()
+    for page in pages:
+        for target in LINK.findall(page.read_text()):
+            path = target.partition("#")[0]
+            if path and not re.match(r"[a-z]+:", path):
+                linked.add((page.parent / path).resolve())
+    files = (f for f in sorted(folder.rglob("*")) if f.is_file() and f.suffix != ".md")
+    return [str(f.relative_to(folder)) for f in files if f.resolve() not in linked]
+
+
+def test_every_benchmarks_data_file_is_linked_from_a_page():
+    assert unlinked_data(ROOT / "docs" / "benchmarks", ALL_PAGES) == []
+
+
+def test_a_typed_table_and_an_unlinked_data_file_are_found(tmp_path):
+    (tmp_path / "data").mkdir()
+    for name in ("linked.jsonl", "unlinked.jsonl", "notes.md"):
+        (tmp_path / "data" / name).write_text('{"run": 1}\n')
+    page = tmp_path / "page.md"
+    page.write_text(
+        "[a](data/linked.jsonl#x) [b](https://example.org/data/unlinked.jsonl)\n\n"
+        "<!-- table: data/linked.jsonl --columns run -->\n| run |\n| ---: |\n| 1 |\n"
+        "<!-- end table -->\n\n| typed |\n| --- |\n"
+    )
+    assert unlinked_data(tmp_path / "data", [page]) == ["unlinked.jsonl"]
+    assert typed_tables(page) == [9, 10]
+    assert table.check_page(page) == []

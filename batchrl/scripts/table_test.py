@@ -1,6 +1,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from batchrl.scripts import table
 
@@ -162,3 +163,103 @@ def test_the_command_prints_the_seeds_table_with_seeds(tmp_path, capsys):
     write_lines(path, "hopper_clipped", [3378.0, 3356.0])
     assert table.main(["--seeds", str(path)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "| `hopper_clipped` | 3,378 | 3,356 |"
+
+
+def write_records(path, records):
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+
+
+RUNS = [
+    {
+        "benchmark": "overlap",
+        "run": 1,
+        "results": [
+            {"backend": "mujoco", "rate": [40227, 39842], "ratio": 0.794, "left": []},
+            {"backend": "processes", "rate": [27381, 27495], "ratio": 0.662, "left": [7]},
+        ],
+    },
+    {"benchmark": "overlap", "run": 2, "results": [{"backend": "mujoco", "rate": [1, 3]}]},
+]
+
+
+def test_columns_make_a_row_per_element_with_its_lines_fields_and_chosen_formats(tmp_path):
+    path = tmp_path / "overlap.jsonl"
+    write_records(path, RUNS)
+    columns = ["run", "backend:`{}`", "per round=rate", "halves / serial=ratio:.1%", "left"]
+    assert table.columns_table([path], columns, rows="results").splitlines() == [
+        "| run | backend | per round | halves / serial | left |",
+        "| ---: | --- | --- | ---: | --- |",
+        "| 1 | `mujoco` | 40,227, 39,842 | 79.4% | none |",
+        "| 1 | `processes` | 27,381, 27,495 | 66.2% | 7 |",
+        "| 2 | `mujoco` | 1, 3 |  |  |",
+    ]
+
+
+def test_where_keeps_the_rows_any_condition_holds_for(tmp_path):
+    path = tmp_path / "overlap.jsonl"
+    write_records(path, RUNS)
+    kept = table.columns_table([path], ["run", "backend"], rows="results", where=["run=2"])
+    assert kept.splitlines()[2:] == ["| 2 | mujoco |"]
+    either = ["backend=processes", "run=2"]
+    kept = table.columns_table([path], ["run", "backend"], rows="results", where=either)
+    assert kept.splitlines()[2:] == ["| 1 | processes |", "| 2 | mujoco |"]
+
+
+def test_a_column_divides_two_values_or_takes_the_mean_of_a_slice(tmp_path):
+    path = tmp_path / "check.jsonl"
+    lines = [
+        {"check": "a", "rate": [1, 10, 20], "wall": 3.0, "train": 1.5, "ok": True},
+        {"check": "b", "wall": 2.0, "ok": False, "error": "stopped | late"},
+    ]
+    write_records(path, lines)
+    columns = ["check", "mean(rate[1:]):.1f", "wall / train=wall/train:{:.2f}x", "ok", "error"]
+    assert table.columns_table([path], columns).splitlines() == [
+        "| check | mean(rate[1:]) | wall / train | ok | error |",
+        "| --- | ---: | ---: | --- | --- |",
+        "| a | 15.0 | 2.00x | yes |  |",
+        "| b |  |  | no | stopped \\| late |",
+    ]
+
+
+def test_a_column_no_row_has_or_a_line_with_no_rows_is_an_error(tmp_path):
+    path = tmp_path / "overlap.jsonl"
+    write_records(path, RUNS)
+    with pytest.raises(ValueError, match="'halves': no row has 'halves'"):
+        table.columns_table([path], ["backend", "halves"], rows="results")
+    with pytest.raises(ValueError, match=r"overlap.jsonl:1: no list of records at 'result'"):
+        table.columns_table([path], ["backend"], rows="result")
+    with pytest.raises(ValueError, match="reads a dict"):
+        table.columns_table([path], ["results"], where=["run=2"])
+
+
+def test_a_block_of_columns_is_made_from_its_words_as_the_command_would(tmp_path, capsys):
+    path = tmp_path / "runs" / "overlap.jsonl"
+    path.parent.mkdir()
+    write_records(path, RUNS)
+    words = "runs/overlap.jsonl --rows results --where run=1 --columns backend 'per round=rate'"
+    page = tmp_path / "page.md"
+    page.write_text(f"# Benchmarks\n\n<!-- table: {words} -->\n<!-- end table -->\nAfter.\n")
+    assert table.update_page(page)
+    made = table.columns_table([path], ["backend", "per round=rate"], "results", ["run=1"])
+    assert made.splitlines()[2:] == [
+        "| mujoco | 40,227, 39,842 |",
+        "| processes | 27,381, 27,495 |",
+    ]
+    expected = f"# Benchmarks\n\n<!-- table: {words} -->\n{made}\n<!-- end table -->\nAfter.\n"
+    assert page.read_text() == expected
+    assert table.check_page(page) == []
+    command = ["--rows", "results", "--where", "run=1", "--columns", "backend", "per round=rate"]
+    assert table.main([str(path), *command]) == 0
+    assert capsys.readouterr().out == made + "\n"
+    write_records(path, [RUNS[0], dict(RUNS[1], run=1)])
+    assert table.check_page(page) == [f"{page}:3: <!-- table: {words} -->"]
+
+
+def test_a_block_with_a_bad_option_is_an_error_naming_its_line(tmp_path, capsys):
+    write_records(tmp_path / "a.jsonl", RUNS)
+    page = tmp_path / "page.md"
+    page.write_text("\n<!-- table: a.jsonl --colour red --columns run -->\n<!-- end table -->\n")
+    assert table.main(["--check", str(page)]) == 2
+    assert f"{page}:2: unrecognized arguments: --colour red" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        table.main([str(tmp_path / "a.jsonl"), "--rows", "results"])
