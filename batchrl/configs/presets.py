@@ -232,7 +232,8 @@ _CLIPPED_TUNING: dict[str, dict[str, object]] = {
         "num_envs": 16,
         "steps_per_update": 128,
         # From 0.135 the std had no room left to explore by 600k steps: 5,273 there, 5,946
-        # from 0.3, 7,885 from 0.5; from 1.0 the cheetah ends on its back (1,682).
+        # from 0.3, 7,885 from 0.5; from 1.0 (with the earlier 64x64 networks and fixed rate)
+        # the cheetah ended on its back.
         "init_std": 0.5,
         # With a fixed rate the KL between policies ended near 0.1. Seed 0: 5,012 with the
         # shared defaults, 5,155 annealed with recomputed advantages, 5,376 with 256 x 256
