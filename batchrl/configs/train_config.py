@@ -68,7 +68,7 @@ class TrainConfig:
     # "gymnax" (gymnax's), compiled with the agent.
     backend: str = "processes"
     ray_actors: int = 0
-    # backend "mujoco" or "ale": the batch's threads; 0: one per core.
+    # backend "mujoco" or "ale": the batch's threads; 0: one per core this process may run on.
     env_threads: int = 0
     # Where the learner runs (updates, the optimiser, the rollout it trains on): "auto" is
     # JAX's default device (a GPU where JAX has one, else the CPU); "cpu", "gpu" or one

@@ -169,10 +169,11 @@ class BatchEnv(batch.BatchEnvBase):
     ) -> BatchEnv:
         """Builds `num_envs` envs of a Gymnasium v5 MuJoCo task as one `mujoco.batch.Batch`.
 
-        MuJoCo steps them on `threads` C threads (None: one per core) in this process,
-        with no worker process and no messaging; env i with seed s + i gets the episodes
-        `gym.make(env_id, **env_kwargs).reset(seed=s + i)` gets. `env_kwargs` are
-        Gymnasium's constructor keywords (`ctrl_cost_weight`, `max_episode_steps`, ...).
+        MuJoCo steps them on `threads` C threads (None: one per core this process may run
+        on) in this process, with no worker process and no messaging; env i with seed
+        s + i gets the episodes `gym.make(env_id, **env_kwargs).reset(seed=s + i)` gets.
+        `env_kwargs` are Gymnasium's constructor keywords (`ctrl_cost_weight`,
+        `max_episode_steps`, ...).
         Implements HalfCheetah, Hopper, Walker2d, Ant, Humanoid, Reacher, Pusher, Swimmer,
         InvertedPendulum and InvertedDoublePendulum (v5).
         """
@@ -193,14 +194,15 @@ class BatchEnv(batch.BatchEnvBase):
         """Builds `num_envs` games of an Atari ROM as one ale-py `AtariVectorEnv`.
 
         ale-py steps them, preprocessed as in DQN (frames of 4 x 84 x 84 uint8), on
-        `threads` C++ threads (None: one per core) in this process. `game` is a ROM id
-        ("breakout") or a v5 id ("ALE/Breakout-v5"), which brings the settings Gymnasium
-        registers for it (sticky actions at 0.25), as `gym.make_vec(game)` does. `options`
-        are AtariVectorEnv's (`noop_max`, `episodic_life`, `life_loss_info`,
-        `reward_clipping`, `repeat_action_probability`, ...). With `life_loss_info`, a
-        lost life ends the episode and the game plays on: a reset without a seed goes
-        on from there. Env i with seed s + i starts where AtariVectorEnv's env seeded
-        with s + i starts. Needs the `atari` extra (`pip install -e '.[atari]'`).
+        `threads` C++ threads (None: one per core this process may run on) in this
+        process. `game` is a ROM id ("breakout") or a v5 id ("ALE/Breakout-v5"), which
+        brings the settings Gymnasium registers for it (sticky actions at 0.25), as
+        `gym.make_vec(game)` does. `options` are AtariVectorEnv's (`noop_max`,
+        `episodic_life`, `life_loss_info`, `reward_clipping`, `repeat_action_probability`,
+        ...). With `life_loss_info`, a lost life ends the episode and the game plays on: a
+        reset without a seed goes on from there. Env i with seed s + i starts where
+        AtariVectorEnv's env seeded with s + i starts. Needs the `atari` extra
+        (`pip install -e '.[atari]'`).
         """
         from batchrl.envs.atari import atari_group  # ale-py is an optional dependency.
 

@@ -27,7 +27,7 @@ from batchrl.envs import spaces
 from batchrl.envs.atari import settings as settings_lib
 from batchrl.envs.host import autoreset as autoreset_lib
 from batchrl.envs.host import infos as infos_lib
-from batchrl.envs.host import obs_tree, stepper
+from batchrl.envs.host import obs_tree, split, stepper
 from batchrl.envs.host.group import Step
 
 INFO_KEYS = ("lives", "episode_frame_number", "frame_number")  # As ale-py's AtariEnv's info.
@@ -38,7 +38,11 @@ _SEEDS = 2**31  # ale-py's seeds are C++ ints: 0 to 2**31 - 1.
 
 
 class AtariGroup:
-    """`num_envs` games of one Atari ROM on `threads` C++ threads (None: one per core)."""
+    """`num_envs` games of one Atari ROM on `threads` C++ threads.
+
+    None: one per core this process may run on (`split.cores`, its CPU affinity), where
+    ale-py's own default would start one per core of the machine.
+    """
 
     def __init__(self, game: str, num_envs: int, *, threads: int | None = None, **options: Any):
         settings = settings_lib.resolve(game, options)
@@ -46,10 +50,11 @@ class AtariGroup:
             raise ValueError(f"num_envs must be at least 1, got {num_envs}")
         if threads is not None and threads < 1:
             raise ValueError(f"threads must be at least 1 or None (one per core), got {threads}")
+        self.threads = threads or split.cores()
         self.vector_env: AtariVectorEnv | None = AtariVectorEnv(
             settings.rom,
             num_envs,
-            num_threads=threads or 0,
+            num_threads=self.threads,
             autoreset_mode=AutoresetMode.NEXT_STEP,
             **settings.options,
         )

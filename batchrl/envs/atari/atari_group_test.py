@@ -11,6 +11,7 @@ from gymnasium.vector import AutoresetMode
 
 from batchrl.envs import BatchEnv
 from batchrl.envs.atari import single
+from batchrl.envs.host.split_test import one_core
 from batchrl.envs.host.vector_test import assert_same_infos
 
 gym.register_envs(ale_py)
@@ -199,6 +200,13 @@ def test_a_bad_game_or_option_is_refused_in_one_line(game, options, message):
     with pytest.raises(ValueError, match=message) as error:
         BatchEnv.atari(game, 2, **options)
     assert "\n" not in str(error.value)
+
+
+def test_the_default_threads_are_the_cores_this_process_may_run_on():
+    # ale-py's own default (num_threads=0) starts one thread per core of the machine.
+    with one_core(), BatchEnv.atari("pong", 4) as env:
+        (group,) = env.groups
+        assert group.threads == 1
 
 
 def test_bad_counts_seeds_and_first_resets_are_refused_in_one_line():

@@ -23,7 +23,7 @@ from gymnasium.vector import AutoresetMode
 
 from batchrl.envs import spaces
 from batchrl.envs.host import autoreset as autoreset_lib
-from batchrl.envs.host import forwarding, stepper
+from batchrl.envs.host import forwarding, split, stepper
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host.group import Step
 from batchrl.envs.mujoco import task as task_lib
@@ -31,7 +31,11 @@ from batchrl.envs.mujoco import tasks
 
 
 class MujocoGroup(forwarding.EnvForwarding):
-    """`num_envs` envs of one MuJoCo task stepped on `threads` threads (None: one per core)."""
+    """`num_envs` envs of one MuJoCo task stepped on `threads` threads.
+
+    None: one per core this process may run on (`split.cores`, its CPU affinity), where
+    MuJoCo's own default would start one per core of the machine.
+    """
 
     def __init__(self, env_id: str, num_envs: int, *, threads: int | None = None, **env_kwargs):
         task_class = tasks.task_class(env_id)
@@ -52,8 +56,9 @@ class MujocoGroup(forwarding.EnvForwarding):
         self.restarts = 0
         self._max_steps = self._template.spec.max_episode_steps
         self._frame_skip = env.frame_skip
+        self.threads = threads or split.cores()
         self._batch = mujoco.batch.Batch(
-            env.model, num_envs, nthread=threads or 0, persistent=self.task.contact_forces
+            env.model, num_envs, nthread=self.threads, persistent=self.task.contact_forces
         )
         batch = self._batch
         self._initial_rows = _initial_rows(batch, env.model)

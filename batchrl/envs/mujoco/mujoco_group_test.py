@@ -9,6 +9,7 @@ import pytest
 from gymnasium.vector import AutoresetMode
 
 from batchrl.envs import BatchEnv
+from batchrl.envs.host.split_test import one_core
 from batchrl.envs.host.vector_test import run_side_by_side
 from batchrl.envs.mujoco import mujoco_group, tasks
 
@@ -127,6 +128,13 @@ def test_renders_each_env_from_its_own_state(tmp_path):
     frames = np.load(out)
     assert frames.shape == (2, 480, 480, 3) and frames[0].std() > 0
     assert not np.array_equal(frames[0], frames[1])  # Two cheetahs in two poses.
+
+
+def test_the_default_threads_are_the_cores_this_process_may_run_on():
+    # MuJoCo's own default (nthread=0) starts one thread per core of the machine.
+    with one_core(), BatchEnv.mujoco("Hopper-v5", 4) as env:
+        (group,) = env.groups
+        assert group.threads == 1 and group._batch.nthread == 1
 
 
 def test_bad_ids_and_settings_are_named():
