@@ -2,14 +2,17 @@
 
 Observations: every space whose values are fixed-shape arrays (`Box`, `Discrete`,
 `MultiDiscrete`, `MultiBinary`), nested in `Dict`s and `Tuple`s; each becomes an
-`ObsLeaf` of the observation tree. Actions: `Box`, `Discrete` or `MultiDiscrete`.
-Anything else is refused up front with one line naming the leaf, rather than failing
-deep inside a rollout. Both env sides describe their envs here: the host's Gymnasium
-envs, and the JAX-native envs whose spaces are Gymnasium's (gymnax).
+`ObsLeaf` of the observation tree. Actions: a batch steps every fixed-shape action
+space nested in `Dict`s and `Tuple`s, as Gymnasium's vector envs do; training learns
+`Box`, `Discrete` and `MultiDiscrete` actions. Anything else is refused up front with
+one line naming the leaf, rather than failing deep inside a rollout. Both env sides
+describe their envs here: the host's Gymnasium envs, and the JAX-native envs whose
+spaces are Gymnasium's (gymnax).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import gymnasium as gym
@@ -21,11 +24,21 @@ from batchrl.env_spec import EnvSpec
 SUPPORTED_OBSERVATION = (
     "Box, Discrete, MultiDiscrete and MultiBinary observations, nested in Dict and Tuple"
 )
-SUPPORTED_ACTION = "Box, Discrete or MultiDiscrete actions"
+SUPPORTED_ACTION = "Box, Discrete, MultiDiscrete and MultiBinary actions, nested in Dict and Tuple"
+TRAINED_ACTION = "Box, Discrete or MultiDiscrete actions"
+_ACTION_LEAVES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete)
 
 
 class UnsupportedSpaceError(TypeError):
     """A space batchrl cannot batch or learn on."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ActionLeaf:
+    """One array of an action: its shape and dtype in one env's action."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
 
 
 def observation_tree(space: gym.Space, env_name: str = "env", path: str = "obs") -> Any:
@@ -95,10 +108,38 @@ def check_observation_space(space: gym.Space, env_name: str = "env") -> gym.Spac
 
 
 def check_action_space(space: gym.Space, env_name: str = "env") -> gym.Space:
-    """Returns `space` if batchrl supports it as an action space, raises otherwise."""
-    if type(space) not in (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete):
+    """Returns `space` if a batch can step it as an action space, raises otherwise."""
+    action_tree(space, env_name)
+    return space
+
+
+def action_tree(space: gym.Space, env_name: str = "env", path: str = "action") -> Any:
+    """The (shape, dtype) of each array of an action of `space`, nested as its Dicts and Tuples."""
+    if isinstance(space, gym.spaces.Dict):
+        return {
+            key: action_tree(child, env_name, path + env_spec_lib.key_path(key))
+            for key, child in space.spaces.items()
+        }
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(
+            action_tree(child, env_name, f"{path}[{i}]") for i, child in enumerate(space.spaces)
+        )
+    if type(space) not in (*_ACTION_LEAVES, gym.spaces.MultiBinary):
+        where = "" if path == "action" else f" at {path}"
         raise UnsupportedSpaceError(
-            f"unsupported action space {space} of {env_name}: batchrl supports {SUPPORTED_ACTION}"
+            f"unsupported action space {space}{where} of {env_name}: batchrl supports "
+            f"{SUPPORTED_ACTION}"
+        )
+    return ActionLeaf(tuple(space.shape), np.dtype(space.dtype))
+
+
+def check_trained_action_space(space: gym.Space, env_name: str = "env") -> gym.Space:
+    """Returns `space` if training can learn its actions, raises one line otherwise."""
+    if type(space) not in _ACTION_LEAVES:
+        check_action_space(space, env_name)  # A space no batch steps says so first.
+        raise UnsupportedSpaceError(
+            f"training learns {TRAINED_ACTION}, got the action space {space} of {env_name}: "
+            "a BatchEnv steps it from Python, but no policy is built for it"
         )
     return space
 
@@ -137,7 +178,7 @@ def env_spec(
 ) -> EnvSpec:
     """The spec of an env with these Gymnasium spaces; unsupported spaces are refused."""
     observation = observation_tree(observation_space, env_name)
-    action_space = check_action_space(action_space, env_name)
+    action_space = check_trained_action_space(action_space, env_name)
     if isinstance(action_space, gym.spaces.Discrete):
         return EnvSpec(
             observation,

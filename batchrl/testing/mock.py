@@ -114,6 +114,36 @@ class SpaceEnv(gym.Env):
         return self.observation_space.sample(), reward, terminated, truncated, {"steps": self.steps}
 
 
+class ActionEcho(gym.Env):
+    """Observes the action it was given, flattened, so a test sees every leaf arrive.
+
+    The action space is any Gymnasium space (a tree of Dicts and Tuples too); the
+    observation is `gym.spaces.flatten(action_space, action)` as float64 and the reward
+    its sum. Episodes last `duration` steps.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, action_space: gym.Space, duration: int = 4):
+        self.action_space = copy.deepcopy(action_space)
+        size = gym.spaces.flatdim(self.action_space)
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, (size,), np.float64)
+        self.duration = duration
+        self.steps = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.steps = 0
+        return np.zeros(self.observation_space.shape), {}
+
+    def step(self, action):
+        if not self.action_space.contains(action):
+            raise ValueError(f"action {action!r} is not in {self.action_space}")
+        self.steps += 1
+        obs = gym.spaces.flatten(self.action_space, action).astype(np.float64)
+        return obs, float(obs.sum()), self.steps >= self.duration, False, {}
+
+
 class FailingEnv(CountingEnv):
     """A CountingEnv that fails in `where` ("init", "reset", "step") on its `at`-th call.
 

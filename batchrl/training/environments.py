@@ -27,9 +27,6 @@ from batchrl.training import placement
 # Eval envs of their own draw their seeds from the run's seed plus this, so they start
 # no game as any run's training envs do (whose seeds come from seeds below it).
 _EVAL_SEEDS = 2**32
-# What evaluation plays Atari games with, whatever training's env_kwargs: whole games and
-# the game's own rewards.
-_WHOLE_GAMES = {"episodic_life": False, "life_loss_info": False, "reward_clipping": False}
 # The JAX-native backends, by the function that makes one of their envs by name.
 JAX_NATIVE = {"jax": classic.make, "gymnax": gymnax_env.make}
 
@@ -41,7 +38,7 @@ def check_env_name(config: TrainConfig, env: Any = None) -> None:
     elif config.jax_native:
         _jax_native(config)  # Names the known envs when it fails.
     elif config.backend == "ale":
-        _atari_settings(config)  # Names the game or option that is not ale-py's.
+        atari_options(config)  # Names the game or option that is not ale-py's.
     else:
         make.check_name(config.env, config.env_kwargs)
 
@@ -177,27 +174,15 @@ def _compiled(config: TrainConfig, batch_env: BatchEnv, seed: int) -> Any:
     return bridge.InGraphBatchEnv(batch_env, seed=seed, devices=devices, device=device)
 
 
-def _atari_settings(config: TrainConfig) -> Any:
-    """The game and options of `config`'s Atari envs; one-line errors for bad ones."""
+def atari_options(config: TrainConfig, evaluation: bool = False) -> dict[str, Any]:
+    """`BatchEnv.atari`'s options for `config`'s games (`settings.run_options`)."""
     try:
         from batchrl.envs.atari import settings  # ale-py is an optional dependency.
     except ImportError as error:
         raise ValueError(
             f"backend='ale' needs ale-py ({error}): pip install -e '.[atari]'"
         ) from None
-    return settings.resolve(config.env, config.env_kwargs)
-
-
-def atari_options(config: TrainConfig, evaluation: bool = False) -> dict[str, Any]:
-    """`BatchEnv.atari`'s options for `config`'s games, which end at `max_length` steps.
-
-    Training's are `config.env_kwargs`; evaluation's (`evaluation`) play whole games with
-    the game's own rewards, as `build_eval` and `visualize` do.
-    """
-    options = {**config.env_kwargs, **(_WHOLE_GAMES if evaluation else {})}
-    chosen = _atari_settings(config).options
-    frames = min(chosen["max_num_frames_per_episode"], config.max_length * chosen["frameskip"])
-    return {**options, "max_num_frames_per_episode": frames}
+    return settings.run_options(config.env, config.env_kwargs, config.max_length, evaluation)
 
 
 def _atari(config: TrainConfig, options: dict[str, Any]) -> BatchEnv:

@@ -22,6 +22,9 @@ from ale_py.vector_env import AtariVectorEnv
 gym.register_envs(ale_py)
 
 _VECTOR_ENTRY_POINT = "ale_py.vector_env:AtariVectorEnv"
+# What evaluation plays games with, whatever training's options: whole games and the
+# game's own rewards, so it scores the game's own score.
+WHOLE_GAMES = {"episodic_life": False, "life_loss_info": False, "reward_clipping": False}
 # AtariVectorEnv's keywords that the batch sets, and why a caller cannot.
 _SET_BY_THE_BATCH = {
     "num_threads": "give BatchEnv.atari's threads instead",
@@ -98,3 +101,17 @@ def _spec(rom: str, options: dict[str, Any]) -> gym.envs.registration.EnvSpec | 
     if name not in gym.registry:
         return None  # A ROM with no single-player mode, which Gymnasium does not register.
     return dataclasses.replace(gym.spec(name), kwargs={"game": rom, **options})
+
+
+def run_options(
+    game: str, options: dict[str, Any], max_length: int, evaluation: bool = False
+) -> dict[str, Any]:
+    """`BatchEnv.atari`'s options for a run's games, which end at `max_length` env steps.
+
+    Training plays with `options`; evaluation (`evaluation`) plays whole games with the
+    game's own rewards (`WHOLE_GAMES`). One-line ValueErrors name a bad game or option.
+    """
+    options = {**options, **(WHOLE_GAMES if evaluation else {})}
+    chosen = resolve(game, options).options
+    frames = min(chosen["max_num_frames_per_episode"], max_length * chosen["frameskip"])
+    return {**options, "max_num_frames_per_episode": frames}

@@ -18,6 +18,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
+from batchrl import env_spec
 from batchrl.envs.host import arguments, local, obs_tree, stepper
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host.group import Group
@@ -82,6 +83,9 @@ class BatchEnvBase(gym.vector.VectorEnv):
         self._sizes = tuple(g.num_envs for g in groups)
         self._owner = np.repeat(np.arange(len(groups)), self._sizes)
         self._obs_shapes = obs_tree.shapes(self.single_observation_space, self.num_envs)
+        nested = isinstance(self.single_action_space, gym.spaces.Dict | gym.spaces.Tuple)
+        shapes = obs_tree.shapes(self.single_action_space, self.num_envs) if nested else None
+        self._action_shapes = shapes  # None: a flat action space, one array.
         # Each step's collection order, made once: envs in this process go first.
         self._step_plan = local.local_first(
             [(g, (n, part)) for n, (g, part) in enumerate(zip(groups, self._slices, strict=True))]
@@ -226,7 +230,7 @@ class BatchEnvBase(gym.vector.VectorEnv):
         obs_tree.check(obs, self._obs_shapes)
         self._expect_open()
         for g, part in zip(self._groups, self._slices, strict=True):
-            g.step_async(actions[part], mode)
+            g.step_async(obs_tree.take(actions, part), mode)
         chunks: list[Any] = [None] * len(self._groups)
 
         def collect(g: Any, numbered: tuple[int, slice]) -> None:
@@ -298,24 +302,29 @@ class BatchEnvBase(gym.vector.VectorEnv):
         """A copy of every env's latest obs, as the groups' buffers hold them."""
         return obs_tree.concatenate([g.buffers.obs for g in self._groups])
 
-    def _check_actions(self, actions: Any) -> np.ndarray:
-        """`actions` as an array [B, *action_shape], or the error Gymnasium's vector envs raise.
+    def _check_actions(self, actions: Any) -> Any:
+        """`actions` as arrays [B, *leaf_shape] nested as the space, or Gymnasium's error.
 
-        A scalar is a TypeError (it cannot be split among envs), a wrong shape a ValueError.
+        A scalar is a TypeError (it cannot be split among envs), a wrong shape or nesting
+        a ValueError naming the leaf.
         """
-        actions = np.asarray(actions)
-        expected = self.action_space.shape
-        if actions.ndim == 0:
-            raise TypeError(
-                f"actions must be a batch of shape {expected}, one per env, got the scalar "
-                f"{actions!r:.40}"
-            )
-        if actions.shape != expected:
-            raise ValueError(
-                f"actions of shape {actions.shape} do not fit this batch: expected "
-                f"{expected} ({self.num_envs} envs, action shape "
-                f"{self.single_action_space.shape})"
-            )
+        if self._action_shapes is None:  # A flat space: one array.
+            actions = np.asarray(actions)
+            expected = self.action_space.shape
+            if actions.ndim == 0:
+                raise TypeError(
+                    f"actions must be a batch of shape {expected}, one per env, got the "
+                    f"scalar {actions!r:.40}"
+                )
+            if actions.shape != expected:
+                raise ValueError(
+                    f"actions of shape {actions.shape} do not fit this batch: expected "
+                    f"{expected} ({self.num_envs} envs, action shape "
+                    f"{self.single_action_space.shape})"
+                )
+            return actions
+        actions = env_spec.map_tree(np.asarray, actions)
+        obs_tree.check(actions, self._action_shapes, "actions")
         return actions
 
     def _batched(self, envs: Sequence[int], infos: Sequence[dict]) -> Callable[[], dict]:

@@ -32,7 +32,7 @@ class LocalGroup(forwarding.EnvForwarding):
     def step_async(
         self, actions: np.ndarray, autoreset: AutoresetMode = AutoresetMode.DISABLED
     ) -> None:
-        self.buffers.action[...] = actions
+        obs_tree.put(self.buffers.action, Ellipsis, actions)
         self._autoreset = autoreset
 
     def step_wait(self) -> Step:

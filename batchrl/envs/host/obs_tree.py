@@ -64,7 +64,7 @@ def check(batch: Any, expected: Any, path: str = "obs") -> None:
     if isinstance(expected, Shape):
         if np.shape(batch) != expected.shape:
             raise ValueError(
-                f"{path} has shape {np.shape(batch)}, but this batch's observations have "
+                f"{path} has shape {np.shape(batch)}, but this batch's {_what(path)} have "
                 f"shape {expected.shape} there"
             )
         return
@@ -77,7 +77,12 @@ def check(batch: Any, expected: Any, path: str = "obs") -> None:
     if not fits:
         raise ValueError(
             f"{path} must be a {type(expected).__name__} of {len(expected)} entries, as this "
-            f"batch's observation space nests, got {type(batch).__name__}"
+            f"batch's {_what(path)[:-1]} space nests, got {type(batch).__name__}"
         )
     for key, name in names.items():
         check(batch[key], expected[key], path + name)
+
+
+def _what(path: str) -> str:
+    """What a path's root names: "observations" or "actions"."""
+    return "actions" if path.startswith("action") else "observations"

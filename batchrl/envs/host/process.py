@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import errors, lifecycle, remote, shared, stepper, worker
+from batchrl.envs.host import errors, lifecycle, obs_tree, remote, shared, stepper, worker
 from batchrl.envs.host import infos as infos_lib
 
 logger = logging.getLogger("batchrl.envs")
@@ -126,7 +126,7 @@ class ProcessGroup(remote.RemoteGroup):
         Actions and results are in shared memory, and the worker keeps the step's infos
         until they are read (`infos_lib.Owed`).
         """
-        self.buffers.action[...] = actions
+        obs_tree.put(self.buffers.action, Ellipsis, actions)
         with contextlib.suppress(OSError):  # The worker is gone: step_wait reports it.
             os.write(self._bell, stepper.STEP_BYTES[autoreset])
 

@@ -44,7 +44,7 @@ class Buffers:
     each leaf in the space's dtype; a flat `Box` is one array.
     """
 
-    action: np.ndarray  # [k, *action_shape]
+    action: Any  # A tree of [k, *leaf_shape] as the action space nests; a flat space's is one.
     obs: Any  # A tree of [k, *leaf_shape], one per leaf of the observation space.
     reward: np.ndarray  # [k] float64
     terminated: np.ndarray  # [k] bool
@@ -69,7 +69,9 @@ class Buffers:
 
         observation = spaces.observation_tree(observation_space)
         slots = {
-            "action": place(action_space.shape, action_space.dtype),
+            "action": env_spec.map_tree(
+                lambda leaf: place(leaf.shape, leaf.dtype), spaces.action_tree(action_space)
+            ),
             "obs": env_spec.map_tree(lambda leaf: place(leaf.shape, leaf.dtype), observation),
             "reward": place((), np.float64),
             "terminated": place((), np.bool_),
@@ -125,6 +127,13 @@ class _Slot:
         return np.frombuffer(buffer, self.dtype, count, self.offset).reshape(self.shape)
 
 
+def _per_env(action: Any, num_envs: int) -> list[Any]:
+    """Each env's own copy of its action from the batch's tree of action arrays."""
+    if isinstance(action, np.ndarray):
+        return list(action.copy())
+    return [env_spec.map_tree(lambda leaf, i=i: leaf[i].copy(), action) for i in range(num_envs)]
+
+
 def _aligned(offset: int) -> int:
     return -(-offset // _ALIGN) * _ALIGN
 
@@ -161,7 +170,7 @@ class EnvStepper(forwarding.EnvForwarding):
         are written to the buffers once for all envs, which is several times cheaper.
         """
         buffers = self.buffers
-        actions = buffers.action.copy()
+        actions = _per_env(buffers.action, len(self.envs))
         due = self._autoreset.due(autoreset)
         if due is not None:
             results = [
