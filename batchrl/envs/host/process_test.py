@@ -99,10 +99,10 @@ def test_exception_reaches_parent_with_traceback_and_env_name(where):
 def test_unsupported_space_is_named():
     def make():
         env = mock.CountingEnv()
-        env.action_space = gym.spaces.MultiBinary(3)
+        env.action_space = gym.spaces.Text(3)
         return env
 
-    with pytest.raises(errors.EnvRaisedError, match=r"unsupported action space MultiBinary\(3\)"):
+    with pytest.raises(errors.EnvRaisedError, match=r"unsupported action space Text\(1, 3,"):
         external.ExternalProcess(make)
 
 
