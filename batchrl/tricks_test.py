@@ -90,6 +90,7 @@ def test_thread_state_off_keeps_no_thread(monkeypatch):
 def test_lazy_infos_off_gives_plain_dicts_equal_to_the_lazy_ones(monkeypatch):
     def step_infos():
         with BatchEnv.from_envs([gym.make("CartPole-v1") for _ in range(2)]) as env:
+            env.lazy_infos = True
             env.reset(seed=0)
             return [env.step(np.zeros(2, np.int64))[-1] for _ in range(30)]
 

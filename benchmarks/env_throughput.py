@@ -142,6 +142,13 @@ def measure(env_id: str, num_envs: int, cores: int, seconds: float, rounds: int)
     makers[f"batch_env_{default}_per_worker_no_spin"] = lambda: BatchEnv.external(
         env_id, num_envs, envs_per_worker=default, spin=0.0
     )
+
+    def lazy() -> BatchEnv:
+        env = BatchEnv.external(env_id, num_envs, envs_per_worker=default)
+        env.lazy_infos = True  # Infos fetched from the workers only when read: never here.
+        return env
+
+    makers[f"batch_env_{default}_per_worker_lazy_infos"] = lazy
     local = default_local_envs(num_envs)
     if local:
         remote = math.ceil((num_envs - local) / (cores - 1))
@@ -164,7 +171,7 @@ def measure(env_id: str, num_envs: int, cores: int, seconds: float, rounds: int)
             env.close()
     rates = {name: statistics.median(values) for name, values in samples.items()}
     best = max(
-        (n for n in rates if n.startswith("batch_env") and not n.endswith("no_spin")),
+        (n for n in rates if n.startswith("batch_env") and not n.endswith(("no_spin", "infos"))),
         key=rates.get,
     )
     limit = rates["single_env_loop"] * cores
@@ -179,6 +186,11 @@ def measure(env_id: str, num_envs: int, cores: int, seconds: float, rounds: int)
         "batch_env_fraction_of_free_running": round(rates[best] / rates["free_running"], 3),
         "batch_env_over_async_vector_env": round(rates[best] / rates["async_vector_env"], 2),
         "batch_env_over_sync_vector_env": round(rates[best] / rates["sync_vector_env"], 2),
+        "lazy_infos_over_plain": round(
+            rates[f"batch_env_{default}_per_worker_lazy_infos"]
+            / rates[f"batch_env_{default}_per_worker"],
+            3,
+        ),
     }
 
 

@@ -32,10 +32,15 @@ class BatchEnvBase(gym.vector.VectorEnv):
     `step_into` and `reset_at` are the lower level beneath: a step without autoreset
     into the caller's arrays, and a reset of chosen envs (what `InGraphBatchEnv` uses).
     Observations are trees as Gymnasium batches the observation space (dicts for `Dict`,
-    tuples for `Tuple`, arrays [B, *shape] in the space's dtype); actions are `Box`,
-    `Discrete` or `MultiDiscrete`. Returned arrays are fresh copies, safe to keep.
-    `batchrl.envs.BatchEnv` is this with the builders that start the groups.
+    tuples for `Tuple`, arrays [B, *shape] in the space's dtype); actions likewise, trees
+    of `Box`, `Discrete`, `MultiDiscrete` and `MultiBinary` arrays. Returned arrays are
+    fresh copies, safe to keep. Infos are a plain dict, as `SyncVectorEnv`'s; with
+    `lazy_infos` set, a dict that fetches them from the envs only when first read (a
+    step loop that never reads them saves their transport). `batchrl.envs.BatchEnv` is
+    this with the builders that start the groups.
     """
+
+    lazy_infos: bool = False
 
     def __init__(
         self,
@@ -132,7 +137,9 @@ class BatchEnvBase(gym.vector.VectorEnv):
         terminated = np.empty(self.num_envs, bool)
         truncated = np.empty(self.num_envs, bool)
         infos = self.step_into(actions, obs, reward, terminated, truncated, self.autoreset_mode)
-        vector_infos = infos_lib.vector_infos(self._batched(range(self.num_envs), infos))
+        vector_infos = infos_lib.vector_infos(
+            self._batched(range(self.num_envs), infos), self.lazy_infos
+        )
         return obs, reward, terminated, truncated, vector_infos
 
     def reset(
@@ -156,7 +163,7 @@ class BatchEnvBase(gym.vector.VectorEnv):
             obs = self._all_obs()  # The others' obs as they are.
             fresh, infos = self._reset(indices, [seeds[i] for i in indices], options or None)
             obs_tree.put(obs, indices, fresh)
-        return obs, infos_lib.vector_infos(self._batched(indices, infos))
+        return obs, infos_lib.vector_infos(self._batched(indices, infos), self.lazy_infos)
 
     def call(
         self, name: str, *args: Any, indices: Sequence[int] | None = None, **kwargs: Any

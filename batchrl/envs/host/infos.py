@@ -181,12 +181,12 @@ class Infos(Sequence):
         return f"Infos({list(self)!r})"
 
 
-def vector_infos(build: Callable[[], dict]) -> dict:
-    """The infos `build` makes, built when first read (`VectorInfos`).
+def vector_infos(build: Callable[[], dict], lazy: bool = False) -> dict:
+    """The infos `build` makes: a plain dict, or built when first read where `lazy`.
 
-    Built at once where that trick is off (`batchrl.tricks`, "lazy_infos").
+    `lazy` gives a `VectorInfos`, unless that trick is off (`batchrl.tricks`, "lazy_infos").
     """
-    return VectorInfos(build) if tricks.on("lazy_infos") else build()
+    return VectorInfos(build) if lazy and tricks.on("lazy_infos") else build()
 
 
 class VectorInfos(dict):

@@ -1,5 +1,8 @@
 """BatchEnv as a Gymnasium VectorEnv: the same results as SyncVectorEnv, step for step."""
 
+import contextlib
+import functools
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -167,3 +170,30 @@ def test_seeds_scalar_actions_and_closed_batches_behave_as_in_gymnasium():
     with pytest.raises(gym.error.ClosedEnvironmentError, match="this BatchEnv is closed"):
         ours.reset()
     theirs.close()
+
+
+@pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
+@pytest.mark.parametrize("build", ["external", "from_envs"])
+def test_infos_are_plain_dicts_equal_to_sync_vector_envs(mode, build):
+    # Gymnasium's data_equivalence asks for the type dict itself, as its vector tests do.
+    from gymnasium.utils.env_checker import data_equivalence
+
+    from batchrl.testing import mock
+
+    space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    make = functools.partial(mock.SpaceEnv, space, duration=3)
+    if build == "external":
+        ours = BatchEnv.external([make] * 3, envs_per_worker=2, autoreset_mode=mode)
+    else:
+        ours = BatchEnv.from_envs([make() for _ in range(3)], autoreset_mode=mode)
+    theirs = gym.vector.SyncVectorEnv([make] * 3, autoreset_mode=mode)
+    with ours, contextlib.closing(theirs):
+        got, want = ours.reset(seed=5), theirs.reset(seed=5)
+        assert type(got[1]) is dict and data_equivalence(got[1], want[1])
+        actions = np.zeros((3, 2), np.float32)
+        for t in range(7):
+            got, want = ours.step(actions), theirs.step(actions)
+            assert type(got[4]) is dict, f"step {t}"
+            assert data_equivalence(got[4], want[4]), f"infos at step {t}: {got[4]} {want[4]}"
+            if mode is AutoresetMode.DISABLED and (want[2] | want[3]).any():
+                ours.reset(seed=t), theirs.reset(seed=t)
