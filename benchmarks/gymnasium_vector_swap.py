@@ -1,0 +1,49 @@
+"""A pytest plugin: Gymnasium's own vector tests with `BatchEnv` in `AsyncVectorEnv`'s place.
+
+Loaded by `benchmarks/gymnasium_vector_tests.py` (`pytest -p`), never by batchrl's own
+suite. `AsyncVectorEnv(env_fns, ...)` builds `BatchEnv.external(env_fns,
+envs_per_worker=1)` with the autoreset mode given, as a user who swaps the class would;
+AsyncVectorEnv's own knobs (shared memory, copy, daemon, custom worker) have no
+counterpart and are ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import gymnasium.vector
+import gymnasium.vector.async_vector_env
+from gymnasium.vector import AutoresetMode
+
+from batchrl.envs import BatchEnv
+
+
+class BatchEnvInAsyncsPlace(BatchEnv):
+    """`AsyncVectorEnv`'s constructor over a `BatchEnv` of one worker per env."""
+
+    def __init__(
+        self,
+        env_fns: Any,
+        shared_memory: bool = True,
+        copy: bool = True,
+        context: str | None = None,
+        daemon: bool = True,
+        worker: Any = None,
+        observation_mode: Any = "same",
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+    ):
+        del shared_memory, copy, daemon, worker, observation_mode  # No counterpart.
+        options = {"context": context} if context else {}
+        built = BatchEnv.external(
+            list(env_fns), envs_per_worker=1, autoreset_mode=autoreset_mode, **options
+        )
+        built.closed = True  # Its groups are this batch's now; it must not close them.
+        super().__init__(built.groups, autoreset_mode=autoreset_mode)
+
+
+def pytest_configure(config: Any) -> None:
+    """Puts the swap in place before Gymnasium's test modules import the class."""
+    del config
+    gymnasium.vector.AsyncVectorEnv = BatchEnvInAsyncsPlace
+    gymnasium.vector.async_vector_env.AsyncVectorEnv = BatchEnvInAsyncsPlace
