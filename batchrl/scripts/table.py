@@ -52,11 +52,10 @@ import json
 import pathlib
 import re
 import shlex
-import statistics
 import sys
 from collections.abc import Sequence
 
-from batchrl.scripts import stats
+from batchrl.scripts import columns, stats
 
 HEADER = (
     "| preset | seeds | final IQM [95 % CI] | worst final | kept IQM | worst kept | target "
@@ -202,150 +201,6 @@ def table(paths: Sequence[pathlib.Path], reps: int = REPS, per_seed: bool = Fals
     return "\n".join(lines)
 
 
-VALUE = re.compile(
-    r"(?P<mean>mean\()?(?P<path>[^()\[\]/]+)(?:\[(?P<start>-?\d*):(?P<stop>-?\d*)\])?(?(mean)\))"
-)
-
-# A column's VALUE[/VALUE] runs to its first colon outside a slice's brackets; FORMAT follows.
-SPEC = re.compile(r"(?P<expression>(?:[^:\[]|\[[^\]]*\])*)(?::(?P<format>.*))?", re.DOTALL)
-
-
-@dataclasses.dataclass(frozen=True)
-class Value:
-    """What a column reads from a row: a dotted path, perhaps a slice of its list and a mean."""
-
-    path: str
-    part: slice | None = None
-    mean: bool = False
-
-    @classmethod
-    def parse(cls, text: str) -> Value:
-        found = VALUE.fullmatch(text.strip())
-        if not found:
-            raise ValueError(f"{text!r}: a value is PATH, PATH[a:b] or mean(PATH[a:b])")
-        start, stop = (int(x) if x else None for x in found.group("start", "stop"))
-        part = slice(start, stop) if found["start"] is not None else None
-        return cls(found["path"], part, bool(found["mean"]))
-
-    def read(self, row: dict) -> object:
-        """The value in `row`, or None where a key on its path is missing."""
-        value = row
-        for key in self.path.split("."):
-            if not isinstance(value, dict) or key not in value:
-                return None
-            value = value[key]
-        if self.part is not None and isinstance(value, list):
-            value = value[self.part]
-        if self.mean and isinstance(value, list):
-            value = statistics.fmean(value) if value else None
-        return value
-
-
-@dataclasses.dataclass(frozen=True)
-class Column:
-    """One column of a table of chosen fields: its header, the value or ratio, its format."""
-
-    header: str
-    values: tuple[Value, ...]  # One value, or a numerator and a denominator.
-    format: str = ""
-
-    @classmethod
-    def parse(cls, spec: str) -> Column:
-        """A column from `[HEADER=]VALUE[/VALUE][:FORMAT]`."""
-        header, equals, rest = spec.partition("=")
-        if not equals:
-            header, rest = "", spec
-        expression, form = SPEC.fullmatch(rest).group("expression", "format")
-        values = tuple(Value.parse(part) for part in expression.split("/"))
-        if len(values) > 2:
-            raise ValueError(f"{spec!r}: a column divides at most two values")
-        return cls(header or expression, values, form or "")
-
-    def read(self, row: dict) -> object:
-        if len(self.values) == 1:
-            return self.values[0].read(row)
-        top, bottom = (value.read(row) for value in self.values)
-        numbers = all(isinstance(x, int | float) and not isinstance(x, bool) for x in (top, bottom))
-        return top / bottom if numbers and bottom else None
-
-    def cell(self, value: object) -> str:
-        """`value` as the table writes it (a list element by element)."""
-        if isinstance(value, list):
-            return ", ".join(self.cell(element) for element in value) if value else "none"
-        if isinstance(value, dict):
-            raise ValueError(f"{self.header!r} reads a dict: name one of its keys")
-        if value is None:
-            text = ""
-        elif isinstance(value, bool):
-            text = "yes" if value else "no"
-        elif "{" in self.format:
-            text = self.format.format(value)
-        elif self.format:
-            text = format(value, self.format)
-        else:
-            text = f"{value:,}" if isinstance(value, int) else str(value)
-        return text.replace("|", "\\|")
-
-
-def _rows(paths: Sequence[pathlib.Path], rows: str | None, where: Sequence[str]) -> list[dict]:
-    """A row per JSON line, or per element of its list at `rows`, kept if any `where` holds."""
-    conditions = []
-    for condition in where:
-        path, equals, wanted = condition.partition("=")
-        if not equals:
-            raise ValueError(f"--where {condition!r}: write PATH=VALUE")
-        conditions.append((Value(path), wanted))
-    found = []
-    for path in paths:
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            if not line.strip():
-                continue
-            record = json.loads(line)
-            items = [record] if rows is None else Value(rows).read(record)
-            if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-                raise ValueError(f"{path}:{number}: no list of records at {rows!r}")
-            for item in items:
-                row = record if rows is None else {**record, **item}
-                held = (_as_text(value.read(row)) == wanted for value, wanted in conditions)
-                if not conditions or any(held):
-                    found.append(row)
-    return found
-
-
-def _as_text(value: object) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def columns_table(
-    paths: Sequence[pathlib.Path],
-    columns: Sequence[str],
-    rows: str | None = None,
-    where: Sequence[str] = (),
-) -> str:
-    """The Markdown table of the chosen columns (see the module's docstring) of JSON lines.
-
-    A column that every row lacks is an error, as a mistyped path would be; a column whose
-    cells are all numbers is aligned right.
-    """
-    parsed = [Column.parse(spec) for spec in columns]
-    found = _rows(paths, rows, where)
-    if not found:
-        raise ValueError(f"no row in {', '.join(map(str, paths))} has what --where asks")
-    values = [[column.read(row) for column in parsed] for row in found]
-    lines = ["| " + " | ".join(c.header.replace("|", "\\|") for c in parsed) + " |"]
-    alignment = []
-    for index, column in enumerate(parsed):
-        present = [row[index] for row in values if row[index] is not None]
-        if not present:
-            raise ValueError(f"column {column.header!r}: no row has {column.values[0].path!r}")
-        numbers = all(isinstance(x, int | float) and not isinstance(x, bool) for x in present)
-        alignment.append("---:" if numbers else "---")
-    lines.append("| " + " | ".join(alignment) + " |")
-    for row in values:
-        lines.append("| " + " | ".join(c.cell(v) for c, v in zip(parsed, row, strict=True)) + " |")
-    return "\n".join(lines)
-
-
 class _BlockParser(argparse.ArgumentParser):
     """The command's options for a block's words: a bad one is a ValueError, not an exit."""
 
@@ -378,7 +233,9 @@ class Block:
         parser.add_argument("paths", nargs="+")
         _add_column_options(parser)
         args = parser.parse_args(words)
-        return columns_table([folder / p for p in args.paths], args.columns, args.rows, args.where)
+        return columns.columns_table(
+            [folder / p for p in args.paths], args.columns, args.rows, args.where
+        )
 
     def files(self, folder: pathlib.Path) -> tuple[list[pathlib.Path], int, bool]:
         """The JSON lines the block names (relative to the page's folder), resamples, per seed."""
@@ -467,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--columns makes a table of JSON lines named here, not --seeds or a page's")
     try:
         if args.paths and args.columns:
-            print(columns_table(args.paths, args.columns, args.rows, args.where))
+            print(columns.columns_table(args.paths, args.columns, args.rows, args.where))
             return 0
         if args.paths:
             print(table(args.paths, args.reps, per_seed=args.seeds))

@@ -3,6 +3,7 @@ import json
 import numpy as np
 import pytest
 
+from batchrl.scripts import columns as columns_lib
 from batchrl.scripts import table
 
 
@@ -186,7 +187,7 @@ def test_columns_make_a_row_per_element_with_its_lines_fields_and_chosen_formats
     path = tmp_path / "overlap.jsonl"
     write_records(path, RUNS)
     columns = ["run", "backend:`{}`", "per round=rate", "halves / serial=ratio:.1%", "left"]
-    assert table.columns_table([path], columns, rows="results").splitlines() == [
+    assert columns_lib.columns_table([path], columns, rows="results").splitlines() == [
         "| run | backend | per round | halves / serial | left |",
         "| ---: | --- | --- | ---: | --- |",
         "| 1 | `mujoco` | 40,227, 39,842 | 79.4% | none |",
@@ -198,10 +199,10 @@ def test_columns_make_a_row_per_element_with_its_lines_fields_and_chosen_formats
 def test_where_keeps_the_rows_any_condition_holds_for(tmp_path):
     path = tmp_path / "overlap.jsonl"
     write_records(path, RUNS)
-    kept = table.columns_table([path], ["run", "backend"], rows="results", where=["run=2"])
+    kept = columns_lib.columns_table([path], ["run", "backend"], rows="results", where=["run=2"])
     assert kept.splitlines()[2:] == ["| 2 | mujoco |"]
     either = ["backend=processes", "run=2"]
-    kept = table.columns_table([path], ["run", "backend"], rows="results", where=either)
+    kept = columns_lib.columns_table([path], ["run", "backend"], rows="results", where=either)
     assert kept.splitlines()[2:] == ["| 1 | processes |", "| 2 | mujoco |"]
 
 
@@ -213,7 +214,7 @@ def test_a_column_divides_two_values_or_takes_the_mean_of_a_slice(tmp_path):
     ]
     write_records(path, lines)
     columns = ["check", "mean(rate[1:]):.1f", "wall / train=wall/train:{:.2f}x", "ok", "error"]
-    assert table.columns_table([path], columns).splitlines() == [
+    assert columns_lib.columns_table([path], columns).splitlines() == [
         "| check | mean(rate[1:]) | wall / train | ok | error |",
         "| --- | ---: | ---: | --- | --- |",
         "| a | 15.0 | 2.00x | yes |  |",
@@ -225,11 +226,11 @@ def test_a_column_no_row_has_or_a_line_with_no_rows_is_an_error(tmp_path):
     path = tmp_path / "overlap.jsonl"
     write_records(path, RUNS)
     with pytest.raises(ValueError, match="'halves': no row has 'halves'"):
-        table.columns_table([path], ["backend", "halves"], rows="results")
+        columns_lib.columns_table([path], ["backend", "halves"], rows="results")
     with pytest.raises(ValueError, match=r"overlap.jsonl:1: no list of records at 'result'"):
-        table.columns_table([path], ["backend"], rows="result")
+        columns_lib.columns_table([path], ["backend"], rows="result")
     with pytest.raises(ValueError, match="reads a dict"):
-        table.columns_table([path], ["results"], where=["run=2"])
+        columns_lib.columns_table([path], ["results"], where=["run=2"])
 
 
 def test_a_block_of_columns_is_made_from_its_words_as_the_command_would(tmp_path, capsys):
@@ -240,7 +241,7 @@ def test_a_block_of_columns_is_made_from_its_words_as_the_command_would(tmp_path
     page = tmp_path / "page.md"
     page.write_text(f"# Benchmarks\n\n<!-- table: {words} -->\n<!-- end table -->\nAfter.\n")
     assert table.update_page(page)
-    made = table.columns_table([path], ["backend", "per round=rate"], "results", ["run=1"])
+    made = columns_lib.columns_table([path], ["backend", "per round=rate"], "results", ["run=1"])
     assert made.splitlines()[2:] == [
         "| mujoco | 40,227, 39,842 |",
         "| processes | 27,381, 27,495 |",
