@@ -13,6 +13,7 @@ spaces are Gymnasium's (gymnax).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -41,18 +42,24 @@ class ActionLeaf:
     dtype: np.dtype
 
 
-def observation_tree(space: gym.Space, env_name: str = "env", path: str = "obs") -> Any:
-    """The observation tree of `space`: an `ObsLeaf` per array, nested as its Dicts and Tuples."""
+def nested(space: gym.Space, leaf: Callable[[gym.Space, str], Any], path: str) -> Any:
+    """`leaf(child, its path)` of each space in `space` but Dicts and Tuples, nested as they are."""
     if isinstance(space, gym.spaces.Dict):
         return {
-            key: observation_tree(child, env_name, path + env_spec_lib.key_path(key))
+            key: nested(child, leaf, path + env_spec_lib.key_path(key))
             for key, child in space.spaces.items()
         }
     if isinstance(space, gym.spaces.Tuple):
-        return tuple(
-            observation_tree(child, env_name, f"{path}[{i}]")
-            for i, child in enumerate(space.spaces)
-        )
+        return tuple(nested(child, leaf, f"{path}[{i}]") for i, child in enumerate(space.spaces))
+    return leaf(space, path)
+
+
+def observation_tree(space: gym.Space, env_name: str = "env", path: str = "obs") -> Any:
+    """The observation tree of `space`: an `ObsLeaf` per array, nested as its Dicts and Tuples."""
+    return nested(space, lambda child, where: _observation_leaf(child, where, env_name), path)
+
+
+def _observation_leaf(space: gym.Space, path: str, env_name: str) -> env_spec_lib.ObsLeaf:
     leaf = _leaf(space)
     if leaf is None:
         why = "has no fixed shape" if _variable(space) else "is not a space batchrl can batch"
@@ -113,17 +120,12 @@ def check_action_space(space: gym.Space, env_name: str = "env") -> gym.Space:
     return space
 
 
-def action_tree(space: gym.Space, env_name: str = "env", path: str = "action") -> Any:
-    """The (shape, dtype) of each array of an action of `space`, nested as its Dicts and Tuples."""
-    if isinstance(space, gym.spaces.Dict):
-        return {
-            key: action_tree(child, env_name, path + env_spec_lib.key_path(key))
-            for key, child in space.spaces.items()
-        }
-    if isinstance(space, gym.spaces.Tuple):
-        return tuple(
-            action_tree(child, env_name, f"{path}[{i}]") for i, child in enumerate(space.spaces)
-        )
+def action_tree(space: gym.Space, env_name: str = "env") -> Any:
+    """An `ActionLeaf` per array of an action of `space`, nested as its Dicts and Tuples."""
+    return nested(space, lambda child, where: _action_leaf(child, where, env_name), "action")
+
+
+def _action_leaf(space: gym.Space, path: str, env_name: str) -> ActionLeaf:
     if type(space) not in (*_ACTION_LEAVES, gym.spaces.MultiBinary):
         where = "" if path == "action" else f" at {path}"
         raise UnsupportedSpaceError(
