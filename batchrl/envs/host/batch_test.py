@@ -383,8 +383,12 @@ def test_an_info_that_cannot_cross_processes_is_named():
 
     with BatchEnv.external(constructor, 2) as env:
         env.reset(seed=0)
+        # Plain infos are fetched at each step: the step says it.
+        with pytest.raises(errors.EnvRaisedError, match=r"(?s)pickle.*during infos"):
+            env.step(np.zeros((2, 2), np.float32))
+        env.lazy_infos = True
         infos = env.step(np.zeros((2, 2), np.float32))[4]
-        # Infos stay in the worker until read: the error comes when they are.
+        # Lazy infos stay in the worker until read: the error comes when they are.
         with pytest.raises(errors.EnvRaisedError, match=r"(?s)pickle.*during infos"):
             infos["bad"]
         with pytest.raises(errors.EnvRaisedError, match=r"(?s)pickle.*during infos"):

@@ -141,8 +141,9 @@ def test_bad_autoreset_modes_seeds_and_masks_are_named():
             env.reset(options={"reset_mask": np.array([False, False])})
 
 
-def test_infos_nobody_reads_are_never_fetched():
+def test_lazy_infos_nobody_reads_are_never_fetched():
     with BatchEnv.external("HalfCheetah-v5", 2, envs_per_worker=2) as env:
+        env.lazy_infos = True
         env.reset(seed=0)
         group = env._groups[0]
         for _ in range(3):
