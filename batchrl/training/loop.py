@@ -216,7 +216,34 @@ def run_phase(
     restart = jnp.asarray(programs.shared_envs)
     train_state, agent_state = programs.train(train_state, state.agent, restart)
     jax.block_until_ready(agent_state)
-    train_seconds = time.perf_counter() - start
+    trained = state.replace(train=train_state, agent=agent_state)
+    return finish_phase(
+        programs,
+        state,
+        trained,
+        time.perf_counter() - start,
+        eval_episodes=eval_episodes,
+        average_with=average_with,
+        final=final,
+    )
+
+
+def finish_phase(
+    programs: Programs,
+    state: RunState,
+    trained: RunState,
+    train_seconds: float,
+    *,
+    eval_episodes: int = 0,
+    average_with: Sequence[Any] | None = None,
+    final: bool = False,
+) -> tuple[RunState, dict[str, float]]:
+    """The rest of `run_phase` once its train program has run from `state`.
+
+    `trained` holds the train and agent states the program returned in `train_seconds`;
+    the rest is `run_phase`'s: averaging, evaluation, metrics, the state after the phase.
+    """
+    train_state, agent_state = trained.train, trained.agent
     agent_state = tail_average.averaged(agent_state, average_with or [])
     metrics = {f"train/{k.split('/')[1]}": v for k, v in simulate.summary(train_state).items()}
     eval_state, eval_seconds = state.eval, 0.0

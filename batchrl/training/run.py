@@ -94,67 +94,108 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
             opened.callback(evaluation[1].close)
         eval_env = None if evaluation is None else evaluation[0]
         programs, state = loop.build(config, env, eval_env=eval_env)
-        directory = None if rundir is None else run_folder.checkpoints(rundir)
-        state = _restore(rundir, programs, state, env.env_spec)
-        best = -math.inf if rundir is None else _best_return(rundir, int(state.env_steps))
+        state = restore(rundir, programs, state, env.env_spec)
         total = config.phases
         progress = metrics_log.Progress(
             total_steps=total * programs.train_steps * programs.num_envs,
             initial_steps=int(state.env_steps),
         )
-        _announce(rundir, programs)
-        writer = None if rundir is None else metrics_log.Writer(rundir)
-        # The state whose metrics row is written: an interrupt between a phase's return and
-        # its row must not checkpoint that phase, or a resumed run would lack the row for good.
-        logged, rows = state, []
-        # The parameters of the last phases (`average_last` - 1 of them) for the final mean.
-        tail = collections.deque(maxlen=config.average_last - 1)
-        tail.extend(_earlier_params(directory, state, config.average_last))
-        if int(state.phases):
-            tail.append(tail_average.params(state.agent))
+        announce(rundir, programs)
+        keeper = Keeper(rundir, config, state)
         try:
-            with writer or contextlib.nullcontext(), progress.ticking():
+            with keeper, progress.ticking():
                 for done in range(int(state.phases) + 1, total + 1):
                     final = done == total
-                    episodes = (
-                        config.final_episodes if final else int(done % config.eval_every == 0)
-                    )
-                    averaged = final and config.average_last > 1
                     state, metrics = loop.run_phase(
                         programs,
                         state,
-                        eval_episodes=episodes,
-                        average_with=list(tail) if averaged else None,
+                        eval_episodes=eval_episodes(config, done),
+                        average_with=keeper.average_with(final),
                         final=final,
                     )
-                    tail.append(tail_average.params(state.agent))
-                    env_steps = int(state.env_steps)
                     if batch_env is not None:  # Env workers replaced so far in this process.
                         metrics["perf/worker_restarts"] = float(batch_env.restarts)
-                    if writer is not None:
-                        writer.write(env_steps, metrics)
-                    rows.append({"step": env_steps, **metrics})
-                    logged = state
+                    env_steps = keeper.record(state, metrics)
                     progress.update(env_steps, metrics)
-                    if directory is not None:
-                        if done % config.checkpoint_every == 0 or final:
-                            checkpoint.save(directory, done, state, config.keep_checkpoints)
-                        score = metrics.get("eval/return", math.nan)
-                        if score > best:  # False for NaN: a phase that was not evaluated.
-                            checkpoint.save_best(directory, done, state)
-                            best = score
                     progress.print(metrics_log.summary_line(done, env_steps, metrics))
         except KeyboardInterrupt:
             progress.close()
-            if directory is not None:
-                checkpoint.save(directory, int(logged.phases), logged, config.keep_checkpoints)
-                step = int(logged.env_steps)
-                print(f"interrupted: saved a checkpoint at env step {step}", flush=True)
+            keeper.save_interrupted()
             raise
-        return Run(rundir=rundir, config=config, metrics=rows, state=state, programs=programs)
+        return keeper.run(programs)
 
 
-def _restore(
+def eval_episodes(config: TrainConfig, done: int) -> int:
+    """The episodes phase `done` is evaluated on: `final_episodes` for the last, else 0 or 1."""
+    if done == config.phases:
+        return config.final_episodes
+    return int(done % config.eval_every == 0)
+
+
+class Keeper:
+    """What one run keeps of its phases: rows, logs, checkpoints, the best state, the tail.
+
+    The tail is the parameters of its last `average_last` - 1 phases, for the final
+    policy's mean. `logged` is the state whose metrics row is written: an interrupt
+    between a phase's return and its row must not checkpoint that phase, or a resumed
+    run would lack the row for good.
+    """
+
+    def __init__(self, rundir: pathlib.Path | None, config: TrainConfig, state: loop.RunState):
+        self.rundir, self.config = rundir, config
+        self.directory = None if rundir is None else run_folder.checkpoints(rundir)
+        self.best = -math.inf if rundir is None else _best_return(rundir, int(state.env_steps))
+        self.writer = None if rundir is None else metrics_log.Writer(rundir)
+        self.logged, self.rows = state, []
+        self.tail = collections.deque(maxlen=config.average_last - 1)
+        self.tail.extend(_earlier_params(self.directory, state, config.average_last))
+        if int(state.phases):
+            self.tail.append(tail_average.params(state.agent))
+
+    def __enter__(self) -> Keeper:
+        if self.writer is not None:
+            self.writer.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self.writer is not None:
+            self.writer.__exit__(*exc_info)
+
+    def average_with(self, final: bool) -> list | None:
+        """The earlier phases' parameters the final phase's policy averages; None before it."""
+        return list(self.tail) if final and self.config.average_last > 1 else None
+
+    def record(self, state: loop.RunState, metrics: dict[str, float]) -> int:
+        """Keeps the phase that left `state`: its row, checkpoint, best; returns its env steps."""
+        self.tail.append(tail_average.params(state.agent))
+        done, env_steps = int(state.phases), int(state.env_steps)
+        if self.writer is not None:
+            self.writer.write(env_steps, metrics)
+        self.rows.append({"step": env_steps, **metrics})
+        self.logged = state
+        if self.directory is not None:
+            if done % self.config.checkpoint_every == 0 or done == self.config.phases:
+                checkpoint.save(self.directory, done, state, self.config.keep_checkpoints)
+            score = metrics.get("eval/return", math.nan)
+            if score > self.best:  # False for NaN: a phase that was not evaluated.
+                checkpoint.save_best(self.directory, done, state)
+                self.best = score
+        return env_steps
+
+    def save_interrupted(self) -> None:
+        """Checkpoints the last logged state, on Ctrl-C or SIGTERM."""
+        if self.directory is None:
+            return
+        logged = self.logged
+        checkpoint.save(self.directory, int(logged.phases), logged, self.config.keep_checkpoints)
+        print(f"interrupted: saved a checkpoint at env step {int(logged.env_steps)}", flush=True)
+
+    def run(self, programs: loop.Programs) -> Run:
+        """The finished run: the rows this call wrote and the last state kept."""
+        return Run(self.rundir, self.config, self.rows, self.logged, programs)
+
+
+def restore(
     rundir: pathlib.Path | None, programs: loop.Programs, state: loop.RunState, spec: Any
 ) -> loop.RunState:
     """The run folder's newest good checkpoint placed as `state` is; `state` when none.
@@ -174,7 +215,7 @@ def _restore(
     return state
 
 
-def _announce(rundir: pathlib.Path | None, programs: loop.Programs) -> None:
+def announce(rundir: pathlib.Path | None, programs: loop.Programs) -> None:
     """The first line a run prints: where it is kept, its devices, its storage's size."""
     storage = device_memory.human(programs.storage_bytes)
     where = "in memory" if rundir is None else f"run folder {rundir}"
