@@ -94,13 +94,13 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
             opened.callback(evaluation[1].close)
         eval_env = None if evaluation is None else evaluation[0]
         programs, state = loop.build(config, env, eval_env=eval_env)
-        state = restore(rundir, programs, state, env.env_spec)
+        state = _restore(rundir, programs, state, env.env_spec)
         total = config.phases
         progress = metrics_log.Progress(
             total_steps=total * programs.train_steps * programs.num_envs,
             initial_steps=int(state.env_steps),
         )
-        announce(rundir, programs)
+        _announce(rundir, programs)
         keeper = Keeper(rundir, config, state)
         try:
             with keeper, progress.ticking():
@@ -195,7 +195,7 @@ class Keeper:
         return Run(self.rundir, self.config, self.rows, self.logged, programs)
 
 
-def restore(
+def _restore(
     rundir: pathlib.Path | None, programs: loop.Programs, state: loop.RunState, spec: Any
 ) -> loop.RunState:
     """The run folder's newest good checkpoint placed as `state` is; `state` when none.
@@ -215,7 +215,7 @@ def restore(
     return state
 
 
-def announce(rundir: pathlib.Path | None, programs: loop.Programs) -> None:
+def _announce(rundir: pathlib.Path | None, programs: loop.Programs) -> None:
     """The first line a run prints: where it is kept, its devices, its storage's size."""
     storage = device_memory.human(programs.storage_bytes)
     where = "in memory" if rundir is None else f"run folder {rundir}"
