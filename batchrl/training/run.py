@@ -109,7 +109,7 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
                     state, metrics = loop.run_phase(
                         programs,
                         state,
-                        eval_episodes=eval_episodes(config, done),
+                        eval_episodes=_eval_episodes(config, done),
                         average_with=keeper.average_with(final),
                         final=final,
                     )
@@ -125,7 +125,7 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
         return keeper.run(programs)
 
 
-def eval_episodes(config: TrainConfig, done: int) -> int:
+def _eval_episodes(config: TrainConfig, done: int) -> int:
     """The episodes phase `done` is evaluated on: `final_episodes` for the last, else 0 or 1."""
     if done == config.phases:
         return config.final_episodes

@@ -168,7 +168,7 @@ class RayGroup(remote.RemoteGroup):
     # -- commands ---------------------------------------------------------------------------
 
     def _send_step(self, actions: np.ndarray, autoreset: AutoresetMode) -> None:
-        self._ref = self._actor.step.remote(obs_tree.copy(actions), autoreset)
+        self._ref = self._actor.step.remote(actions, autoreset)  # Serialized at the call.
 
     def _receive_step(self) -> Any:
         buffers = self.buffers

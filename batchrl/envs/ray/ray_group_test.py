@@ -10,6 +10,7 @@ import sys
 import tempfile
 import types
 
+import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
@@ -19,7 +20,7 @@ from ray.cluster_utils import Cluster
 
 from batchrl.conftest import wait_gone
 from batchrl.envs import BatchEnv, EnvCrashedError, EnvError, EnvRaisedError, EnvTimeoutError
-from batchrl.envs.host import lifecycle, spaces_test
+from batchrl.envs.host import action_trees_test, lifecycle, spaces_test
 from batchrl.envs.ray import ray_group
 from batchrl.scripts import train
 from batchrl.testing import mock
@@ -78,6 +79,18 @@ def test_observation_trees_cross_the_actors_as_sync_vector_env_gives_them(cluste
         spaces_test.assert_dtypes_kept(obs, spaces_test.NESTED)
         assert list(obs) == list(spaces_test.NESTED.spaces)
     assert ends >= 12
+
+
+def test_action_trees_cross_the_actors_as_sync_vector_env_takes_them(cluster):
+    space = action_trees_test.ACTION_SPACES["nested"]
+    make = functools.partial(mock.ActionEcho, space)
+    theirs = gym.vector.SyncVectorEnv([make] * 4)
+    with BatchEnv.ray([make] * 4, actors=2) as on_ray, contextlib.closing(theirs):
+        on_ray.reset(seed=0), theirs.reset(seed=0)
+        theirs.action_space.seed(2)
+        for _ in range(6):  # ActionEcho observes each action it was given.
+            actions = theirs.action_space.sample()
+            _assert_same_step(on_ray.step(actions), theirs.step(actions))
 
 
 def test_steps_as_local_workers_do_with_actors_on_both_nodes(cluster):
