@@ -11,8 +11,9 @@ acting. The agent state is a pytree with two fields the shell reads:
 A train phase (`training.phase`) runs stretches of acting, each ending when the recorder
 is ready: `cut` the episodes a restart ends, `learn` (trains when the storage is ready),
 `begin` the acting state, the sampling agent steps the envs while the recorder writes
-the storage, `end` takes back what acting changed. Evaluation runs the evaluation agent
-from `begin`; `metrics` and `check_finite` read the learner after a phase.
+the storage, `end` takes back what acting changed. With overlap (`training.overlap`),
+`learn` runs on the ready storage while acting writes into its `clear`ed copy. Evaluation
+runs the evaluation agent from `begin`; `metrics` and `check_finite` read the learner after a phase.
 
 Each algorithm config type names its algorithm as `module:attribute` (its `algorithm`
 class attribute, beside its `objective` name in `ppo.config.OBJECTIVES`, the one table
@@ -48,8 +49,12 @@ class Algorithm(NamedTuple):
         recorder: networks -> simulate.Recorder writing the storage.
         cut: (state, when []) -> state: ends every running episode in the storage where
             `when` holds (all envs restart).
-        learn: (networks, state) -> state: an update when the storage is ready, else the
-            state as it was.
+        learn: (networks, state, behind=False) -> state: an update when the storage is
+            ready, else the state as it was; `behind`: the storage was acted by an older
+            policy than the learner's (`training.overlap`).
+        clear: (networks, state) -> state: the storage emptied as `learn` empties a ready
+            one, untrained; what acting writes while an update of the ready storage runs
+            beside it (`training.overlap`).
         begin: state -> acting: the acting state of a stretch of steps.
         end: (state, acting, storage) -> state: the state after a stretch, with what acting
             changed and the storage it wrote.
@@ -68,7 +73,8 @@ class Algorithm(NamedTuple):
     init: Callable[[Networks, Any, jax.Array], AgentState]
     recorder: Callable[[Networks], simulate.Recorder]
     cut: Callable[[AgentState, jax.Array], AgentState]
-    learn: Callable[[Networks, AgentState], AgentState]
+    learn: Callable[..., AgentState]
+    clear: Callable[[Networks, AgentState], AgentState]
     begin: Callable[[AgentState], simulate.Acting]
     end: Callable[[AgentState, simulate.Acting, simulate.Storage], AgentState]
     acting: Callable[[Networks, Learner, int], simulate.Acting]

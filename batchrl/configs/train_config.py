@@ -32,6 +32,7 @@ _ALE_ID = re.compile(r"ALE/\w+-v5")
 DEVICE_KINDS = ("auto", "cpu", "gpu", "cuda", "tpu")
 _DEVICE = re.compile(r"(cpu|gpu|cuda|tpu)(:\d+)?|auto")
 _PREFIX = "algorithm."
+OVERLAP = ("auto", "on", "off")  # The values of `overlap`.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +79,9 @@ class TrainConfig:
     # picks by env kind (`training.placement`: JAX-native envs on the learner's device,
     # host envs on the CPU), or a device named as `device` names one.
     acting_device: str = "auto"
+    # Acting goes on while the learner trains, one policy version behind
+    # (`training.overlap`): "on", "off", or "auto": on where the envs run on the host.
+    overlap: str = "auto"
     checkpoint_every: int = 1  # Phases between checkpoints.
     keep_checkpoints: int = 3
     # The final policy's parameters: the mean of those the last `average_last` phases
@@ -127,6 +131,8 @@ class TrainConfig:
                     f"unknown {name} {getattr(self, name)!r}: use one of {DEVICE_KINDS}, "
                     f"or a device of one such as 'gpu:1'"
                 )
+        if self.overlap not in OVERLAP:
+            raise ValueError(f"unknown overlap {self.overlap!r}: use one of {OVERLAP}")
         names = ("eval_episodes", "eval_every", "final_episodes", "checkpoint_every")
         for name in (*names, "action_repeat", "keep_checkpoints", "average_last"):
             if getattr(self, name) < 1:

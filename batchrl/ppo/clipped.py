@@ -147,19 +147,31 @@ def cut(state: ClippedState, when: jax.Array) -> ClippedState:
     )
 
 
-def learn(networks: agent_networks.Networks, state: ClippedState) -> ClippedState:
+def learn(
+    networks: agent_networks.Networks, state: ClippedState, behind: bool = False
+) -> ClippedState:
     """An update when the rollout is full, then an empty rollout.
 
     Only the learner passes through the update's condition; the rollout is only read.
+    `behind` (the rollout was acted by an older policy) changes nothing: the ratio is
+    taken against the log-probs stored while acting either way, and the KL it reports
+    against the learner's policy at the update's start.
     """
+    del behind
     full = state.storage.position >= networks.config.steps_per_update
     learner = jax.lax.cond(
         full,
         lambda: update(networks, state.learner, state.storage.rollout, state.total_updates),
         lambda: state.learner,
     )
+    return clear(networks, state.replace(learner=learner))
+
+
+def clear(networks: agent_networks.Networks, state: ClippedState) -> ClippedState:
+    """The rollout emptied where it is full, as `learn` leaves it, untrained."""
+    full = state.storage.position >= networks.config.steps_per_update
     position = jnp.where(full, 0, state.storage.position)
-    return state.replace(learner=learner, storage=state.storage.replace(position=position))
+    return state.replace(storage=state.storage.replace(position=position))
 
 
 def update(

@@ -47,6 +47,7 @@ def _algorithm(objective: ModuleType) -> algorithm.Algorithm:
         recorder=objective.recorder,
         cut=objective.cut,
         learn=objective.learn,
+        clear=objective.clear,
         begin=begin,
         end=end,
         acting=fresh_acting,

@@ -70,8 +70,8 @@ class Batch:
 
     obs: Any  # As stored; the loss makes features of them.
     action: jax.Array
-    dist: Any
-    old_log_prob: jax.Array
+    dist: Any  # The distributions the KL is taken against.
+    old_log_prob: jax.Array  # Of the action under the distribution that acted.
     advantage: jax.Array
     target: jax.Array
     valid: jax.Array  # Whether a step belongs to a finished episode (not padding).
@@ -149,21 +149,32 @@ def cut(state: PenaltyState, when: jax.Array) -> PenaltyState:
     return state.replace(storage=episode_memory.finish(state.storage, ended))
 
 
-def learn(networks: agent_networks.Networks, state: PenaltyState) -> PenaltyState:
+def learn(
+    networks: agent_networks.Networks, state: PenaltyState, behind: bool = False
+) -> PenaltyState:
     """An update when the memory holds `update_every` finished episodes, then a clear memory.
 
     Only the learner and the penalty pass through the update's condition; the memory is
-    read there, never copied.
+    read there, never copied. `behind`: the episodes were acted by an older policy than
+    the learner's (`update`).
     """
     full = episode_memory.full(state.storage)
     learner, penalty = jax.lax.cond(
         full,
-        lambda: update(networks, state.learner, state.storage, state.penalty),
+        lambda: update(networks, state.learner, state.storage, state.penalty, behind),
         lambda: (state.learner, state.penalty),
     )
-    return state.replace(
-        learner=learner, penalty=penalty, storage=episode_memory.clear(state.storage, when=full)
-    )
+    return clear(networks, state.replace(learner=learner, penalty=penalty))
+
+
+def clear(networks: agent_networks.Networks, state: PenaltyState) -> PenaltyState:
+    """The memory's finished episodes freed where it is full, as `learn` leaves it, untrained.
+
+    Running episodes stay in their slots, so acting goes on writing them.
+    """
+    del networks
+    full = episode_memory.full(state.storage)
+    return state.replace(storage=episode_memory.clear(state.storage, when=full))
 
 
 def estimate(
@@ -211,8 +222,18 @@ def update(
     learner: learner_lib.Learner,
     stored: episode_memory.MemoryState,
     penalty: jax.Array,
+    behind: bool = False,
 ) -> tuple[learner_lib.Learner, jax.Array]:
     """`update_epochs` passes over the finished episodes in memory, then the penalty rule.
+
+    The ratio is taken against the log-probs of the distributions stored while acting,
+    and so is the KL, which the penalty and its cutoff hold near `kl_target`. With
+    `behind`, the episodes were acted one policy version before the learner's
+    (`training.overlap`): the KL is then taken against the learner's own policy at the
+    update's start, the step the penalty rule is made to size, while the ratio still
+    corrects for the policy that acted. Against the stored distributions, the lag alone
+    made the KL pass the cutoff, whose gradient then stalled the policy (Pendulum seeds
+    1-3 stayed near -1,100, as a random policy scores).
 
     The memory is read in rows of `chunk_length` steps (whole episodes for a recurrent
     policy, whose state must start at the episode's beginning), and only rows that hold
@@ -243,18 +264,21 @@ def update(
     def flat(x: jax.Array) -> jax.Array:
         return x.reshape(x.shape[0] * x.shape[1], *x.shape[2:])
 
-    def evaluate(part: MemoryStep) -> tuple[jax.Array, ...]:
+    def evaluate(part: MemoryStep) -> tuple[Any, ...]:
         shape = part.reward.shape
-        value = networks.value(learner.params, flat(features(part.obs))).reshape(shape)
+        obs = features(part.obs)
+        value = networks.value(learner.params, flat(obs)).reshape(shape)
         log_prob = networks.log_prob(jax.tree.map(flat, part.dist), flat(part.action))
-        return value, log_prob.reshape(shape)
+        # The policy the KL is taken against: the learner's own when the episodes lag it.
+        anchor = networks.episode_distribution(learner.params, obs) if behind else ()
+        return value, log_prob.reshape(shape), anchor
 
-    value, old_log_prob = sgd.map_rows(evaluate, steps, valid_rows, batch_size)
+    value, old_log_prob, anchor = sgd.map_rows(evaluate, steps, valid_rows, batch_size)
     advantage, target = estimate(networks, learner, stored, value.reshape(valid.shape), valid)
     data = Batch(
         obs=steps.obs,
         action=steps.action,
-        dist=steps.dist,
+        dist=anchor if behind else steps.dist,
         old_log_prob=old_log_prob,
         advantage=as_rows(advantage),
         target=as_rows(target),

@@ -28,6 +28,7 @@ from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
 from batchrl.configs import train_config
 from batchrl.training import device_memory, placement, tail_average
+from batchrl.training import overlap as overlap_lib
 from batchrl.training import phase as phase_lib
 
 
@@ -44,6 +45,7 @@ class Programs:
     shared_envs: bool  # Train and eval step the same host envs: restart them between phases.
     storage_bytes: int  # The objective's rollout buffer or episode memory.
     where: placement.Placement  # The devices it acts and learns on.
+    overlap: bool  # Acting goes on while the learner trains (`training.overlap`).
 
 
 @flax.struct.dataclass
@@ -102,8 +104,9 @@ def build(
         storage_bytes, f"{config.algorithm.objective} objective's storage", where.learner
     )
     evaluation = algorithm.evaluation_agent(networks, sample=config.eval_sample)
+    overlap = overlap_lib.wanted(config, env)
     programs = Programs(
-        train=phase_lib.make(env, networks, train_steps, where),
+        train=phase_lib.make(env, networks, train_steps, where, overlap),
         evaluate=simulate.make_first_episodes(eval_env, evaluation, eval_steps),
         algorithm=algorithm,
         networks=networks,
@@ -113,6 +116,7 @@ def build(
         shared_envs=env.calls_host and eval_env is env,
         storage_bytes=storage_bytes,
         where=where,
+        overlap=overlap,
     )
     with jax.default_device(where.acting):  # Host envs reset from a call on that device.
         train_state, eval_state = simulate.init(env, train_key), simulate.init(eval_env, eval_key)
@@ -145,14 +149,25 @@ def place(programs: Programs, state: RunState) -> RunState:
 
 
 def config_for(
-    config: Any, env: simulate.CompiledBatch, *, max_length: int, steps: int, seed: int = 0
+    config: Any,
+    env: simulate.CompiledBatch,
+    *,
+    max_length: int,
+    steps: int,
+    seed: int = 0,
+    overlap: str = "auto",
 ) -> train_config.TrainConfig:
     """The run of algorithm `config` on `env`, for tests and benchmarks that bring their env.
 
     Episodes last at most `max_length` env steps; `steps` is the budget in env steps.
     """
     return train_config.TrainConfig(
-        algorithm=config, num_envs=env.num_envs, max_length=max_length, steps=steps, seed=seed
+        algorithm=config,
+        num_envs=env.num_envs,
+        max_length=max_length,
+        steps=steps,
+        seed=seed,
+        overlap=overlap,
     )
 
 
@@ -207,14 +222,15 @@ def run_phase(
     Evaluation runs rounds of the eval phase until at least `eval_episodes` episodes
     ended, none when 0. With `average_with`, the parameters of earlier phases, the
     phase's policy is the mean of theirs and its own (`tail_average`), before it is
-    evaluated. The `final` phase's row also holds `final/return` and `final/episodes`
-    (and `final/averaged_phases` with `average_with`). `state` itself is left as it
+    evaluated. The `final` phase trains an update that overlap left pending, and its row
+    also holds `final/return` and `final/episodes` (and `final/averaged_phases` with
+    `average_with`). `state` itself is left as it
     was, so an interrupt anywhere in here loses nothing.
     """
     start = time.perf_counter()
     train_state = simulate.clear_summary(state.train)
     restart = jnp.asarray(programs.shared_envs)
-    train_state, agent_state = programs.train(train_state, state.agent, restart)
+    train_state, agent_state = programs.train(train_state, state.agent, restart, final)
     jax.block_until_ready(agent_state)
     trained = state.replace(train=train_state, agent=agent_state)
     return finish_phase(
@@ -285,15 +301,16 @@ def train(
     *,
     max_length: int,
     seed: int = 0,
+    overlap: str = "auto",
 ) -> tuple[list[dict[str, float]], RunState]:
     """Builds and runs `phases` phases, each evaluated; every phase's metrics and the end state.
 
     For tests of an algorithm `config` on an env of their own: phases of `train_steps`
-    and `eval_steps` batch steps, episodes of at most `max_length` steps, and the
-    budget the schedules read what the phases spend.
+    and `eval_steps` batch steps, episodes of at most `max_length` steps, the budget the
+    schedules read what the phases spend, and `overlap` as the config's setting.
     """
     steps = phases * train_steps * env.num_envs
-    whole = config_for(config, env, max_length=max_length, steps=steps, seed=seed)
+    whole = config_for(config, env, max_length=max_length, steps=steps, seed=seed, overlap=overlap)
     programs, state = build(whole, env, train_steps=train_steps, eval_steps=eval_steps)
     rows = []
     for number in range(1, phases + 1):

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
+from batchrl.training import overlap as overlap_lib
 from batchrl.training import placement
 
 
@@ -70,19 +71,29 @@ def make(
     networks: algorithm_lib.Networks,
     num_steps: int,
     where: placement.Placement | None = None,
-) -> Callable[
-    [simulate.SimState, algorithm_lib.AgentState, Any],
-    tuple[simulate.SimState, algorithm_lib.AgentState],
-]:
+    overlap: bool = False,
+) -> Callable[..., tuple[simulate.SimState, algorithm_lib.AgentState]]:
     """The compiled phase of `num_steps` batch steps, returning once it has run.
 
-    `where` acting and learning run: on one device the phase is one program; on two, it
-    is `split`. On an env that calls the host, an env worker's error is raised as itself.
+    Called as (state, agent, reset=False, settle=False). `where` acting and learning run:
+    on one device the phase is one program; on two, it is `split`; with `overlap`,
+    acting goes on while the learner trains (`training.overlap`), and `settle` trains an
+    update left pending. On an env that calls the host, an env worker's error is raised
+    as itself.
     """
-    if where is not None and where.split:
+    where = where or placement.Placement(jax.devices()[0], jax.devices()[0])
+    if overlap:
+        return overlap_lib.make(env, networks, num_steps, where)
+    if where.split:
         return split(env, networks, num_steps, where)
 
-    def run(state: simulate.SimState, agent: algorithm_lib.AgentState, reset: Any = False) -> tuple:
+    def run(
+        state: simulate.SimState,
+        agent: algorithm_lib.AgentState,
+        reset: Any = False,
+        settle: bool = False,
+    ) -> tuple:
+        del settle  # Every update is trained within its phase.
         return phase(env, networks, num_steps, state, agent, reset)
 
     compiled = jax.jit(run)
@@ -98,10 +109,7 @@ def split(
     networks: algorithm_lib.Networks,
     num_steps: int,
     where: placement.Placement,
-) -> Callable[
-    [simulate.SimState, algorithm_lib.AgentState, Any],
-    tuple[simulate.SimState, algorithm_lib.AgentState],
-]:
+) -> Callable[..., tuple[simulate.SimState, algorithm_lib.AgentState]]:
     """`phase` with acting on `where.acting` and learning on `where.learner`.
 
     The same stretches as `phase`, each three programs: on the learner, `learn` and
@@ -129,8 +137,12 @@ def split(
     act = env.wrap_compiled(act)
 
     def run(
-        state: simulate.SimState, agent: algorithm_lib.AgentState, reset: Any = False
+        state: simulate.SimState,
+        agent: algorithm_lib.AgentState,
+        reset: Any = False,
+        settle: bool = False,
     ) -> tuple[simulate.SimState, algorithm_lib.AgentState]:
+        del settle  # Every update is trained within its phase.
         reset, left, ready = bool(reset), num_steps, True
         cut = reset
         while left > 0 or ready:
