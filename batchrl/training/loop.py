@@ -104,7 +104,7 @@ def build(
         storage_bytes, f"{config.algorithm.objective} objective's storage", where.learner
     )
     evaluation = algorithm.evaluation_agent(networks, sample=config.eval_sample)
-    overlap = overlap_lib.wanted(config, env)
+    overlap = overlap_lib.wanted(config, env, where)
     programs = Programs(
         train=phase_lib.make(env, networks, train_steps, where, overlap),
         evaluate=simulate.make_first_episodes(eval_env, evaluation, eval_steps),

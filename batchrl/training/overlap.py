@@ -43,15 +43,17 @@ from batchrl.configs import TrainConfig
 from batchrl.training import placement
 
 
-def wanted(config: TrainConfig, env: simulate.CompiledBatch) -> bool:
-    """Whether a run of `config` on `env` overlaps: `overlap` "on" or "off", or "auto".
+def wanted(config: TrainConfig, env: simulate.CompiledBatch, where: placement.Placement) -> bool:
+    """Whether a run of `config` on `env`, placed `where`, overlaps: "on", "off" or "auto".
 
-    "auto" overlaps where the envs run on the host (worker processes, the MuJoCo batch,
-    ALE, Ray), whose stepping leaves XLA's threads free; JAX-native envs step in XLA
-    code on the device that learns, where two programs take turns.
+    "auto" overlaps where envs the host steps (worker processes, the MuJoCo batch, ALE,
+    Ray) act on the CPU: acting waits on the envs there while the learner computes, on
+    the CPU or an accelerator. Where acting runs on an accelerator (JAX-native envs,
+    Atari through ale-py's GPU target), the two programs share the device and take
+    turns: on one H200, `breakout` trained at 3.9k env steps/s either way.
     """
     if config.overlap == "auto":
-        return env.calls_host
+        return env.calls_host and where.acting.platform == "cpu"
     return config.overlap == "on"
 
 

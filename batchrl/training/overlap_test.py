@@ -9,7 +9,7 @@ from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import clipped
 from batchrl.ppo import config as config_lib
 from batchrl.scripts import train
-from batchrl.training import checkpoint, environments, loop, overlap
+from batchrl.training import checkpoint, environments, loop, overlap, placement
 
 # Without observation normalisation a stored log-prob is a function of the parameters,
 # the observation and the action alone, so a test can recompute it.
@@ -86,14 +86,21 @@ def test_overlap_off_and_auto_on_a_jax_native_env_train_within_each_phase():
         assert int(state.agent.learner.updates) == 1
 
 
-def test_auto_overlaps_where_the_envs_run_on_the_host():
+def test_auto_overlaps_where_envs_the_host_steps_act_on_the_cpu():
     config = presets.get("cartpole")
+    cpu = jax.devices("cpu")[0]
+    on_cpu = placement.Placement(acting=cpu, learner=cpu)
     host = dataclasses.make_dataclass("Env", [("calls_host", bool)])
-    assert overlap.wanted(config, host(True)) and not overlap.wanted(config, host(False))
+    assert overlap.wanted(config, host(True), on_cpu)
+    assert not overlap.wanted(config, host(False), on_cpu)
+    # Acting on an accelerator (ale-py's GPU target): acting and learning take turns there.
+    accelerator = dataclasses.make_dataclass("Device", [("platform", str)])("gpu")
+    on_gpu = placement.Placement(acting=accelerator, learner=accelerator)
+    assert not overlap.wanted(config, host(True), on_gpu)
     off = train_config.replace(config, overlap="off")
-    assert not overlap.wanted(off, host(True))
+    assert not overlap.wanted(off, host(True), on_cpu)
     on = train_config.replace(config, overlap="on")
-    assert overlap.wanted(on, host(False))
+    assert overlap.wanted(on, host(False), on_gpu)
 
 
 def test_an_unknown_overlap_setting_is_refused_in_one_line():
