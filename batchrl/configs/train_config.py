@@ -80,7 +80,8 @@ class TrainConfig:
     # host envs on the CPU), or a device named as `device` names one.
     acting_device: str = "auto"
     # Acting goes on while the learner trains, one policy version behind
-    # (`training.overlap`): "on", "off", or "auto": on where the envs run on the host.
+    # (`training.overlap`): "on", "off", or "auto": on where host envs act on the CPU
+    # and the learner runs on an accelerator.
     overlap: str = "auto"
     checkpoint_every: int = 1  # Phases between checkpoints.
     keep_checkpoints: int = 3

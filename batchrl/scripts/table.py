@@ -31,7 +31,7 @@ line's own fields beside the element's); with `--where PATH=VALUE`, only the row
 one of them holds (VALUE as JSON writes it, a string bare). A column reads
 `[HEADER=]VALUE[/VALUE][:FORMAT]`, its header the text before a `=` (else the VALUE):
 
-    python -m batchrl.scripts.table docs/benchmarks/overlap.jsonl --rows results \
+    python -m batchrl.scripts.table docs/benchmarks/env_halves.jsonl --rows results \
         --columns backend 'halves / serial=halves_over_serial:.2f'
 
 A VALUE is a dotted path into the row (`steps_per_sec.mujoco_batch`), perhaps a slice of
@@ -41,7 +41,7 @@ A list is written element by element, `[]` as "none", a missing value as a blank
 a whole number with thousands' commas, any other value as JSON holds it. A block whose
 words hold `--columns` is such a table, its words the command's, quoted as a shell would:
 
-    <!-- table: benchmarks/overlap.jsonl --rows results --columns backend halves_over_serial -->
+    <!-- table: benchmarks/env_halves.jsonl --rows results --columns backend halves_over_serial -->
 """
 
 from __future__ import annotations

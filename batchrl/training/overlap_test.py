@@ -86,21 +86,20 @@ def test_overlap_off_and_auto_on_a_jax_native_env_train_within_each_phase():
         assert int(state.agent.learner.updates) == 1
 
 
-def test_auto_overlaps_where_envs_the_host_steps_act_on_the_cpu():
+def test_auto_overlaps_host_envs_acting_on_the_cpu_beside_a_learner_on_an_accelerator():
     config = presets.get("cartpole")
     cpu = jax.devices("cpu")[0]
-    on_cpu = placement.Placement(acting=cpu, learner=cpu)
+    gpu = dataclasses.make_dataclass("Device", [("platform", str)])("gpu")
     host = dataclasses.make_dataclass("Env", [("calls_host", bool)])
-    assert overlap.wanted(config, host(True), on_cpu)
-    assert not overlap.wanted(config, host(False), on_cpu)
-    # Acting on an accelerator (ale-py's GPU target): acting and learning take turns there.
-    accelerator = dataclasses.make_dataclass("Device", [("platform", str)])("gpu")
-    on_gpu = placement.Placement(acting=accelerator, learner=accelerator)
-    assert not overlap.wanted(config, host(True), on_gpu)
-    off = train_config.replace(config, overlap="off")
-    assert not overlap.wanted(off, host(True), on_cpu)
+    split = placement.Placement(acting=cpu, learner=gpu)
+    assert overlap.wanted(config, host(True), split)
+    assert not overlap.wanted(config, host(False), split)
+    # Both on the CPU, or both on the GPU (ale-py's GPU target): they share what they run on.
+    for both in (cpu, gpu):
+        assert not overlap.wanted(config, host(True), placement.Placement(both, both))
+    assert not overlap.wanted(train_config.replace(config, overlap="off"), host(True), split)
     on = train_config.replace(config, overlap="on")
-    assert overlap.wanted(on, host(False), on_gpu)
+    assert overlap.wanted(on, host(False), placement.Placement(cpu, cpu))
 
 
 def test_an_unknown_overlap_setting_is_refused_in_one_line():

@@ -13,7 +13,7 @@ Each for `BatchEnv.mujoco` (each half with one MuJoCo thread per core, as the wh
 batch has) and `BatchEnv.external` (worker processes, `local_envs=0`), in rounds that
 alternate the variants; the ratio halves / serial is given per round.
 
-    python benchmarks/overlap.py [--rounds 5] [--seconds 3] [--num-envs 32]
+    python benchmarks/env_halves.py [--rounds 5] [--seconds 3] [--num-envs 32]
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def main() -> None:
         for backend in ("mujoco", "processes")
     ]
     record = {
-        "benchmark": "overlap",
+        "benchmark": "env_halves",
         "env": ENV,
         "num_envs": args.num_envs,
         "cores": len(os.sched_getaffinity(0)),
