@@ -165,3 +165,29 @@ def test_leaves_no_learner_thread_behind():
         state, _ = loop.run_phase(programs, state)
     assert int(state.agent.learner.updates) == 1
     assert not [t for t in threading.enumerate() if t.name.startswith("batchrl-learner")]
+
+
+@pytest.mark.slow
+def test_worker_envs_train_with_overlap_and_leave_no_process(tmp_path):
+    import psutil
+
+    from batchrl.conftest import wait_gone
+    from batchrl.training import metrics_log
+
+    before = {child.pid for child in psutil.Process().children(recursive=True)}
+    settings = ["--set", "overlap=on", "--set", "num_envs=4", "--set", "max_length=50"]
+    settings += ["--set", "update_every=4", "--set", "steps=800", "--set", "eval_episodes=4"]
+    args = ["--logdir", str(tmp_path), "--config", "pendulum", *settings]
+    assert train.main(args) == 0
+    (folder,) = tmp_path.iterdir()
+    rows = metrics_log.read_jsonl(folder / "metrics.jsonl")
+    assert rows[-1]["step"] == 800 and np.isfinite(rows[-1]["final/return"])
+    # Env workers end with the run; multiprocessing's forkserver and resource tracker
+    # serve this process until it exits.
+    helpers = ("multiprocessing.forkserver", "multiprocessing.resource_tracker")
+    started = [
+        child.pid
+        for child in psutil.Process().children(recursive=True)
+        if child.pid not in before and not any(h in " ".join(child.cmdline()) for h in helpers)
+    ]
+    assert wait_gone(started) == []
