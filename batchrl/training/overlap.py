@@ -51,7 +51,8 @@ def wanted(config: TrainConfig, env: simulate.CompiledBatch, where: placement.Pl
     (on one H200, `cheetah_clipped` 1.37x, `humanoid_clipped` 1.26x). Where acting runs
     on the accelerator too (JAX-native envs, Atari through ale-py's GPU target), the two
     programs take turns on it (`breakout`: 3.9k env steps/s either way); on a 2-core CPU
-    the envs and the learner share the cores (`cheetah_clipped`: 0.92-1.27x, median 1.02).
+    the envs and the learner share the cores (`cheetah_clipped`: 0.90-2.42x, medians 1.02
+    and 1.22).
     """
     if config.overlap == "auto":
         accelerated = where.learner.platform != "cpu"
