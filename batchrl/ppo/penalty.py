@@ -248,11 +248,7 @@ def update(
     # Padding holds zeros (a Gaussian's std of 0 among them, whose log-probs and KLs are
     # NaN or infinite) or steps of earlier episodes; a masked mean drops them, but not
     # from the gradient, where 0 * NaN is NaN. Padded steps get a valid step's distribution.
-    first = jnp.unravel_index(jnp.argmax(valid), valid.shape)
-    dist = jax.tree.map(
-        lambda x: jnp.where(valid.reshape(*valid.shape, *[1] * (x.ndim - 2)), x, x[first]),
-        stored.steps.dist,
-    )
+    dist = _valid_everywhere(stored.steps.dist, valid)
     chunk = config.chunk(stored.max_length)
     rows = stored.slots * (stored.max_length // chunk)
     as_rows = lambda x: x.reshape(rows, chunk, *x.shape[2:])  # noqa: E731
@@ -274,6 +270,9 @@ def update(
         return value, log_prob.reshape(shape), anchor
 
     value, old_log_prob, anchor = sgd.map_rows(evaluate, steps, valid_rows, batch_size)
+    if behind:  # Rows map_rows skipped hold zeros: padded steps take a valid step's, as above.
+        anchor = jax.tree.map(lambda x: x.reshape(valid.shape + x.shape[2:]), anchor)
+        anchor = jax.tree.map(as_rows, _valid_everywhere(anchor, valid))
     advantage, target = estimate(networks, learner, stored, value.reshape(valid.shape), valid)
     data = Batch(
         obs=steps.obs,
@@ -346,3 +345,11 @@ def update(
         metrics=metrics,
     )
     return learner, losses.update_penalty(penalty, kl, config.kl_target)
+
+
+def _valid_everywhere(dist: Any, valid: jax.Array) -> Any:
+    """`dist` [slots, L, ...] with the first valid step's parameters at every invalid step."""
+    first = jnp.unravel_index(jnp.argmax(valid), valid.shape)
+    return jax.tree.map(
+        lambda x: jnp.where(valid.reshape(*valid.shape, *[1] * (x.ndim - 2)), x, x[first]), dist
+    )

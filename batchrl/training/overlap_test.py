@@ -191,3 +191,19 @@ def test_worker_envs_train_with_overlap_and_leave_no_process(tmp_path):
         if child.pid not in before and not any(h in " ".join(child.cmdline()) for h in helpers)
     ]
     assert wait_gone(started) == []
+
+
+@pytest.mark.slow
+def test_a_memory_of_short_episodes_trains_one_version_behind_without_nan():
+    # 20-step episodes in rows of 20 of a memory of 40: 4 rows of finished episodes in
+    # 16, minibatches of 3. Rows no update computes must not hold the learner's policy as
+    # zeros (a std of 0), whose NaN gradients stopped the `humanoid` preset in its first
+    # phase.
+    algorithm = config_lib.PenaltyConfig(
+        update_every=4, update_epochs=2, batch_size=3, chunk_length=20
+    )
+    env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 20), 4)
+    metrics, state = loop.train(algorithm, env, 20, 20, phases=3, max_length=40, overlap="on")
+    assert int(state.agent.learner.updates) == 3
+    assert all(np.isfinite(v) for m in metrics for v in m.values()), metrics
+    assert all(bool(np.isfinite(p).all()) for p in jax.tree.leaves(state.agent.learner.params))
