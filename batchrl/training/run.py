@@ -216,10 +216,12 @@ def _restore(
 
 
 def _announce(rundir: pathlib.Path | None, programs: loop.Programs) -> None:
-    """The first line a run prints: where it is kept, its devices, its storage's size."""
+    """The first line a run prints: where it is kept, its devices, overlap, its storage's size."""
     storage = device_memory.human(programs.storage_bytes)
     where = "in memory" if rundir is None else f"run folder {rundir}"
     devices = programs.where.describe()
+    if programs.overlap:
+        devices += " (overlapped, acting one version behind)"
     print(f"{where}; {devices}; storage {storage}; compiling the first phase", flush=True)
 
 
