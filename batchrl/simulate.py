@@ -14,6 +14,7 @@ same code runs on a JAX-native batch (`jax_env.VmapBatch`) and on worker process
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple, Protocol
 
@@ -214,14 +215,18 @@ def collect(
     recorder: Recorder | None = None,
     storage: Storage = (),
     reset: jax.Array | bool = False,
+    stepper: Callable[..., tuple[SimState, Acting, StepRecord]] | None = None,
 ) -> tuple[SimState, Acting, Storage, jax.Array]:
     """Fused steps until `num_steps` ran or the recorder is ready; `reset` restarts all first.
 
     Each step's record goes into `storage` through `recorder.record`, outside the step's
     blocks, so the storage is written in place and never crosses a conditional or a host
-    call. Returns the states, the storage and the number of steps taken ([] int32).
+    call. `stepper(state, acting, reset)` takes a step in `step`'s place (one mapped over
+    seeds, say). Returns the states, the storage and the number of steps taken ([] int32).
     """
     ready = (lambda storage: jnp.zeros((), bool)) if recorder is None else recorder.ready
+    if stepper is None:
+        stepper = functools.partial(step, env, agent)
 
     def running(carry: tuple) -> jax.Array:
         _, _, storage, taken = carry
@@ -229,7 +234,7 @@ def collect(
 
     def body(carry: tuple) -> tuple:
         state, acting, storage, taken = carry
-        state, acting, record = step(env, agent, state, acting, jnp.logical_and(reset, taken == 0))
+        state, acting, record = stepper(state, acting, jnp.logical_and(reset, taken == 0))
         if recorder is not None:
             storage = recorder.record(storage, record)
         return state, acting, storage, taken + 1

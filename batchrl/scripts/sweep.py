@@ -1,7 +1,7 @@
 """Runs presets x seeds to their budget, each a normal run folder, and prints one JSON line a run.
 
     python -m batchrl.scripts.sweep --logdir runs/sweep --configs cheetah_clipped walker_clipped
-        --seeds 0 1 2 [--steps 1000000] [--set key=value ...]
+        --seeds 0 1 2 [--steps 1000000] [--set key=value ...] [--together]
 
 Run (config, seed) lives in LOGDIR/seed<seed>-<config>/ and is trained by the train
 command with `--timestamp seed<seed>`, so a sweep can be stopped at any moment and run
@@ -14,6 +14,10 @@ are of the mean action, or of sampled actions where the run's config sets `eval_
 output goes to LOGDIR/seed<seed>-<config>.log; its progress bar to stderr.
 `--evaluate-best N` also evaluates each run's best-evaluated policy (`best.bin`) on N
 episodes, as `evaluate --best` does, into `kept_best_return` and its phase and episodes.
+`--together` trains each config's unfinished seeds together in one program (the train
+command's `--seeds`, `training.together`), into the same folders; their lines carry
+"seeds_together" and the shared wall-clock, and the command's output goes to
+LOGDIR/seeds<s>_<s>...-<config>.log.
 """
 
 from __future__ import annotations
@@ -50,6 +54,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, help="budget of env steps (default: the preset's)")
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a field"
+    )
+    parser.add_argument(
+        "--together",
+        action="store_true",
+        help="train each config's seeds together in one program (JAX-native envs)",
     )
     parser.add_argument(
         "--evaluate-best",
@@ -100,31 +109,43 @@ def settings(rundir: pathlib.Path) -> dict[str, Any]:
     return dataclasses.asdict(run_folder.read_config(rundir))
 
 
-def train_argv(args: argparse.Namespace, config: str, seed: int) -> list[str]:
-    """The train command's arguments for one run of the sweep."""
+def train_argv(args: argparse.Namespace, config: str, seeds: Sequence[int]) -> list[str]:
+    """The train command's arguments for the sweep's run of `seeds` (together when several)."""
     budget = [] if args.steps is None else ["--set", f"steps={args.steps}"]
     overrides = [item for assignment in args.set for item in ("--set", assignment)]
-    return [
-        "--logdir",
-        args.logdir,
-        "--config",
-        config,
-        "--seed",
-        str(seed),
-        "--timestamp",
-        f"seed{seed}",
-        *budget,
-        *overrides,
-    ]
+    if len(seeds) == 1:
+        chosen = ["--seed", str(seeds[0]), "--timestamp", f"seed{seeds[0]}"]
+    else:
+        chosen = ["--seeds", *map(str, seeds), "--timestamp", "seed{seed}"]
+    return ["--logdir", args.logdir, "--config", config, *chosen, *budget, *overrides]
 
 
-def run_one(args: argparse.Namespace, config: str, seed: int) -> tuple[int, float | None]:
-    """Trains one run to its budget unless it is finished; returns (exit status, seconds)."""
-    argv = train_argv(args, config, seed)
-    rundir = pathlib.Path(args.logdir) / run_folder.name(f"seed{seed}", config)
-    if results.read(rundir).finished:
-        train.resumed_run(train.parse_args(argv))  # Refuses a finished run of other settings.
-        return 0, None
+def rundir_of(args: argparse.Namespace, config: str, seed: int) -> pathlib.Path:
+    """The folder of the sweep's run (config, seed)."""
+    return pathlib.Path(args.logdir) / run_folder.name(f"seed{seed}", config)
+
+
+def run_one(
+    args: argparse.Namespace, config: str, seeds: Sequence[int]
+) -> tuple[int, float | None, list[int]]:
+    """Trains the runs of `seeds` to their budget unless finished.
+
+    Several seeds train together, in one train command (`--seeds`). Returns the exit
+    status, the seconds it took (None when none was left to train) and the seeds trained.
+    """
+    unfinished = []
+    for seed in seeds:
+        if results.read(rundir_of(args, config, seed)).finished:
+            # Refuses a finished run of other settings.
+            train.resumed_run(train.parse_args(train_argv(args, config, [seed])))
+        else:
+            unfinished.append(seed)
+    if not unfinished:
+        return 0, None, []
+    argv = train_argv(args, config, unfinished)
+    rundir = rundir_of(args, config, unfinished[0])
+    if len(unfinished) > 1:
+        rundir = rundir.with_name(f"seeds{'_'.join(map(str, unfinished))}-{config}")
     log = rundir.parent / f"{rundir.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -144,7 +165,38 @@ def run_one(args: argparse.Namespace, config: str, seed: int) -> tuple[int, floa
             process.send_signal(signal.SIGTERM)
             process.wait()
             raise
-    return code, round(time.perf_counter() - start, 1)
+    return code, round(time.perf_counter() - start, 1), unfinished
+
+
+def result_line(
+    args: argparse.Namespace,
+    config: str,
+    seed: int,
+    seconds: float | None,
+    together: int | None,
+    about: dict[str, Any],
+    commit: str | None,
+) -> str:
+    """The JSON line of the sweep's run (config, seed); `together`: the seeds it trained with."""
+    rundir = rundir_of(args, config, seed)
+    summary = results.read(rundir)
+    sampled = {"sampled": True} if run_folder.read_config(rundir).eval_sample else {}
+    kept = kept_best(rundir, args.evaluate_best) if args.evaluate_best else {}
+    return json.dumps(
+        {
+            "benchmark": "learning",
+            "config": config,
+            "seed": seed,
+            **summary.as_dict(),
+            **sampled,
+            **kept,
+            "seconds_this_invocation": seconds,
+            **({"seeds_together": together} if together else {}),
+            "machine": about,
+            "commit": commit,
+            "settings": settings(rundir),
+        }
+    )
 
 
 def kept_best(rundir: pathlib.Path, episodes: int) -> dict[str, Any]:
@@ -173,43 +225,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     about = machine()
     commit = source_commit()
-    for config in args.configs:
-        for seed in args.seeds:
+    groups = [
+        (config, args.seeds if args.together else [seed])
+        for config in args.configs
+        for seed in (args.seeds[:1] if args.together else args.seeds)
+    ]
+    for config, seeds in groups:
+        try:
+            code, seconds, trained = run_one(args, config, seeds)
+        except train.UsageError as error:
+            print(f"sweep: error: {error}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print("sweep: interrupted; run it again to resume", file=sys.stderr)
+            return 130
+        if code != 0:
+            named = " ".join(map(str, seeds))
+            print(f"sweep: error: {config} seed {named} exited with {code}", file=sys.stderr)
+            return code
+        for seed in seeds:
+            together = len(trained) if seed in trained and len(trained) > 1 else None
             try:
-                code, seconds = run_one(args, config, seed)
+                line = result_line(args, config, seed, seconds, together, about, commit)
             except train.UsageError as error:
                 print(f"sweep: error: {error}", file=sys.stderr)
                 return 2
-            except KeyboardInterrupt:
-                print("sweep: interrupted; run it again to resume", file=sys.stderr)
-                return 130
-            if code != 0:
-                print(f"sweep: error: {config} seed {seed} exited with {code}", file=sys.stderr)
-                return code
-            rundir = pathlib.Path(args.logdir) / run_folder.name(f"seed{seed}", config)
-            summary = results.read(rundir)
-            sampled = {"sampled": True} if run_folder.read_config(rundir).eval_sample else {}
-            try:
-                kept = kept_best(rundir, args.evaluate_best) if args.evaluate_best else {}
-            except train.UsageError as error:
-                print(f"sweep: error: {error}", file=sys.stderr)
-                return 2
-            line = json.dumps(
-                {
-                    "benchmark": "learning",
-                    "config": config,
-                    "seed": seed,
-                    **summary.as_dict(),
-                    **sampled,
-                    **kept,
-                    "seconds_this_invocation": seconds,
-                    "machine": about,
-                    "commit": commit,
-                    "settings": settings(rundir),
-                }
-            )
             print(line, flush=True)
-            if seconds is not None:  # A run finished before this sweep is in the file already.
+            if seed in trained:  # A run finished before this sweep is in the file already.
                 with (pathlib.Path(args.logdir) / RESULTS).open("a") as file:
                     file.write(line + "\n")
     return 0

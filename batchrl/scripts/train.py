@@ -3,6 +3,7 @@
     python -m batchrl.scripts.train --logdir runs --config pendulum [--seed 1] [--set k=v ...]
     python -m batchrl.scripts.train --logdir runs --timestamp 20261122T101500   # resume
     python -m batchrl.scripts.train --logdir runs --config pendulum --timestamp T  # start or resume
+    python -m batchrl.scripts.train --logdir runs --config pendulum_jax --seeds 0 1 2  # together
     python -m batchrl.scripts.train --list
 
 A new run goes to LOGDIR/<timestamp>-<config>/ (`training.run_folder`); the command is a
@@ -18,6 +19,7 @@ Ctrl-C or SIGTERM saves a checkpoint and exits cleanly. Bad input ends with one 
 from __future__ import annotations
 
 import argparse
+import datetime
 import pathlib
 import signal
 import sys
@@ -42,6 +44,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--timestamp", help="resume the run with this timestamp (with --config: start it if new)"
     )
     parser.add_argument("--seed", type=int, help="run seed (new runs only)")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        metavar="SEED",
+        help="train these seeds together in one program, a run folder each "
+        "(<timestamp>-seed<seed>-<config>; a --timestamp with {seed} names them itself)",
+    )
     parser.add_argument(
         "--set", action="append", default=[], metavar="KEY=VALUE", help="override a field"
     )
@@ -157,6 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if not args.logdir:
             raise UsageError("give --logdir DIR: the folder that holds the runs")
+        if args.seeds:
+            return _train_together(args)
         if args.timestamp:
             rundir, config = resumed_run(args)
         else:
@@ -182,6 +194,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     ) as error:
         print(f"batchrl: error: {str(error).splitlines()[0]}", file=sys.stderr)
         return 1
+
+
+def seed_timestamp(timestamp: str, seed: int) -> str:
+    """The timestamp of seed `seed`'s folder in a together-run stamped `timestamp`."""
+    return timestamp.format(seed=seed) if "{seed}" in timestamp else f"{timestamp}-seed{seed}"
+
+
+def _train_together(args: argparse.Namespace) -> int:
+    """Trains --seeds together, each seed's run new or resumed as --timestamp says."""
+    if args.seed is not None:
+        raise UsageError(f"give --seed or --seeds, not both: --seed {args.seed}")
+    stamp = args.timestamp or datetime.datetime.now().strftime(run_folder.TIMESTAMP_FORMAT)
+    runs = []
+    for seed in args.seeds:
+        one = argparse.Namespace(**{**vars(args), "seed": seed, "seeds": None})
+        one.timestamp = seed_timestamp(stamp, seed)
+        runs.append(resumed_run(one) if args.timestamp else new_run(one, one.timestamp))
+    signal.signal(signal.SIGTERM, _interrupt)
+    api.limit_xla_threads(runs[0][1])
+    from batchrl.training import together_run  # Starts JAX's backends: after the limit.
+
+    together_run.train([rundir for rundir, _ in runs], [config for _, config in runs])
+    return 0
 
 
 def _checkpoint_error() -> type[Exception]:

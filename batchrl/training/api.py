@@ -17,8 +17,10 @@ horizon follow from it.
 
 from __future__ import annotations
 
+import datetime
 import os
 import pathlib
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from batchrl import configs
@@ -37,9 +39,10 @@ def train(
     env: Any = None,
     steps: int | None = None,
     seed: int | None = None,
+    seeds: Sequence[int] | None = None,
     logdir: str | os.PathLike | None = None,
     **settings: Any,
-) -> Run:
+) -> Run | list[Run]:
     """Trains `config` to its budget; the run, its metrics and its final policy.
 
     Args:
@@ -53,27 +56,62 @@ def train(
             `module:qualname`, or an env object, trains only with `logdir=None`.
         steps: The budget in env steps.
         seed: The run's seed.
+        seeds: Seeds to train together in one program (`training.together`), each a run
+            of its own folder `<logdir>/<timestamp>-seed<seed>-<config>`; in place of `seed`.
         logdir: The folder that holds run folders; None trains in memory.
         **settings: Any key `--set` takes (`num_envs=8`, `objective="clipped"`), as
             values of the key's type.
 
     Returns:
-        The `Run`: its folder (`<logdir>/<timestamp>-<config>`), metrics and policy.
+        The `Run`: its folder (`<logdir>/<timestamp>-<config>`), metrics and policy; with
+        `seeds`, a list of them, one a seed.
 
     Raises:
         ValueError: One line for a bad preset, setting or env (before a folder exists).
         KeyboardInterrupt: Ctrl-C, after a checkpoint of the run is saved.
     """
+    if seeds is not None:
+        if seed is not None:
+            raise ValueError(f"give seed or seeds, not both: seed={seed}, seeds={list(seeds)}")
+        return _train_together(config, env, steps, list(seeds), logdir, settings)
     config, name, given = configure(config, env=env, steps=steps, seed=seed, **settings)
+    _check_recordable(config, given, logdir)
+    rundir = start(config, name, logdir, env=given)
+    from batchrl.training import run  # Starts JAX's backends: after `start`'s thread limit.
+
+    return run.train(rundir, config, env=given)
+
+
+def _train_together(
+    config: str | TrainConfig,
+    env: Any,
+    steps: int | None,
+    seeds: list[int],
+    logdir: str | os.PathLike | None,
+    settings: dict[str, Any],
+) -> list[Run]:
+    """`train` of `seeds` together: one folder a seed, stamped alike."""
+    made = [configure(config, env=env, steps=steps, seed=seed, **settings) for seed in seeds]
+    configs = [config for config, _, _ in made]
+    _, name, given = made[0]
+    _check_recordable(configs[0], given, logdir)
+    stamp = datetime.datetime.now().strftime(run_folder.TIMESTAMP_FORMAT)
+    rundirs = [
+        start(config, name, logdir, timestamp=f"{stamp}-seed{config.seed}", env=given)
+        for config in configs
+    ]
+    from batchrl.training import together_run  # Starts JAX's backends: after the limit.
+
+    return together_run.train(rundirs, configs, env=given)
+
+
+def _check_recordable(config: TrainConfig, given: Any, logdir: Any) -> None:
+    """A one-line ValueError for an env no name can record in a run folder."""
     if given is not None and logdir is not None:
         raise ValueError(
             f"env {config.env!r} has no importable module:qualname to record in a run folder: "
             "give a function or class defined at a module's top level, or logdir=None"
         )
-    rundir = start(config, name, logdir, env=given)
-    from batchrl.training import run  # Starts JAX's backends: after `start`'s thread limit.
-
-    return run.train(rundir, config, env=given)
 
 
 def configure(

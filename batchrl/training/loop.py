@@ -42,6 +42,8 @@ class Programs:
     networks: algorithm_lib.Networks
     num_envs: int
     train_steps: int  # Batch steps of one train phase.
+    eval_steps: int  # The most batch steps of one evaluation round.
+    eval_sample: bool  # Evaluation samples actions, not the mean action.
     shared_envs: bool  # Train and eval step the same host envs: restart them between phases.
     storage_bytes: int  # The objective's rollout buffer or episode memory.
     where: placement.Placement  # The devices it acts and learns on.
@@ -96,10 +98,8 @@ def build(
     networks = algorithm.networks(config.algorithm, env.env_spec)
     train_steps = train_steps or config.batch_steps_per_phase
     eval_steps = eval_steps or config.eval_batch_steps
-    key = jax.random.key(config.seed)
-    agent_key, train_key, eval_key = jax.random.split(key, 3)
     init = functools.partial(algorithm.init, networks, config.shape)
-    storage_bytes = device_memory.nbytes(jax.eval_shape(init, agent_key).storage)
+    storage_bytes = device_memory.nbytes(jax.eval_shape(init, jax.random.key(0)).storage)
     device_memory.check_fits(
         storage_bytes, f"{config.algorithm.objective} objective's storage", where.learner
     )
@@ -112,22 +112,41 @@ def build(
         networks=networks,
         num_envs=env.num_envs,
         train_steps=train_steps,
+        eval_steps=eval_steps,
+        eval_sample=config.eval_sample,
         # Envs stepped on the host are one set, whichever simulate state drives them.
         shared_envs=env.calls_host and eval_env is env,
         storage_bytes=storage_bytes,
         where=where,
         overlap=overlap,
     )
-    with jax.default_device(where.acting):  # Host envs reset from a call on that device.
+    return programs, initial_state(programs, config, env, eval_env)
+
+
+def initial_state(
+    programs: Programs,
+    config: train_config.TrainConfig,
+    env: simulate.CompiledBatch,
+    eval_env: simulate.CompiledBatch | None = None,
+) -> RunState:
+    """A fresh run state of `config`'s seed for `programs`, placed where they run.
+
+    Resets `env` (and `eval_env`, when evaluation has its own): host envs from a call on
+    the acting device.
+    """
+    eval_env = env if eval_env is None else eval_env
+    agent_key, train_key, eval_key = jax.random.split(jax.random.key(config.seed), 3)
+    agent = programs.algorithm.init(programs.networks, config.shape, agent_key)
+    with jax.default_device(programs.where.acting):
         train_state, eval_state = simulate.init(env, train_key), simulate.init(eval_env, eval_key)
     state = RunState(
-        agent=init(agent_key),
+        agent=agent,
         train=train_state,
         eval=eval_state,
         env_steps=jnp.zeros((), jnp.int32),
         phases=jnp.zeros((), jnp.int32),
     )
-    return programs, place(programs, state)
+    return place(programs, state)
 
 
 def place(programs: Programs, state: RunState) -> RunState:
@@ -278,10 +297,7 @@ def finish_phase(
     metrics["perf/train_seconds"] = train_seconds
     metrics["perf/eval_seconds"] = eval_seconds
     if final:
-        metrics["final/return"] = metrics["eval/return"]
-        metrics["final/episodes"] = metrics["eval/count"]
-        if average_with is not None:
-            metrics["final/averaged_phases"] = float(len(average_with) + 1)
+        add_final(metrics, average_with)
     new_state = RunState(
         agent=agent_state,
         train=train_state,
@@ -290,6 +306,14 @@ def finish_phase(
         phases=state.phases + 1,
     )
     return new_state, metrics
+
+
+def add_final(metrics: dict[str, float], average_with: Sequence[Any] | None) -> None:
+    """Adds the final phase's `final/...` keys to its `metrics`, which hold its evaluation."""
+    metrics["final/return"] = metrics["eval/return"]
+    metrics["final/episodes"] = metrics["eval/count"]
+    if average_with is not None:
+        metrics["final/averaged_phases"] = float(len(average_with) + 1)
 
 
 def train(

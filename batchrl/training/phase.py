@@ -29,12 +29,17 @@ def phase(
     state: simulate.SimState,
     agent: algorithm_lib.AgentState,
     reset: jax.Array | bool = False,
+    *,
+    algorithm: algorithm_lib.Algorithm | None = None,
+    stepper: Callable[..., Any] | None = None,
 ) -> tuple[simulate.SimState, algorithm_lib.AgentState]:
     """`num_steps` batch steps of acting and the updates they make ready.
 
     `reset` restarts every env at the first step; the episodes it cuts are kept as cut.
+    `algorithm` and `stepper` (`simulate.collect`'s) replace the config's algorithm and
+    its fused step (by seeds mapped together, `training.together`).
     """
-    algorithm = algorithm_lib.of(networks.config)
+    algorithm = algorithm or algorithm_lib.of(networks.config)
     sampling = algorithm.sampling_agent(networks)
     recorder = algorithm.recorder(networks)
     reset = jnp.asarray(reset, bool)
@@ -57,6 +62,7 @@ def phase(
             recorder=recorder,
             storage=agent.storage,
             reset=reset & (left == num_steps),
+            stepper=stepper,
         )
         agent = algorithm.end(agent, acting_state, storage)
         return state, agent, left - taken

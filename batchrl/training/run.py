@@ -94,7 +94,7 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
             opened.callback(evaluation[1].close)
         eval_env = None if evaluation is None else evaluation[0]
         programs, state = loop.build(config, env, eval_env=eval_env)
-        state = _restore(rundir, programs, state, env.env_spec)
+        state = restore(rundir, programs, state, env.env_spec)
         total = config.phases
         progress = metrics_log.Progress(
             total_steps=total * programs.train_steps * programs.num_envs,
@@ -109,7 +109,7 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
                     state, metrics = loop.run_phase(
                         programs,
                         state,
-                        eval_episodes=_eval_episodes(config, done),
+                        eval_episodes=eval_episodes(config, done),
                         average_with=keeper.average_with(final),
                         final=final,
                     )
@@ -125,7 +125,7 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
         return keeper.run(programs)
 
 
-def _eval_episodes(config: TrainConfig, done: int) -> int:
+def eval_episodes(config: TrainConfig, done: int) -> int:
     """The episodes phase `done` is evaluated on: `final_episodes` for the last, else 0 or 1."""
     if done == config.phases:
         return config.final_episodes
@@ -195,7 +195,7 @@ class Keeper:
         return Run(self.rundir, self.config, self.rows, self.logged, programs)
 
 
-def _restore(
+def restore(
     rundir: pathlib.Path | None, programs: loop.Programs, state: loop.RunState, spec: Any
 ) -> loop.RunState:
     """The run folder's newest good checkpoint placed as `state` is; `state` when none.

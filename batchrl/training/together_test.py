@@ -1,0 +1,151 @@
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+import batchrl
+from batchrl import configs
+from batchrl.configs import train_config
+from batchrl.scripts import evaluate, plot, sweep, table, train
+from batchrl.training import checkpoint, device_memory, environments, run, together, together_run
+
+# Two phases of 4 Pendulum envs, an update every 4 episodes of 50 steps, evaluated each.
+PENALTY = ["steps=800", "num_envs=4", "update_every=4", "max_length=50", "eval_every=1"]
+PENALTY += ["policy_layers=16,16", "value_layers=16,16", "final_episodes=4"]
+# CartPole's episodes end at different steps in each env and seed: lanes stop apart.
+CLIPPED = ["objective=clipped", "steps=1024", "num_envs=4", "steps_per_update=32"]
+CLIPPED += ["num_minibatches=2", "update_epochs=2", "phase_steps=128", "eval_every=1"]
+CLIPPED += ["policy_layers=16", "value_layers=16", "final_episodes=8"]
+
+
+def config_of(preset: str, settings: list[str], seed: int) -> train_config.TrainConfig:
+    config = configs.get(preset)
+    for assignment in [*settings, f"seed={seed}"]:
+        config = configs.parse_override(config, assignment)
+    return config
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "preset, settings", [("pendulum_jax", PENALTY), ("cartpole_jax", CLIPPED)], ids=str
+)
+def test_each_seed_trains_as_its_solo_run(preset, settings):
+    seeds = (0, 5, 9)
+    solo_configs = [config_of(preset, settings, seed) for seed in seeds]
+    runs = together_run.train([None] * len(seeds), solo_configs)
+    for config, together_result in zip(solo_configs, runs, strict=True):
+        solo = run.train(None, config)
+        assert len(together_result.metrics) == len(solo.metrics) == config.phases
+        for ours, theirs in zip(together_result.metrics, solo.metrics, strict=True):
+            assert ours["step"] == theirs["step"]
+            for key in ("train/return", "train/kl", "train/entropy", "eval/return", "eval/count"):
+                # Mapped, a sum may add in another order: float error, which training grows.
+                assert ours[key] == pytest.approx(theirs[key], rel=1e-3, abs=1e-4), key
+    curves = {tuple(row["train/return"] for row in result.metrics) for result in runs}
+    assert len(curves) == len(seeds)  # Each seed is its own run.
+
+
+@pytest.mark.slow
+def test_an_interrupted_together_run_resumes_exactly(tmp_path, monkeypatch):
+    settings = [item for assignment in PENALTY for item in ("--set", assignment)]
+    settings += ["--set", "steps=800"]
+    args = ["--config", "pendulum_jax", "--seeds", "1", "2", "--timestamp", "s{seed}", *settings]
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    assert train.main(["--logdir", str(whole), *args]) == 0
+    original, calls = together_run._phase, []
+
+    def interrupted(*arguments, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:  # After two phases were checkpointed.
+            raise KeyboardInterrupt
+        return original(*arguments, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(together_run, "_phase", interrupted)
+        assert train.main(["--logdir", str(stopped), *args]) == 130
+    assert train.main(["--logdir", str(stopped), *args]) == 0
+    for name in ("s1-pendulum_jax", "s2-pendulum_jax"):
+        ours, theirs = stopped / name / "checkpoints", whole / name / "checkpoints"
+        last = checkpoint.steps(theirs)[-1]
+        assert last == 4  # Phases of 200 steps.
+        expected = checkpoint.path_for(theirs, last).read_bytes()
+        assert checkpoint.path_for(ours, last).read_bytes() == expected
+
+
+def test_a_sweep_too_big_for_memory_is_one_line(monkeypatch):
+    config = config_of("pendulum_jax", PENALTY, 0)
+    env, _ = environments.build(config)
+    group, _ = together.build([config], env)
+    per_seed = group.solo.storage_bytes
+    monkeypatch.setattr(device_memory, "available", lambda device: 3 * per_seed + 1)
+    seeds = [dataclasses.replace(config, seed=seed) for seed in range(10)]
+    with pytest.raises(MemoryError) as raised:
+        together.build(seeds, env)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert f"the storage of 10 seeds takes {device_memory.human(10 * per_seed)}" in message
+    assert message.endswith("at most 3 seeds fit")
+
+
+def test_configs_that_differ_beyond_their_seed_are_refused():
+    config = config_of("pendulum_jax", PENALTY, 0)
+    other = dataclasses.replace(config, seed=1, num_envs=8)
+    with pytest.raises(ValueError, match="differ in more than their seed"):
+        together.check_configs([config, other])
+    with pytest.raises(ValueError, match=r"must differ, got \[0, 0\]"):
+        together.check_configs([config, config])
+
+
+def test_host_envs_are_refused_in_one_line():
+    config = config_of("pendulum", ["num_envs=2"], 0)
+    env, batch_env = environments.build(config, local=True)
+    try:
+        with pytest.raises(ValueError, match=r"JAX-native envs .* steps on the host"):
+            together.check_env(env, None)
+    finally:
+        batch_env.close()
+
+
+@pytest.mark.slow
+def test_every_script_reads_a_together_sweeps_folders(tmp_path, capsys):
+    logdir = tmp_path / "sweep"
+    argv = ["--logdir", str(logdir), "--configs", "pendulum_jax", "--seeds", "0", "1"]
+    argv += [item for assignment in PENALTY for item in ("--set", assignment)]
+    assert sweep.main([*argv, "--together"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(line["seed"], line["seeds_together"]) for line in lines] == [(0, 2), (1, 2)]
+    assert all(line["finished"] for line in lines)
+    assert (logdir / "seeds0_1-pendulum_jax.log").exists()
+    assert sweep.main([*argv, "--together"]) == 0  # Finished: skipped, each line again.
+    again = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["final_return"] for line in again] == [line["final_return"] for line in lines]
+    assert len((logdir / sweep.RESULTS).read_text().splitlines()) == 2
+    folders = [logdir / f"seed{seed}-pendulum_jax" for seed in (0, 1)]
+    for folder, line in zip(folders, lines, strict=True):
+        rows = evaluate.evaluate(folder, 4)
+        assert rows and all(np.isfinite(row["return"]) for row in rows)
+        assert batchrl.load(folder).act(np.zeros(3, np.float32)).shape == (1,)
+        assert (
+            line["final_return"]
+            == json.loads(folder.joinpath("metrics.jsonl").read_text().splitlines()[-1])[
+                "final/return"
+            ]
+        )
+    assert plot.main([*map(str, folders), "--out", str(tmp_path / "curves.png")]) == 0
+    assert (tmp_path / "curves.png").stat().st_size > 0
+    assert table.main([str(logdir / sweep.RESULTS)]) == 0
+    assert "pendulum_jax" in capsys.readouterr().out
+
+
+def test_batchrl_train_with_seeds_returns_a_run_a_seed(tmp_path):
+    settings = dict(num_envs=4, update_every=4, max_length=50, final_episodes=4)
+    runs = batchrl.train("pendulum_jax", steps=400, seeds=[3, 4], logdir=tmp_path, **settings)
+    assert [result.config.seed for result in runs] == [3, 4]
+    assert [result.rundir.name.split("-")[-2:] for result in runs] == [
+        ["seed3", "pendulum_jax"],
+        ["seed4", "pendulum_jax"],
+    ]
+    assert all("final/return" in result.metrics[-1] for result in runs)
+    with pytest.raises(ValueError, match="give seed or seeds, not both"):
+        batchrl.train("pendulum_jax", seed=1, seeds=[3, 4])
