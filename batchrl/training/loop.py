@@ -38,6 +38,7 @@ class Programs:
 
     train: Callable
     evaluate: Callable
+    init: Callable  # key -> a fresh agent state, compiled once for every seed.
     algorithm: algorithm_lib.Algorithm
     networks: algorithm_lib.Networks
     num_envs: int
@@ -108,6 +109,7 @@ def build(
     programs = Programs(
         train=phase_lib.make(env, networks, train_steps, where, overlap),
         evaluate=simulate.make_first_episodes(eval_env, evaluation, eval_steps),
+        init=jax.jit(init),
         algorithm=algorithm,
         networks=networks,
         num_envs=env.num_envs,
@@ -129,14 +131,14 @@ def initial_state(
     env: simulate.CompiledBatch,
     eval_env: simulate.CompiledBatch | None = None,
 ) -> RunState:
-    """A fresh run state of `config`'s seed for `programs`, placed where they run.
+    """A fresh run state of `config.seed` for `programs` (sized by their config), placed.
 
     Resets `env` (and `eval_env`, when evaluation has its own): host envs from a call on
     the acting device.
     """
     eval_env = env if eval_env is None else eval_env
     agent_key, train_key, eval_key = jax.random.split(jax.random.key(config.seed), 3)
-    agent = programs.algorithm.init(programs.networks, config.shape, agent_key)
+    agent = programs.init(agent_key)
     with jax.default_device(programs.where.acting):
         train_state, eval_state = simulate.init(env, train_key), simulate.init(eval_env, eval_key)
     state = RunState(

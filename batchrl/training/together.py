@@ -41,12 +41,15 @@ class Together:
             every seed, each leaf stacked [N, ...].
         evaluate: (eval states, acting states) -> (eval states, acting, FirstEpisodes):
             an evaluation round of every seed.
+        metrics: (train states, learners) -> {name: [N]}: each seed's train summary and
+            update metrics, as a solo phase's row holds them.
         seeds: N.
     """
 
     solo: loop.Programs
     train: Callable[..., tuple[simulate.SimState, Any]]
     evaluate: Callable[..., tuple[simulate.SimState, Any, simulate.FirstEpisodes]]
+    metrics: Callable[..., dict[str, jax.Array]]
     seeds: int
 
 
@@ -140,11 +143,19 @@ def make(programs: loop.Programs, env: simulate.CompiledBatch, seeds: int) -> To
     def evaluate(state: simulate.SimState, acting: Any) -> tuple:
         return first_episodes(env, evaluation, state, acting, programs.eval_steps)
 
+    def metrics(state: simulate.SimState, learner: Any) -> dict[str, jax.Array]:
+        summary = simulate.summary(state)
+        return {
+            **{f"train/{name.split('/')[1]}": value for name, value in summary.items()},
+            **algorithm.metrics(learner),
+        }
+
     compiled_train, compiled_evaluate = jax.jit(train), jax.jit(evaluate)
     return Together(
         solo=programs,
         train=lambda *args: jax.block_until_ready(compiled_train(*args)),
         evaluate=lambda *args: jax.block_until_ready(compiled_evaluate(*args)),
+        metrics=jax.jit(jax.vmap(metrics)),
         seeds=seeds,
     )
 
@@ -233,8 +244,27 @@ def stack(trees: Sequence[Any]) -> Any:
 
 
 def unstack(tree: Any, count: int) -> list[Any]:
-    """The `count` trees a stacked tree holds, in order."""
-    return [jax.tree.map(lambda leaf, i=i: leaf[i], tree) for i in range(count)]
+    """The `count` trees a stacked tree holds, in order, their arrays copied to the host.
+
+    One copy from the device for all of them; random keys stay keys.
+    """
+    keys = jax.tree.map(_is_key, tree)
+    data = jax.tree.map(lambda leaf, key: jax.random.key_data(leaf) if key else leaf, tree, keys)
+    host = jax.device_get(data)
+
+    def seed(i: int) -> Any:
+        def leaf(value: np.ndarray, key: bool, like: jax.Array) -> Any:
+            if key:
+                return jax.random.wrap_key_data(value[i], impl=jax.random.key_impl(like))
+            return np.array(value[i])
+
+        return jax.tree.map(leaf, host, keys, tree)
+
+    return [seed(i) for i in range(count)]
+
+
+def _is_key(leaf: Any) -> bool:
+    return jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
 
 
 def choose(mask: np.ndarray, new: Any, old: Any) -> Any:
@@ -242,7 +272,7 @@ def choose(mask: np.ndarray, new: Any, old: Any) -> Any:
     mask = jnp.asarray(mask)
 
     def pick(a: jax.Array, b: jax.Array) -> jax.Array:
-        if jax.dtypes.issubdtype(a.dtype, jax.dtypes.prng_key):
+        if _is_key(a):
             data = pick(jax.random.key_data(a), jax.random.key_data(b))
             return jax.random.wrap_key_data(data, impl=jax.random.key_impl(a))
         return jnp.where(mask.reshape(-1, *[1] * (a.ndim - 1)), a, b)

@@ -9,6 +9,7 @@ every seed's last logged state and resumes together, from the phase all seeds re
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import logging
 import pathlib
@@ -21,7 +22,15 @@ import numpy as np
 
 from batchrl import simulate
 from batchrl.configs import TrainConfig
-from batchrl.training import device_memory, environments, loop, metrics_log, run, together
+from batchrl.training import (
+    device_memory,
+    environments,
+    loop,
+    metrics_log,
+    run,
+    tail_average,
+    together,
+)
 
 logger = logging.getLogger("batchrl.training")
 
@@ -32,7 +41,9 @@ def train(
     """Trains the runs of `configs` (one seed each) in `rundirs`, new or to resume, together.
 
     As `run.train` does for one run: `rundirs` of None train in memory; `env` replaces
-    the env the configs name. Returns each seed's `Run`, in the order given.
+    the env the configs name. Returns each seed's `Run`, in the order given. What each
+    seed keeps of a phase (rows, checkpoints) is written in a thread of its own beside
+    the next phase, from one copy of all seeds' states to the host.
     """
     if len(rundirs) != len(configs):
         raise ValueError(f"{len(configs)} configs need as many run folders, got {len(rundirs)}")
@@ -55,22 +66,40 @@ def train(
         run.Keeper(rundir, seed_config, state)
         for rundir, seed_config, state in zip(rundirs, configs, states, strict=True)
     ]
+    stacked = together.stack(states)
+    # A thread a seed, so the seeds' checkpoints are written side by side.
+    writers = [
+        concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="batchrl-keeper")
+        for _ in keepers
+    ]
+    kept: list[concurrent.futures.Future] = []
     try:
         with contextlib.ExitStack() as opened:
             for keeper in keepers:
                 opened.enter_context(keeper)
+            for writer in writers:
+                opened.callback(writer.shutdown)  # Waits for the last phase's records.
             opened.enter_context(progress.ticking())
             for done in range(begun + 1, total + 1):
-                states, rows = _phase(group, states, keepers, configs, done)
-                for keeper, state, metrics in zip(keepers, states, rows, strict=True):
-                    keeper.record(state, metrics)
+                stacked, rows = _phase(group, stacked, keepers, config, done)
+                for future in kept:
+                    future.result()  # Raises what the last phase's records raised.
+                hosts = together.unstack(stacked, count)
+                kept = [
+                    writer.submit(keeper.record, host, row)
+                    for writer, keeper, host, row in zip(writers, keepers, hosts, rows, strict=True)
+                ]
                 mean = {key: float(np.mean([row[key] for row in rows])) for key in rows[0]}
-                env_steps = int(states[0].env_steps)
+                env_steps = int(rows[0]["perf/env_steps"])
                 progress.update(count * env_steps, mean)
                 line = metrics_log.summary_line(done, env_steps, mean)
                 progress.print(f"{line}  (mean of {count} seeds)")
+        for future in kept:
+            future.result()
     except KeyboardInterrupt:
         progress.close()
+        for writer in writers:
+            writer.shutdown()
         for keeper in keepers:
             keeper.save_interrupted()
         raise
@@ -79,42 +108,78 @@ def train(
 
 def _phase(
     group: together.Together,
-    states: list[loop.RunState],
+    stacked: loop.RunState,
     keepers: list[run.Keeper],
-    configs: Sequence[TrainConfig],
+    config: TrainConfig,
     done: int,
-) -> tuple[list[loop.RunState], list[dict[str, float]]]:
-    """Phase `done` of every seed: their states after it and their metrics rows."""
-    programs, config = group.solo, configs[0]
+) -> tuple[loop.RunState, list[dict[str, float]]]:
+    """Phase `done` of every seed, as `loop.run_phase` runs one: their states and rows."""
+    programs = group.solo
     final = done == config.phases
-    stacked = together.stack(states)
     start = time.perf_counter()
     reset = jax.numpy.asarray(programs.shared_envs)
     train_state, agent = group.train(simulate.clear_summary(stacked.train), stacked.agent, reset)
     seconds = time.perf_counter() - start
-    trained = together.unstack(stacked.replace(train=train_state, agent=agent), group.seeds)
-    after, rows = [], []
-    for keeper, state, seed_trained in zip(keepers, states, trained, strict=True):
-        new_state, metrics = loop.finish_phase(
-            programs, state, seed_trained, seconds, average_with=keeper.average_with(final)
+    tails = [keeper.average_with(final) for keeper in keepers]
+    if tails[0]:  # Each seed's earlier parameters, stacked phase by phase.
+        agent = tail_average.averaged(
+            agent, [together.stack(phase) for phase in zip(*tails, strict=True)]
         )
-        after.append(new_state)
-        rows.append(metrics)
+    values = jax.device_get(group.metrics(train_state, agent.learner))
+    rows = [
+        {name: float(value[seed]) for name, value in values.items()} for seed in range(group.seeds)
+    ]
+    phase_steps = programs.train_steps * programs.num_envs
+    env_steps = int(stacked.env_steps[0]) + phase_steps
+    _check_finite(group, agent.learner, rows, env_steps, [k.config.seed for k in keepers])
+    for row in rows:
+        row["perf/env_steps"] = float(env_steps)
+        row["perf/env_steps_per_sec"] = phase_steps / seconds
+        row["perf/train_seconds"] = seconds
+        row["perf/eval_seconds"] = 0.0
+        row["perf/seeds_together"] = float(group.seeds)
+    stacked = loop.RunState(
+        agent=agent,
+        train=train_state,
+        eval=stacked.eval,
+        env_steps=stacked.env_steps + phase_steps,
+        phases=stacked.phases + 1,
+    )
     episodes = run.eval_episodes(config, done)
     if episodes:
         start = time.perf_counter()
-        stacked = together.stack(after)
         eval_state, summaries = together.evaluate(group, stacked.eval, stacked.agent, episodes)
         seconds = time.perf_counter() - start
-        after = together.unstack(stacked.replace(eval=eval_state), group.seeds)
-        for keeper, metrics, summary in zip(keepers, rows, summaries, strict=True):
-            metrics.update({f"eval/{k.split('/')[1]}": v for k, v in summary.items()})
-            metrics["perf/eval_seconds"] = seconds
+        stacked = stacked.replace(eval=eval_state)
+        for row, summary, tail in zip(rows, summaries, tails, strict=True):
+            row.update({f"eval/{k.split('/')[1]}": v for k, v in summary.items()})
+            row["perf/eval_seconds"] = seconds
             if final:
-                loop.add_final(metrics, keeper.average_with(final))
-    for metrics in rows:
-        metrics["perf/seeds_together"] = float(group.seeds)
-    return after, rows
+                loop.add_final(row, tail)
+    return stacked, rows
+
+
+def _check_finite(
+    group: together.Together,
+    learners: Any,
+    rows: list[dict[str, float]],
+    env_steps: int,
+    seeds: list[int],
+) -> None:
+    """The algorithm's `check_finite` over every seed at once; its error names the seed."""
+    worst = {name: sum(row[name] for row in rows) for name in rows[0]}  # NaN or inf if any is.
+    try:
+        group.solo.algorithm.check_finite(learners, worst, env_steps)
+    except FloatingPointError:
+        pass
+    else:
+        return
+    host = together.unstack(learners, len(seeds))
+    for seed, learner, row in zip(seeds, host, rows, strict=True):
+        try:
+            group.solo.algorithm.check_finite(learner, row, env_steps)
+        except FloatingPointError as error:
+            raise FloatingPointError(f"seed {seed}: {error}") from None
 
 
 def _common_phase(configs: Sequence[TrainConfig], states: Sequence[loop.RunState]) -> int:

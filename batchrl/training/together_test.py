@@ -1,6 +1,7 @@
 import dataclasses
 import json
 
+import jax
 import numpy as np
 import pytest
 
@@ -149,3 +150,16 @@ def test_batchrl_train_with_seeds_returns_a_run_a_seed(tmp_path):
     assert all("final/return" in result.metrics[-1] for result in runs)
     with pytest.raises(ValueError, match="give seed or seeds, not both"):
         batchrl.train("pendulum_jax", seed=1, seeds=[3, 4])
+
+
+def test_a_non_finite_seed_is_named():
+    configs_ = [config_of("pendulum_jax", PENALTY, seed) for seed in (4, 7)]
+    env, _ = environments.build(configs_[0])
+    group, states = together.build(configs_, env)
+    learners = together.stack([state.agent.learner for state in states])
+    broken = jax.tree.map(lambda leaf: leaf.at[1].set(np.nan), learners.params)
+    values = jax.device_get(group.metrics(together.stack(states).train, learners))
+    rows = [{name: float(value[seed]) for name, value in values.items()} for seed in range(2)]
+    together_run._check_finite(group, learners, rows, 200, [4, 7])  # All finite: no error.
+    with pytest.raises(FloatingPointError, match=r"^seed 7: parameters \(nan\) became non-finite"):
+        together_run._check_finite(group, learners.replace(params=broken), rows, 200, [4, 7])
