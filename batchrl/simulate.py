@@ -112,10 +112,11 @@ class SimState:
         done: [B] bool, the env finished on the last step and is reset on the next.
         score: [B] float32 return of the running episode.
         length: [B] int32 steps of the running episode.
-        key: Random key for resets and actions.
-        episodes: [] int32 episodes finished since the last `clear_summary`.
-        score_sum: [] float32 sum of their scores.
-        length_sum: [] float32 sum of their lengths.
+        key: Random key for resets and actions ([R], a key a run, where R runs share
+            the batch in equal parts: `init`).
+        episodes: [] int32 episodes finished since the last `clear_summary` ([R]: a run).
+        score_sum: [] float32 sum of their scores ([R]).
+        length_sum: [] float32 sum of their lengths ([R]).
     """
 
     env_state: Any
@@ -130,8 +131,12 @@ class SimState:
 
 
 def init(env: CompiledBatch, key: jax.Array) -> SimState:
-    """Resets every env; the first step begins every episode."""
-    key, reset_key = jax.random.split(key)
+    """Resets every env; the first step begins every episode.
+
+    `key` [R], a key a run, makes the state of R runs whose envs share the batch in equal
+    parts: each run's keys and episode sums its own (`training.together`).
+    """
+    key, reset_key = split(key, 2)
     env_state, obs = env.init(reset_key)
     num_envs = env.num_envs
     return SimState(
@@ -141,10 +146,22 @@ def init(env: CompiledBatch, key: jax.Array) -> SimState:
         score=jnp.zeros((num_envs,), jnp.float32),
         length=jnp.zeros((num_envs,), jnp.int32),
         key=key,
-        episodes=jnp.zeros((), jnp.int32),
-        score_sum=jnp.zeros((), jnp.float32),
-        length_sum=jnp.zeros((), jnp.float32),
+        episodes=jnp.zeros(key.shape, jnp.int32),
+        score_sum=jnp.zeros(key.shape, jnp.float32),
+        length_sum=jnp.zeros(key.shape, jnp.float32),
     )
+
+
+def split(key: jax.Array, count: int) -> jax.Array:
+    """`count` keys from `key`, [count], or from each of keys [R], [count, R]."""
+    if key.ndim == 0:
+        return jax.random.split(key, count)
+    return jnp.swapaxes(jax.vmap(lambda one: jax.random.split(one, count))(key), 0, 1)
+
+
+def per_run(values: jax.Array, runs: jax.Array) -> jax.Array:
+    """Sums [B] `values` over each run's envs, shaped as `runs` ([] for one, [R] for R)."""
+    return values.reshape((*runs.shape, -1)).sum(-1)
 
 
 def step(
@@ -157,7 +174,7 @@ def step(
     """One fused step of the batch and the agent. `reset` restarts every env first."""
 
     def prepare(state: SimState, reset: jax.Array) -> tuple[jax.Array, ...]:
-        keys = jax.random.split(state.key, 3)
+        keys = split(state.key, 3)
         reset_all = jnp.asarray(reset, bool)
         # Envs that only just began after init need no reset; the reset flag always resets.
         fresh = state.length == 0
@@ -196,9 +213,10 @@ def step(
             score=score,
             length=length,
             key=key,
-            episodes=state.episodes + done.sum(dtype=jnp.int32),
-            score_sum=state.score_sum + jnp.where(done, score, 0.0).sum(),
-            length_sum=state.length_sum + jnp.where(done, length, 0).sum().astype(jnp.float32),
+            episodes=state.episodes + per_run(done.astype(jnp.int32), state.episodes),
+            score_sum=state.score_sum + per_run(jnp.where(done, score, 0.0), state.episodes),
+            length_sum=state.length_sum
+            + per_run(jnp.where(done, length, 0), state.episodes).astype(jnp.float32),
         )
         return new_state, acting, StepRecord(transition=transition, extra=extra, begin=begin)
 

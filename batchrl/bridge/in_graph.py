@@ -29,7 +29,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import flax.struct
@@ -100,7 +100,8 @@ class InGraphBatchEnv:
 
     `seed` seeds env i with `env_seeds(seed, B)[i]` at `init`; later resets continue each
     env's own random stream, so a run is reproducible whatever the worker layout, and
-    runs of different seeds share no env's episodes.
+    runs of different seeds share no env's episodes. A list of R seeds is R runs sharing
+    the batch in equal parts, each run's envs seeded as that run alone seeds its own.
     `env_seconds` counts the time the compiled program spent in the batch's step and
     reset (env work and messaging), so the rest of a rollout's time is the program's own.
     `device`: where the programs that step it run (the CPU's first device by default).
@@ -117,7 +118,7 @@ class InGraphBatchEnv:
     def __init__(
         self,
         batch_env: batch_lib.BatchEnvBase,
-        seed: int = 0,
+        seed: int | Sequence[int] = 0,
         devices: int = 1,
         device: jax.Device | None = None,
         in_place: bool | None = None,
@@ -126,7 +127,7 @@ class InGraphBatchEnv:
         self.device = jax.devices("cpu")[0] if device is None else device
         self.devices = devices
         self.seed = seed
-        self.env_seeds = env_seeds(seed, len(batch_env))
+        self.env_seeds = run_env_seeds(seed, len(batch_env))
         self.num_envs = len(batch_env)
         self.env_seconds = 0.0
         host_spec = spaces.env_spec(
@@ -269,6 +270,16 @@ def env_seeds(seed: int, num_envs: int) -> list[int]:
     if seed < 0:
         raise ValueError(f"seed must be at least 0, got {seed}")
     return [int(s) for s in np.random.SeedSequence(seed).generate_state(num_envs)]
+
+
+def run_env_seeds(seed: int | Sequence[int], num_envs: int) -> list[int]:
+    """`env_seeds` of one run's seed, or of R runs' seeds sharing `num_envs` in equal parts."""
+    if isinstance(seed, int):
+        return env_seeds(seed, num_envs)
+    runs = len(seed)
+    if not runs or num_envs % runs:
+        raise ValueError(f"{num_envs} envs do not split into equal parts for seeds {list(seed)}")
+    return [one for run in seed for one in env_seeds(run, num_envs // runs)]
 
 
 def check_device(device: jax.Device, tree: Any) -> None:

@@ -58,7 +58,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--together",
         action="store_true",
-        help="train each config's seeds together in one program (JAX-native envs)",
+        help="train each config's seeds together in one program",
     )
     parser.add_argument(
         "--evaluate-best",

@@ -14,6 +14,7 @@ env constructor, or a JAX-native env (`jax_env.Env`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from batchrl import bridge
@@ -91,13 +92,20 @@ def _jax_native(config: TrainConfig, env: Any = None) -> jax_env.Env:
     return JAX_NATIVE[config.backend](config.env)
 
 
-def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[Any, BatchEnv | None]:
+def build(
+    config: TrainConfig, local: bool = False, env: Any = None, seeds: Sequence[int] = ()
+) -> tuple[Any, BatchEnv | None]:
     """The batched env for `config` and the BatchEnv behind it (None when JAX-native).
 
     `env`, when given, is the env in place of the one `config.env` names: a Gymnasium
     env constructor, or a JAX-native env. `local` steps Gymnasium envs in this process
-    instead of workers (for tools that only need the env's structure).
+    instead of workers (for tools that only need the env's structure). `seeds`: the
+    host envs of that many runs in one batch, `config.num_envs` a run, each run's envs
+    seeded as that run alone seeds them (not on Atari).
     """
+    if seeds and (config.jax_native or config.backend == "ale"):
+        raise ValueError(f"backend={config.backend!r} builds no batch of several runs' envs")
+    count = config.num_envs * max(len(seeds), 1)
     check_env_name(config, env)
     if config.jax_native:
         native = _jax_native(config, env)
@@ -113,11 +121,11 @@ def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[An
     if config.backend == "ale":  # Already in this process, and only as ale-py builds it.
         batch_env = _atari(config, atari_options(config))
     elif local:
-        batch_env = BatchEnv.from_envs([constructor() for _ in range(config.num_envs)])
+        batch_env = BatchEnv.from_envs([constructor() for _ in range(count)])
     elif config.backend == "mujoco":
         batch_env = BatchEnv.mujoco(
             config.env,
-            config.num_envs,
+            count,
             threads=config.env_threads or None,
             max_episode_steps=make.time_limit(config.env, config.max_length),
             **config.env_kwargs,
@@ -125,7 +133,7 @@ def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[An
     elif config.backend == "ray":
         batch_env = BatchEnv.ray(
             constructor,
-            config.num_envs,
+            count,
             actors=config.ray_actors or None,
             envs_per_worker=config.envs_per_worker or None,
             restart=config.restart_workers,
@@ -133,12 +141,12 @@ def build(config: TrainConfig, local: bool = False, env: Any = None) -> tuple[An
     else:
         batch_env = BatchEnv.external(
             constructor,
-            config.num_envs,
+            count,
             envs_per_worker=config.envs_per_worker or None,
             local_envs=config.local_envs,
             restart=config.restart_workers,
         )
-    return _compiled(config, batch_env, config.seed), batch_env
+    return _compiled(config, batch_env, list(seeds) or config.seed), batch_env
 
 
 def build_eval(config: TrainConfig) -> tuple[Any, BatchEnv] | None:
@@ -156,7 +164,7 @@ def build_eval(config: TrainConfig) -> tuple[Any, BatchEnv] | None:
     return _compiled(config, batch_env, config.seed + _EVAL_SEEDS), batch_env
 
 
-def _compiled(config: TrainConfig, batch_env: BatchEnv, seed: int) -> Any:
+def _compiled(config: TrainConfig, batch_env: BatchEnv, seed: int | list[int]) -> Any:
     """What compiled code steps `batch_env` through: the bridge, or ale-py's XLA calls.
 
     Either is built for the device acting runs on (`placement.host_acting_device`).

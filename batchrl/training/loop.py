@@ -80,8 +80,29 @@ def build(
     with the mean action, or with actions sampled from the policy where
     `config.eval_sample` says so.
     """
-    if env.num_envs != config.num_envs:
-        raise ValueError(f"the env steps {env.num_envs} envs, the config {config.num_envs}")
+    programs = make_programs(
+        config, env, eval_env=eval_env, train_steps=train_steps, eval_steps=eval_steps
+    )
+    return programs, initial_state(programs, config, env, eval_env)
+
+
+def make_programs(
+    config: train_config.TrainConfig,
+    env: simulate.CompiledBatch,
+    *,
+    eval_env: simulate.CompiledBatch | None = None,
+    train_steps: int | None = None,
+    eval_steps: int | None = None,
+    runs: int = 1,
+) -> Programs:
+    """`build`'s programs alone. `runs` R: `env` holds R runs' envs, `config.num_envs` each.
+
+    With R > 1 the programs' sizes, storage and algorithm are one run's, and their `train`
+    and `evaluate` would step the whole batch as one run: a together-run compiles its own
+    (`training.together`).
+    """
+    if env.num_envs != runs * config.num_envs:
+        raise ValueError(f"the env steps {env.num_envs} envs, the config {runs * config.num_envs}")
     if eval_env is None:
         eval_env = env
     elif (eval_env.env_spec, eval_env.num_envs) != (env.env_spec, env.num_envs):
@@ -112,7 +133,7 @@ def build(
         init=jax.jit(init),
         algorithm=algorithm,
         networks=networks,
-        num_envs=env.num_envs,
+        num_envs=config.num_envs,
         train_steps=train_steps,
         eval_steps=eval_steps,
         eval_sample=config.eval_sample,
@@ -122,7 +143,7 @@ def build(
         where=where,
         overlap=overlap,
     )
-    return programs, initial_state(programs, config, env, eval_env)
+    return programs
 
 
 def initial_state(

@@ -9,7 +9,8 @@ program: one dispatch, one batch of N x B envs for the device. Mapped, a seed's 
 keeps its own loop counts and conditionals (a while loop runs each lane until its own
 end), so every seed steps, updates and draws its keys as its solo run does.
 
-The env is JAX-native: its steps are pure functions that map over seeds like the rest.
+On JAX-native envs the env's steps map over the seeds like the rest; envs the host steps
+share one batch of N x B instead (`training.together_host`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,10 @@ class Together:
         metrics: (train states, learners) -> {name: [N]}: each seed's train summary and
             update metrics, as a solo phase's row holds them.
         seeds: N.
+        stack: the seeds' run states -> the state the programs carry.
+        unstack: that state -> each seed's, as its solo run's (to keep and checkpoint).
+        rounds_apart: each seed's evaluation round stops where its solo run's does (its
+            envs its own); else all play until the last seed's round ends.
     """
 
     solo: loop.Programs
@@ -51,6 +56,9 @@ class Together:
     evaluate: Callable[..., tuple[simulate.SimState, Any, simulate.FirstEpisodes]]
     metrics: Callable[..., dict[str, jax.Array]]
     seeds: int
+    stack: Callable[[Sequence[loop.RunState]], loop.RunState]
+    unstack: Callable[[loop.RunState], list[loop.RunState]]
+    rounds_apart: bool = True
 
 
 def check_configs(configs: Sequence[train_config.TrainConfig]) -> None:
@@ -69,13 +77,8 @@ def check_configs(configs: Sequence[train_config.TrainConfig]) -> None:
             )
 
 
-def check_env(env: simulate.CompiledBatch, where: Any) -> None:
-    """A one-line ValueError for an env or placement whose seeds cannot map together."""
-    if env.calls_host:
-        raise ValueError(
-            "seeds train together on JAX-native envs (backend jax or gymnax); "
-            "this env steps on the host: run its seeds one after another"
-        )
+def check_env(where: Any) -> None:
+    """A one-line ValueError for a placement whose seeds cannot map together."""
     if where.split:
         raise ValueError(
             f"seeds train together with acting and learning on one device, got {where.describe()}"
@@ -110,7 +113,7 @@ def build(
     check_configs(configs)
     first = dataclasses.replace(configs[0], overlap="off")  # One program: nothing to overlap.
     programs, state = loop.build(first, env)
-    check_env(env, programs.where)
+    check_env(programs.where)
     check_fits(programs, len(configs))
     states = [state] + [loop.initial_state(programs, config, env) for config in configs[1:]]
     return make(programs, env, len(configs)), states
@@ -157,11 +160,16 @@ def make(programs: loop.Programs, env: simulate.CompiledBatch, seeds: int) -> To
         evaluate=lambda *args: jax.block_until_ready(compiled_evaluate(*args)),
         metrics=jax.jit(jax.vmap(metrics)),
         seeds=seeds,
+        stack=stack,
+        unstack=lambda stacked: unstack(stacked, seeds),
     )
 
 
 def mapped(
-    algorithm: algorithm_lib.Algorithm, networks: algorithm_lib.Networks, one_by_one: bool = False
+    algorithm: algorithm_lib.Algorithm,
+    networks: algorithm_lib.Networks,
+    one_by_one: bool = False,
+    batch_runs: int = 0,
 ) -> algorithm_lib.Algorithm:
     """`algorithm` on agent states stacked over seeds, for `phase.phase` to drive.
 
@@ -171,6 +179,8 @@ def mapped(
     and each seed then learns where its own is ready, as its solo run does. An update
     runs only when some seed's storage is ready. `one_by_one` runs the seeds' updates
     one after another in the program (`lax.map`) rather than mapped side by side.
+    `batch_runs` N: the seeds' envs are one batch of N x B (`together_host`), whose step
+    records and agents take each seed's B envs.
     """
     recorder = algorithm.recorder(networks)
     ready = jax.vmap(recorder.ready)
@@ -180,19 +190,67 @@ def mapped(
         update = (lambda state: jax.lax.map(one, state)) if one_by_one else jax.vmap(one)
         return jax.lax.cond(ready(state.storage).any(), update, lambda state: state, state)
 
+    def record(storage: Any, step: simulate.StepRecord) -> Any:
+        if batch_runs:
+            step = split_runs(step, batch_runs)
+        return jax.vmap(recorder.record)(storage, step)
+
     def stacked_recorder(networks: Any) -> simulate.Recorder:
         del networks
-        return simulate.Recorder(
-            record=jax.vmap(recorder.record), ready=lambda storage: ready(storage).any()
-        )
+        return simulate.Recorder(record=record, ready=lambda storage: ready(storage).any())
 
+    agents = {}
+    if batch_runs:
+        agents = dict(
+            sampling_agent=lambda networks: mapped_agent(
+                algorithm.sampling_agent(networks), batch_runs
+            ),
+            evaluation_agent=lambda networks, sample=False: mapped_agent(
+                algorithm.evaluation_agent(networks, sample=sample), batch_runs
+            ),
+        )
     return algorithm._replace(
+        **agents,
         recorder=stacked_recorder,
         cut=jax.vmap(algorithm.cut, in_axes=(0, None)),
         learn=learn,
         clear=jax.vmap(algorithm.clear, in_axes=(None, 0)),
         begin=jax.vmap(algorithm.begin),
         end=jax.vmap(algorithm.end),
+    )
+
+
+def split_runs(tree: Any, runs: int) -> Any:
+    """Leaves [R x B, ...] as [R, B, ...]."""
+    return jax.tree.map(lambda leaf: leaf.reshape(runs, -1, *leaf.shape[1:]), tree)
+
+
+def join_runs(tree: Any) -> Any:
+    """Leaves [R, B, ...] as [R x B, ...]."""
+    return jax.tree.map(lambda leaf: leaf.reshape(-1, *leaf.shape[2:]), tree)
+
+
+def mapped_agent(agent: simulate.Agent, runs: int) -> simulate.Agent:
+    """`agent` on acting states stacked over `runs` seeds, each acting on its B envs."""
+
+    def perform(acting: Any, obs: Any, key: jax.Array) -> tuple:
+        acting, action, extra = jax.vmap(agent.perform)(acting, split_runs(obs, runs), key)
+        return acting, join_runs(action), join_runs(extra)
+
+    def experience(acting: Any, transition: Any, extra: Any) -> tuple:
+        parts = split_runs((transition, extra), runs)
+        acting, extra = jax.vmap(agent.experience)(acting, *parts)
+        return acting, join_runs(extra)
+
+    return simulate.Agent(
+        begin_episode=lambda acting, mask: jax.vmap(agent.begin_episode)(
+            acting, split_runs(mask, runs)
+        ),
+        perform=perform,
+        experience=experience,
+        end_episode=lambda acting, mask: jax.vmap(agent.end_episode)(
+            acting, split_runs(mask, runs)
+        ),
     )
 
 
@@ -297,7 +355,7 @@ def evaluate(
         acting = jax.vmap(algorithm.begin)(agent)
         cleared = simulate.clear_summary(eval_state)
         played, _, first = together.evaluate(cleared, acting)
-        eval_state = choose(playing, played, eval_state)
+        eval_state = choose(playing, played, eval_state) if together.rounds_apart else played
         ended, score, length = (np.asarray(x) for x in (first.ended, first.score, first.length))
         for seed in np.flatnonzero(playing):
             if not ended[seed].any():

@@ -30,6 +30,7 @@ from batchrl.training import (
     run,
     tail_average,
     together,
+    together_host,
 )
 
 logger = logging.getLogger("batchrl.training")
@@ -48,8 +49,28 @@ def train(
     if len(rundirs) != len(configs):
         raise ValueError(f"{len(configs)} configs need as many run folders, got {len(rundirs)}")
     config = configs[0]
-    env, _ = environments.build(config, env=env)
-    group, states = together.build(configs, env)
+    with contextlib.ExitStack() as opened:
+        if config.jax_native:
+            env, _ = environments.build(config, env=env)
+            group, states = together.build(configs, env)
+        else:
+            seeds = [seed_config.seed for seed_config in configs]
+            env, batch_env = environments.build(config, env=env, seeds=seeds)
+            opened.callback(batch_env.close)
+            together.check_configs(configs)
+            group, states = together_host.build(configs, env)
+        return _train(rundirs, configs, env, group, states)
+
+
+def _train(
+    rundirs: Sequence[pathlib.Path | None],
+    configs: Sequence[TrainConfig],
+    env: Any,
+    group: together.Together,
+    states: list[loop.RunState],
+) -> list[run.Run]:
+    """`train` once its env and programs are built."""
+    config = configs[0]
     programs = group.solo
     states = [
         run.restore(rundir, programs, state, env.env_spec)
@@ -66,7 +87,7 @@ def train(
         run.Keeper(rundir, seed_config, state)
         for rundir, seed_config, state in zip(rundirs, configs, states, strict=True)
     ]
-    stacked = together.stack(states)
+    stacked = group.stack(states)
     # A thread a seed, so the seeds' checkpoints are written side by side.
     writers = [
         concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="batchrl-keeper")
@@ -84,7 +105,7 @@ def train(
                 stacked, rows = _phase(group, stacked, keepers, config, done)
                 for future in kept:
                     future.result()  # Raises what the last phase's records raised.
-                hosts = together.unstack(stacked, count)
+                hosts = group.unstack(stacked)
                 kept = [
                     writer.submit(keeper.record, host, row)
                     for writer, keeper, host, row in zip(writers, keepers, hosts, rows, strict=True)

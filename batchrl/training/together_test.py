@@ -98,14 +98,34 @@ def test_configs_that_differ_beyond_their_seed_are_refused():
         together.check_configs([config, config])
 
 
-def test_host_envs_are_refused_in_one_line():
-    config = config_of("pendulum", ["num_envs=2"], 0)
-    env, batch_env = environments.build(config, local=True)
-    try:
-        with pytest.raises(ValueError, match=r"JAX-native envs .* steps on the host"):
-            together.check_env(env, None)
-    finally:
-        batch_env.close()
+def test_atari_is_refused_in_one_line():
+    config = config_of("pong", [], 0)
+    with pytest.raises(ValueError, match=r"^backend='ale' builds no batch of several runs' envs$"):
+        environments.build(config, seeds=[0, 1])
+
+
+# Host envs: each seed's four envs are a quarter of one batch of worker processes or of
+# the MuJoCo batch. Pendulum's and HalfCheetah's episodes all run to the time limit.
+# HalfCheetah's contacts grow float error fast: episodes of 20 steps keep it small.
+CHEETAH = ["backend=mujoco", "num_envs=4", "steps=640", "steps_per_update=40", "phase_steps=160"]
+CHEETAH += ["num_minibatches=2", "update_epochs=2", "eval_every=1", "max_length=20"]
+CHEETAH += ["final_episodes=4", "policy_layers=16", "value_layers=16"]
+HOST = [("pendulum", PENALTY, 1e-6), ("cheetah_clipped", CHEETAH, 1e-4)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset, settings, tolerance", HOST, ids=["workers", "mujoco"])
+def test_on_host_envs_each_seed_trains_as_its_solo_run(preset, settings, tolerance):
+    seeds = (0, 3)
+    solo_configs = [config_of(preset, settings, seed) for seed in seeds]
+    runs = together_run.train([None] * len(seeds), solo_configs)
+    for config, together_result in zip(solo_configs, runs, strict=True):
+        solo = run.train(None, config)
+        assert len(together_result.metrics) == len(solo.metrics) == config.phases
+        for ours, theirs in zip(together_result.metrics, solo.metrics, strict=True):
+            for key in ("train/return", "train/kl", "eval/return", "eval/count"):
+                assert ours[key] == pytest.approx(theirs[key], rel=tolerance, abs=1e-6), key
+    assert runs[0].metrics[-1]["train/return"] != runs[1].metrics[-1]["train/return"]
 
 
 @pytest.mark.slow

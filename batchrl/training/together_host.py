@@ -1,0 +1,167 @@
+"""Seeds together on envs the host steps: one batch of N x B envs, the agent mapped inside.
+
+A step of host envs is a call to the host, which no map can split, so the N seeds' envs
+step as one batch of N x B (the MuJoCo batch, worker processes), each seed's B envs
+seeded as its solo run seeds them (`InGraphBatchEnv` given the seeds), and the map moves
+inside the step: the acting agent, the recorder and the update each take a seed's B envs
+(`together.mapped`). The simulation keeps a key and episode sums a seed
+(`simulate.init` given a key a seed), so each seed acts on its solo run's keys.
+
+What stays shared is the batch's clock: an evaluation round lasts until every seed's envs
+have ended an episode. On envs whose episodes end apart, the seeds that ended first step
+on, which moves their envs' random streams past their solo runs', so their later starts
+differ from their solo runs' (their scores count only each env's first episode, as
+alone). Where every episode runs to the time limit (HalfCheetah, Pendulum) a seed equals
+its solo run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from batchrl import simulate
+from batchrl.configs import train_config
+from batchrl.training import loop, together
+from batchrl.training import phase as phase_lib
+
+
+def split_simulation(state: simulate.SimState, runs: int) -> list[simulate.SimState]:
+    """Each seed's simulation state, as its solo run's on its B envs (the call token shared)."""
+    total = state.done.shape[0]
+    size = total // runs
+
+    def part(leaf: jax.Array, i: int) -> jax.Array:
+        return leaf[i * size : (i + 1) * size] if leaf.ndim and leaf.shape[0] == total else leaf
+
+    return [
+        simulate.SimState(
+            env_state=jax.tree.map(functools.partial(part, i=i), state.env_state),
+            obs=jax.tree.map(functools.partial(part, i=i), state.obs),
+            done=part(state.done, i),
+            score=part(state.score, i),
+            length=part(state.length, i),
+            key=state.key[i],
+            episodes=state.episodes[i],
+            score_sum=state.score_sum[i],
+            length_sum=state.length_sum[i],
+        )
+        for i in range(runs)
+    ]
+
+
+def join_simulations(states: Sequence[simulate.SimState]) -> simulate.SimState:
+    """The simulation state of one batch of the seeds' envs, from each seed's."""
+
+    def join(*leaves: jax.Array) -> jax.Array:
+        return jnp.concatenate(leaves) if leaves[0].ndim else leaves[0]
+
+    return simulate.SimState(
+        env_state=jax.tree.map(join, *(state.env_state for state in states)),
+        obs=jax.tree.map(join, *(state.obs for state in states)),
+        done=join(*(state.done for state in states)),
+        score=join(*(state.score for state in states)),
+        length=join(*(state.length for state in states)),
+        key=together.stack([state.key for state in states]),
+        episodes=jnp.stack([state.episodes for state in states]),
+        score_sum=jnp.stack([state.score_sum for state in states]),
+        length_sum=jnp.stack([state.length_sum for state in states]),
+    )
+
+
+def stack_states(states: Sequence[loop.RunState]) -> loop.RunState:
+    """The seeds' run states as the together-run carries them."""
+    return loop.RunState(
+        agent=together.stack([state.agent for state in states]),
+        train=join_simulations([state.train for state in states]),
+        eval=join_simulations([state.eval for state in states]),
+        env_steps=jnp.stack([state.env_steps for state in states]),
+        phases=jnp.stack([state.phases for state in states]),
+    )
+
+
+def unstack_states(stacked: loop.RunState, runs: int) -> list[loop.RunState]:
+    """Each seed's run state, as its solo run's; its agent on the host."""
+    agents = together.unstack(stacked.agent, runs)
+    trains = split_simulation(stacked.train, runs)
+    evals = split_simulation(stacked.eval, runs)
+    return [
+        loop.RunState(
+            agent=agents[i],
+            train=trains[i],
+            eval=evals[i],
+            env_steps=stacked.env_steps[i],
+            phases=stacked.phases[i],
+        )
+        for i in range(runs)
+    ]
+
+
+def build(
+    configs: Sequence[train_config.TrainConfig], env: simulate.CompiledBatch
+) -> tuple[together.Together, list[loop.RunState]]:
+    """`together.build` for `env`, the seeds' host envs in one batch (`environments.build`)."""
+    runs = len(configs)
+    first = dataclasses.replace(configs[0], overlap="off")  # One program: nothing to overlap.
+    programs = loop.make_programs(first, env, runs=runs)
+    if programs.where.split:
+        raise ValueError(
+            "seeds train together with acting and learning on one device, got "
+            f"{programs.where.describe()}: set device=cpu"
+        )
+    together.check_fits(programs, runs)
+    keys = [jax.random.split(jax.random.key(config.seed), 3) for config in configs]
+    with jax.default_device(programs.where.acting):
+        train = simulate.init(env, together.stack([key[1] for key in keys]))
+        evaluation = simulate.init(env, together.stack([key[2] for key in keys]))
+    zero = jnp.zeros((), jnp.int32)
+    states = [
+        loop.RunState(agent=programs.init(key[0]), train=t, eval=e, env_steps=zero, phases=zero)
+        for key, t, e in zip(
+            keys, split_simulation(train, runs), split_simulation(evaluation, runs), strict=True
+        )
+    ]
+    return make(programs, env, runs), states
+
+
+def make(programs: loop.Programs, env: simulate.CompiledBatch, runs: int) -> together.Together:
+    """The train phase and evaluation round of `runs` seeds whose envs share `env`."""
+    networks, algorithm = programs.networks, programs.algorithm
+    one_by_one = programs.where.learner.platform == "cpu"  # As `together.make` says why.
+    stacked = together.mapped(algorithm, networks, one_by_one, batch_runs=runs)
+    evaluation = stacked.evaluation_agent(networks, sample=programs.eval_sample)
+
+    def train(state: simulate.SimState, agent: Any, reset: jax.Array) -> tuple:
+        return phase_lib.phase(
+            env, networks, programs.train_steps, state, agent, reset, algorithm=stacked
+        )
+
+    def evaluate(state: simulate.SimState, acting: Any) -> tuple:
+        state, acting, first = simulate.first_episodes(
+            env, evaluation, state, acting, programs.eval_steps
+        )
+        return state, acting, together.split_runs(first, runs)
+
+    def metrics(state: simulate.SimState, learner: Any) -> dict[str, jax.Array]:
+        summary = simulate.summary(state)  # A value a seed already.
+        return {
+            **{f"train/{name.split('/')[1]}": value for name, value in summary.items()},
+            **jax.vmap(algorithm.metrics)(learner),
+        }
+
+    compiled_train, compiled_evaluate = jax.jit(train), jax.jit(evaluate)
+    return together.Together(
+        solo=programs,
+        train=env.wrap_compiled(lambda *args: jax.block_until_ready(compiled_train(*args))),
+        evaluate=env.wrap_compiled(lambda *args: jax.block_until_ready(compiled_evaluate(*args))),
+        metrics=jax.jit(metrics),
+        seeds=runs,
+        stack=stack_states,
+        unstack=lambda stacked: unstack_states(stacked, runs),
+        rounds_apart=False,
+    )
