@@ -74,7 +74,7 @@ def main() -> int:
         for seed in range(1, args.after_another):
             after.append(timed_train(root / "solo", args.preset, ["--seed", str(seed)], settings))
         measured = len(after) >= args.seeds
-        one_after_another = sum(after) if measured else round(args.seeds * solo, 2)
+        one_after_another = round(sum(after) if measured else args.seeds * solo, 2)
         line = {
             "benchmark": "seeds_together",
             "preset": args.preset,
