@@ -121,8 +121,9 @@ def test_a_jax_native_run_split_over_two_devices_trains_and_resumes_as_on_one(tm
 
 @pytest.mark.slow
 def test_a_worker_env_run_split_over_two_devices_trains_and_resumes_as_on_one(tmp_path):
-    settings = dict(objective="clipped", steps=1536, num_envs=4, max_length=50)
-    settings.update(steps_per_update=128, num_minibatches=2, eval_every=1, eval_episodes=4)
+    # 3 phases of one update of 32 steps on 4 envs.
+    settings = dict(objective="clipped", steps=384, num_envs=4, max_length=50)
+    settings.update(steps_per_update=32, num_minibatches=2, eval_every=1, eval_episodes=4)
     # Host envs start anew on resume, on one device as on two.
     check_split_runs(run_two_devices(tmp_path, "cartpole", False, **settings))
 
