@@ -119,15 +119,21 @@ def build(
     return make(programs, env, len(configs)), states
 
 
-def make(programs: loop.Programs, env: simulate.CompiledBatch, seeds: int) -> Together:
-    """The train phase and evaluation round of `seeds` seeds of `programs`, mapped."""
+def make(
+    programs: loop.Programs,
+    env: simulate.CompiledBatch,
+    seeds: int,
+    one_by_one: bool | None = None,
+) -> Together:
+    """The train phase and evaluation round of `seeds` seeds of `programs`, mapped.
+
+    `one_by_one`: the seeds' updates one after another (`mapped`); None: on the CPU only.
+    """
     networks, algorithm = programs.networks, programs.algorithm
     sampling = algorithm.sampling_agent(networks)
     evaluation = algorithm.evaluation_agent(networks, sample=programs.eval_sample)
-    # XLA's CPU gains nothing from updates side by side, and mapped, an update's
-    # conditionals compute both branches: 10 Pendulum updates took 11.6 s mapped, 4.4 s
-    # one by one, 0.44 s alone. An accelerator runs them side by side.
-    one_by_one = programs.where.learner.platform == "cpu"
+    if one_by_one is None:
+        one_by_one = updates_one_by_one(programs)
     stacked = mapped(algorithm, networks, one_by_one)
     stepper = jax.vmap(functools.partial(simulate.step, env, sampling), in_axes=(0, 0, None))
 
@@ -163,6 +169,16 @@ def make(programs: loop.Programs, env: simulate.CompiledBatch, seeds: int) -> To
         stack=stack,
         unstack=lambda stacked: unstack(stacked, seeds),
     )
+
+
+def updates_one_by_one(programs: loop.Programs) -> bool:
+    """Whether the seeds' updates run one after another: where the learner is on the CPU.
+
+    XLA's CPU gains nothing from updates side by side, and mapped, an update's
+    conditionals compute both branches: 10 Pendulum updates took 11.6 s mapped, 4.4 s
+    one by one, 0.44 s alone. An accelerator runs them side by side.
+    """
+    return programs.where.learner.platform == "cpu"
 
 
 def mapped(

@@ -132,7 +132,7 @@ def build(
 def make(programs: loop.Programs, env: simulate.CompiledBatch, runs: int) -> together.Together:
     """The train phase and evaluation round of `runs` seeds whose envs share `env`."""
     networks, algorithm = programs.networks, programs.algorithm
-    one_by_one = programs.where.learner.platform == "cpu"  # As `together.make` says why.
+    one_by_one = together.updates_one_by_one(programs)
     stacked = together.mapped(algorithm, networks, one_by_one, batch_runs=runs)
     evaluation = stacked.evaluation_agent(networks, sample=programs.eval_sample)
 

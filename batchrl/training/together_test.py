@@ -177,3 +177,23 @@ def test_a_non_finite_seed_is_named():
     together_run._check_finite(group, learners, rows, 200, [4, 7])  # All finite: no error.
     with pytest.raises(FloatingPointError, match=r"^seed 7: parameters \(nan\) became non-finite"):
         together_run._check_finite(group, learners.replace(params=broken), rows, 200, [4, 7])
+
+
+@pytest.mark.slow
+def test_updates_side_by_side_train_as_one_by_one():
+    # An accelerator maps the seeds' updates side by side; the CPU runs them in turn.
+    seeds = [config_of("pendulum_jax", PENALTY, seed) for seed in (1, 2)]
+    env, _ = environments.build(seeds[0])
+    group, states = together.build(seeds, env)
+    side_by_side = together.make(group.solo, env, len(seeds), one_by_one=False)
+    stacked = group.stack(states)
+    reset = jax.numpy.asarray(False)
+    ours = side_by_side.train(stacked.train, stacked.agent, reset)
+    theirs = group.train(stacked.train, stacked.agent, reset)
+    assert int(ours[1].learner.updates.min()) >= 1  # The phase trained each seed.
+    for a, b in zip(
+        jax.tree.leaves(ours[1].learner.params),
+        jax.tree.leaves(theirs[1].learner.params),
+        strict=True,
+    ):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
