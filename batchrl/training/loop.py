@@ -303,12 +303,12 @@ def finish_phase(
     """
     train_state, agent_state = trained.train, trained.agent
     agent_state = tail_average.averaged(agent_state, average_with or [])
-    metrics = {f"train/{k.split('/')[1]}": v for k, v in simulate.summary(train_state).items()}
+    metrics = summary_as("train", simulate.summary(train_state))
     eval_state, eval_seconds = state.eval, 0.0
     if eval_episodes:
         start = time.perf_counter()
         eval_state, summary = evaluate(programs, eval_state, agent_state, eval_episodes)
-        metrics.update({f"eval/{k.split('/')[1]}": v for k, v in summary.items()})
+        metrics.update(summary_as("eval", summary))
         eval_seconds = time.perf_counter() - start
     metrics.update(programs.algorithm.metrics(agent_state.learner))
     metrics = {name: float(value) for name, value in metrics.items()}
@@ -329,6 +329,11 @@ def finish_phase(
         phases=state.phases + 1,
     )
     return new_state, metrics
+
+
+def summary_as(part: str, summary: dict[str, Any]) -> dict[str, Any]:
+    """A simulation summary's `episode/...` keys as a phase row's `<part>/...` ones."""
+    return {f"{part}/{name.split('/')[1]}": value for name, value in summary.items()}
 
 
 def add_final(metrics: dict[str, float], average_with: Sequence[Any] | None) -> None:

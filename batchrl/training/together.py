@@ -153,11 +153,7 @@ def make(
         return first_episodes(env, evaluation, state, acting, programs.eval_steps)
 
     def metrics(state: simulate.SimState, learner: Any) -> dict[str, jax.Array]:
-        summary = simulate.summary(state)
-        return {
-            **{f"train/{name.split('/')[1]}": value for name, value in summary.items()},
-            **algorithm.metrics(learner),
-        }
+        return {**loop.summary_as("train", simulate.summary(state)), **algorithm.metrics(learner)}
 
     compiled_train, compiled_evaluate = jax.jit(train), jax.jit(evaluate)
     return Together(

@@ -148,11 +148,8 @@ def make(programs: loop.Programs, env: simulate.CompiledBatch, runs: int) -> tog
         return state, acting, together.split_runs(first, runs)
 
     def metrics(state: simulate.SimState, learner: Any) -> dict[str, jax.Array]:
-        summary = simulate.summary(state)  # A value a seed already.
-        return {
-            **{f"train/{name.split('/')[1]}": value for name, value in summary.items()},
-            **jax.vmap(algorithm.metrics)(learner),
-        }
+        summary = loop.summary_as("train", simulate.summary(state))  # A value a seed already.
+        return {**summary, **jax.vmap(algorithm.metrics)(learner)}
 
     compiled_train, compiled_evaluate = jax.jit(train), jax.jit(evaluate)
     return together.Together(

@@ -173,7 +173,7 @@ def _phase(
         seconds = time.perf_counter() - start
         stacked = stacked.replace(eval=eval_state)
         for row, summary, tail in zip(rows, summaries, tails, strict=True):
-            row.update({f"eval/{k.split('/')[1]}": v for k, v in summary.items()})
+            row.update(loop.summary_as("eval", summary))
             row["perf/eval_seconds"] = seconds
             if final:
                 loop.add_final(row, tail)
