@@ -35,6 +35,16 @@ def runs(name: str, code: str):
     return pytest.param(name, code, marks=marks, id=name)
 
 
+# The two pages a newcomer reads whole stay short; detail moves to docs/ and history.
+LONGEST = {"README.md": 150, "docs/benchmarks.md": 300}
+
+
+@pytest.mark.parametrize("page", sorted(LONGEST))
+def test_a_reference_page_stays_short(page):
+    lines = len((ROOT / page).read_text().splitlines())
+    assert lines <= LONGEST[page], f"{page} has {lines} lines, at most {LONGEST[page]}"
+
+
 def test_the_pages_hold_python_blocks():
     names = [name for name, _ in blocks()]
     assert any(name.startswith("README.md") for name in names)
