@@ -4,6 +4,10 @@ An env's observation is a tree: one `ObsLeaf` per array, nested in dicts and tup
 the env's Gymnasium `Dict` and `Tuple` spaces nest (a flat `Box` is a tree of one leaf).
 The tree functions here walk dicts in sorted key order, as `jax.tree` does, so a leaf's
 position is the same on the host and in compiled code.
+
+An action is one array (a `Box`, `Discrete` or `MultiDiscrete`, EnvSpec's own fields),
+or a tree of `ActionLeaf` (`Dict`s and `Tuple`s of those and `MultiBinary`) in
+`EnvSpec.action`: the policy then acts in one float row of every leaf's elements.
 """
 
 from __future__ import annotations
@@ -85,6 +89,66 @@ def vector(shape: tuple[int, ...], dtype: str = "float32") -> ObsLeaf:
     return ObsLeaf(tuple(shape), dtype, VECTOR)
 
 
+ACTION_KINDS = (VECTOR, DISCRETE, MULTI_DISCRETE, BINARY)
+# Integers ride in a float32 row exactly up to 2**24.
+LARGEST_INTEGER_ACTION = 2**24
+
+
+@dataclasses.dataclass(frozen=True)
+class ActionLeaf:
+    """One array of an action tree: its shape, dtype, kind and range.
+
+    Attributes:
+        shape: Shape of the array in one action.
+        dtype: Name of the dtype the env takes.
+        kind: VECTOR (a `Box`: a Gaussian), DISCRETE, MULTI_DISCRETE (categoricals) or
+            BINARY (a `MultiBinary`: a Bernoulli per element).
+        num_values: DISCRETE: (n,); MULTI_DISCRETE: each element's count, flattened in C
+            order; () otherwise.
+        start: The smallest value of each element of `num_values`; () otherwise.
+        low: VECTOR: each element's lower bound when every bound is finite; None otherwise.
+        high: VECTOR: the upper bounds, likewise.
+    """
+
+    shape: tuple[int, ...]
+    dtype: str
+    kind: str
+    num_values: tuple[int, ...] = ()
+    start: tuple[int, ...] = ()
+    low: tuple[float, ...] | None = None
+    high: tuple[float, ...] | None = None
+
+    def __post_init__(self):
+        if self.kind not in ACTION_KINDS:
+            raise ValueError(f"unknown action leaf kind {self.kind!r}: use one of {ACTION_KINDS}")
+        categorical = self.kind in (DISCRETE, MULTI_DISCRETE)
+        if categorical != bool(self.num_values) or len(self.start) != len(self.num_values):
+            raise ValueError(
+                f"a {self.kind} action leaf needs num_values and start of equal length only "
+                f"when discrete or multi-discrete, got num_values={self.num_values}, "
+                f"start={self.start}"
+            )
+        if any(
+            abs(s) + n > LARGEST_INTEGER_ACTION
+            for s, n in zip(self.start, self.num_values, strict=True)
+        ):
+            raise ValueError(
+                f"an integer action leaf's values reach past {LARGEST_INTEGER_ACTION}, the "
+                f"largest a float32 row holds exactly: num_values={self.num_values}, "
+                f"start={self.start}"
+            )
+
+    @property
+    def size(self) -> int:
+        """Elements of the array in one action: its stretch of the policy's float row."""
+        return math.prod(self.shape)
+
+    @property
+    def policy_outputs(self) -> int:
+        """What the policy's head outputs for it: means, or logits of each value or bit."""
+        return sum(self.num_values) if self.num_values else self.size
+
+
 @dataclasses.dataclass(frozen=True)
 class EnvSpec:
     """What batching, simulate and the networks know of an env before it runs.
@@ -101,6 +165,10 @@ class EnvSpec:
         action_nvec: `MultiDiscrete`: each element's count, flattened; None otherwise.
         action_start: Discrete actions: the smallest value of each element (one for a
             `Discrete`); None for continuous actions.
+        action: An action tree of `ActionLeaf` (a `Dict`, `Tuple` or `MultiBinary`
+            action); None when the fields above describe the action. With a tree,
+            `discrete` is False and `action_shape` is (D,), the policy's float row of the
+            leaves' elements in `leaves` order.
     """
 
     observation: Any
@@ -111,6 +179,7 @@ class EnvSpec:
     action_high: tuple[float, ...] | None = None
     action_nvec: tuple[int, ...] | None = None
     action_start: tuple[int, ...] | None = None
+    action: Any = None
 
     def __post_init__(self):
         bad = [leaf for leaf in leaves(self.observation) if not isinstance(leaf, ObsLeaf)]
@@ -119,7 +188,9 @@ class EnvSpec:
                 f"an EnvSpec's observation is a tree (dicts, tuples) of ObsLeaf, got "
                 f"{self.observation!r}"
             )
-        if self.discrete:
+        if self.action is not None:
+            self._check_action_tree()
+        elif self.discrete:
             self._check_discrete()
         elif self.num_actions is not None or self.action_nvec is not None:
             raise ValueError(
@@ -143,6 +214,19 @@ class EnvSpec:
                 f"a multi-discrete EnvSpec needs one count per action element and "
                 f"num_actions their sum, got action_shape={self.action_shape}, "
                 f"action_nvec={self.action_nvec}, num_actions={self.num_actions}"
+            )
+
+    def _check_action_tree(self) -> None:
+        found = leaves(self.action)
+        if not found or not all(isinstance(leaf, ActionLeaf) for leaf in found):
+            raise ValueError(f"an EnvSpec's action is a tree of ActionLeaf, got {self.action!r}")
+        width = sum(leaf.size for leaf in found)
+        others = (self.num_actions, self.action_low, self.action_nvec, self.action_start)
+        if self.discrete or self.action_shape != (width,) or any(o is not None for o in others):
+            raise ValueError(
+                f"an EnvSpec with an action tree is continuous with action_shape ({width},) "
+                f"and no other action field, got discrete={self.discrete}, "
+                f"action_shape={self.action_shape}"
             )
 
     @property
@@ -220,6 +304,7 @@ def to_data(spec: EnvSpec) -> dict[str, Any]:
         name: list(value) if isinstance(value, tuple) else value for name, value in fields.items()
     }
     data["observation"] = _node_data(spec.observation)
+    data["action"] = None if spec.action is None else _node_data(spec.action)
     return data
 
 
@@ -234,9 +319,14 @@ def from_data(data: dict[str, Any]) -> EnvSpec:
     fields = {
         name: tuple(value) if isinstance(value, list) else value
         for name, value in data.items()
-        if name != "observation"
+        if name not in ("observation", "action")
     }
-    return EnvSpec(observation=_node(data["observation"]), **fields)
+    action = data.get("action")
+    return EnvSpec(
+        observation=_node(data["observation"]),
+        action=None if action is None else _node(action),
+        **fields,
+    )
 
 
 def _node_data(tree: Any) -> dict[str, Any]:
@@ -244,18 +334,20 @@ def _node_data(tree: Any) -> dict[str, Any]:
         return {"dict": [[key, _node_data(child)] for key, child in tree.items()]}
     if isinstance(tree, tuple | list):
         return {"tuple": [_node_data(child) for child in tree]}
-    fields = {f.name: getattr(tree, f.name) for f in dataclasses.fields(ObsLeaf)}
-    return {"leaf": {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}}
+    kind = "action_leaf" if isinstance(tree, ActionLeaf) else "leaf"
+    fields = {f.name: getattr(tree, f.name) for f in dataclasses.fields(tree)}
+    return {kind: {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()}}
 
 
 def _node(data: Any) -> Any:
     if not isinstance(data, dict) or len(data) != 1:
-        raise ValueError(f"an observation node is one of leaf, tuple, dict, got {data!r:.80}")
+        raise ValueError(f"a spec's tree node is one of leaf, tuple, dict, got {data!r:.80}")
     ((kind, value),) = data.items()
     if kind == "dict":
         return {key: _node(child) for key, child in value}
     if kind == "tuple":
         return tuple(_node(child) for child in value)
-    if kind == "leaf":
-        return ObsLeaf(**{k: tuple(v) if isinstance(v, list) else v for k, v in value.items()})
-    raise ValueError(f"an observation node is one of leaf, tuple, dict, got {kind!r}")
+    if kind in ("leaf", "action_leaf"):
+        leaf = ObsLeaf if kind == "leaf" else ActionLeaf
+        return leaf(**{k: tuple(v) if isinstance(v, list) else v for k, v in value.items()})
+    raise ValueError(f"a spec's tree node is one of leaf, action_leaf, tuple, dict, got {kind!r}")

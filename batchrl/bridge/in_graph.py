@@ -61,7 +61,7 @@ class BridgeState:
         token: [] int32 count of host calls; each call consumes the last one's token,
             which orders the calls.
         obs: The current observations: a tree of [B, *leaf.shape] arrays.
-        action: [B, *action_shape] the last actions sent.
+        action: [B, *action_shape] the last actions sent (a tree of them for an action tree).
         reward: [B] float32 last rewards.
         terminated: [B] bool.
         truncated: [B] bool.
@@ -69,7 +69,7 @@ class BridgeState:
 
     token: jax.Array
     obs: Any
-    action: jax.Array
+    action: Any
     reward: jax.Array
     terminated: jax.Array
     truncated: jax.Array
@@ -156,6 +156,13 @@ class InGraphBatchEnv:
             jax.ShapeDtypeStruct((self.num_envs,), np.bool_),
         )
         self._action_dtype = np.dtype(np.int32 if self.env_spec.discrete else np.float32)
+        # An action tree travels as its leaves, each in the dtype compiled code holds it in.
+        self._action_types = self.env_spec.action and env_spec_lib.map_tree(
+            lambda leaf: jax.ShapeDtypeStruct(
+                (self.num_envs, *leaf.shape), jax.dtypes.canonicalize_dtype(leaf.dtype)
+            ),
+            self.env_spec.action,
+        )
         if devices > 1:
             call = functools.partial(_host_call, device=jax.local_devices()[0])
         else:
@@ -191,7 +198,10 @@ class InGraphBatchEnv:
         token, obs = self._split(self._host_init(jnp.zeros((), jnp.int32)))
         zeros = jnp.zeros((self.num_envs,), jnp.float32)
         falses = jnp.zeros((self.num_envs,), bool)
-        action = jnp.zeros((self.num_envs, *self.env_spec.action_shape), self._action_dtype)
+        if self.env_spec.action is None:
+            action = jnp.zeros((self.num_envs, *self.env_spec.action_shape), self._action_dtype)
+        else:
+            action = jax.tree.map(lambda t: jnp.zeros(t.shape, t.dtype), self._action_types)
         return BridgeState(token, obs, action, zeros, falses, falses), obs
 
     def reset(
@@ -209,13 +219,16 @@ class InGraphBatchEnv:
     def step(
         self, env_state: BridgeState, action: jax.Array
     ) -> tuple[BridgeState, jax_env.TimeStep]:
-        """Steps every host env with action [B, *action_shape]."""
-        expected = (self.num_envs, *self.env_spec.action_shape)
-        if action.shape != expected:
-            raise ValueError(f"action has shape {action.shape}, expected {expected}")
-        # Cast before the call, so no work runs beside it (see one_block).
-        action = action.astype(self._action_dtype)
-        results = self._host_step(env_state.token, action)
+        """Steps every host env with action [B, *action_shape], or a tree of leaves [B, ...]."""
+        if self.env_spec.action is None:
+            expected = (self.num_envs, *self.env_spec.action_shape)
+            if action.shape != expected:
+                raise ValueError(f"action has shape {action.shape}, expected {expected}")
+            # Cast before the call, so no work runs beside it (see one_block).
+            action = action.astype(self._action_dtype)
+        else:
+            action = jax.tree.map(_cast_action, self._action_types, action)
+        results = self._host_step(env_state.token, *jax.tree.leaves(action))
         token, obs = self._split(results[:-3])
         reward, terminated, truncated = results[-3:]
         state = BridgeState(token, obs, action, reward, terminated, truncated)
@@ -249,14 +262,25 @@ class InGraphBatchEnv:
         outputs[0][...] = token + 1
 
     def _step_on_host(
-        self, outputs: tuple[np.ndarray, ...], token: np.ndarray, action: np.ndarray
+        self, outputs: tuple[np.ndarray, ...], token: np.ndarray, *actions: np.ndarray
     ) -> None:
+        if self.env_spec.action is None:
+            (action,) = actions
+        else:
+            action = jax.tree.unflatten(jax.tree.structure(self._action_types), actions)
         reward, terminated, truncated = outputs[-3:]
         obs = env_spec_lib.map_tree(lambda position: outputs[position], self._obs_positions)
         start = time.perf_counter()
         self.batch_env.step_into(action, obs, reward, terminated, truncated)
         self.env_seconds += time.perf_counter() - start
         outputs[0][...] = token + 1
+
+
+def _cast_action(expected: jax.ShapeDtypeStruct, leaf: jax.Array) -> jax.Array:
+    """An action tree's leaf checked against its shape and cast to its dtype."""
+    if leaf.shape != expected.shape:
+        raise ValueError(f"an action leaf has shape {leaf.shape}, expected {expected.shape}")
+    return leaf.astype(expected.dtype)
 
 
 def env_seeds(seed: int, num_envs: int) -> list[int]:

@@ -2,9 +2,10 @@
 
 Observations: every space whose values are fixed-shape arrays (`Box`, `Discrete`,
 `MultiDiscrete`, `MultiBinary`), nested in `Dict`s and `Tuple`s; each becomes an
-`ObsLeaf` of the observation tree. Actions: a batch steps every fixed-shape action
-space nested in `Dict`s and `Tuple`s, as Gymnasium's vector envs do; training learns
-`Box`, `Discrete` and `MultiDiscrete` actions. Anything else is refused up front with
+`ObsLeaf` of the observation tree. Actions: every fixed-shape action space nested in
+`Dict`s and `Tuple`s (`Box`, `Discrete`, `MultiDiscrete`, `MultiBinary`), as Gymnasium's
+vector envs step them; a batch steps them and training learns them, a tree as an
+`ActionLeaf` per array (`EnvSpec.action`). Anything else is refused up front with
 one line naming the leaf, rather than failing deep inside a rollout. Both env sides
 describe their envs here: the host's Gymnasium envs, and the JAX-native envs whose
 spaces are Gymnasium's (gymnax).
@@ -12,7 +13,6 @@ spaces are Gymnasium's (gymnax).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -26,20 +26,12 @@ SUPPORTED_OBSERVATION = (
     "Box, Discrete, MultiDiscrete and MultiBinary observations, nested in Dict and Tuple"
 )
 SUPPORTED_ACTION = "Box, Discrete, MultiDiscrete and MultiBinary actions, nested in Dict and Tuple"
-TRAINED_ACTION = "Box, Discrete or MultiDiscrete actions"
-_ACTION_LEAVES = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete)
+# The action spaces EnvSpec's own fields describe; any other supported one is a tree.
+_ONE_ARRAY = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete)
 
 
 class UnsupportedSpaceError(TypeError):
     """A space batchrl cannot batch or learn on."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ActionLeaf:
-    """One array of an action: its shape and dtype in one env's action."""
-
-    shape: tuple[int, ...]
-    dtype: np.dtype
 
 
 def nested(space: gym.Space, leaf: Callable[[gym.Space, str], Any], path: str) -> Any:
@@ -57,6 +49,13 @@ def nested(space: gym.Space, leaf: Callable[[gym.Space, str], Any], path: str) -
 def observation_tree(space: gym.Space, env_name: str = "env", path: str = "obs") -> Any:
     """The observation tree of `space`: an `ObsLeaf` per array, nested as its Dicts and Tuples."""
     return nested(space, lambda child, where: _observation_leaf(child, where, env_name), path)
+
+
+def _bounds(space: gym.spaces.Box) -> tuple[tuple[float, ...] | None, tuple[float, ...] | None]:
+    """A Box's bounds element by element, or (None, None) unless every bound is finite."""
+    if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+        return None, None
+    return tuple(map(float, space.low.flat)), tuple(map(float, space.high.flat))
 
 
 def _observation_leaf(space: gym.Space, path: str, env_name: str) -> env_spec_lib.ObsLeaf:
@@ -125,25 +124,31 @@ def action_tree(space: gym.Space, env_name: str = "env") -> Any:
     return nested(space, lambda child, where: _action_leaf(child, where, env_name), "action")
 
 
-def _action_leaf(space: gym.Space, path: str, env_name: str) -> ActionLeaf:
-    if type(space) not in (*_ACTION_LEAVES, gym.spaces.MultiBinary):
+def _action_leaf(space: gym.Space, path: str, env_name: str) -> env_spec_lib.ActionLeaf:
+    kind = type(space)
+    if kind not in (*_ONE_ARRAY, gym.spaces.MultiBinary):
         where = "" if path == "action" else f" at {path}"
         raise UnsupportedSpaceError(
             f"unsupported action space {space}{where} of {env_name}: batchrl supports "
             f"{SUPPORTED_ACTION}"
         )
-    return ActionLeaf(tuple(space.shape), np.dtype(space.dtype))
-
-
-def check_trained_action_space(space: gym.Space, env_name: str = "env") -> gym.Space:
-    """Returns `space` if training can learn its actions, raises one line otherwise."""
-    if type(space) not in _ACTION_LEAVES:
-        check_action_space(space, env_name)  # A space no batch steps says so first.
-        raise UnsupportedSpaceError(
-            f"training learns {TRAINED_ACTION}, got the action space {space} of {env_name}: "
-            "a BatchEnv steps it from Python, but no policy is built for it"
-        )
-    return space
+    shape, dtype = tuple(space.shape), np.dtype(space.dtype).name
+    if kind is gym.spaces.Box:
+        low, high = _bounds(space)
+        return env_spec_lib.ActionLeaf(shape, dtype, env_spec_lib.VECTOR, low=low, high=high)
+    if kind is gym.spaces.MultiBinary:
+        return env_spec_lib.ActionLeaf(shape, dtype, env_spec_lib.BINARY)
+    if kind is gym.spaces.Discrete:
+        counts, starts = (int(space.n),), (int(space.start),)
+    else:
+        counts = tuple(int(n) for n in space.nvec.flat)
+        starts = tuple(int(s) for s in space.start.flat)
+    one = kind is gym.spaces.Discrete
+    categorical = env_spec_lib.DISCRETE if one else env_spec_lib.MULTI_DISCRETE
+    try:
+        return env_spec_lib.ActionLeaf(shape, dtype, categorical, counts, starts)
+    except ValueError as error:
+        raise UnsupportedSpaceError(f"{path} of {env_name}: {error}") from None
 
 
 def same_space(a: gym.Space, b: gym.Space) -> bool:
@@ -180,7 +185,10 @@ def env_spec(
 ) -> EnvSpec:
     """The spec of an env with these Gymnasium spaces; unsupported spaces are refused."""
     observation = observation_tree(observation_space, env_name)
-    action_space = check_trained_action_space(action_space, env_name)
+    tree = action_tree(action_space, env_name)
+    if type(action_space) not in _ONE_ARRAY:
+        width = sum(leaf.size for leaf in env_spec_lib.leaves(tree))
+        return EnvSpec(observation, discrete=False, action_shape=(width,), action=tree)
     if isinstance(action_space, gym.spaces.Discrete):
         return EnvSpec(
             observation,
@@ -198,11 +206,11 @@ def env_spec(
             action_nvec=nvec,
             action_start=tuple(int(s) for s in action_space.start.flat),
         )
-    bounded = bool(np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high)))
+    low, high = _bounds(action_space)
     return EnvSpec(
         observation,
         discrete=False,
         action_shape=tuple(action_space.shape),
-        action_low=tuple(map(float, action_space.low.flat)) if bounded else None,
-        action_high=tuple(map(float, action_space.high.flat)) if bounded else None,
+        action_low=low,
+        action_high=high,
     )

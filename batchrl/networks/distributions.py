@@ -1,10 +1,11 @@
-"""Action distributions as pure functions of their parameters: Gaussian, categorical, several.
+"""Action distributions as pure functions of their parameters: Gaussian, categorical, Bernoulli.
 
 A distribution is not an object here: it is the arrays a network returns, (mean, std)
 for a diagonal Gaussian over A action dimensions and logits over N actions for a
 categorical, passed to the functions below. Independent categoricals (a `MultiDiscrete`
-action of K elements) take their logits one element after another, [..., sum(nvec)].
-Leading batch dimensions `...` broadcast.
+action of K elements) take their logits one element after another, [..., sum(nvec)];
+independent Bernoullis (a `MultiBinary`) one logit a bit. Leading batch dimensions `...`
+broadcast.
 """
 
 from __future__ import annotations
@@ -203,3 +204,43 @@ def multi_categorical_sample(key: jax.Array, logits: jax.Array, nvec: tuple[int,
 def multi_categorical_mode(logits: jax.Array, nvec: tuple[int, ...]) -> jax.Array:
     """Each element's most probable action: [..., K] int32."""
     return categorical_mode(_per_element(logits, nvec))
+
+
+def bernoulli_log_prob(logits: jax.Array, x: jax.Array) -> jax.Array:
+    """Log probability of bits `x` (0 or 1, any dtype) under independent Bernoullis.
+
+    Args:
+        logits: [..., N] the log-odds of each bit being 1.
+        x: [..., N] the bits.
+
+    Returns:
+        [...] the sum of the bits' log probabilities.
+    """
+    one = jnp.asarray(x, logits.dtype)
+    log_p = one * jax.nn.log_sigmoid(logits) + (1.0 - one) * jax.nn.log_sigmoid(-logits)
+    return log_p.sum(axis=-1)
+
+
+def bernoulli_entropy(logits: jax.Array) -> jax.Array:
+    """Entropy of independent Bernoullis: [...] the sum of the bits' entropies."""
+    p = jax.nn.sigmoid(logits)
+    per_bit = -(p * jax.nn.log_sigmoid(logits) + (1.0 - p) * jax.nn.log_sigmoid(-logits))
+    return per_bit.sum(axis=-1)
+
+
+def bernoulli_kl(logits_p: jax.Array, logits_q: jax.Array) -> jax.Array:
+    """KL(p || q) of independent Bernoullis: [...] the sum of the bits' KLs."""
+    p = jax.nn.sigmoid(logits_p)
+    ones = jax.nn.log_sigmoid(logits_p) - jax.nn.log_sigmoid(logits_q)
+    zeros = jax.nn.log_sigmoid(-logits_p) - jax.nn.log_sigmoid(-logits_q)
+    return (p * ones + (1.0 - p) * zeros).sum(axis=-1)
+
+
+def bernoulli_sample(key: jax.Array, logits: jax.Array) -> jax.Array:
+    """One draw of each bit: [..., N] int32, 1 with probability sigmoid(logits)."""
+    return jax.random.bernoulli(key, jax.nn.sigmoid(logits)).astype(jnp.int32)
+
+
+def bernoulli_mode(logits: jax.Array) -> jax.Array:
+    """Each bit's more probable value (0 on ties): [..., N] int32."""
+    return (logits > 0).astype(jnp.int32)

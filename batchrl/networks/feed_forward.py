@@ -1,4 +1,4 @@
-"""Feed-forward networks of BatchPPO: Gaussian and categorical policies and a value function.
+"""Feed-forward networks of BatchPPO: Gaussian, categorical and tree policies, a value function.
 
 Each module maps one batch of features [B, F] (the encoder's, `networks.encoder`; the
 trailing dimensions of other inputs are flattened) through an MLP of `layers` hidden
@@ -189,6 +189,45 @@ class CategoricalPolicy(nn.Module):
         features = MLP(self.layers, self.activation, self.orthogonal)(flatten_obs(obs))
         kernel_init = policy_output_init(self.orthogonal, self.init_output_factor)
         return nn.Dense(self.num_actions, kernel_init=kernel_init)(features)
+
+
+class TreePolicy(nn.Module):
+    """An action tree's policy (`networks.action_tree`): MLP, then its Gaussian and logits heads.
+
+    Attributes:
+        means: Elements of the tree's Box leaves: the Gaussian head's mean and std.
+        logits: Logits of its other leaves (categorical values, Bernoulli bits).
+        The rest as `GaussianPolicy`'s.
+    """
+
+    means: int
+    logits: int
+    layers: Sequence[int] = (200, 100)
+    activation: Activation = nn.relu
+    init_output_factor: float = 0.1
+    init_std: float = 0.35
+    orthogonal: bool = False
+    squash_mean: bool = True
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> dict[str, jax.Array]:
+        """{"mean": [B, means], "std": [B, means], "logits": [B, logits]} of obs [B, ...]."""
+        features = MLP(self.layers, self.activation, self.orthogonal)(flatten_obs(obs))
+        empty = jnp.zeros((features.shape[0], 0), features.dtype)
+        mean = std = logits = empty
+        if self.means:
+            head = GaussianHead(
+                self.means,
+                self.init_output_factor,
+                self.init_std,
+                self.orthogonal,
+                self.squash_mean,
+            )
+            mean, std = head(features)
+        if self.logits:
+            kernel_init = policy_output_init(self.orthogonal, self.init_output_factor)
+            logits = nn.Dense(self.logits, kernel_init=kernel_init)(features)
+        return {"mean": mean, "std": std, "logits": logits}
 
 
 class Value(nn.Module):

@@ -10,8 +10,9 @@ Continuous actions: a Gaussian whose mean is tanh-squashed into [-1, 1] (the see
 or linear, mapped linearly onto the env's bounds and clipped to them when acting.
 Discrete actions: a categorical over logits; a `MultiDiscrete` action is one
 independent categorical per element. Actions are counted from 0 in the policy and
-shifted by the space's start when acting. `Networks` hides the difference from the
-update, which only asks for log-probs, entropy and KL.
+shifted by the space's start when acting. An action tree (`Dict`, `Tuple`, `MultiBinary`)
+gets a head a leaf, acting in one float row (`networks.action_tree`). `Networks` hides
+the difference from the update, which only asks for log-probs, entropy and KL.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from batchrl.env_spec import EnvSpec
-from batchrl.networks import cnn, distributions, encoder, feed_forward, recurrent
+from batchrl.networks import action_tree, cnn, distributions, encoder, feed_forward, recurrent
 from batchrl.ppo import config as config_lib
 
 _ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
@@ -38,7 +39,7 @@ class Networks:
     env_spec: EnvSpec  # The only thing the networks know of the env.
 
     def __post_init__(self):
-        if self.config.recurrent and self.discrete:
+        if self.config.recurrent and (self.discrete or self.tree is not None):
             raise ValueError("recurrent policies support Box actions only; set recurrent=False")
         _ = self.parts  # Refuses an image too small for the CNN the config asks for.
 
@@ -70,6 +71,11 @@ class Networks:
         return self.env_spec.discrete
 
     @property
+    def tree(self) -> Any:
+        """The action tree the policy acts in a row of (`EnvSpec.action`); None for one array."""
+        return self.env_spec.action
+
+    @property
     def action_size(self) -> int:
         """Action dimensions, or the number of discrete actions."""
         return self.env_spec.action_size
@@ -85,12 +91,14 @@ class Networks:
         )
         if self.discrete:
             return feed_forward.CategoricalPolicy(self.action_size, **shared)
+        gaussian_head = dict(init_std=config.init_std, squash_mean=config.squash_mean)
+        if self.tree is not None:
+            means, logits = action_tree.sizes(self.tree)
+            return feed_forward.TreePolicy(means, logits, **gaussian_head, **shared)
         gaussian = (
             recurrent.RecurrentGaussianPolicy if self.recurrent else feed_forward.GaussianPolicy
         )
-        return gaussian(
-            self.action_size, init_std=config.init_std, squash_mean=config.squash_mean, **shared
-        )
+        return gaussian(self.action_size, **gaussian_head, **shared)
 
     @property
     def value_module(self) -> nn.Module:
@@ -212,6 +220,8 @@ class Networks:
 
     def sample(self, dist: Any, key: jax.Array) -> jax.Array:
         """An action drawn from each row: [N, A] float, [N] or [N, *action_shape] int32."""
+        if self.tree is not None:
+            return action_tree.sample(self.tree, dist, key)
         if self.env_spec.multi_discrete:
             nvec = self.env_spec.action_nvec
             return self._shaped(distributions.multi_categorical_sample(key, dist, nvec))
@@ -220,6 +230,8 @@ class Networks:
         return distributions.gaussian_sample(key, *dist)
 
     def mode(self, dist: Any) -> jax.Array:
+        if self.tree is not None:
+            return action_tree.mode(self.tree, dist)
         if self.env_spec.multi_discrete:
             nvec = self.env_spec.action_nvec
             return self._shaped(distributions.multi_categorical_mode(dist, nvec))
@@ -228,6 +240,8 @@ class Networks:
         return dist[0]
 
     def log_prob(self, dist: Any, action: jax.Array) -> jax.Array:
+        if self.tree is not None:
+            return action_tree.log_prob(self.tree, dist, action)
         if self.env_spec.multi_discrete:
             nvec = self.env_spec.action_nvec
             flat = action.reshape(*dist.shape[:-1], len(nvec))
@@ -237,6 +251,8 @@ class Networks:
         return distributions.gaussian_log_prob(*dist, action)
 
     def entropy(self, dist: Any) -> jax.Array:
+        if self.tree is not None:
+            return action_tree.entropy(self.tree, dist)
         if self.env_spec.multi_discrete:
             return distributions.multi_categorical_entropy(dist, self.env_spec.action_nvec)
         if self.discrete:
@@ -245,6 +261,8 @@ class Networks:
 
     def kl(self, old: Any, new: Any) -> jax.Array:
         """KL(old || new) per row."""
+        if self.tree is not None:
+            return action_tree.kl(self.tree, old, new)
         if self.env_spec.multi_discrete:
             return distributions.multi_categorical_kl(old, new, self.env_spec.action_nvec)
         if self.discrete:
@@ -252,7 +270,9 @@ class Networks:
         return distributions.gaussian_kl(*old, *new)
 
     def to_env(self, action: jax.Array) -> jax.Array:
-        """Maps a policy action onto the env's action space (start, bounds, dtype)."""
+        """Maps a policy action onto the env's action space (start, bounds, dtype; a tree's)."""
+        if self.tree is not None:
+            return action_tree.to_env(self.tree, action)
         if self.discrete:
             start = self.env_spec.action_start
             if start is None:

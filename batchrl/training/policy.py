@@ -7,7 +7,8 @@ takes one env's observation or a batch: a tree like the env's observation space 
 [N, *leaf.shape] for N, as Gymnasium's vector envs give them, told apart by the leaves'
 ranks against the saved spec. It returns the action in the env's action space: float32
 [*action_shape] for a `Box`, a NumPy integer for a `Discrete`, int64 [*shape] for a
-`MultiDiscrete`, with a leading [N] for a batch. `deterministic=True` takes the mode of
+`MultiDiscrete`, a tree of its leaves' dtypes for a `Dict`, `Tuple` or `MultiBinary`,
+with a leading [N] for a batch. `deterministic=True` takes the mode of
 the policy's distribution, as evaluation does (unless the run's config sets
 `eval_sample`); False samples, as training does.
 
@@ -72,10 +73,12 @@ class Policy:
             self._acting = self._algorithm.acting(self._networks, self._learner, size)
         self._key, key = jax.random.split(self._key)
         self._acting, action, _ = self._perform[bool(deterministic)](self._acting, batch, key)
-        action = np.asarray(action)
-        if self.env_spec.discrete:
-            action = action.astype(np.int64)
-        return action[0] if single else action
+        if self.env_spec.action is not None:  # A tree: each leaf in the dtype its space has.
+            dtypes = env_spec_lib.map_tree(lambda leaf: leaf.dtype, self.env_spec.action)
+            action = env_spec_lib.map_tree(_host_action, dtypes, action)
+        else:
+            action = _host_action(np.int64 if self.env_spec.discrete else None, action)
+        return jax.tree.map(lambda leaf: leaf[0], action) if single else action
 
     def reset(self, mask: Any = None) -> None:
         """Starts the episodes of every env, or of those `mask` [N] marks (a recurrent policy)."""
@@ -128,6 +131,12 @@ def _learner_example(
 
 def _num_envs(acting: Any) -> int:
     return jax.tree.leaves(acting.running)[0].shape[0]
+
+
+def _host_action(dtype: Any, action: Any) -> np.ndarray:
+    """An action leaf as NumPy, in `dtype` (compiled code holds int64 as int32) if given."""
+    action = np.asarray(action)
+    return action if dtype is None else action.astype(dtype)
 
 
 def _batch(observation: Any, obs: Any) -> tuple[Any, bool]:

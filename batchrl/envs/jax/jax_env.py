@@ -24,6 +24,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
+from batchrl import env_spec as env_spec_lib
 from batchrl.env_spec import EnvSpec
 
 EnvState = Any
@@ -145,14 +146,22 @@ def reset_batch(env: Env, key: jax.Array, num_envs: int) -> tuple[EnvState, Any]
 def step_batch(env: Env, state: EnvState, action: jax.Array) -> tuple[EnvState, TimeStep]:
     """Steps a batch of envs. state: leaves [B, ...]; action: [B, *action_shape].
 
+    An env with an action tree (`env_spec.action`) takes the tree, each leaf [B, *shape].
+
     Returns:
         (state, time_step): the new batched state and a TimeStep whose fields have a
         leading [B] axis.
     """
     num_envs = _num_envs(state)
-    expected = (num_envs, *env.env_spec.action_shape)
-    if action.shape != expected:
-        raise ValueError(f"action has shape {action.shape}, expected {expected}")
+    spec = env.env_spec
+    if spec.action is None:
+        expected = (num_envs, *spec.action_shape)
+        got = action.shape
+    else:
+        expected = [(num_envs, *leaf.shape) for leaf in env_spec_lib.leaves(spec.action)]
+        got = [leaf.shape for leaf in jax.tree.leaves(action)]
+    if got != expected:
+        raise ValueError(f"action has shape {got}, expected {expected}")
     return jax.vmap(env.step)(state, action)
 
 
