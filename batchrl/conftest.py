@@ -1,4 +1,4 @@
-"""Shared test fixtures: every test must leave no child process behind.
+"""Shared test fixtures: every test must leave no child process behind; slow tests first.
 
 The test session keeps XLA's compiled programs in a persistent cache that it, its test
 processes (pytest-xdist's workers) and the runs they start share: many tests compile the
@@ -56,6 +56,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     directory = config.stash.get(_CACHE_KEY, None)
     if directory is not None:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Slow tests first, so that the test processes end together, not on one long test.
+
+    pytest-xdist hands out tests (and each `xdist_group` whole) in collection order; a
+    minute-long test handed out last leaves the other cores idle while it runs.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 # multiprocessing's own helpers: one per parent, they exit when the parent does. Workers

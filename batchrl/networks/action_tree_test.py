@@ -110,3 +110,13 @@ def test_an_integer_leaf_past_what_a_float32_row_holds_is_refused():
     reach = r"^action\[\"id\"\] of env: an integer action leaf's values reach past 16777216"
     with pytest.raises(spaces.UnsupportedSpaceError, match=reach):
         spaces.env_spec(gym.spaces.Box(-1.0, 1.0, (1,)), huge)
+
+
+def test_a_multi_binary_action_alone_is_a_tree_of_one_leaf():
+    spec = spaces.env_spec(gym.spaces.Box(-1.0, 1.0, (2,)), gym.spaces.MultiBinary((2, 3)))
+    assert spec.action_shape == (6,) and action_tree.sizes(spec.action) == (0, 6)
+    logits = jnp.array([[3.0, -3.0, 3.0, -3.0, 3.0, -3.0]])
+    dist = {"mean": jnp.zeros((1, 0)), "std": jnp.ones((1, 0)), "logits": logits}
+    action = action_tree.to_env(spec.action, action_tree.mode(spec.action, dist))
+    assert action.dtype == jnp.int8
+    np.testing.assert_array_equal(action, [[[1, 0, 1], [0, 1, 0]]])
