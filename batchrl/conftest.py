@@ -41,6 +41,9 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     directory = tempfile.mkdtemp(prefix="batchrl-test-xla-cache-")
     config.stash[_CACHE_KEY] = directory
+    # Stable-Baselines3 makes a log folder for every `learn` (SB3-<time> in /tmp unless
+    # told): the tests' go beside the cache, and go with it.
+    os.environ["SB3_LOGDIR"] = tempfile.mkdtemp(prefix="sb3-", dir=directory)
     settings = {"jax_compilation_cache_dir": directory, **_CACHE_EVERYTHING}
     # JAX reads each setting from its upper-case environment variable: runs started
     # by tests inherit them; this process is told directly.
