@@ -53,15 +53,7 @@ class ObsLeaf:
     high: float | None = None
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown observation leaf kind {self.kind!r}: use one of {KINDS}")
-        categorical = self.kind in (DISCRETE, MULTI_DISCRETE)
-        if categorical != bool(self.num_values) or len(self.start) != len(self.num_values):
-            raise ValueError(
-                f"a {self.kind} leaf needs num_values and start of equal length only when "
-                f"discrete or multi-discrete, got num_values={self.num_values}, "
-                f"start={self.start}"
-            )
+        _check_leaf(self, "observation", KINDS)
 
     @property
     def normalized(self) -> bool:
@@ -82,6 +74,18 @@ class ObsLeaf:
     def nbytes(self) -> int:
         """Bytes of the array in one observation."""
         return self.size * np.dtype(self.dtype).itemsize
+
+
+def _check_leaf(leaf: Any, side: str, kinds: tuple[str, ...]) -> None:
+    """Refuses an observation or action leaf of an unknown kind, or counts that do not fit it."""
+    if leaf.kind not in kinds:
+        raise ValueError(f"unknown {side} leaf kind {leaf.kind!r}: use one of {kinds}")
+    categorical = leaf.kind in (DISCRETE, MULTI_DISCRETE)
+    if categorical != bool(leaf.num_values) or len(leaf.start) != len(leaf.num_values):
+        raise ValueError(
+            f"a {leaf.kind} {side} leaf needs num_values and start of equal length only when "
+            f"discrete or multi-discrete, got num_values={leaf.num_values}, start={leaf.start}"
+        )
 
 
 def vector(shape: tuple[int, ...], dtype: str = "float32") -> ObsLeaf:
@@ -119,15 +123,7 @@ class ActionLeaf:
     high: tuple[float, ...] | None = None
 
     def __post_init__(self):
-        if self.kind not in ACTION_KINDS:
-            raise ValueError(f"unknown action leaf kind {self.kind!r}: use one of {ACTION_KINDS}")
-        categorical = self.kind in (DISCRETE, MULTI_DISCRETE)
-        if categorical != bool(self.num_values) or len(self.start) != len(self.num_values):
-            raise ValueError(
-                f"a {self.kind} action leaf needs num_values and start of equal length only "
-                f"when discrete or multi-discrete, got num_values={self.num_values}, "
-                f"start={self.start}"
-            )
+        _check_leaf(self, "action", ACTION_KINDS)
         if any(
             abs(s) + n > LARGEST_INTEGER_ACTION
             for s, n in zip(self.start, self.num_values, strict=True)

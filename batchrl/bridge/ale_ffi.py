@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl.bridge import in_graph, one_block
+from batchrl.bridge.seeds import env_seeds
 from batchrl.envs import spaces
 from batchrl.envs.atari import atari_group
 from batchrl.envs.host import batch as batch_lib
@@ -105,7 +106,7 @@ class AleFfiBatch:
         self.batch_env = batch_env
         self.seed = seed
         self.num_envs = num_envs
-        self.env_seeds = in_graph.env_seeds(seed, num_envs)  # As the bridge seeds its envs.
+        self.env_seeds = env_seeds(seed, num_envs)  # As the bridge seeds its envs.
         self._ale_seeds = ale_seeds(seed, num_envs)
         options = games.settings.options
         # A lost life ends the episode and the game plays on, as `AtariGroup` has it.
@@ -252,7 +253,7 @@ def platforms() -> tuple[str, ...]:
 def ale_seeds(seed: int, num_envs: int) -> np.ndarray:
     """[num_envs] int32: each game's seed in a run seeded `seed`.
 
-    The run's env seeds (`in_graph.env_seeds`, as the bridge seeds host envs) taken into
+    The run's env seeds (`bridge.seeds.env_seeds`, as the bridge seeds host envs) taken into
     ale-py's range of int32 seeds, modulo 2**31.
     """
-    return (np.asarray(in_graph.env_seeds(seed, num_envs), np.int64) % 2**31).astype(np.int32)
+    return (np.asarray(env_seeds(seed, num_envs), np.int64) % 2**31).astype(np.int32)

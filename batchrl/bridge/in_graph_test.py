@@ -9,7 +9,7 @@ import pytest
 
 from batchrl import bridge
 from batchrl import env_spec as env_spec_lib
-from batchrl.bridge import in_graph
+from batchrl.bridge import in_graph, seeds
 from batchrl.env_spec import EnvSpec
 from batchrl.envs import BatchEnv
 from batchrl.envs.host import errors
@@ -20,7 +20,7 @@ from batchrl.testing import mock
 def test_jitted_steps_match_stepping_the_batch_directly(in_place):
     actions = np.random.default_rng(0).uniform(-1, 1, (20, 3, 6)).astype(np.float32)
     with BatchEnv.external("HalfCheetah-v5", 3) as direct:
-        obs, _ = direct.reset(seed=in_graph.env_seeds(7, 3))  # As the bridge seeds them.
+        obs, _ = direct.reset(seed=seeds.env_seeds(7, 3))  # As the bridge seeds them.
         expected = [obs]
         for action in actions:
             expected.append(direct.step(action)[0])
@@ -108,7 +108,7 @@ def test_a_nested_observation_arrives_leaf_by_leaf_in_compiled_dtypes():
         )
         state, obs = jax.jit(env.init)(jax.random.key(0))
         assert jax.tree.map(lambda leaf: leaf.dtype.name, obs) == compiled_dtypes
-        _same_tree(obs, reference.reset(seed=in_graph.env_seeds(7, 4))[0])
+        _same_tree(obs, reference.reset(seed=seeds.env_seeds(7, 4))[0])
         step, reset = jax.jit(env.step), jax.jit(env.reset)
         for t, action in enumerate(actions):
             state, time_step = step(state, jnp.asarray(action))

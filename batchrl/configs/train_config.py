@@ -40,7 +40,7 @@ class TrainConfig:
     """A training run: the env, its budget split in phases, evaluation, and the algorithm."""
 
     algorithm: ppo_config.Config = dataclasses.field(default_factory=ppo_config.PenaltyConfig)
-    seed: int = 0  # Seeds the agent, and each env of a batch (`bridge.in_graph.env_seeds`).
+    seed: int = 0  # Seeds the agent, and each env of a batch (`bridge.seeds.env_seeds`).
     steps: int = 1_000_000  # Env steps of training; the horizon of a decaying learning rate.
     env: str = "Pendulum-v1"  # A Gymnasium id or a `module:Class` entry point.
     num_envs: int = 30  # Envs stepped together: the batch.

@@ -227,7 +227,7 @@ def evaluate(
     episodes ended, so the count is `episodes` rounded up to whole rounds of `num_envs`.
     The eval state's key draws sampled actions, and each round's starts on JAX-native
     envs; host envs draw starts from their own random streams, seeded from the run's
-    seed (`bridge.in_graph.env_seeds`).
+    seed (`bridge.seeds.env_seeds`).
     """
     scores, lengths = [], []
     while len(scores) < episodes or not scores:
