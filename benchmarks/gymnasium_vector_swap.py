@@ -33,13 +33,19 @@ class BatchEnvInAsyncsPlace(BatchEnv):
         observation_mode: Any = "same",
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
     ):
-        del shared_memory, copy, daemon, worker, observation_mode  # No counterpart.
+        del shared_memory, copy, daemon, worker  # No counterpart.
         options = {"context": context} if context else {}
         built = BatchEnv.external(
-            list(env_fns), envs_per_worker=1, autoreset_mode=autoreset_mode, **options
+            list(env_fns),
+            envs_per_worker=1,
+            autoreset_mode=autoreset_mode,
+            observation_mode=observation_mode,
+            **options,
         )
         built.closed = True  # Its groups are this batch's now; it must not close them.
-        super().__init__(built.groups, autoreset_mode=autoreset_mode)
+        super().__init__(
+            built.groups, autoreset_mode=autoreset_mode, observation_mode=observation_mode
+        )
 
 
 def pytest_configure(config: Any) -> None:

@@ -37,11 +37,13 @@ class BatchEnv(batch.BatchEnvBase):
         envs: Sequence[gym.Env | ExternalProcess],
         *,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        observation_mode: Any = "same",
     ) -> BatchEnv:
         """Batches envs already built, in the order given.
 
         Gymnasium envs step in this process, each `ExternalProcess` in its own worker.
         """
+        observation_mode = arguments.check_observation_mode(observation_mode)
         envs = list(envs)
         if not envs:
             raise ValueError("a BatchEnv needs at least one env, got none")
@@ -49,14 +51,14 @@ class BatchEnv(batch.BatchEnvBase):
         for env in envs:
             if isinstance(env, ExternalProcess):
                 if here:
-                    groups.append(local.LocalGroup(here))
+                    groups.append(local.LocalGroup(here, observation_mode))
                     here = []
                 groups.append(env.group)
             else:
                 here.append(env)
         if here:
-            groups.append(local.LocalGroup(here))
-        return cls(groups, autoreset_mode=autoreset_mode)
+            groups.append(local.LocalGroup(here, observation_mode))
+        return cls(groups, autoreset_mode=autoreset_mode, observation_mode=observation_mode)
 
     @classmethod
     def external(
@@ -72,6 +74,7 @@ class BatchEnv(batch.BatchEnvBase):
         local_envs: int | str = 0,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         first_index: int = 0,
+        observation_mode: Any = "same",
     ) -> BatchEnv:
         """Builds envs in worker processes, `envs_per_worker` to a process.
 
@@ -88,8 +91,10 @@ class BatchEnv(batch.BatchEnvBase):
 
         `first_index`: the number of the first env when this batch is part of a larger
         one (a Ray actor's share): it names envs in errors and seeds their restarts.
+        `observation_mode`: `AsyncVectorEnv`'s (`BatchEnvBase`).
         """
         mode = arguments.check_autoreset_mode(autoreset_mode)
+        observation_mode = arguments.check_observation_mode(observation_mode)
         constructors = arguments.constructors(env, num_envs)
         num_local = arguments.check_local_envs(local_envs, len(constructors))
         remote = constructors[: len(constructors) - num_local]
@@ -107,15 +112,17 @@ class BatchEnv(batch.BatchEnvBase):
                         restart=restart,
                         context=context,
                         spin=spin,
+                        observation_mode=observation_mode,
                     )
                 )
             if num_local:
-                groups.append(local.LocalGroup([make() for make in constructors[len(remote) :]]))
+                here = [make() for make in constructors[len(remote) :]]
+                groups.append(local.LocalGroup(here, observation_mode))
         except BaseException:
             for started in groups:
                 started.close()
             raise
-        return cls(groups, autoreset_mode=mode)
+        return cls(groups, autoreset_mode=mode, observation_mode=observation_mode)
 
     @classmethod
     def ray(

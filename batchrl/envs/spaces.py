@@ -170,6 +170,20 @@ def same_space(a: gym.Space, b: gym.Space) -> bool:
     return a == b
 
 
+def same_layout(a: gym.Space, b: gym.Space) -> bool:
+    """Whether two supported spaces batch into the same arrays: kinds, shapes and dtypes.
+
+    Bounds and counts may differ, as Gymnasium's `observation_mode="different"` allows.
+    """
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, gym.spaces.Dict):
+        return a.keys() == b.keys() and all(same_layout(a[k], b[k]) for k in a.spaces)
+    if isinstance(a, gym.spaces.Tuple):
+        return len(a) == len(b) and all(map(same_layout, a.spaces, b.spaces))
+    return a.shape == b.shape and a.dtype == b.dtype
+
+
 def env_name(env: gym.Env) -> str:
     """A readable name for error messages: the registered id when there is one."""
     spec = getattr(env, "spec", None)

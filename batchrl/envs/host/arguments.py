@@ -58,6 +58,24 @@ def check_autoreset_mode(mode: AutoresetMode | str) -> AutoresetMode:
     raise ValueError(f"unknown autoreset_mode {mode!r}: use one of {allowed}")
 
 
+def check_observation_mode(mode: Any) -> Any:
+    """`mode` if it is "same", "different", or a tuple (batched space, single space).
+
+    As `AsyncVectorEnv` takes it; anything else is refused with its words.
+    """
+    if isinstance(mode, tuple) and len(mode) == 2:
+        if not all(isinstance(space, gym.Space) for space in mode):
+            kinds = ", ".join(type(space).__name__ for space in mode)
+            raise TypeError(f"Expected both elements of observation_mode to be Spaces, got {kinds}")
+        return mode
+    if isinstance(mode, str) and mode in ("same", "different"):
+        return mode
+    raise ValueError(
+        "Invalid `observation_mode`, expected: 'same' or 'different' or tuple of single and "
+        f"batch observation space, actual got {mode}"
+    )
+
+
 def check_seeds(seed: Any, num_envs: int) -> list[int | None]:
     """One seed per env from None, an int (env i gets seed + i) or a list."""
     if seed is None:

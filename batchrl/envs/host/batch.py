@@ -16,10 +16,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_space
+from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
 from batchrl import env_spec
-from batchrl.envs.host import arguments, local, obs_tree, stepper
+from batchrl.envs import spaces
+from batchrl.envs.host import arguments, errors, local, obs_tree, stepper
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host.group import Group
 
@@ -47,21 +48,27 @@ class BatchEnvBase(gym.vector.VectorEnv):
         groups: Sequence[Group],
         *,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        observation_mode: Any = "same",
     ):
         """A batch over `groups` already started, in order.
 
         The groups close with the batch, or now if it cannot be made. `BatchEnv`'s
-        builders start the groups for you.
+        builders start the groups for you. `observation_mode` is `AsyncVectorEnv`'s:
+        "same" (every env's observation space equal), "different" (only their kinds,
+        shapes and dtypes; the batch's space is Gymnasium's `batch_differing_spaces`), or
+        a tuple (batched space, single space).
         """
         groups = list(groups)
         try:
-            self._init(groups, autoreset_mode)
+            self._init(groups, autoreset_mode, observation_mode)
         except BaseException:
             for started in filter(_is_group, groups):
                 started.close()
             raise
 
-    def _init(self, groups: list[Group], autoreset_mode: AutoresetMode | str) -> None:
+    def _init(
+        self, groups: list[Group], autoreset_mode: AutoresetMode | str, observation_mode: Any
+    ) -> None:
         if not groups:
             raise ValueError("a BatchEnv needs at least one group of envs, got none")
         for given in groups:
@@ -72,14 +79,14 @@ class BatchEnvBase(gym.vector.VectorEnv):
                 )
         self._groups = groups
         self.autoreset_mode = arguments.check_autoreset_mode(autoreset_mode)
+        self.observation_mode = arguments.check_observation_mode(observation_mode)
         first = groups[0]
         for other in groups[1:]:
-            stepper.check_same_spaces(first.name, first, other.name, other)
+            stepper.check_same_spaces(first.name, first, other.name, other, observation_mode)
         self.num_envs = sum(g.num_envs for g in groups)
-        self.single_observation_space: gym.Space = first.observation_space
         self.single_action_space: gym.Space = first.action_space
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.observation_space, self.single_observation_space = self._observation_spaces()
         self.spec = first.attribute(0, "spec")
         self.render_mode = first.attribute(0, "render_mode")
         self.metadata = {**first.attribute(0, "metadata"), "autoreset_mode": self.autoreset_mode}
@@ -95,6 +102,27 @@ class BatchEnvBase(gym.vector.VectorEnv):
         self._step_plan = local.local_first(
             [(g, (n, part)) for n, (g, part) in enumerate(zip(groups, self._slices, strict=True))]
         )
+
+    def _observation_spaces(self) -> tuple[gym.Space, gym.Space]:
+        """The batch's observation space and one env's, as `observation_mode` makes them."""
+        mode, first = self.observation_mode, self._groups[0]
+        if isinstance(mode, tuple):
+            batched, single = mode
+            if not spaces.same_layout(single, first.observation_space):
+                raise errors.SpaceMismatchError(
+                    f"the single observation space of observation_mode, {single}, does not "
+                    f"share its kinds, shapes and dtypes with {first.name}'s, "
+                    f"{first.observation_space}"
+                )
+            return batched, single
+        if mode == "same":
+            return batch_space(first.observation_space, self.num_envs), first.observation_space
+        each = [
+            group.attribute(i, "observation_space")
+            for group in self._groups
+            for i in range(group.num_envs)
+        ]
+        return batch_differing_spaces(each), each[0]
 
     def __len__(self) -> int:
         return self.num_envs

@@ -149,7 +149,8 @@ def test_mismatched_spaces_are_refused():
     envs = [gym.make("Pendulum-v1"), gym.make("MountainCarContinuous-v0")]
     with pytest.raises(ValueError, match=r"must share spaces.*'Pendulum-v1'.*'MountainCar"):
         BatchEnv.from_envs(envs)
-    with pytest.raises(errors.EnvRaisedError, match="must share spaces"):
+    # Within one worker too, the same one-line error as the batch's own check.
+    with pytest.raises(errors.SpaceMismatchError, match=r"^envs in one batch must share spaces"):
         BatchEnv.external(
             [lambda: gym.make("Pendulum-v1"), lambda: gym.make("MountainCarContinuous-v0")],
             envs_per_worker=2,

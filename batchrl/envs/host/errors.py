@@ -8,6 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 
+class SpaceMismatchError(ValueError, RuntimeError):
+    """Envs of one batch whose spaces do not batch together.
+
+    A ValueError, as batchrl refuses bad input, and a RuntimeError, as `AsyncVectorEnv`
+    raises it, so code written for either catches it.
+    """
+
+
 class EnvError(RuntimeError):
     """A batched env failed. `env` names it; `command` is what the parent asked of it."""
 

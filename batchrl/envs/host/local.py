@@ -16,8 +16,9 @@ from batchrl.envs.host.group import Step
 class LocalGroup(forwarding.EnvForwarding):
     """Envs stepped in this process, stepped and reset as a worker's envs are."""
 
-    def __init__(self, envs: Sequence[gym.Env]):
-        self._group = stepper.EnvStepper([lambda env=env: env for env in envs])
+    def __init__(self, envs: Sequence[gym.Env], observation_mode: Any = "same"):
+        constructors = [lambda env=env: env for env in envs]
+        self._group = stepper.EnvStepper(constructors, observation_mode)
         self.num_envs = len(envs)
         self.name = self._group.name
         self.observation_space = self._group.observation_space

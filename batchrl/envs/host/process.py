@@ -42,6 +42,7 @@ class ProcessGroup(remote.RemoteGroup):
         restart: bool = False,
         context: str = lifecycle.DEFAULT_CONTEXT,
         spin: float = lifecycle.DEFAULT_SPIN,
+        observation_mode: Any = "same",
     ):
         if timeout is not None and timeout <= 0:
             raise ValueError(f"timeout must be positive seconds or None, got {timeout!r}")
@@ -55,7 +56,7 @@ class ProcessGroup(remote.RemoteGroup):
         self.restarts = 0
         self.name = lifecycle.constructor_name(constructors[0])  # Until the env reports its own.
         self._context = lifecycle.context(context)
-        self._blob = cloudpickle.dumps(list(constructors))
+        self._blob = cloudpickle.dumps((list(constructors), observation_mode))
         self._init_remote(self.num_envs)
         self._process = None
         self._start()
@@ -227,6 +228,8 @@ class ProcessGroup(remote.RemoteGroup):
                 raise self._fail(self._died(command)) from None
             if status == "error":
                 error_type, message, text = payload
+                if error_type == errors.SpaceMismatchError.__name__:  # The batch's, not the env's.
+                    raise errors.SpaceMismatchError(message)
                 raise errors.EnvRaisedError(
                     f"{error_type}: {message} (raised by {self._describe()} during {command})"
                     f"\n\nTraceback in the worker:\n{text}",

@@ -20,7 +20,7 @@ from gymnasium.vector import AutoresetMode
 from batchrl import env_spec
 from batchrl.envs import spaces
 from batchrl.envs.host import autoreset as autoreset_lib
-from batchrl.envs.host import forwarding
+from batchrl.envs.host import errors, forwarding
 from batchrl.envs.host import infos as infos_lib
 
 _ALIGN = 64
@@ -145,7 +145,9 @@ class EnvStepper(forwarding.EnvForwarding):
     behaves as Gymnasium's vector envs do without a second round trip for the resets.
     """
 
-    def __init__(self, constructors: Sequence[Callable[[], gym.Env]]):
+    def __init__(
+        self, constructors: Sequence[Callable[[], gym.Env]], observation_mode: Any = "same"
+    ):
         self.envs: list[gym.Env] = []
         try:
             for constructor in constructors:
@@ -159,7 +161,7 @@ class EnvStepper(forwarding.EnvForwarding):
         self.action_space = spaces.check_action_space(first.action_space, self.name)
         self._observation = spaces.observation_tree(self.observation_space, self.name)
         for env in self.envs[1:]:
-            check_same_spaces(self.name, first, spaces.env_name(env), env)
+            check_same_spaces(self.name, first, spaces.env_name(env), env, observation_mode)
         self.buffers: Buffers | None = None
         self._autoreset = autoreset_lib.Autoreset(len(self.envs))
 
@@ -264,15 +266,34 @@ class EnvStepper(forwarding.EnvForwarding):
         )
 
 
-def check_same_spaces(name_a: str, env_a: Any, name_b: str, env_b: Any) -> None:
-    """Raises a ValueError naming both envs when their spaces differ."""
-    for kind in ("observation_space", "action_space"):
-        space_a, space_b = getattr(env_a, kind), getattr(env_b, kind)
-        if not spaces.same_space(space_a, space_b):
-            raise ValueError(
-                f"envs in one batch must share spaces, but {kind} of {name_a} is {space_a} "
-                f"and of {name_b} is {space_b}"
-            )
+def check_same_spaces(
+    name_a: str, env_a: Any, name_b: str, env_b: Any, observation_mode: Any = "same"
+) -> None:
+    """Raises a `SpaceMismatchError` naming both envs when their spaces do not batch together.
+
+    Action spaces must be equal; observation spaces too with `observation_mode` "same",
+    else they need only the same kinds, shapes and dtypes (bounds and counts may differ).
+    """
+    space_a, space_b = env_a.action_space, env_b.action_space
+    if not spaces.same_space(space_a, space_b):
+        raise errors.SpaceMismatchError(
+            f"envs in one batch must share spaces, but action_space of {name_a} is {space_a} "
+            f"and of {name_b} is {space_b}"
+        )
+    space_a, space_b = env_a.observation_space, env_b.observation_space
+    differ = "same" if observation_mode == "same" else "layout"
+    if differ == "same" and not spaces.same_space(space_a, space_b):
+        raise errors.SpaceMismatchError(
+            f"envs in one batch must share spaces, but observation_space of {name_a} is "
+            f"{space_a} and of {name_b} is {space_b}: the sub-environments observation spaces "
+            f"are not equivalent. If this is intentional, use `observation_mode='different'` "
+            f"instead."
+        )
+    if differ == "layout" and not spaces.same_layout(space_a, space_b):
+        raise errors.SpaceMismatchError(
+            f"envs in one batch must share their observations' kinds, shapes and dtypes, but "
+            f"observation_space of {name_a} is {space_a} and of {name_b} is {space_b}"
+        )
 
 
 def report_restarted(buffers: Buffers, fresh: np.ndarray, infos: Any) -> list[dict]:

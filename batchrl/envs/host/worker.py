@@ -38,7 +38,9 @@ def main(
     bell: Connection,
     answer: Connection,
 ) -> None:
-    """Entry point of a worker: `constructors_blob` is a cloudpickled list of env constructors.
+    """Entry point of a worker: `constructors_blob` cloudpickles its envs' constructors and mode.
+
+    The mode is the batch's `observation_mode`, which says how alike their spaces must be.
 
     After each answer the worker polls for the next command for up to `spin` seconds,
     yielding its core between polls, before it blocks: a blocked process on an idle
@@ -51,7 +53,7 @@ def main(
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     envs = None
     try:
-        envs = stepper.EnvStepper(cloudpickle.loads(constructors_blob))
+        envs = stepper.EnvStepper(*cloudpickle.loads(constructors_blob))
         conn.send(("ok", (envs.name, envs.observation_space, envs.action_space)))
         _serve(conn, envs, spin, bell, answer)
     except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
