@@ -164,6 +164,7 @@ class InGraphBatchEnv:
             ),
             self.env_spec.action,
         )
+        self._action_tree = self._action_types and jax.tree.structure(self._action_types)
         if devices > 1:
             call = functools.partial(_host_call, device=jax.local_devices()[0])
         else:
@@ -268,7 +269,7 @@ class InGraphBatchEnv:
         if self.env_spec.action is None:
             (action,) = actions
         else:
-            action = jax.tree.unflatten(jax.tree.structure(self._action_types), actions)
+            action = jax.tree.unflatten(self._action_tree, actions)
         reward, terminated, truncated = outputs[-3:]
         obs = env_spec_lib.map_tree(lambda position: outputs[position], self._obs_positions)
         start = time.perf_counter()
