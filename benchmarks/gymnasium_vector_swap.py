@@ -2,9 +2,9 @@
 
 Loaded by `benchmarks/gymnasium_vector_tests.py` (`pytest -p`), never by batchrl's own
 suite. `AsyncVectorEnv(env_fns, ...)` builds `BatchEnv.external(env_fns,
-envs_per_worker=1)` with the autoreset mode given, as a user who swaps the class would;
-AsyncVectorEnv's own knobs (shared memory, copy, daemon, custom worker) have no
-counterpart and are ignored.
+envs_per_worker=1)` with the autoreset and observation modes given, as a user who
+swaps the class would; AsyncVectorEnv's own knobs (shared memory, copy, daemon, custom
+worker) have no counterpart and are ignored.
 """
 
 from __future__ import annotations
