@@ -18,6 +18,7 @@ tree: each leaf's shape and dtype, a Box's bounds, a discrete leaf's start.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -71,8 +72,55 @@ def sizes(tree: Any) -> tuple[int, int]:
     return means, sum(h.leaf.policy_outputs for h in found if not h.gaussian)
 
 
-def _each(tree: Any, dist: dict, per_head, combine) -> jax.Array:
-    return combine([per_head(head, head.parameters(dist)) for head in heads(tree)])
+@dataclasses.dataclass(frozen=True)
+class _Family:
+    """One leaf kind's distribution: its functions of (mean, std) or logits, and the leaf.
+
+    Every action row stretch is [..., size]: a `Discrete` leaf's one value sits in a
+    stretch of one, which its categorical functions read and write without that axis.
+    """
+
+    sample: Callable[[jax.Array, Any, ActionLeaf], jax.Array]
+    mode: Callable[[Any, ActionLeaf], jax.Array]
+    log_prob: Callable[[Any, jax.Array, ActionLeaf], jax.Array]
+    entropy: Callable[[Any, ActionLeaf], jax.Array]
+    kl: Callable[[Any, Any, ActionLeaf], jax.Array]
+
+
+_FAMILIES = {
+    env_spec_lib.VECTOR: _Family(
+        sample=lambda key, p, leaf: distributions.gaussian_sample(key, *p),
+        mode=lambda p, leaf: p[0],
+        log_prob=lambda p, x, leaf: distributions.gaussian_log_prob(*p, x),
+        entropy=lambda p, leaf: distributions.gaussian_entropy(*p),
+        kl=lambda p, q, leaf: distributions.gaussian_kl(*p, *q),
+    ),
+    env_spec_lib.DISCRETE: _Family(
+        sample=lambda key, p, leaf: distributions.categorical_sample(key, p)[..., None],
+        mode=lambda p, leaf: distributions.categorical_mode(p)[..., None],
+        log_prob=lambda p, x, leaf: distributions.categorical_log_prob(p, x[..., 0]),
+        entropy=lambda p, leaf: distributions.categorical_entropy(p),
+        kl=lambda p, q, leaf: distributions.categorical_kl(p, q),
+    ),
+    env_spec_lib.MULTI_DISCRETE: _Family(
+        sample=lambda key, p, leaf: distributions.multi_categorical_sample(key, p, leaf.num_values),
+        mode=lambda p, leaf: distributions.multi_categorical_mode(p, leaf.num_values),
+        log_prob=lambda p, x, leaf: distributions.multi_categorical_log_prob(p, x, leaf.num_values),
+        entropy=lambda p, leaf: distributions.multi_categorical_entropy(p, leaf.num_values),
+        kl=lambda p, q, leaf: distributions.multi_categorical_kl(p, q, leaf.num_values),
+    ),
+    env_spec_lib.BINARY: _Family(
+        sample=lambda key, p, leaf: distributions.bernoulli_sample(key, p),
+        mode=lambda p, leaf: distributions.bernoulli_mode(p),
+        log_prob=lambda p, x, leaf: distributions.bernoulli_log_prob(p, x),
+        entropy=lambda p, leaf: distributions.bernoulli_entropy(p),
+        kl=lambda p, q, leaf: distributions.bernoulli_kl(p, q),
+    ),
+}
+
+
+def _family(head: Head) -> _Family:
+    return _FAMILIES[head.leaf.kind]
 
 
 def _summed(parts: list[jax.Array]) -> jax.Array:
@@ -83,86 +131,37 @@ def _row(parts: list[jax.Array]) -> jax.Array:
     return jnp.concatenate([part.astype(jnp.float32) for part in parts], axis=-1)
 
 
-def _draw(head: Head, params: Any, key: jax.Array) -> jax.Array:
-    kind = head.leaf.kind
-    if kind == env_spec_lib.VECTOR:
-        return distributions.gaussian_sample(key, *params)
-    if kind == env_spec_lib.DISCRETE:
-        return distributions.categorical_sample(key, params)[..., None]
-    if kind == env_spec_lib.MULTI_DISCRETE:
-        return distributions.multi_categorical_sample(key, params, head.leaf.num_values)
-    return distributions.bernoulli_sample(key, params)
-
-
 def sample(tree: Any, dist: dict, key: jax.Array) -> jax.Array:
     """Action rows [..., D] drawn leaf by leaf, each leaf from its own key."""
-    keys = jax.random.split(key, len(heads(tree)))
-    parts = [_draw(h, h.parameters(dist), k) for h, k in zip(heads(tree), keys, strict=True)]
-    return _row(parts)
-
-
-def _mode(head: Head, params: Any) -> jax.Array:
-    kind = head.leaf.kind
-    if kind == env_spec_lib.VECTOR:
-        return params[0]
-    if kind == env_spec_lib.DISCRETE:
-        return distributions.categorical_mode(params)[..., None]
-    if kind == env_spec_lib.MULTI_DISCRETE:
-        return distributions.multi_categorical_mode(params, head.leaf.num_values)
-    return distributions.bernoulli_mode(params)
+    found = heads(tree)
+    keys = jax.random.split(key, len(found))
+    return _row(
+        [_family(h).sample(k, h.parameters(dist), h.leaf) for h, k in zip(found, keys, strict=True)]
+    )
 
 
 def mode(tree: Any, dist: dict) -> jax.Array:
     """The most probable action rows [..., D]: each Box leaf's mean, each other's mode."""
-    return _each(tree, dist, _mode, _row)
+    return _row([_family(h).mode(h.parameters(dist), h.leaf) for h in heads(tree)])
 
 
 def log_prob(tree: Any, dist: dict, row: jax.Array) -> jax.Array:
     """[...] the sum over the leaves of the log-probability of their elements of `row`."""
-
-    def one(head: Head, params: Any) -> jax.Array:
-        x, kind = head.elements(row), head.leaf.kind
-        if kind == env_spec_lib.VECTOR:
-            return distributions.gaussian_log_prob(*params, x)
-        if kind == env_spec_lib.DISCRETE:
-            return distributions.categorical_log_prob(params, x[..., 0])
-        if kind == env_spec_lib.MULTI_DISCRETE:
-            return distributions.multi_categorical_log_prob(params, x, head.leaf.num_values)
-        return distributions.bernoulli_log_prob(params, x)
-
-    return _each(tree, dist, one, _summed)
+    return _summed(
+        [_family(h).log_prob(h.parameters(dist), h.elements(row), h.leaf) for h in heads(tree)]
+    )
 
 
 def entropy(tree: Any, dist: dict) -> jax.Array:
     """[...] the sum of the leaves' entropies."""
-
-    def one(head: Head, params: Any) -> jax.Array:
-        kind = head.leaf.kind
-        if kind == env_spec_lib.VECTOR:
-            return distributions.gaussian_entropy(*params)
-        if kind == env_spec_lib.DISCRETE:
-            return distributions.categorical_entropy(params)
-        if kind == env_spec_lib.MULTI_DISCRETE:
-            return distributions.multi_categorical_entropy(params, head.leaf.num_values)
-        return distributions.bernoulli_entropy(params)
-
-    return _each(tree, dist, one, _summed)
+    return _summed([_family(h).entropy(h.parameters(dist), h.leaf) for h in heads(tree)])
 
 
 def kl(tree: Any, old: dict, new: dict) -> jax.Array:
     """[...] KL(old || new), the sum of the leaves' KLs."""
-    total = []
-    for head in heads(tree):
-        p, q, kind = head.parameters(old), head.parameters(new), head.leaf.kind
-        if kind == env_spec_lib.VECTOR:
-            total.append(distributions.gaussian_kl(*p, *q))
-        elif kind == env_spec_lib.DISCRETE:
-            total.append(distributions.categorical_kl(p, q))
-        elif kind == env_spec_lib.MULTI_DISCRETE:
-            total.append(distributions.multi_categorical_kl(p, q, head.leaf.num_values))
-        else:
-            total.append(distributions.bernoulli_kl(p, q))
-    return _summed(total)
+    return _summed(
+        [_family(h).kl(h.parameters(old), h.parameters(new), h.leaf) for h in heads(tree)]
+    )
 
 
 def to_env(tree: Any, row: jax.Array) -> Any:
