@@ -55,6 +55,8 @@ class Algorithm(NamedTuple):
         clear: (networks, state) -> state: the storage emptied as `learn` empties a ready
             one, untrained; what acting writes while an update of the ready storage runs
             beside it (`training.overlap`).
+        holds_steps: state -> [] bool: whether the storage holds steps a later update
+            reads; where not (an emptied rollout buffer), a checkpoint leaves it out.
         begin: state -> acting: the acting state of a stretch of steps.
         end: (state, acting, storage) -> state: the state after a stretch, with what acting
             changed and the storage it wrote.
@@ -75,6 +77,7 @@ class Algorithm(NamedTuple):
     cut: Callable[[AgentState, jax.Array], AgentState]
     learn: Callable[..., AgentState]
     clear: Callable[[Networks, AgentState], AgentState]
+    holds_steps: Callable[[AgentState], jax.Array]
     begin: Callable[[AgentState], simulate.Acting]
     end: Callable[[AgentState, simulate.Acting, simulate.Storage], AgentState]
     acting: Callable[[Networks, Learner, int], simulate.Acting]

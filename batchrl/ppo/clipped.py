@@ -174,6 +174,11 @@ def clear(networks: agent_networks.Networks, state: ClippedState) -> ClippedStat
     return state.replace(storage=state.storage.replace(position=position))
 
 
+def holds_steps(state: ClippedState) -> jax.Array:
+    """Whether the rollout holds steps; emptied, its rows are written before they are read."""
+    return state.storage.position > 0
+
+
 def update(
     networks: agent_networks.Networks,
     learner: learner_lib.Learner,

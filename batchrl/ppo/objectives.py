@@ -48,6 +48,7 @@ def _algorithm(objective: ModuleType) -> algorithm.Algorithm:
         cut=objective.cut,
         learn=objective.learn,
         clear=objective.clear,
+        holds_steps=objective.holds_steps,
         begin=begin,
         end=end,
         acting=fresh_acting,

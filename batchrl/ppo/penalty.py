@@ -177,6 +177,12 @@ def clear(networks: agent_networks.Networks, state: PenaltyState) -> PenaltyStat
     return state.replace(storage=episode_memory.clear(state.storage, when=full))
 
 
+def holds_steps(state: PenaltyState) -> jax.Array:
+    """Always: the memory carries the running episodes from one phase into the next."""
+    del state
+    return jnp.asarray(True)
+
+
 def estimate(
     networks: agent_networks.Networks,
     learner: learner_lib.Learner,

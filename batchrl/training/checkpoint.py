@@ -11,6 +11,9 @@ which retention never deletes), little endian:
     magic (8 bytes) | format version (uint32) | payload length (uint64) | sha256 (32 bytes)
     payload: msgpack of {"step": int, "state": encoded state dict}
 
+A subtree a later run rebuilds as it was built (an emptied rollout buffer) can be left out
+(`save`'s `fresh`): the file holds a mark in its place, and `load` takes it from the target.
+
 Files are written to a temporary name in the same directory, flushed and fsynced, then renamed,
 so a crash mid-write never leaves a half-written file under a final name; `steps` ignores the
 temporary files such a crash leaves behind.
@@ -25,6 +28,7 @@ import pathlib
 import re
 import struct
 import tempfile
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 import jax
@@ -42,6 +46,7 @@ _HEADER = struct.Struct("<8sIQ32s")  # magic, version, payload length, sha256 of
 _NAME = re.compile(r"ckpt-(\d{12})\.bin")
 BEST = run_folder.BEST
 _KEY_MARK = "__prng_key__"  # Encoded key array: {_KEY_MARK: impl name, "key_data": uint array}.
+_FRESH_MARK = "__fresh__"  # A subtree left out: {_FRESH_MARK: True}; the target's is loaded.
 _SCALARS = (bool, int, float, str, type(None))
 
 
@@ -54,7 +59,13 @@ def path_for(directory: str | os.PathLike, step: int) -> pathlib.Path:
     return pathlib.Path(directory) / f"ckpt-{step:012d}.bin"
 
 
-def save(directory: str | os.PathLike, step: int, state: Any, keep: int = 3) -> pathlib.Path:
+def save(
+    directory: str | os.PathLike,
+    step: int,
+    state: Any,
+    keep: int = 3,
+    fresh: Sequence[tuple[str, ...]] = (),
+) -> pathlib.Path:
     """Writes `state` atomically as the checkpoint of `step`, then keeps only the newest `keep`.
 
     Retention is by step number: after the write, every checkpoint except the `keep` highest
@@ -65,6 +76,8 @@ def save(directory: str | os.PathLike, step: int, state: Any, keep: int = 3) -> 
         step: Non-negative training step, used in the file name.
         state: The pytree to save.
         keep: How many checkpoints to keep, at least 1.
+        fresh: Paths of field names (e.g. ("agent", "storage")) to subtrees left out:
+            `load` takes them from its target, a freshly built state.
 
     Returns:
         The path of the written checkpoint.
@@ -76,7 +89,7 @@ def save(directory: str | os.PathLike, step: int, state: Any, keep: int = 3) -> 
     if keep < 1:
         raise ValueError(f"keep must be at least 1, got {keep}")
     directory = pathlib.Path(directory)
-    data = _pack(step, state)
+    data = _pack(step, state, fresh)
     path = path_for(directory, step)
     directory.mkdir(parents=True, exist_ok=True)
     _write_atomic(path, data)
@@ -85,10 +98,12 @@ def save(directory: str | os.PathLike, step: int, state: Any, keep: int = 3) -> 
     return path
 
 
-def save_best(directory: str | os.PathLike, step: int, state: Any) -> pathlib.Path:
+def save_best(
+    directory: str | os.PathLike, step: int, state: Any, fresh: Sequence[tuple[str, ...]] = ()
+) -> pathlib.Path:
     """Writes `state` atomically as `best.bin` in `directory`, replacing the one there."""
     path = pathlib.Path(directory) / BEST
-    data = _pack(step, state)
+    data = _pack(step, state, fresh)
     path.parent.mkdir(parents=True, exist_ok=True)
     _write_atomic(path, data)
     return path
@@ -102,11 +117,14 @@ def step_of(path: str | os.PathLike) -> int:
         raise CheckpointError(f"{path}: {error}") from None
 
 
-def _pack(step: int, state: Any) -> bytes:
+def _pack(step: int, state: Any, fresh: Sequence[tuple[str, ...]] = ()) -> bytes:
     """The file's bytes: header, then the msgpack payload of `step` and `state`."""
     if step < 0 or step >= 10**12:
         raise ValueError(f"step must be in [0, 1e12), got {step}")
-    encoded = _encode(serialization.to_state_dict(state), "")
+    tree = serialization.to_state_dict(state)
+    for path in fresh:
+        tree = _marked(tree, path)
+    encoded = _encode(tree, "")
     payload = serialization.msgpack_serialize({"step": step, "state": encoded})
     return _HEADER.pack(MAGIC, VERSION, len(payload), hashlib.sha256(payload).digest()) + payload
 
@@ -254,6 +272,19 @@ def _describe(leaf: Any) -> str:
     return type(leaf).__name__
 
 
+def _marked(tree: dict, path: tuple[str, ...]) -> dict:
+    """`tree` (a state dict) with the subtree at `path` replaced by the fresh mark."""
+    nodes = [tree]
+    for name in path:
+        if not isinstance(nodes[-1], dict) or name not in nodes[-1]:
+            raise ValueError(f"fresh path {'/'.join(path)} is not in the state")
+        nodes.append(nodes[-1][name])
+    marked: Any = {_FRESH_MARK: True}
+    for node, name in zip(reversed(nodes[:-1]), reversed(path), strict=True):
+        marked = {**node, name: marked}
+    return marked
+
+
 def _encode(node: Any, path: str) -> Any:
     """Replaces the leaves of a state dict by values msgpack stores without pickle."""
     if isinstance(node, dict):
@@ -272,6 +303,8 @@ def _encode(node: Any, path: str) -> Any:
 
 def _restore(saved: Any, target: Any, path: str) -> Any:
     """Decodes `saved` leaf by leaf into the state dict structure of `target`."""
+    if isinstance(saved, dict) and saved.get(_FRESH_MARK) is True:
+        return target  # Left out when saved: as freshly built.
     if isinstance(target, dict):
         if not isinstance(saved, dict) or _KEY_MARK in saved:
             _mismatch(path, saved, target)

@@ -250,3 +250,17 @@ def test_a_part_of_the_state_loads_alone_and_a_missing_part_is_named(tmp_path):
         checkpoint.load(
             path, _state(seed=0, obs_size=4).extra["normalizer"], ("extra", "normalizer")
         )
+
+
+def test_a_part_left_out_is_loaded_from_the_target(tmp_path):
+    state = _state(seed=1)
+    whole = checkpoint.save(tmp_path / "whole", 1, state)
+    lean = checkpoint.save(tmp_path / "lean", 1, state, fresh=[("params",)])
+    params_bytes = sum(leaf.nbytes for leaf in jax.tree.leaves(state.params))
+    assert lean.stat().st_size < whole.stat().st_size - params_bytes
+    target = _state(seed=0)
+    loaded = checkpoint.load(lean, target)
+    _assert_same(loaded.params, target.params)
+    _assert_same(loaded.replace(params=state.params), state)
+    with pytest.raises(ValueError, match=r"^fresh path extra/nope is not in the state$"):
+        checkpoint.save(tmp_path, 2, state, fresh=[("extra", "nope")])

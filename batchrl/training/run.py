@@ -25,6 +25,9 @@ import math
 import pathlib
 from typing import Any
 
+import numpy as np
+
+from batchrl import algorithm as algorithm_lib
 from batchrl.configs import TrainConfig
 from batchrl.training import (
     checkpoint,
@@ -101,7 +104,7 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
             initial_steps=int(state.env_steps),
         )
         _announce(rundir, programs)
-        keeper = Keeper(rundir, config, state)
+        keeper = Keeper(rundir, config, state, programs.algorithm)
         try:
             with keeper, progress.ticking():
                 for done in range(int(state.phases) + 1, total + 1):
@@ -141,8 +144,14 @@ class Keeper:
     run would lack the row for good.
     """
 
-    def __init__(self, rundir: pathlib.Path | None, config: TrainConfig, state: loop.RunState):
-        self.rundir, self.config = rundir, config
+    def __init__(
+        self,
+        rundir: pathlib.Path | None,
+        config: TrainConfig,
+        state: loop.RunState,
+        algorithm: algorithm_lib.Algorithm,
+    ):
+        self.rundir, self.config, self.algorithm = rundir, config, algorithm
         self.directory = None if rundir is None else run_folder.checkpoints(rundir)
         self.best = -math.inf if rundir is None else _best_return(rundir, int(state.env_steps))
         self.writer = None if rundir is None else metrics_log.Writer(rundir)
@@ -174,20 +183,30 @@ class Keeper:
         self.rows.append({"step": env_steps, **metrics})
         self.logged = state
         if self.directory is not None:
+            fresh = self._fresh(state)
             if done % self.config.checkpoint_every == 0 or done == self.config.phases:
-                checkpoint.save(self.directory, done, state, self.config.keep_checkpoints)
+                checkpoint.save(self.directory, done, state, self.config.keep_checkpoints, fresh)
             score = metrics.get("eval/return", math.nan)
             if score > self.best:  # False for NaN: a phase that was not evaluated.
-                checkpoint.save_best(self.directory, done, state)
+                checkpoint.save_best(self.directory, done, state, fresh)
                 self.best = score
         return env_steps
+
+    def _fresh(self, state: loop.RunState) -> tuple[tuple[str, ...], ...]:
+        """What a checkpoint of `state` leaves out: an emptied storage, rebuilt on resume."""
+        if bool(np.any(self.algorithm.holds_steps(state.agent))):
+            return ()
+        return (("agent", "storage"),)
 
     def save_interrupted(self) -> None:
         """Checkpoints the last logged state, on Ctrl-C or SIGTERM."""
         if self.directory is None:
             return
         logged = self.logged
-        checkpoint.save(self.directory, int(logged.phases), logged, self.config.keep_checkpoints)
+        fresh = self._fresh(logged)
+        checkpoint.save(
+            self.directory, int(logged.phases), logged, self.config.keep_checkpoints, fresh
+        )
         print(f"interrupted: saved a checkpoint at env step {int(logged.env_steps)}", flush=True)
 
     def run(self, programs: loop.Programs) -> Run:

@@ -51,10 +51,16 @@ def test_each_seed_trains_as_its_solo_run(preset, settings):
 
 
 @pytest.mark.slow
-def test_an_interrupted_together_run_resumes_exactly(tmp_path, monkeypatch):
-    settings = [item for assignment in PENALTY for item in ("--set", assignment)]
-    settings += ["--set", "steps=800"]
-    args = ["--config", "pendulum_jax", "--seeds", "1", "2", "--timestamp", "s{seed}", *settings]
+@pytest.mark.parametrize(
+    "preset, settings, phases",
+    [("pendulum_jax", [*PENALTY, "steps=800"], 4), ("cartpole_jax", CLIPPED, 8)],
+    ids=["penalty", "clipped"],
+)
+def test_an_interrupted_together_run_resumes_exactly(
+    tmp_path, monkeypatch, preset, settings, phases
+):
+    settings = [item for assignment in settings for item in ("--set", assignment)]
+    args = ["--config", preset, "--seeds", "1", "2", "--timestamp", "s{seed}", *settings]
     whole, stopped = tmp_path / "whole", tmp_path / "stopped"
     assert train.main(["--logdir", str(whole), *args]) == 0
     original, calls = together_run._phase, []
@@ -69,12 +75,14 @@ def test_an_interrupted_together_run_resumes_exactly(tmp_path, monkeypatch):
         patch.setattr(together_run, "_phase", interrupted)
         assert train.main(["--logdir", str(stopped), *args]) == 130
     assert train.main(["--logdir", str(stopped), *args]) == 0
-    for name in ("s1-pendulum_jax", "s2-pendulum_jax"):
+    for name in (f"s1-{preset}", f"s2-{preset}"):
         ours, theirs = stopped / name / "checkpoints", whole / name / "checkpoints"
         last = checkpoint.steps(theirs)[-1]
-        assert last == 4  # Phases of 200 steps.
+        assert last == phases
         expected = checkpoint.path_for(theirs, last).read_bytes()
         assert checkpoint.path_for(ours, last).read_bytes() == expected
+    if preset == "cartpole_jax":  # Its rollout, emptied at each phase's end, is left out.
+        assert b"__fresh__" in checkpoint.path_for(ours, last).read_bytes()
 
 
 def test_a_sweep_too_big_for_memory_is_one_line(monkeypatch):
