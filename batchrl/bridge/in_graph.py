@@ -132,7 +132,9 @@ class InGraphBatchEnv:
         self.num_envs = len(batch_env)
         self.env_seconds = 0.0
         host_spec = spaces.env_spec(
-            batch_env.single_observation_space, batch_env.single_action_space
+            batch_env.single_observation_space,
+            batch_env.single_action_space,
+            batch_env.groups[0].name,
         )
         self.env_spec = dataclasses.replace(  # As the compiled program receives them.
             host_spec, observation=compiled_observation(host_spec.observation)

@@ -5,10 +5,12 @@ Observations: every space whose values are fixed-shape arrays (`Box`, `Discrete`
 `ObsLeaf` of the observation tree. Actions: every fixed-shape action space nested in
 `Dict`s and `Tuple`s (`Box`, `Discrete`, `MultiDiscrete`, `MultiBinary`), as Gymnasium's
 vector envs step them; a batch steps them and training learns them, a tree as an
-`ActionLeaf` per array (`EnvSpec.action`). Anything else is refused up front with
-one line naming the leaf, rather than failing deep inside a rollout. Both env sides
-describe their envs here: the host's Gymnasium envs, and the JAX-native envs whose
-spaces are Gymnasium's (gymnax).
+`ActionLeaf` per array (`EnvSpec.action`). Spaces of no fixed shape (`Text`, `Graph`,
+`Sequence`, `OneOf`, and spaces of one's own) a batch of host envs carries too, a
+`Variable` leaf each, one Python value an env; training refuses them. Anything else is
+refused up front with one line naming the leaf, rather than failing deep inside a rollout.
+Both env sides describe their envs here: the host's Gymnasium envs, and the JAX-native
+envs whose spaces are Gymnasium's (gymnax).
 """
 
 from __future__ import annotations
@@ -26,12 +28,40 @@ SUPPORTED_OBSERVATION = (
     "Box, Discrete, MultiDiscrete and MultiBinary observations, nested in Dict and Tuple"
 )
 SUPPORTED_ACTION = "Box, Discrete, MultiDiscrete and MultiBinary actions, nested in Dict and Tuple"
+ALSO_STEPPED = "; a BatchEnv also steps Text, Graph, Sequence and OneOf"
+_GYMNASIUM_KINDS = (
+    gym.spaces.Box,
+    gym.spaces.Discrete,
+    gym.spaces.MultiDiscrete,
+    gym.spaces.MultiBinary,
+    gym.spaces.Dict,
+    gym.spaces.Tuple,
+)
+_VARIABLE_KINDS = (gym.spaces.Text, gym.spaces.Graph, gym.spaces.Sequence, gym.spaces.OneOf)
 # The action spaces EnvSpec's own fields describe; any other supported one is a tree.
 _ONE_ARRAY = (gym.spaces.Box, gym.spaces.Discrete, gym.spaces.MultiDiscrete)
 
 
 class UnsupportedSpaceError(TypeError):
     """A space batchrl cannot batch or learn on."""
+
+
+class Variable:
+    """A leaf of no fixed shape (`Text`, `Graph`, `Sequence`, `OneOf`): a value an env.
+
+    A batch holds it as an object array [n] of each env's value, and gives it to the
+    caller as Gymnasium batches it, a tuple of n values. Its `shape` and `dtype` are an
+    element's, so code that lays out arrays handles it as any leaf.
+    """
+
+    shape = ()
+    dtype = np.dtype(object)
+
+    def __init__(self, space: gym.Space):
+        self.space = space
+
+    def __repr__(self) -> str:
+        return f"Variable({self.space})"
 
 
 def nested(space: gym.Space, leaf: Callable[[gym.Space, str], Any], path: str) -> Any:
@@ -46,9 +76,21 @@ def nested(space: gym.Space, leaf: Callable[[gym.Space, str], Any], path: str) -
     return leaf(space, path)
 
 
-def observation_tree(space: gym.Space, env_name: str = "env", path: str = "obs") -> Any:
-    """The observation tree of `space`: an `ObsLeaf` per array, nested as its Dicts and Tuples."""
-    return nested(space, lambda child, where: _observation_leaf(child, where, env_name), path)
+def observation_tree(
+    space: gym.Space, env_name: str = "env", path: str = "obs", variable: bool = False
+) -> Any:
+    """The observation tree of `space`: an `ObsLeaf` per array, nested as its Dicts and Tuples.
+
+    `variable`: a space of no fixed shape is a `Variable` leaf (a batch of host envs
+    carries it), else refused.
+    """
+
+    def leaf(child: gym.Space, where: str) -> Any:
+        if variable and is_variable(child):
+            return Variable(child)
+        return _observation_leaf(child, where, env_name, ALSO_STEPPED if variable else "")
+
+    return nested(space, leaf, path)
 
 
 def _bounds(space: gym.spaces.Box) -> tuple[tuple[float, ...] | None, tuple[float, ...] | None]:
@@ -58,20 +100,30 @@ def _bounds(space: gym.spaces.Box) -> tuple[tuple[float, ...] | None, tuple[floa
     return tuple(map(float, space.low.flat)), tuple(map(float, space.high.flat))
 
 
-def _observation_leaf(space: gym.Space, path: str, env_name: str) -> env_spec_lib.ObsLeaf:
+def _observation_leaf(
+    space: gym.Space, path: str, env_name: str, also: str = ""
+) -> env_spec_lib.ObsLeaf:
     leaf = _leaf(space)
     if leaf is None:
-        why = "has no fixed shape" if _variable(space) else "is not a space batchrl can batch"
+        why = "is not a space batchrl can batch"
+        if not isinstance(space, _GYMNASIUM_KINDS + _VARIABLE_KINDS):
+            why = "is a space of its own: a BatchEnv steps it, training cannot"
+        elif is_variable(space):
+            why = "has no fixed shape: a BatchEnv steps it, training cannot"
         raise UnsupportedSpaceError(
             f"{path}: {type(space).__name__} {why}; drop it with a wrapper (env {env_name}; "
-            f"batchrl supports {SUPPORTED_OBSERVATION})"
+            f"batchrl supports {SUPPORTED_OBSERVATION}{also})"
         )
     return leaf
 
 
-def _variable(space: gym.Space) -> bool:
-    kinds = (gym.spaces.Text, gym.spaces.Graph, gym.spaces.Sequence, gym.spaces.OneOf)
-    return isinstance(space, kinds)
+def is_variable(space: gym.Space) -> bool:
+    """Whether `space`'s values have no fixed shape: `Text`, `Graph`, `Sequence`, `OneOf`.
+
+    A space of one's own (no Gymnasium kind) counts too: Gymnasium's vector envs batch
+    it as they batch these, a tuple of each env's value.
+    """
+    return isinstance(space, _VARIABLE_KINDS) or not isinstance(space, _GYMNASIUM_KINDS)
 
 
 def _leaf(space: gym.Space) -> env_spec_lib.ObsLeaf | None:
@@ -119,18 +171,29 @@ def check_action_space(space: gym.Space, env_name: str = "env") -> gym.Space:
     return space
 
 
-def action_tree(space: gym.Space, env_name: str = "env") -> Any:
-    """An `ActionLeaf` per array of an action of `space`, nested as its Dicts and Tuples."""
-    return nested(space, lambda child, where: _action_leaf(child, where, env_name), "action")
+def action_tree(space: gym.Space, env_name: str = "env", variable: bool = False) -> Any:
+    """An `ActionLeaf` per array of an action of `space`, nested as its Dicts and Tuples.
+
+    `variable`: a space of no fixed shape is a `Variable` leaf, as in `observation_tree`.
+    """
+
+    def leaf(child: gym.Space, where: str) -> Any:
+        if variable and is_variable(child):
+            return Variable(child)
+        return _action_leaf(child, where, env_name, ALSO_STEPPED if variable else "")
+
+    return nested(space, leaf, "action")
 
 
-def _action_leaf(space: gym.Space, path: str, env_name: str) -> env_spec_lib.ActionLeaf:
+def _action_leaf(
+    space: gym.Space, path: str, env_name: str, also: str = ""
+) -> env_spec_lib.ActionLeaf:
     kind = type(space)
     if kind not in (*_ONE_ARRAY, gym.spaces.MultiBinary):
         where = "" if path == "action" else f" at {path}"
         raise UnsupportedSpaceError(
-            f"unsupported action space {space}{where} of {env_name}: batchrl supports "
-            f"{SUPPORTED_ACTION}"
+            f"unsupported action space {_named(space)}{where} of {env_name}: batchrl supports "
+            f"{SUPPORTED_ACTION}{also}"
         )
     shape, dtype = tuple(space.shape), np.dtype(space.dtype).name
     if kind is gym.spaces.Box:
@@ -149,6 +212,12 @@ def _action_leaf(space: gym.Space, path: str, env_name: str) -> env_spec_lib.Act
         return env_spec_lib.ActionLeaf(shape, dtype, categorical, counts, starts)
     except ValueError as error:
         raise UnsupportedSpaceError(f"{path} of {env_name}: {error}") from None
+
+
+def _named(space: gym.Space) -> str:
+    """`space` as its repr names it where it is a Gymnasium kind, else by its own type."""
+    known = type(space) in _GYMNASIUM_KINDS + _VARIABLE_KINDS
+    return repr(space) if known else type(space).__name__
 
 
 def same_space(a: gym.Space, b: gym.Space) -> bool:

@@ -43,5 +43,5 @@ def test_a_refused_space_is_one_line_and_leaves_no_run_folder(tmp_path, capsys):
     error = capsys.readouterr().err
     assert code == 1
     assert error.count("\n") == 1
-    assert 'obs["mission"]: Text has no fixed shape; drop it with a wrapper' in error
+    assert 'obs["mission"]: Text has no fixed shape: a BatchEnv steps it, training cannot' in error
     assert not logdir.exists()

@@ -144,6 +144,52 @@ class ActionEcho(gym.Env):
         return obs, float(obs.sum()), self.steps >= self.duration, False, {}
 
 
+class OwnSpace(gym.Space):
+    """A space of one's own, no Gymnasium kind: the words "a" to "e" and their repeats."""
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        del mask, probability
+        return str("abcde"[int(self.np_random.integers(5))]) * int(self.np_random.integers(1, 4))
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and 1 <= len(x) <= 3 and len(set(x)) == 1 and x[0] in "abcde"
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, OwnSpace)
+
+    def __hash__(self) -> int:
+        return hash(OwnSpace)
+
+
+class ValueEcho(gym.Env):
+    """Observes the action it was given, as it was given, in one space for both.
+
+    For spaces of no fixed shape (`Text`, `Graph`, `Sequence`, `OneOf`): a test sees each
+    action arrive and each observation come back intact. Reset observes a sample drawn
+    from the env's seeded `np_random`; episodes last `duration` steps, then terminate.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, space: gym.Space, duration: int = 3):
+        self.observation_space = copy.deepcopy(space)
+        self.action_space = copy.deepcopy(space)
+        self.duration = duration
+        self.steps = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self.steps = 0
+        self.observation_space.seed(int(self.np_random.integers(2**31)))
+        return self.observation_space.sample(), {"steps": 0}
+
+    def step(self, action):
+        if not self.action_space.contains(action):
+            raise ValueError(f"action {action!r} is not in {self.action_space}")
+        self.steps += 1
+        return action, float(self.steps), self.steps >= self.duration, False, {}
+
+
 class FailingEnv(CountingEnv):
     """A CountingEnv that fails in `where` ("init", "reset", "step") on its `at`-th call.
 

@@ -96,6 +96,7 @@ class BatchEnvBase(gym.vector.VectorEnv):
         self._owner = np.repeat(np.arange(len(groups)), self._sizes)
         self._obs_shapes = obs_tree.shapes(self.single_observation_space, self.num_envs)
         nested = isinstance(self.single_action_space, gym.spaces.Dict | gym.spaces.Tuple)
+        nested = nested or obs_tree.is_variable(self.single_action_space)
         shapes = obs_tree.shapes(self.single_action_space, self.num_envs) if nested else None
         self._action_shapes = shapes  # None: a flat action space, one array.
         # Each step's collection order, made once: envs in this process go first.
@@ -168,6 +169,7 @@ class BatchEnvBase(gym.vector.VectorEnv):
         vector_infos = infos_lib.vector_infos(
             self._batched(range(self.num_envs), infos), self.lazy_infos
         )
+        obs = obs_tree.to_gymnasium(obs, self.single_observation_space)
         return obs, reward, terminated, truncated, vector_infos
 
     def reset(
@@ -191,6 +193,7 @@ class BatchEnvBase(gym.vector.VectorEnv):
             obs = self._all_obs()  # The others' obs as they are.
             fresh, infos = self._reset(indices, [seeds[i] for i in indices], options or None)
             obs_tree.put(obs, indices, fresh)
+        obs = obs_tree.to_gymnasium(obs, self.single_observation_space)
         return obs, infos_lib.vector_infos(self._batched(indices, infos), self.lazy_infos)
 
     def call(
@@ -358,6 +361,7 @@ class BatchEnvBase(gym.vector.VectorEnv):
                     f"{self.single_action_space.shape})"
                 )
             return actions
+        actions = obs_tree.from_gymnasium(actions, self.single_action_space)
         actions = env_spec.map_tree(np.asarray, actions)
         obs_tree.check(actions, self._action_shapes, "actions")
         return actions

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from batchrl.conftest import wait_gone
-from batchrl.envs import BatchEnv, spaces
+from batchrl.envs import BatchEnv
 from batchrl.envs.host import errors, external, local, process, split
-from batchrl.testing import cue, mock
+from batchrl.testing import mock
 
 
 def random_actions(space, batch_size, steps, seed=0):
@@ -180,11 +180,6 @@ def test_batch_env_takes_started_groups_in_order_and_refuses_env_objects():
     )  # The started group closed with the refused batch.
     with pytest.raises(ValueError, match="at least one group"):
         BatchEnv([])
-
-
-def test_unsupported_observation_space_is_named():
-    with pytest.raises(spaces.UnsupportedSpaceError, match=r'obs\["mission"\]: Text has no fixed'):
-        BatchEnv.from_envs([cue.Cue(mission=True)])
 
 
 def test_bad_actions_and_indices_get_clear_errors():

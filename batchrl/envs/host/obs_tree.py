@@ -3,7 +3,10 @@
 A batch is the tree `gymnasium.vector.utils.create_empty_array(space, n)` makes: a dict
 for a `Dict` (keys as the space orders them), a tuple for a `Tuple`, an array [n, *shape]
 in the space's dtype for each leaf. A flat `Box` is a tree of one leaf, the array itself.
-These functions map over the leaves and never ask what a leaf is.
+A leaf of no fixed shape (`spaces.Variable`: `Text`, `Graph`, `Sequence`, `OneOf`) is an
+object array [n] of each env's value inside a batch, and a tuple of them, as Gymnasium
+batches it, for the caller (`to_gymnasium`, `from_gymnasium`). These functions map over
+the leaves and never ask what a leaf is.
 """
 
 from __future__ import annotations
@@ -16,11 +19,61 @@ import numpy as np
 from gymnasium.vector import utils as vector_utils
 
 from batchrl import env_spec
+from batchrl.envs import spaces
 
 
 def empty(space: gym.Space, n: int) -> Any:
     """An uninitialised batch of `n` observations of `space`."""
-    return vector_utils.create_empty_array(space, n, fn=np.empty)
+
+    def leaf(child: gym.Space, path: str) -> Any:
+        if spaces.is_variable(child):
+            return np.empty(n, object)
+        return vector_utils.create_empty_array(child, n, fn=np.empty)
+
+    return spaces.nested(space, leaf, "")
+
+
+def is_variable(space: gym.Space) -> bool:
+    """Whether a batch of `space` holds a leaf of no fixed shape (an object array)."""
+    return any(isinstance(leaf, spaces.Variable) for leaf in _leaves(space))
+
+
+def to_gymnasium(batch: Any, space: gym.Space) -> Any:
+    """`batch` as Gymnasium gives a batch of `space`: each object array a tuple of values."""
+    if not is_variable(space):
+        return batch
+    return env_spec.map_tree(lambda leaf: tuple(leaf) if leaf.dtype == object else leaf, batch)
+
+
+def from_gymnasium(batch: Any, space: gym.Space) -> Any:
+    """A batch of `space` as Gymnasium gives it (tuples of values) as one of this module."""
+    if not is_variable(space):
+        return batch
+
+    def leaf(kind: Any, values: Any) -> Any:
+        if not isinstance(kind, spaces.Variable):
+            return values
+        array = np.empty(len(values), object)
+        for i, value in enumerate(values):
+            array[i] = value
+        return array
+
+    return env_spec.map_tree(leaf, _tree(space), batch)
+
+
+def _tree(space: gym.Space) -> Any:
+    """`space`'s leaves nested as its Dicts and Tuples: a `Variable` or the space itself."""
+    return spaces.nested(
+        space,
+        lambda child, path: spaces.Variable(child) if spaces.is_variable(child) else child,
+        "",
+    )
+
+
+def _leaves(space: gym.Space) -> list:
+    found: list = []
+    env_spec.map_tree(found.append, _tree(space))
+    return found
 
 
 def take(batch: Any, index: Any) -> Any:
@@ -53,7 +106,13 @@ class Shape:
 
 def shapes(space: gym.Space, n: int) -> Any:
     """The tree of each leaf's `Shape` [n, *shape] in a batch of `n` observations of `space`."""
-    return vector_utils.create_empty_array(space, n, fn=Shape)
+
+    def leaf(child: gym.Space, path: str) -> Any:
+        if spaces.is_variable(child):
+            return Shape((n,))
+        return vector_utils.create_empty_array(child, n, fn=Shape)
+
+    return spaces.nested(space, leaf, "")
 
 
 def check(batch: Any, expected: Any, path: str = "obs") -> None:

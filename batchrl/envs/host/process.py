@@ -105,6 +105,8 @@ class ProcessGroup(remote.RemoteGroup):
             self._finalizer()
             raise
         self.buffers = stepper.Buffers.over(mapping, self.num_envs, observation_space, action_space)
+        buffers = self.buffers
+        self._variable = bool(stepper.objects(buffers.obs) or stepper.objects(buffers.action))
 
     def close(self) -> None:
         """Stops the worker: asks it to close its envs, kills it if it does not exit in 1 s."""
@@ -128,11 +130,18 @@ class ProcessGroup(remote.RemoteGroup):
         until they are read (`infos_lib.Owed`).
         """
         obs_tree.put(self.buffers.action, Ellipsis, actions)
+        if self._variable:  # Values of no fixed size go through the command pipe.
+            values = stepper.objects(self.buffers.action)
+            self._send(lifecycle.Pending.STEP, ("step", values, stepper.STEP_BYTES[autoreset]))
+            return
         with contextlib.suppress(OSError):  # The worker is gone: step_wait reports it.
             os.write(self._bell, stepper.STEP_BYTES[autoreset])
 
     def _receive_step(self) -> Any:
-        self._wait_answer()
+        if self._variable:
+            stepper.put_objects(self.buffers.obs, self._receive("step", self.timeout))
+        else:
+            self._wait_answer()
         owed = infos_lib.Owed(functools.partial(self._fetch, self.restarts, self._steps))
         self._ledger.add(self._steps, owed)
         return owed
@@ -141,7 +150,9 @@ class ProcessGroup(remote.RemoteGroup):
         self._send(lifecycle.Pending.RESET, ("reset", indices, seeds, options))
 
     def _receive_reset(self, indices: list[int]) -> list[dict]:
-        return self._receive("reset", self.timeout)  # The obs are in shared memory.
+        infos, values = self._receive("reset", self.timeout)  # The rest is in shared memory.
+        stepper.put_objects(self.buffers.obs, values)
+        return infos
 
     def _request(self, command: str, method: str, *args: Any) -> Any:
         """The worker's answer to `method(*args)` of its `EnvStepper`, pickled back."""

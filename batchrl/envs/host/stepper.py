@@ -61,21 +61,21 @@ class Buffers:
         """
         end = 0
 
-        def place(shape: tuple[int, ...], dtype: Any) -> _Slot:
+        def place(leaf: Any) -> _Slot | _Objects:
             nonlocal end
-            slot = _Slot(_aligned(end), (num_envs, *shape), np.dtype(dtype))
+            if isinstance(leaf, spaces.Variable):  # No fixed size: in each process's memory.
+                return _Objects(num_envs)
+            slot = _Slot(_aligned(end), (num_envs, *leaf.shape), np.dtype(leaf.dtype))
             end = slot.offset + slot.nbytes
             return slot
 
-        observation = spaces.observation_tree(observation_space)
+        observation = spaces.observation_tree(observation_space, variable=True)
         slots = {
-            "action": env_spec.map_tree(
-                lambda leaf: place(leaf.shape, leaf.dtype), spaces.action_tree(action_space)
-            ),
-            "obs": env_spec.map_tree(lambda leaf: place(leaf.shape, leaf.dtype), observation),
-            "reward": place((), np.float64),
-            "terminated": place((), np.bool_),
-            "truncated": place((), np.bool_),
+            "action": env_spec.map_tree(place, spaces.action_tree(action_space, variable=True)),
+            "obs": env_spec.map_tree(place, observation),
+            "reward": place(_Scalar(np.float64)),
+            "terminated": place(_Scalar(np.bool_)),
+            "truncated": place(_Scalar(np.bool_)),
         }
         return slots, max(_aligned(end), _ALIGN)
 
@@ -127,11 +127,51 @@ class _Slot:
         return np.frombuffer(buffer, self.dtype, count, self.offset).reshape(self.shape)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Scalar:
+    """A leaf of one number an env (reward, terminated, truncated), as `layout` places leaves."""
+
+    dtype: Any
+    shape: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Objects:
+    """A leaf of no fixed size (`spaces.Variable`): an object array in each process's memory.
+
+    Its values cross between processes in the messages of a step and a reset (`objects`).
+    """
+
+    num_envs: int
+
+    def view(self, buffer: Any) -> np.ndarray:
+        del buffer
+        return np.empty(self.num_envs, object)
+
+
+def objects(tree: Any) -> list[np.ndarray]:
+    """The object arrays of a tree of buffers (its leaves of no fixed size), in tree order."""
+    found: list[np.ndarray] = []
+    env_spec.map_tree(lambda leaf: found.append(leaf) if leaf.dtype == object else None, tree)
+    return found
+
+
+def put_objects(tree: Any, values: list[np.ndarray], index: Any = Ellipsis) -> None:
+    """Writes `values` (as `objects` lists them) into rows `index` of the tree's object arrays."""
+    for target, value in zip(objects(tree), values, strict=True):
+        target[index] = value
+
+
 def _per_env(action: Any, num_envs: int) -> list[Any]:
     """Each env's own copy of its action from the batch's tree of action arrays."""
     if isinstance(action, np.ndarray):
-        return list(action.copy())
-    return [env_spec.map_tree(lambda leaf, i=i: leaf[i].copy(), action) for i in range(num_envs)]
+        return [copy.copy(a) for a in action] if action.dtype == object else list(action.copy())
+    return [env_spec.map_tree(lambda leaf, i=i: _own(leaf[i]), action) for i in range(num_envs)]
+
+
+def _own(value: Any) -> Any:
+    """A copy of one env's action leaf: an array's, or a value's of no fixed shape."""
+    return value.copy() if isinstance(value, np.ndarray | np.generic) else copy.copy(value)
 
 
 def _aligned(offset: int) -> int:
@@ -158,8 +198,11 @@ class EnvStepper(forwarding.EnvForwarding):
         first = self.envs[0]
         self.name = spaces.env_name(first)
         self.observation_space = first.observation_space
-        self.action_space = spaces.check_action_space(first.action_space, self.name)
-        self._observation = spaces.observation_tree(self.observation_space, self.name)
+        self.action_space = first.action_space
+        spaces.action_tree(self.action_space, self.name, variable=True)  # Refuses the rest.
+        self._observation = spaces.observation_tree(
+            self.observation_space, self.name, variable=True
+        )
         for env in self.envs[1:]:
             check_same_spaces(self.name, first, spaces.env_name(env), env, observation_mode)
         self.buffers: Buffers | None = None
@@ -238,6 +281,11 @@ class EnvStepper(forwarding.EnvForwarding):
                 name = env_spec.key_path(key) if isinstance(tree, dict) else f"[{key}]"
                 parts = [self._part(o, key, tree, path + name) for o in observations]
                 self._write_leaves(target[key], where, parts, tree[key], path + name)
+            return
+        if isinstance(tree, spaces.Variable):
+            rows = range(len(target))[where] if isinstance(where, slice) else [where]
+            for row, value in zip(rows, observations, strict=True):
+                target[row] = value
             return
         expected = (len(observations), *tree.shape) if isinstance(where, slice) else tree.shape
         try:

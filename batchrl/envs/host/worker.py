@@ -47,7 +47,8 @@ def main(
     core wakes up slowly, which costs more than the stepping of a small env. A step is
     asked for by one byte on `bell` (which also says how envs autoreset) and answered by
     one byte on `answer`, the actions and results being in shared memory; every other
-    command goes through `conn`.
+    command goes through `conn`, and so does a step of spaces of no fixed size, whose
+    values (`stepper.objects`) cannot lie in shared memory.
     """
     _die_with_parent(parent_pid, bell)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -93,10 +94,18 @@ def _serve(
             continue
         command, *args = conn.recv()
         try:
-            if command == "infos":
+            if command == "step":  # Leaves of no fixed size: their values cross the pipe.
+                values, ring = args
+                stepper.put_objects(envs.buffers.action, values)
+                steps += 1
+                kept.pop(steps - infos_lib.KEPT_STEPS, None)
+                kept[steps] = envs.step(stepper.AUTORESET_MODES[ring])
+                conn.send(("ok", stepper.objects(envs.buffers.obs)))
+            elif command == "infos":
                 conn.send(("ok", infos_lib.encode(kept[args[0]])))
             elif command == "reset":
-                conn.send(("ok", envs.reset(*args)))
+                infos = envs.reset(*args)
+                conn.send(("ok", (infos, stepper.objects(envs.buffers.obs))))
             elif command in forwarding.COMMANDS:
                 conn.send(("ok", getattr(envs, command)(*args)))
             elif command == "attach":

@@ -20,7 +20,7 @@ from ray.cluster_utils import Cluster
 
 from batchrl.conftest import wait_gone
 from batchrl.envs import BatchEnv, EnvCrashedError, EnvError, EnvRaisedError, EnvTimeoutError
-from batchrl.envs.host import action_trees_test, lifecycle, spaces_test
+from batchrl.envs.host import action_trees_test, lifecycle, spaces_test, variable_spaces_test
 from batchrl.envs.ray import ray_group
 from batchrl.scripts import train
 from batchrl.testing import mock
@@ -91,6 +91,13 @@ def test_action_trees_cross_the_actors_as_sync_vector_env_takes_them(cluster):
         for _ in range(6):  # ActionEcho observes each action it was given.
             actions = theirs.action_space.sample()
             _assert_same_step(on_ray.step(actions), theirs.step(actions))
+
+
+def test_spaces_of_no_fixed_shape_cross_the_actors_as_sync_vector_env_gives_them(cluster):
+    makers = variable_spaces_test.echoes(variable_spaces_test.VARIABLE["nested"])
+    mode = spaces_test.MODES[1]  # Same-step: the final observations cross in the infos.
+    with BatchEnv.ray(makers, actors=2, local_envs=1, autoreset_mode=mode) as on_ray:
+        assert spaces_test.run_like_sync(on_ray, makers, mode) >= 8
 
 
 def test_steps_as_local_workers_do_with_actors_on_both_nodes(cluster):
