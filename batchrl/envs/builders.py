@@ -137,6 +137,7 @@ class BatchEnv(batch.BatchEnvBase):
         local_envs: int | str = 0,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         actor_options: dict[str, Any] | None = None,
+        observation_mode: Any = "same",
     ) -> BatchEnv:
         """Builds envs on a Ray cluster, split evenly over `actors` actors spread over its nodes.
 
@@ -146,7 +147,8 @@ class BatchEnv(batch.BatchEnvBase):
         starts a local one that stops when the batch closes. `actors`: one per node by
         default. `timeout` and `restart` are those of `external`; `restart=True` also
         replaces a lost actor on a live node. `actor_options` go to Ray's `.options()`
-        (resources, runtime_env); actors ask for no CPU by default. Needs the `ray` extra
+        (resources, runtime_env); actors ask for no CPU by default. `observation_mode`:
+        `AsyncVectorEnv`'s, as in `external`. Needs the `ray` extra
         (`pip install -e '.[ray]'`).
         """
         from batchrl.envs.ray import cluster  # Ray is an optional dependency.
@@ -162,6 +164,7 @@ class BatchEnv(batch.BatchEnvBase):
             local_envs=local_envs,
             autoreset_mode=autoreset_mode,
             actor_options=actor_options,
+            observation_mode=observation_mode,
         )
 
     @classmethod

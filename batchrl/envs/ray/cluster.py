@@ -23,9 +23,11 @@ def build(
     local_envs: int | str,
     autoreset_mode: AutoresetMode | str,
     actor_options: dict[str, Any] | None,
+    observation_mode: Any = "same",
 ) -> Any:
     """A `cls` (BatchEnv) whose envs are split evenly over `actors` actors spread over nodes."""
     mode = arguments.check_autoreset_mode(autoreset_mode)
+    observation_mode = arguments.check_observation_mode(observation_mode)
     constructors = arguments.constructors(env, num_envs)
     if timeout is not None and timeout <= 0:
         raise ValueError(f"timeout must be positive seconds or None, got {timeout!r}")
@@ -39,7 +41,11 @@ def build(
                 f"actors must be between 1 and num_envs={len(constructors)}, got {actors!r}"
             )
         bounds = [len(constructors) * k // count for k in range(count + 1)]
-        host_options = {"envs_per_worker": envs_per_worker, "local_envs": local_envs}
+        host_options = {
+            "envs_per_worker": envs_per_worker,
+            "local_envs": local_envs,
+            "observation_mode": observation_mode,
+        }
         for number, (lo, hi) in enumerate(itertools.pairwise(bounds)):
             groups.append(
                 ray_group.RayGroup(
@@ -61,4 +67,5 @@ def build(
         raise
     finally:
         ray_group.SESSION.leave()  # Each group holds the session until it closes.
-    return cls(groups, autoreset_mode=mode)  # Which closes the groups if it cannot be made.
+    # Which closes the groups if it cannot be made.
+    return cls(groups, autoreset_mode=mode, observation_mode=observation_mode)

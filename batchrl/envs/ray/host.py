@@ -30,7 +30,7 @@ class Host:
     ):
         try:
             self._batch = build(cloudpickle.loads(blob), first_index=first_index, **options)
-        except errors.EnvError as error:
+        except (errors.EnvError, errors.SpaceMismatchError) as error:
             # Raised by `describe`: an actor whose __init__ raised reports only its text.
             self._failure = error
             return

@@ -227,6 +227,9 @@ class RayGroup(remote.RemoteGroup):
             cause = error.cause
             if isinstance(cause, errors.EnvRaisedError):
                 raise cause from None
+            if isinstance(cause, errors.SpaceMismatchError):  # The batch's, not an env's.
+                self._finalizer()
+                raise errors.SpaceMismatchError(str(cause)) from None
             if isinstance(cause, errors.EnvError):  # A worker in the actor died or hung.
                 raise self._fail(cause) from None
             text = str(error)  # Ray's text of the error, with the actor's traceback.

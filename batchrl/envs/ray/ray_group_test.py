@@ -20,7 +20,13 @@ from ray.cluster_utils import Cluster
 
 from batchrl.conftest import wait_gone
 from batchrl.envs import BatchEnv, EnvCrashedError, EnvError, EnvRaisedError, EnvTimeoutError
-from batchrl.envs.host import action_trees_test, lifecycle, spaces_test, variable_spaces_test
+from batchrl.envs.host import (
+    action_trees_test,
+    lifecycle,
+    observation_mode_test,
+    spaces_test,
+    variable_spaces_test,
+)
 from batchrl.envs.ray import ray_group
 from batchrl.scripts import train
 from batchrl.testing import mock
@@ -98,6 +104,15 @@ def test_spaces_of_no_fixed_shape_cross_the_actors_as_sync_vector_env_gives_them
     mode = spaces_test.MODES[1]  # Same-step: the final observations cross in the infos.
     with BatchEnv.ray(makers, actors=2, local_envs=1, autoreset_mode=mode) as on_ray:
         assert spaces_test.run_like_sync(on_ray, makers, mode) >= 8
+
+
+def test_observation_mode_different_batches_the_actors_envs_as_sync_vector_env(cluster):
+    def on_ray(fns, **kwargs):
+        return BatchEnv.ray(fns, actors=2, **kwargs)
+
+    observation_mode_test.test_different_bounds_batch_and_step_as_sync_vector_env_does(on_ray)
+    with pytest.raises(observation_mode_test.SpaceMismatchError, match="not equivalent"):
+        on_ray(observation_mode_test.makers(observation_mode_test.BOUNDED))
 
 
 def test_steps_as_local_workers_do_with_actors_on_both_nodes(cluster):
