@@ -20,12 +20,12 @@ from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
 from batchrl import env_spec
 from batchrl.envs import spaces
-from batchrl.envs.host import arguments, errors, local, obs_tree, stepper
+from batchrl.envs.host import arguments, async_calls, errors, local, obs_tree, stepper
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host.group import Group
 
 
-class BatchEnvBase(gym.vector.VectorEnv):
+class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
     """A batch of envs with shared spaces over groups already started: a Gymnasium `VectorEnv`.
 
     `step` and `reset` behave as Gymnasium's vector envs do, with `autoreset_mode`
@@ -158,19 +158,11 @@ class BatchEnvBase(gym.vector.VectorEnv):
         """Steps every env, autoresetting as `autoreset_mode` says; Gymnasium's five results.
 
         The observations are a tree as Gymnasium batches the observation space (an array
-        for a `Box`). The infos are Gymnasium's dict of arrays with `_key` masks, fetched
-        from the workers and decoded when first read.
+        for a `Box`). The infos are Gymnasium's dict of arrays with `_key` masks.
+        `step_async` and `step_wait` are its halves, as `AsyncVectorEnv`'s.
         """
-        obs = obs_tree.empty(self.single_observation_space, self.num_envs)
-        reward = np.empty(self.num_envs, np.float64)
-        terminated = np.empty(self.num_envs, bool)
-        truncated = np.empty(self.num_envs, bool)
-        infos = self.step_into(actions, obs, reward, terminated, truncated, self.autoreset_mode)
-        vector_infos = infos_lib.vector_infos(
-            self._batched(range(self.num_envs), infos), self.lazy_infos
-        )
-        obs = obs_tree.to_gymnasium(obs, self.single_observation_space)
-        return obs, reward, terminated, truncated, vector_infos
+        self.step_async(actions)
+        return self.step_wait()
 
     def reset(
         self,
@@ -180,21 +172,11 @@ class BatchEnvBase(gym.vector.VectorEnv):
     ) -> tuple[Any, dict[str, Any]]:
         """Resets every env (or those of `options["reset_mask"]`); returns the whole batch's obs.
 
-        `seed`: None, an int (env i gets seed + i) or one seed per env.
+        `seed`: None, an int (env i gets seed + i) or one seed per env. `reset_async` and
+        `reset_wait` are its halves, as `AsyncVectorEnv`'s.
         """
-        seeds = arguments.check_seeds(seed, self.num_envs)
-        options = dict(options or {})
-        mask = options.pop("reset_mask", None)
-        if mask is None:
-            indices = np.arange(self.num_envs)
-            obs, infos = self._reset(indices, seeds, options or None)
-        else:
-            indices = arguments.check_mask(mask, self.num_envs)
-            obs = self._all_obs()  # The others' obs as they are.
-            fresh, infos = self._reset(indices, [seeds[i] for i in indices], options or None)
-            obs_tree.put(obs, indices, fresh)
-        obs = obs_tree.to_gymnasium(obs, self.single_observation_space)
-        return obs, infos_lib.vector_infos(self._batched(indices, infos), self.lazy_infos)
+        self.reset_async(seed=seed, options=options)
+        return self.reset_wait()
 
     def call(
         self, name: str, *args: Any, indices: Sequence[int] | None = None, **kwargs: Any
@@ -234,7 +216,11 @@ class BatchEnvBase(gym.vector.VectorEnv):
         return self.call("render")
 
     def close_extras(self, **kwargs: Any) -> None:
-        """Closes every env and ends every worker; `close()` calls it once."""
+        """Closes every env and ends every worker; `close()` calls it once.
+
+        A call in flight is warned of, as `AsyncVectorEnv` does, and its results dropped.
+        """
+        self._drop_pending()
         for g in self._groups:
             g.close()
 
@@ -264,11 +250,22 @@ class BatchEnvBase(gym.vector.VectorEnv):
         every array on every step. Values are cast to the arrays' dtypes.
         """
         mode = arguments.check_autoreset_mode(autoreset_mode)
-        actions = self._check_actions(actions)
+        self._expect_no_call("step_into")
         obs_tree.check(obs, self._obs_shapes)
+        self._send_step(actions, mode)
+        return self._collect_step(obs, reward, terminated, truncated)
+
+    def _send_step(self, actions: Any, mode: AutoresetMode) -> None:
+        """Sends every group its actions; `_collect_step` collects their results."""
+        actions = self._check_actions(actions)
         self._expect_open()
         for g, part in zip(self._groups, self._slices, strict=True):
             g.step_async(obs_tree.take(actions, part), mode)
+
+    def _collect_step(
+        self, obs: Any, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray
+    ) -> infos_lib.Infos:
+        """The results of the step in flight, written into the given arrays; its infos."""
         chunks: list[Any] = [None] * len(self._groups)
 
         def collect(g: Any, numbered: tuple[int, slice]) -> None:
@@ -291,6 +288,7 @@ class BatchEnvBase(gym.vector.VectorEnv):
         `seed` is None, an int, or a list of one seed per env reset. Returns their obs
         (a tree of [len(indices), ...]) and one info dict each, in the order given.
         """
+        self._expect_no_call("reset_at")
         indices = arguments.check_indices(indices, self.num_envs)
         if seed is None or isinstance(seed, int | np.integer):
             seeds = [None if seed is None else int(seed) + int(i) for i in indices]
@@ -303,6 +301,12 @@ class BatchEnvBase(gym.vector.VectorEnv):
     def _reset(
         self, indices: np.ndarray, seeds: Sequence[int | None], options: dict | None
     ) -> tuple[Any, list[dict]]:
+        return self._collect_reset(indices, self._send_reset(indices, seeds, options))
+
+    def _send_reset(
+        self, indices: np.ndarray, seeds: Sequence[int | None], options: dict | None
+    ) -> list[tuple[Any, np.ndarray]]:
+        """Asks the groups to reset the envs at `indices`; the (group, envs) to collect."""
         self._expect_open()
         seed_of = dict(zip(indices.tolist(), seeds, strict=True))
         requests = []
@@ -311,6 +315,12 @@ class BatchEnvBase(gym.vector.VectorEnv):
             if len(mine):
                 g.reset_async(list(mine - part.start), [seed_of[int(i)] for i in mine], options)
                 requests.append((g, mine))
+        return requests
+
+    def _collect_reset(
+        self, indices: np.ndarray, requests: list[tuple[Any, np.ndarray]]
+    ) -> tuple[Any, list[dict]]:
+        """The obs and infos of the reset `_send_reset` asked for, in the order of `indices`."""
         obs = obs_tree.empty(self.single_observation_space, len(indices))
         infos: list[dict] = [{}] * len(indices)
         position = {int(i): n for n, i in enumerate(indices)}

@@ -1,0 +1,118 @@
+"""`AsyncVectorEnv`'s split calls on a batch: `step_async`/`step_wait`, `reset_async`/`reset_wait`.
+
+The first half sends every group its work and returns; the second collects the results.
+A caller can compute between the halves while the envs step in their workers. Calls out
+of order raise Gymnasium's `AlreadyPendingCallError` and `NoAsyncCallError` with
+`AsyncVectorEnv`'s messages; closing a batch with a call in flight warns as it does and
+drops the results. A batch waits for its envs up to its workers' own `timeout` (after
+which a hung worker is killed or replaced), so the halves take no timeout of their own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from batchrl.envs.host import arguments, obs_tree
+from batchrl.envs.host import infos as infos_lib
+
+
+class AsyncCalls:
+    """The split calls of `BatchEnvBase`, over its `_send_*` and `_collect_*` halves."""
+
+    _waiting: tuple | None = None  # The call in flight: ("step",) or ("reset", ...).
+
+    def step_async(self, actions: Any) -> None:
+        """Sends every env its action; `step_wait` collects the step."""
+        self._expect_no_call("step_async")
+        self._send_step(actions, self.autoreset_mode)
+        self._waiting = ("step",)
+
+    def step_wait(
+        self, timeout: float | None = None
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """The results of the step `step_async` sent, as `step` gives them."""
+        self._expect_call("step", timeout)
+        self._waiting = None
+        obs = obs_tree.empty(self.single_observation_space, self.num_envs)
+        reward = np.empty(self.num_envs, np.float64)
+        terminated = np.empty(self.num_envs, bool)
+        truncated = np.empty(self.num_envs, bool)
+        infos = self._collect_step(obs, reward, terminated, truncated)
+        vector_infos = infos_lib.vector_infos(
+            self._batched(range(self.num_envs), infos), self.lazy_infos
+        )
+        obs = obs_tree.to_gymnasium(obs, self.single_observation_space)
+        return obs, reward, terminated, truncated, vector_infos
+
+    def reset_async(
+        self,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        """Sends the resets `reset` makes (every env, or `options["reset_mask"]`'s)."""
+        self._expect_no_call("reset_async")
+        seeds = arguments.check_seeds(seed, self.num_envs)
+        options = dict(options or {})
+        mask = options.pop("reset_mask", None)
+        others = None
+        if mask is None:
+            indices = np.arange(self.num_envs)
+        else:
+            indices = arguments.check_mask(mask, self.num_envs)
+            others = self._all_obs()  # The others' obs as they are, read before any resets.
+            seeds = [seeds[i] for i in indices]
+        requests = self._send_reset(indices, seeds, options or None)
+        self._waiting = ("reset", indices, requests, others)
+
+    def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:
+        """The obs and infos of the reset `reset_async` sent, as `reset` gives them."""
+        self._expect_call("reset", timeout)
+        _, indices, requests, others = self._waiting
+        self._waiting = None
+        obs, infos = self._collect_reset(indices, requests)
+        if others is not None:
+            obs_tree.put(others, indices, obs)
+            obs = others
+        obs = obs_tree.to_gymnasium(obs, self.single_observation_space)
+        return obs, infos_lib.vector_infos(self._batched(indices, infos), self.lazy_infos)
+
+    def _expect_no_call(self, call: str) -> None:
+        """Gymnasium's `AlreadyPendingCallError` when a call is in flight."""
+        if self._waiting is not None:
+            name = self._waiting[0]
+            raise gym.error.AlreadyPendingCallError(
+                f"Calling `{call}` while waiting for a pending call to `{name}` to complete",
+                name,
+            )
+
+    def _expect_call(self, name: str, timeout: float | None) -> None:
+        """Gymnasium's `NoAsyncCallError` unless `name` is in flight; a timeout is refused."""
+        if timeout is not None:
+            raise ValueError(
+                f"{name}_wait takes no timeout (got {timeout!r}): a BatchEnv waits for its "
+                f"envs up to its workers' timeout, set where the batch is built"
+            )
+        if self._waiting is None or self._waiting[0] != name:
+            raise gym.error.NoAsyncCallError(
+                f"Calling `{name}_wait` without any prior call to `{name}_async`.", name
+            )
+
+    def _drop_pending(self) -> None:
+        """Warns of a call in flight, as `AsyncVectorEnv` does on close, and collects it."""
+        if self._waiting is None:
+            return
+        name = self._waiting[0]
+        warnings.warn(
+            f"Calling `close` while waiting for a pending call to `{name}` to complete.",
+            UserWarning,
+            stacklevel=4,
+        )
+        with contextlib.suppress(Exception):  # Closing anyway: its results are dropped.
+            getattr(self, f"{name}_wait")()
+        self._waiting = None
