@@ -115,6 +115,7 @@ def split(
     networks: algorithm_lib.Networks,
     num_steps: int,
     where: placement.Placement,
+    algorithm: algorithm_lib.Algorithm | None = None,
 ) -> Callable[..., tuple[simulate.SimState, algorithm_lib.AgentState]]:
     """`phase` with acting on `where.acting` and learning on `where.learner`.
 
@@ -122,8 +123,9 @@ def split(
     `begin`; the acting state and the storage then move to the acting device, which
     collects the stretch's steps; they move back, and the learner `end`s the stretch.
     The agent stays on the learner's device, the simulation on the acting device.
+    `algorithm` replaces the config's (by seeds mapped together, `training.together`).
     """
-    algorithm = algorithm_lib.of(networks.config)
+    algorithm = algorithm or algorithm_lib.of(networks.config)
     sampling = algorithm.sampling_agent(networks)
     recorder = algorithm.recorder(networks)
 

@@ -365,6 +365,8 @@ def evaluate(
     playing = np.ones(count, bool)
     while playing.any():
         acting = jax.vmap(algorithm.begin)(agent)
+        if together.solo.where.split:
+            acting = together.solo.where.to_acting(acting)
         cleared = simulate.clear_summary(eval_state)
         played, _, first = together.evaluate(cleared, acting)
         eval_state = choose(playing, played, eval_state) if together.rounds_apart else played

@@ -109,11 +109,6 @@ def build(
     runs = len(configs)
     first = dataclasses.replace(configs[0], overlap="off")  # One program: nothing to overlap.
     programs = loop.make_programs(first, env, runs=runs)
-    if programs.where.split:
-        raise ValueError(
-            "seeds train together with acting and learning on one device, got "
-            f"{programs.where.describe()}: set device=cpu"
-        )
     together.check_fits(programs, runs)
     keys = [jax.random.split(jax.random.key(config.seed), 3) for config in configs]
     with jax.default_device(programs.where.acting):
@@ -121,7 +116,12 @@ def build(
         evaluation = simulate.init(env, together.stack([key[2] for key in keys]))
     zero = jnp.zeros((), jnp.int32)
     states = [
-        loop.RunState(agent=programs.init(key[0]), train=t, eval=e, env_steps=zero, phases=zero)
+        loop.place(
+            programs,
+            loop.RunState(
+                agent=programs.init(key[0]), train=t, eval=e, env_steps=zero, phases=zero
+            ),
+        )
         for key, t, e in zip(
             keys, split_simulation(train, runs), split_simulation(evaluation, runs), strict=True
         )
@@ -147,16 +147,26 @@ def make(programs: loop.Programs, env: simulate.CompiledBatch, runs: int) -> tog
         )
         return state, acting, together.split_runs(first, runs)
 
-    def metrics(state: simulate.SimState, learner: Any) -> dict[str, jax.Array]:
-        summary = loop.summary_as("train", simulate.summary(state))  # A value a seed already.
-        return {**summary, **jax.vmap(algorithm.metrics)(learner)}
+    # Apart: on a split placement the simulation is on the acting device, the learner not.
+    summary = jax.jit(lambda state: loop.summary_as("train", simulate.summary(state)))
+    learned = jax.jit(jax.vmap(algorithm.metrics))
 
-    compiled_train, compiled_evaluate = jax.jit(train), jax.jit(evaluate)
+    def metrics(state: simulate.SimState, learner: Any) -> dict[str, jax.Array]:
+        return {**summary(state), **learned(learner)}  # The summary has a value a seed.
+
+    compiled_evaluate = jax.jit(evaluate)
+    if programs.where.split:  # Acting on one device, learning on another: `phase.split`.
+        trains = phase_lib.split(
+            env, networks, programs.train_steps, programs.where, algorithm=stacked
+        )
+    else:
+        compiled_train = jax.jit(train)
+        trains = env.wrap_compiled(lambda *args: jax.block_until_ready(compiled_train(*args)))
     return together.Together(
         solo=programs,
-        train=env.wrap_compiled(lambda *args: jax.block_until_ready(compiled_train(*args))),
+        train=trains,
         evaluate=env.wrap_compiled(lambda *args: jax.block_until_ready(compiled_evaluate(*args))),
-        metrics=jax.jit(metrics),
+        metrics=metrics,
         seeds=runs,
         stack=stack_states,
         unstack=lambda stacked: unstack_states(stacked, runs),

@@ -1,5 +1,8 @@
 import dataclasses
 import json
+import os
+import subprocess
+import sys
 
 import jax
 import numpy as np
@@ -205,3 +208,29 @@ def test_updates_side_by_side_train_as_one_by_one():
         strict=True,
     ):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-5)
+
+
+_SPLIT_SCRIPT = """
+from batchrl.training import together_run, together_test
+
+preset, seeds = "cheetah_clipped", (0, 3)
+settings = [*together_test.CHEETAH, "device=cpu:1", "acting_device=cpu:0"]
+together_test.assert_each_seed_trains_as_its_solo_run(preset, settings, seeds, 1e-4, 1e-6)
+configs = [together_test.config_of(preset, settings, seed) for seed in seeds]
+print("WHERE", together_run.train([None, None], configs)[0].programs.where.describe())
+"""
+
+
+@pytest.mark.slow
+def test_seeds_on_host_envs_act_on_one_device_and_learn_on_another_as_their_solo_runs(tmp_path):
+    # Two CPU devices stand in for a CPU and an accelerator (`placement_test`); each
+    # seed's solo run is split the same way, and equals its run on one device there.
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    script = tmp_path / "split_together.py"
+    script.write_text(_SPLIT_SCRIPT)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=280
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("WHERE ")]
+    assert line == "WHERE acting on cpu:0, learning on cpu:1"
