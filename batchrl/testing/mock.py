@@ -161,27 +161,16 @@ class OwnSpace(gym.Space):
         return hash(OwnSpace)
 
 
-class ValueEcho(gym.Env):
+class ValueEcho(SpaceEnv):
     """Observes the action it was given, as it was given, in one space for both.
 
     For spaces of no fixed shape (`Text`, `Graph`, `Sequence`, `OneOf`): a test sees each
     action arrive and each observation come back intact. Reset observes a sample drawn
-    from the env's seeded `np_random`; episodes last `duration` steps, then terminate.
+    as `SpaceEnv`'s; episodes last `duration` steps, then terminate.
     """
 
-    metadata: dict[str, Any] = {"render_modes": []}
-
     def __init__(self, space: gym.Space, duration: int = 3):
-        self.observation_space = copy.deepcopy(space)
-        self.action_space = copy.deepcopy(space)
-        self.duration = duration
-        self.steps = 0
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
-        super().reset(seed=seed)
-        self.steps = 0
-        self.observation_space.seed(int(self.np_random.integers(2**31)))
-        return self.observation_space.sample(), {"steps": 0}
+        super().__init__(space, space, duration=duration)
 
     def step(self, action):
         if not self.action_space.contains(action):
