@@ -47,7 +47,7 @@ class AsyncCalls:
         vector_infos = infos_lib.vector_infos(
             self._batched(range(self.num_envs), infos), self.lazy_infos
         )
-        obs = obs_tree.to_gymnasium(obs, self.single_observation_space)
+        obs = obs_tree.to_gymnasium(obs, self._obs_kinds)
         return obs, reward, terminated, truncated, vector_infos
 
     def reset_async(
@@ -79,7 +79,7 @@ class AsyncCalls:
         if others is not None:
             obs_tree.put(others, indices, obs)
             obs = others
-        obs = obs_tree.to_gymnasium(obs, self.single_observation_space)
+        obs = obs_tree.to_gymnasium(obs, self._obs_kinds)
         return obs, infos_lib.vector_infos(self._batched(indices, infos), self.lazy_infos)
 
     def _expect_no_call(self, call: str) -> None:

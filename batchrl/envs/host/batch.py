@@ -95,8 +95,10 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         self._sizes = tuple(g.num_envs for g in groups)
         self._owner = np.repeat(np.arange(len(groups)), self._sizes)
         self._obs_shapes = obs_tree.shapes(self.single_observation_space, self.num_envs)
+        self._obs_kinds = obs_tree.variable_kinds(self.single_observation_space)
+        self._action_kinds = obs_tree.variable_kinds(self.single_action_space)
         nested = isinstance(self.single_action_space, gym.spaces.Dict | gym.spaces.Tuple)
-        nested = nested or obs_tree.is_variable(self.single_action_space)
+        nested = nested or self._action_kinds is not None
         shapes = obs_tree.shapes(self.single_action_space, self.num_envs) if nested else None
         self._action_shapes = shapes  # None: a flat action space, one array.
         # Each step's collection order, made once: envs in this process go first.
@@ -371,7 +373,7 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
                     f"{self.single_action_space.shape})"
                 )
             return actions
-        actions = obs_tree.from_gymnasium(actions, self.single_action_space)
+        actions = obs_tree.from_gymnasium(actions, self._action_kinds)
         actions = env_spec.map_tree(np.asarray, actions)
         obs_tree.check(actions, self._action_shapes, "actions")
         return actions

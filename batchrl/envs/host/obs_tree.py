@@ -33,21 +33,32 @@ def empty(space: gym.Space, n: int) -> Any:
     return spaces.nested(space, leaf, "")
 
 
-def is_variable(space: gym.Space) -> bool:
-    """Whether a batch of `space` holds a leaf of no fixed shape (an object array)."""
-    return any(isinstance(leaf, spaces.Variable) for leaf in _leaves(space))
+def variable_kinds(space: gym.Space) -> Any:
+    """`space`'s leaves as a tree of `spaces.Variable` or the leaf space; None when none varies.
+
+    Made once per batch: `to_gymnasium` and `from_gymnasium` take it, so a batch of
+    fixed-shape spaces (None) pays nothing for them on its step.
+    """
+    kinds = spaces.nested(
+        space,
+        lambda child, path: spaces.Variable(child) if spaces.is_variable(child) else child,
+        "",
+    )
+    found: list = []
+    env_spec.map_tree(found.append, kinds)
+    return kinds if any(isinstance(kind, spaces.Variable) for kind in found) else None
 
 
-def to_gymnasium(batch: Any, space: gym.Space) -> Any:
-    """`batch` as Gymnasium gives a batch of `space`: each object array a tuple of values."""
-    if not is_variable(space):
+def to_gymnasium(batch: Any, kinds: Any) -> Any:
+    """`batch` as Gymnasium gives it: each object array a tuple of values (`kinds` not None)."""
+    if kinds is None:
         return batch
     return env_spec.map_tree(lambda leaf: tuple(leaf) if leaf.dtype == object else leaf, batch)
 
 
-def from_gymnasium(batch: Any, space: gym.Space) -> Any:
-    """A batch of `space` as Gymnasium gives it (tuples of values) as one of this module."""
-    if not is_variable(space):
+def from_gymnasium(batch: Any, kinds: Any) -> Any:
+    """A batch as Gymnasium gives it (tuples of values) as one of this module's, by `kinds`."""
+    if kinds is None:
         return batch
 
     def leaf(kind: Any, values: Any) -> Any:
@@ -58,22 +69,7 @@ def from_gymnasium(batch: Any, space: gym.Space) -> Any:
             array[i] = value
         return array
 
-    return env_spec.map_tree(leaf, _tree(space), batch)
-
-
-def _tree(space: gym.Space) -> Any:
-    """`space`'s leaves nested as its Dicts and Tuples: a `Variable` or the space itself."""
-    return spaces.nested(
-        space,
-        lambda child, path: spaces.Variable(child) if spaces.is_variable(child) else child,
-        "",
-    )
-
-
-def _leaves(space: gym.Space) -> list:
-    found: list = []
-    env_spec.map_tree(found.append, _tree(space))
-    return found
+    return env_spec.map_tree(leaf, kinds, batch)
 
 
 def take(batch: Any, index: Any) -> Any:
