@@ -6,6 +6,11 @@ same small programs, in test processes and in `train` or `sweep` subprocesses, a
 cache hit turns an 18 s subprocess run into 5 s.
 A cached program is the one XLA would compile again, so results are unchanged.
 
+Most tests compile more than they run: XLA compiles their programs with little
+optimisation (`jax_disable_most_optimizations`: LLVM at -O0, the same HLO passes), which
+takes a third less time. Tests that run long, the learning ones, are marked `optimized`
+and compile as a user's run does, in their own process and in the runs they start.
+
 Tests press Ctrl-C on the runs they start, as a user at a terminal would. A suite started
 as a background job (`pytest &`, `nohup`) inherits SIGINT ignored and would pass that on
 to every run it starts, so the session takes SIGINT back first.
@@ -27,6 +32,7 @@ _CACHE_EVERYTHING = {
     "jax_persistent_cache_min_compile_time_secs": 0,
     "jax_persistent_cache_min_entry_size_bytes": 0,
 }
+_QUICK_COMPILE = "jax_disable_most_optimizations"
 _CACHE_KEY = pytest.StashKey[str]()
 
 
@@ -44,7 +50,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Stable-Baselines3 makes a log folder for every `learn` (SB3-<time> in /tmp unless
     # told): the tests' go beside the cache, and go with it.
     os.environ["SB3_LOGDIR"] = tempfile.mkdtemp(prefix="sb3-", dir=directory)
-    settings = {"jax_compilation_cache_dir": directory, **_CACHE_EVERYTHING}
+    settings = {"jax_compilation_cache_dir": directory, **_CACHE_EVERYTHING, _QUICK_COMPILE: True}
     # JAX reads each setting from its upper-case environment variable: runs started
     # by tests inherit them; this process is told directly.
     os.environ.update({name.upper(): str(value) for name, value in settings.items()})
@@ -125,6 +131,23 @@ def wait_gone(pids: list[int], seconds: float = 60.0) -> list[int]:
         if not running or time.monotonic() > deadline:
             return running
         time.sleep(0.05)
+
+
+@pytest.fixture(autouse=True)
+def compiled_as_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """Compiles an `optimized` test's programs, and its runs', with XLA's full optimisation."""
+    if request.node.get_closest_marker("optimized") is None:
+        yield
+        return
+    import jax
+
+    quick = jax.config.read(_QUICK_COMPILE)
+    monkeypatch.setenv(_QUICK_COMPILE.upper(), "0")
+    jax.config.update(_QUICK_COMPILE, False)
+    try:
+        yield
+    finally:
+        jax.config.update(_QUICK_COMPILE, quick)
 
 
 @pytest.fixture(autouse=True)

@@ -28,6 +28,7 @@ CARTPOLE = config_lib.ClippedConfig(
 
 
 @pytest.mark.slow
+@pytest.mark.optimized
 def test_pendulum_learns_to_swing_up():
     env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 32)
     metrics, _ = loop.train(PENDULUM, env, 1280, 200, phases=8, max_length=200)  # 328k env steps
@@ -172,6 +173,8 @@ def test_a_final_discount_rises_linearly_from_the_discount_over_the_budget():
         config_lib.ClippedConfig(final_discount=1.5)
 
 
+# Bit for bit across two programs: as XLA compiles them with its full optimisation.
+@pytest.mark.optimized
 @pytest.mark.parametrize("epochs", [1, pytest.param(3, marks=pytest.mark.slow)])
 def test_recomputed_advantages_use_the_value_net_of_each_epoch(epochs):
     # The first epoch sees the rollout's advantages either way; later epochs see the

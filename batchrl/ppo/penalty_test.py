@@ -17,6 +17,7 @@ from batchrl.training import loop
 
 
 @pytest.mark.slow
+@pytest.mark.optimized
 def test_pendulum_learns_with_the_seeds_objective():
     config = config_lib.PenaltyConfig(discount=0.95)
     env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 30)

@@ -353,6 +353,7 @@ def test_metrics_are_json_lines_with_finite_losses_and_returns(finished_run):
 
 
 @pytest.mark.slow
+@pytest.mark.optimized
 def test_the_readme_train_command_learns_pendulum_with_a_smaller_budget(tmp_path):
     # README: python -m batchrl.scripts.train --config pendulum --logdir runs (1M steps).
     result = subprocess.run(

@@ -108,6 +108,7 @@ def test_an_unknown_overlap_setting_is_refused_in_one_line():
 
 
 @pytest.mark.slow
+@pytest.mark.optimized
 def test_the_seeds_objective_learns_pendulum_one_version_behind():
     # The threshold and budget of penalty_test's run without overlap.
     algorithm = config_lib.PenaltyConfig(discount=0.95)
