@@ -37,6 +37,32 @@ Networks = Any  # The algorithm's static networks for one env, with `config` and
 Learner = Any  # The agent state's `learner`.
 
 
+class Shares(NamedTuple):
+    """How an algorithm's acting splits over envs acting apart in shares, and joins back.
+
+    Rollout actors (`training.rollout_actors`) each act on a share of the batch's envs
+    for a segment: they are sent the `shared` part once and their envs' rows of the
+    per-env part; each sends back what its segment changed, joined into one acting state.
+
+    Attributes:
+        split: acting -> (shared, per_env): what every share reads alike (parameters,
+            normalisers), and each env's state, leaves [B, ...].
+        combine: (shared, per_env) -> acting, for a share's envs.
+        returned: acting -> what a share sends back after its segment: its envs' state
+            and the statistics its steps gathered, nothing it was sent alike.
+        join: (acting, [returned]) -> acting: the state the segment began with, then each
+            share's returns in the order of their envs, as one batch's segment ends.
+        storage_axis: the env axis of the storage's leaves of a higher rank (a rollout's
+            [T, B, ...]: 1); the lower-rank leaves are alike in every share.
+    """
+
+    split: Callable[[simulate.Acting], tuple[Any, Any]]
+    combine: Callable[[Any, Any], simulate.Acting]
+    returned: Callable[[simulate.Acting], Any]
+    join: Callable[[simulate.Acting, list[Any]], simulate.Acting]
+    storage_axis: int
+
+
 class Algorithm(NamedTuple):
     """An objective as the loop drives it; B is the number of envs stepped together.
 
@@ -69,6 +95,8 @@ class Algorithm(NamedTuple):
         metrics: learner -> {name: [] array}: the last update's metrics and summaries.
         check_finite: (learner, metrics, env_steps) -> None: a FloatingPointError naming
             every non-finite quantity.
+        shares: how its acting splits over rollout actors (`Shares`); None where it
+            cannot (an episode memory fills at a step that every env decides together).
     """
 
     networks: Callable[[Any, EnvSpec], Networks]
@@ -85,6 +113,7 @@ class Algorithm(NamedTuple):
     evaluation_agent: Callable[..., simulate.Agent]
     metrics: Callable[[Learner], dict[str, jax.Array]]
     check_finite: Callable[[Learner, dict[str, float], int], None]
+    shares: Shares | None = None
 
 
 def of(config: Any) -> Algorithm:

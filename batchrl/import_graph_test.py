@@ -68,8 +68,12 @@ def test_a_cycle_is_found_where_there_is_one(tmp_path):
         graphlib.TopologicalSorter(graph).prepare()
 
 
-def test_ray_is_entered_only_through_batch_env_ray():
-    """Only `BatchEnv.ray`'s deferred import, in `batchrl.envs.builders`, imports the Ray side."""
+def test_ray_is_entered_only_through_batch_env_ray_and_rollout_actors():
+    """Only `BatchEnv.ray` (`batchrl.envs.builders`) and rollout actors import the Ray side.
+
+    The train run reaches rollout actors by a deferred import, so it loads no Ray module
+    unless asked.
+    """
     known = modules()
     entering = {
         name
@@ -77,7 +81,7 @@ def test_ray_is_entered_only_through_batch_env_ray():
         if not name.startswith("batchrl.envs.ray")
         and any(t.startswith("batchrl.envs.ray") for t in imported(name, path, known))
     }
-    assert entering == {"batchrl.envs.builders"}
+    assert entering == {"batchrl.envs.builders", "batchrl.training.rollout_actors"}
     ray_imports = set().union(
         *(imported(n, p, known) for n, p in known.items() if n.startswith("batchrl.envs.ray"))
     )

@@ -277,12 +277,18 @@ class FirstEpisodes:
 
 
 def first_episodes(
-    env: CompiledBatch, agent: Agent, state: SimState, acting: Acting, max_steps: int | jax.Array
+    env: CompiledBatch,
+    agent: Agent,
+    state: SimState,
+    acting: Acting,
+    max_steps: int | jax.Array,
+    with_steps: bool = False,
 ) -> tuple[SimState, Acting, FirstEpisodes]:
     """Restarts every env and steps until each has ended one episode or `max_steps` ran.
 
     Only each env's first episode counts, so short episodes weigh no more than long ones
     (an env that fails fast would otherwise end several episodes while another ends one).
+    `with_steps` adds the steps taken ([] int32) to what it returns.
     """
 
     def running(carry: tuple) -> jax.Array:
@@ -306,8 +312,8 @@ def first_episodes(
         length=jnp.zeros((env.num_envs,), jnp.int32),
     )
     carry = (state, acting, none, jnp.zeros((), jnp.int32))
-    state, acting, first, _ = jax.lax.while_loop(running, body, carry)
-    return state, acting, first
+    state, acting, first, taken = jax.lax.while_loop(running, body, carry)
+    return (state, acting, first, taken) if with_steps else (state, acting, first)
 
 
 def rollout(

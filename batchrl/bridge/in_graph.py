@@ -103,8 +103,10 @@ class InGraphBatchEnv:
     env's own random stream, so a run is reproducible whatever the worker layout, and
     runs of different seeds share no env's episodes. A list of R seeds is R runs sharing
     the batch in equal parts, each run's envs seeded as that run alone seeds its own.
-    `env_seconds` counts the time the compiled program spent in the batch's step and
-    reset (env work and messaging), so the rest of a rollout's time is the program's own.
+    `env_seeds`, when given, are the envs' seeds in place of those `seed` draws (the
+    share of a larger batch that a rollout actor steps). `env_seconds` counts the time
+    the compiled program spent in the batch's step and reset (env work and messaging),
+    so the rest of a rollout's time is the program's own.
     `device`: where the programs that step it run (the CPU's first device by default).
     `in_place`: its calls read and write XLA's buffers in place (the default on the CPU),
     or copy each call's arrays across (the default elsewhere; on the CPU, to measure it).
@@ -123,12 +125,17 @@ class InGraphBatchEnv:
         devices: int = 1,
         device: jax.Device | None = None,
         in_place: bool | None = None,
+        env_seeds: Sequence[int] | None = None,
     ):
         self.batch_env = batch_env
         self.device = jax.devices("cpu")[0] if device is None else device
         self.devices = devices
         self.seed = seed
-        self.env_seeds = run_env_seeds(seed, len(batch_env))
+        if env_seeds is None:
+            env_seeds = run_env_seeds(seed, len(batch_env))
+        elif len(env_seeds) != len(batch_env):
+            raise ValueError(f"{len(env_seeds)} env_seeds for a batch of {len(batch_env)} envs")
+        self.env_seeds = list(env_seeds)
         self.num_envs = len(batch_env)
         self.env_seconds = 0.0
         host_spec = spaces.env_spec(

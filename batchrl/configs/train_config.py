@@ -69,6 +69,12 @@ class TrainConfig:
     # "gymnax" (gymnax's), compiled with the agent.
     backend: str = "processes"
     ray_actors: int = 0
+    # N > 0: N Ray actors (on RAY_ADDRESS's cluster, or a local Ray), spread over its
+    # nodes, each stepping its share of the envs (of `backend`; worker processes on its
+    # node for "processes" and "ray") with its own copy of the acting policy, and
+    # returning whole segments of the rollout to the learner here
+    # (`training.rollout_actors`). 0: the envs step from this process's program.
+    rollout_actors: int = 0
     # backend "mujoco" or "ale": the batch's threads; 0: one per core this process may run on.
     env_threads: int = 0
     # Where the learner runs (updates, the optimiser, the rollout it trains on): "auto" is
@@ -146,14 +152,25 @@ class TrainConfig:
                 f"keep_checkpoints>={self.average_last} (got {self.checkpoint_every} and "
                 f"{self.keep_checkpoints}), so a resumed run finds the phases it averages"
             )
-        for name in ("phase_steps", "envs_per_worker", "local_envs", "ray_actors", "env_threads"):
+        names = ("phase_steps", "envs_per_worker", "local_envs", "ray_actors", "env_threads")
+        for name in (*names, "rollout_actors"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
+        if self.rollout_actors:
+            _check_rollout_actors(self)
 
     @property
     def jax_native(self) -> bool:
         """The envs are JAX-native (XLA code compiled with the agent), not Gymnasium's."""
         return self.backend in backends.JAX_NATIVE
+
+    @property
+    def trained_algorithm(self) -> ppo_config.Config:
+        """`algorithm` as this run trains it: its `normalizer_updates` "auto" decided."""
+        if self.algorithm.normalizer_updates != "auto":
+            return self.algorithm
+        updates = "segment" if self.rollout_actors else "step"
+        return dataclasses.replace(self.algorithm, normalizer_updates=updates)
 
     @property
     def shape(self) -> ppo_config.RunShape:
@@ -180,6 +197,33 @@ class TrainConfig:
         """Train phases in the whole budget."""
         per_phase = self.batch_steps_per_phase * self.num_envs
         return math.ceil(self.steps / per_phase)
+
+
+def _check_rollout_actors(config: TrainConfig) -> None:
+    """What rollout actors cannot honour, named in a one-line ValueError."""
+    actors = config.rollout_actors
+    if actors > config.num_envs:
+        raise ValueError(f"rollout_actors must be at most num_envs={config.num_envs}, got {actors}")
+    if not isinstance(config.algorithm, ppo_config.ClippedConfig):
+        raise ValueError(
+            f"rollout_actors={actors} needs objective=clipped: the kl_penalty objective's "
+            f"episode memory fills at a step that every env's episodes decide together"
+        )
+    if config.algorithm.normalizer_updates == "step":
+        raise ValueError(
+            f"rollout_actors={actors} needs normalizer_updates='segment' (or 'auto'): "
+            f"updated every step, acting's normalisers would read every actor's observations"
+        )
+    for name, allowed in (("overlap", ("auto", "off")), ("local_envs", (0,))):
+        if getattr(config, name) not in allowed:
+            raise ValueError(
+                f"rollout_actors={actors} needs {name} in {allowed}, got {getattr(config, name)!r}"
+            )
+    if config.algorithm.learner_devices != 1:
+        raise ValueError(
+            f"rollout_actors={actors} needs learner_devices=1, "
+            f"got {config.algorithm.learner_devices}"
+        )
 
 
 def _check_in_process_backend(config: TrainConfig) -> None:

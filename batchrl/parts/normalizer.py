@@ -91,16 +91,23 @@ def update(
     safe_batch_count = jnp.maximum(batch_count, 1.0)
     batch_mean = jnp.sum(weight * batch, axis=0) / safe_batch_count
     batch_var_sum = jnp.sum(weight * jnp.square(batch - batch_mean), axis=0)
+    return merge(state, NormalizerState(count=batch_count, mean=batch_mean, var_sum=batch_var_sum))
 
-    count = state.count + batch_count
-    batch_fraction = batch_count / jnp.maximum(count, 1.0)
-    delta = batch_mean - state.mean
-    mean = state.mean + delta * batch_fraction
+
+def merge(state: NormalizerState, other: NormalizerState) -> NormalizerState:
+    """The statistics of `state`'s stream followed by `other`'s (Chan et al.).
+
+    Returns `state` unchanged when `other` is empty. Merging the statistics of a stream's
+    parts gives those of the whole within float error, in any grouping.
+    """
+    count = state.count + other.count
+    fraction = other.count / jnp.maximum(count, 1.0)
+    delta = other.mean - state.mean
+    mean = state.mean + delta * fraction
     # delta^2 * n_a * n_b / n, ordered so that n_a * n_b cannot overflow.
-    var_sum = state.var_sum + batch_var_sum + jnp.square(delta) * state.count * batch_fraction
-
+    var_sum = state.var_sum + other.var_sum + jnp.square(delta) * state.count * fraction
     merged = NormalizerState(count=count, mean=mean, var_sum=var_sum)
-    return jax.tree.map(lambda new, old: jnp.where(batch_count > 0, new, old), merged, state)
+    return jax.tree.map(lambda new, old: jnp.where(other.count > 0, new, old), merged, state)
 
 
 def std(state: NormalizerState) -> jax.Array:

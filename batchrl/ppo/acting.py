@@ -1,8 +1,9 @@
 """Acting for both PPO objectives: the state a batch step carries, and the two agents on it.
 
 A batch step carries `Acting` only: the policy's parameters (read), the observation and
-reward normalisers (updated every step, as the seed's `experience` did), and each env's
-running state (a recurrent policy's carry, the discounted return that scales rewards).
+reward normalisers (updated every step, as the seed's `experience` did, or once a segment:
+`normalizer_updates`), and each env's running state (a recurrent policy's carry, the
+discounted return that scales rewards).
 The sampling agent also values each step's next observation as it acts, so learners
 bootstrap a truncated episode without storing observations twice.
 `begin` builds it from the learner before a stretch of steps and `end` hands the
@@ -12,6 +13,7 @@ update never ride through a step.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import flax.struct
@@ -41,12 +43,20 @@ class Running:
 
 @flax.struct.dataclass
 class Acting:
-    """What a batch step reads and writes of a PPO agent."""
+    """What a batch step reads and writes of a PPO agent.
+
+    With `normalizer_updates="segment"` the normalisers stay as the segment began and
+    `obs_seen`, `reward_seen` gather its steps' statistics, merged in at its end (`end`):
+    envs acting apart (rollout actors) then act as they would together. Every step they
+    stay empty.
+    """
 
     params: dict
     obs_norm: encoder.NormTree
     reward_norm: normalizer.NormalizerState
     running: Running
+    obs_seen: encoder.NormTree
+    reward_seen: normalizer.NormalizerState
 
 
 @flax.struct.dataclass
@@ -78,13 +88,68 @@ def running(networks: agent_networks.Networks, num_envs: int) -> Running:
 
 def begin(learner: learner_lib.Learner, running: Running) -> Acting:
     """The acting state for a stretch of steps with the learner's parameters and statistics."""
-    return Acting(learner.params, learner.obs_norm, learner.reward_norm, running)
+    empty = functools.partial(jax.tree.map, jnp.zeros_like)  # A NormalizerState's init.
+    return Acting(
+        params=learner.params,
+        obs_norm=learner.obs_norm,
+        reward_norm=learner.reward_norm,
+        running=running,
+        obs_seen=empty(learner.obs_norm),
+        reward_seen=empty(learner.reward_norm),
+    )
 
 
 def end(learner: learner_lib.Learner, acting: Acting) -> tuple[learner_lib.Learner, Running]:
     """The learner with the statistics acting gathered, and the envs' running state."""
-    learner = learner.replace(obs_norm=acting.obs_norm, reward_norm=acting.reward_norm)
+    learner = learner.replace(
+        obs_norm=merge_norms(acting.obs_norm, acting.obs_seen),
+        reward_norm=normalizer.merge(acting.reward_norm, acting.reward_seen),
+    )
     return learner, acting.running
+
+
+def merge_norms(obs_norm: encoder.NormTree, seen: encoder.NormTree) -> encoder.NormTree:
+    """`obs_norm` with the statistics `seen` merged in, leaf by normalised leaf."""
+    return jax.tree.map(
+        normalizer.merge,
+        obs_norm,
+        seen,
+        is_leaf=lambda node: isinstance(node, normalizer.NormalizerState),
+    )
+
+
+def split(acting: Acting) -> tuple[Acting, Running]:
+    """What envs acting apart read alike, and each env's running state (`Shares.split`)."""
+    return acting.replace(running=None), acting.running
+
+
+def combine(shared: Acting, running: Running) -> Acting:
+    """A share's acting state from the shared part and its envs' running state."""
+    return shared.replace(running=running)
+
+
+def returned(acting: Acting) -> tuple[Running, encoder.NormTree, normalizer.NormalizerState]:
+    """What a share sends back after a segment: its envs' state, its steps' statistics."""
+    return acting.running, acting.obs_seen, acting.reward_seen
+
+
+def join(began: Acting, parts: list[tuple]) -> Acting:
+    """The acting state after a segment acted in shares, from what each share returned.
+
+    The shares' statistics merge in the order of their envs: the whole batch's within
+    float error (`normalizer.merge`).
+    """
+    (_, obs_seen, reward_seen), *rest = parts
+    for _, more_obs, more_reward in rest:
+        obs_seen = merge_norms(obs_seen, more_obs)
+        reward_seen = normalizer.merge(reward_seen, more_reward)
+    rows = jax.tree.map(lambda *leaves: jnp.concatenate(leaves), *(part[0] for part in parts))
+    return began.replace(running=rows, obs_seen=obs_seen, reward_seen=reward_seen)
+
+
+def by_segment(config: Any) -> bool:
+    """Whether acting with `config` updates its normalisers once a segment, not every step."""
+    return config.normalizer_updates == "segment"
 
 
 def obs_zeros(networks: agent_networks.Networks, leading: tuple[int, ...]) -> Any:
@@ -154,13 +219,20 @@ def sampling_agent(networks: agent_networks.Networks) -> simulate.Agent:
         reward = transition.reward.astype(jnp.float32)
         discounted = acting.running.discounted_return * config.discount + reward
         scaled_by = discounted if config.reward_scale == "return" else reward
-        obs_norm = encoder.update_normalizer(observation, acting.obs_norm, transition.obs)
-        next_features = networks.features(obs_norm, transition.next_obs)
-        acting = acting.replace(
-            obs_norm=obs_norm,
-            reward_norm=normalizer.update(acting.reward_norm, scaled_by),
-            running=acting.running.replace(discounted_return=discounted),
-        )
+        running = acting.running.replace(discounted_return=discounted)
+        if by_segment(config):
+            acting = acting.replace(
+                obs_seen=encoder.update_normalizer(observation, acting.obs_seen, transition.obs),
+                reward_seen=normalizer.update(acting.reward_seen, scaled_by),
+                running=running,
+            )
+        else:
+            acting = acting.replace(
+                obs_norm=encoder.update_normalizer(observation, acting.obs_norm, transition.obs),
+                reward_norm=normalizer.update(acting.reward_norm, scaled_by),
+                running=running,
+            )
+        next_features = networks.features(acting.obs_norm, transition.next_obs)
         return acting, choice.replace(next_value=networks.value(acting.params, next_features))
 
     def end_episode(acting: Acting, mask: jax.Array) -> Acting:

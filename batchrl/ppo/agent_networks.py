@@ -37,6 +37,10 @@ class Networks:
 
     config: config_lib.Config
     env_spec: EnvSpec  # The only thing the networks know of the env.
+    # (first, of): these networks act for envs first, first + 1, ... of a batch of `of`
+    # (a rollout actor's share), and `sample` draws for them the noise that batch draws
+    # for them, so a batch acted in shares samples the actions it samples whole.
+    rows: tuple[int, int] | None = None
 
     def __post_init__(self):
         if self.config.recurrent and (self.discrete or self.tree is not None):
@@ -220,6 +224,8 @@ class Networks:
 
     def sample(self, dist: Any, key: jax.Array) -> jax.Array:
         """An action drawn from each row: [N, A] float, [N] or [N, *action_shape] int32."""
+        if self.rows is not None:
+            return self._sample_rows(dist, key, *self.rows)
         if self.tree is not None:
             return action_tree.sample(self.tree, dist, key)
         if self.env_spec.multi_discrete:
@@ -228,6 +234,16 @@ class Networks:
         if self.discrete:
             return distributions.categorical_sample(key, dist)
         return distributions.gaussian_sample(key, *dist)
+
+    def _sample_rows(self, dist: Any, key: jax.Array, first: int, of: int) -> jax.Array:
+        """`sample` of the N rows first.. of a batch of `of`: its draw, cut to them."""
+        whole = dataclasses.replace(self, rows=None)
+        count = jax.tree.leaves(dist)[0].shape[0]
+        padded = jax.tree.map(
+            lambda x: jnp.zeros((of, *x.shape[1:]), x.dtype).at[first : first + count].set(x),
+            dist,
+        )
+        return jax.tree.map(lambda x: x[first : first + count], whole.sample(padded, key))
 
     def mode(self, dist: Any) -> jax.Array:
         if self.tree is not None:

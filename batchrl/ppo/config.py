@@ -16,6 +16,11 @@ import dataclasses
 from typing import ClassVar
 
 REWARD_SCALES = ("reward", "return")
+# When acting's normalisers take in the statistics of the steps it takes: "step", every
+# batch step (the seed's); "segment", once a segment of acting ends, the normalisers
+# staying as it began, so envs acting apart act as together (rollout actors); "auto",
+# "segment" with rollout actors, else "step" (the run's config decides, `TrainConfig`).
+NORMALIZER_UPDATES = ("auto", "step", "segment")
 IMAGE_CHANNELS = ("auto", "first", "last")  # As `networks.encoder.channels_first` reads them.
 CNNS = ("auto", "nature", "minatar", "none")  # As `networks.cnn.choose` reads them.
 
@@ -45,6 +50,7 @@ class Common:
     normalize_rewards: bool = True
     observation_clip: float = 5.0
     reward_clip: float = 10.0
+    normalizer_updates: str = "auto"  # One of NORMALIZER_UPDATES.
     # Networks.
     policy_layers: tuple[int, ...] = (200, 100)
     value_layers: tuple[int, ...] = (200, 100)
@@ -85,6 +91,11 @@ class Common:
             )
         if self.cnn not in CNNS:
             raise ValueError(f"unknown cnn {self.cnn!r}: use one of {CNNS}")
+        if self.normalizer_updates not in NORMALIZER_UPDATES:
+            raise ValueError(
+                f"unknown normalizer_updates {self.normalizer_updates!r}: use one of "
+                f"{NORMALIZER_UPDATES}"
+            )
         if self.reward_scale not in REWARD_SCALES:
             raise ValueError(
                 f"unknown reward_scale {self.reward_scale!r}: use one of {REWARD_SCALES}"

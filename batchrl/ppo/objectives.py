@@ -40,7 +40,19 @@ def metrics(learner: learner_lib.Learner) -> dict[str, jax.Array]:
     return {**learner.metrics, **learner_lib.normalizer_metrics(learner)}
 
 
-def _algorithm(objective: ModuleType) -> algorithm.Algorithm:
+# The clipped objective's rollout fills after a fixed number of steps, which every share
+# of the envs knows; the penalty objective's episode memory fills when the batch's
+# episodes say, so only the clipped one acts in shares.
+SHARES = algorithm.Shares(
+    split=acting.split,
+    combine=acting.combine,
+    returned=acting.returned,
+    join=acting.join,
+    storage_axis=1,  # The rollout's [T, B, ...].
+)
+
+
+def _algorithm(objective: ModuleType, shares: algorithm.Shares | None) -> algorithm.Algorithm:
     return algorithm.Algorithm(
         networks=agent_networks.Networks,
         init=objective.init,
@@ -56,8 +68,9 @@ def _algorithm(objective: ModuleType) -> algorithm.Algorithm:
         evaluation_agent=acting.evaluation_agent,
         metrics=metrics,
         check_finite=learner_lib.check_finite,
+        shares=shares,
     )
 
 
-PENALTY = _algorithm(penalty)
-CLIPPED = _algorithm(clipped)
+PENALTY = _algorithm(penalty, None)
+CLIPPED = _algorithm(clipped, SHARES)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from batchrl import bridge
+from batchrl.bridge import seeds as seeds_lib
 from batchrl.configs import TrainConfig
 from batchrl.env_spec import EnvSpec
 from batchrl.envs import BatchEnv, spaces
@@ -93,7 +94,11 @@ def _jax_native(config: TrainConfig, env: Any = None) -> jax_env.Env:
 
 
 def build(
-    config: TrainConfig, local: bool = False, env: Any = None, seeds: Sequence[int] = ()
+    config: TrainConfig,
+    local: bool = False,
+    env: Any = None,
+    seeds: Sequence[int] = (),
+    share: tuple[int, int] | None = None,
 ) -> tuple[Any, BatchEnv | None]:
     """The batched env for `config` and the BatchEnv behind it (None when JAX-native).
 
@@ -101,17 +106,20 @@ def build(
     env constructor, or a JAX-native env. `local` steps Gymnasium envs in this process
     instead of workers (for tools that only need the env's structure). `seeds`: the
     host envs of that many runs in one batch, `config.num_envs` a run, each run's envs
-    seeded as that run alone seeds them (not on Atari).
+    seeded as that run alone seeds them (not on Atari). `share` (first, count): envs
+    first.. first + count - 1 of the run's batch alone, each seeded as in the whole
+    batch (a rollout actor's; backend "ray" is then worker processes here).
     """
     if seeds and (config.jax_native or config.backend == "ale"):
         raise ValueError(f"backend={config.backend!r} builds no batch of several runs' envs")
-    count = config.num_envs * max(len(seeds), 1)
+    first, count = share or (0, config.num_envs * max(len(seeds), 1))
     check_env_name(config, env)
     if config.jax_native:
         native = _jax_native(config, env)
         limit = min(native.max_length, config.max_length)
         inner = native.env if isinstance(native, jax_env.TimeLimit) else native
-        return jax_env.VmapBatch(jax_env.TimeLimit(inner, limit), config.num_envs), None
+        rows = None if share is None else (first, config.num_envs)
+        return jax_env.VmapBatch(jax_env.TimeLimit(inner, limit), count, rows), None
     constructor = make.Make(
         env or config.env,
         config.max_length,
@@ -130,7 +138,7 @@ def build(
             max_episode_steps=make.time_limit(config.env, config.max_length),
             **config.env_kwargs,
         )
-    elif config.backend == "ray":
+    elif config.backend == "ray" and share is None:
         batch_env = BatchEnv.ray(
             constructor,
             count,
@@ -145,7 +153,11 @@ def build(
             envs_per_worker=config.envs_per_worker or None,
             local_envs=config.local_envs,
             restart=config.restart_workers,
+            first_index=first,
         )
+    if share is not None:
+        env_seeds = seeds_lib.env_seeds(config.seed, config.num_envs)[first : first + count]
+        return _compiled(config, batch_env, config.seed, env_seeds), batch_env
     return _compiled(config, batch_env, list(seeds) or config.seed), batch_env
 
 
@@ -164,7 +176,12 @@ def build_eval(config: TrainConfig) -> tuple[Any, BatchEnv] | None:
     return _compiled(config, batch_env, config.seed + _EVAL_SEEDS), batch_env
 
 
-def _compiled(config: TrainConfig, batch_env: BatchEnv, seed: int | list[int]) -> Any:
+def _compiled(
+    config: TrainConfig,
+    batch_env: BatchEnv,
+    seed: int | list[int],
+    env_seeds: Sequence[int] | None = None,
+) -> Any:
     """What compiled code steps `batch_env` through: the bridge, or ale-py's XLA calls.
 
     Either is built for the device acting runs on (`placement.host_acting_device`).
@@ -179,7 +196,9 @@ def _compiled(config: TrainConfig, batch_env: BatchEnv, seed: int | list[int]) -
         device = placement.host_acting_device(config, ale_ffi.platforms())
         return ale_ffi.AleFfiBatch(batch_env, seed=seed, devices=devices, device=device)
     device = placement.host_acting_device(config)
-    return bridge.InGraphBatchEnv(batch_env, seed=seed, devices=devices, device=device)
+    return bridge.InGraphBatchEnv(
+        batch_env, seed=seed, devices=devices, device=device, env_seeds=env_seeds
+    )
 
 
 def atari_options(config: TrainConfig, evaluation: bool = False) -> dict[str, Any]:

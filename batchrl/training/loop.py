@@ -117,7 +117,7 @@ def make_programs(
             f"devices, got {where.describe()}: set acting_device={config.device}"
         )
     algorithm = algorithm_lib.of(config.algorithm)
-    networks = algorithm.networks(config.algorithm, env.env_spec)
+    networks = algorithm.networks(config.trained_algorithm, env.env_spec)
     train_steps = train_steps or config.batch_steps_per_phase
     eval_steps = eval_steps or config.eval_batch_steps
     init = functools.partial(algorithm.init, networks, config.shape)
@@ -126,10 +126,17 @@ def make_programs(
         storage_bytes, f"{config.algorithm.objective} objective's storage", where.learner
     )
     evaluation = algorithm.evaluation_agent(networks, sample=config.eval_sample)
-    overlap = overlap_lib.wanted(config, env, where)
+    if hasattr(env, "train_program"):  # Envs that act in rollout actors run the phases.
+        overlap = False
+        train = env.train_program(networks, algorithm, train_steps, where)
+        evaluate = env.eval_program(algorithm, eval_steps)
+    else:
+        overlap = overlap_lib.wanted(config, env, where)
+        train = phase_lib.make(env, networks, train_steps, where, overlap)
+        evaluate = simulate.make_first_episodes(eval_env, evaluation, eval_steps)
     programs = Programs(
-        train=phase_lib.make(env, networks, train_steps, where, overlap),
-        evaluate=simulate.make_first_episodes(eval_env, evaluation, eval_steps),
+        train=train,
+        evaluate=evaluate,
         init=jax.jit(init),
         algorithm=algorithm,
         networks=networks,

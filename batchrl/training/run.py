@@ -89,7 +89,12 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
     checkpoint of the last logged state, then is raised on.
     """
     with contextlib.ExitStack() as opened:
-        env, batch_env = environments.build(config, env=env)
+        if config.rollout_actors:  # The envs, and acting on them, in Ray actors.
+            from batchrl.training import rollout_actors  # Ray is an optional dependency.
+
+            env = batch_env = rollout_actors.RolloutEnv(config, env)
+        else:
+            env, batch_env = environments.build(config, env=env)
         if batch_env is not None:
             opened.callback(batch_env.close)
         evaluation = environments.build_eval(config)  # None: evaluation steps the same envs.

@@ -132,14 +132,20 @@ class TimeLimit(Describes):
         return state, time_step.replace(truncated=truncated)
 
 
-def reset_batch(env: Env, key: jax.Array, num_envs: int) -> tuple[EnvState, Any]:
+def reset_batch(
+    env: Env, key: jax.Array, num_envs: int, rows: tuple[int, int] | None = None
+) -> tuple[EnvState, Any]:
     """Resets `num_envs` envs, each with its own key split from `key`.
+
+    `rows` (first, of): the envs are first, first + 1, ... of a batch of `of`, and take
+    the keys that batch's reset gives them.
 
     Returns:
         (state, obs): the batched env state and obs, every leaf with a leading [B]
         axis, where B = num_envs.
     """
-    keys = jax.random.split(key, num_envs)
+    first, of = rows or (0, num_envs)
+    keys = jax.random.split(key, of)[first : first + num_envs]
     return jax.vmap(env.reset)(keys)
 
 
@@ -176,7 +182,12 @@ def rollout_batch(env: Env, state: EnvState, actions: jax.Array) -> tuple[EnvSta
 
 
 def reset_where(
-    env: Env, state: EnvState, obs: Any, key: jax.Array, mask: jax.Array
+    env: Env,
+    state: EnvState,
+    obs: Any,
+    key: jax.Array,
+    mask: jax.Array,
+    rows: tuple[int, int] | None = None,
 ) -> tuple[EnvState, Any]:
     """Resets only the envs where `mask` is True; the others keep their state and obs.
 
@@ -190,6 +201,7 @@ def reset_where(
         obs: Current observations, a tree of [B, *leaf.shape].
         key: One key for this reset.
         mask: [B] bool, which envs to reset.
+        rows: The envs' rows in a larger batch, as `reset_batch` reads them.
 
     Returns:
         (state, obs) with the masked envs reset.
@@ -201,7 +213,7 @@ def reset_where(
             f"mask {mask.shape} and obs leaves {sorted(obs_sizes)} must lead with the batch "
             f"size {num_envs}"
         )
-    fresh_state, fresh_obs = reset_batch(env, key, num_envs)
+    fresh_state, fresh_obs = reset_batch(env, key, num_envs, rows)
     return select(mask, fresh_state, state), select(mask, fresh_obs, obs)
 
 
@@ -251,15 +263,18 @@ class VmapBatch(Describes, Compiled):
     """`num_envs` copies of a JAX-native env behind the batched interface simulate uses.
 
     `init(key)`, `reset(env_state, obs, key, mask)` and `step(env_state, action)` are
-    pure; no step ever leaves the compiled program.
+    pure; no step ever leaves the compiled program. `rows` (first, of): these envs are
+    first, first + 1, ... of a batch of `of` (a rollout actor's share), and every reset
+    gives them the keys that batch's gives them.
     """
 
     env: Env
     num_envs: int
+    rows: tuple[int, int] | None = None
 
     def init(self, key: jax.Array) -> tuple[EnvState, Any]:
         """Resets every env. Returns (env_state, obs), obs a tree of [B, *leaf.shape]."""
-        return reset_batch(self.env, key, self.num_envs)
+        return reset_batch(self.env, key, self.num_envs, self.rows)
 
     def reset(
         self, env_state: EnvState, obs: Any, key: jax.Array, mask: jax.Array
@@ -267,7 +282,7 @@ class VmapBatch(Describes, Compiled):
         """Resets the envs where mask [B] is True; skips the work when none is."""
         return jax.lax.cond(
             mask.any(),
-            lambda: reset_where(self.env, env_state, obs, key, mask),
+            lambda: reset_where(self.env, env_state, obs, key, mask, self.rows),
             lambda: (env_state, obs),
         )
 

@@ -1,0 +1,130 @@
+"""A rollout actor: a Ray actor that acts on its share of a run's envs with its own programs.
+
+It builds envs first.. first + count - 1 of the run's batch where it runs (worker
+processes on its node, the MuJoCo batch, a JAX-native batch), each seeded as in the
+whole batch, and compiles two programs on them: acting for a segment, writing its share
+of the rollout, and an evaluation round. Its networks sample, and its JAX-native envs
+reset, with the noise and keys the whole batch would give its rows, so a batch acted in
+shares acts as it does whole. The learner (`training.rollout_actors`) sends the acting
+parameters and each call's state; the actor sends back whole segments, as host arrays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+from typing import Any
+
+import cloudpickle
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from batchrl import algorithm as algorithm_lib
+from batchrl import simulate
+from batchrl.training import environments
+
+
+def to_host(tree: Any) -> Any:
+    """`tree` with its arrays as numpy arrays, random keys kept as keys (Ray pickles both)."""
+
+    def host(leaf: Any) -> Any:
+        if isinstance(leaf, jax.Array) and not jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            return np.asarray(leaf)
+        return leaf
+
+    return jax.tree.map(host, tree)
+
+
+class RolloutActor:
+    """Envs first.. first + count - 1 of the batch a pickled (config, env) names, acting."""
+
+    def __init__(self, blob: bytes, first: int, count: int):
+        config, env = cloudpickle.loads(blob)
+        self.first, self.count = first, count
+        self._env, self._batch_env = environments.build(config, env=env, share=(first, count))
+        algorithm = algorithm_lib.of(config.algorithm)
+        self._shares = algorithm.shares
+        networks = algorithm.networks(config.trained_algorithm, self._env.env_spec)
+        networks = dataclasses.replace(networks, rows=(first, config.num_envs))
+        sampling = algorithm.sampling_agent(networks)
+        evaluation = algorithm.evaluation_agent(networks, sample=config.eval_sample)
+        recorder = algorithm.recorder(networks)
+        shape = dataclasses.replace(config.shape, num_envs=count)
+        init = jax.jit(functools.partial(algorithm.init, networks, shape))
+        # An empty share of the storage, whose rows are written before they are read.
+        self._empty = init(jax.random.key(0)).storage
+        env_ = self._env
+
+        def act(sim: Any, acting: Any, storage: Any, left: jax.Array, reset: jax.Array) -> tuple:
+            sim, acting, storage, taken = simulate.collect(
+                env_, sampling, sim, acting, left, recorder=recorder, storage=storage, reset=reset
+            )
+            return sim, acting, storage, taken, recorder.ready(storage)
+
+        def evaluate(sim: Any, acting: Any, max_steps: jax.Array) -> tuple:
+            return simulate.first_episodes(
+                env_, evaluation, sim, acting, max_steps, with_steps=True
+            )
+
+        def advance(sim: Any, acting: Any, steps: jax.Array) -> tuple:
+            sim, acting, _, _ = simulate.collect(env_, evaluation, sim, acting, steps)
+            return sim, acting
+
+        self._act = env_.wrap_compiled(jax.jit(act))
+        self._evaluate = env_.wrap_compiled(jax.jit(evaluate))
+        self._advance = env_.wrap_compiled(jax.jit(advance))
+        self._held: tuple[Any, Any] | None = None  # An eval round's states, to advance.
+
+    def describe(self) -> tuple:
+        """Where the actor runs and its envs' spec."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id(), os.getpid(), self._env.env_spec
+
+    def init(self, key: jax.Array) -> tuple:
+        """Every env reset, as `simulate.CompiledBatch.init`: (env_state, obs)."""
+        return to_host(self._env.init(key))
+
+    def act(
+        self, shared: Any, running: Any, storage: Any, sim: Any, left: int, reset: bool
+    ) -> tuple:
+        """A segment: at most `left` steps, until the rollout share is ready.
+
+        `shared` and `running` are the acting state's shared part and this actor's rows of
+        its per-env part (`algorithm.Shares`); `storage` this actor's share of the
+        learner's (None: the learner's holds no steps, and the actor writes into an
+        empty one of its own). Returns what the segment changed of the acting state
+        (`Shares.returned`), the storage, the simulation, the steps taken and whether
+        the storage is ready.
+        """
+        storage = self._empty if storage is None else storage
+        acting = self._shares.combine(shared, running)
+        sim, acting, storage, taken, ready = self._act(
+            sim, acting, storage, jnp.asarray(left, jnp.int32), jnp.asarray(reset)
+        )
+        return to_host((self._shares.returned(acting), storage, sim, taken, ready))
+
+    def evaluate(self, shared: Any, running: Any, sim: Any, max_steps: int) -> tuple:
+        """An evaluation round from a restart: (sim, first episodes, steps taken)."""
+        acting = self._shares.combine(shared, running)
+        sim, acting, first, taken = self._evaluate(sim, acting, jnp.asarray(max_steps, jnp.int32))
+        self._held = (sim, acting)
+        return to_host((sim, first, taken))
+
+    def advance(self, steps: int) -> Any:
+        """The last round's simulation `steps` steps on, as the whole batch's round runs."""
+        sim, acting = self._held
+        sim, _ = self._advance(sim, acting, jnp.asarray(steps, jnp.int32))
+        return to_host(sim)
+
+    def restarts(self) -> int:
+        """Env workers replaced in this actor."""
+        return 0 if self._batch_env is None else self._batch_env.restarts
+
+    def close(self) -> None:
+        """Closes the actor's envs and their workers."""
+        if self._batch_env is not None:
+            self._batch_env.close()
+            self._batch_env = None

@@ -1,0 +1,277 @@
+"""Rollout actors: a run's envs in Ray actors, each acting on its share; the learner here.
+
+With `rollout_actors=N` the run's envs are split evenly over N Ray actors
+(`training.rollout_actor`), one to a node in turn. A segment of acting (until the
+rollout is full, or the phase's steps are done) is one Ray call per actor, not one per
+batch step: the learner puts the acting parameters and normalisers in Ray's object
+store once, every actor reads them, acts on its envs with its own compiled program and
+returns its share of the rollout, [T, B_i, ...], whole. The learner joins the shares
+and updates, on its own device, between segments, as `phase.split` does between its
+acting and learning devices.
+
+The same results as the envs stepped here, within float error, for the same seed:
+every env is seeded as in the whole batch, each actor samples the noise the whole batch
+samples for its envs, the normalisers take in a segment's statistics at its end
+(`normalizer_updates="segment"`, which the local run then uses too), and an evaluation
+round steps every actor as long as the whole batch's round steps.
+
+The clipped objective only: its rollout fills after a fixed number of steps, which
+every actor knows; an episode memory fills at a step that all envs' episodes decide.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import cloudpickle
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from batchrl import algorithm as algorithm_lib
+from batchrl import simulate
+from batchrl.configs import TrainConfig
+from batchrl.envs.host import errors
+from batchrl.envs.ray import ray_group
+from batchrl.training import placement, rollout_actor
+
+START_TIMEOUT = 300.0  # Seconds an actor may take to build its envs and answer.
+
+
+class RolloutEnv:
+    """The learner's handle on N rollout actors holding a run's `num_envs` envs.
+
+    To `simulate.init` and the run it is a batch of host envs (`init` resets every env
+    in the actors); its phases are `train_program`'s and `eval_program`'s, which run
+    in the actors. `close` ends every actor and the envs they hold.
+    """
+
+    device = jax.devices("cpu")[0]  # Where the simulation's state waits between calls.
+
+    def __init__(self, config: TrainConfig, env: Any = None):
+        ray = ray_group.import_ray()
+        # Host envs are one set, which train and eval phases share and restart, as here;
+        # JAX-native ones are their simulation's state, one for each.
+        self.calls_host = not config.jax_native
+        self.num_envs = config.num_envs
+        count = config.rollout_actors
+        self.bounds = [config.num_envs * k // count for k in range(count + 1)]
+        self._actors: list[Any] = []
+        self.nodes: list[str] = []  # Each actor's node, once started.
+        self._closed = False
+        ray_group.SESSION.join()
+        try:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            nodes = ray_group.alive_nodes()
+            remote = ray.remote(rollout_actor.RolloutActor)
+            blob = cloudpickle.dumps((config, env))
+            for number, (lo, hi) in enumerate(itertools.pairwise(self.bounds)):
+                strategy = NodeAffinitySchedulingStrategy(nodes[number % len(nodes)], soft=False)
+                options = {"num_cpus": 0, "max_restarts": 0, "scheduling_strategy": strategy}
+                self._actors.append(remote.options(**options).remote(blob, lo, hi - lo))
+            described = self._get([actor.describe.remote() for actor in self._actors], "start")
+        except BaseException:
+            self.close()
+            raise
+        self.nodes = [node for node, _, _ in described]
+        self.pids = [pid for _, pid, _ in described]
+        self.env_spec = described[0][2]
+
+    # -- what simulate and the run read of a batch --------------------------------------------
+
+    def init(self, key: jax.Array) -> tuple[Any, Any]:
+        """Resets every env in the actors: the whole batch's (env_state, obs)."""
+        parts = self._get([actor.init.remote(key) for actor in self._actors], "init")
+        return join_rows(parts)
+
+    @staticmethod
+    def wrap_compiled(program: Callable[..., Any]) -> Callable[..., Any]:
+        return program
+
+    @property
+    def restarts(self) -> int:
+        """Env workers replaced in the actors."""
+        return sum(self._get([actor.restarts.remote() for actor in self._actors], "restarts"))
+
+    def close(self) -> None:
+        """Closes every actor's envs, then ends the actors. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        ray = ray_group.import_ray()
+        with contextlib.suppress(Exception):
+            ray.get([actor.close.remote() for actor in self._actors], timeout=30)
+        for actor in self._actors:
+            with contextlib.suppress(Exception):
+                ray.kill(actor, no_restart=True)
+        ray_group.SESSION.leave()
+
+    def __enter__(self) -> RolloutEnv:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the programs ---------------------------------------------------------------------
+
+    def train_program(
+        self,
+        networks: algorithm_lib.Networks,
+        algorithm: algorithm_lib.Algorithm,
+        num_steps: int,
+        where: placement.Placement,
+    ) -> Callable[..., tuple[simulate.SimState, algorithm_lib.AgentState]]:
+        """A train phase of `num_steps` batch steps: segments in the actors, updates here.
+
+        Called as `phase.make`'s programs are: (state, agent, reset=False, settle=False).
+        """
+        ray = ray_group.import_ray()
+        shares, axis = algorithm.shares, algorithm.shares.storage_axis
+
+        @jax.jit
+        def prepare(agent: Any, cut: jax.Array) -> tuple[Any, Any, Any]:
+            agent = algorithm.learn(networks, algorithm.cut(agent, cut))
+            return agent, algorithm.begin(agent), algorithm.holds_steps(agent)
+
+        end = jax.jit(algorithm.end)
+
+        def run(
+            state: simulate.SimState, agent: Any, reset: Any = False, settle: bool = False
+        ) -> tuple[simulate.SimState, Any]:
+            del settle  # Every update is trained within its phase.
+            reset, left, ready = bool(reset), num_steps, True
+            cut, sims = reset, self._scatter_sim(state)
+            while left > 0 or ready:
+                agent, acting, holds = prepare(agent, where.to_learner(jnp.asarray(cut)))
+                cut = False
+                if left == 0:  # The last update: no steps are left to act.
+                    break
+                shared, running = rollout_actor.to_host(shares.split(acting))
+                shared = ray.put(shared)
+                stored = rollout_actor.to_host(agent.storage) if bool(holds) else None
+                first = reset and left == num_steps
+                calls = []
+                for actor, (lo, hi), sim in zip(self._actors, self._ranges, sims, strict=True):
+                    share = None if stored is None else rows(stored, lo, hi, axis)
+                    calls.append(
+                        actor.act.remote(shared, rows(running, lo, hi), share, sim, left, first)
+                    )
+                parts = self._get(calls, "act")
+                returns, storages, sims, taken, ready = zip(*parts, strict=True)
+                acting = shares.join(acting, list(returns))
+                storage = join_rows(storages, axis)
+                agent = end(agent, *where.to_learner((acting, storage)))
+                left, ready = left - int(taken[0]), bool(ready[0])
+            return jax.block_until_ready((self._gather_sim(sims), agent))
+
+        return run
+
+    def eval_program(
+        self, algorithm: algorithm_lib.Algorithm, max_steps: int
+    ) -> Callable[..., tuple[simulate.SimState, Any, simulate.FirstEpisodes]]:
+        """An evaluation round (`simulate.make_first_episodes`'s) in the actors.
+
+        Each actor stops once its envs ended their first episodes, and then steps on to
+        the step where the last env of the whole batch ended its, as one batch would.
+        """
+        ray = ray_group.import_ray()
+
+        def run(state: simulate.SimState, acting: Any) -> tuple:
+            shared, running = rollout_actor.to_host(algorithm.shares.split(acting))
+            shared = ray.put(shared)
+            calls = [
+                actor.evaluate.remote(shared, rows(running, lo, hi), sim, max_steps)
+                for actor, (lo, hi), sim in zip(
+                    self._actors, self._ranges, self._scatter_sim(state), strict=True
+                )
+            ]
+            sims, firsts, taken = zip(*self._get(calls, "evaluate"), strict=True)
+            last = max(int(steps) for steps in taken)
+            behind = [k for k, steps in enumerate(taken) if int(steps) < last]
+            calls = [self._actors[k].advance.remote(last - int(taken[k])) for k in behind]
+            sims = list(sims)
+            for k, sim in zip(behind, self._get(calls, "evaluate"), strict=True):
+                sims[k] = sim
+            return self._gather_sim(sims), acting, join_rows(firsts)
+
+        return run
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    @property
+    def _ranges(self) -> list[tuple[int, int]]:
+        return list(itertools.pairwise(self.bounds))
+
+    def _scatter_sim(self, state: simulate.SimState) -> list[simulate.SimState]:
+        """Each actor's share of a simulation; its episode sums all go to the first."""
+        host = rollout_actor.to_host(state)
+        parts = [rows(host, lo, hi) for lo, hi in self._ranges]
+        return [parts[0], *(simulate.clear_summary(part) for part in parts[1:])]
+
+    @staticmethod
+    def _gather_sim(parts: Sequence[simulate.SimState]) -> simulate.SimState:
+        """The whole batch's simulation from the actors' shares."""
+        whole = join_rows(parts)
+        whole = whole.replace(
+            episodes=sum(part.episodes for part in parts),
+            score_sum=sum(part.score_sum for part in parts),
+            length_sum=sum(part.length_sum for part in parts),
+        )
+        return jax.tree.map(jnp.asarray, whole)
+
+    def _get(self, refs: list[Any], command: str) -> list[Any]:
+        """The actors' answers to `command`, or one line naming the first actor that failed."""
+        ray = ray_group.import_ray()
+        timeout = START_TIMEOUT if command == "start" else None
+        answers = []
+        for number, ref in enumerate(refs):
+            try:
+                answers.append(ray.get(ref, timeout=timeout))
+            except ray.exceptions.RayTaskError as error:
+                cause = error.cause
+                if isinstance(cause, errors.EnvError):
+                    raise cause from None
+                raise errors.EnvRaisedError(
+                    f"{type(cause).__name__}: {cause} (raised in {self._describe(number)} "
+                    f"during {command})\n\nIn the actor:\n{error}",
+                    "rollout actor",
+                    command,
+                    type(cause).__name__,
+                    str(error),
+                ) from None
+            except (ray.exceptions.RayError, TimeoutError) as error:
+                why = type(error).__name__
+                if number < len(self.nodes) and self.nodes[number] not in ray_group.alive_nodes():
+                    why = f"{why}; its node is gone"
+                raise errors.EnvCrashedError(
+                    f"{self._describe(number)} died during {command} ({why})",
+                    "rollout actor",
+                    command,
+                ) from None
+        return answers
+
+    def _describe(self, number: int) -> str:
+        lo, hi = self._ranges[number]
+        on = f" on node {self.nodes[number][:8]}" if number < len(self.nodes) else ""
+        return f"rollout actor {number} (envs {lo}-{hi - 1}){on}"
+
+
+def rows(tree: Any, lo: int, hi: int, axis: int = 0) -> Any:
+    """Rows lo..hi - 1 along `axis` of every leaf of rank above `axis`; the rest shared."""
+    index = (slice(None),) * axis + (slice(lo, hi),)
+    return jax.tree.map(lambda x: x[index] if np.ndim(x) > axis else x, tree)
+
+
+def join_rows(parts: Sequence[Any], axis: int = 0) -> Any:
+    """The parts joined along `axis` at every leaf of rank above it; the first's elsewhere."""
+
+    def join(*leaves: Any) -> Any:
+        if np.ndim(leaves[0]) > axis:
+            return np.concatenate(leaves, axis=axis)
+        return leaves[0]
+
+    return jax.tree.map(join, *parts)

@@ -1,0 +1,166 @@
+"""Rollout actors on a two-node Ray cluster on this machine: the local run's results, faults."""
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+import ray
+from ray.cluster_utils import Cluster
+
+from batchrl.configs import presets, train_config
+from batchrl.envs import EnvCrashedError
+from batchrl.envs.jax import classic, jax_env
+from batchrl.networks import encoder
+from batchrl.ppo import agent_networks
+from batchrl.ppo import config as ppo_config
+from batchrl.scripts import train
+from batchrl.training import metrics_log, rollout_actors
+
+# As ray_group_test.py's: one test process runs every test that starts or joins a cluster.
+RAY = [pytest.mark.xdist_group("ray"), pytest.mark.slow]
+# Two updates of 32 steps on 4 envs a phase, two phases, each evaluated on 4 episodes.
+TINY = {
+    "objective": "clipped",
+    "num_envs": 4,
+    "steps_per_update": 32,
+    "num_minibatches": 2,
+    "update_epochs": 2,
+    "phase_steps": 256,
+    "steps": 512,
+    "eval_every": 1,
+    "eval_episodes": 4,
+    "final_episodes": 4,
+    "policy_layers": "16,16",
+    "value_layers": "16,16",
+}
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    head = {"num_cpus": 1, "include_dashboard": False}
+    cluster = Cluster(initialize_head=True, head_node_args=head)
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, logging_level="ERROR")
+    yield cluster
+    ray.shutdown()
+    cluster.shutdown()
+
+
+def _our_actors() -> list[str]:
+    """The cluster's live rollout actors, from its own actor table."""
+    from ray._private import state as ray_state
+
+    table = ray_state.actors().values()
+    return [a["ActorID"] for a in table if a["State"] != "DEAD" and "Rollout" in a["ClassName"]]
+
+
+def _train(tmp_path, name, preset, settings):
+    args = ["--logdir", str(tmp_path / name), "--config", preset, "--timestamp", "t"]
+    for key, value in {**TINY, **settings}.items():
+        args += ["--set", f"{key}={value}"]
+    assert train.main(args) == 0
+    (folder,) = (tmp_path / name).iterdir()
+    return metrics_log.read_jsonl(folder / "metrics.jsonl")
+
+
+def _learned(rows):
+    return [{k: v for k, v in row.items() if not k.startswith("perf/")} for row in rows]
+
+
+def _close(ours, theirs):
+    """Equal within float error: the actors' normaliser statistics merge in another order."""
+    assert [sorted(row) for row in ours] == [sorted(row) for row in theirs]
+    for mine, local in zip(ours, theirs, strict=True):
+        for key, value in local.items():
+            assert mine[key] == pytest.approx(value, rel=1e-5, abs=1e-7), key
+
+
+# Two actors on the two nodes; MuJoCo's on one actor, as continuous actions computed on an
+# actor's 2 rows round another way than on the batch's 4 in their last bits, and the
+# dynamics grow that over the steps (observations 2e-4 apart after 32 steps, their mean
+# 6 % apart after 512): equal within float error, but not after as many steps.
+# CartPole's policy rounds alike on 2 rows and on 4.
+@pytest.mark.parametrize(
+    ("preset", "backend", "actors"),
+    [("cartpole", "processes", 2), ("cartpole_jax", "jax", 2), ("cheetah_clipped", "mujoco", 1)],
+)
+@pytest.mark.usefixtures("cluster")
+@RAY[0]
+@RAY[1]
+def test_rollout_actors_train_as_the_envs_stepped_here(tmp_path, preset, backend, actors):
+    # The local run updates its normalisers once a segment too, as actors must.
+    settings = {"backend": backend, "normalizer_updates": "segment", "max_length": 50}
+    local = _train(tmp_path, "local", preset, settings)
+    ours = _train(tmp_path, "actors", preset, {**settings, "rollout_actors": actors})
+    assert [row["step"] for row in ours] == [256, 512]
+    assert all(row["train/count"] > 0 for row in ours)
+    _close(_learned(ours), _learned(local))
+    assert _our_actors() == []
+
+
+@pytest.mark.usefixtures("cluster")
+@RAY[0]
+@RAY[1]
+def test_a_killed_actor_is_named_in_one_line_and_none_is_left(tmp_path):
+    config = train_config.replace(presets.get("cartpole"), objective="clipped", num_envs=4)
+    env = rollout_actors.RolloutEnv(dataclasses.replace(config, rollout_actors=2))
+    try:
+        ray.kill(env._actors[1], no_restart=True)
+        with pytest.raises(EnvCrashedError) as raised:
+            env.init(jax.random.key(0))
+        message = str(raised.value)
+        assert "\n" not in message
+        assert "rollout actor 1 (envs 2-3) on node" in message and "died during init" in message
+    finally:
+        env.close()
+    assert _our_actors() == []
+
+
+def test_rollout_actors_are_refused_in_one_line_where_they_cannot_act_as_one_batch():
+    cartpole = presets.get("cartpole")
+    with pytest.raises(ValueError, match="needs objective=clipped: the kl_penalty"):
+        dataclasses.replace(cartpole, rollout_actors=2)
+    clipped = train_config.replace(cartpole, objective="clipped")
+    with pytest.raises(ValueError, match="needs normalizer_updates='segment'"):
+        train_config.replace(clipped, normalizer_updates="step", rollout_actors=2)
+    with pytest.raises(ValueError, match="rollout_actors must be at most num_envs=30"):
+        dataclasses.replace(clipped, rollout_actors=31)
+    assert dataclasses.replace(clipped, rollout_actors=2).trained_algorithm.normalizer_updates == (
+        "segment"
+    )
+    assert clipped.trained_algorithm.normalizer_updates == "step"
+
+
+def test_a_share_of_the_batch_samples_the_actions_the_whole_batch_samples_for_it():
+    env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 6)
+    networks = agent_networks.Networks(ppo_config.ClippedConfig(), env.env_spec)
+    params = networks.init(jax.random.key(1))
+    obs = jax.random.normal(jax.random.key(2), (6, *env.env_spec.observation.shape))
+    features = networks.features(encoder.init_normalizer(env.env_spec.observation), obs)
+    dist = networks.distribution(params, features)
+    key = jax.random.key(3)
+    whole = networks.sample(dist, key)
+    share = dataclasses.replace(networks, rows=(2, 6))
+    part = share.sample(jax.tree.map(lambda x: x[2:5], dist), key)
+    np.testing.assert_array_equal(part, whole[2:5])
+
+
+def test_a_share_of_jax_native_envs_resets_as_those_envs_of_the_whole_batch():
+    cartpole = jax_env.TimeLimit(classic.make("CartPole-v1"), 500)
+    whole = jax_env.VmapBatch(cartpole, 6)
+    share = jax_env.VmapBatch(cartpole, 3, rows=(2, 6))
+    key = jax.random.key(4)
+    state, obs = whole.init(key)
+    part_state, part_obs = share.init(key)
+    np.testing.assert_array_equal(part_obs, obs[2:5])
+    mask = np.array([True, False, True, True, False, True])
+    _, again = whole.reset(state, obs, jax.random.key(5), mask)
+    _, part_again = share.reset(part_state, part_obs, jax.random.key(5), mask[2:5])
+    np.testing.assert_array_equal(part_again, again[2:5])
+
+
+def test_a_run_folder_with_rollout_actors_reads_back_its_setting():
+    config = train_config.replace(presets.get("cheetah_clipped"), rollout_actors=2)
+    assert train_config.from_dict(train_config.to_dict(config)) == config

@@ -1,0 +1,101 @@
+"""Training speed with Ray: rollout actors against per-step Ray actors and local workers.
+
+Prints one JSON line a preset. Starts a local two-node Ray cluster on this machine
+(`ray.cluster_utils.Cluster`, one CPU a node) and trains the preset for `--phases`
+phases three ways, in alternating rounds, each in a fresh process: its envs in local
+worker processes (`backend=processes`), on the cluster's actors stepped once a batch
+step (`backend=ray`, one actor a node), and in two rollout actors, one a node, that act
+a segment at a time (`rollout_actors=2`). Each run's speed is its env steps over its
+train seconds after the first phase (which compiles); the median over rounds is kept,
+with every round's figures and each Ray variant's ratio to local workers.
+
+    python benchmarks/ray_training.py [--preset cartpole cheetah_clipped] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from ray.cluster_utils import Cluster
+
+# preset: its settings, the clipped objective (rollout actors need it) at every speed.
+PRESETS = {
+    "cartpole": ["objective=clipped", "num_envs=32", "steps_per_update=64"],
+    "cheetah_clipped": ["num_envs=32", "steps_per_update=64"],
+}
+VARIANTS = {
+    "local_workers": ["backend=processes"],
+    "ray_per_step": ["backend=ray"],
+    "rollout_actors": ["backend=processes", "rollout_actors=2"],
+}
+
+
+def train(preset: str, variant: str, phases: int, address: str) -> dict:
+    """Trains one variant in its own process; its env steps/s after the first phase."""
+    settings = [*PRESETS[preset], *VARIANTS[variant], "normalizer_updates=segment"]
+    steps = 32 * 64 * phases
+    settings += [f"steps={steps}", "eval_every=1000", "final_episodes=1", "eval_episodes=1"]
+    with tempfile.TemporaryDirectory() as logdir:
+        command = [sys.executable, "-m", "batchrl.scripts.train", "--config", preset]
+        command += ["--logdir", logdir, "--timestamp", "t"]
+        for setting in settings:
+            command += ["--set", setting]
+        env = {**os.environ, "RAY_ADDRESS": address}
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
+        if done.returncode:
+            raise RuntimeError(f"{variant} on {preset} failed:\n{done.stderr[-3000:]}")
+        (folder,) = pathlib.Path(logdir).iterdir()
+        rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    later = rows[1:]
+    seconds = sum(row["perf/train_seconds"] for row in later)
+    return {"env_steps_per_sec": sum(32 * 64 for _ in later) / seconds, "phases": len(rows)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", nargs="*", choices=list(PRESETS), default=list(PRESETS))
+    parser.add_argument("--phases", type=int, default=6)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
+    )
+    cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    try:
+        for preset in args.preset:
+            speeds: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+            for _ in range(args.rounds):
+                for variant in VARIANTS:
+                    result = train(preset, variant, args.phases, cluster.address)
+                    speeds[variant].append(round(result["env_steps_per_sec"]))
+            median = {variant: statistics.median(values) for variant, values in speeds.items()}
+            local = median["local_workers"]
+            line = {
+                "benchmark": "ray_training",
+                "preset": preset,
+                "settings": PRESETS[preset],
+                "num_envs": 32,
+                "phases": args.phases,
+                "nodes": 2,
+                "cores": os.cpu_count(),
+                "env_steps_per_sec": median,
+                "rounds": speeds,
+                "ratio_to_local": {v: round(s / local, 3) for v, s in median.items()},
+                "python": platform.python_version(),
+            }
+            print(json.dumps(line), flush=True)
+    finally:
+        cluster.shutdown()
+
+
+if __name__ == "__main__":
+    main()
