@@ -144,6 +144,7 @@ def compiled_as_marked(request: pytest.FixtureRequest, monkeypatch: pytest.Monke
     quick = jax.config.read(_QUICK_COMPILE)
     monkeypatch.setenv(_QUICK_COMPILE.upper(), "0")
     jax.config.update(_QUICK_COMPILE, False)
+    jax.clear_caches()  # Programs compiled before, quickly, would be used again.
     try:
         yield
     finally:

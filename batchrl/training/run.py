@@ -23,6 +23,9 @@ import functools
 import logging
 import math
 import pathlib
+import signal
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -111,8 +114,9 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
         _announce(rundir, programs)
         keeper = Keeper(rundir, config, state, programs.algorithm)
         try:
-            with keeper, progress.ticking():
+            with keeper, progress.ticking(), signals_kept() as received:
                 for done in range(int(state.phases) + 1, total + 1):
+                    raise_received(received)
                     final = done == total
                     state, metrics = loop.run_phase(
                         programs,
@@ -281,3 +285,38 @@ def _best_return(rundir: pathlib.Path, env_steps: int) -> float:
         if row["step"] <= env_steps and row.get("eval/return") is not None
     ]
     return max(scores, default=-math.inf)
+
+
+@contextlib.contextmanager
+def signals_kept() -> Iterator[list[int]]:
+    """Ctrl-C and SIGTERM raise KeyboardInterrupt, and are kept in the list it yields.
+
+    Python raises a signal's KeyboardInterrupt in whatever runs when it comes; in a
+    garbage collector's callback (JAX has one) it is printed and dropped, and the run
+    went on. A run loop calls `raise_received` between phases to raise it again. In
+    the main thread only, where Python takes signals; the handlers before are restored.
+    """
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    kept = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    kept = {number: old for number, old in kept.items() if old != signal.SIG_IGN}
+    for number in kept:  # A signal ignored (a background job's Ctrl-C) stays ignored.
+        signal.signal(number, interrupt)
+    try:
+        yield received
+    finally:
+        for number, handler in kept.items():
+            signal.signal(number, handler)
+
+
+def raise_received(received: list[int]) -> None:
+    """Raises KeyboardInterrupt if a signal `signals_kept` kept was lost on its way."""
+    if received:
+        raise KeyboardInterrupt(f"signal {signal.Signals(received[0]).name}")

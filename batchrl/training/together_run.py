@@ -102,7 +102,9 @@ def _train(
             for writer in writers:
                 opened.callback(writer.shutdown)  # Waits for the last phase's records.
             opened.enter_context(progress.ticking())
+            received = opened.enter_context(run.signals_kept())
             for done in range(begun + 1, total + 1):
+                run.raise_received(received)
                 stacked, rows = _phase(group, stacked, keepers, config, done)
                 for future in kept:
                     future.result()  # Raises what the last phase's records raised.
