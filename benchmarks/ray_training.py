@@ -5,7 +5,8 @@ Prints one JSON line a preset. Starts a local two-node Ray cluster on this machi
 phases three ways, in alternating rounds, each in a fresh process: its envs in local
 worker processes (`backend=processes`), on the cluster's actors stepped once a batch
 step (`backend=ray`, one actor a node), and in two rollout actors, one a node, that act
-a segment at a time (`rollout_actors=2`). Each run's speed is its env steps over its
+a segment at a time (`rollout_actors=2`), their envs in worker processes or stepped in
+the actors' own processes (`local_envs=16`). Each run's speed is its env steps over its
 train seconds after the first phase (which compiles); the median over rounds is kept,
 with every round's figures and each Ray variant's ratio to local workers.
 
@@ -35,6 +36,8 @@ VARIANTS = {
     "local_workers": ["backend=processes"],
     "ray_per_step": ["backend=ray"],
     "rollout_actors": ["backend=processes", "rollout_actors=2"],
+    # Each actor steps its 16 envs in its own process: no worker between it and them.
+    "rollout_actors_in_process": ["backend=processes", "rollout_actors=2", "local_envs=16"],
 }
 
 

@@ -73,7 +73,8 @@ class TrainConfig:
     # nodes, each stepping its share of the envs (of `backend`; worker processes on its
     # node for "processes" and "ray") with its own copy of the acting policy, and
     # returning whole segments of the rollout to the learner here
-    # (`training.rollout_actors`). 0: the envs step from this process's program.
+    # (`training.rollout_actors`); `local_envs` then counts each actor's envs stepped in
+    # its own process. 0: the envs step from this process's program.
     rollout_actors: int = 0
     # backend "mujoco" or "ale": the batch's threads; 0: one per core this process may run on.
     env_threads: int = 0
@@ -214,11 +215,15 @@ def _check_rollout_actors(config: TrainConfig) -> None:
             f"rollout_actors={actors} needs normalizer_updates='segment' (or 'auto'): "
             f"updated every step, acting's normalisers would read every actor's observations"
         )
-    for name, allowed in (("overlap", ("auto", "off")), ("local_envs", (0,))):
-        if getattr(config, name) not in allowed:
-            raise ValueError(
-                f"rollout_actors={actors} needs {name} in {allowed}, got {getattr(config, name)!r}"
-            )
+    if config.overlap not in ("auto", "off"):
+        raise ValueError(f"rollout_actors={actors} needs overlap 'auto' or 'off', got 'on'")
+    smallest = config.num_envs // actors
+    if config.local_envs > smallest:  # Each actor steps that many of its envs itself.
+        raise ValueError(
+            f"local_envs counts each rollout actor's envs stepped in its own process: at most "
+            f"{smallest} with num_envs={config.num_envs} over {actors} actors, "
+            f"got {config.local_envs}"
+        )
     if config.algorithm.learner_devices != 1:
         raise ValueError(
             f"rollout_actors={actors} needs learner_devices=1, "
