@@ -32,6 +32,7 @@ PRESETS = {
     "cartpole": ["objective=clipped", "num_envs=32", "steps_per_update=64"],
     "cheetah_clipped": ["num_envs=32", "steps_per_update=64"],
 }
+PHASE = 32 * 64  # Env steps a phase: one update of 64 steps on 32 envs.
 VARIANTS = {
     "local_workers": ["backend=processes"],
     "ray_per_step": ["backend=ray"],
@@ -44,8 +45,8 @@ VARIANTS = {
 def train(preset: str, variant: str, phases: int, address: str) -> dict:
     """Trains one variant in its own process; its env steps/s after the first phase."""
     settings = [*PRESETS[preset], *VARIANTS[variant], "normalizer_updates=segment"]
-    steps = 32 * 64 * phases
-    settings += [f"steps={steps}", "eval_every=1000", "final_episodes=1", "eval_episodes=1"]
+    settings += [f"phase_steps={PHASE}", f"steps={PHASE * phases}", "eval_every=1000"]
+    settings += ["final_episodes=1", "eval_episodes=1"]
     with tempfile.TemporaryDirectory() as logdir:
         command = [sys.executable, "-m", "batchrl.scripts.train", "--config", preset]
         command += ["--logdir", logdir, "--timestamp", "t"]
@@ -59,7 +60,7 @@ def train(preset: str, variant: str, phases: int, address: str) -> dict:
         rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     later = rows[1:]
     seconds = sum(row["perf/train_seconds"] for row in later)
-    return {"env_steps_per_sec": sum(32 * 64 for _ in later) / seconds, "phases": len(rows)}
+    return {"env_steps_per_sec": PHASE * len(later) / seconds, "phases": len(rows)}
 
 
 def main() -> None:
