@@ -57,7 +57,8 @@ class TrainConfig:
     eval_sample: bool = False
     envs_per_worker: int = 0  # 0: one worker per core (of each node, with Ray).
     local_envs: int = 0  # Envs stepped in the trainer's process beside workers; no restart.
-    # Replace a crashed or hung env worker and train on; its envs' episodes end as truncated.
+    # Replace a crashed or hung env worker (or a lost rollout actor) and train on; its
+    # envs' episodes end as truncated.
     restart_workers: bool = False
     # Where the envs run. Gymnasium envs: "processes" on this machine, "ray" on the Ray
     # cluster of RAY_ADDRESS (or a local one), split over `ray_actors` actors (0: one per
@@ -120,7 +121,11 @@ class TrainConfig:
                 f"env_threads={self.env_threads} needs backend='mujoco' or 'ale', "
                 f"got {self.backend!r}"
             )
-        if self.restart_workers and self.backend not in ("processes", "ray"):
+        if (
+            self.restart_workers
+            and self.backend not in ("processes", "ray")
+            and not (self.rollout_actors)
+        ):
             raise ValueError(
                 f"restart_workers=True needs backend='processes' or 'ray', got {self.backend!r}"
             )

@@ -22,7 +22,7 @@ from batchrl.bridge import seeds as seeds_lib
 from batchrl.configs import TrainConfig
 from batchrl.env_spec import EnvSpec
 from batchrl.envs import BatchEnv, spaces
-from batchrl.envs.host import make
+from batchrl.envs.host import lifecycle, make
 from batchrl.envs.jax import classic, gymnax_env, jax_env
 from batchrl.training import placement
 
@@ -99,6 +99,7 @@ def build(
     env: Any = None,
     seeds: Sequence[int] = (),
     share: tuple[int, int] | None = None,
+    replaced: int = 0,
 ) -> tuple[Any, BatchEnv | None]:
     """The batched env for `config` and the BatchEnv behind it (None when JAX-native).
 
@@ -108,7 +109,8 @@ def build(
     host envs of that many runs in one batch, `config.num_envs` a run, each run's envs
     seeded as that run alone seeds them (not on Atari). `share` (first, count): envs
     first.. first + count - 1 of the run's batch alone, each seeded as in the whole
-    batch (a rollout actor's; backend "ray" is then worker processes here).
+    batch (a rollout actor's; backend "ray" is then worker processes here), or as a
+    restarted worker's are after `replaced` restarts (`lifecycle.restart_seed`).
     """
     if seeds and (config.jax_native or config.backend == "ale"):
         raise ValueError(f"backend={config.backend!r} builds no batch of several runs' envs")
@@ -157,6 +159,11 @@ def build(
         )
     if share is not None:
         env_seeds = seeds_lib.env_seeds(config.seed, config.num_envs)[first : first + count]
+        if replaced:
+            env_seeds = [
+                lifecycle.restart_seed(seed, first + i, replaced)
+                for i, seed in enumerate(env_seeds)
+            ]
         return _compiled(config, batch_env, config.seed, env_seeds), batch_env
     return _compiled(config, batch_env, list(seeds) or config.seed), batch_env
 

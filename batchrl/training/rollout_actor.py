@@ -38,12 +38,18 @@ def to_host(tree: Any) -> Any:
 
 
 class RolloutActor:
-    """Envs first.. first + count - 1 of the batch a pickled (config, env) names, acting."""
+    """Envs first.. first + count - 1 of the batch a pickled (config, env) names, acting.
 
-    def __init__(self, blob: bytes, first: int, count: int):
+    `replaced`: this actor replaces one lost that many times; its host envs are seeded as
+    a worker's after as many restarts (`lifecycle.restart_seed`).
+    """
+
+    def __init__(self, blob: bytes, first: int, count: int, replaced: int = 0):
         config, env = cloudpickle.loads(blob)
         self.first, self.count = first, count
-        self._env, self._batch_env = environments.build(config, env=env, share=(first, count))
+        self._env, self._batch_env = environments.build(
+            config, env=env, share=(first, count), replaced=replaced
+        )
         algorithm = algorithm_lib.of(config.algorithm)
         self._shares = algorithm.shares
         networks = algorithm.networks(config.trained_algorithm, self._env.env_spec)

@@ -22,7 +22,9 @@ every actor knows; an episode memory fills at a step that all envs' episodes dec
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,6 +39,8 @@ from batchrl.configs import TrainConfig
 from batchrl.envs.host import errors
 from batchrl.envs.ray import ray_group
 from batchrl.training import placement, rollout_actor
+
+logger = logging.getLogger("batchrl.training")
 
 START_TIMEOUT = 300.0  # Seconds an actor may take to build its envs and answer.
 
@@ -59,33 +63,50 @@ class RolloutEnv:
         self.num_envs = config.num_envs
         count = config.rollout_actors
         self.bounds = [config.num_envs * k // count for k in range(count + 1)]
+        self._restart = config.restart_workers
+        self.replaced = [0] * count  # Each actor's replacements so far.
         self._actors: list[Any] = []
-        self.nodes: list[str] = []  # Each actor's node, once started.
         self._closed = False
         ray_group.SESSION.join()
         try:
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-            nodes = ray_group.alive_nodes()
-            remote = ray.remote(rollout_actor.RolloutActor)
-            blob = cloudpickle.dumps((config, env))
-            for number, (lo, hi) in enumerate(itertools.pairwise(self.bounds)):
-                strategy = NodeAffinitySchedulingStrategy(nodes[number % len(nodes)], soft=False)
-                options = {"num_cpus": 0, "max_restarts": 0, "scheduling_strategy": strategy}
-                self._actors.append(remote.options(**options).remote(blob, lo, hi - lo))
+            alive = ray_group.alive_nodes()
+            self.nodes = [alive[number % len(alive)] for number in range(count)]
+            self._remote = ray.remote(rollout_actor.RolloutActor)
+            self._blob = cloudpickle.dumps((config, env))
+            self._actors = [self._launch(number) for number in range(count)]
             described = self._get([actor.describe.remote() for actor in self._actors], "start")
         except BaseException:
             self.close()
             raise
         self.nodes = [node for node, _, _ in described]
-        self.pids = [pid for _, pid, _ in described]
         self.env_spec = described[0][2]
+
+    def _launch(self, number: int) -> Any:
+        """Actor `number` on its node; a replacement on any live node if that one is gone."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        replaced = self.replaced[number]
+        strategy = NodeAffinitySchedulingStrategy(self.nodes[number], soft=replaced > 0)
+        options = {"num_cpus": 0, "max_restarts": 0, "scheduling_strategy": strategy}
+        lo, hi = self._ranges[number]
+        return self._remote.options(**options).remote(self._blob, lo, hi - lo, replaced)
+
+    def _replace(self, number: int, error: Exception) -> None:
+        """Replaces lost actor `number`: its envs reseeded, as a restarted worker's are."""
+        ray = ray_group.import_ray()
+        with contextlib.suppress(Exception):
+            ray.kill(self._actors[number], no_restart=True)
+        self.replaced[number] += 1
+        logger.warning("%s; replacement %d of this actor", error, self.replaced[number])
+        self._actors[number] = self._launch(number)
+        (described,) = self._get([self._actors[number].describe.remote()], "start", number)
+        self.nodes[number] = described[0]
 
     # -- what simulate and the run read of a batch --------------------------------------------
 
     def init(self, key: jax.Array) -> tuple[Any, Any]:
         """Resets every env in the actors: the whole batch's (env_state, obs)."""
-        parts = self._get([actor.init.remote(key) for actor in self._actors], "init")
+        parts = self._call("init", lambda number, lost=False: self._actors[number].init.remote(key))
         return join_rows(parts)
 
     @staticmethod
@@ -94,8 +115,9 @@ class RolloutEnv:
 
     @property
     def restarts(self) -> int:
-        """Env workers replaced in the actors."""
-        return sum(self._get([actor.restarts.remote() for actor in self._actors], "restarts"))
+        """Actors replaced, and env workers replaced in the actors there now."""
+        workers = self._get([actor.restarts.remote() for actor in self._actors], "restarts")
+        return sum(self.replaced) + sum(workers)
 
     def close(self) -> None:
         """Closes every actor's envs, then ends the actors. Safe to call twice."""
@@ -154,13 +176,13 @@ class RolloutEnv:
                 shared = ray.put(shared)
                 stored = rollout_actor.to_host(agent.storage) if bool(holds) else None
                 first = reset and left == num_steps
-                calls = []
-                for actor, (lo, hi), sim in zip(self._actors, self._ranges, sims, strict=True):
-                    share = None if stored is None else rows(stored, lo, hi, axis)
-                    calls.append(
-                        actor.act.remote(shared, rows(running, lo, hi), share, sim, left, first)
-                    )
-                parts = self._get(calls, "act")
+                send = functools.partial(
+                    self._act,
+                    (shared, running, stored, sims, left, first),
+                    functools.partial(algorithm.cut, agent),
+                    axis,
+                )
+                parts = self._call("act", send)
                 returns, storages, sims, taken, ready = zip(*parts, strict=True)
                 acting = shares.join(acting, list(returns))
                 storage = join_rows(storages, axis)
@@ -169,6 +191,29 @@ class RolloutEnv:
             return jax.block_until_ready((self._gather_sim(sims), agent))
 
         return run
+
+    def _act(
+        self,
+        segment: tuple,
+        cut: Callable[[jax.Array], Any],
+        axis: int,
+        number: int,
+        lost: bool = False,
+    ) -> Any:
+        """Sends actor `number` its segment (shared, running, stored, sims, left, first).
+
+        A replacement for a `lost` actor starts its envs anew at the segment's first step,
+        and the episodes they ran end as truncated at the storage's last step (`cut`).
+        """
+        shared, running, stored, sims, left, first = segment
+        lo, hi = self._ranges[number]
+        share = None if stored is None else rows(stored, lo, hi, axis)
+        if lost and share is not None:
+            mask = np.zeros(self.num_envs, bool)
+            mask[lo:hi] = True
+            share = rows(rollout_actor.to_host(cut(jnp.asarray(mask)).storage), lo, hi, axis)
+        args = (shared, rows(running, lo, hi), share, sims[number], left, first or lost)
+        return self._actors[number].act.remote(*args)
 
     def eval_program(
         self, algorithm: algorithm_lib.Algorithm, max_steps: int
@@ -183,13 +228,16 @@ class RolloutEnv:
         def run(state: simulate.SimState, acting: Any) -> tuple:
             shared, running = rollout_actor.to_host(algorithm.shares.split(acting))
             shared = ray.put(shared)
-            calls = [
-                actor.evaluate.remote(shared, rows(running, lo, hi), sim, max_steps)
-                for actor, (lo, hi), sim in zip(
-                    self._actors, self._ranges, self._scatter_sim(state), strict=True
+            starts = self._scatter_sim(state)
+
+            def evaluate(number: int, lost: bool = False) -> Any:
+                lo, hi = self._ranges[number]
+                actor = self._actors[number]
+                return actor.evaluate.remote(
+                    shared, rows(running, lo, hi), starts[number], max_steps
                 )
-            ]
-            sims, firsts, taken = zip(*self._get(calls, "evaluate"), strict=True)
+
+            sims, firsts, taken = zip(*self._call("evaluate", evaluate), strict=True)
             last = max(int(steps) for steps in taken)
             behind = [k for k, steps in enumerate(taken) if int(steps) < last]
             calls = [self._actors[k].advance.remote(last - int(taken[k])) for k in behind]
@@ -223,12 +271,31 @@ class RolloutEnv:
         )
         return jax.tree.map(jnp.asarray, whole)
 
-    def _get(self, refs: list[Any], command: str) -> list[Any]:
-        """The actors' answers to `command`, or one line naming the first actor that failed."""
+    def _call(self, command: str, send: Callable[..., Any]) -> list[Any]:
+        """Every actor's answer to `send(number)`, a Ray call to it.
+
+        With `restart_workers`, a lost actor is replaced and sent `send(number, lost=True)`
+        once; otherwise, and if that fails too, one line names it.
+        """
+        refs = [send(number) for number in range(len(self._actors))]
+        answers = []
+        for number, ref in enumerate(refs):
+            try:
+                (answer,) = self._get([ref], command, number)
+            except errors.EnvCrashedError as error:
+                if not self._restart:
+                    raise
+                self._replace(number, error)
+                (answer,) = self._get([send(number, lost=True)], command, number)
+            answers.append(answer)
+        return answers
+
+    def _get(self, refs: list[Any], command: str, first: int = 0) -> list[Any]:
+        """Actors `first`, `first` + 1, ...'s answers, or one line naming one that failed."""
         ray = ray_group.import_ray()
         timeout = START_TIMEOUT if command == "start" else None
         answers = []
-        for number, ref in enumerate(refs):
+        for number, ref in enumerate(refs, first):
             try:
                 answers.append(ray.get(ref, timeout=timeout))
             except ray.exceptions.RayTaskError as error:

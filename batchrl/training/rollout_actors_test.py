@@ -1,9 +1,12 @@
 """Rollout actors on a two-node Ray cluster on this machine: the local run's results, faults."""
 
 import dataclasses
+import threading
+import time
 
 import jax
 import numpy as np
+import psutil
 import pytest
 import ray
 from ray.cluster_utils import Cluster
@@ -115,6 +118,35 @@ def test_a_killed_actor_is_named_in_one_line_and_none_is_left(tmp_path):
         assert "rollout actor 1 (envs 2-3) on node" in message and "died during init" in message
     finally:
         env.close()
+    assert _our_actors() == []
+
+
+@pytest.mark.usefixtures("cluster")
+@RAY[0]
+@RAY[1]
+def test_a_lost_actor_is_replaced_with_restart_and_the_run_trains_on(tmp_path):
+    killed = []
+
+    def kill_an_actor_after_the_first_phase():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if any(path.stat().st_size for path in tmp_path.glob("*/*/metrics.jsonl")):
+                for process in psutil.process_iter(["cmdline"]):
+                    if "RolloutActor" in " ".join(process.info["cmdline"] or ()):
+                        process.kill()
+                        killed.append(process.pid)
+                        return
+            time.sleep(0.02)
+
+    killer = threading.Thread(target=kill_an_actor_after_the_first_phase)
+    killer.start()
+    settings = {"rollout_actors": 2, "restart_workers": True, "steps": 2048}
+    rows = _train(tmp_path, "run", "cartpole", settings)
+    killer.join()
+    assert killed, "no actor was killed"
+    assert [row["step"] for row in rows][-1] == 2048
+    assert rows[-1]["perf/worker_restarts"] == 1
+    assert np.isfinite(rows[-1]["final/return"])
     assert _our_actors() == []
 
 
