@@ -158,3 +158,25 @@ def no_orphans():
     yield
     left = wait_gone([p.pid for p in live_children() if p.pid not in before])
     assert not left, f"test left processes running: {left}"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A two-node Ray cluster on this machine, one CPU a node, joined by this process.
+
+    Ray joins the cluster started last on the machine: every test that starts or joins one
+    runs in one test process (its `xdist_group("ray")`). No dashboard: nothing reads it,
+    and it is two more Python processes to start.
+    """
+    import ray
+    from ray.cluster_utils import Cluster
+
+    started = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
+    )
+    started.add_node(num_cpus=1)
+    started.wait_for_nodes()
+    ray.init(address=started.address, logging_level="ERROR")
+    yield started
+    ray.shutdown()
+    started.shutdown()

@@ -102,17 +102,15 @@ class InGraphBatchEnv:
     `seed` seeds env i with `env_seeds(seed, B)[i]` at `init`; later resets continue each
     env's own random stream, so a run is reproducible whatever the worker layout, and
     runs of different seeds share no env's episodes. A list of R seeds is R runs sharing
-    the batch in equal parts, each run's envs seeded as that run alone seeds its own.
-    `env_seeds`, when given, are the envs' seeds in place of those `seed` draws (the
-    share of a larger batch that a rollout actor steps). `env_seconds` counts the time
-    the compiled program spent in the batch's step and reset (env work and messaging),
-    so the rest of a rollout's time is the program's own.
-    `device`: where the programs that step it run (the CPU's first device by default).
-    `in_place`: its calls read and write XLA's buffers in place (the default on the CPU),
-    or copy each call's arrays across (the default elsewhere; on the CPU, to measure it).
-    `devices` > 1: the program runs over that many devices (a data-parallel update); the
-    host calls are then `io_callback`s placed on the first device, as XLA requires of a
-    side effect in such a program.
+    the batch in equal parts, each seeded as that run alone seeds it; `env_seeds`
+    replaces those draws (a rollout actor's share). `env_seconds` counts the compiled
+    program's time in the batch's step and reset (env work and messaging), so the rest of
+    a rollout's time is the program's own. `device`: where the programs that step it run
+    (the CPU's first device by default). `in_place`: its calls read and write XLA's
+    buffers in place (the default on the CPU), or copy each call's arrays across (the
+    default elsewhere; on the CPU, to measure it). `devices` > 1: the program runs over
+    that many devices (a data-parallel update); the host calls are then `io_callback`s
+    placed on the first device, as XLA requires of a side effect in such a program.
     """
 
     calls_host = True  # simulate's step runs its pure work in blocks around the calls.
@@ -131,11 +129,7 @@ class InGraphBatchEnv:
         self.device = jax.devices("cpu")[0] if device is None else device
         self.devices = devices
         self.seed = seed
-        if env_seeds is None:
-            env_seeds = run_env_seeds(seed, len(batch_env))
-        elif len(env_seeds) != len(batch_env):
-            raise ValueError(f"{len(env_seeds)} env_seeds for a batch of {len(batch_env)} envs")
-        self.env_seeds = list(env_seeds)
+        self.env_seeds = list(env_seeds or run_env_seeds(seed, len(batch_env)))
         self.num_envs = len(batch_env)
         self.env_seconds = 0.0
         host_spec = spaces.env_spec(

@@ -1,4 +1,4 @@
-"""Backends: where a run's envs run, and the two old settings that `backend` replaced.
+"""Backends: where a run's envs run, the two old settings `backend` replaced, rollout actors.
 
 `env_kind` ("workers", "jax", "gymnax") and `env_backend` (the Gymnasium backends) crossed:
 `env_kind=workers` with `env_backend=mujoco` ran no worker. Users' scripts and run folders
@@ -6,6 +6,10 @@ written before still name them; `backend_of` says which backend they mean.
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+from batchrl.ppo import config as ppo_config
 
 # Where a run's envs run: Gymnasium envs in worker processes, on a Ray cluster, MuJoCo
 # tasks in C threads, Atari games in C++ threads; JAX-native envs of our own or gymnax's.
@@ -35,3 +39,34 @@ def backend_of(name: str, value: str, backend: str = "processes") -> str:
     raise ValueError(
         f"unknown {name} {value!r}: use one of {allowed}, or backend, which replaces it"
     )
+
+
+def check_rollout_actors(config: Any) -> None:
+    """What rollout actors cannot honour in a `TrainConfig`, named in a one-line ValueError."""
+    actors = config.rollout_actors
+    if actors > config.num_envs:
+        raise ValueError(f"rollout_actors must be at most num_envs={config.num_envs}, got {actors}")
+    if not isinstance(config.algorithm, ppo_config.ClippedConfig):
+        raise ValueError(
+            f"rollout_actors={actors} needs objective=clipped: the kl_penalty objective's "
+            f"episode memory fills at a step that every env's episodes decide together"
+        )
+    if config.algorithm.normalizer_updates == "step":
+        raise ValueError(
+            f"rollout_actors={actors} needs normalizer_updates='segment' (or 'auto'): "
+            f"updated every step, acting's normalisers would read every actor's observations"
+        )
+    if config.overlap not in ("auto", "off"):
+        raise ValueError(f"rollout_actors={actors} needs overlap 'auto' or 'off', got 'on'")
+    smallest = config.num_envs // actors
+    if config.local_envs > smallest:  # Each actor steps that many of its envs itself.
+        raise ValueError(
+            f"local_envs counts each rollout actor's envs stepped in its own process: at most "
+            f"{smallest} with num_envs={config.num_envs} over {actors} actors, "
+            f"got {config.local_envs}"
+        )
+    if config.algorithm.learner_devices != 1:
+        raise ValueError(
+            f"rollout_actors={actors} needs learner_devices=1, "
+            f"got {config.algorithm.learner_devices}"
+        )

@@ -57,8 +57,7 @@ class TrainConfig:
     eval_sample: bool = False
     envs_per_worker: int = 0  # 0: one worker per core (of each node, with Ray).
     local_envs: int = 0  # Envs stepped in the trainer's process beside workers; no restart.
-    # Replace a crashed or hung env worker (or a lost rollout actor) and train on; its
-    # envs' episodes end as truncated.
+    # Replace a crashed or hung env worker, or a lost rollout actor; its episodes end truncated.
     restart_workers: bool = False
     # Where the envs run. Gymnasium envs: "processes" on this machine, "ray" on the Ray
     # cluster of RAY_ADDRESS (or a local one), split over `ray_actors` actors (0: one per
@@ -70,12 +69,9 @@ class TrainConfig:
     # "gymnax" (gymnax's), compiled with the agent.
     backend: str = "processes"
     ray_actors: int = 0
-    # N > 0: N Ray actors (on RAY_ADDRESS's cluster, or a local Ray), spread over its
-    # nodes, each stepping its share of the envs (of `backend`; worker processes on its
-    # node for "processes" and "ray") with its own copy of the acting policy, and
-    # returning whole segments of the rollout to the learner here
-    # (`training.rollout_actors`); `local_envs` then counts each actor's envs stepped in
-    # its own process. 0: the envs step from this process's program.
+    # N: N Ray actors over the cluster's nodes, each acting on its share of the envs
+    # (`backend`'s; "ray": workers on its node; `local_envs` a share's in the actor's
+    # process) and returning whole segments (`training.rollout_actors`). 0: none.
     rollout_actors: int = 0
     # backend "mujoco" or "ale": the batch's threads; 0: one per core this process may run on.
     env_threads: int = 0
@@ -121,11 +117,8 @@ class TrainConfig:
                 f"env_threads={self.env_threads} needs backend='mujoco' or 'ale', "
                 f"got {self.backend!r}"
             )
-        if (
-            self.restart_workers
-            and self.backend not in ("processes", "ray")
-            and not (self.rollout_actors)
-        ):
+        restarted = ("processes", "ray") if not self.rollout_actors else backends.BACKENDS
+        if self.restart_workers and self.backend not in restarted:
             raise ValueError(
                 f"restart_workers=True needs backend='processes' or 'ray', got {self.backend!r}"
             )
@@ -163,7 +156,7 @@ class TrainConfig:
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
         if self.rollout_actors:
-            _check_rollout_actors(self)
+            backends.check_rollout_actors(self)
 
     @property
     def jax_native(self) -> bool:
@@ -173,9 +166,8 @@ class TrainConfig:
     @property
     def trained_algorithm(self) -> ppo_config.Config:
         """`algorithm` as this run trains it: its `normalizer_updates` "auto" decided."""
-        if self.algorithm.normalizer_updates != "auto":
-            return self.algorithm
-        updates = "segment" if self.rollout_actors else "step"
+        auto = "segment" if self.rollout_actors else "step"
+        updates = self.algorithm.normalizer_updates.replace("auto", auto)
         return dataclasses.replace(self.algorithm, normalizer_updates=updates)
 
     @property
@@ -203,37 +195,6 @@ class TrainConfig:
         """Train phases in the whole budget."""
         per_phase = self.batch_steps_per_phase * self.num_envs
         return math.ceil(self.steps / per_phase)
-
-
-def _check_rollout_actors(config: TrainConfig) -> None:
-    """What rollout actors cannot honour, named in a one-line ValueError."""
-    actors = config.rollout_actors
-    if actors > config.num_envs:
-        raise ValueError(f"rollout_actors must be at most num_envs={config.num_envs}, got {actors}")
-    if not isinstance(config.algorithm, ppo_config.ClippedConfig):
-        raise ValueError(
-            f"rollout_actors={actors} needs objective=clipped: the kl_penalty objective's "
-            f"episode memory fills at a step that every env's episodes decide together"
-        )
-    if config.algorithm.normalizer_updates == "step":
-        raise ValueError(
-            f"rollout_actors={actors} needs normalizer_updates='segment' (or 'auto'): "
-            f"updated every step, acting's normalisers would read every actor's observations"
-        )
-    if config.overlap not in ("auto", "off"):
-        raise ValueError(f"rollout_actors={actors} needs overlap 'auto' or 'off', got 'on'")
-    smallest = config.num_envs // actors
-    if config.local_envs > smallest:  # Each actor steps that many of its envs itself.
-        raise ValueError(
-            f"local_envs counts each rollout actor's envs stepped in its own process: at most "
-            f"{smallest} with num_envs={config.num_envs} over {actors} actors, "
-            f"got {config.local_envs}"
-        )
-    if config.algorithm.learner_devices != 1:
-        raise ValueError(
-            f"rollout_actors={actors} needs learner_devices=1, "
-            f"got {config.algorithm.learner_devices}"
-        )
 
 
 def _check_in_process_backend(config: TrainConfig) -> None:

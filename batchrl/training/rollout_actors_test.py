@@ -9,7 +9,6 @@ import numpy as np
 import psutil
 import pytest
 import ray
-from ray.cluster_utils import Cluster
 
 from batchrl.configs import presets, train_config
 from batchrl.envs import EnvCrashedError
@@ -37,18 +36,6 @@ TINY = {
     "policy_layers": "16,16",
     "value_layers": "16,16",
 }
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    head = {"num_cpus": 1, "include_dashboard": False}
-    cluster = Cluster(initialize_head=True, head_node_args=head)
-    cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, logging_level="ERROR")
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
 
 
 def _our_actors() -> list[str]:

@@ -16,7 +16,6 @@ import psutil
 import pytest
 import ray
 from ray._private import state as ray_state
-from ray.cluster_utils import Cluster
 
 from batchrl.conftest import wait_gone
 from batchrl.envs import BatchEnv, EnvCrashedError, EnvError, EnvRaisedError, EnvTimeoutError
@@ -36,19 +35,6 @@ from batchrl.training import metrics_log
 # that starts or joins one (`--dist loadgroup`, with the Ray blocks of docs_test.py).
 # A cluster of two nodes takes seconds to start, and each test seconds on it: all are slow.
 pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.slow]
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    # No dashboard: nothing here reads it, and it is two more Python processes to start.
-    head = {"num_cpus": 1, "include_dashboard": False}
-    cluster = Cluster(initialize_head=True, head_node_args=head)
-    cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, logging_level="ERROR")
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
 
 
 def _hosts() -> list[types.SimpleNamespace]:
