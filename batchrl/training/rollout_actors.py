@@ -240,10 +240,10 @@ class RolloutEnv:
             sims, firsts, taken = zip(*self._call("evaluate", evaluate), strict=True)
             last = max(int(steps) for steps in taken)
             behind = [k for k, steps in enumerate(taken) if int(steps) < last]
-            calls = [self._actors[k].advance.remote(last - int(taken[k])) for k in behind]
+            calls = {k: self._actors[k].advance.remote(last - int(taken[k])) for k in behind}
             sims = list(sims)
-            for k, sim in zip(behind, self._get(calls, "evaluate"), strict=True):
-                sims[k] = sim
+            for k, call in calls.items():  # Each failure named by its actor's number.
+                (sims[k],) = self._get([call], "evaluate", k)
             return self._gather_sim(sims), acting, join_rows(firsts)
 
         return run
