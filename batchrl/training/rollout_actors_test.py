@@ -1,12 +1,9 @@
 """Rollout actors on a two-node Ray cluster on this machine: the local run's results, faults."""
 
 import dataclasses
-import threading
-import time
 
 import jax
 import numpy as np
-import psutil
 import pytest
 import ray
 
@@ -17,10 +14,22 @@ from batchrl.networks import encoder
 from batchrl.ppo import agent_networks
 from batchrl.ppo import config as ppo_config
 from batchrl.scripts import train
-from batchrl.training import metrics_log, rollout_actors
+from batchrl.training import loop, metrics_log, rollout_actors
 
 # As ray_group_test.py's: one test process runs every test that starts or joins a cluster.
 RAY = [pytest.mark.xdist_group("ray"), pytest.mark.slow]
+# TINY's settings as typed values, for configs built in the test's process.
+TYPED = {
+    "objective": "clipped",
+    "num_envs": 4,
+    "steps_per_update": 32,
+    "num_minibatches": 2,
+    "update_epochs": 2,
+    "phase_steps": 256,
+    "steps": 512,
+    "policy_layers": (16, 16),
+    "value_layers": (16, 16),
+}
 # Two updates of 32 steps on 4 envs a phase, two phases, each evaluated on 4 episodes.
 TINY = {
     "objective": "clipped",
@@ -111,29 +120,18 @@ def test_a_killed_actor_is_named_in_one_line_and_none_is_left(tmp_path):
 @pytest.mark.usefixtures("cluster")
 @RAY[0]
 @RAY[1]
-def test_a_lost_actor_is_replaced_with_restart_and_the_run_trains_on(tmp_path):
-    killed = []
-
-    def kill_an_actor_after_the_first_phase():
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            if any(path.stat().st_size for path in tmp_path.glob("*/*/metrics.jsonl")):
-                for process in psutil.process_iter(["cmdline"]):
-                    if "RolloutActor" in " ".join(process.info["cmdline"] or ()):
-                        process.kill()
-                        killed.append(process.pid)
-                        return
-            time.sleep(0.02)
-
-    killer = threading.Thread(target=kill_an_actor_after_the_first_phase)
-    killer.start()
-    settings = {"rollout_actors": 2, "restart_workers": True, "steps": 2048}
-    rows = _train(tmp_path, "run", "cartpole", settings)
-    killer.join()
-    assert killed, "no actor was killed"
-    assert [row["step"] for row in rows][-1] == 2048
-    assert rows[-1]["perf/worker_restarts"] == 1
-    assert np.isfinite(rows[-1]["final/return"])
+def test_a_lost_actor_is_replaced_with_restart_and_the_run_trains_on():
+    config = train_config.replace(presets.get("cartpole"), **TYPED, restart_workers=True)
+    env = rollout_actors.RolloutEnv(dataclasses.replace(config, rollout_actors=2))
+    try:
+        programs, state = loop.build(config, env)
+        state, _ = loop.run_phase(programs, state, eval_episodes=4)
+        ray.kill(env._actors[1], no_restart=True)  # Between phases: the next call finds it lost.
+        state, metrics = loop.run_phase(programs, state, eval_episodes=4, final=True)
+        assert env.restarts == 1 and env.replaced == [0, 1]
+        assert int(state.env_steps) == 512 and np.isfinite(metrics["final/return"])
+    finally:
+        env.close()
     assert _our_actors() == []
 
 
