@@ -247,7 +247,8 @@ def test_a_program_on_another_device_than_the_bridges_is_refused_in_one_line(tmp
     import subprocess
     import sys
 
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
+    env = {**os.environ, "XLA_FLAGS": flags}
     done = subprocess.run(
         [sys.executable, "-c", _PLACED], capture_output=True, text=True, env=env, timeout=120
     )

@@ -67,7 +67,8 @@ print(json.dumps(out))
 
 
 def _run(script: str) -> dict:
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
+    env = {**os.environ, "XLA_FLAGS": flags}
     result = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
     )
@@ -103,7 +104,8 @@ def test_the_train_command_with_worker_envs_on_two_devices(tmp_path):
     tiny = ["--config", "pendulum", "--set", "steps=800", "--set", "eval_episodes=4"]
     tiny += ["--set", "num_envs=4", "--set", "update_every=4", "--set", "max_length=200"]
     assert train.main(["--logdir", str(tmp_path / "1"), *tiny]) == 0
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
+    env = {**os.environ, "XLA_FLAGS": flags}
     command = [sys.executable, "-m", "batchrl.scripts.train", "--logdir", str(tmp_path / "2")]
     command += [*tiny, "--set", "learner_devices=2"]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)

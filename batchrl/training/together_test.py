@@ -225,7 +225,8 @@ print("WHERE", together_run.train([None, None], configs)[0].programs.where.descr
 def test_seeds_on_host_envs_act_on_one_device_and_learn_on_another_as_their_solo_runs(tmp_path):
     # Two CPU devices stand in for a CPU and an accelerator (`placement_test`); each
     # seed's solo run is split the same way, and equals its run on one device there.
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
+    env = {**os.environ, "XLA_FLAGS": flags}
     script = tmp_path / "split_together.py"
     script.write_text(_SPLIT_SCRIPT)
     done = subprocess.run(
