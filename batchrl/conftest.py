@@ -12,7 +12,8 @@ takes a third less time. Tests that run long, the learning ones, are marked `opt
 and compile as a user's run does, in their own process and in the runs they start.
 XLA:CPU's fusion emitters are off for the whole session where this XLA can turn them off
 (`_QUICK_CODEGEN`): its older emitters compile the tests' programs in half the time and
-run them as fast.
+run them as fast. Tests that compare, to the bit, programs split differently compile with
+XLA's own emitters (`xla_flags_as_users`).
 
 Tests press Ctrl-C on the runs they start, as a user at a terminal would. A suite started
 as a background job (`pytest &`, `nohup`) inherits SIGINT ignored and would pass that on
@@ -74,6 +75,16 @@ def _xla_accepts(flags: str) -> bool:
     probe = [sys.executable, "-c", "import jax; jax.devices()"]
     env = {**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"}
     return subprocess.run(probe, env=env, capture_output=True, timeout=120).returncode == 0
+
+
+def xla_flags_as_users(*flags: str) -> str:
+    """XLA_FLAGS for a run that must compile with XLA's own emitters, plus `flags`.
+
+    Programs split differently (one device's program, or acting's and learning's on two)
+    round alike to the bit with XLA's own emitters, not with the older ones.
+    """
+    kept = [flag for flag in os.environ.get("XLA_FLAGS", "").split() if flag != _QUICK_CODEGEN]
+    return " ".join([*kept, *flags])
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -14,6 +14,7 @@ import jax
 import pytest
 
 from batchrl.configs import presets, train_config
+from batchrl.conftest import xla_flags_as_users
 from batchrl.training import placement
 
 _SCRIPT = """
@@ -81,7 +82,7 @@ def run_two_devices(tmp_path, name: str, whole: bool, **settings) -> dict:
     device, and split (acting on cpu:0, learning on cpu:1); with `whole`, a split run
     never stopped."""
     script = _SCRIPT.replace("NAME", repr(name)).replace("SETTINGS", repr(settings))
-    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
+    flags = xla_flags_as_users("--xla_force_host_platform_device_count=2")
     env = {**os.environ, "XLA_FLAGS": flags}
     path = tmp_path / "two_devices.py"
     path.write_text(script)
