@@ -6,11 +6,13 @@ phases three ways, in alternating rounds, each in a fresh process: its envs in l
 worker processes (`backend=processes`), on the cluster's actors stepped once a batch
 step (`backend=ray`, one actor a node), and in two rollout actors, one a node, that act
 a segment at a time (`rollout_actors=2`), their envs in worker processes or stepped in
-the actors' own processes (`local_envs=16`). Each run's speed is its env steps over its
+the actors' own processes (`local_envs=16`), acting one version behind the learner or
+not (`overlap=on`). Each run's speed is its env steps over its
 train seconds after the first phase (which compiles); the median over rounds is kept,
 with every round's figures and each Ray variant's ratio to local workers.
 
     python benchmarks/ray_training.py [--preset cartpole cheetah_clipped] [--rounds 3]
+        [--variant local_workers rollout_actors_overlap ...]
 """
 
 from __future__ import annotations
@@ -39,6 +41,14 @@ VARIANTS = {
     "rollout_actors": ["backend=processes", "rollout_actors=2"],
     # Each actor steps its 16 envs in its own process: no worker between it and them.
     "rollout_actors_in_process": ["backend=processes", "rollout_actors=2", "local_envs=16"],
+    # The actors act the next segment while the learner trains on the last one.
+    "rollout_actors_overlap": ["backend=processes", "rollout_actors=2", "overlap=on"],
+    "rollout_actors_in_process_overlap": [
+        "backend=processes",
+        "rollout_actors=2",
+        "local_envs=16",
+        "overlap=on",
+    ],
 }
 
 
@@ -68,6 +78,7 @@ def main() -> None:
     parser.add_argument("--preset", nargs="*", choices=list(PRESETS), default=list(PRESETS))
     parser.add_argument("--phases", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--variant", nargs="*", choices=list(VARIANTS), default=list(VARIANTS))
     args = parser.parse_args()
     cluster = Cluster(
         initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
@@ -76,13 +87,13 @@ def main() -> None:
     cluster.wait_for_nodes()
     try:
         for preset in args.preset:
-            speeds: dict[str, list[float]] = {variant: [] for variant in VARIANTS}
+            speeds: dict[str, list[float]] = {variant: [] for variant in args.variant}
             for _ in range(args.rounds):
-                for variant in VARIANTS:
+                for variant in args.variant:
                     result = train(preset, variant, args.phases, cluster.address)
                     speeds[variant].append(round(result["env_steps_per_sec"]))
             median = {variant: statistics.median(values) for variant, values in speeds.items()}
-            local = median["local_workers"]
+            local = median.get("local_workers")
             line = {
                 "benchmark": "ray_training",
                 "preset": preset,
@@ -93,7 +104,9 @@ def main() -> None:
                 "cores": os.cpu_count(),
                 "env_steps_per_sec": median,
                 "rounds": speeds,
-                "ratio_to_local": {v: round(s / local, 3) for v, s in median.items()},
+                "ratio_to_local": {v: round(s / local, 3) for v, s in median.items()}
+                if local
+                else None,
                 "python": platform.python_version(),
             }
             print(json.dumps(line), flush=True)

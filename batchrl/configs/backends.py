@@ -61,8 +61,6 @@ def check_rollout_actors(config: Any) -> None:
             f"rollout_actors={actors} needs normalizer_updates='segment' (or 'auto'): "
             f"updated every step, acting's normalisers would read every actor's observations"
         )
-    if config.overlap not in ("auto", "off"):
-        raise ValueError(f"rollout_actors={actors} needs overlap 'auto' or 'off', got 'on'")
     smallest = config.num_envs // actors
     if config.local_envs > smallest:  # Each actor steps that many of its envs itself.
         raise ValueError(

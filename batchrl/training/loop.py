@@ -126,12 +126,11 @@ def make_programs(
         storage_bytes, f"{config.algorithm.objective} objective's storage", where.learner
     )
     evaluation = algorithm.evaluation_agent(networks, sample=config.eval_sample)
+    overlap = overlap_lib.wanted(config, env, where)
     if hasattr(env, "train_program"):  # Envs that act in rollout actors run the phases.
-        overlap = False
-        train = env.train_program(networks, algorithm, train_steps, where)
+        train = env.train_program(networks, algorithm, train_steps, where, overlap)
         evaluate = env.eval_program(algorithm, eval_steps)
     else:
-        overlap = overlap_lib.wanted(config, env, where)
         train = phase_lib.make(env, networks, train_steps, where, overlap)
         evaluate = simulate.make_first_episodes(eval_env, evaluation, eval_steps)
     programs = Programs(

@@ -146,51 +146,78 @@ class RolloutEnv:
         algorithm: algorithm_lib.Algorithm,
         num_steps: int,
         where: placement.Placement,
+        overlap: bool = False,
     ) -> Callable[..., tuple[simulate.SimState, algorithm_lib.AgentState]]:
         """A train phase of `num_steps` batch steps: segments in the actors, updates here.
 
         Called as `phase.make`'s programs are: (state, agent, reset=False, settle=False).
+        With `overlap` the actors act each segment with the parameters from before the
+        update that the learner trains meanwhile (`training.overlap`'s schedule), a Ray
+        call being answered while the learner works; an update left pending at the end
+        of a phase runs beside the next phase's first segment, or at once when `settle`.
         """
-        ray = ray_group.import_ray()
-        shares, axis = algorithm.shares, algorithm.shares.storage_axis
+        shares = algorithm.shares
+        recorder = algorithm.recorder(networks)
 
         @jax.jit
-        def prepare(agent: Any, cut: jax.Array) -> tuple[Any, Any, Any]:
-            agent = algorithm.learn(networks, algorithm.cut(agent, cut))
-            return agent, algorithm.begin(agent), algorithm.holds_steps(agent)
+        def prepare(agent: Any, cut: jax.Array) -> tuple[Any, jax.Array]:
+            agent = algorithm.cut(agent, cut)
+            return agent, recorder.ready(agent.storage)
 
+        @jax.jit
+        def detach(agent: Any) -> tuple[Any, Any, jax.Array]:
+            """Acting's state, and the agent with its storage emptied where it is ready."""
+            cleared = algorithm.clear(networks, agent)
+            return algorithm.begin(agent), cleared, algorithm.holds_steps(cleared)
+
+        learn = jax.jit(lambda agent: algorithm.learn(networks, agent, behind=overlap))
         end = jax.jit(algorithm.end)
 
         def run(
             state: simulate.SimState, agent: Any, reset: Any = False, settle: bool = False
         ) -> tuple[simulate.SimState, Any]:
-            del settle  # Every update is trained within its phase.
-            reset, left, ready = bool(reset), num_steps, True
-            cut, sims = reset, self._scatter_sim(state)
-            while left > 0 or ready:
-                agent, acting, holds = prepare(agent, where.to_learner(jnp.asarray(cut)))
-                cut = False
-                if left == 0:  # The last update: no steps are left to act.
-                    break
-                shared, running = rollout_actor.to_host(shares.split(acting))
-                shared = ray.put(shared)
-                stored = rollout_actor.to_host(agent.storage) if bool(holds) else None
-                first = reset and left == num_steps
-                send = functools.partial(
-                    self._act,
-                    (shared, running, stored, sims, left, first),
-                    functools.partial(algorithm.cut, agent),
-                    axis,
+            reset, left = bool(reset), num_steps
+            agent, pending = prepare(agent, where.to_learner(jnp.asarray(reset)))
+            pending, sims = bool(pending), self._scatter_sim(state)
+            while left > 0:
+                if pending and not overlap:
+                    agent = learn(agent)
+                acting, cleared, holds = detach(agent)
+                send = self._segment(
+                    algorithm, acting, cleared, holds, sims, left, reset and left == num_steps
                 )
-                parts = self._call("act", send)
+                calls = [send(number) for number in range(len(self._actors))]
+                if pending and overlap:  # The update runs while the actors act.
+                    agent = jax.block_until_ready(learn(agent))
+                parts = self._answers("act", send, calls)
                 returns, storages, sims, taken, ready = zip(*parts, strict=True)
                 acting = shares.join(acting, list(returns))
-                storage = join_rows(storages, axis)
+                storage = join_rows(storages, shares.storage_axis)
                 agent = end(agent, *where.to_learner((acting, storage)))
-                left, ready = left - int(taken[0]), bool(ready[0])
+                left, pending = left - int(taken[0]), bool(ready[0])
+            if pending and (settle or not overlap):
+                agent = learn(agent)
             return jax.block_until_ready((self._gather_sim(sims), agent))
 
         return run
+
+    def _segment(
+        self,
+        algorithm: algorithm_lib.Algorithm,
+        acting: Any,
+        agent: Any,
+        holds: jax.Array,
+        sims: Sequence[simulate.SimState],
+        left: int,
+        first: bool,
+    ) -> Callable[..., Any]:
+        """`send(number, lost=False)` for a segment acted from `acting` into `agent`'s storage."""
+        ray = ray_group.import_ray()
+        shared, running = rollout_actor.to_host(algorithm.shares.split(acting))
+        stored = rollout_actor.to_host(agent.storage) if bool(holds) else None
+        segment = (ray.put(shared), running, stored, sims, left, first)
+        cut = functools.partial(algorithm.cut, agent)
+        return functools.partial(self._act, segment, cut, algorithm.shares.storage_axis)
 
     def _act(
         self,
@@ -272,12 +299,15 @@ class RolloutEnv:
         return jax.tree.map(jnp.asarray, whole)
 
     def _call(self, command: str, send: Callable[..., Any]) -> list[Any]:
-        """Every actor's answer to `send(number)`, a Ray call to it.
+        """Every actor's answer to `send(number)`, a Ray call to it."""
+        return self._answers(command, send, [send(number) for number in range(len(self._actors))])
+
+    def _answers(self, command: str, send: Callable[..., Any], refs: list[Any]) -> list[Any]:
+        """Each actor's answer to its call in `refs`, which `send(number)` made.
 
         With `restart_workers`, a lost actor is replaced and sent `send(number, lost=True)`
         once; otherwise, and if that fails too, one line names it.
         """
-        refs = [send(number) for number in range(len(self._actors))]
         answers = []
         for number, ref in enumerate(refs):
             try:

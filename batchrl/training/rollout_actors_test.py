@@ -81,16 +81,24 @@ def _close(ours, theirs):
 # dynamics grow that over the steps (observations 2e-4 apart after 32 steps, their mean
 # 6 % apart after 512): equal within float error, but not after as many steps.
 # CartPole's policy rounds alike on 2 rows and on 4.
+# With overlap on, the actors act each segment one version behind while the learner
+# trains, as the local envs do with overlap on.
 @pytest.mark.parametrize(
-    ("preset", "backend", "actors"),
-    [("cartpole", "processes", 2), ("cartpole_jax", "jax", 2), ("cheetah_clipped", "mujoco", 1)],
+    ("preset", "backend", "actors", "overlap"),
+    [
+        ("cartpole", "processes", 2, "off"),
+        ("cartpole_jax", "jax", 2, "off"),
+        ("cheetah_clipped", "mujoco", 1, "off"),
+        ("cartpole_jax", "jax", 2, "on"),
+    ],
 )
 @pytest.mark.usefixtures("cluster")
 @RAY[0]
 @RAY[1]
-def test_rollout_actors_train_as_the_envs_stepped_here(tmp_path, preset, backend, actors):
+def test_rollout_actors_train_as_the_envs_stepped_here(tmp_path, preset, backend, actors, overlap):
     # The local run updates its normalisers once a segment too, as actors must.
     settings = {"backend": backend, "normalizer_updates": "segment", "max_length": 50}
+    settings["overlap"] = overlap
     local = _train(tmp_path, "local", preset, settings)
     ours = _train(tmp_path, "actors", preset, {**settings, "rollout_actors": actors})
     assert [row["step"] for row in ours] == [256, 512]

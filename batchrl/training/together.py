@@ -68,6 +68,11 @@ def check_configs(configs: Sequence[train_config.TrainConfig]) -> None:
     seeds = [config.seed for config in configs]
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"the seeds of a together-run must differ, got {seeds}")
+    if configs[0].rollout_actors:
+        raise ValueError(
+            f"seeds train together on this machine's envs, got rollout_actors="
+            f"{configs[0].rollout_actors}: train each seed on its own (sweep without --together)"
+        )
     first = dataclasses.replace(configs[0], seed=0)
     for config in configs[1:]:
         if dataclasses.replace(config, seed=0) != first:

@@ -112,6 +112,13 @@ def test_configs_that_differ_beyond_their_seed_are_refused():
         together.check_configs([config, config])
 
 
+def test_seeds_on_rollout_actors_are_refused_in_one_line():
+    settings = ["objective=clipped", "rollout_actors=2"]
+    configs = [config_of("cartpole", settings, seed) for seed in (0, 1)]
+    with pytest.raises(ValueError, match=r"^seeds train together .*rollout_actors=2: train each"):
+        together.check_configs(configs)
+
+
 def test_atari_is_refused_in_one_line():
     config = config_of("pong", [], 0)
     with pytest.raises(ValueError, match=r"^backend='ale' builds no batch of several runs' envs$"):
