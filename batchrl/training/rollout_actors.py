@@ -172,6 +172,12 @@ class RolloutEnv:
 
         learn = jax.jit(lambda agent: algorithm.learn(networks, agent, behind=overlap))
         end = jax.jit(algorithm.end)
+        compiled = {}  # The update, compiled once; with overlap, while the actors act.
+
+        def learner(agent: Any) -> Callable[[Any], Any]:
+            if "learn" not in compiled:
+                compiled["learn"] = learn.lower(agent).compile()
+            return compiled["learn"]
 
         def run(
             state: simulate.SimState, agent: Any, reset: Any = False, settle: bool = False
@@ -181,14 +187,15 @@ class RolloutEnv:
             pending, sims = bool(pending), self._scatter_sim(state)
             while left > 0:
                 if pending and not overlap:
-                    agent = learn(agent)
+                    agent = learner(agent)(agent)
                 acting, cleared, holds = detach(agent)
                 send = self._segment(
                     algorithm, acting, cleared, holds, sims, left, reset and left == num_steps
                 )
                 calls = [send(number) for number in range(len(self._actors))]
-                if pending and overlap:  # The update runs while the actors act.
-                    agent = jax.block_until_ready(learn(agent))
+                if overlap:  # The pending update, or else its compilation, while they act.
+                    update = learner(agent)
+                    agent = jax.block_until_ready(update(agent)) if pending else agent
                 parts = self._answers("act", send, calls)
                 returns, storages, sims, taken, ready = zip(*parts, strict=True)
                 acting = shares.join(acting, list(returns))
@@ -196,7 +203,7 @@ class RolloutEnv:
                 agent = end(agent, *where.to_learner((acting, storage)))
                 left, pending = left - int(taken[0]), bool(ready[0])
             if pending and (settle or not overlap):
-                agent = learn(agent)
+                agent = learner(agent)(agent)
             return jax.block_until_ready((self._gather_sim(sims), agent))
 
         return run
