@@ -1,6 +1,11 @@
 """Rollout actors on a two-node Ray cluster on this machine: the local run's results, faults."""
 
 import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import jax
 import numpy as np
@@ -51,8 +56,8 @@ def _our_actors() -> list[str]:
     """The cluster's live rollout actors, from its own actor table."""
     from ray._private import state as ray_state
 
-    table = ray_state.actors().values()
-    return [a["ActorID"] for a in table if a["State"] != "DEAD" and "Rollout" in a["ClassName"]]
+    table = [actor for actor in ray_state.actors().values() if actor["State"] != "DEAD"]
+    return [actor["ActorID"] for actor in table if "Rollout" in actor["ActorClassName"]]
 
 
 def _train(tmp_path, name, preset, settings):
@@ -122,6 +127,35 @@ def test_a_killed_actor_is_named_in_one_line_and_none_is_left(tmp_path):
         assert "rollout actor 1 (envs 2-3) on node" in message and "died during init" in message
     finally:
         env.close()
+    assert _our_actors() == []
+
+
+@RAY[0]
+@RAY[1]
+def test_ctrl_c_saves_a_checkpoint_and_leaves_no_actor_or_worker(tmp_path, cluster):
+    # The train command at a terminal, its actors' envs in worker processes on the nodes;
+    # the no_orphans fixture finds any actor or worker left under the cluster's nodes.
+    settings = {**TINY, "steps": 100_000, "rollout_actors": 2, "backend": "processes"}
+    command = [sys.executable, "-m", "batchrl.scripts.train", "--config", "cartpole"]
+    command += ["--logdir", str(tmp_path)]
+    for key, value in settings.items():
+        command += ["--set", f"{key}={value}"]
+    env = {**os.environ, "RAY_ADDRESS": cluster.address}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and process.poll() is None:
+            rows = list(tmp_path.glob("*/metrics.jsonl"))
+            if rows and rows[0].read_text().count("\n") >= 1:
+                break
+            time.sleep(0.1)
+        assert len(_our_actors()) == 2, "the run's actors were not running"
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, err.decode()[-2000:]
+    assert b"interrupted: saved a checkpoint" in out
     assert _our_actors() == []
 
 
