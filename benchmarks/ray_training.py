@@ -41,6 +41,9 @@ VARIANTS = {
     "rollout_actors": ["backend=processes", "rollout_actors=2"],
     # Each actor steps its 16 envs in its own process: no worker between it and them.
     "rollout_actors_in_process": ["backend=processes", "rollout_actors=2", "local_envs=16"],
+    # The MuJoCo batch (cheetah_clipped): here, and one batch in each actor.
+    "local_mujoco": ["backend=mujoco"],
+    "rollout_actors_mujoco": ["backend=mujoco", "rollout_actors=2"],
     # The actors act the next segment while the learner trains on the last one.
     "rollout_actors_overlap": ["backend=processes", "rollout_actors=2", "overlap=on"],
     "rollout_actors_in_process_overlap": [
@@ -109,6 +112,9 @@ def main() -> None:
                 else None,
                 "python": platform.python_version(),
             }
+            if {"local_mujoco", "rollout_actors_mujoco"} <= set(speeds):  # Each round's ratio.
+                pairs = zip(speeds["rollout_actors_mujoco"], speeds["local_mujoco"], strict=True)
+                line["mujoco_actors_over_local_mujoco"] = [round(a / b, 3) for a, b in pairs]
             print(json.dumps(line), flush=True)
     finally:
         cluster.shutdown()
