@@ -19,7 +19,7 @@ from batchrl.networks import encoder
 from batchrl.ppo import agent_networks
 from batchrl.ppo import config as ppo_config
 from batchrl.scripts import train
-from batchrl.training import loop, metrics_log, rollout_actors
+from batchrl.training import checkpoint, loop, metrics_log, rollout_actors
 
 # As ray_group_test.py's: one test process runs every test that starts or joins a cluster.
 RAY = [pytest.mark.xdist_group("ray"), pytest.mark.slow]
@@ -110,6 +110,40 @@ def test_rollout_actors_train_as_the_envs_stepped_here(tmp_path, preset, backend
     assert all(row["train/count"] > 0 for row in ours)
     _close(_learned(ours), _learned(local))
     assert _our_actors() == []
+
+
+@pytest.mark.usefixtures("cluster")
+@RAY[0]
+@RAY[1]
+def test_an_interrupted_run_with_overlapped_actors_resumes_exactly(tmp_path, monkeypatch):
+    # Phases of one update each: every checkpoint holds an update left pending.
+    settings = {**TINY, "phase_steps": 128, "steps": 640, "eval_every": 2}
+    settings.update(backend="jax", rollout_actors=2, overlap="on")
+    args = ["--config", "cartpole_jax", "--timestamp", "t"]
+    for key, value in settings.items():
+        args += ["--set", f"{key}={value}"]
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    assert train.main(["--logdir", str(whole), *args]) == 0
+    original, calls = loop.run_phase, []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:  # After two phases were checkpointed.
+            raise KeyboardInterrupt
+        return original(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(loop, "run_phase", interrupted)
+        assert train.main(["--logdir", str(stopped), *args]) == 130
+    assert _our_actors() == []
+    assert train.main(["--logdir", str(stopped), *args]) == 0
+    (a,), (b,) = whole.iterdir(), stopped.iterdir()
+    last = checkpoint.steps(a / "checkpoints")[-1]
+    assert last == 5  # Phases.
+    whole_bytes = checkpoint.path_for(a / "checkpoints", last).read_bytes()
+    assert checkpoint.path_for(b / "checkpoints", last).read_bytes() == whole_bytes
+    rows = [_learned(metrics_log.read_jsonl(run / "metrics.jsonl")) for run in (a, b)]
+    assert rows[1] == rows[0]
 
 
 @pytest.mark.usefixtures("cluster")
