@@ -24,7 +24,7 @@ log2(B) + 1 calls, each env reset once, as ale-py resets each env on its own).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import flax.struct
@@ -66,12 +66,13 @@ class AleFfiBatch:
     The calls step the batch's ale-py vector env directly, beside the BatchEnv's own
     bookkeeping: while a compiled program drives the games, step and reset them only
     through this env (`BatchEnv.reset` between programs is fine: it reseeds them).
-    `seed` seeds env i with `ale_seeds(seed, B)[i]` at `init`; later resets go on with
-    each game's random stream. Closing the BatchEnv waits for the calls and programs of
-    this env already dispatched, then ends the games' threads; a compiled program of this
-    env then refuses to run. `devices` > 1 is refused: the calls run on the device of
-    the one program. `device` is where that program runs (the CPU's first by default):
-    one of `platforms()`, where ale-py registered its calls.
+    `seed` seeds env i with `ale_seeds(seed, B)[i]` at `init` (or `seeds[i]`, modulo 2**31,
+    where given); later resets go on with each game's random stream. Closing the BatchEnv
+    waits for the calls and programs of this env already dispatched, then ends the games'
+    threads; a compiled program of this env then refuses to run. `devices` > 1 is
+    refused: the calls run on the device of the one program. `device` is where that
+    program runs (the CPU's first by default): one of `platforms()`, where ale-py
+    registered its calls.
     """
 
     calls_host = True  # The games are outside the program: train and eval share them.
@@ -86,6 +87,7 @@ class AleFfiBatch:
         seed: int = 0,
         devices: int = 1,
         device: jax.Device | None = None,
+        seeds: Sequence[int] | None = None,
     ):
         self.device = jax.devices("cpu")[0] if device is None else device
         if self.device.platform not in platforms():
@@ -106,8 +108,9 @@ class AleFfiBatch:
         self.batch_env = batch_env
         self.seed = seed
         self.num_envs = num_envs
-        self.env_seeds = env_seeds(seed, num_envs)  # As the bridge seeds its envs.
-        self._ale_seeds = ale_seeds(seed, num_envs)
+        # As the bridge seeds its envs, or as `seeds` says (a share of a larger batch).
+        self.env_seeds = env_seeds(seed, num_envs) if seeds is None else list(seeds)
+        self._ale_seeds = (np.asarray(self.env_seeds, np.int64) % 2**31).astype(np.int32)
         options = games.settings.options
         # A lost life ends the episode and the game plays on, as `AtariGroup` has it.
         self.life_ends = options["life_loss_info"] and not options["episodic_life"]
@@ -124,6 +127,19 @@ class AleFfiBatch:
         # An output of the newest dispatched call or program: closing waits for it.
         self._newest: jax.Array | None = None
         games.wait_for_calls = self._wait_for_calls
+
+    def state_rows(self, env_state: AleFfiState) -> AleFfiState:
+        """`env_state` with its handle on every env's row, so that shares join by rows.
+
+        A batch acted in shares apart (`training.rollout_actor`) sends its state away and
+        back; each share's handle is its own process's, which its next call takes anyway.
+        """
+        handle = jnp.broadcast_to(env_state.handle, (self.num_envs, *env_state.handle.shape))
+        return env_state.replace(handle=handle)
+
+    def state_of_rows(self, env_state: AleFfiState) -> AleFfiState:
+        """`state_rows`'s inverse: one handle."""
+        return env_state.replace(handle=env_state.handle[0])
 
     @property
     def closed(self) -> bool:

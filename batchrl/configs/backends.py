@@ -46,11 +46,6 @@ def check_rollout_actors(config: Any) -> None:
     actors = config.rollout_actors
     if actors > config.num_envs:
         raise ValueError(f"rollout_actors must be at most num_envs={config.num_envs}, got {actors}")
-    if config.backend == "ale":
-        raise ValueError(
-            f"rollout_actors={actors} needs a backend other than 'ale': Atari's games and "
-            f"their eval games are not built in shares yet"
-        )
     if not isinstance(config.algorithm, ppo_config.ClippedConfig):
         raise ValueError(
             f"rollout_actors={actors} needs objective=clipped: the kl_penalty objective's "

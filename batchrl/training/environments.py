@@ -129,7 +129,7 @@ def build(
         kwargs=config.env_kwargs,
     )
     if config.backend == "ale":  # Already in this process, and only as ale-py builds it.
-        batch_env = _atari(config, atari_options(config))
+        batch_env = _atari(config, atari_options(config), count)
     elif local:
         batch_env = BatchEnv.from_envs([constructor() for _ in range(count)])
     elif config.backend == "mujoco":
@@ -158,29 +158,40 @@ def build(
             first_index=first,
         )
     if share is not None:
-        env_seeds = seeds_lib.env_seeds(config.seed, config.num_envs)[first : first + count]
-        if replaced:
-            env_seeds = [
-                lifecycle.restart_seed(seed, first + i, replaced)
-                for i, seed in enumerate(env_seeds)
-            ]
+        env_seeds = _share_seeds(config.seed, config.num_envs, first, count, replaced)
         return _compiled(config, batch_env, config.seed, env_seeds), batch_env
     return _compiled(config, batch_env, list(seeds) or config.seed), batch_env
 
 
-def build_eval(config: TrainConfig) -> tuple[Any, BatchEnv] | None:
+def _share_seeds(seed: int, num_envs: int, first: int, count: int, replaced: int) -> list[int]:
+    """The seeds of envs first.. first + count - 1 of a batch seeded `seed`.
+
+    After `replaced` restarts, a restarted worker's (`lifecycle.restart_seed`).
+    """
+    env_seeds = seeds_lib.env_seeds(seed, num_envs)[first : first + count]
+    if replaced:
+        return [lifecycle.restart_seed(s, first + i, replaced) for i, s in enumerate(env_seeds)]
+    return list(env_seeds)
+
+
+def build_eval(
+    config: TrainConfig, share: tuple[int, int] | None = None, replaced: int = 0
+) -> tuple[Any, BatchEnv] | None:
     """The batched env evaluation steps and its BatchEnv, when it is not the training env.
 
     Atari games (backend 'ale') train on episodes that a lost life may end and on
     clipped rewards, as their `env_kwargs` say; evaluation plays whole games with the
     game's own rewards on `config.num_envs` envs of its own, whose seeds are drawn apart
     from every run's training envs. None for every other env: evaluation steps the
-    training env.
+    training env. `share` and `replaced` as `build`'s.
     """
     if config.backend != "ale":
         return None
-    batch_env = _atari(config, atari_options(config, evaluation=True))
-    return _compiled(config, batch_env, config.seed + _EVAL_SEEDS), batch_env
+    count = config.num_envs if share is None else share[1]
+    batch_env = _atari(config, atari_options(config, evaluation=True), count)
+    seed = config.seed + _EVAL_SEEDS
+    env_seeds = None if share is None else _share_seeds(seed, config.num_envs, *share, replaced)
+    return _compiled(config, batch_env, seed, env_seeds), batch_env
 
 
 def _compiled(
@@ -201,7 +212,9 @@ def _compiled(
         from batchrl.bridge import ale_ffi  # ale-py is an optional dependency.
 
         device = placement.host_acting_device(config, ale_ffi.platforms())
-        return ale_ffi.AleFfiBatch(batch_env, seed=seed, devices=devices, device=device)
+        return ale_ffi.AleFfiBatch(
+            batch_env, seed=seed, devices=devices, device=device, seeds=env_seeds
+        )
     device = placement.host_acting_device(config)
     return bridge.InGraphBatchEnv(
         batch_env, seed=seed, devices=devices, device=device, env_seeds=env_seeds
@@ -219,8 +232,6 @@ def atari_options(config: TrainConfig, evaluation: bool = False) -> dict[str, An
     return settings.run_options(config.env, config.env_kwargs, config.max_length, evaluation)
 
 
-def _atari(config: TrainConfig, options: dict[str, Any]) -> BatchEnv:
-    """`config.num_envs` games of `config.env` with `options`."""
-    return BatchEnv.atari(
-        config.env, config.num_envs, threads=config.env_threads or None, **options
-    )
+def _atari(config: TrainConfig, options: dict[str, Any], count: int) -> BatchEnv:
+    """`count` games of `config.env` with `options`."""
+    return BatchEnv.atari(config.env, count, threads=config.env_threads or None, **options)

@@ -1,12 +1,13 @@
 """A rollout actor: a Ray actor that acts on its share of a run's envs with its own programs.
 
 It builds envs first.. first + count - 1 of the run's batch where it runs (worker
-processes on its node, the MuJoCo batch, a JAX-native batch), each seeded as in the
-whole batch, and compiles two programs on them: acting for a segment, writing its share
-of the rollout, and an evaluation round. Its networks sample, and its JAX-native envs
-reset, with the noise and keys the whole batch would give its rows, so a batch acted in
-shares acts as it does whole. The learner (`training.rollout_actors`) sends the acting
-parameters and each call's state; the actor sends back whole segments, as host arrays.
+processes on its node, the MuJoCo batch, Atari's games and their evaluation games, a
+JAX-native batch), each seeded as in the whole batch, and compiles two programs on
+them: acting for a segment, writing its share of the rollout, and an evaluation round.
+Its networks sample, and its JAX-native envs reset, with the noise and keys the whole
+batch would give its rows, so a batch acted in shares acts as it does whole. The
+learner (`training.rollout_actors`) sends the acting parameters and each call's state;
+the actor sends back whole segments, as host arrays.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import cloudpickle
@@ -47,9 +49,13 @@ class RolloutActor:
     def __init__(self, blob: bytes, first: int, count: int, replaced: int = 0):
         config, env = cloudpickle.loads(blob)
         self.first, self.count = first, count
+        share = (first, count)
         self._env, self._batch_env = environments.build(
-            config, env=env, share=(first, count), replaced=replaced
+            config, env=env, share=share, replaced=replaced
         )
+        # Atari's evaluation plays whole games on envs of its own; others step these.
+        evaluation = environments.build_eval(config, share=share, replaced=replaced)
+        self._eval_env, self._eval_batch_env = evaluation or (self._env, None)
         algorithm = algorithm_lib.of(config.algorithm)
         self._shares = algorithm.shares
         networks = algorithm.networks(config.trained_algorithm, self._env.env_spec)
@@ -61,7 +67,7 @@ class RolloutActor:
         init = jax.jit(functools.partial(algorithm.init, networks, shape))
         # An empty share of the storage, whose rows are written before they are read.
         self._empty = init(jax.random.key(0)).storage
-        env_ = self._env
+        env_, eval_env = self._env, self._eval_env
 
         def act(sim: Any, acting: Any, storage: Any, left: jax.Array, reset: jax.Array) -> tuple:
             sim, acting, storage, taken = simulate.collect(
@@ -71,16 +77,16 @@ class RolloutActor:
 
         def evaluate(sim: Any, acting: Any, max_steps: jax.Array) -> tuple:
             return simulate.first_episodes(
-                env_, evaluation, sim, acting, max_steps, with_steps=True
+                eval_env, evaluation, sim, acting, max_steps, with_steps=True
             )
 
         def advance(sim: Any, acting: Any, steps: jax.Array) -> tuple:
-            sim, acting, _, _ = simulate.collect(env_, evaluation, sim, acting, steps)
+            sim, acting, _, _ = simulate.collect(eval_env, evaluation, sim, acting, steps)
             return sim, acting
 
         self._act = env_.wrap_compiled(jax.jit(act))
-        self._evaluate = env_.wrap_compiled(jax.jit(evaluate))
-        self._advance = env_.wrap_compiled(jax.jit(advance))
+        self._evaluate = eval_env.wrap_compiled(jax.jit(evaluate))
+        self._advance = eval_env.wrap_compiled(jax.jit(advance))
         self._held: tuple[Any, Any] | None = None  # An eval round's states, to advance.
 
     def describe(self) -> tuple:
@@ -89,9 +95,14 @@ class RolloutActor:
 
         return ray.get_runtime_context().get_node_id(), os.getpid(), self._env.env_spec
 
-    def init(self, key: jax.Array) -> tuple:
-        """Every env reset, as `simulate.CompiledBatch.init`: (env_state, obs)."""
-        return to_host(self._env.init(key))
+    def init(self, key: jax.Array, evaluation: bool = False) -> tuple:
+        """Every env reset, as `simulate.CompiledBatch.init`: (env_state, obs).
+
+        `evaluation`: the envs evaluation steps, where they are others (Atari's games).
+        """
+        env = self._eval_env if evaluation else self._env
+        env_state, obs = env.init(key)
+        return to_host((_rows_of(env, env_state), obs))
 
     def act(
         self, shared: Any, running: Any, storage: Any, sim: Any, left: int, reset: bool
@@ -108,22 +119,29 @@ class RolloutActor:
         storage = self._empty if storage is None else storage
         acting = self._shares.combine(shared, running)
         sim, acting, storage, taken, ready = self._act(
-            sim, acting, storage, jnp.asarray(left, jnp.int32), jnp.asarray(reset)
+            _sim_in(self._env, sim),
+            acting,
+            storage,
+            jnp.asarray(left, jnp.int32),
+            jnp.asarray(reset),
         )
+        sim = _sim_out(self._env, sim)
         return to_host((self._shares.returned(acting), storage, sim, taken, ready))
 
     def evaluate(self, shared: Any, running: Any, sim: Any, max_steps: int) -> tuple:
         """An evaluation round from a restart: (sim, first episodes, steps taken)."""
         acting = self._shares.combine(shared, running)
-        sim, acting, first, taken = self._evaluate(sim, acting, jnp.asarray(max_steps, jnp.int32))
+        sim, acting, first, taken = self._evaluate(
+            _sim_in(self._eval_env, sim), acting, jnp.asarray(max_steps, jnp.int32)
+        )
         self._held = (sim, acting)
-        return to_host((sim, first, taken))
+        return to_host((_sim_out(self._eval_env, sim), first, taken))
 
     def advance(self, steps: int) -> Any:
         """The last round's simulation `steps` steps on, as the whole batch's round runs."""
         sim, acting = self._held
         sim, _ = self._advance(sim, acting, jnp.asarray(steps, jnp.int32))
-        return to_host(sim)
+        return to_host(_sim_out(self._eval_env, sim))
 
     def restarts(self) -> int:
         """Env workers replaced in this actor."""
@@ -131,6 +149,41 @@ class RolloutActor:
 
     def close(self) -> None:
         """Closes the actor's envs and their workers."""
-        if self._batch_env is not None:
-            self._batch_env.close()
-            self._batch_env = None
+        for batch_env in (self._batch_env, self._eval_batch_env):
+            if batch_env is not None:
+                batch_env.close()
+        self._batch_env = self._eval_batch_env = None
+
+
+def _rows_of(env: Any, env_state: Any) -> Any:
+    """`env_state` as shares join it by rows (Atari's handle on every row: `state_rows`)."""
+    rows = getattr(env, "state_rows", None)
+    return env_state if rows is None else rows(env_state)
+
+
+def _sim_in(env: Any, sim: simulate.SimState) -> simulate.SimState:
+    """A simulation from the learner, its env state as `env` takes it."""
+    unrows = getattr(env, "state_of_rows", None)
+    return sim if unrows is None else sim.replace(env_state=unrows(sim.env_state))
+
+
+def _sim_out(env: Any, sim: simulate.SimState) -> simulate.SimState:
+    """A simulation for the learner, its env state joinable by rows."""
+    return sim.replace(env_state=_rows_of(env, sim.env_state))
+
+
+def rows(tree: Any, lo: int, hi: int, axis: int = 0) -> Any:
+    """Rows lo..hi - 1 along `axis` of every leaf of rank above `axis`; the rest shared."""
+    index = (slice(None),) * axis + (slice(lo, hi),)
+    return jax.tree.map(lambda x: x[index] if np.ndim(x) > axis else x, tree)
+
+
+def join_rows(parts: Sequence[Any], axis: int = 0) -> Any:
+    """The parts joined along `axis` at every leaf of rank above it; the first's elsewhere."""
+
+    def join(*leaves: Any) -> Any:
+        if np.ndim(leaves[0]) > axis:
+            return np.concatenate(leaves, axis=axis)
+        return leaves[0]
+
+    return jax.tree.map(join, *parts)

@@ -39,6 +39,7 @@ from batchrl.configs import TrainConfig
 from batchrl.envs.host import errors
 from batchrl.envs.ray import ray_group
 from batchrl.training import placement, rollout_actor
+from batchrl.training.rollout_actor import join_rows, rows
 
 logger = logging.getLogger("batchrl.training")
 
@@ -61,6 +62,7 @@ class RolloutEnv:
         # JAX-native ones are their simulation's state, one for each.
         self.calls_host = not config.jax_native
         self.num_envs = config.num_envs
+        self._eval_apart = config.backend == "ale"  # `environments.build_eval`'s games.
         count = config.rollout_actors
         self.bounds = [config.num_envs * k // count for k in range(count + 1)]
         self._restart = config.restart_workers
@@ -104,10 +106,24 @@ class RolloutEnv:
 
     # -- what simulate and the run read of a batch --------------------------------------------
 
-    def init(self, key: jax.Array) -> tuple[Any, Any]:
-        """Resets every env in the actors: the whole batch's (env_state, obs)."""
-        parts = self._call("init", lambda number, lost=False: self._actors[number].init.remote(key))
-        return join_rows(parts)
+    def init(self, key: jax.Array, evaluation: bool = False) -> tuple[Any, Any]:
+        """Resets every env in the actors: the whole batch's (env_state, obs).
+
+        `evaluation`: the envs evaluation steps, where they are others (`eval_games`).
+        """
+
+        def send(number: int, lost: bool = False) -> Any:
+            return self._actors[number].init.remote(key, evaluation)
+
+        return join_rows(self._call("init", send))
+
+    def eval_games(self) -> EvalGames | None:
+        """The actors' evaluation envs for `simulate.init`, where they are others.
+
+        Atari's whole games with their own rewards; None where evaluation steps the
+        training envs.
+        """
+        return EvalGames(self) if self._eval_apart else None
 
     @staticmethod
     def wrap_compiled(program: Callable[..., Any]) -> Callable[..., Any]:
@@ -364,18 +380,18 @@ class RolloutEnv:
         return f"rollout actor {number} (envs {lo}-{hi - 1}){on}"
 
 
-def rows(tree: Any, lo: int, hi: int, axis: int = 0) -> Any:
-    """Rows lo..hi - 1 along `axis` of every leaf of rank above `axis`; the rest shared."""
-    index = (slice(None),) * axis + (slice(lo, hi),)
-    return jax.tree.map(lambda x: x[index] if np.ndim(x) > axis else x, tree)
+class EvalGames:
+    """The evaluation envs in a `RolloutEnv`'s actors, as `simulate.init` reads a batch.
 
+    The evaluation rounds themselves run in the actors (`RolloutEnv.eval_program`).
+    """
 
-def join_rows(parts: Sequence[Any], axis: int = 0) -> Any:
-    """The parts joined along `axis` at every leaf of rank above it; the first's elsewhere."""
+    calls_host = True
+    device = RolloutEnv.device
 
-    def join(*leaves: Any) -> Any:
-        if np.ndim(leaves[0]) > axis:
-            return np.concatenate(leaves, axis=axis)
-        return leaves[0]
+    def __init__(self, env: RolloutEnv):
+        self._env = env
+        self.num_envs, self.env_spec = env.num_envs, env.env_spec
 
-    return jax.tree.map(join, *parts)
+    def init(self, key: jax.Array) -> tuple[Any, Any]:
+        return self._env.init(key, evaluation=True)

@@ -96,14 +96,16 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
             from batchrl.training import rollout_actors  # Ray is an optional dependency.
 
             env = batch_env = rollout_actors.RolloutEnv(config, env)
+            opened.callback(batch_env.close)
+            eval_env = env.eval_games()  # Atari's, in the actors too.
         else:
             env, batch_env = environments.build(config, env=env)
-        if batch_env is not None:
-            opened.callback(batch_env.close)
-        evaluation = environments.build_eval(config)  # None: evaluation steps the same envs.
-        if evaluation is not None:
-            opened.callback(evaluation[1].close)
-        eval_env = None if evaluation is None else evaluation[0]
+            if batch_env is not None:
+                opened.callback(batch_env.close)
+            evaluation = environments.build_eval(config)  # None: it steps the same envs.
+            if evaluation is not None:
+                opened.callback(evaluation[1].close)
+            eval_env = None if evaluation is None else evaluation[0]
         programs, state = loop.build(config, env, eval_env=eval_env)
         state = restore(rundir, programs, state, env.env_spec)
         total = config.phases
