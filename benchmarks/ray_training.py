@@ -33,6 +33,7 @@ from ray.cluster_utils import Cluster
 PRESETS = {
     "cartpole": ["objective=clipped", "num_envs=32", "steps_per_update=64"],
     "cheetah_clipped": ["num_envs=32", "steps_per_update=64"],
+    "breakout": ["num_envs=32", "steps_per_update=64"],  # The ale variants only.
 }
 PHASE = 32 * 64  # Env steps a phase: one update of 64 steps on 32 envs.
 VARIANTS = {
@@ -44,6 +45,9 @@ VARIANTS = {
     # The MuJoCo batch (cheetah_clipped): here, and one batch in each actor.
     "local_mujoco": ["backend=mujoco"],
     "rollout_actors_mujoco": ["backend=mujoco", "rollout_actors=2"],
+    # ale-py's games (breakout): here, and in each actor with its evaluation games.
+    "local_ale": ["backend=ale"],
+    "rollout_actors_ale": ["backend=ale", "rollout_actors=2"],
     # The actors act the next segment while the learner trains on the last one.
     "rollout_actors_overlap": ["backend=processes", "rollout_actors=2", "overlap=on"],
     "rollout_actors_in_process_overlap": [
@@ -112,9 +116,11 @@ def main() -> None:
                 else None,
                 "python": platform.python_version(),
             }
-            if {"local_mujoco", "rollout_actors_mujoco"} <= set(speeds):  # Each round's ratio.
-                pairs = zip(speeds["rollout_actors_mujoco"], speeds["local_mujoco"], strict=True)
-                line["mujoco_actors_over_local_mujoco"] = [round(a / b, 3) for a, b in pairs]
+            for kind in ("mujoco", "ale"):  # Each round's ratio of actors to one batch here.
+                here, actors = f"local_{kind}", f"rollout_actors_{kind}"
+                if {here, actors} <= set(speeds):
+                    pairs = zip(speeds[actors], speeds[here], strict=True)
+                    line[f"{kind}_actors_over_local_{kind}"] = [round(a / b, 3) for a, b in pairs]
             print(json.dumps(line), flush=True)
     finally:
         cluster.shutdown()
