@@ -2,6 +2,7 @@
 
 Host envs of fixed episode lengths (`mock`), JAX-native batches of them (`jax_mock`),
 small tasks a policy learns only by reading one leaf of its observation (`cue`,
-`grid_cue`), and the buffers a compiled phase copies per step (`step_copies`). No
-product module imports this package (`batchrl/testing/layering_test.py`).
+`grid_cue`), the buffers a compiled phase copies per step (`step_copies`), and a
+Ctrl-C at a chosen phase (`interrupt`). No product module imports this package
+(`batchrl/testing/layering_test.py`).
 """

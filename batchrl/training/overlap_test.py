@@ -9,6 +9,7 @@ from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import clipped
 from batchrl.ppo import config as config_lib
 from batchrl.scripts import train
+from batchrl.testing import interrupt
 from batchrl.training import checkpoint, environments, loop, overlap, placement
 
 # Without observation normalisation a stored log-prob is a function of the parameters,
@@ -138,17 +139,9 @@ def test_an_interrupted_run_with_overlap_resumes_exactly(tmp_path, monkeypatch):
     whole = tmp_path / "whole"
     args = ["--config", "pendulum_jax", "--timestamp", "t0", *settings]
     assert train.main(["--logdir", str(whole), *args]) == 0
-    original, calls = loop.run_phase, []
-
-    def interrupted(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 3:  # After two phases were checkpointed, each with an update pending.
-            raise KeyboardInterrupt
-        return original(*args, **kwargs)
-
     stopped = tmp_path / "stopped"
-    with monkeypatch.context() as patch:
-        patch.setattr(loop, "run_phase", interrupted)
+    # After two phases were checkpointed, each with an update pending.
+    with interrupt.ctrl_c_at_call(monkeypatch, loop, "run_phase", 3):
         assert train.main(["--logdir", str(stopped), *args]) == 130
     assert train.main(["--logdir", str(stopped), *args]) == 0
     (a,), (b,) = whole.iterdir(), stopped.iterdir()

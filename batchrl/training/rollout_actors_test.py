@@ -19,22 +19,11 @@ from batchrl.networks import encoder
 from batchrl.ppo import agent_networks
 from batchrl.ppo import config as ppo_config
 from batchrl.scripts import train
+from batchrl.testing import interrupt
 from batchrl.training import checkpoint, loop, metrics_log, rollout_actors
 
 # As ray_group_test.py's: one test process runs every test that starts or joins a cluster.
 RAY = [pytest.mark.xdist_group("ray"), pytest.mark.slow]
-# TINY's settings as typed values, for configs built in the test's process.
-TYPED = {
-    "objective": "clipped",
-    "num_envs": 4,
-    "steps_per_update": 32,
-    "num_minibatches": 2,
-    "update_epochs": 2,
-    "phase_steps": 256,
-    "steps": 512,
-    "policy_layers": (16, 16),
-    "value_layers": (16, 16),
-}
 # Two updates of 32 steps on 4 envs a phase, two phases, each evaluated on 4 episodes.
 TINY = {
     "objective": "clipped",
@@ -50,6 +39,12 @@ TINY = {
     "policy_layers": "16,16",
     "value_layers": "16,16",
 }
+
+
+# TINY's training settings as typed values, for configs built in the test's process.
+TYPED = {key: TINY[key] for key in ("objective", "num_envs", "steps_per_update", "steps")}
+TYPED |= {key: TINY[key] for key in ("num_minibatches", "update_epochs", "phase_steps")}
+TYPED |= {"policy_layers": (16, 16), "value_layers": (16, 16)}
 
 
 def _our_actors() -> list[str]:
@@ -125,16 +120,8 @@ def test_an_interrupted_run_with_overlapped_actors_resumes_exactly(tmp_path, mon
         args += ["--set", f"{key}={value}"]
     whole, stopped = tmp_path / "whole", tmp_path / "stopped"
     assert train.main(["--logdir", str(whole), *args]) == 0
-    original, calls = loop.run_phase, []
-
-    def interrupted(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 3:  # After two phases were checkpointed.
-            raise KeyboardInterrupt
-        return original(*args, **kwargs)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(loop, "run_phase", interrupted)
+    # After two phases were checkpointed.
+    with interrupt.ctrl_c_at_call(monkeypatch, loop, "run_phase", 3):
         assert train.main(["--logdir", str(stopped), *args]) == 130
     assert _our_actors() == []
     assert train.main(["--logdir", str(stopped), *args]) == 0

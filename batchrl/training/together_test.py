@@ -12,6 +12,7 @@ import batchrl
 from batchrl import configs
 from batchrl.configs import train_config
 from batchrl.scripts import evaluate, plot, sweep, table, train
+from batchrl.testing import interrupt
 from batchrl.training import checkpoint, device_memory, environments, run, together, together_run
 
 # Two phases of 4 Pendulum envs, an update every 4 episodes of 50 steps, evaluated each.
@@ -66,16 +67,8 @@ def test_an_interrupted_together_run_resumes_exactly(
     args = ["--config", preset, "--seeds", "1", "2", "--timestamp", "s{seed}", *settings]
     whole, stopped = tmp_path / "whole", tmp_path / "stopped"
     assert train.main(["--logdir", str(whole), *args]) == 0
-    original, calls = together_run._phase, []
-
-    def interrupted(*arguments, **kwargs):
-        calls.append(1)
-        if len(calls) == 3:  # After two phases were checkpointed.
-            raise KeyboardInterrupt
-        return original(*arguments, **kwargs)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(together_run, "_phase", interrupted)
+    # After two phases were checkpointed.
+    with interrupt.ctrl_c_at_call(monkeypatch, together_run, "_phase", 3):
         assert train.main(["--logdir", str(stopped), *args]) == 130
     assert train.main(["--logdir", str(stopped), *args]) == 0
     for name in (f"s1-{preset}", f"s2-{preset}"):
