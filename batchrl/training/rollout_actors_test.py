@@ -20,7 +20,7 @@ from batchrl.ppo import agent_networks
 from batchrl.ppo import config as ppo_config
 from batchrl.scripts import train
 from batchrl.testing import interrupt
-from batchrl.training import checkpoint, loop, metrics_log, rollout_actors
+from batchrl.training import loop, metrics_log, rollout_actors
 
 # As ray_group_test.py's: one test process runs every test that starts or joins a cluster.
 RAY = [pytest.mark.xdist_group("ray"), pytest.mark.slow]
@@ -125,12 +125,11 @@ def test_an_interrupted_run_with_overlapped_actors_resumes_exactly(tmp_path, mon
         assert train.main(["--logdir", str(stopped), *args]) == 130
     assert _our_actors() == []
     assert train.main(["--logdir", str(stopped), *args]) == 0
-    (a,), (b,) = whole.iterdir(), stopped.iterdir()
-    last = checkpoint.steps(a / "checkpoints")[-1]
+    last, (whole_bytes, stopped_bytes) = interrupt.last_checkpoints(whole, stopped)
     assert last == 5  # Phases.
-    whole_bytes = checkpoint.path_for(a / "checkpoints", last).read_bytes()
-    assert checkpoint.path_for(b / "checkpoints", last).read_bytes() == whole_bytes
-    rows = [_learned(metrics_log.read_jsonl(run / "metrics.jsonl")) for run in (a, b)]
+    assert stopped_bytes == whole_bytes
+    folders = [interrupt.only_folder(logdir) for logdir in (whole, stopped)]
+    rows = [_learned(metrics_log.read_jsonl(run / "metrics.jsonl")) for run in folders]
     assert rows[1] == rows[0]
 
 
