@@ -34,7 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl.bridge import in_graph, one_block
-from batchrl.bridge.seeds import env_seeds
+from batchrl.bridge import seeds as seeds_lib
 from batchrl.envs import spaces
 from batchrl.envs.atari import atari_group
 from batchrl.envs.host import batch as batch_lib
@@ -66,7 +66,7 @@ class AleFfiBatch:
     The calls step the batch's ale-py vector env directly, beside the BatchEnv's own
     bookkeeping: while a compiled program drives the games, step and reset them only
     through this env (`BatchEnv.reset` between programs is fine: it reseeds them).
-    `seed` seeds env i with `ale_seeds(seed, B)[i]` at `init` (or `seeds[i]`, modulo 2**31,
+    `seed` seeds env i with `ale_seeds(seed, B)[i]` at `init` (or `env_seeds[i]`, modulo 2**31,
     where given); later resets go on with each game's random stream. Closing the BatchEnv
     waits for the calls and programs of this env already dispatched, then ends the games'
     threads; a compiled program of this env then refuses to run. `devices` > 1 is
@@ -87,7 +87,7 @@ class AleFfiBatch:
         seed: int = 0,
         devices: int = 1,
         device: jax.Device | None = None,
-        seeds: Sequence[int] | None = None,
+        env_seeds: Sequence[int] | None = None,
     ):
         self.device = jax.devices("cpu")[0] if device is None else device
         if self.device.platform not in platforms():
@@ -108,9 +108,9 @@ class AleFfiBatch:
         self.batch_env = batch_env
         self.seed = seed
         self.num_envs = num_envs
-        # As the bridge seeds its envs, or as `seeds` says (a share of a larger batch).
-        self.env_seeds = env_seeds(seed, num_envs) if seeds is None else list(seeds)
-        self._ale_seeds = (np.asarray(self.env_seeds, np.int64) % 2**31).astype(np.int32)
+        # As the bridge seeds its envs, or as `env_seeds` says (a share of a larger batch).
+        self.env_seeds = list(env_seeds or seeds_lib.env_seeds(seed, num_envs))
+        self._ale_seeds = in_ale_range(self.env_seeds)
         options = games.settings.options
         # A lost life ends the episode and the game plays on, as `AtariGroup` has it.
         self.life_ends = options["life_loss_info"] and not options["episodic_life"]
@@ -270,6 +270,11 @@ def ale_seeds(seed: int, num_envs: int) -> np.ndarray:
     """[num_envs] int32: each game's seed in a run seeded `seed`.
 
     The run's env seeds (`bridge.seeds.env_seeds`, as the bridge seeds host envs) taken into
-    ale-py's range of int32 seeds, modulo 2**31.
+    ale-py's range of int32 seeds (`in_ale_range`).
     """
-    return (np.asarray(env_seeds(seed, num_envs), np.int64) % 2**31).astype(np.int32)
+    return in_ale_range(seeds_lib.env_seeds(seed, num_envs))
+
+
+def in_ale_range(env_seeds: Sequence[int]) -> np.ndarray:
+    """[len(env_seeds)] int32: env seeds as ale-py takes them, modulo 2**31."""
+    return (np.asarray(env_seeds, np.int64) % 2**31).astype(np.int32)

@@ -213,7 +213,7 @@ def _compiled(
 
         device = placement.host_acting_device(config, ale_ffi.platforms())
         return ale_ffi.AleFfiBatch(
-            batch_env, seed=seed, devices=devices, device=device, seeds=env_seeds
+            batch_env, seed=seed, devices=devices, device=device, env_seeds=env_seeds
         )
     device = placement.host_acting_device(config)
     return bridge.InGraphBatchEnv(
