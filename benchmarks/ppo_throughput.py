@@ -6,7 +6,8 @@ Stable-Baselines3's PPO with DummyVecEnv and SubprocVecEnv, all with the same
 hyperparameters: 8 envs, n_steps 256, 64x64 tanh networks, 10 epochs, minibatch 64,
 GAE 0.95, discount 0.99. SB3's PPO also runs on batchrl's `BatchEnv` through the SB3
 adapter (`batchrl.envs.host.sb3.VecEnv`). batchrl's compile time is reported apart from its
-steady rate; batchrl runs twice, all envs in workers and with `local_envs="auto"`. Then the
+steady rate; batchrl runs three times: all envs in workers, with `local_envs="auto"`, and on
+`BatchEnv.mujoco` (the envs in MuJoCo's C threads, no worker process). Then the
 wall-clock time, compilation included, for batchrl's clipped PPO on the
 JAX-native Pendulum to reach an evaluation return of -200. Last, the train command's
 `cheetah_clipped` and the seed's `cheetah` presets on each env backend (worker processes
@@ -41,7 +42,11 @@ NUM_ENVS, N_STEPS, EPOCHS, MINIBATCH = 8, 256, 10, 64
 ENV = "HalfCheetah-v5"
 
 
-def batchrl_rate(updates: int, local_envs: int | str = 0) -> dict:
+def batchrl_rate(updates: int, local_envs: int | str = 0, mujoco: bool = False) -> dict:
+    """Env-steps/s of the clipped PPO on worker envs or `BatchEnv.mujoco`, first phase apart.
+
+    `local_envs` of the worker envs step in this process.
+    """
     config = config_lib.ClippedConfig(
         steps_per_update=N_STEPS,
         update_epochs=EPOCHS,
@@ -52,7 +57,11 @@ def batchrl_rate(updates: int, local_envs: int | str = 0) -> dict:
         gae_lambda=0.95,
         discount=0.99,
     )
-    with BatchEnv.external(ENV, NUM_ENVS, local_envs=local_envs) as batch_env:
+    if mujoco:
+        built = BatchEnv.mujoco(ENV, NUM_ENVS)
+    else:
+        built = BatchEnv.external(ENV, NUM_ENVS, local_envs=local_envs)
+    with built as batch_env:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
         start = time.perf_counter()
         steps = N_STEPS * updates
@@ -166,6 +175,7 @@ def main() -> None:
     pendulum = pendulum_seconds_to(-200.0)
     ours = batchrl_rate(args.updates)
     ours_local = batchrl_rate(args.updates, local_envs="auto")
+    ours_mujoco = batchrl_rate(args.updates, mujoco=True)
     dummy = sb3_rate(DummyVecEnv, args.updates)
     subproc = sb3_rate(SubprocVecEnv, args.updates)
     on_batch_env = sb3_rate(None, args.updates)
@@ -186,6 +196,7 @@ def main() -> None:
                 },
                 "batchrl_clipped": ours,
                 "batchrl_clipped_local_envs": ours_local,
+                "batchrl_clipped_mujoco_batch": ours_mujoco,
                 "sb3_dummy_vec_env_steps_per_sec": round(dummy),
                 "sb3_subproc_vec_env_steps_per_sec": round(subproc),
                 "sb3_on_batch_env_steps_per_sec": round(on_batch_env),
@@ -193,6 +204,9 @@ def main() -> None:
                 "batchrl_over_best_sb3": round(ours["env_steps_per_sec"] / best, 2),
                 "batchrl_local_envs_over_best_sb3": round(
                     ours_local["env_steps_per_sec"] / best, 2
+                ),
+                "batchrl_mujoco_batch_over_best_sb3": round(
+                    ours_mujoco["env_steps_per_sec"] / best, 2
                 ),
                 "pendulum_jax_seconds_to_minus_200": pendulum,
                 "presets_on_backends": on_backends,
