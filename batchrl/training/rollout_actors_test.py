@@ -15,6 +15,7 @@ import ray
 from batchrl.configs import presets, train_config
 from batchrl.envs import EnvCrashedError
 from batchrl.envs.jax import classic, jax_env
+from batchrl.envs.ray import ray_group
 from batchrl.networks import encoder
 from batchrl.ppo import agent_networks
 from batchrl.ppo import config as ppo_config
@@ -195,6 +196,31 @@ def test_a_lost_actor_is_replaced_with_restart_and_the_run_trains_on():
         assert int(state.env_steps) == 512 and np.isfinite(metrics["final/return"])
     finally:
         env.close()
+    assert _our_actors() == []
+
+
+@RAY[0]
+@RAY[1]
+def test_an_actor_whose_node_is_gone_is_replaced_on_a_live_node(cluster):
+    node = cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    config = train_config.replace(presets.get("cartpole"), **TYPED, restart_workers=True)
+    try:
+        env = rollout_actors.RolloutEnv(dataclasses.replace(config, rollout_actors=3))
+        try:
+            programs, state = loop.build(config, env)
+            state, _ = loop.run_phase(programs, state, eval_episodes=4)
+            lost = env.nodes.index(node.node_id)  # One actor a node.
+            cluster.remove_node(node)
+            state, metrics = loop.run_phase(programs, state, eval_episodes=4, final=True)
+            assert env.restarts == 1 and env.replaced[lost] == 1
+            assert node.node_id not in env.nodes and set(env.nodes) <= set(ray_group.alive_nodes())
+            assert int(state.env_steps) == 512 and np.isfinite(metrics["final/return"])
+        finally:
+            env.close()
+    finally:
+        if node in cluster.worker_nodes:
+            cluster.remove_node(node)
     assert _our_actors() == []
 
 
