@@ -51,9 +51,10 @@ def wanted(config: TrainConfig, env: simulate.CompiledBatch, where: placement.Pl
     (on one H200, `cheetah_clipped` 1.37x, `humanoid_clipped` 1.26x). Where acting runs
     on the accelerator too (JAX-native envs, Atari through ale-py's GPU target), the two
     programs take turns on it (`breakout`: 3.9k env steps/s either way); on a 2-core CPU
-    the envs and the learner share the cores (`cheetah_clipped`: 0.90-2.42x, medians 1.02
-    and 1.22). Rollout actors act in processes of their own, of any env kind: with an
-    accelerated learner they overlap too (not measured on one: no GPU was at hand).
+    the envs and the learner share the cores (`cheetah_clipped`: 9.5-9.8k env steps/s
+    overlapped against 9.3-9.5k, `benchmarks/core_scaling.py`). Rollout actors act in
+    processes of their own, of any env kind: with an accelerated learner they overlap too
+    (not measured on one: no GPU was at hand).
     """
     if config.overlap == "auto":
         accelerated = where.learner.platform != "cpu"
