@@ -5,21 +5,24 @@ rate XLA reaches on the same shapes bound how fast a phase can train, however th
 arranged. For each preset this prints one JSON line:
 
 - `update_gflop_per_phase`: the products of one phase's updates: a forward and a backward
-  pass (3 forward passes' FLOPs) of the policy and value MLPs on every sample of every
-  epoch. A lower bound: elementwise work, the optimiser and the passes an update takes
-  once (old log-probs, values, the KL after it) are left out.
+  pass of the policy and value MLPs on every sample of every epoch. A lower bound:
+  elementwise work, the optimiser and the passes an update takes once (old log-probs,
+  values, the KL after it) are left out.
 - `gflops`: the rate XLA reaches here on a gradient step of the same MLPs on one
   minibatch (SGD steps in one compiled loop, timed after a warm-up), with XLA's threads
   as the train command sets them for the preset.
 - `floor_phase_seconds`: the two's ratio; `phase_seconds`: a phase's train seconds as the
   train command trains it (in memory, the mean of the phases after the first).
-- with `--seeds N --steps S`: `floor_train_seconds`, N seeds' updates over S steps each
-  at that rate, the least a together-run of them can train in (`training.together`).
+- with `--seeds N --steps S`: `together`, one seed's train command of S steps timed (a
+  fresh process, as `seeds_together.py` times it) and the least wall time of N seeds
+  trained together (`training.together`): that one's, plus N - 1 times its products.
 
-Each preset runs in a fresh process. Episodes are taken as the task's full length (true
-of Pendulum and HalfCheetah, whose episodes only end at the time limit).
+Each preset runs in a fresh process. A phase's products are its env steps times the
+epochs times a sample's FLOPs, whatever the episodes' lengths (rows padded past an
+episode's end add more); the seed's episode memory is shown as full-length episodes
+(Pendulum's and HalfCheetah's always are) in `samples_per_update` and `updates_per_phase`.
 
-    python benchmarks/update_floor.py                                  # three presets
+    python benchmarks/update_floor.py                                  # four presets
     python benchmarks/update_floor.py --presets pendulum_jax --seeds 10 --steps 102000
     python benchmarks/update_floor.py --quick                          # checks that it runs
 """
@@ -29,19 +32,31 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import pathlib
 import subprocess
 import sys
+import tempfile
 import time
 
 import accelerator_check
 import core_scaling
+import seeds_together
 
-PRESETS = ["pendulum_jax", "cheetah", "cheetah_clipped"]
+PRESETS = ["pendulum_jax", "cheetah", "cheetah_clipped", "humanoid"]
 
 
 def mlp_flops(sizes: list[int]) -> int:
     """FLOPs of one sample's forward pass through dense layers of `sizes` (in, ..., out)."""
     return sum(2 * a * b for a, b in itertools.pairwise(sizes))
+
+
+def gradient_flops(sizes: list[int]) -> int:
+    """FLOPs of one sample's forward and backward pass through dense layers of `sizes`.
+
+    The backward pass computes every layer's weight gradient and, but for the first
+    layer's, its input's.
+    """
+    return 3 * mlp_flops(sizes) - 2 * sizes[0] * sizes[1]
 
 
 def shapes(config) -> dict:
@@ -114,7 +129,7 @@ def gflops(sizes: dict, seconds: float) -> float:
     while (elapsed := time.perf_counter() - start) < seconds:
         params = jax.block_until_ready(run(params, x))
         calls += 1
-    per_sample = 3 * (mlp_flops(sizes["policy"]) + mlp_flops(sizes["value"]))
+    per_sample = gradient_flops(sizes["policy"]) + gradient_flops(sizes["value"])
     return calls * steps * sizes["minibatch"] * per_sample / elapsed / 1e9
 
 
@@ -125,7 +140,7 @@ def child(preset: str, args: argparse.Namespace) -> None:
     config = core_scaling.build_config(preset, core_scaling.DEFAULTS.get(preset, {}), args.phases)
     api.start(config, preset, None)  # The train command's XLA threads for this preset.
     sizes = shapes(config)
-    per_sample = 3 * (mlp_flops(sizes["policy"]) + mlp_flops(sizes["value"]))
+    per_sample = gradient_flops(sizes["policy"]) + gradient_flops(sizes["value"])
     per_phase = per_sample * sizes["samples_per_update"] * sizes["epochs"]
     per_phase *= sizes["updates_per_phase"] / 1e9
     rate = gflops(sizes, args.seconds)
@@ -145,13 +160,6 @@ def child(preset: str, args: argparse.Namespace) -> None:
         "phase_seconds_each": [round(seconds, 3) for seconds in phase_seconds],
     }
     line["floor_share_of_phase"] = round(floor / line["phase_seconds"], 3)
-    if args.seeds and args.steps:
-        phases = args.steps / sizes["phase_steps"]
-        line["floor_train_seconds"] = {
-            "seeds": args.seeds,
-            "steps": args.steps,
-            "seconds": round(args.seeds * phases * floor, 1),
-        }
     line.update(accelerator_check.versions(), commit=accelerator_check.commit())
     print(json.dumps(line), flush=True)
 
@@ -183,8 +191,36 @@ def main() -> int:
             failed += 1
             print("\n".join(done.stderr.strip().splitlines()[-20:]), file=sys.stderr)
             continue
-        print(lines[-1], flush=True)
+        line = json.loads(lines[-1])
+        if args.seeds and args.steps:
+            line["together"] = together_bound(preset, line, args.seeds, args.steps)
+        print(json.dumps(line), flush=True)
     return 1 if failed else 0
+
+
+def together_bound(preset: str, line: dict, seeds: int, steps: int) -> dict:
+    """The least wall time of `seeds` seeds of `steps` each trained together, from one's.
+
+    One seed's train command is timed here, a fresh process (start, compiles and
+    evaluations included), as `seeds_together.py` times it. A together-run does all that
+    one seed's run does at least once, and N times its updates' products: its wall time
+    is at least one seed's plus N - 1 times that seed's products at this CPU's rate.
+    """
+    settings = [f"{key}={value}" for key, value in core_scaling.DEFAULTS.get(preset, {}).items()]
+    with tempfile.TemporaryDirectory() as folder:
+        one = seeds_together.timed_train(
+            pathlib.Path(folder), preset, ["--seed", "0"], [*settings, f"steps={steps}"]
+        )
+    products = steps / line["shapes"]["phase_steps"] * line["floor_phase_seconds"]
+    least = one + (seeds - 1) * products
+    return {
+        "seeds": seeds,
+        "steps": steps,
+        "one_seed_seconds": one,
+        "one_seed_products_seconds": round(products, 2),
+        "least_seconds": round(least, 1),
+        "least_over_one_seed": round(least / one, 2),
+    }
 
 
 if __name__ == "__main__":

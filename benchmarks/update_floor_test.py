@@ -9,6 +9,11 @@ def test_a_forward_pass_counts_two_flops_a_weight():
     assert update_floor.mlp_flops([3, 200, 100, 1]) == 2 * (3 * 200 + 200 * 100 + 100 * 1)
 
 
+def test_a_backward_pass_skips_the_gradient_of_the_input():
+    forward = update_floor.mlp_flops([348, 200, 17])
+    assert update_floor.gradient_flops([348, 200, 17]) == forward + forward + 2 * 200 * 17
+
+
 def test_the_seeds_objective_updates_on_whole_episodes_in_rows_of_chunks():
     sizes = update_floor.shapes(presets.get("pendulum_jax"))
     assert sizes["policy"] == [3, 200, 100, 1] and sizes["value"] == [3, 200, 100, 1]
