@@ -61,13 +61,19 @@ def gradient_flops(sizes: list[int]) -> int:
 
 def shapes(config) -> dict:
     """The sizes an update computes on: its MLPs, samples, minibatch, updates a phase."""
-    import gymnasium as gym
-    import numpy as np
+    import math
 
-    spaces = gym.make(config.env)
-    obs = int(np.prod(spaces.observation_space.shape))
-    actions = int(np.prod(spaces.action_space.shape))
-    spaces.close()
+    from batchrl.training import environments
+
+    spec = environments.check_env(config)  # One env, built as training builds it.
+    leaf = spec.observation
+    if getattr(leaf, "kind", None) != "vector" or len(leaf.shape) != 1:
+        raise ValueError(
+            f"update_floor counts MLPs on one vector observation, got {leaf} for {config.env}"
+        )
+    obs = leaf.shape[0]
+    # A categorical policy's logits, or a Gaussian policy's mean.
+    actions = spec.num_actions if spec.discrete else math.prod(spec.action_shape)
     algorithm = config.algorithm
     phase = config.batch_steps_per_phase * config.num_envs
     if algorithm.objective == "clipped":

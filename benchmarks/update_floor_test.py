@@ -1,5 +1,6 @@
 """The update floor counts the FLOPs of the products each preset's updates compute."""
 
+import pytest
 import update_floor
 
 from batchrl.configs import presets, train_config
@@ -29,3 +30,14 @@ def test_the_clipped_objective_updates_on_each_rollout_in_minibatches():
     # 8 envs x 128 steps, in 8 minibatches; a phase of 20,480 steps holds 20 of them.
     assert sizes["samples_per_update"] == 1024 and sizes["minibatch"] == 128
     assert sizes["updates_per_phase"] == 20.0
+
+
+def test_a_categorical_policy_has_a_logit_an_action():
+    sizes = update_floor.shapes(presets.get("cartpole_jax"))
+    assert sizes["policy"] == [4, 200, 100, 2] and sizes["value"] == [4, 200, 100, 1]
+
+
+def test_pixel_observations_are_refused_in_one_line():
+    refused = r"^update_floor counts MLPs on one vector observation, got ObsLeaf"
+    with pytest.raises(ValueError, match=refused):
+        update_floor.shapes(presets.get("breakout_minatar"))
