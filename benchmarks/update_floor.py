@@ -10,7 +10,8 @@ arranged. For each preset this prints one JSON line:
   values, the KL after it) are left out.
 - `gflops`: the rate XLA reaches here on a gradient step of the same MLPs on one
   minibatch (SGD steps in one compiled loop, timed after a warm-up), with XLA's threads
-  as the train command sets them for the preset.
+  as the train command sets them for the preset, on JAX's default device: where the
+  learner runs by default, a GPU where there is one (the line's `devices` says which).
 - `floor_phase_seconds`: the two's ratio; `phase_seconds`: a phase's train seconds as the
   train command trains it (in memory, the mean of the phases after the first).
 - with `--seeds N --steps S`: `together`, one seed's train command of S steps timed (a

@@ -109,7 +109,8 @@ class AleFfiBatch:
         self.seed = seed
         self.num_envs = num_envs
         # As the bridge seeds its envs, or as `env_seeds` says (a share of a larger batch).
-        self.env_seeds = list(env_seeds or seeds_lib.env_seeds(seed, num_envs))
+        given = seeds_lib.check_env_seeds(env_seeds, num_envs)
+        self.env_seeds = seeds_lib.env_seeds(seed, num_envs) if given is None else given
         self._ale_seeds = in_ale_range(self.env_seeds)
         options = games.settings.options
         # A lost life ends the episode and the game plays on, as `AtariGroup` has it.

@@ -39,7 +39,7 @@ import numpy as np
 
 from batchrl import env_spec as env_spec_lib
 from batchrl.bridge import one_block, thread_state
-from batchrl.bridge.seeds import run_env_seeds
+from batchrl.bridge.seeds import check_env_seeds, run_env_seeds
 from batchrl.envs import spaces
 from batchrl.envs.host import batch as batch_lib
 from batchrl.envs.jax import jax_env
@@ -129,8 +129,9 @@ class InGraphBatchEnv:
         self.device = jax.devices("cpu")[0] if device is None else device
         self.devices = devices
         self.seed = seed
-        self.env_seeds = list(env_seeds or run_env_seeds(seed, len(batch_env)))
         self.num_envs = len(batch_env)
+        given = check_env_seeds(env_seeds, self.num_envs)
+        self.env_seeds = run_env_seeds(seed, self.num_envs) if given is None else given
         self.env_seconds = 0.0
         host_spec = spaces.env_spec(
             batch_env.single_observation_space,

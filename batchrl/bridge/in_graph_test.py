@@ -146,6 +146,17 @@ def test_runs_of_neighbouring_seeds_start_no_env_alike():
     np.testing.assert_array_equal(_starts(100), first)  # A run's own starts stay reproducible.
 
 
+def test_given_env_seeds_seed_each_env_and_a_wrong_count_is_one_line():
+    with BatchEnv.from_envs([gym.make("Pendulum-v1") for _ in range(2)]) as batch_env:
+        with pytest.raises(ValueError, match=r"^env_seeds holds 1 seeds for 2 envs"):
+            bridge.InGraphBatchEnv(batch_env, env_seeds=[5])
+        env = bridge.InGraphBatchEnv(batch_env, env_seeds=np.array([5, 6]))
+        _, obs = env.init(jax.random.key(0))
+    for i, seed in enumerate((5, 6)):
+        expected, _ = gym.make("Pendulum-v1").reset(seed=seed)
+        np.testing.assert_allclose(np.asarray(obs)[i], expected, rtol=1e-6)
+
+
 def test_discrete_actions_and_masked_reset():
     with BatchEnv.external(lambda: gym.make("CartPole-v1"), 4) as batch_env:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)

@@ -28,3 +28,16 @@ def run_env_seeds(seed: int | Sequence[int], num_envs: int) -> list[int]:
     if not runs or num_envs % runs:
         raise ValueError(f"{num_envs} envs do not split into equal parts for seeds {list(seed)}")
     return [one for run in seed for one in env_seeds(run, num_envs // runs)]
+
+
+def check_env_seeds(env_seeds: Sequence[int] | None, num_envs: int) -> list[int] | None:
+    """`env_seeds` as a list of one seed an env; None where none were given.
+
+    A ValueError in one line names a count that is not `num_envs`.
+    """
+    if env_seeds is None:
+        return None
+    given = [int(seed) for seed in env_seeds]
+    if len(given) != num_envs:
+        raise ValueError(f"env_seeds holds {len(given)} seeds for {num_envs} envs: give one an env")
+    return given
