@@ -213,6 +213,43 @@ def test_an_interrupt_anywhere_then_resume_matches_an_uninterrupted_run(
     assert sorted(set(steps)) == phase_ends(folder)
 
 
+def test_an_interrupt_that_leaves_jax_unusable_still_saves_its_checkpoint(
+    finished_run, tmp_path, monkeypatch
+):
+    # A Ctrl-C that lands inside JAX's dispatch can leave its caches raising RecursionError
+    # ("Recursively calling ...") on that thread: the checkpoint must need no JAX call.
+    from batchrl.ppo import objectives
+    from batchrl.training import loop
+
+    broken, calls = [], []
+    holds_steps, run_phase = objectives.PENALTY.holds_steps, loop.run_phase
+
+    def unusable_after_the_interrupt(state):
+        if broken:
+            raise RecursionError("Recursively calling <weakref to 'ClosedJaxpr'>")
+        return holds_steps(state)
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:  # After two phases were checkpointed.
+            broken.append(1)
+            raise KeyboardInterrupt
+        return run_phase(*args, **kwargs)
+
+    settings = [*TINY, "--set", "eval_every=2", "--set", "steps=1000"]
+    start = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--timestamp", "t0"]
+    with monkeypatch.context() as patch:
+        record = objectives.PENALTY._replace(holds_steps=unusable_after_the_interrupt)
+        patch.setattr(objectives, "PENALTY", record)
+        patch.setattr(loop, "run_phase", interrupted)
+        assert train.main([*start, *settings]) == 130
+    folder = run_folder(tmp_path)
+    assert checkpoint.steps(folder / "checkpoints")[-1] == 2
+    assert train.main([*start, *settings]) == 0
+    whole = checkpoint.path_for(finished_run / "checkpoints", 5).read_bytes()
+    assert checkpoint.path_for(folder / "checkpoints", 5).read_bytes() == whole
+
+
 # The train command, stopped (SIGSTOP) by itself once its first checkpoint is written.
 _STOPS_AFTER_ITS_FIRST_CHECKPOINT = """
 import os, signal, sys

@@ -152,7 +152,9 @@ class Keeper:
     The tail is the parameters of its last `average_last` - 1 phases, for the final
     policy's mean. `logged` is the state whose metrics row is written: an interrupt
     between a phase's return and its row must not checkpoint that phase, or a resumed
-    run would lack the row for good.
+    run would lack the row for good. What its checkpoint leaves out is found with it, so
+    that an interrupt's checkpoint runs no JAX computation: an interrupt that lands in
+    JAX's dispatch can leave its caches unusable by that thread (a RecursionError).
     """
 
     def __init__(
@@ -166,7 +168,8 @@ class Keeper:
         self.directory = None if rundir is None else run_folder.checkpoints(rundir)
         self.best = -math.inf if rundir is None else _best_return(rundir, int(state.env_steps))
         self.writer = None if rundir is None else metrics_log.Writer(rundir)
-        self.logged, self.rows = state, []
+        self.rows: list[dict[str, float]] = []
+        self.kept = (state, () if self.directory is None else self._fresh(state))
         self.tail = collections.deque(maxlen=config.average_last - 1)
         self.tail.extend(_earlier_params(self.directory, state, config.average_last))
         if int(state.phases):
@@ -192,9 +195,9 @@ class Keeper:
         if self.writer is not None:
             self.writer.write(env_steps, metrics)
         self.rows.append({"step": env_steps, **metrics})
-        self.logged = state
+        fresh = () if self.directory is None else self._fresh(state)
+        self.kept = (state, fresh)  # One store: an interrupt sees the pair or the one before.
         if self.directory is not None:
-            fresh = self._fresh(state)
             if done % self.config.checkpoint_every == 0 or done == self.config.phases:
                 checkpoint.save(self.directory, done, state, self.config.keep_checkpoints, fresh)
             score = metrics.get("eval/return", math.nan)
@@ -213,8 +216,7 @@ class Keeper:
         """Checkpoints the last logged state, on Ctrl-C or SIGTERM."""
         if self.directory is None:
             return
-        logged = self.logged
-        fresh = self._fresh(logged)
+        logged, fresh = self.kept
         checkpoint.save(
             self.directory, int(logged.phases), logged, self.config.keep_checkpoints, fresh
         )
@@ -223,6 +225,11 @@ class Keeper:
     def run(self, programs: loop.Programs) -> Run:
         """The finished run: the rows this call wrote and the last state kept."""
         return Run(self.rundir, self.config, self.rows, self.logged, programs)
+
+    @property
+    def logged(self) -> loop.RunState:
+        """The state whose metrics row was written last, or the one the run began with."""
+        return self.kept[0]
 
 
 def restore(
