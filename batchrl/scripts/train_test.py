@@ -398,6 +398,8 @@ def test_metrics_are_json_lines_with_finite_losses_and_returns(finished_run):
 @pytest.mark.optimized
 def test_the_readme_train_command_learns_pendulum_with_a_smaller_budget(tmp_path):
     # README: python -m batchrl.scripts.train --config pendulum --logdir runs (1M steps).
+    # At 180k steps seeds 0-5 evaluated -159, -186, -296, -238, -204 and -238 (at 300k,
+    # -193 to -224): the threshold holds with a margin of 100 over every seed.
     result = subprocess.run(
         [
             sys.executable,
@@ -408,7 +410,7 @@ def test_the_readme_train_command_learns_pendulum_with_a_smaller_budget(tmp_path
             "--logdir",
             str(tmp_path),
             "--set",
-            "steps=300000",
+            "steps=180000",
         ],
         capture_output=True,
         text=True,
@@ -417,7 +419,7 @@ def test_the_readme_train_command_learns_pendulum_with_a_smaller_budget(tmp_path
     )
     assert result.returncode == 0, result.stderr[-2000:]
     rows = metrics_log.read_jsonl(run_folder(tmp_path) / "metrics.jsonl")
-    assert rows[-1]["step"] == 300000
+    assert rows[-1]["step"] == 180000
     assert rows[-1]["eval/return"] >= -400, [round(r["eval/return"]) for r in rows[-10:]]
 
 
