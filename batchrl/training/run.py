@@ -192,10 +192,10 @@ class Keeper:
         """Keeps the phase that left `state`: its row, checkpoint, best; returns its env steps."""
         self.tail.append(tail_average.params(state.agent))
         done, env_steps = int(state.phases), int(state.env_steps)
+        fresh = () if self.directory is None else self._fresh(state)  # Before the row.
         if self.writer is not None:
             self.writer.write(env_steps, metrics)
         self.rows.append({"step": env_steps, **metrics})
-        fresh = () if self.directory is None else self._fresh(state)
         self.kept = (state, fresh)  # One store: an interrupt sees the pair or the one before.
         if self.directory is not None:
             if done % self.config.checkpoint_every == 0 or done == self.config.phases:
