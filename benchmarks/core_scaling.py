@@ -6,7 +6,10 @@ speed, and how much of it training keeps: for each core count it measures
 
 - train: the preset trained for `--phases` phases (`steps` = phases x a phase's env
   steps), as the train command trains it in memory; env steps/s of every phase, and
-  their mean over the phases after the first (the first compiles);
+  their mean over the phases after the first (the first compiles); and the steady rate,
+  the env steps over the train seconds of the phases between the first and the last,
+  which train as many updates as they act for, overlapped or not (an overlapped run's
+  first phase trains one update fewer, its last one more: the update it settles);
 - env only: the same env, built as training builds it (`environments.build`, its
   `BatchEnv`), stepped through Gymnasium's vector API with random actions sampled
   beforehand for `--env-seconds`; env steps/s. None for JAX-native presets, whose envs
@@ -83,11 +86,15 @@ def train_child(preset: str, config: TrainConfig) -> dict:
 
     rows = run_lib.train(None, config).metrics
     rates = [row["perf/env_steps_per_sec"] for row in rows]
+    phase_steps = config.batch_steps_per_phase * config.num_envs
+    steady = rows[1:-1] or rows[1:]  # Two phases: the second, its last.
+    steady_seconds = sum(row["perf/train_seconds"] for row in steady)
     measured = {
         "steps": int(rows[-1]["perf/env_steps"]),
-        "phase_steps": config.batch_steps_per_phase * config.num_envs,
+        "phase_steps": phase_steps,
         "train_env_steps_per_sec": round(sum(rates[1:]) / len(rates[1:])),
         "train_env_steps_per_sec_by_phase": [round(rate) for rate in rates],
+        "train_env_steps_per_sec_steady": round(phase_steps * len(steady) / steady_seconds),
         "train_seconds": round(sum(row["perf/train_seconds"] for row in rows), 2),
         "final_return": round(rows[-1]["final/return"], 2),
     }
@@ -221,6 +228,9 @@ def main() -> int:
         first = first or line  # The smallest core count measured.
         line["train_over_env"] = ratio(train_rate, env_rate)
         line["train_speedup"] = ratio(train_rate, first["train_env_steps_per_sec"])
+        line["train_steady_speedup"] = ratio(
+            line["train_env_steps_per_sec_steady"], first["train_env_steps_per_sec_steady"]
+        )
         line["env_only_speedup"] = ratio(env_rate, first["env_only_env_steps_per_sec"])
         line |= train["versions"] | {"date": datetime.date.today().isoformat()}
         print(json.dumps(line), flush=True)

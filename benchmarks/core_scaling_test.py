@@ -40,8 +40,10 @@ def test_the_quick_run_on_one_core_reports_train_and_env_speed():
     assert len(by_phase) == 2 and min(by_phase) > 0
     train, env = line["train_env_steps_per_sec"], line["env_only_env_steps_per_sec"]
     assert train == by_phase[1] > 0 and env > 0  # The mean leaves out the compiling phase.
+    # Of two phases the steady rate is the second's, as the mean is (rounded apart).
+    assert line["train_env_steps_per_sec_steady"] == pytest.approx(train, abs=1)
     assert line["train_over_env"] == round(train / env, 3) > 0
-    assert line["train_speedup"] == line["env_only_speedup"] == 1.0
+    assert line["train_speedup"] == line["env_only_speedup"] == line["train_steady_speedup"] == 1.0
     assert math.isfinite(line["final_return"])
     assert line["jax"] and line["commit"] and line["devices"][0].startswith("cpu:0")
     assert datetime.date.fromisoformat(line["date"])

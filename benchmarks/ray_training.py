@@ -11,6 +11,11 @@ not (`overlap=on`). Each run's speed is its env steps over its
 train seconds after the first phase (which compiles); the median over rounds is kept,
 with every round's figures and each Ray variant's ratio to local workers.
 
+The steady speed leaves out the last phase too: each phase between the first and the
+last acts one segment and trains one update, overlapped or not, where an overlapped
+run's first phase trains none and its last trains two (the update it settles at the
+end). A long run's speed is its steady one; a run of few phases pays the ends once.
+
     python benchmarks/ray_training.py [--preset cartpole cheetah_clipped] [--rounds 3]
         [--variant local_workers rollout_actors_overlap ...]
 """
@@ -75,9 +80,14 @@ def train(preset: str, variant: str, phases: int, address: str) -> dict:
             raise RuntimeError(f"{variant} on {preset} failed:\n{done.stderr[-3000:]}")
         (folder,) = pathlib.Path(logdir).iterdir()
         rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
-    later = rows[1:]
+    later, steady = rows[1:], rows[1:-1]
     seconds = sum(row["perf/train_seconds"] for row in later)
-    return {"env_steps_per_sec": PHASE * len(later) / seconds, "phases": len(rows)}
+    steady_seconds = sum(row["perf/train_seconds"] for row in steady)
+    return {
+        "env_steps_per_sec": PHASE * len(later) / seconds,
+        "steady_env_steps_per_sec": PHASE * len(steady) / steady_seconds,
+        "phases": len(rows),
+    }
 
 
 def main() -> None:
@@ -95,11 +105,14 @@ def main() -> None:
     try:
         for preset in args.preset:
             speeds: dict[str, list[float]] = {variant: [] for variant in args.variant}
+            steady: dict[str, list[float]] = {variant: [] for variant in args.variant}
             for _ in range(args.rounds):
                 for variant in args.variant:
                     result = train(preset, variant, args.phases, cluster.address)
                     speeds[variant].append(round(result["env_steps_per_sec"]))
+                    steady[variant].append(round(result["steady_env_steps_per_sec"]))
             median = {variant: statistics.median(values) for variant, values in speeds.items()}
+            steady_median = {variant: statistics.median(v) for variant, v in steady.items()}
             local = median.get("local_workers")
             line = {
                 "benchmark": "ray_training",
@@ -114,8 +127,24 @@ def main() -> None:
                 "ratio_to_local": {v: round(s / local, 3) for v, s in median.items()}
                 if local
                 else None,
+                "steady_env_steps_per_sec": steady_median,
+                "steady_rounds": steady,
                 "python": platform.python_version(),
             }
+            if local:  # The steady ratios to local workers: of the medians, and each round's.
+                steady_local = steady_median["local_workers"]
+                line["steady_ratio_to_local"] = {
+                    variant: round(speed / steady_local, 3)
+                    for variant, speed in steady_median.items()
+                }
+                line["steady_ratio_to_local_by_round"] = {
+                    variant: [
+                        round(a / b, 3)
+                        for a, b in zip(steady[variant], steady["local_workers"], strict=True)
+                    ]
+                    for variant in steady
+                    if variant != "local_workers"
+                }
             for kind in ("mujoco", "ale"):  # Each round's ratio of actors to one batch here.
                 here, actors = f"local_{kind}", f"rollout_actors_{kind}"
                 if {here, actors} <= set(speeds):

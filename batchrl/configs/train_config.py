@@ -85,7 +85,7 @@ class TrainConfig:
     acting_device: str = "auto"
     # Acting goes on while the learner trains, one policy version behind
     # (`training.overlap`): "on", "off", or "auto": on where host envs act on the CPU
-    # and the learner runs on an accelerator.
+    # and the learner runs on an accelerator, and with rollout actors.
     overlap: str = "auto"
     checkpoint_every: int = 1  # Phases between checkpoints.
     keep_checkpoints: int = 3

@@ -48,18 +48,20 @@ def wanted(config: TrainConfig, env: simulate.CompiledBatch, where: placement.Pl
 
     "auto" overlaps where it measured faster: envs the host steps (worker processes, the
     MuJoCo batch, ALE, Ray) acting on the CPU while the learner runs on an accelerator
-    (on one H200, `cheetah_clipped` 1.37x, `humanoid_clipped` 1.26x). Where acting runs
-    on the accelerator too (JAX-native envs, Atari through ale-py's GPU target), the two
-    programs take turns on it (`breakout`: 3.9k env steps/s either way); on a 2-core CPU
-    the envs and the learner share the cores (`cheetah_clipped`: 9.5-9.8k env steps/s
-    overlapped against 9.3-9.5k, `benchmarks/core_scaling.py`). Rollout actors act in
-    processes of their own, of any env kind: with an accelerated learner they overlap too
-    (not measured on one: no GPU was at hand).
+    (on one H200, `cheetah_clipped` 1.37x, `humanoid_clipped` 1.26x), and rollout actors,
+    which act in processes of their own, on any learner (on one 2-core machine, in
+    phases of one update between a run's first and last: `cartpole` 1.06-1.16x,
+    `cheetah_clipped` 1.00-1.13x, `benchmarks/ray_training.py`). Where acting runs on
+    the accelerator too (JAX-native envs, Atari through ale-py's GPU target), the two
+    programs take turns on it (`breakout`: 3.9k env steps/s either way); on a CPU the
+    envs and the learner share its cores, and which wins depends on the env (2 cores:
+    `cheetah_clipped` on the MuJoCo batch 1.09-1.13x, the seed's `cheetah` on workers
+    0.87x).
     """
     if config.overlap == "auto":
-        accelerated = where.learner.platform != "cpu"
         if hasattr(env, "train_program"):  # Rollout actors (`training.rollout_actors`).
-            return accelerated
+            return True
+        accelerated = where.learner.platform != "cpu"
         return env.calls_host and where.acting.platform == "cpu" and accelerated
     return config.overlap == "on"
 

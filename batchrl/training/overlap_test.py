@@ -101,10 +101,13 @@ def test_auto_overlaps_host_envs_acting_on_the_cpu_beside_a_learner_on_an_accele
     assert not overlap.wanted(train_config.replace(config, overlap="off"), host(True), split)
     on = train_config.replace(config, overlap="on")
     assert overlap.wanted(on, host(False), placement.Placement(cpu, cpu))
-    # Rollout actors act in processes of their own, JAX-native envs there too.
+    # Rollout actors act in processes of their own, JAX-native envs there too: beside a
+    # learner on the CPU as well.
     actors = dataclasses.make_dataclass("Actors", [("calls_host", bool), ("train_program", None)])
     assert overlap.wanted(config, actors(False, None), split)
-    assert not overlap.wanted(config, actors(True, None), placement.Placement(cpu, cpu))
+    assert overlap.wanted(config, actors(True, None), placement.Placement(cpu, cpu))
+    off = train_config.replace(config, overlap="off")
+    assert not overlap.wanted(off, actors(True, None), placement.Placement(cpu, cpu))
 
 
 def test_an_unknown_overlap_setting_is_refused_in_one_line():
