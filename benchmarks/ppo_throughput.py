@@ -6,8 +6,9 @@ Stable-Baselines3's PPO with DummyVecEnv and SubprocVecEnv, all with the same
 hyperparameters: 8 envs, n_steps 256, 64x64 tanh networks, 10 epochs, minibatch 64,
 GAE 0.95, discount 0.99. SB3's PPO also runs on batchrl's `BatchEnv` through the SB3
 adapter (`batchrl.envs.host.sb3.VecEnv`). batchrl's compile time is reported apart from its
-steady rate; batchrl runs three times: all envs in workers, with `local_envs="auto"`, and on
-`BatchEnv.mujoco` (the envs in MuJoCo's C threads, no worker process). Then the
+steady rate; batchrl runs four times: all envs in workers, with `local_envs="auto"`, and on
+`BatchEnv.mujoco` (the envs in MuJoCo's C threads, no worker process), there also with
+acting overlapped with learning (`overlap="on"`, one policy version behind). Then the
 wall-clock time, compilation included, for batchrl's clipped PPO on the
 JAX-native Pendulum to reach an evaluation return of -200. Last, the train command's
 `cheetah_clipped` and the seed's `cheetah` presets on each env backend (worker processes
@@ -42,10 +43,15 @@ NUM_ENVS, N_STEPS, EPOCHS, MINIBATCH = 8, 256, 10, 64
 ENV = "HalfCheetah-v5"
 
 
-def batchrl_rate(updates: int, local_envs: int | str = 0, mujoco: bool = False) -> dict:
+def batchrl_rate(
+    updates: int, local_envs: int | str = 0, mujoco: bool = False, overlap: str = "off"
+) -> dict:
     """Env-steps/s of the clipped PPO on worker envs or `BatchEnv.mujoco`, first phase apart.
 
-    `local_envs` of the worker envs step in this process.
+    `local_envs` of the worker envs step in this process. With `overlap="on"` the envs act
+    one policy version behind while the learner trains (`training.overlap`); the timed
+    phase trains the update the first left pending and leaves its own last one pending,
+    `updates` updates as without.
     """
     config = config_lib.ClippedConfig(
         steps_per_update=N_STEPS,
@@ -65,7 +71,9 @@ def batchrl_rate(updates: int, local_envs: int | str = 0, mujoco: bool = False) 
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
         start = time.perf_counter()
         steps = N_STEPS * updates
-        run = TrainConfig(algorithm=config, num_envs=NUM_ENVS, max_length=1000, steps=2 * steps)
+        run = TrainConfig(
+            algorithm=config, num_envs=NUM_ENVS, max_length=1000, steps=2 * steps, overlap=overlap
+        )
         programs, state = loop.build(run, env, train_steps=steps, eval_steps=1)
         state, first = loop.run_phase(programs, state)  # Compiles, then trains `updates`.
         compile_and_first = time.perf_counter() - start
@@ -176,6 +184,7 @@ def main() -> None:
     ours = batchrl_rate(args.updates)
     ours_local = batchrl_rate(args.updates, local_envs="auto")
     ours_mujoco = batchrl_rate(args.updates, mujoco=True)
+    ours_overlap = batchrl_rate(args.updates, mujoco=True, overlap="on")
     dummy = sb3_rate(DummyVecEnv, args.updates)
     subproc = sb3_rate(SubprocVecEnv, args.updates)
     on_batch_env = sb3_rate(None, args.updates)
@@ -197,6 +206,7 @@ def main() -> None:
                 "batchrl_clipped": ours,
                 "batchrl_clipped_local_envs": ours_local,
                 "batchrl_clipped_mujoco_batch": ours_mujoco,
+                "batchrl_clipped_mujoco_batch_overlap": ours_overlap,
                 "sb3_dummy_vec_env_steps_per_sec": round(dummy),
                 "sb3_subproc_vec_env_steps_per_sec": round(subproc),
                 "sb3_on_batch_env_steps_per_sec": round(on_batch_env),
@@ -207,6 +217,9 @@ def main() -> None:
                 ),
                 "batchrl_mujoco_batch_over_best_sb3": round(
                     ours_mujoco["env_steps_per_sec"] / best, 2
+                ),
+                "batchrl_mujoco_batch_overlap_over_best_sb3": round(
+                    ours_overlap["env_steps_per_sec"] / best, 2
                 ),
                 "pendulum_jax_seconds_to_minus_200": pendulum,
                 "presets_on_backends": on_backends,

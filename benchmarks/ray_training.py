@@ -44,15 +44,20 @@ PHASE = 32 * 64  # Env steps a phase: one update of 64 steps on 32 envs.
 VARIANTS = {
     "local_workers": ["backend=processes"],
     "ray_per_step": ["backend=ray"],
-    "rollout_actors": ["backend=processes", "rollout_actors=2"],
+    "rollout_actors": ["backend=processes", "rollout_actors=2", "overlap=off"],
     # Each actor steps its 16 envs in its own process: no worker between it and them.
-    "rollout_actors_in_process": ["backend=processes", "rollout_actors=2", "local_envs=16"],
+    "rollout_actors_in_process": [
+        "backend=processes",
+        "rollout_actors=2",
+        "local_envs=16",
+        "overlap=off",
+    ],
     # The MuJoCo batch (cheetah_clipped): here, and one batch in each actor.
     "local_mujoco": ["backend=mujoco"],
-    "rollout_actors_mujoco": ["backend=mujoco", "rollout_actors=2"],
+    "rollout_actors_mujoco": ["backend=mujoco", "rollout_actors=2", "overlap=off"],
     # ale-py's games (breakout): here, and in each actor with its evaluation games.
     "local_ale": ["backend=ale"],
-    "rollout_actors_ale": ["backend=ale", "rollout_actors=2"],
+    "rollout_actors_ale": ["backend=ale", "rollout_actors=2", "overlap=off"],
     # The actors act the next segment while the learner trains on the last one.
     "rollout_actors_overlap": ["backend=processes", "rollout_actors=2", "overlap=on"],
     "rollout_actors_in_process_overlap": [

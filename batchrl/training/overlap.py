@@ -54,9 +54,9 @@ def wanted(config: TrainConfig, env: simulate.CompiledBatch, where: placement.Pl
     `cheetah_clipped` 1.00-1.13x, `benchmarks/ray_training.py`). Where acting runs on
     the accelerator too (JAX-native envs, Atari through ale-py's GPU target), the two
     programs take turns on it (`breakout`: 3.9k env steps/s either way); on a CPU the
-    envs and the learner share its cores, and which wins depends on the env (2 cores:
-    `cheetah_clipped` on the MuJoCo batch 1.09-1.13x, the seed's `cheetah` on workers
-    0.87x).
+    envs and the learner share its cores, and which wins depends on the env (2 cores,
+    `benchmarks/core_scaling.py`: `cheetah_clipped` on the MuJoCo batch 1.06-1.20x,
+    `pendulum` on workers 1.09x, the seed's `cheetah` on workers 0.88x).
     """
     if config.overlap == "auto":
         if hasattr(env, "train_program"):  # Rollout actors (`training.rollout_actors`).
