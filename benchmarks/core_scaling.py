@@ -87,7 +87,7 @@ def train_child(preset: str, config: TrainConfig) -> dict:
     rows = run_lib.train(None, config).metrics
     rates = [row["perf/env_steps_per_sec"] for row in rows]
     phase_steps = config.batch_steps_per_phase * config.num_envs
-    steady = rows[1:-1] or rows[1:]  # Two phases: the second, its last.
+    steady = rows[1:-1] or rows[1:]  # Of two phases, the second, though it is the last.
     steady_seconds = sum(row["perf/train_seconds"] for row in steady)
     measured = {
         "steps": int(rows[-1]["perf/env_steps"]),

@@ -85,7 +85,8 @@ def train(preset: str, variant: str, phases: int, address: str) -> dict:
             raise RuntimeError(f"{variant} on {preset} failed:\n{done.stderr[-3000:]}")
         (folder,) = pathlib.Path(logdir).iterdir()
         rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
-    later, steady = rows[1:], rows[1:-1]
+    later = rows[1:]
+    steady = rows[1:-1] or later  # Of two phases, the second, though it is the last.
     seconds = sum(row["perf/train_seconds"] for row in later)
     steady_seconds = sum(row["perf/train_seconds"] for row in steady)
     return {
@@ -102,6 +103,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--variant", nargs="*", choices=list(VARIANTS), default=list(VARIANTS))
     args = parser.parse_args()
+    if args.phases < 2:
+        parser.error(f"--phases must be at least 2 (the first compiles), got {args.phases}")
     cluster = Cluster(
         initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
     )
