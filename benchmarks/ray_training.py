@@ -55,6 +55,7 @@ VARIANTS = {
     # The MuJoCo batch (cheetah_clipped): here, and one batch in each actor.
     "local_mujoco": ["backend=mujoco"],
     "rollout_actors_mujoco": ["backend=mujoco", "rollout_actors=2", "overlap=off"],
+    "rollout_actors_mujoco_overlap": ["backend=mujoco", "rollout_actors=2", "overlap=on"],
     # ale-py's games (breakout): here, and in each actor with its evaluation games.
     "local_ale": ["backend=ale"],
     "rollout_actors_ale": ["backend=ale", "rollout_actors=2", "overlap=off"],
@@ -158,6 +159,11 @@ def main() -> None:
                 if {here, actors} <= set(speeds):
                     pairs = zip(speeds[actors], speeds[here], strict=True)
                     line[f"{kind}_actors_over_local_{kind}"] = [round(a / b, 3) for a, b in pairs]
+                for variant in (actors, f"{actors}_overlap"):  # Steady, each round.
+                    if {here, variant} <= set(steady):
+                        pairs = zip(steady[variant], steady[here], strict=True)
+                        ratios = [round(a / b, 3) for a, b in pairs]
+                        line[f"steady_{variant}_over_local_{kind}_by_round"] = ratios
             print(json.dumps(line), flush=True)
     finally:
         cluster.shutdown()
