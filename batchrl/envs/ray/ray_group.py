@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import warnings
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -56,8 +57,14 @@ class Session:
     def join(self) -> None:
         ray = import_ray()
         if not ray.is_initialized():
-            # Connects to RAY_ADDRESS, or to a cluster started on this machine, or starts one.
-            ray.init(logging_level=logging.WARNING)
+            with warnings.catch_warnings():
+                # Ray starts its processes with subprocess, fork then exec at once: JAX's
+                # warning that a forked child would run on with this process's threads
+                # does not apply to them.
+                warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
+                # Connects to RAY_ADDRESS, or to a cluster started on this machine, or
+                # starts one.
+                ray.init(logging_level=logging.WARNING)
             self.started = True
         self.users += 1
 

@@ -244,10 +244,13 @@ def test_the_train_command_runs_on_the_cluster_as_on_local_workers(cluster, tmp_
 
 
 def test_without_a_cluster_it_starts_a_local_ray_and_stops_it_at_close(tmp_path):
+    # JAX runs before Ray starts, as in the train command: no fork warning for Ray's starts.
     script = (
+        "import jax\n"
         "import ray\n"
         "from batchrl.envs import BatchEnv\n"
         "if __name__ == '__main__':\n"
+        "    jax.devices()\n"
         "    env = BatchEnv.ray('Pendulum-v1', 2)\n"
         "    env.reset(seed=0)\n"
         "    reward = env.step(env.action_space.sample())[1]\n"
@@ -274,4 +277,5 @@ def test_without_a_cluster_it_starts_a_local_ray_and_stops_it_at_close(tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     started, stopped = result.stdout.splitlines()[-2:]
     assert started == "True 1 (2,)"
+    assert "os.fork" not in result.stderr, result.stderr[-3000:]
     assert stopped == "False"
