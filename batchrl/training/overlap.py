@@ -51,7 +51,7 @@ def wanted(config: TrainConfig, env: simulate.CompiledBatch, where: placement.Pl
     (on one H200, `cheetah_clipped` 1.37x, `humanoid_clipped` 1.26x), and rollout actors,
     which act in processes of their own, on any learner (on one 2-core machine, in
     phases of one update between a run's first and last: `cartpole` 1.06-1.16x,
-    `cheetah_clipped` 1.00-1.13x, `benchmarks/ray_training.py`). Where acting runs on
+    `cheetah_clipped` 0.998-1.13x, `benchmarks/ray_training.py`). Where acting runs on
     the accelerator too (JAX-native envs, Atari through ale-py's GPU target), the two
     programs take turns on it (`breakout`: 3.9k env steps/s either way); on a CPU the
     envs and the learner share its cores, and which wins depends on the env (2 cores,
