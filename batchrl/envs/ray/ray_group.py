@@ -63,8 +63,9 @@ class Session:
                 # does not apply to them.
                 warnings.filterwarnings("ignore", "os.fork", RuntimeWarning)
                 # Connects to RAY_ADDRESS, or to a cluster started on this machine, or
-                # starts one.
-                ray.init(logging_level=logging.WARNING)
+                # starts one for this process alone, without the dashboard's web UI: ten
+                # processes fewer, and seconds sooner (a cluster of `ray start` has one).
+                ray.init(logging_level=logging.WARNING, include_dashboard=False)
             self.started = True
         self.users += 1
 
