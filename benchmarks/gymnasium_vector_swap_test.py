@@ -22,7 +22,9 @@ _SPEC.loader.exec_module(swap)  # Defines the class; the swap happens only in py
 def test_it_takes_async_vector_envs_arguments_and_steps_as_it_does(mode):
     fns = [lambda: gym.make("CartPole-v1")] * 3
     ours = swap.BatchEnvInAsyncsPlace(fns, shared_memory=False, copy=True, autoreset_mode=mode)
-    theirs = gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode)
+    # Its workers from a fork server: a plain fork of this process, whose JAX runs
+    # threads, could deadlock (Python warns of it).
+    theirs = gym.vector.AsyncVectorEnv(fns, autoreset_mode=mode, context="forkserver")
     assert gym.vector.AsyncVectorEnv is not swap.BatchEnvInAsyncsPlace  # Not swapped here.
     with ours, contextlib.closing(theirs):
         assert isinstance(ours, BatchEnv) and len(ours.groups) == 3
