@@ -64,9 +64,7 @@ class RolloutActor:
         evaluation = algorithm.evaluation_agent(networks, sample=config.eval_sample)
         recorder = algorithm.recorder(networks)
         shape = dataclasses.replace(config.shape, num_envs=count)
-        init = jax.jit(functools.partial(algorithm.init, networks, shape))
-        # An empty share of the storage, whose rows are written before they are read.
-        self._empty = init(jax.random.key(0)).storage
+        self._empty = empty_storage(algorithm, networks, shape)
         env_, eval_env = self._env, self._eval_env
 
         def act(sim: Any, acting: Any, storage: Any, left: jax.Array, reset: jax.Array) -> tuple:
@@ -153,6 +151,18 @@ class RolloutActor:
             if batch_env is not None:
                 batch_env.close()
         self._batch_env = self._eval_batch_env = None
+
+
+def empty_storage(algorithm: Any, networks: Any, shape: Any) -> Any:
+    """An empty share of the storage, whose rows are written before they are read.
+
+    Zeros of the shapes `algorithm.init` gives it, traced but not compiled (a second or
+    more of an actor's start): the clipped objective, the one rollout actors run, starts
+    its storage as zeros, at position 0.
+    """
+    init = functools.partial(algorithm.init, networks, shape)
+    shapes = jax.eval_shape(init, jax.random.key(0)).storage
+    return jax.tree.map(lambda leaf: jnp.zeros(leaf.shape, leaf.dtype), shapes)
 
 
 def _rows_of(env: Any, env_state: Any) -> Any:

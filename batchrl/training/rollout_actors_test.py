@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import ray
 
+from batchrl import algorithm as algorithm_lib
 from batchrl.configs import presets, train_config
 from batchrl.envs import EnvCrashedError
 from batchrl.envs.jax import classic, jax_env
@@ -22,7 +23,7 @@ from batchrl.ppo import agent_networks
 from batchrl.ppo import config as ppo_config
 from batchrl.scripts import train
 from batchrl.testing import interrupt
-from batchrl.training import loop, metrics_log, rollout_actors
+from batchrl.training import environments, loop, metrics_log, rollout_actor, rollout_actors
 
 # As ray_group_test.py's: one test process runs every test that starts or joins a cluster.
 RAY = [pytest.mark.xdist_group("ray"), pytest.mark.slow]
@@ -274,6 +275,23 @@ def test_a_share_of_the_batch_samples_the_actions_the_whole_batch_samples_for_it
     share = dataclasses.replace(networks, rows=(2, 6))
     part = share.sample(jax.tree.map(lambda x: x[2:5], dist), key)
     np.testing.assert_array_equal(part, whole[2:5])
+
+
+@pytest.mark.parametrize("preset", ["cartpole_jax", "pendulum_jax", "breakout_minatar"])
+def test_an_actors_empty_storage_is_the_one_the_objective_starts_with(preset):
+    config = train_config.replace(presets.get(preset), objective="clipped", num_envs=3)
+    env, _ = environments.build(config)  # JAX-native: no process to close.
+    algorithm = algorithm_lib.of(config.algorithm)
+    networks = algorithm.networks(config.trained_algorithm, env.env_spec)
+    started = jax.jit(algorithm.init, static_argnums=(0, 1))(
+        networks, config.shape, jax.random.key(0)
+    )
+    started = started.storage
+    empty = rollout_actor.empty_storage(algorithm, networks, config.shape)
+    assert jax.tree.structure(empty) == jax.tree.structure(started)
+    for ours, theirs in zip(jax.tree.leaves(empty), jax.tree.leaves(started), strict=True):
+        assert ours.dtype == theirs.dtype
+        np.testing.assert_array_equal(ours, theirs)
 
 
 def test_a_share_of_jax_native_envs_resets_as_those_envs_of_the_whole_batch():
