@@ -153,7 +153,9 @@ class RolloutActor:
         self._batch_env = self._eval_batch_env = None
 
 
-def empty_storage(algorithm: Any, networks: Any, shape: Any) -> Any:
+def empty_storage(
+    algorithm: algorithm_lib.Algorithm, networks: algorithm_lib.Networks, shape: Any
+) -> Any:
     """An empty share of the storage, whose rows are written before they are read.
 
     Zeros of the shapes `algorithm.init` gives it, traced but not compiled (a second or
