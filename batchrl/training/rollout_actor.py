@@ -164,7 +164,7 @@ def empty_storage(
     """
     init = functools.partial(algorithm.init, networks, shape)
     shapes = jax.eval_shape(init, jax.random.key(0)).storage
-    return jax.tree.map(lambda leaf: jnp.zeros(leaf.shape, leaf.dtype), shapes)
+    return jax.tree.map(jnp.zeros_like, shapes)
 
 
 def _rows_of(env: Any, env_state: Any) -> Any:
