@@ -23,6 +23,7 @@ never imports JAX.
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -114,6 +115,15 @@ class Algorithm(NamedTuple):
     metrics: Callable[[Learner], dict[str, jax.Array]]
     check_finite: Callable[[Learner, dict[str, float], int], None]
     shares: Shares | None = None
+
+
+def init_shapes(algorithm: Algorithm, networks: Networks, shape: Any) -> AgentState:
+    """The shapes and dtypes of `algorithm.init`'s fresh agent: traced, not compiled.
+
+    For what needs only those: the storage's size, an example learner for a checkpoint
+    to fill, an empty storage (`jnp.zeros_like` of its part).
+    """
+    return jax.eval_shape(functools.partial(algorithm.init, networks, shape), jax.random.key(0))
 
 
 def of(config: Any) -> Algorithm:

@@ -121,7 +121,8 @@ def make_programs(
     train_steps = train_steps or config.batch_steps_per_phase
     eval_steps = eval_steps or config.eval_batch_steps
     init = functools.partial(algorithm.init, networks, config.shape)
-    storage_bytes = device_memory.nbytes(jax.eval_shape(init, jax.random.key(0)).storage)
+    shapes = algorithm_lib.init_shapes(algorithm, networks, config.shape)
+    storage_bytes = device_memory.nbytes(shapes.storage)
     device_memory.check_fits(
         storage_bytes, f"{config.algorithm.objective} objective's storage", where.learner
     )

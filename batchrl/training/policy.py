@@ -127,11 +127,8 @@ def _learner_example(
     `pendulum_jax`): zeros of the traced shapes and dtypes (random keys of zero data),
     which `checkpoint.load` replaces, values and all.
     """
-
-    def learner(key: jax.Array) -> algorithm_lib.Learner:
-        return algorithm.init(networks, config.shape, key).learner
-
-    return jax.tree.map(jnp.zeros_like, jax.eval_shape(learner, jax.random.key(0)))
+    shapes = algorithm_lib.init_shapes(algorithm, networks, config.shape)
+    return jax.tree.map(jnp.zeros_like, shapes.learner)  # No storage made beside it.
 
 
 def _num_envs(acting: Any) -> int:

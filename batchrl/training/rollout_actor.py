@@ -13,7 +13,6 @@ the actor sends back whole segments, as host arrays.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -162,9 +161,8 @@ def empty_storage(
     more of an actor's start): the clipped objective, the one rollout actors run, starts
     its storage as zeros, at position 0.
     """
-    init = functools.partial(algorithm.init, networks, shape)
-    shapes = jax.eval_shape(init, jax.random.key(0)).storage
-    return jax.tree.map(jnp.zeros_like, shapes)
+    shapes = algorithm_lib.init_shapes(algorithm, networks, shape)
+    return jax.tree.map(jnp.zeros_like, shapes.storage)
 
 
 def _rows_of(env: Any, env_state: Any) -> Any:
