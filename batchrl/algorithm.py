@@ -123,7 +123,8 @@ def init_shapes(algorithm: Algorithm, networks: Networks, shape: Any) -> AgentSt
     For what needs only those: the storage's size, an example learner for a checkpoint
     to fill, an empty storage (`jnp.zeros_like` of its part).
     """
-    return jax.eval_shape(functools.partial(algorithm.init, networks, shape), jax.random.key(0))
+    key = jax.eval_shape(jax.random.key, 0)  # Its type alone: a key made here compiles.
+    return jax.eval_shape(functools.partial(algorithm.init, networks, shape), key)
 
 
 def of(config: Any) -> Algorithm:

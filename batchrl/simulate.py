@@ -376,8 +376,12 @@ def make_first_episodes(
     return env.wrap_compiled(finished)
 
 
+@jax.jit
 def summary(state: SimState) -> dict[str, jax.Array]:
-    """Mean score and length of the episodes finished since the last `clear_summary`."""
+    """Mean score and length of the episodes finished since the last `clear_summary`.
+
+    One program, not an op each: the host reads it after every phase.
+    """
     count = jnp.maximum(state.episodes, 1).astype(jnp.float32)
     return {
         "episode/count": state.episodes,
