@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 
 from batchrl import simulate
 from batchrl.env_spec import EnvSpec
@@ -125,6 +126,14 @@ def init_shapes(algorithm: Algorithm, networks: Networks, shape: Any) -> AgentSt
     """
     key = jax.eval_shape(jax.random.key, 0)  # Its type alone: a key made here compiles.
     return jax.eval_shape(functools.partial(algorithm.init, networks, shape), key)
+
+
+def zeros(shapes: Any) -> Any:
+    """Zeros (random keys of zero data) of a tree of shapes and dtypes, made by one program.
+
+    Made op by op, each leaf's shape and dtype compiled a program of its own.
+    """
+    return jax.jit(lambda: jax.tree.map(jnp.zeros_like, shapes))()
 
 
 def of(config: Any) -> Algorithm:

@@ -32,7 +32,6 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import serialization
 
@@ -318,7 +317,7 @@ def _restore(saved: Any, target: Any, path: str) -> Any:
         if not isinstance(saved, np.ndarray | np.generic) or _describe(saved) != _describe(target):
             _mismatch(path, saved, target)
         if isinstance(target, jax.Array):
-            return jnp.asarray(saved)
+            return jax.device_put(saved)  # jnp.asarray compiles a program for a 0-d array.
         return np.array(saved) if isinstance(target, np.ndarray) else saved
     if type(saved) is not type(target):
         _mismatch(path, saved, target)

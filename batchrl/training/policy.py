@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -52,7 +53,7 @@ class Policy:
             True: algorithm.evaluation_agent(networks),
             False: algorithm.sampling_agent(networks),
         }
-        self._perform = {mode: jax.jit(agent.perform) for mode, agent in self._agents.items()}
+        self._perform = {mode: _performs(agent) for mode, agent in self._agents.items()}
         self._begin = jax.jit(self._agents[True].begin_episode)
 
     @property
@@ -70,9 +71,10 @@ class Policy:
         batch, single = _batch(self.env_spec.observation, obs)
         size = jax.tree.leaves(batch)[0].shape[0]
         if self._acting is None or _num_envs(self._acting) != size:
-            self._acting = self._algorithm.acting(self._networks, self._learner, size)
-        self._key, key = jax.random.split(self._key)
-        self._acting, action, _ = self._perform[bool(deterministic)](self._acting, batch, key)
+            start = jax.jit(lambda learner: self._algorithm.acting(self._networks, learner, size))
+            self._acting = start(self._learner)  # One program, not an op each.
+        perform = self._perform[bool(deterministic)]
+        self._acting, action, self._key = perform(self._acting, batch, self._key)
         if self.env_spec.action is not None:  # A tree: each leaf in the dtype its space has.
             dtypes = env_spec_lib.map_tree(lambda leaf: leaf.dtype, self.env_spec.action)
             action = env_spec_lib.map_tree(_host_action, dtypes, action)
@@ -87,6 +89,20 @@ class Policy:
         size = _num_envs(self._acting)
         mask = np.ones(size, bool) if mask is None else np.asarray(mask, bool).reshape(size)
         self._acting = self._begin(self._acting, jnp.asarray(mask))
+
+
+def _performs(agent: Any) -> Callable[[Any, Any, jax.Array], tuple[Any, Any, jax.Array]]:
+    """`agent.perform` with its key split off the policy's, in one program.
+
+    Returns (acting, action, the policy's next key).
+    """
+
+    def perform(acting: Any, obs: Any, key: jax.Array) -> tuple[Any, Any, jax.Array]:
+        key, step_key = jax.random.split(key)
+        acting, action, _ = agent.perform(acting, obs, step_key)
+        return acting, action, key
+
+    return jax.jit(perform)
 
 
 def load(rundir: str | os.PathLike, *, best: bool = False) -> Policy:
@@ -128,7 +144,7 @@ def _learner_example(
     which `checkpoint.load` replaces, values and all.
     """
     shapes = algorithm_lib.init_shapes(algorithm, networks, config.shape)
-    return jax.tree.map(jnp.zeros_like, shapes.learner)  # No storage made beside it.
+    return algorithm_lib.zeros(shapes.learner)  # No storage made beside it.
 
 
 def _num_envs(acting: Any) -> int:

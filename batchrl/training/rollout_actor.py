@@ -162,7 +162,7 @@ def empty_storage(
     its storage as zeros, at position 0.
     """
     shapes = algorithm_lib.init_shapes(algorithm, networks, shape)
-    return jax.tree.map(jnp.zeros_like, shapes.storage)
+    return algorithm_lib.zeros(shapes.storage)
 
 
 def _rows_of(env: Any, env_state: Any) -> Any:
