@@ -11,7 +11,9 @@ LOGDIR/results.jsonl) gives its evaluation curve, the final policy's return, the
 the last 5 evaluations, wall-clock, env-steps/s, the machine and the versions; its returns
 are of the mean action, or of sampled actions where the run's config sets `eval_sample`
 (the line then carries "sampled": true, as `evaluate`'s rows do). The train command's own
-output goes to LOGDIR/seed<seed>-<config>.log; its progress bar to stderr.
+output goes to LOGDIR/seed<seed>-<config>.log; its progress bar to stderr. The runs keep
+XLA's compiled programs in a cache of the sweep's own, so a preset's seeds after the
+first start without compiling (`compilation_cache`).
 `--evaluate-best N` also evaluates each run's best-evaluated policy (`best.bin`) on N
 episodes, as `evaluate --best` does, into `kept_best_return` and its phase and episodes.
 `--together` trains each config's unfinished seeds together in one program (the train
@@ -23,6 +25,7 @@ LOGDIR/seeds<s>_<s>...-<config>.log.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import dataclasses
 import importlib.metadata
@@ -33,14 +36,16 @@ import platform
 import signal
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from batchrl.scripts import evaluate, train
 from batchrl.training import results, run_folder
 
 RESULTS = "results.jsonl"
+CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"  # JAX reads its persistent cache's folder here.
 _PR_SET_PDEATHSIG = 1
 
 
@@ -126,11 +131,12 @@ def rundir_of(args: argparse.Namespace, config: str, seed: int) -> pathlib.Path:
 
 
 def run_one(
-    args: argparse.Namespace, config: str, seeds: Sequence[int]
+    args: argparse.Namespace, config: str, seeds: Sequence[int], cache: str | None = None
 ) -> tuple[int, float | None, list[int]]:
     """Trains the runs of `seeds` to their budget unless finished.
 
-    Several seeds train together, in one train command (`--seeds`). Returns the exit
+    Several seeds train together, in one train command (`--seeds`). `cache`: a folder
+    for XLA's compiled programs, which the run reads and adds to. Returns the exit
     status, the seconds it took (None when none was left to train) and the seeds trained.
     """
     unfinished = []
@@ -153,6 +159,7 @@ def run_one(
         # Its own process group, so a Ctrl-C reaches it once, through us; SIGTERM if we die.
         process = subprocess.Popen(
             [sys.executable, "-m", "batchrl.scripts.train", *argv],
+            env={**os.environ, CACHE_VARIABLE: cache} if cache else None,
             stdout=out,
             process_group=0,
             preexec_fn=_terminate_with_parent,
@@ -209,6 +216,22 @@ def kept_best(rundir: pathlib.Path, episodes: int) -> dict[str, Any]:
     }
 
 
+@contextlib.contextmanager
+def compilation_cache() -> Iterator[str | None]:
+    """A folder the sweep's runs keep XLA's compiled programs in, removed after the sweep.
+
+    A preset's seeds compile the same programs (a seed is data to them, not code): each
+    run after the first reads them instead of compiling its own (a `pendulum_jax` run
+    compiles for about 10 s of its start on a 2-core machine). A cache the caller named
+    (JAX_COMPILATION_CACHE_DIR) is used as it is, and kept.
+    """
+    if os.environ.get(CACHE_VARIABLE):
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="batchrl-sweep-xla-") as directory:
+        yield directory
+
+
 def _terminate_with_parent() -> None:
     """In the child before exec: the kernel sends it SIGTERM when the sweep dies (Linux)."""
     if sys.platform.startswith("linux"):
@@ -230,9 +253,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         for config in args.configs
         for seed in (args.seeds[:1] if args.together else args.seeds)
     ]
+    with compilation_cache() as cache:
+        return _sweep(args, groups, about, commit, cache)
+
+
+def _sweep(
+    args: argparse.Namespace,
+    groups: Sequence[tuple[str, Sequence[int]]],
+    about: dict[str, Any],
+    commit: str | None,
+    cache: str | None,
+) -> int:
+    """Trains each group of (config, seeds) in turn and prints their lines; `main`'s status."""
     for config, seeds in groups:
         try:
-            code, seconds, trained = run_one(args, config, seeds)
+            code, seconds, trained = run_one(args, config, seeds, cache)
         except train.UsageError as error:
             print(f"sweep: error: {error}", file=sys.stderr)
             return 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import pathlib
 import re
 import shutil
@@ -25,9 +26,9 @@ def lines(out: str) -> list[dict]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def run_sweep(argv: list[str]) -> subprocess.CompletedProcess:
+def run_sweep(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "batchrl.scripts.sweep", *argv]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     return result
 
@@ -38,15 +39,24 @@ pytestmark = pytest.mark.xdist_group("sweep_test")
 
 @pytest.fixture(scope="module")
 def swept(tmp_path_factory):
+    """The sweep's folder, its command line, its lines, and what it left in its TMPDIR.
+
+    Without the test session's compilation cache, as a user's sweep runs: its runs share
+    one of the sweep's own (JAX logs each program read from it).
+    """
     logdir = tmp_path_factory.mktemp("sweep")
+    temporary = tmp_path_factory.mktemp("sweep_tmpdir")
     argv = ["--logdir", str(logdir), "--configs", "pendulum_jax", "--seeds", "0", "1"]
     argv += ["--steps", "1000", *TINY]
-    return logdir, argv, lines(run_sweep(argv).stdout)
+    env = {name: value for name, value in os.environ.items() if name != sweep.CACHE_VARIABLE}
+    env.update(TMPDIR=str(temporary), JAX_LOG_COMPILES="1")
+    done = run_sweep(argv, env)
+    return logdir, argv, lines(done.stdout), (done.stderr, list(temporary.iterdir()))
 
 
 @pytest.mark.slow
 def test_each_run_is_a_run_folder_and_a_json_line(swept):
-    logdir, _, rows = swept
+    logdir, _, rows, _ = swept
     assert [(row["config"], row["seed"]) for row in rows] == [
         ("pendulum_jax", 0),
         ("pendulum_jax", 1),
@@ -70,8 +80,16 @@ def test_each_run_is_a_run_folder_and_a_json_line(swept):
 
 
 @pytest.mark.slow
+def test_later_runs_read_the_programs_the_first_compiled_and_none_is_left(swept):
+    *_, (stderr, left) = swept
+    # Seed 1's train and eval phases: the same programs as seed 0's, a seed being data.
+    assert stderr.count("Persistent compilation cache hit for 'jit_run'") >= 2, stderr[-3000:]
+    assert left == []  # The sweep's cache went with it.
+
+
+@pytest.mark.slow
 def test_a_finished_run_is_skipped_not_trained_again(swept, capsys):
-    logdir, argv, rows = swept
+    logdir, argv, rows, _ = swept
     before = (logdir / "seed0-pendulum_jax" / "metrics.jsonl").read_text()
     assert sweep.main(argv) == 0
     again = lines(capsys.readouterr().out)
@@ -83,7 +101,7 @@ def test_a_finished_run_is_skipped_not_trained_again(swept, capsys):
 
 @pytest.mark.slow
 def test_evaluate_best_adds_the_kept_best_policy_on_more_episodes(swept, capsys):
-    logdir, argv, rows = swept
+    logdir, argv, rows, _ = swept
     assert sweep.main([*argv, "--evaluate-best", "8"]) == 0
     again = lines(capsys.readouterr().out)
     for seed, row in enumerate(again):
@@ -97,7 +115,7 @@ def test_evaluate_best_adds_the_kept_best_policy_on_more_episodes(swept, capsys)
 def test_a_run_that_evaluates_sampled_actions_says_so_and_scores_its_best_so(
     swept, tmp_path, capsys
 ):
-    logdir, _, rows = swept
+    logdir, _, rows, _ = swept
     assert not any("sampled" in row for row in rows)  # The mean action's.
     # The same finished run, its config set to evaluate sampled actions.
     shutil.copytree(logdir / "seed0-pendulum_jax", tmp_path / "seed0-pendulum_jax")
@@ -117,7 +135,7 @@ def test_a_run_that_evaluates_sampled_actions_says_so_and_scores_its_best_so(
 
 @pytest.mark.slow
 def test_a_finished_run_asked_for_with_other_settings_is_refused(swept, capsys):
-    _, argv, _ = swept
+    _, argv, _, _ = swept
     assert sweep.main([*argv, "--set", "learning_rate=0.001"]) == 2
     err = capsys.readouterr().err
     assert "learning_rate=0.001 (saved 0.0001)" in err and len(err.strip().splitlines()) == 1
