@@ -145,7 +145,10 @@ def evaluate(
     env, batch_env = environments.build_eval(config) or environments.build(config)
     sample = config.eval_sample if sample is None else sample
     try:
-        programs, state = loop.build(dataclasses.replace(config, eval_sample=sample), env)
+        config = dataclasses.replace(config, eval_sample=sample)
+        programs = loop.make_programs(config, env)
+        # The state the checkpoints fill: its agent made as zeros, no init compiled.
+        state = loop.initial_state(programs, config, env, fresh_agent=False)
 
         def load(path: pathlib.Path):
             return loop.place(programs, checkpoint.load(path, state))

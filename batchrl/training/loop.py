@@ -159,15 +159,22 @@ def initial_state(
     config: train_config.TrainConfig,
     env: simulate.CompiledBatch,
     eval_env: simulate.CompiledBatch | None = None,
+    *,
+    fresh_agent: bool = True,
 ) -> RunState:
     """A fresh run state of `config.seed` for `programs` (sized by their config), placed.
 
     Resets `env` (and `eval_env`, when evaluation has its own): host envs from a call on
-    the acting device.
+    the acting device. Without `fresh_agent`, the agent is zeros of its shapes, for a
+    checkpoint to fill (`evaluate`'s), and its init is not compiled.
     """
     eval_env = env if eval_env is None else eval_env
     agent_key, train_key, eval_key = _run_keys(config.seed)
-    agent = programs.init(agent_key)
+    if fresh_agent:
+        agent = programs.init(agent_key)
+    else:
+        shapes = algorithm_lib.init_shapes(programs.algorithm, programs.networks, config.shape)
+        agent = algorithm_lib.zeros(shapes)
     with jax.default_device(programs.where.acting):
         train_state, eval_state = _init_simulations(env, eval_env)(train_key, eval_key)
     state = RunState(
