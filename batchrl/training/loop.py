@@ -175,8 +175,16 @@ def initial_state(
     else:
         shapes = algorithm_lib.init_shapes(programs.algorithm, programs.networks, config.shape)
         agent = algorithm_lib.zeros(shapes)
+
+    def simulations(train_key: jax.Array, eval_key: jax.Array) -> tuple[Any, Any]:
+        return simulate.init(env, train_key), simulate.init(eval_env, eval_key)
+
+    # One program where both envs are JAX-native: op by op, each operation of their resets
+    # compiled one of its own (1.3 s of a `pendulum_jax` run's start here).
+    if all(isinstance(e, jax_env.Compiled) for e in (env, eval_env)):
+        simulations = jax.jit(simulations)
     with jax.default_device(programs.where.acting):
-        train_state, eval_state = _init_simulations(env, eval_env)(train_key, eval_key)
+        train_state, eval_state = simulations(train_key, eval_key)
     state = RunState(
         agent=agent,
         train=train_state,
@@ -188,27 +196,9 @@ def initial_state(
 
 
 @jax.jit
-def _run_keys(seed: int) -> tuple[jax.Array, jax.Array, jax.Array]:
+def _run_keys(seed: int) -> tuple[jax.Array, ...]:
     """The keys of a run's agent, train envs and eval envs, from its seed."""
-    agent_key, train_key, eval_key = jax.random.split(jax.random.key(seed), 3)
-    return agent_key, train_key, eval_key
-
-
-def _init_simulations(
-    env: simulate.CompiledBatch, eval_env: simulate.CompiledBatch
-) -> Callable[[jax.Array, jax.Array], tuple[simulate.SimState, simulate.SimState]]:
-    """`simulate.init` of the train and eval envs from their keys.
-
-    One compiled program where both envs are JAX-native (op by op, each of their resets'
-    operations compiled a program of its own: 1.3 s of a `pendulum_jax` run's start
-    here); host envs reset from Python calls, and rollout actors' envs in the actors.
-    """
-
-    def both(train_key: jax.Array, eval_key: jax.Array) -> tuple[Any, Any]:
-        return simulate.init(env, train_key), simulate.init(eval_env, eval_key)
-
-    compiled = all(isinstance(e, jax_env.Compiled) for e in (env, eval_env))
-    return jax.jit(both) if compiled else both
+    return tuple(jax.random.split(jax.random.key(seed), 3))
 
 
 def place(programs: Programs, state: RunState) -> RunState:
