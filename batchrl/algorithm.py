@@ -122,7 +122,7 @@ def init_shapes(algorithm: Algorithm, networks: Networks, shape: Any) -> AgentSt
     """The shapes and dtypes of `algorithm.init`'s fresh agent: traced, not compiled.
 
     For what needs only those: the storage's size, an example learner for a checkpoint
-    to fill, an empty storage (`jnp.zeros_like` of its part).
+    to fill, an empty storage (`zeros` of its part).
     """
     key = jax.eval_shape(jax.random.key, 0)  # Its type alone: a key made here compiles.
     return jax.eval_shape(functools.partial(algorithm.init, networks, shape), key)

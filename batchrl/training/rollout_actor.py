@@ -157,9 +157,9 @@ def empty_storage(
 ) -> Any:
     """An empty share of the storage, whose rows are written before they are read.
 
-    Zeros of the shapes `algorithm.init` gives it, traced but not compiled (a second or
-    more of an actor's start): the clipped objective, the one rollout actors run, starts
-    its storage as zeros, at position 0.
+    Zeros of the shapes `algorithm.init` gives it (`algorithm.zeros`), init traced but not
+    compiled (a second or more of an actor's start): the clipped objective, the one
+    rollout actors run, starts its storage as zeros, at position 0.
     """
     shapes = algorithm_lib.init_shapes(algorithm, networks, shape)
     return algorithm_lib.zeros(shapes.storage)
