@@ -28,7 +28,7 @@ from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
 from batchrl.configs import train_config
 from batchrl.envs.jax import jax_env
-from batchrl.training import device_memory, placement, tail_average
+from batchrl.training import device_memory, placement, reuse, tail_average
 from batchrl.training import overlap as overlap_lib
 from batchrl.training import phase as phase_lib
 
@@ -79,11 +79,12 @@ def build(
     `config.steps` env steps, and `config.seed` seeds the agent's and the phases' keys.
     Evaluation steps `eval_env` (of `env`'s spec and size) when given, else `env` itself,
     with the mean action, or with actions sampled from the policy where
-    `config.eval_sample` says so.
+    `config.eval_sample` says so. Equal JAX-native runs share their programs (`reuse`).
     """
-    programs = make_programs(
-        config, env, eval_env=eval_env, train_steps=train_steps, eval_steps=eval_steps
-    )
+    envs = (env, env if eval_env is None else eval_env)
+    sizes = dict(eval_env=eval_env, train_steps=train_steps, eval_steps=eval_steps)
+    found = reuse.key(config, envs, (train_steps, eval_steps))
+    programs = reuse.programs(found, lambda: make_programs(config, env, **sizes))
     return programs, initial_state(programs, config, env, eval_env)
 
 
@@ -176,13 +177,11 @@ def initial_state(
         shapes = algorithm_lib.init_shapes(programs.algorithm, programs.networks, config.shape)
         agent = algorithm_lib.zeros(shapes)
 
-    def simulations(train_key: jax.Array, eval_key: jax.Array) -> tuple[Any, Any]:
-        return simulate.init(env, train_key), simulate.init(eval_env, eval_key)
-
+    simulations = functools.partial(_simulations, env, eval_env)
     # One program where both envs are JAX-native: op by op, each operation of their resets
     # compiled one of its own (1.3 s of a `pendulum_jax` run's start here).
     if all(isinstance(e, jax_env.Compiled) for e in (env, eval_env)):
-        simulations = jax.jit(simulations)
+        simulations = reuse.jit(_simulations, env, eval_env)
     with jax.default_device(programs.where.acting):
         train_state, eval_state = simulations(train_key, eval_key)
     state = RunState(
@@ -193,6 +192,10 @@ def initial_state(
         phases=jnp.zeros((), jnp.int32),
     )
     return place(programs, state)
+
+
+def _simulations(env: Any, eval_env: Any, train_key: jax.Array, eval_key: jax.Array) -> tuple:
+    return simulate.init(env, train_key), simulate.init(eval_env, eval_key)
 
 
 @jax.jit
@@ -232,14 +235,8 @@ def config_for(
 
     Episodes last at most `max_length` env steps; `steps` is the budget in env steps.
     """
-    return train_config.TrainConfig(
-        algorithm=config,
-        num_envs=env.num_envs,
-        max_length=max_length,
-        steps=steps,
-        seed=seed,
-        overlap=overlap,
-    )
+    shape = dict(num_envs=env.num_envs, max_length=max_length, steps=steps)
+    return train_config.TrainConfig(algorithm=config, **shape, seed=seed, overlap=overlap)
 
 
 def evaluate(
@@ -295,8 +292,7 @@ def run_phase(
     phase's policy is the mean of theirs and its own (`tail_average`), before it is
     evaluated. The `final` phase trains an update that overlap left pending, and its row
     also holds `final/return` and `final/episodes` (and `final/averaged_phases` with
-    `average_with`). `state` itself is left as it
-    was, so an interrupt anywhere in here loses nothing.
+    `average_with`). `state` itself is left as it was: an interrupt here loses nothing.
     """
     start = time.perf_counter()
     train_state = simulate.clear_summary(state.train)

@@ -7,7 +7,7 @@ import pytest
 from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import config as config_lib
 from batchrl.testing import jax_mock
-from batchrl.training import loop
+from batchrl.training import loop, reuse
 
 DURATIONS = (1, 2, 3, 4)
 
@@ -82,6 +82,7 @@ def test_the_host_runs_a_jax_native_run_as_whole_programs_not_op_by_op():
     # first phase: 60 of them, 3.7 s of a `pendulum_jax` run's start. What remains: the
     # init, simulations, train and eval programs, the keys, the checks and summaries.
     lowered = []
+    reuse.clear()  # A run of this config in this process would leave nothing to lower.
 
     def count(event: str, duration: float, **_) -> None:
         if event == "/jax/core/compile/jaxpr_to_mlir_module_duration":

@@ -1,0 +1,87 @@
+"""Equal JAX-native runs in one process share their programs; nothing else does."""
+
+import dataclasses
+
+import jax
+import pytest
+
+from batchrl.configs import presets, train_config
+from batchrl.ppo import objectives
+from batchrl.training import environments, loop, reuse
+from batchrl.training import run as run_lib
+
+# Two phases of one update each on 4 envs.
+TINY = dict(steps=400, num_envs=4, max_length=50, update_every=4, eval_every=1)
+TINY |= dict(policy_layers=(16,), value_layers=(16,), eval_episodes=4, final_episodes=4)
+
+
+def learned(result: run_lib.Run) -> list[dict]:
+    return [{k: v for k, v in row.items() if not k.startswith("perf/")} for row in result.metrics]
+
+
+def lowerings(train):
+    """What `train()` returns, and the programs JAX lowered while it ran."""
+    lowered = []
+
+    def count(event: str, duration: float, **_) -> None:
+        if event == "/jax/core/compile/jaxpr_to_mlir_module_duration":
+            lowered.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(count)
+    try:
+        return train(), len(lowered)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(count)
+
+
+def test_a_seed_run_after_another_lowers_nothing_and_trains_as_if_built_anew():
+    config = train_config.replace(presets.get("pendulum_jax"), **TINY)
+    reuse.clear()
+    first, built = lowerings(lambda: run_lib.train(None, dataclasses.replace(config, seed=1)))
+    again, rebuilt = lowerings(lambda: run_lib.train(None, dataclasses.replace(config, seed=2)))
+    assert built >= 3 and rebuilt == 0, (built, rebuilt)  # Init, phase, evaluation.
+    assert learned(again) != learned(first)  # Another seed, another run.
+    reuse.clear()
+    anew = run_lib.train(None, dataclasses.replace(config, seed=2))
+    assert learned(again) == learned(anew)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"steps": 800},  # A learning rate that decays over the budget, say.
+        {"num_envs": 8},
+        {"eval_sample": True},
+    ],
+)
+def test_a_run_that_differs_in_more_than_its_seed_builds_its_own(change):
+    config = train_config.replace(presets.get("pendulum_jax"), **TINY)
+    env, _ = environments.build(config)
+    programs, _ = loop.build(config, env)
+    other = train_config.replace(config, **change, seed=5)
+    other_env, _ = environments.build(other)
+    assert loop.build(other, other_env)[0] is not programs
+    assert loop.build(dataclasses.replace(config, seed=5), env)[0] is programs
+
+
+def test_an_algorithm_record_replaced_is_built_anew(monkeypatch):
+    config = train_config.replace(presets.get("pendulum_jax"), **TINY)
+    env, _ = environments.build(config)
+    programs, _ = loop.build(config, env)
+    check_finite = objectives.PENALTY.check_finite
+    replaced = objectives.PENALTY._replace(check_finite=lambda *args: check_finite(*args))
+    monkeypatch.setattr(objectives, "PENALTY", replaced)
+    again, _ = loop.build(config, env)
+    assert again is not programs and again.algorithm is replaced
+
+
+def test_host_envs_and_envs_holding_arrays_are_never_shared():
+    cartpole = train_config.replace(presets.get("cartpole"), num_envs=2)
+    acrobot = presets.get("acrobot_gymnax")  # gymnax's env parameters are arrays.
+    acrobot_env, _ = environments.build(acrobot)
+    assert reuse.key(acrobot, (acrobot_env, acrobot_env), ()) is None
+    env, batch_env = environments.build(cartpole)
+    try:
+        assert reuse.key(cartpole, (env, env), ()) is None
+    finally:
+        batch_env.close()
