@@ -36,8 +36,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="pendulum_jax")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--set", action="append", default=["steps=12000"], metavar="KEY=VALUE")
+    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="steps=12000 if none")
     args = parser.parse_args()
+    args.set = args.set or ["steps=12000"]
     config = presets.get(args.config)
     for text in args.set:
         config = overrides.parse_override(config, text)

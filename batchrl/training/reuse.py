@@ -35,7 +35,7 @@ def key(
 
     The key is `config` but its seed, the algorithm record it names (`algorithm.of`, as
     it is now), its `envs` and `sizes`. None where an env is not a JAX-native value: host
-    envs, or JAX-native ones that hold arrays (gymnax's parameters) and so have no hash.
+    envs, or a JAX-native env with no hash.
     """
     if not all(isinstance(env, jax_env.Compiled) for env in envs):
         return None

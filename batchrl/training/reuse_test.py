@@ -75,13 +75,23 @@ def test_an_algorithm_record_replaced_is_built_anew(monkeypatch):
     assert again is not programs and again.algorithm is replaced
 
 
-def test_host_envs_and_envs_holding_arrays_are_never_shared():
+def test_host_envs_are_never_shared():
     cartpole = train_config.replace(presets.get("cartpole"), num_envs=2)
-    acrobot = presets.get("acrobot_gymnax")  # gymnax's env parameters are arrays.
-    acrobot_env, _ = environments.build(acrobot)
-    assert reuse.key(acrobot, (acrobot_env, acrobot_env), ()) is None
     env, batch_env = environments.build(cartpole)
     try:
         assert reuse.key(cartpole, (env, env), ()) is None
     finally:
         batch_env.close()
+
+
+def test_a_gymnax_preset_built_again_shares_its_programs_and_other_parameters_do_not():
+    # gymnax envs hold their settings and parameters as arrays: equal by their contents.
+    config = train_config.replace(presets.get("breakout_minatar"), num_envs=2, steps=256)
+    programs, _ = loop.build(config, environments.build(config)[0])
+    assert loop.build(config, environments.build(config)[0])[0] is programs
+    env, _ = environments.build(config)
+    limit = env.env  # VmapBatch -> TimeLimit -> GymnaxEnv
+    params = limit.env.params.replace(max_steps_in_episode=999)
+    gymnax = dataclasses.replace(limit.env, params=params)
+    other = dataclasses.replace(env, env=dataclasses.replace(limit, env=gymnax))
+    assert loop.build(config, other)[0] is not programs

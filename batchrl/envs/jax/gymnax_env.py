@@ -18,6 +18,7 @@ from typing import Any
 import flax.struct
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from batchrl import env_spec as env_spec_lib
 from batchrl.env_spec import EnvSpec
@@ -33,14 +34,31 @@ class GymnaxState:
     key: jax.Array
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class GymnaxEnv:
-    """One gymnax env with fixed parameters, behind the `jax_env.Env` protocol."""
+    """One gymnax env with fixed parameters, behind the `jax_env.Env` protocol.
+
+    Two are equal when they are the same env as values: gymnax's env class, its settings
+    and its parameters (arrays by their contents), so equal runs of one share their
+    programs (`training.reuse`), as runs of the classic envs do.
+    """
 
     env: Any  # gymnax.environments.environment.Environment
     params: Any  # Its EnvParams.
     env_spec: EnvSpec
     max_length: int
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GymnaxEnv) and self._value() == other._value()
+
+    def __hash__(self) -> int:
+        return hash(self._value())
+
+    def _value(self) -> tuple:
+        settings = tuple(sorted((name, _as_value(v)) for name, v in vars(self.env).items()))
+        leaves, tree = jax.tree.flatten(self.params)
+        params = tuple(_as_value(leaf) for leaf in leaves)
+        return (type(self.env), settings, tree, params, self.env_spec, self.max_length)
 
     def reset(self, key: jax.Array) -> tuple[GymnaxState, Any]:
         """Starts an episode with gymnax's `reset_env`. Returns (state, obs)."""
@@ -61,6 +79,22 @@ class GymnaxEnv:
             truncated=jnp.zeros((), bool),
         )
         return GymnaxState(state, key), time_step
+
+
+def _as_value(value: Any) -> Any:
+    """`value` as what compares it by its contents; an object of another kind as itself.
+
+    Arrays by dtype, shape and bytes, tuples item by item, plain Python values by type
+    and value (so 1 and True differ).
+    """
+    if isinstance(value, (jax.Array, np.ndarray)):
+        array = np.asarray(value)
+        return ("array", array.dtype.str, array.shape, array.tobytes())
+    if isinstance(value, tuple):
+        return ("tuple", tuple(_as_value(item) for item in value))
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return (type(value).__name__, value)
+    return ("object", value)
 
 
 def names() -> list[str]:

@@ -1,5 +1,6 @@
 """gymnax envs as JAX-native envs: stepped as gymnax steps them, time limits truncated."""
 
+import dataclasses
 import re
 
 import gymnax
@@ -154,3 +155,13 @@ def test_a_module_gymnax_needs_and_lacks_is_named_in_the_error():
         r"pip install -e '\.\[gymnax\]'",
         done.stdout.strip(),
     ), done.stdout
+
+
+def test_an_env_made_twice_is_equal_and_other_parameters_or_games_are_not():
+    # By value, so that equal runs share their compiled programs (`training.reuse`).
+    acrobot = gymnax_env.make("Acrobot-v1").env  # Its parameters hold an array.
+    again = gymnax_env.make("Acrobot-v1").env
+    assert acrobot == again and hash(acrobot) == hash(again)
+    longer = acrobot.params.replace(max_steps_in_episode=501)
+    assert acrobot != dataclasses.replace(acrobot, params=longer)
+    assert gymnax_env.make("Breakout-MinAtar") != gymnax_env.make("Asterix-MinAtar")
