@@ -85,13 +85,14 @@ def test_host_envs_are_never_shared():
 
 
 def test_a_gymnax_preset_built_again_shares_its_programs_and_other_parameters_do_not():
-    # gymnax envs hold their settings and parameters as arrays: equal by their contents.
-    config = train_config.replace(presets.get("breakout_minatar"), num_envs=2, steps=256)
+    # gymnax envs hold their parameters as arrays (Acrobot's): equal by their contents.
+    tiny = dict(num_envs=2, steps=256, policy_layers=(16,), value_layers=(16,))
+    config = train_config.replace(presets.get("acrobot_gymnax"), **tiny)
     programs, _ = loop.build(config, environments.build(config)[0])
     assert loop.build(config, environments.build(config)[0])[0] is programs
     env, _ = environments.build(config)
     limit = env.env  # VmapBatch -> TimeLimit -> GymnaxEnv
-    params = limit.env.params.replace(max_steps_in_episode=999)
+    params = limit.env.params.replace(max_steps_in_episode=499)
     gymnax = dataclasses.replace(limit.env, params=params)
     other = dataclasses.replace(env, env=dataclasses.replace(limit, env=gymnax))
     assert loop.build(config, other)[0] is not programs
