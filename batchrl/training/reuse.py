@@ -15,6 +15,7 @@ import collections
 import dataclasses
 import functools
 import json
+import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -26,6 +27,8 @@ from batchrl.envs.jax import jax_env
 
 KEPT = 4  # Runs whose programs are kept.
 _kept: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+# Programs handed to a run after the one that built them, by id (the object itself checked).
+_again: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
 
 
 def key(
@@ -55,11 +58,17 @@ def programs(found: Hashable | None, build: Callable[[], Any]) -> Any:
         return build()
     if found in _kept:
         _kept.move_to_end(found)
+        _again[id(_kept[found])] = _kept[found]
         return _kept[found]
     built = _kept[found] = build()
     while len(_kept) > KEPT:
         _kept.popitem(last=False)
     return built
+
+
+def taken_again(programs: Any) -> bool:
+    """Whether `programs` were handed to this run after an earlier run's, which built them."""
+    return _again.get(id(programs)) is programs
 
 
 def jit(function: Callable[..., Any], *args: Any) -> Callable[..., Any]:

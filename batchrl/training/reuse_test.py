@@ -34,12 +34,14 @@ def lowerings(train):
         jax.monitoring.unregister_event_duration_listener(count)
 
 
-def test_a_seed_run_after_another_lowers_nothing_and_trains_as_if_built_anew():
+def test_a_seed_run_after_another_lowers_nothing_and_trains_as_if_built_anew(capsys):
     config = train_config.replace(presets.get("pendulum_jax"), **TINY)
     reuse.clear()
     first, built = lowerings(lambda: run_lib.train(None, dataclasses.replace(config, seed=1)))
+    assert "; compiling the first phase" in capsys.readouterr().out
     again, rebuilt = lowerings(lambda: run_lib.train(None, dataclasses.replace(config, seed=2)))
     assert built >= 3 and rebuilt == 0, (built, rebuilt)  # Init, phase, evaluation.
+    assert "; programs an earlier run here compiled" in capsys.readouterr().out
     assert learned(again) != learned(first)  # Another seed, another run.
     reuse.clear()
     anew = run_lib.train(None, dataclasses.replace(config, seed=2))

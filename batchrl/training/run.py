@@ -39,6 +39,7 @@ from batchrl.training import (
     loop,
     metrics_log,
     results,
+    reuse,
     run_folder,
     tail_average,
 )
@@ -259,7 +260,10 @@ def _announce(rundir: pathlib.Path | None, programs: loop.Programs) -> None:
     devices = programs.where.describe()
     if programs.overlap:
         devices += " (overlapped, acting one version behind)"
-    print(f"{where}; {devices}; storage {storage}; compiling the first phase", flush=True)
+    compiling = "compiling the first phase"
+    if reuse.taken_again(programs):
+        compiling = "programs an earlier run here compiled"
+    print(f"{where}; {devices}; storage {storage}; {compiling}", flush=True)
 
 
 def _earlier_params(
