@@ -382,7 +382,11 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         """Builds Gymnasium's vector infos from the infos of `envs`, decoding them then."""
 
         def build() -> dict:
-            vector_infos: dict = {}
+            if isinstance(infos, infos_lib.Infos):
+                vector_infos = infos.as_vector(envs, self.num_envs)
+                if vector_infos is not None:
+                    return vector_infos
+            vector_infos = {}
             for i, info in zip(envs, infos, strict=True):
                 if info:
                     vector_infos = self._add_info(vector_infos, info, int(i))

@@ -13,6 +13,7 @@ arrays with `_key` masks), built when first read.
 from __future__ import annotations
 
 import functools
+import math
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -30,16 +31,26 @@ KEPT_STEPS = 2
 
 def _numeric(value: Any) -> bool:
     return type(value) in _PYTHON_SCALARS or (
-        isinstance(value, np.generic) and value.dtype.kind in "biuf"
+        isinstance(value, np.generic | np.ndarray) and value.dtype.kind in "biuf"
+    )
+
+
+def _alike(value: Any, first: Any) -> bool:
+    """Whether `value` fits the column of `first`: its type, and an array's dtype and shape."""
+    if type(value) is not type(first):
+        return False
+    return not isinstance(first, np.ndarray) or (
+        value.dtype == first.dtype and value.shape == first.shape
     )
 
 
 def encode(infos: Sequence[dict]) -> tuple | None:
     """A compact form of the infos of k envs: (k, columns, rest), or None if all are empty.
 
-    `columns` maps each numeric key that every env reports with the same type to
-    (dtype, python scalar?, raw bytes); raw bytes pickle far faster than arrays. `rest`
-    holds what is left per env, or is None when nothing is.
+    `columns` maps each numeric key (a scalar, or an array of one shape) that every env
+    reports with the same type to (dtype, python scalar?, raw bytes, an array's shape or
+    None); raw bytes pickle far faster than arrays. `rest` holds what is left per env, or
+    is None when nothing is.
     """
     if not any(infos):
         return None
@@ -54,12 +65,16 @@ def encode(infos: Sequence[dict]) -> tuple | None:
     for key, kind, value in zip(keys, kinds, first.values(), strict=True):
         if not _numeric(value):
             continue
-        if not uniform and not all(key in info and type(info[key]) is kind for info in infos):
+        if isinstance(value, np.ndarray):
+            if not all(key in info and _alike(info[key], value) for info in infos):
+                continue
+        elif not uniform and not all(key in info and type(info[key]) is kind for info in infos):
             continue
         python = kind in _PYTHON_SCALARS
         dtype = np.array(value).dtype if python else value.dtype
         column = np.array([info[key] for info in infos], dtype)
-        columns[key] = (column.dtype.str, python, column.tobytes())
+        shape = value.shape if isinstance(value, np.ndarray) else None
+        columns[key] = (column.dtype.str, python, column.tobytes(), shape)
     if uniform and len(columns) == len(keys):
         rest = None
     else:
@@ -171,14 +186,72 @@ class Infos(Sequence):
             return chunk[i]
         _, columns, rest = chunk
         info = dict(rest[i]) if rest is not None else {}
-        for key, (dtype, python, data) in columns.items():
+        for key, (dtype, python, data, shape) in columns.items():
             dtype = np.dtype(dtype)
-            value = np.frombuffer(data, dtype, 1, i * dtype.itemsize)[0]
-            info[key] = value.item() if python else value
+            if shape is None:
+                value = np.frombuffer(data, dtype, 1, i * dtype.itemsize)[0]
+                info[key] = value.item() if python else value
+            else:
+                size = math.prod(shape)
+                value = np.frombuffer(data, dtype, size, i * size * dtype.itemsize)
+                info[key] = value.reshape(shape).copy()  # Writable, as the env's own was.
         return info
 
     def __repr__(self) -> str:
         return f"Infos({list(self)!r})"
+
+    def as_vector(self, envs: Sequence[int], num_envs: int) -> dict | None:
+        """Gymnasium's vector infos of these infos (env j's at `envs[j]`), from their columns.
+
+        What Gymnasium's `VectorEnv._add_info` makes of the decoded dicts, one env at a
+        time, built a key at a time: the arrays are the columns the workers sent (envs
+        stepped in this process have theirs made here). Applies where every chunk is
+        columns of numeric scalars alone, with the same keys, dtypes and Python types
+        (MuJoCo tasks' infos, for one); None elsewhere, and the caller decodes env by env.
+        A chunk of empty infos leaves its envs unmasked.
+        """
+        chunks = [chunk.get() if isinstance(chunk, Owed) else chunk for chunk in self._chunks]
+        chunks = [encode(chunk) if isinstance(chunk, list) else chunk for chunk in chunks]
+        layout = None
+        for chunk in chunks:
+            if chunk is None:
+                continue
+            if not isinstance(chunk, tuple) or chunk[2] is not None:
+                return None
+            kinds = [
+                (key, dtype, python, shape) for key, (dtype, python, _, shape) in chunk[1].items()
+            ]
+            if layout is None:
+                layout = kinds
+            elif kinds != layout:
+                return None
+        if layout is None:
+            return {}
+        # Gymnasium keeps Python scalars and NumPy numbers in arrays of their type, arrays
+        # stacked, and anything else (NumPy's bool scalars among them) in arrays of objects.
+        numbers = (
+            python or shape is not None or np.dtype(dtype).kind in "iuf"
+            for _, dtype, python, shape in layout
+        )
+        if not all(numbers):
+            return None
+        places = np.asarray(envs, np.intp)
+        starts = np.cumsum([0, *self._sizes])
+        present = np.zeros(len(places), bool)
+        for chunk, start, end in zip(chunks, starts[:-1], starts[1:], strict=True):
+            present[start:end] = chunk is not None
+        mask = np.zeros(num_envs, np.bool_)
+        mask[places[present]] = True
+        vector: dict = {}
+        for key, dtype, _, shape in layout:
+            shape = () if shape is None else shape
+            values = np.zeros((num_envs, *shape), np.dtype(dtype))
+            for chunk, start, end in zip(chunks, starts[:-1], starts[1:], strict=True):
+                if chunk is not None:
+                    data = np.frombuffer(chunk[1][key][2], dtype)
+                    values[places[start:end]] = data.reshape(end - start, *shape)
+            vector[key], vector[f"_{key}"] = values, mask.copy()
+        return vector
 
 
 def vector_infos(build: Callable[[], dict], lazy: bool = False) -> dict:

@@ -226,10 +226,12 @@ class EnvStepper(forwarding.EnvForwarding):
             results = [env.step(a) for env, a in zip(self.envs, actions, strict=True)]
         obs, reward, terminated, truncated, infos = map(list, zip(*results, strict=True))
         for i in self._autoreset.stepped(autoreset, terminated, truncated):
-            # A copy: the infos may be read steps later, and an env may reuse its arrays.
-            final_obs = copy.deepcopy(obs[i])
+            # Copies, taken before the reset: an env may reuse its arrays (MuJoCo's infos
+            # are views of its data, which the reset rewrites), and the infos may be read
+            # steps later.
+            final_obs, final_info = copy.deepcopy(obs[i]), copy.deepcopy(infos[i])
             obs[i], reset_info = self.envs[i].reset()
-            infos[i] = autoreset_lib.final(final_obs, infos[i], reset_info)
+            infos[i] = autoreset_lib.final(final_obs, final_info, reset_info)
         self._write_obs(slice(None), obs)
         buffers.reward[:] = reward
         buffers.terminated[:] = terminated

@@ -69,6 +69,17 @@ def test_steps_as_sync_vector_env_for_every_autoreset_mode(mode, env_id, steps):
     assert ends >= 8  # Every mode's episode ends were compared, several per env.
 
 
+@pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
+@pytest.mark.parametrize("env_id", ["Hopper-v5", "Humanoid-v5"])  # Humanoid's infos hold arrays.
+def test_steps_as_sync_vector_env_with_every_env_in_a_worker(mode, env_id):
+    # The workers' infos, numeric columns, become the vector infos a key at a time.
+    theirs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * 4, autoreset_mode=mode)
+    with BatchEnv.external(env_id, 4, envs_per_worker=2, autoreset_mode=mode) as ours:
+        ends = run_side_by_side(ours, theirs, 120, seed=3)
+    theirs.close()
+    assert ends >= 8
+
+
 def test_vector_env_attributes_match_sync_vector_env():
     theirs = gym.vector.SyncVectorEnv([lambda: gym.make("Pendulum-v1")] * 3)
     with BatchEnv.external("Pendulum-v1", 3) as ours:
