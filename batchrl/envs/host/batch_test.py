@@ -227,16 +227,37 @@ def test_restart_in_a_batch_truncates_only_that_workers_envs():
         np.testing.assert_array_equal(reward, [2.0, 2.0, 0.0, 0.0])
 
 
+class StepInfo(gym.Wrapper):
+    """Reports its step count in every step's info."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, _ = self.env.step(action)
+        return obs, reward, terminated, truncated, {"steps": self.env.unwrapped.steps}
+
+
 def test_unread_infos_of_a_worker_that_died_are_named_as_lost():
-    constructors = second_worker_exits_at_step_two()
-    with BatchEnv.external(constructors, envs_per_worker=2, restart=True) as env:
+    counting = [lambda: StepInfo(mock.CountingEnv(duration=100))] * 2
+    failing = [lambda: StepInfo(mock.FailingEnv(how="exit", at=2, duration=100))] * 2
+    with BatchEnv.external(counting + failing, envs_per_worker=2, restart=True) as env:
         env.reset(seed=0)
         before = plain_step(env, np.zeros((4, 2), np.float32))  # Not read before the crash.
         env.step(np.zeros((4, 2), np.float32))
         assert env.restarts == 1
-        assert before[1] == {}  # The other worker's infos are still there.
+        assert before[1] == {"steps": 1}  # The other worker's infos are still there.
         with pytest.raises(errors.EnvError, match=r"infos of step 1 of .*envs 2-3.* were lost"):
             before[2]
+
+
+def test_a_step_whose_infos_are_all_empty_fetches_nothing():
+    # The worker's answer says so: nothing to lose with it, nothing to ask it for.
+    with BatchEnv.external(
+        second_worker_exits_at_step_two(), envs_per_worker=2, restart=True
+    ) as env:
+        env.reset(seed=0)
+        before = plain_step(env, np.zeros((4, 2), np.float32))
+        env.step(np.zeros((4, 2), np.float32))
+        assert env.restarts == 1
+        assert list(before) == [{}] * 4
 
 
 def test_external_process_instances_can_be_batched():

@@ -140,8 +140,8 @@ class ProcessGroup(remote.RemoteGroup):
     def _receive_step(self) -> Any:
         if self._variable:
             stepper.put_objects(self.buffers.obs, self._receive("step", self.timeout))
-        else:
-            self._wait_answer()
+        elif self._wait_answer() == stepper.ANSWERS[False]:
+            return None  # Every env's infos are empty: nothing to fetch.
         owed = infos_lib.Owed(functools.partial(self._fetch, self.restarts, self._steps))
         self._ledger.add(self._steps, owed)
         return owed
@@ -163,13 +163,18 @@ class ProcessGroup(remote.RemoteGroup):
         finally:
             self._pending = lifecycle.Pending.NONE
 
-    def _wait_answer(self) -> None:
-        """Waits for the worker's byte that says a step's results are in the buffers."""
+    def _wait_answer(self) -> bytes:
+        """Waits for the worker's byte that says a step's results are in the buffers.
+
+        Returns the byte, which says whether the step's infos hold anything
+        (`stepper.ANSWERS`).
+        """
         try:
             events = worker.poll(self._step_poller, self.spin, self.timeout)
             if self._answer in dict(events):
-                if os.read(self._answer, 1):
-                    return
+                answer = os.read(self._answer, 1)
+                if answer:
+                    return answer
                 events = [(self._process.sentinel, select.POLLIN)]  # End of file: it died.
         except (KeyboardInterrupt, SystemExit):
             # The answer may still come and be read as the next step's: retire the worker.

@@ -34,6 +34,9 @@ STEP_BYTES = {
     AutoresetMode.SAME_STEP: b"f",
 }
 AUTORESET_MODES = {byte: mode for mode, byte in STEP_BYTES.items()}
+# The byte a worker answers a step with, by whether any of its envs' infos holds anything:
+# a step whose infos are all empty (Pendulum's, CartPole's) has none to fetch.
+ANSWERS = {True: b"a", False: b"e"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -90,7 +90,7 @@ def _serve(
             except Exception as error:
                 _send_error(conn, error)
                 continue
-            os.write(answer.fileno(), b"a")
+            os.write(answer.fileno(), stepper.ANSWERS[any(kept[steps])])
             continue
         command, *args = conn.recv()
         try:
