@@ -380,19 +380,7 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
 
     def _batched(self, envs: Sequence[int], infos: Sequence[dict]) -> Callable[[], dict]:
         """Builds Gymnasium's vector infos from the infos of `envs`, decoding them then."""
-
-        def build() -> dict:
-            if isinstance(infos, infos_lib.Infos):
-                vector_infos = infos.as_vector(envs, self.num_envs)
-                if vector_infos is not None:
-                    return vector_infos
-            vector_infos = {}
-            for i, info in zip(envs, infos, strict=True):
-                if info:
-                    vector_infos = self._add_info(vector_infos, info, int(i))
-            return vector_infos
-
-        return build
+        return lambda: infos_lib.vector(infos, envs, self.num_envs, self._add_info)
 
     def _expect_open(self) -> None:
         if self.closed:

@@ -3,11 +3,14 @@
 A worker keeps a step's infos until the parent asks (`Owed`), so no batch step waits
 while they are encoded and sent (encoding a step's 16 infos took 34-35 us of the
 critical path; the protocol that keeps them stepped 32 HalfCheetah-v5 a median 10.6 %
-faster). When asked, numeric scalar entries that every env reports (for MuJoCo tasks:
-all of them) travel as one array per key instead of one pickled object per env and key,
-which is several times cheaper. `Infos` is a read-only sequence of dicts that
-builds each dict on access; `VectorInfos` is Gymnasium's vector form of them (a dict of
-arrays with `_key` masks), built when first read.
+faster); its answer to the step says whether they hold anything, so a step whose infos
+are all empty is never asked for. When asked, numeric entries that every env reports
+(scalars, or arrays of one shape; for MuJoCo tasks: all of them) travel as one array per
+key instead of one pickled object per env and key, which is several times cheaper, and
+Gymnasium's vector infos are built from those arrays a key at a time. `Infos` is a
+read-only sequence of dicts that builds each dict on access; `VectorInfos` is
+Gymnasium's vector form of them (a dict of arrays with `_key` masks), built when first
+read.
 """
 
 from __future__ import annotations
@@ -206,8 +209,9 @@ class Infos(Sequence):
         What Gymnasium's `VectorEnv._add_info` makes of the decoded dicts, one env at a
         time, built a key at a time: the arrays are the columns the workers sent (envs
         stepped in this process have theirs made here). Applies where every chunk is
-        columns of numeric scalars alone, with the same keys, dtypes and Python types
-        (MuJoCo tasks' infos, for one); None elsewhere, and the caller decodes env by env.
+        columns alone (numeric scalars, arrays of one shape), with the same keys, dtypes,
+        shapes and Python types (MuJoCo tasks' infos, for one); None elsewhere, and the
+        caller decodes env by env.
         A chunk of empty infos leaves its envs unmasked.
         """
         chunks = [chunk.get() if isinstance(chunk, Owed) else chunk for chunk in self._chunks]
@@ -252,6 +256,23 @@ class Infos(Sequence):
                     values[places[start:end]] = data.reshape(end - start, *shape)
             vector[key], vector[f"_{key}"] = values, mask.copy()
         return vector
+
+
+def vector(infos: Sequence[dict], envs: Sequence[int], num_envs: int, add_info: Callable) -> dict:
+    """Gymnasium's vector infos of `infos`, env j's at `envs[j]` of `num_envs`.
+
+    From their columns where `Infos.as_vector` applies; else env by env, with `add_info`
+    (Gymnasium's `VectorEnv._add_info`).
+    """
+    if isinstance(infos, Infos):
+        built = infos.as_vector(envs, num_envs)
+        if built is not None:
+            return built
+    built = {}
+    for i, info in zip(envs, infos, strict=True):
+        if info:
+            built = add_info(built, info, int(i))
+    return built
 
 
 def vector_infos(build: Callable[[], dict], lazy: bool = False) -> dict:
