@@ -80,9 +80,13 @@ def encode(infos: Sequence[dict]) -> tuple | None:
         columns[key] = (column.dtype.str, python, column.tobytes(), shape)
     if uniform and len(columns) == len(keys):
         rest = None
-    else:
-        rest = [{k: v for k, v in info.items() if k not in columns} for info in infos]
+    else:  # Every key in its env's order, the columns' marked: infos decode in their order.
+        rest = [{k: _InColumn if k in columns else v for k, v in info.items()} for info in infos]
     return len(infos), columns, rest
+
+
+class _InColumn:
+    """Marks, in `encode`'s `rest`, a key whose value is in its column."""
 
 
 class Owed:
@@ -153,6 +157,17 @@ class Ledger:
         return held
 
 
+def _cell(column: tuple, i: int) -> Any:
+    """Env i's value of an encoded column: a Python or NumPy scalar, or a writable array."""
+    dtype, python, data, shape = column
+    dtype = np.dtype(dtype)
+    if shape is None:
+        value = np.frombuffer(data, dtype, 1, i * dtype.itemsize)[0]
+        return value.item() if python else value
+    size = math.prod(shape)
+    return np.frombuffer(data, dtype, size, i * size * dtype.itemsize).reshape(shape).copy()
+
+
 class Infos(Sequence):
     """The infos of a batch, one dict per env, built from encoded chunks when read."""
 
@@ -188,17 +203,12 @@ class Infos(Sequence):
         if isinstance(chunk, list):
             return chunk[i]
         _, columns, rest = chunk
-        info = dict(rest[i]) if rest is not None else {}
-        for key, (dtype, python, data, shape) in columns.items():
-            dtype = np.dtype(dtype)
-            if shape is None:
-                value = np.frombuffer(data, dtype, 1, i * dtype.itemsize)[0]
-                info[key] = value.item() if python else value
-            else:
-                size = math.prod(shape)
-                value = np.frombuffer(data, dtype, size, i * size * dtype.itemsize)
-                info[key] = value.reshape(shape).copy()  # Writable, as the env's own was.
-        return info
+        if rest is None:
+            return {key: _cell(column, i) for key, column in columns.items()}
+        return {
+            key: _cell(columns[key], i) if value is _InColumn else value
+            for key, value in rest[i].items()
+        }
 
     def __repr__(self) -> str:
         return f"Infos({list(self)!r})"

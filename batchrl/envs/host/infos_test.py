@@ -73,11 +73,14 @@ def test_one_key_other_orders_and_an_empty_first_info_round_trip():
         [{}, {"x": 1.0}],
         [{"x": 1.0}, {"y": 1.0}],
         [{"x": 1.0}, {"x": 2}],
+        # A reset's info beside a step's: the shared key is a column, the others are not.
+        [{"name": "reset", "x": 1.0}, {"x": 2.0, "v": 0.5}],
     ]
     for sent in cases:
         received = list(roundtrip([infos.encode(sent)], [len(sent)]))
         assert received == sent
         for a, b in zip(received, sent, strict=True):
+            assert list(a) == list(b)  # Each env's keys in its own order.
             assert all(type(a[k]) is type(b[k]) for k in b)
 
 
