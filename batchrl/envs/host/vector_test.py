@@ -165,6 +165,25 @@ def test_lazy_infos_nobody_reads_are_never_fetched():
         assert owed._fetch is None  # Fetched by that first read.
 
 
+@pytest.mark.parametrize("local_envs", [0, 2], ids=["in-workers", "here"])
+def test_lazy_infos_read_steps_later_hold_their_own_steps_values(local_envs):
+    # Humanoid's tendon_length is a view of MuJoCo's data, which the next step rewrites:
+    # read after it, its infos once held that step's values, in a worker and here.
+    theirs = gym.vector.SyncVectorEnv([lambda: gym.make("Humanoid-v5")] * 2)
+    ours = BatchEnv.external("Humanoid-v5", 2, envs_per_worker=2, local_envs=local_envs)
+    with ours, contextlib.closing(theirs):
+        ours.lazy_infos = True
+        kept, want = [ours.reset(seed=0)[1]], [theirs.reset(seed=0)[1]]
+        rng = np.random.default_rng(0)
+        for _ in range(3):
+            action = rng.uniform(-0.4, 0.4, (2, 17)).astype(np.float32)
+            kept.append(ours.step(action)[4])
+            want.append(theirs.step(action)[4])
+        assert "tendon_length" in want[-1]
+        for t, (infos, expected) in enumerate(zip(kept, want, strict=True)):
+            assert_same_infos(infos, expected, f"infos of call {t}")
+
+
 def test_seeds_scalar_actions_and_closed_batches_behave_as_in_gymnasium():
     theirs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 3)
     with BatchEnv.external("CartPole-v1", 3, envs_per_worker=2, local_envs=1) as ours:
