@@ -113,6 +113,8 @@ def env_child(preset: str, config: TrainConfig, seconds: float) -> dict:
     from batchrl.training import environments  # Starts JAX: after `start`.
 
     _, batch_env = environments.build(config)
+    # Training reads no infos: neither does this loop, so none is fetched from a worker.
+    batch_env.lazy_infos = True
     with batch_env:
         batch_env.action_space.seed(config.seed)
         actions = [batch_env.action_space.sample() for _ in range(ACTION_BATCHES)]
