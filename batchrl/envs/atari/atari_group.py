@@ -85,7 +85,10 @@ class AtariGroup:
     # -- the group interface ----------------------------------------------------------------
 
     def step_async(
-        self, actions: np.ndarray, autoreset: AutoresetMode = AutoresetMode.DISABLED
+        self,
+        actions: np.ndarray,
+        autoreset: AutoresetMode = AutoresetMode.DISABLED,
+        read_infos: bool = False,
     ) -> None:
         """Sends the actions: the games step in their threads while other groups step."""
         vector = self._open()

@@ -30,7 +30,8 @@ class AsyncCalls:
     def step_async(self, actions: Any) -> None:
         """Sends every env its action; `step_wait` collects the step."""
         self._expect_no_call("step_async")
-        self._send_step(actions, self.autoreset_mode)
+        # Infos built at once are read at once: workers send them with their answers.
+        self._send_step(actions, self.autoreset_mode, not infos_lib.lazy_on(self.lazy_infos))
         self._waiting = ("step",)
 
     def step_wait(

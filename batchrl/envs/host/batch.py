@@ -242,6 +242,7 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         terminated: np.ndarray,
         truncated: np.ndarray,
         autoreset_mode: AutoresetMode = AutoresetMode.DISABLED,
+        read_infos: bool = False,
     ) -> infos_lib.Infos:
         """A step written into the given arrays [B, ...], by default without autoreset.
 
@@ -249,20 +250,22 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         name), each [B, *leaf_shape]. Returns the infos as a sequence of one dict per env.
         For callers that own the result memory and reset envs themselves (the in-graph
         bridge writes straight into XLA's buffers), which saves allocating and copying
-        every array on every step. Values are cast to the arrays' dtypes.
+        every array on every step. Values are cast to the arrays' dtypes. A caller that
+        reads the infos at once says so (`read_infos`): workers then send them with their
+        answers instead of keeping them until asked.
         """
         mode = arguments.check_autoreset_mode(autoreset_mode)
         self._expect_no_call("step_into")
         obs_tree.check(obs, self._obs_shapes)
-        self._send_step(actions, mode)
+        self._send_step(actions, mode, read_infos)
         return self._collect_step(obs, reward, terminated, truncated)
 
-    def _send_step(self, actions: Any, mode: AutoresetMode) -> None:
+    def _send_step(self, actions: Any, mode: AutoresetMode, read_infos: bool = False) -> None:
         """Sends every group its actions; `_collect_step` collects their results."""
         actions = self._check_actions(actions)
         self._expect_open()
         for g, part in zip(self._groups, self._slices, strict=True):
-            g.step_async(obs_tree.take(actions, part), mode)
+            g.step_async(obs_tree.take(actions, part), mode, read_infos)
 
     def _collect_step(
         self, obs: Any, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray

@@ -248,6 +248,38 @@ def test_unread_infos_of_a_worker_that_died_are_named_as_lost():
             before[2]
 
 
+class SpyConnection:
+    """A worker's command pipe that notes the command of each message sent on it."""
+
+    def __init__(self, conn):
+        self.conn, self.sent = conn, []
+
+    def send(self, message):
+        self.sent.append(message[0])
+        self.conn.send(message)
+
+    def __getattr__(self, name):
+        return getattr(self.conn, name)
+
+
+def test_plain_infos_come_with_the_workers_answer_and_lazy_ones_when_read():
+    constructors = [lambda: StepInfo(mock.CountingEnv(duration=100))] * 4
+    with BatchEnv.external(constructors, envs_per_worker=2) as env:
+        spies = [SpyConnection(group._conn) for group in env._groups]
+        for group, spy in zip(env._groups, spies, strict=True):
+            group._conn = spy
+        env.reset(seed=0)
+        for t in (1, 2):
+            infos = env.step(np.zeros((4, 2), np.float32))[4]
+            np.testing.assert_array_equal(infos["steps"], [t] * 4)
+        assert [spy.sent.count("infos") for spy in spies] == [0, 0]  # None asked for.
+        env.lazy_infos = True
+        infos = env.step(np.zeros((4, 2), np.float32))[4]
+        assert [spy.sent.count("infos") for spy in spies] == [0, 0]  # Kept in the workers.
+        np.testing.assert_array_equal(infos["steps"], [3] * 4)
+        assert [spy.sent.count("infos") for spy in spies] == [1, 1]
+
+
 def test_a_step_whose_infos_are_all_empty_fetches_nothing():
     # The worker's answer says so: nothing to lose with it, nothing to ask it for.
     with BatchEnv.external(

@@ -86,7 +86,7 @@ class ExternalProcess:
 
     def step(self, action: Any, *, blocking: bool = True) -> Any:
         """Gymnasium's step: (obs, reward, terminated, truncated, info), or a promise of it."""
-        self._group.step_async(np.asarray(action)[None])
+        self._group.step_async(np.asarray(action)[None], read_infos=True)
 
         def promise() -> tuple[Any, float, bool, bool, dict]:
             obs, reward, terminated, truncated, infos = self._group.step_wait()

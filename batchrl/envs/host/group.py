@@ -35,8 +35,14 @@ class Group(Protocol):
     buffers: stepper.Buffers  # `obs` holds each env's latest observation, a tree of arrays.
     restarts: int  # Envs' hosts replaced after a crash or hang.
 
-    def step_async(self, actions: np.ndarray, autoreset: AutoresetMode) -> None:
-        """Starts a step of every env with its row of `actions`, autoresetting as asked."""
+    def step_async(
+        self, actions: np.ndarray, autoreset: AutoresetMode, read_infos: bool = False
+    ) -> None:
+        """Starts a step of every env with its row of `actions`, autoresetting as asked.
+
+        `read_infos`: the caller reads the step's infos at once (a worker sends them
+        with its answer instead of keeping them until asked).
+        """
 
     def step_wait(self) -> Step:
         """The step's results, once every env has stepped."""

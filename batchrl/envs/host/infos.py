@@ -290,7 +290,12 @@ def vector_infos(build: Callable[[], dict], lazy: bool = False) -> dict:
 
     `lazy` gives a `VectorInfos`, unless that trick is off (`batchrl.tricks`, "lazy_infos").
     """
-    return VectorInfos(build) if lazy and tricks.on("lazy_infos") else build()
+    return VectorInfos(build) if lazy_on(lazy) else build()
+
+
+def lazy_on(lazy: bool) -> bool:
+    """Whether infos asked for `lazy` are built lazily: unless that trick is off."""
+    return lazy and tricks.on("lazy_infos")
 
 
 class VectorInfos(dict):

@@ -31,7 +31,10 @@ class LocalGroup(forwarding.EnvForwarding):
         self._reset: tuple | None = None
 
     def step_async(
-        self, actions: np.ndarray, autoreset: AutoresetMode = AutoresetMode.DISABLED
+        self,
+        actions: np.ndarray,
+        autoreset: AutoresetMode = AutoresetMode.DISABLED,
+        read_infos: bool = False,
     ) -> None:
         obs_tree.put(self.buffers.action, Ellipsis, actions)
         self._autoreset = autoreset

@@ -123,11 +123,12 @@ class ProcessGroup(remote.RemoteGroup):
 
     # -- commands ---------------------------------------------------------------------------
 
-    def _send_step(self, actions: np.ndarray, autoreset: AutoresetMode) -> None:
+    def _send_step(self, actions: np.ndarray, autoreset: AutoresetMode, read: bool) -> None:
         """Writes the actions for the worker and rings it: one byte each way per step.
 
         Actions and results are in shared memory, and the worker keeps the step's infos
-        until they are read (`infos_lib.Owed`).
+        until they are read (`infos_lib.Owed`), or sends them after its answer where the
+        caller `read`s them at once.
         """
         obs_tree.put(self.buffers.action, Ellipsis, actions)
         if self._variable:  # Values of no fixed size go through the command pipe.
@@ -135,13 +136,17 @@ class ProcessGroup(remote.RemoteGroup):
             self._send(lifecycle.Pending.STEP, ("step", values, stepper.STEP_BYTES[autoreset]))
             return
         with contextlib.suppress(OSError):  # The worker is gone: step_wait reports it.
-            os.write(self._bell, stepper.STEP_BYTES[autoreset])
+            os.write(self._bell, (stepper.READ_BYTES if read else stepper.STEP_BYTES)[autoreset])
 
     def _receive_step(self) -> Any:
         if self._variable:
             stepper.put_objects(self.buffers.obs, self._receive("step", self.timeout))
-        elif self._wait_answer() == stepper.ANSWERS[False]:
-            return None  # Every env's infos are empty: nothing to fetch.
+        else:
+            answer = self._wait_answer()
+            if answer == stepper.ANSWERS[False]:
+                return None  # Every env's infos are empty: nothing to fetch.
+            if answer == stepper.SENT:
+                return self._receive("infos", self.timeout)
         owed = infos_lib.Owed(functools.partial(self._fetch, self.restarts, self._steps))
         self._ledger.add(self._steps, owed)
         return owed

@@ -77,7 +77,7 @@ class RemoteGroup:
 
     # -- the transport, supplied by subclasses ----------------------------------------------
 
-    def _send_step(self, actions: np.ndarray, autoreset: AutoresetMode) -> None:
+    def _send_step(self, actions: np.ndarray, autoreset: AutoresetMode, read: bool) -> None:
         """Sends the host its actions and asks for a step."""
         raise NotImplementedError
 
@@ -115,7 +115,10 @@ class RemoteGroup:
     # -- the group interface ----------------------------------------------------------------
 
     def step_async(
-        self, actions: np.ndarray, autoreset: AutoresetMode = AutoresetMode.DISABLED
+        self,
+        actions: np.ndarray,
+        autoreset: AutoresetMode = AutoresetMode.DISABLED,
+        read_infos: bool = False,
     ) -> None:
         """Sends every env its action [k, ...]; `step_wait` collects the results."""
         self._expect_idle("step")
@@ -123,7 +126,7 @@ class RemoteGroup:
         # drop while something still holds them.
         self._fetch_owed(keep_newest=infos_lib.KEPT_STEPS - 1)
         self._steps += 1
-        self._send_step(actions, autoreset)
+        self._send_step(actions, autoreset, read_infos)
         self._pending = lifecycle.Pending.STEP
 
     def step_wait(self) -> Step:

@@ -67,7 +67,7 @@ class VecEnv(vec_env.VecEnv):
         terminated = np.empty(self.num_envs, bool)
         truncated = np.empty(self.num_envs, bool)
         infos = self.batch_env.step_into(
-            actions, obs, reward, terminated, truncated, AutoresetMode.SAME_STEP
+            actions, obs, reward, terminated, truncated, AutoresetMode.SAME_STEP, read_infos=True
         )
         sb3_infos = [
             self._sb3_info(i, infos[i], obs, terminated, truncated) for i in range(self.num_envs)

@@ -33,10 +33,16 @@ STEP_BYTES = {
     AutoresetMode.NEXT_STEP: b"n",
     AutoresetMode.SAME_STEP: b"f",
 }
-AUTORESET_MODES = {byte: mode for mode, byte in STEP_BYTES.items()}
+# The same, for a step whose infos the caller reads at once: the worker sends them after
+# its answer, which saves asking for them.
+READ_BYTES = {mode: byte.upper() for mode, byte in STEP_BYTES.items()}
+# Each ring's autoreset mode and whether its infos are sent.
+RINGS = {byte: (mode, False) for mode, byte in STEP_BYTES.items()}
+RINGS |= {byte: (mode, True) for mode, byte in READ_BYTES.items()}
 # The byte a worker answers a step with, by whether any of its envs' infos holds anything:
 # a step whose infos are all empty (Pendulum's, CartPole's) has none to fetch.
 ANSWERS = {True: b"a", False: b"e"}
+SENT = b"i"  # The answer to a step whose infos the worker sends next, on the command pipe.
 
 
 @dataclasses.dataclass(frozen=True)

@@ -45,7 +45,8 @@ def main(
     After each answer the worker polls for the next command for up to `spin` seconds,
     yielding its core between polls, before it blocks: a blocked process on an idle
     core wakes up slowly, which costs more than the stepping of a small env. A step is
-    asked for by one byte on `bell` (which also says how envs autoreset) and answered by
+    asked for by one byte on `bell` (which also says how envs autoreset, and whether the
+    parent reads the step's infos at once: they follow the answer on `conn`) and answered by
     one byte on `answer`, the actions and results being in shared memory; every other
     command goes through `conn`, and so does a step of spaces of no fixed size, whose
     values (`stepper.objects`) cannot lie in shared memory.
@@ -82,15 +83,26 @@ def _serve(
             ring = os.read(bell.fileno(), 1)
             if not ring:
                 return  # The parent is gone.
-            autoreset = stepper.AUTORESET_MODES[ring]
+            autoreset, read = stepper.RINGS[ring]
             steps += 1
             kept.pop(steps - infos_lib.KEPT_STEPS, None)
             try:
-                kept[steps] = envs.step(autoreset)
+                infos = envs.step(autoreset)
             except Exception as error:
                 _send_error(conn, error)
                 continue
-            os.write(answer.fileno(), stepper.ANSWERS[any(kept[steps])])
+            if not (read and any(infos)):
+                kept[steps] = infos
+                os.write(answer.fileno(), stepper.ANSWERS[any(infos)])
+                continue
+            # The answer first: infos larger than the pipe holds wait for the parent to read.
+            os.write(answer.fileno(), stepper.SENT)
+            try:
+                conn.send(("ok", infos_lib.encode(infos)))
+            except (EOFError, BrokenPipeError, ConnectionResetError):
+                raise
+            except Exception as error:  # Infos that do not pickle.
+                _send_error(conn, error)
             continue
         command, *args = conn.recv()
         try:
@@ -99,7 +111,7 @@ def _serve(
                 stepper.put_objects(envs.buffers.action, values)
                 steps += 1
                 kept.pop(steps - infos_lib.KEPT_STEPS, None)
-                kept[steps] = envs.step(stepper.AUTORESET_MODES[ring])
+                kept[steps] = envs.step(stepper.RINGS[ring][0])
                 conn.send(("ok", stepper.objects(envs.buffers.obs)))
             elif command == "infos":
                 conn.send(("ok", infos_lib.encode(kept[args[0]])))

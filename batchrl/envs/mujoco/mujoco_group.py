@@ -97,7 +97,10 @@ class MujocoGroup(forwarding.EnvForwarding):
     # -- the group interface ----------------------------------------------------------------
 
     def step_async(
-        self, actions: np.ndarray, autoreset: AutoresetMode = AutoresetMode.DISABLED
+        self,
+        actions: np.ndarray,
+        autoreset: AutoresetMode = AutoresetMode.DISABLED,
+        read_infos: bool = False,
     ) -> None:
         self.buffers.action[...] = actions
         self._mode = autoreset

@@ -175,7 +175,7 @@ class RayGroup(remote.RemoteGroup):
 
     # -- commands ---------------------------------------------------------------------------
 
-    def _send_step(self, actions: np.ndarray, autoreset: AutoresetMode) -> None:
+    def _send_step(self, actions: np.ndarray, autoreset: AutoresetMode, read: bool) -> None:
         self._ref = self._actor.step.remote(actions, autoreset)  # Serialized at the call.
 
     def _receive_step(self) -> Any:
