@@ -268,6 +268,31 @@ class Infos(Sequence):
         return vector
 
 
+_HOLDERS = (np.ndarray, dict, list, tuple)  # What an env may change after handing it out.
+
+
+def owned(info: dict) -> dict:
+    """`info` with its arrays copied, or `info` itself where it holds none.
+
+    Infos are read steps later (lazy infos, a worker's kept ones), and an env may hand
+    out views of its state that its next step rewrites (MuJoCo's `tendon_length`).
+    """
+    for value in info.values():
+        if isinstance(value, _HOLDERS):
+            return {key: _copied(value) for key, value in info.items()}
+    return info
+
+
+def _copied(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    if isinstance(value, dict):
+        return {key: _copied(item) for key, item in value.items()}
+    if type(value) in (list, tuple):
+        return type(value)(_copied(item) for item in value)
+    return value
+
+
 def vector(infos: Sequence[dict], envs: Sequence[int], num_envs: int, add_info: Callable) -> dict:
     """Gymnasium's vector infos of `infos`, env j's at `envs[j]` of `num_envs`.
 

@@ -183,31 +183,6 @@ def _own(value: Any) -> Any:
     return value.copy() if isinstance(value, np.ndarray | np.generic) else copy.copy(value)
 
 
-_HOLDERS = (np.ndarray, dict, list, tuple)  # What an env may change after handing it out.
-
-
-def owned(info: dict) -> dict:
-    """`info` with its arrays copied, or `info` itself where it holds none.
-
-    Infos are read steps later (lazy infos, a worker's kept ones), and an env may hand
-    out views of its state that its next step rewrites (MuJoCo's `tendon_length`).
-    """
-    for value in info.values():
-        if isinstance(value, _HOLDERS):
-            return {key: _copied(value) for key, value in info.items()}
-    return info
-
-
-def _copied(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.copy()
-    if isinstance(value, dict):
-        return {key: _copied(item) for key, item in value.items()}
-    if type(value) in (list, tuple):
-        return type(value)(_copied(item) for item in value)
-    return value
-
-
 def _aligned(offset: int) -> int:
     return -(-offset // _ALIGN) * _ALIGN
 
@@ -267,7 +242,7 @@ class EnvStepper(forwarding.EnvForwarding):
             obs[i], reset_info = self.envs[i].reset()
             infos[i] = autoreset_lib.final(final_obs, final_info, reset_info)
         self._write_obs(slice(None), obs)
-        infos = [owned(info) for info in infos]
+        infos = [infos_lib.owned(info) for info in infos]
         buffers.reward[:] = reward
         buffers.terminated[:] = terminated
         buffers.truncated[:] = truncated
@@ -286,7 +261,7 @@ class EnvStepper(forwarding.EnvForwarding):
         for i, seed in zip(indices, seeds, strict=True):
             obs, info = self.envs[i].reset(seed=seed, options=options)
             self._write_obs(i, obs)
-            infos.append(owned(info))
+            infos.append(infos_lib.owned(info))
         self._autoreset.reset(list(indices))
         return infos
 

@@ -91,9 +91,10 @@ def _serve(
             except Exception as error:
                 _send_error(conn, error)
                 continue
-            if not (read and any(infos)):
+            filled = any(infos)
+            if not (read and filled):
                 kept[steps] = infos
-                os.write(answer.fileno(), stepper.ANSWERS[any(infos)])
+                os.write(answer.fileno(), stepper.ANSWERS[filled])
                 continue
             # The answer first: infos larger than the pipe holds wait for the parent to read.
             os.write(answer.fileno(), stepper.SENT)
