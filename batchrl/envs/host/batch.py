@@ -4,7 +4,8 @@ Envs are held in groups: a worker process hosting k envs (`ProcessGroup`), or en
 this process (`LocalGroup`). A batch step sends every worker its actions first, then
 collects, so workers step at the same time; the messaging cost is paid per worker,
 not per env. `BatchEnv` is a Gymnasium `VectorEnv`: envs autoreset inside their
-workers, and infos are Gymnasium's dict of arrays, fetched only when read.
+workers, and infos are Gymnasium's dict of arrays (fetched when first read with
+`lazy_infos`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """ProcessGroup: the parent's handle on one worker process hosting k envs.
 
 Actions and results cross through shared memory, a step is asked for and answered by
-one byte each way (no pickling on the per-step path), its infos stay in the worker
-until read (`infos.Owed`), and every other command goes through the command pipe. A
+one byte each way (no pickling on the per-step path), its infos follow the answer on
+the command pipe where the caller reads them at once and else stay in the worker until
+read (`infos.Owed`), and every other command goes through the command pipe. A
 dead worker is detected at once, a hung one after `timeout` seconds; `restart=True`
 replaces either by a fresh, deterministically seeded worker.
 """
