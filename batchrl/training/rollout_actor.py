@@ -24,7 +24,6 @@ import numpy as np
 
 from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
-from batchrl.bridge import xla_threads
 from batchrl.training import environments
 
 
@@ -48,10 +47,6 @@ class RolloutActor:
 
     def __init__(self, blob: bytes, first: int, count: int, replaced: int = 0):
         config, env = cloudpickle.loads(blob)
-        if not config.jax_native:
-            # One XLA thread beside the envs, as the learner runs (`api.limit_xla_threads`):
-            # a node that `ray start` began passes no XLA_FLAGS on to its actors.
-            xla_threads.limit()
         self.first, self.count = first, count
         share = (first, count)
         self._env, self._batch_env = environments.build(
