@@ -13,7 +13,8 @@ if there is none); a resume whose --config, --seed or --set differ from the save
 names the keys that differ and stops. Resuming restores parameters, optimiser,
 normalisers, KL penalty, step counters, random keys and the episode memory from the
 last good checkpoint; on JAX-native envs it continues exactly as if never stopped.
-Ctrl-C or SIGTERM saves a checkpoint and exits cleanly. Bad input ends with one line.
+Ctrl-C or SIGTERM finishes the phase in flight, checkpoints it and exits (a second one
+at once). Bad input ends with one line.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ def train(
 
     Raises:
         ValueError: One line for a bad preset, setting or env (before a folder exists).
-        KeyboardInterrupt: Ctrl-C, after a checkpoint of the run is saved.
+        KeyboardInterrupt: Ctrl-C, once the phase in flight is finished and checkpointed.
     """
     if seeds is not None:
         if seed is not None:

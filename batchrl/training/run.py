@@ -3,7 +3,8 @@
 The whole training state (`loop.RunState`: agent, train and eval simulation states,
 counters) is one pytree, returned by every phase; a run with a folder checkpoints exactly
 the state that came back, atomically, after every `checkpoint_every` phases, and on
-Ctrl-C or SIGTERM the last state whose metrics row is written. Resuming loads the newest
+Ctrl-C or SIGTERM the last state whose metrics row is written: the phase in flight's,
+once it is finished, or with a second signal the one before. Resuming loads the newest
 good checkpoint into a freshly built state; phases it re-does write their rows again, and
 readers keep the last row of each (`results.phases`). The folder's layout is
 `run_folder`'s; a run without a folder keeps only what it returns.
@@ -22,6 +23,7 @@ import dataclasses
 import functools
 import logging
 import math
+import os
 import pathlib
 import signal
 import threading
@@ -89,8 +91,9 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
     `final_episodes` episodes ended; its row also carries `final/return` and
     `final/episodes`. With `average_last` K above 1, the final policy's parameters are
     the mean of those its last K phases ended with (`tail_average`), read back from the
-    checkpoints of a resumed run. Ctrl-C or SIGTERM (as KeyboardInterrupt) saves a
-    checkpoint of the last logged state, then is raised on.
+    checkpoints of a resumed run. Ctrl-C or SIGTERM lets the phase in flight finish and
+    be kept (`signals_kept`), saves a checkpoint of it and raises KeyboardInterrupt; a
+    second one stops at once, with a checkpoint of the phase before.
     """
     with contextlib.ExitStack() as opened:
         if config.rollout_actors:  # The envs, and acting on them, in Ray actors.
@@ -133,6 +136,7 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
                     env_steps = keeper.record(state, metrics)
                     progress.update(env_steps, metrics)
                     progress.print(metrics_log.summary_line(done, env_steps, metrics))
+                raise_received(received)  # A signal in the last phase still stops the program.
         except KeyboardInterrupt:
             progress.close()
             keeper.save_interrupted()
@@ -302,12 +306,14 @@ def _best_return(rundir: pathlib.Path, env_steps: int) -> float:
 
 @contextlib.contextmanager
 def signals_kept() -> Iterator[list[int]]:
-    """Ctrl-C and SIGTERM raise KeyboardInterrupt, and are kept in the list it yields.
+    """Ctrl-C and SIGTERM stop a run between phases; a second one raises KeyboardInterrupt.
 
-    Python raises a signal's KeyboardInterrupt in whatever runs when it comes; in a
-    garbage collector's callback (JAX has one) it is printed and dropped, and the run
-    went on. A run loop calls `raise_received` between phases to raise it again. In
-    the main thread only, where Python takes signals; the handlers before are restored.
+    The first is kept in the list it yields, for the run loop's `raise_received` after
+    the phase in flight: that phase ran its compiled program to the end whatever came,
+    so it is kept, not dropped (a phase of the seed's `humanoid` is a minute). The second
+    raises at once, in whatever runs when it comes; in a garbage collector's callback
+    (JAX has one) Python prints it and drops it, and `raise_received` raises it again.
+    In the main thread only, where Python takes signals; the handlers before are restored.
     """
     received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
@@ -316,7 +322,11 @@ def signals_kept() -> Iterator[list[int]]:
 
     def interrupt(signum: int, frame: Any) -> None:
         received.append(signum)
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+        name = signal.Signals(signum).name
+        if len(received) > 1:
+            raise KeyboardInterrupt(f"signal {name}")
+        # os.write, not print: the handler may run inside a print to the same stream.
+        os.write(2, f"\nbatchrl: {name}: stopping after this phase; again to stop now\n".encode())
 
     kept = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     kept = {number: old for number, old in kept.items() if old != signal.SIG_IGN}
@@ -330,6 +340,6 @@ def signals_kept() -> Iterator[list[int]]:
 
 
 def raise_received(received: list[int]) -> None:
-    """Raises KeyboardInterrupt if a signal `signals_kept` kept was lost on its way."""
+    """Raises KeyboardInterrupt if `signals_kept` received a signal: the run stops here."""
     if received:
         raise KeyboardInterrupt(f"signal {signal.Signals(received[0]).name}")

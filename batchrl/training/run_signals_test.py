@@ -1,25 +1,44 @@
-"""A Ctrl-C that Python drops (raised in a garbage collector's callback) still stops a run."""
+"""Ctrl-C and SIGTERM stop a run after the phase in flight, kept; a second one at once."""
 
 import os
 import signal
 
 import pytest
 
-from batchrl.training import run
+from batchrl.scripts import train
+from batchrl.scripts.train_test import TINY, run_folder
+from batchrl.training import checkpoint, loop, metrics_log, run
 
 
-def test_a_ctrl_c_dropped_on_its_way_is_raised_at_the_next_phase():
+def test_the_first_signal_waits_for_the_phase_and_the_second_raises_at_once():
     before = signal.signal(signal.SIGINT, signal.default_int_handler)  # As at a terminal.
     with run.signals_kept() as received:
-        try:  # As Python does with an exception raised in a gc callback: printed, dropped.
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10**6):  # The handler runs at the next bytecode; it raises nothing.
+            pass
+        assert received == [signal.SIGINT]
+        with pytest.raises(KeyboardInterrupt, match="SIGINT"):
             os.kill(os.getpid(), signal.SIGINT)
-            for _ in range(10**6):  # The handler runs at the next bytecode.
+            for _ in range(10**6):
                 pass
+        with pytest.raises(KeyboardInterrupt, match="SIGINT"):  # Between phases.
+            run.raise_received(received)
+    assert signal.signal(signal.SIGINT, before) is signal.default_int_handler
+
+
+def test_a_second_ctrl_c_dropped_on_its_way_is_raised_at_the_next_phase():
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    with run.signals_kept() as received:
+        try:  # As Python does with an exception raised in a gc callback: printed, dropped.
+            for _ in range(2):
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(10**6):
+                    pass
         except KeyboardInterrupt:
             pass
         with pytest.raises(KeyboardInterrupt, match="SIGINT"):
             run.raise_received(received)
-    assert signal.signal(signal.SIGINT, before) is signal.default_int_handler
+    signal.signal(signal.SIGINT, before)
 
 
 def test_a_signal_ignored_before_stays_ignored():
@@ -31,3 +50,35 @@ def test_a_signal_ignored_before_stays_ignored():
         assert received == []
     finally:
         signal.signal(signal.SIGTERM, before)
+
+
+@pytest.mark.parametrize(("signals", "kept"), [(1, 3), (2, 2)], ids=["once", "twice"])
+def test_ctrl_c_in_a_phase_keeps_it_and_twice_stops_at_once(
+    tmp_path, monkeypatch, capfd, signals, kept
+):
+    # Pendulum, compiled: 5 phases of 200 env steps; the signals come as phase 3 starts.
+    original, calls = loop.run_phase, []
+
+    def signalled(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            for _ in range(signals):
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(10**5):  # The handler runs at the next bytecode.
+                    pass
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "run_phase", signalled)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        argv = ["--logdir", str(tmp_path), "--config", "pendulum_jax", *TINY]
+        assert train.main([*argv, "--set", "steps=1000"]) == 130
+    finally:
+        signal.signal(signal.SIGINT, before)
+    folder = run_folder(tmp_path)
+    assert checkpoint.steps(folder / "checkpoints")[-1] == kept
+    rows = metrics_log.read_jsonl(folder / "metrics.jsonl")
+    assert [row["step"] for row in rows] == [200 * phase for phase in range(1, kept + 1)]
+    out, err = capfd.readouterr()
+    assert "batchrl: SIGINT: stopping after this phase; again to stop now" in err
+    assert f"interrupted: saved a checkpoint at env step {200 * kept}" in out
