@@ -325,8 +325,10 @@ def signals_kept() -> Iterator[list[int]]:
         name = signal.Signals(signum).name
         if len(received) > 1:
             raise KeyboardInterrupt(f"signal {name}")
-        # os.write, not print: the handler may run inside a print to the same stream.
-        os.write(2, f"\nbatchrl: {name}: stopping after this phase; again to stop now\n".encode())
+        # os.write, not print: the handler may run inside a print to the same stream. At a
+        # terminal, a new line ends the progress bar's.
+        line = f"batchrl: {name}: stopping after this phase; again to stop now\n"
+        os.write(2, (("\n" if os.isatty(2) else "") + line).encode())
 
     kept = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     kept = {number: old for number, old in kept.items() if old != signal.SIG_IGN}
