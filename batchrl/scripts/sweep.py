@@ -168,9 +168,15 @@ def run_one(
             code = process.wait()
         except KeyboardInterrupt:  # The run saves its checkpoint and exits.
             # SIGTERM, not SIGINT: a sweep started in the background (`nohup ... &`) hands
-            # its runs an ignored SIGINT, and they would never stop.
-            process.send_signal(signal.SIGTERM)
-            process.wait()
+            # its runs an ignored SIGINT, and they would never stop. The run ends its
+            # phase first; a second Ctrl-C passes on, and the run stops at once.
+            while True:
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait()
+                    break
+                except KeyboardInterrupt:
+                    continue
             raise
     return code, round(time.perf_counter() - start, 1), unfinished
 

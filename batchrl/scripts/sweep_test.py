@@ -146,6 +146,41 @@ _AS_BACKGROUND_JOB = ["sh", "-c", 'trap "" INT; exec "$0" "$@"']
 
 
 @pytest.mark.slow
+def test_a_second_ctrl_c_waits_for_the_run_it_stops(tmp_path):
+    # Phases of 2-3 s: the first Ctrl-C lets the run end its phase, the second stops it
+    # at once; the sweep returns only once its run has saved its checkpoint and exited
+    # (it returned with its run still in its phase, when that ended after the second).
+    import psutil
+
+    argv = ["--logdir", str(tmp_path), "--configs", "pendulum_jax", "--seeds", "3"]
+    argv += ["--steps", "400000", *TINY, "--set", "phase_steps=40000"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "batchrl.scripts.sweep", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    rundir = tmp_path / "seed3-pendulum_jax"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not checkpoint.steps(rundir / "checkpoints"):
+        time.sleep(0.02)
+    (run,) = psutil.Process(process.pid).children()
+    process.send_signal(signal.SIGINT)
+    time.sleep(1)  # Past `Popen.wait`'s own 0.25 s for a child to end at a Ctrl-C.
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=60)  # Not `communicate`: the run holds the sweep's stderr too.
+    returned = time.time()
+    assert not psutil.pid_exists(run.pid)
+    saved = max(path.stat().st_mtime for path in (rundir / "checkpoints").iterdir())
+    assert saved <= returned  # The run's last checkpoint came before the sweep returned.
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130, err[-2000:]
+    log = (tmp_path / "seed3-pendulum_jax.log").read_text()
+    assert "interrupted: saved a checkpoint" in log
+    assert "stopping after this phase" in err
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("start", "stop"),
     [([], signal.SIGINT), (_AS_BACKGROUND_JOB, signal.SIGTERM)],

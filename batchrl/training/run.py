@@ -309,8 +309,10 @@ def signals_kept() -> Iterator[list[int]]:
     """Ctrl-C and SIGTERM stop a run between phases; a second one raises KeyboardInterrupt.
 
     The first is kept in the list it yields, for the run loop's `raise_received` after
-    the phase in flight: that phase ran its compiled program to the end whatever came,
-    so it is kept, not dropped (a phase of the seed's `humanoid` is a minute). The second
+    the phase in flight, which is then kept, not dropped. A KeyboardInterrupt stops a
+    phase only where Python runs in the main thread (a host env's call, a rollout
+    actor's wait) and loses its work; a JAX-native phase ran to its end whatever came,
+    and was dropped after (a phase of the seed's `humanoid` is a minute). The second
     raises at once, in whatever runs when it comes; in a garbage collector's callback
     (JAX has one) Python prints it and drops it, and `raise_received` raises it again.
     In the main thread only, where Python takes signals; the handlers before are restored.
@@ -328,7 +330,8 @@ def signals_kept() -> Iterator[list[int]]:
         # os.write, not print: the handler may run inside a print to the same stream. At a
         # terminal, a new line ends the progress bar's.
         line = f"batchrl: {name}: stopping after this phase; again to stop now\n"
-        os.write(2, (("\n" if os.isatty(2) else "") + line).encode())
+        with contextlib.suppress(OSError):  # No stderr, or a pipe's reader gone (`| tee`).
+            os.write(2, (("\n" if os.isatty(2) else "") + line).encode())
 
     kept = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     kept = {number: old for number, old in kept.items() if old != signal.SIG_IGN}

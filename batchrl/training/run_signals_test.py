@@ -28,17 +28,19 @@ def test_the_first_signal_waits_for_the_phase_and_the_second_raises_at_once():
 
 def test_a_second_ctrl_c_dropped_on_its_way_is_raised_at_the_next_phase():
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    with run.signals_kept() as received:
-        try:  # As Python does with an exception raised in a gc callback: printed, dropped.
-            for _ in range(2):
-                os.kill(os.getpid(), signal.SIGINT)
-                for _ in range(10**6):
-                    pass
-        except KeyboardInterrupt:
-            pass
-        with pytest.raises(KeyboardInterrupt, match="SIGINT"):
-            run.raise_received(received)
-    signal.signal(signal.SIGINT, before)
+    try:
+        with run.signals_kept() as received:
+            try:  # As Python does with an exception raised in a gc callback: printed, dropped.
+                for _ in range(2):
+                    os.kill(os.getpid(), signal.SIGINT)
+                    for _ in range(10**6):
+                        pass
+            except KeyboardInterrupt:
+                pass
+            with pytest.raises(KeyboardInterrupt, match="SIGINT"):
+                run.raise_received(received)
+    finally:
+        assert signal.signal(signal.SIGINT, before) is signal.default_int_handler
 
 
 def test_a_signal_ignored_before_stays_ignored():
@@ -52,16 +54,19 @@ def test_a_signal_ignored_before_stays_ignored():
         signal.signal(signal.SIGTERM, before)
 
 
-@pytest.mark.parametrize(("signals", "kept"), [(1, 3), (2, 2)], ids=["once", "twice"])
+@pytest.mark.parametrize(
+    ("phase", "signals", "kept"), [(3, 1, 3), (3, 2, 2), (5, 1, 5)], ids=["once", "twice", "last"]
+)
 def test_ctrl_c_in_a_phase_keeps_it_and_twice_stops_at_once(
-    tmp_path, monkeypatch, capfd, signals, kept
+    tmp_path, monkeypatch, capfd, phase, signals, kept
 ):
-    # Pendulum, compiled: 5 phases of 200 env steps; the signals come as phase 3 starts.
+    # Pendulum, compiled: 5 phases of 200 env steps; the signals come as `phase` starts.
+    # In the last phase the run ends as a signal ends it: 130, its checkpoint saved.
     original, calls = loop.run_phase, []
 
     def signalled(*args, **kwargs):
         calls.append(1)
-        if len(calls) == 3:
+        if len(calls) == phase:
             for _ in range(signals):
                 os.kill(os.getpid(), signal.SIGINT)
                 for _ in range(10**5):  # The handler runs at the next bytecode.
