@@ -83,7 +83,37 @@ def test_ctrl_c_in_a_phase_keeps_it_and_twice_stops_at_once(
     folder = run_folder(tmp_path)
     assert checkpoint.steps(folder / "checkpoints")[-1] == kept
     rows = metrics_log.read_jsonl(folder / "metrics.jsonl")
-    assert [row["step"] for row in rows] == [200 * phase for phase in range(1, kept + 1)]
+    assert [row["step"] for row in rows] == [200 * done for done in range(1, kept + 1)]
     out, err = capfd.readouterr()
     assert "batchrl: SIGINT: stopping after this phase; again to stop now" in err
     assert f"interrupted: saved a checkpoint at env step {200 * kept}" in out
+
+
+def test_ctrl_c_in_a_together_run_keeps_the_phase_for_every_seed(tmp_path, monkeypatch, capfd):
+    # Two seeds of 5 phases in one program; the signal comes as phase 3 starts.
+    from batchrl.training import together_run
+
+    original, calls = together_run._phase, []
+
+    def signalled(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(10**5):  # The handler runs at the next bytecode.
+                pass
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(together_run, "_phase", signalled)
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        argv = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--seeds", "1", "2"]
+        assert train.main([*argv, "--timestamp", "s{seed}", *TINY, "--set", "steps=1000"]) == 130
+    finally:
+        signal.signal(signal.SIGINT, before)
+    folders = sorted(tmp_path.iterdir())
+    assert [folder.name for folder in folders] == ["s1-pendulum_jax", "s2-pendulum_jax"]
+    for folder in folders:
+        assert checkpoint.steps(folder / "checkpoints")[-1] == 3
+        rows = metrics_log.read_jsonl(folder / "metrics.jsonl")
+        assert [row["step"] for row in rows] == [200, 400, 600]
+    assert "stopping after this phase" in capfd.readouterr().err

@@ -118,8 +118,6 @@ def _train(
                 progress.update(count * env_steps, mean)
                 line = metrics_log.summary_line(done, env_steps, mean)
                 progress.print(f"{line}  (mean of {count} seeds)")
-            for future in kept:
-                future.result()
             run.raise_received(received)  # A signal in the last phase still stops it.
         for future in kept:
             future.result()
