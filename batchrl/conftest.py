@@ -15,7 +15,10 @@ XLA:CPU's fusion emitters are off for the whole session where this XLA can turn 
 run a user's training slower (`cheetah_clipped`: 0.69-0.71x), which tests that compile
 more than they run do not feel (the Pendulum learning test took 24 s against 27 s).
 Tests that compare, to the bit, programs split differently compile with XLA's own
-emitters (`xla_flags_as_users`).
+emitters (`xla_flags_as_users`). XLA:CPU compiles each program as one LLVM module, not
+split for threads (`_ONE_MODULE`): the suite's test processes keep the cores busy, and
+the parts cost more than they save (phase_test and three other files, two test
+processes: 175-177 s against 182-191 s).
 
 Tests press Ctrl-C on the runs they start, as a user at a terminal would. A suite started
 as a background job (`pytest &`, `nohup`) inherits SIGINT ignored and would pass that on
@@ -42,6 +45,7 @@ _CACHE_EVERYTHING = {
 }
 _QUICK_COMPILE = "jax_disable_most_optimizations"
 _QUICK_CODEGEN = "--xla_cpu_use_fusion_emitters=false"
+_ONE_MODULE = "--xla_cpu_parallel_codegen_split_count=1"
 _CACHE_KEY = pytest.StashKey[str]()
 
 
@@ -63,9 +67,10 @@ def pytest_configure(config: pytest.Config) -> None:
     # JAX reads each setting from its upper-case environment variable: runs started
     # by tests inherit them; this process is told directly.
     os.environ.update({name.upper(): str(value) for name, value in settings.items()})
-    flags = f"{os.environ.get('XLA_FLAGS', '')} {_QUICK_CODEGEN}".strip()
-    if _xla_accepts(flags):
-        os.environ["XLA_FLAGS"] = flags
+    for flag in (_QUICK_CODEGEN, _ONE_MODULE):
+        flags = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
+        if _xla_accepts(flags):  # Each where this XLA knows it.
+            os.environ["XLA_FLAGS"] = flags
     import jax
 
     for name, value in settings.items():
