@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import pathlib
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -31,6 +33,34 @@ def ctrl_c_at_call(
     with monkeypatch.context() as patch:
         patch.setattr(owner, name, interrupted)
         yield
+
+
+@contextlib.contextmanager
+def sigint_at_call(
+    monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, call: int, signals: int = 1
+) -> Iterator[None]:
+    """`signals` real SIGINTs sent as `owner.name` begins its `call`-th call, in the block.
+
+    Python's own SIGINT handler is in place in the block, as at a terminal.
+    """
+    original, calls = getattr(owner, name), []
+
+    def signalled(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        if len(calls) == call:
+            for _ in range(signals):
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(10**5):  # The handler runs at the next bytecode.
+                    pass
+        return original(*args, **kwargs)
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(owner, name, signalled)
+            yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 def last_checkpoints(*logdirs: pathlib.Path) -> tuple[int, list[bytes]]:

@@ -7,6 +7,7 @@ import pytest
 
 from batchrl.scripts import train
 from batchrl.scripts.train_test import TINY, run_folder
+from batchrl.testing import interrupt
 from batchrl.training import checkpoint, loop, metrics_log, run
 
 
@@ -62,24 +63,9 @@ def test_ctrl_c_in_a_phase_keeps_it_and_twice_stops_at_once(
 ):
     # Pendulum, compiled: 5 phases of 200 env steps; the signals come as `phase` starts.
     # In the last phase the run ends as a signal ends it: 130, its checkpoint saved.
-    original, calls = loop.run_phase, []
-
-    def signalled(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == phase:
-            for _ in range(signals):
-                os.kill(os.getpid(), signal.SIGINT)
-                for _ in range(10**5):  # The handler runs at the next bytecode.
-                    pass
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(loop, "run_phase", signalled)
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
+    with interrupt.sigint_at_call(monkeypatch, loop, "run_phase", phase, signals):
         argv = ["--logdir", str(tmp_path), "--config", "pendulum_jax", *TINY]
         assert train.main([*argv, "--set", "steps=1000"]) == 130
-    finally:
-        signal.signal(signal.SIGINT, before)
     folder = run_folder(tmp_path)
     assert checkpoint.steps(folder / "checkpoints")[-1] == kept
     rows = metrics_log.read_jsonl(folder / "metrics.jsonl")
@@ -93,23 +79,9 @@ def test_ctrl_c_in_a_together_run_keeps_the_phase_for_every_seed(tmp_path, monke
     # Two seeds of 5 phases in one program; the signal comes as phase 3 starts.
     from batchrl.training import together_run
 
-    original, calls = together_run._phase, []
-
-    def signalled(*args, **kwargs):
-        calls.append(1)
-        if len(calls) == 3:
-            os.kill(os.getpid(), signal.SIGINT)
-            for _ in range(10**5):  # The handler runs at the next bytecode.
-                pass
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(together_run, "_phase", signalled)
-    before = signal.signal(signal.SIGINT, signal.default_int_handler)
-    try:
+    with interrupt.sigint_at_call(monkeypatch, together_run, "_phase", 3):
         argv = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--seeds", "1", "2"]
         assert train.main([*argv, "--timestamp", "s{seed}", *TINY, "--set", "steps=1000"]) == 130
-    finally:
-        signal.signal(signal.SIGINT, before)
     folders = sorted(tmp_path.iterdir())
     assert [folder.name for folder in folders] == ["s1-pendulum_jax", "s2-pendulum_jax"]
     for folder in folders:
