@@ -67,10 +67,12 @@ def pytest_configure(config: pytest.Config) -> None:
     # JAX reads each setting from its upper-case environment variable: runs started
     # by tests inherit them; this process is told directly.
     os.environ.update({name.upper(): str(value) for name, value in settings.items()})
-    for flag in (_QUICK_CODEGEN, _ONE_MODULE):
-        flags = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
-        if _xla_accepts(flags):  # Each where this XLA knows it.
-            os.environ["XLA_FLAGS"] = flags
+    # Both in one probe; each alone where this XLA does not know both.
+    for flags in ([_QUICK_CODEGEN, _ONE_MODULE], [_QUICK_CODEGEN], [_ONE_MODULE]):
+        joined = " ".join([os.environ.get("XLA_FLAGS", ""), *flags]).strip()
+        if _xla_accepts(joined):
+            os.environ["XLA_FLAGS"] = joined
+            break
     import jax
 
     for name, value in settings.items():
