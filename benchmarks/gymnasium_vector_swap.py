@@ -32,12 +32,17 @@ class BatchEnvInAsyncsPlace(BatchEnv):
         worker: Any = None,
         observation_mode: Any = "same",
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        max_concurrency: int | None = None,
     ):
         del shared_memory, copy, daemon, worker  # No counterpart.
         options = {"context": context} if context else {}
+        env_fns = list(env_fns)
+        if max_concurrency is not None and max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be a positive integer, got {max_concurrency}")
+        workers = len(env_fns) if max_concurrency is None else max_concurrency
         built = BatchEnv.external(
-            list(env_fns),
-            envs_per_worker=1,
+            env_fns,
+            envs_per_worker=-(-len(env_fns) // workers),
             autoreset_mode=autoreset_mode,
             observation_mode=observation_mode,
             **options,

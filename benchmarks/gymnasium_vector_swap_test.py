@@ -35,3 +35,13 @@ def test_it_takes_async_vector_envs_arguments_and_steps_as_it_does(mode):
             assert data_equivalence(got, want), f"step {t}"
             if mode is AutoresetMode.DISABLED and (want[2] | want[3]).any():
                 assert data_equivalence(ours.reset(seed=t), theirs.reset(seed=t))
+
+
+def test_max_concurrency_is_how_many_worker_processes_step_the_envs():
+    fns = [lambda: gym.make("CartPole-v1")] * 5
+    with swap.BatchEnvInAsyncsPlace(fns, max_concurrency=2) as env:
+        assert [group.num_envs for group in env.groups] == [3, 2]
+        env.reset(seed=0)
+        assert env.step(np.zeros(5, np.int64))[0].shape == (5, 4)
+    with pytest.raises(ValueError, match="max_concurrency must be a positive integer, got 0"):
+        swap.BatchEnvInAsyncsPlace(fns, max_concurrency=0)

@@ -34,7 +34,15 @@ def main() -> int:
         parser.error(f"{tests} is not a folder: give a checkout of Gymnasium's repository")
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "benchmarks"), str(args.checkout)]),
+        # The caller's PYTHONPATH kept after these: a Gymnasium put there is the one tested.
+        "PYTHONPATH": os.pathsep.join(
+            [
+                str(ROOT),
+                str(ROOT / "benchmarks"),
+                str(args.checkout),
+                os.environ.get("PYTHONPATH", ""),
+            ]
+        ),
     }
     command = [
         sys.executable, "-m", "pytest", str(tests), "-p", "gymnasium_vector_swap", "-q", "-rfE",

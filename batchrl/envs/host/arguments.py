@@ -92,22 +92,32 @@ def check_seeds(seed: Any, num_envs: int) -> list[int | None]:
 
 
 class ResetMaskError(ValueError, AssertionError):
-    """A bad reset mask: a ValueError, and the AssertionError Gymnasium's vector envs raise."""
+    """A bad reset mask: the ValueError Gymnasium 1.4 raises, the AssertionError of 1.0-1.3."""
+
+
+class ResetMaskTypeError(TypeError, AssertionError):
+    """A reset mask not of bools: the TypeError of Gymnasium 1.4, the AssertionError before."""
+
+
+# Gymnasium 1.4 words a bad reset mask otherwise than 1.0-1.3; the batch words it as the
+# installed Gymnasium does, so that code written against its vector envs reads the same.
+_WORDS_OF_1_4 = tuple(int(part) for part in gym.__version__.split(".")[:2]) >= (1, 4)
 
 
 def check_mask(mask: Any, num_envs: int) -> np.ndarray:
     """The indices of a reset mask, a bool array [num_envs] with at least one True.
 
-    Refused as Gymnasium's vector envs refuse it, with their words.
+    Refused as the installed Gymnasium's vector envs refuse it, with their words.
     """
     mask = np.asarray(mask)
-    what = "`options['reset_mask': mask]` must"
+    what = "`options['reset_mask']` must" if _WORDS_OF_1_4 else "`options['reset_mask': mask]` must"
     if mask.shape != (num_envs,):
         raise ResetMaskError(f"{what} have shape `({num_envs},)`, got {mask.shape}")
     if mask.dtype != np.bool_:
-        raise ResetMaskError(f"{what} have `dtype=np.bool_`, got {mask.dtype}")
+        raise ResetMaskTypeError(f"{what} have `dtype=np.bool_`, got {mask.dtype}")
     if not mask.any():
-        raise ResetMaskError(f"{what} contain a boolean array, got reset_mask={mask}")
+        at_least = " with at least one True value" if _WORDS_OF_1_4 else ""
+        raise ResetMaskError(f"{what} contain a boolean array{at_least}, got reset_mask={mask}")
     return np.flatnonzero(mask)
 
 
