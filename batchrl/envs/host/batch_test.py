@@ -4,6 +4,7 @@ import os
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.utils.env_checker import data_equivalence
 
 from batchrl.conftest import wait_gone
 from batchrl.envs import BatchEnv
@@ -190,6 +191,24 @@ def test_bad_actions_and_indices_get_clear_errors():
         with pytest.raises(IndexError, match="env index 5 is out of range"):
             env.reset_at([5])
         env.step(np.zeros((2, 1), np.float32))  # Still usable after refused input.
+
+
+def test_an_action_one_env_cannot_take_is_refused_before_any_env_steps():
+    """No worker is left stepping, and the infos read later are still each step's."""
+    actions = random_actions(gym.make("HalfCheetah-v5").action_space, 2, 3)
+    bad = np.array([[0.0] * 6, ["x"] * 6], object)  # Env 0's action is fine, env 1's is not.
+    with (
+        BatchEnv.external("HalfCheetah-v5", 2, envs_per_worker=1) as env,
+        BatchEnv.external("HalfCheetah-v5", 2, envs_per_worker=1) as twin,
+    ):
+        env.lazy_infos = twin.lazy_infos = True
+        env.reset(seed=3)
+        twin.reset(seed=3)
+        with pytest.raises(ValueError, match="could not convert string to float: 'x'"):
+            env.step(bad)
+        got = [env.step(action) for action in actions]  # Infos read after all steps.
+        want = [twin.step(action) for action in actions]
+        assert data_equivalence(got, want)
 
 
 def test_a_crash_in_one_worker_is_reported_and_close_ends_all_workers():

@@ -125,8 +125,8 @@ class RemoteGroup:
         # The host keeps the infos of its last KEPT_STEPS steps: fetch those it is about to
         # drop while something still holds them.
         self._fetch_owed(keep_newest=infos_lib.KEPT_STEPS - 1)
+        self._send_step(actions, autoreset, read_infos)  # Counted once sent: it may refuse.
         self._steps += 1
-        self._send_step(actions, autoreset, read_infos)
         self._pending = lifecycle.Pending.STEP
 
     def step_wait(self) -> Step:
