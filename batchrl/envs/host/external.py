@@ -6,6 +6,7 @@ through promises (`blocking=False`), or together inside a `BatchEnv`.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -86,7 +87,8 @@ class ExternalProcess:
 
     def step(self, action: Any, *, blocking: bool = True) -> Any:
         """Gymnasium's step: (obs, reward, terminated, truncated, info), or a promise of it."""
-        self._group.step_async(np.asarray(action)[None], read_infos=True)
+        rows = env_spec.map_tree(_row_of_one, self._group.buffers.action, action)
+        self._group.step_async(rows, read_infos=True)
 
         def promise() -> tuple[Any, float, bool, bool, dict]:
             obs, reward, terminated, truncated, infos = self._group.step_wait()
@@ -115,5 +117,17 @@ class ExternalProcess:
 
 
 def _first(batch: Any) -> Any:
-    """The first observation of a batch of one, its leaves fresh copies (scalars for `Discrete`)."""
-    return env_spec.map_tree(lambda leaf: leaf[0].copy(), batch)
+    """The first observation of a batch of one, its leaves fresh copies (scalars for `Discrete`).
+
+    A leaf of no fixed shape (a `Text`'s string, a `Graph`) is a copy of its value.
+    """
+    return env_spec.map_tree(lambda leaf: copy.copy(leaf[0]), batch)
+
+
+def _row_of_one(buffer: np.ndarray, value: Any) -> np.ndarray:
+    """One env's action leaf as a batch of one, like the group's action `buffer`."""
+    if buffer.dtype != object:
+        return np.asarray(value, buffer.dtype)[None]
+    row = np.empty(1, object)  # A value of no fixed shape, kept whole.
+    row[0] = value
+    return row

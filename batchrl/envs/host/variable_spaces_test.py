@@ -10,11 +10,12 @@ import functools
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector import AutoresetMode
 
 from batchrl.bridge import in_graph
 from batchrl.envs import BatchEnv, spaces
-from batchrl.envs.host import spaces_test
+from batchrl.envs.host import external, spaces_test
 from batchrl.testing import cue, mock
 
 Box, Discrete, Dict, Tuple = gym.spaces.Box, gym.spaces.Discrete, gym.spaces.Dict, gym.spaces.Tuple
@@ -92,3 +93,17 @@ def test_a_batch_of_actions_of_no_fixed_shape_that_misses_an_env_is_named():
         with pytest.raises(ValueError, match=r"actions has shape \(2,\)"):
             batch.step(("ab", "cd"))
         assert np.all(batch.step(("ab", "cd", "ef"))[1] == 1.0)
+
+
+@pytest.mark.parametrize(
+    "space", [*VARIABLE.values(), spaces_test.NESTED], ids=[*VARIABLE.keys(), "fixed_nested"]
+)
+def test_external_process_takes_and_returns_one_envs_value_of_any_space(space):
+    """A tree or a value of no fixed shape, as the action and as the observation."""
+    space.seed(0)
+    actions = [space.sample() for _ in range(3)]
+    direct = mock.ValueEcho(space, duration=5)
+    with external.ExternalProcess(functools.partial(mock.ValueEcho, space, duration=5)) as env:
+        assert data_equivalence(env.reset(seed=1), direct.reset(seed=1))
+        for action in actions:
+            assert data_equivalence(env.step(action), direct.step(action))
