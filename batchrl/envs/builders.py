@@ -41,18 +41,20 @@ class BatchEnv(batch.BatchEnvBase):
     ) -> BatchEnv:
         """Batches envs already built, in the order given.
 
-        Gymnasium envs step in this process, each `ExternalProcess` in its own worker.
+        Gymnasium envs step in this process, each `ExternalProcess` in its own worker,
+        numbered by its place in the batch: errors name it so, and a restart reseeds it so.
         """
         observation_mode = arguments.check_observation_mode(observation_mode)
         envs = list(envs)
         if not envs:
             raise ValueError("a BatchEnv needs at least one env, got none")
         groups, here = [], []
-        for env in envs:
+        for position, env in enumerate(envs):
             if isinstance(env, ExternalProcess):
                 if here:
                     groups.append(local.LocalGroup(here, observation_mode))
                     here = []
+                env.group.first_index = position
                 groups.append(env.group)
             else:
                 here.append(env)

@@ -326,6 +326,26 @@ def test_external_process_instances_can_be_batched():
             assert reward[i] == want[1]
 
 
+def test_external_processes_batched_are_named_and_reseeded_by_their_place():
+    def crashes_at_step_two():
+        return mock.FailingEnv(where="step", how="sigkill", at=2)
+
+    envs = [external.ExternalProcess(crashes_at_step_two, restart=True) for _ in range(3)]
+    with BatchEnv.from_envs([mock.CountingEnv(), *envs]) as env:
+        env.reset()  # Unseeded: a restart's seeds are still distinct.
+        env.step(np.zeros((4, 2), np.float32))
+        env.step(np.zeros((4, 2), np.float32))  # Every worker dies and is replaced.
+        assert env.restarts == 3
+        seeds = env.get_attr("np_random_seed")[1:]
+        assert len(set(seeds)) == 3, seeds
+    lone = external.ExternalProcess(crashes_at_step_two)
+    with BatchEnv.from_envs([mock.CountingEnv(), lone]) as env:
+        env.reset(seed=0)
+        env.step(np.zeros((2, 2), np.float32))
+        with pytest.raises(errors.EnvCrashedError, match=r"\(env 1, worker pid"):
+            env.step(np.zeros((2, 2), np.float32))
+
+
 def _rescaled_pendulum():
     return gym.wrappers.RescaleAction(gym.make("Pendulum-v1"), min_action=-1.0, max_action=1.0)
 
