@@ -89,6 +89,7 @@ class MujocoGroup(forwarding.EnvForwarding):
             (batch.bind("ncon"), batch.bind("ne")) if self.task.contact_forces else None
         )
         self._rngs: list[np.random.Generator | None] = [None] * num_envs
+        self._rng_seeds: list[int | None] = [None] * num_envs  # Gymnasium's np_random_seed.
         self._elapsed = np.zeros(num_envs, np.int64)
         self._autoreset = autoreset_lib.Autoreset(num_envs)
         self._mode = AutoresetMode.DISABLED
@@ -165,6 +166,14 @@ class MujocoGroup(forwarding.EnvForwarding):
         self._load(index)
         return self._template
 
+    def attribute(self, index: int, name: str) -> Any:
+        """Env `index`'s attribute `name`; its own `np_random` and seed, not the shared env's."""
+        if name == "np_random" and self._rngs[index] is not None:
+            return self._rngs[index]
+        if name == "np_random_seed" and self._rngs[index] is not None:
+            return self._rng_seeds[index]
+        return super().attribute(index, name)
+
     def set_attr(self, index: int, name: str, value: Any) -> None:
         raise AttributeError(
             f"envs of BatchEnv.mujoco share one {self.name} and cannot set {name!r} per env; "
@@ -187,7 +196,7 @@ class MujocoGroup(forwarding.EnvForwarding):
         starts = []
         for i, seed in zip(indices, seeds, strict=True):
             if seed is not None or self._rngs[i] is None:
-                self._rngs[i], _ = seeding.np_random(seed)
+                self._rngs[i], self._rng_seeds[i] = seeding.np_random(seed)
             starts.append(task.initial_state(self._rngs[i]))
         if self._initial_rows is None:
             self._batch.reset(indices, stage=mujoco.mjtStage.mjSTAGE_NONE)

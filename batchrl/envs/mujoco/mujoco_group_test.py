@@ -106,6 +106,17 @@ def test_reset_at_takes_envs_in_any_order():
             assert infos[n]["x_position"] == want_info["x_position"]
 
 
+def test_each_env_answers_with_its_own_random_generator_and_seed():
+    theirs = gym.vector.SyncVectorEnv([lambda: gym.make("Hopper-v5")] * 3)
+    with BatchEnv.mujoco("Hopper-v5", 3, threads=1) as ours:
+        ours.reset(seed=5)
+        theirs.reset(seed=5)
+        assert ours.np_random_seed == theirs.np_random_seed == (5, 6, 7)
+        draws = [[rng.random() for rng in env.np_random] for env in (ours, theirs)]
+        assert draws[0] == draws[1] and len(set(draws[0])) == 3
+    theirs.close()
+
+
 RENDER = """
 from batchrl.scripts import visualize
 visualize.choose_headless_gl()  # Before MuJoCo loads, as the visualize script does.
