@@ -75,7 +75,12 @@ def encode(infos: Sequence[dict]) -> tuple | None:
             continue
         python = kind in _PYTHON_SCALARS
         dtype = np.array(value).dtype if python else value.dtype
-        column = np.array([info[key] for info in infos], dtype)
+        if dtype.kind == "O":  # A Python int past int64's range: sent as it is.
+            continue
+        try:
+            column = np.array([info[key] for info in infos], dtype)
+        except OverflowError:  # Another env's int past the first one's dtype.
+            continue
         shape = value.shape if isinstance(value, np.ndarray) else None
         columns[key] = (column.dtype.str, python, column.tobytes(), shape)
     if uniform and len(columns) == len(keys):

@@ -57,6 +57,14 @@ def test_mixed_and_ragged_infos_round_trip_exactly():
     assert received[2] == {"x": 3.0}
 
 
+def test_ints_past_int64_round_trip_as_python_ints():
+    """An unseeded env's `np_random_seed` (128 bits) in its info, alone or beside small ones."""
+    big = 2**127 + 5
+    for sent in ([{"seed": big}, {"seed": big + 1}], [{"seed": 3}, {"seed": big}]):
+        received = list(roundtrip([infos.encode(sent)], [2]))
+        assert received == sent and all(type(info["seed"]) is int for info in received)
+
+
 def test_chunks_of_several_workers_index_as_one_batch():
     batch = roundtrip([infos.encode([{"i": 0}, {"i": 1}]), None, [{"i": 3}]], [2, 1, 1])
     assert len(batch) == 4
