@@ -119,7 +119,7 @@ class PenaltyConfig(Common):
     recurrent: bool = False  # A GRU policy; trains on whole episodes.
     update_every: int = 30  # Episodes per update.
     chunk_length: int = 50  # Steps of an episode per minibatch row.
-    batch_size: int = 30  # Episodes per minibatch.
+    batch_size: int = 30  # Minibatch rows, each `chunk_length` steps of an episode.
     kl_target: float = 1e-2
     kl_init_penalty: float = 1.0
     kl_cutoff_factor: float = 2.0
