@@ -215,6 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(f"evaluate: error: {error}", file=sys.stderr)
         return 2
+    except checkpoint.CheckpointError as error:  # Corrupt, or not this run's.
+        print(f"evaluate: error: {error}", file=sys.stderr)
+        return 1
     for row in rows:
         print(json.dumps(row))
     return 0

@@ -162,3 +162,15 @@ def test_bad_input_is_one_line(run, tmp_path, capsys):
         assert err.startswith("evaluate: error: ") and message in err and "\n" not in err
     assert evaluate.main(["--logdir", str(tmp_path / "nope")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_corrupt_checkpoint_is_named_in_one_line(run, tmp_path, capsys):
+    copy = tmp_path / run.name
+    shutil.copytree(run, copy)
+    (path,) = (copy / "checkpoints").glob("ckpt-*6.bin")
+    with path.open("r+b") as file:
+        file.truncate(1000)
+    assert evaluate.main(["--logdir", str(copy), "--phases", "6"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"evaluate: error: {path}: truncated") and "\n" not in err

@@ -42,7 +42,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from batchrl.scripts import evaluate, train
-from batchrl.training import results, run_folder
+from batchrl.training import checkpoint, results, run_folder
 
 RESULTS = "results.jsonl"
 CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"  # JAX reads its persistent cache's folder here.
@@ -291,6 +291,9 @@ def _sweep(
             except train.UsageError as error:
                 print(f"sweep: error: {error}", file=sys.stderr)
                 return 2
+            except checkpoint.CheckpointError as error:  # --evaluate-best's best.bin.
+                print(f"sweep: error: {error}", file=sys.stderr)
+                return 1
             print(line, flush=True)
             if seed in trained:  # A run finished before this sweep is in the file already.
                 with (pathlib.Path(args.logdir) / RESULTS).open("a") as file:
