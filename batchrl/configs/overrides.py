@@ -8,6 +8,7 @@ ValueError that says what is allowed.
 
 from __future__ import annotations
 
+import contextlib
 import types
 import typing
 from typing import Any
@@ -42,6 +43,8 @@ def _parse(name: str, kind: Any, text: str) -> Any:
             return False
         raise ValueError(f"{name}={text!r}: expected true or false")
     if kind is int:
+        with contextlib.suppress(ValueError):  # Exact, however large; else "1e6", "2.5e5".
+            return int(text.replace("_", ""))
         try:
             value = float(text.replace("_", ""))
         except ValueError:

@@ -39,6 +39,16 @@ def test_set_objective_changes_the_algorithm_keeping_what_both_share():
     assert config.env == "Pendulum-v1"
 
 
+def test_set_reads_integers_exactly_and_in_scientific_notation():
+    config = presets.get("pendulum")
+    assert overrides.parse_override(config, "steps=2_147_483_647").steps == 2**31 - 1
+    assert overrides.parse_override(config, "seed=123456789").seed == 123456789
+    exact = overrides.parse_override(config, "phase_steps=9_007_199_254_740_993")  # 2**53 + 1
+    assert exact.phase_steps == 2**53 + 1
+    assert overrides.parse_override(config, "steps=1e6").steps == 1_000_000
+    assert overrides.parse_override(config, "steps=2.5e5").steps == 250_000
+
+
 @pytest.mark.parametrize(
     ("assignment", "message"),
     [
@@ -47,6 +57,9 @@ def test_set_objective_changes_the_algorithm_keeping_what_both_share():
         ("objective=a2c", "unknown objective 'a2c': use one of"),
         ("num_envs=many", "num_envs='many': expected an integer"),
         ("image_channels=middle", "unknown image_channels 'middle': use one of"),
+        ("seed=2147483648", r"seed must be in \[0, 2\*\*31\), got 2147483648"),
+        ("seed=-1", r"seed must be in \[0, 2\*\*31\), got -1"),
+        ("steps=3e9", r"steps must be below 2\*\*31 \(2,147,483,648\), got 3,000,000,000"),
     ],
 )
 def test_bad_settings_are_one_line_errors(assignment, message):
