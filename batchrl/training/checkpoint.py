@@ -27,7 +27,6 @@ import os
 import pathlib
 import re
 import struct
-import tempfile
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -91,7 +90,7 @@ def save(
     data = _pack(step, state, fresh)
     path = path_for(directory, step)
     directory.mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, data)
+    run_folder.write_atomic(path, data)
     for old in steps(directory)[:-keep]:
         path_for(directory, old).unlink(missing_ok=True)
     return path
@@ -104,7 +103,7 @@ def save_best(
     path = pathlib.Path(directory) / BEST
     data = _pack(step, state, fresh)
     path.parent.mkdir(parents=True, exist_ok=True)
-    _write_atomic(path, data)
+    run_folder.write_atomic(path, data)
     return path
 
 
@@ -205,26 +204,6 @@ def load_latest(
     raise CheckpointError(
         f"none of the {len(available)} checkpoints in {directory} loads; see the warnings above"
     )
-
-
-def _write_atomic(path: pathlib.Path, data: bytes) -> None:
-    """Writes `data` to a temporary file beside `path`, fsyncs it, and renames it to `path`."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        pathlib.Path(temporary).unlink(missing_ok=True)
-        raise
-    if hasattr(os, "O_DIRECTORY"):  # Make the rename itself durable (POSIX).
-        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
 
 
 def _read(path: pathlib.Path) -> tuple[int, Any]:

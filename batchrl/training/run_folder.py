@@ -124,7 +124,7 @@ def metrics(rundir: str | os.PathLike) -> pathlib.Path:
 def write_config(rundir: str | os.PathLike, config: train_config.TrainConfig) -> None:
     """Writes the run's config as YAML, atomically."""
     text = yaml.safe_dump(train_config.to_dict(config), sort_keys=False)
-    _write_atomic(pathlib.Path(rundir) / CONFIG, text)
+    write_atomic(pathlib.Path(rundir) / CONFIG, text)
 
 
 def read_config(rundir: str | os.PathLike) -> train_config.TrainConfig:
@@ -145,7 +145,7 @@ def read_config(rundir: str | os.PathLike) -> train_config.TrainConfig:
 def write_spec(rundir: str | os.PathLike, spec: env_spec_lib.EnvSpec) -> None:
     """Writes the env's spec as JSON, atomically: what loading a policy needs of the env."""
     text = json.dumps(env_spec_lib.to_data(spec), indent=1)
-    _write_atomic(pathlib.Path(rundir) / SPEC, text + "\n")
+    write_atomic(pathlib.Path(rundir) / SPEC, text + "\n")
 
 
 def read_spec(rundir: str | os.PathLike) -> env_spec_lib.EnvSpec | None:
@@ -160,12 +160,35 @@ def read_spec(rundir: str | os.PathLike) -> env_spec_lib.EnvSpec | None:
         raise RunFolderError(f"cannot read {str(path)!r}: {first}") from None
 
 
-def _write_atomic(path: pathlib.Path, text: str) -> None:
+def write_atomic(path: pathlib.Path, data: bytes | str) -> None:
+    """Writes `data` to `path` whole or not at all, as a file `open` would make it.
+
+    A temporary file beside `path`, fsynced, is renamed onto it, so a crash leaves the
+    old file or the new one, never a part; the folder is fsynced so the rename lasts.
+    The file gets `open`'s mode (0666 less the umask), not the temporary file's 0600:
+    whoever may read the run folder may read its config and checkpoints.
+    """
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w") as file:
-            file.write(text)
+        with os.fdopen(handle, "wb") as file:
+            file.write(data.encode() if isinstance(data, str) else data)
+            file.flush()
+            os.fchmod(file.fileno(), 0o666 & ~_umask())
+            os.fsync(file.fileno())
         os.replace(temporary, path)
     except BaseException:
         pathlib.Path(temporary).unlink(missing_ok=True)
         raise
+    if hasattr(os, "O_DIRECTORY"):  # Make the rename itself durable (POSIX).
+        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+
+
+def _umask() -> int:
+    """This process's umask (read by setting it, and set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

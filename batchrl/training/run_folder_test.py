@@ -1,3 +1,6 @@
+import os
+import stat
+
 import gymnasium as gym
 import pytest
 
@@ -34,6 +37,22 @@ def test_a_new_folder_holds_its_config_and_never_takes_anothers(tmp_path):
     with pytest.raises(run_folder.RunFolderError, match="no run with timestamp 't1'"):
         run_folder.find(tmp_path, "t1")
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_files_written_whole_take_the_mode_open_gives_them(tmp_path, umask):
+    """Not the temporary file's 0600: those who may read the folder may read its files."""
+    path = tmp_path / "checkpoint.bin"
+    plain = tmp_path / "opened.bin"
+    before = os.umask(umask)
+    try:
+        run_folder.write_atomic(path, b"\x00" * 8)
+        plain.write_bytes(b"")
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
+    assert path.read_bytes() == b"\x00" * 8 and not list(tmp_path.glob(".*.tmp"))
 
 
 def test_a_folder_written_when_num_envs_was_num_agents_reads_back_the_same(tmp_path):
