@@ -295,10 +295,12 @@ class Networks:
                 return action.astype(jnp.int32)
             offset = jnp.asarray(start, jnp.int32).reshape(self.env_spec.action_shape)
             return action.astype(jnp.int32) + offset
-        if self.env_spec.action_low is None:
-            return action
-        low, high = jnp.asarray(self.env_spec.action_low), jnp.asarray(self.env_spec.action_high)
-        return jnp.clip(low + (action + 1.0) * 0.5 * (high - low), low, high)
+        if self.env_spec.action_low is not None:  # Bounds element by element, flat.
+            low = jnp.asarray(self.env_spec.action_low)
+            high = jnp.asarray(self.env_spec.action_high)
+            action = jnp.clip(low + (action + 1.0) * 0.5 * (high - low), low, high)
+        # The Gaussian's flat row [..., D] in the space's shape (a Box of rank 0, or 2 and up).
+        return action.reshape(*action.shape[:-1], *self.env_spec.action_shape)
 
     def _shaped(self, elements: jax.Array) -> jax.Array:
         """A multi-discrete action's elements [..., K] as [..., *action_shape]."""

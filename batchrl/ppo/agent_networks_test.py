@@ -1,9 +1,13 @@
+import math
+
+import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from batchrl import env_spec
+from batchrl.envs import spaces
 from batchrl.networks import distributions, encoder
 from batchrl.parts import normalizer
 from batchrl.ppo import agent_networks
@@ -81,6 +85,18 @@ def test_a_discrete_action_is_shifted_by_its_start():
     np.testing.assert_array_equal(networks.to_env(jnp.array([0, 1, 2])), [1, 2, 3])
     unstarted = agent_networks.Networks(CONFIG, env_spec.EnvSpec(CUE, discrete=True, num_actions=3))
     np.testing.assert_array_equal(unstarted.to_env(jnp.array([0, 2])), [0, 2])
+
+
+@pytest.mark.parametrize("shape", [(), (3,), (2, 2)])
+def test_a_box_action_of_any_rank_comes_out_in_its_shape_and_bounds(shape):
+    high = np.arange(2.0, 2.0 + math.prod(shape), dtype=np.float32).reshape(shape)
+    space = gym.spaces.Box(-1.0, high)
+    spec = spaces.env_spec(gym.spaces.Box(-1.0, 1.0, (3,)), space)
+    networks = agent_networks.Networks(CONFIG, spec)
+    rows = jnp.linspace(-1.5, 1.5, 4 * spec.action_size).reshape(4, spec.action_size)
+    actions = np.asarray(networks.to_env(rows))  # Rows past [-1, 1] too: clipped.
+    assert actions.shape == (4, *shape)
+    assert all(space.contains(np.asarray(action, np.float32)) for action in actions)
 
 
 def image_networks(frame, **settings):

@@ -1,3 +1,5 @@
+import functools
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -5,7 +7,7 @@ import pytest
 import batchrl
 from batchrl.envs.jax import classic
 from batchrl.scripts import evaluate, train
-from batchrl.testing import cue
+from batchrl.testing import cue, mock
 from batchrl.training import checkpoint, run_folder
 
 TINY_PENALTY = dict(
@@ -184,3 +186,15 @@ def test_a_dict_observation_env_given_by_its_class(tmp_path):
     assert actions.shape == (5,) and np.all(actions == action)
     with pytest.raises(ValueError, match="an observation is a tree like"):
         policy.act({"cue": 1})
+
+
+@pytest.mark.slow
+def test_a_box_action_of_rank_two_trains_and_acts_in_its_shape():
+    space = gym.spaces.Box(-1.0, 2.0, (2, 2), np.float32)
+    echo = functools.partial(mock.ActionEcho, space)  # Refuses an action not in its space.
+    run = batchrl.train("pendulum", env=echo, steps=200, local_envs=4, **TINY_PENALTY)
+    assert np.isfinite(run.metrics[-1]["train/return"])
+    for obs in (np.zeros(4), np.zeros((3, 4))):
+        action = run.policy.act(obs)
+        assert action.shape == (*obs.shape[:-1], 2, 2)
+        assert all(space.contains(a) for a in action.reshape(-1, 2, 2))
