@@ -47,6 +47,20 @@ class EnvRaisedError(EnvError):
         self.remote_traceback = remote_traceback
 
 
+class EnvAttributeError(EnvRaisedError, AttributeError):
+    """The env has no such attribute: an AttributeError too, as a missing attribute is.
+
+    So a check written for envs in this process (`hasattr`, Stable-Baselines3's
+    `has_attr`, Gymnasium's wrappers) reads it as missing.
+    """
+
+
+def raised(message: str, env: str, command: str, error_type: str, text: str) -> EnvRaisedError:
+    """The error for an exception of type `error_type` raised by an env in its worker."""
+    kind = EnvAttributeError if error_type == AttributeError.__name__ else EnvRaisedError
+    return kind(message, env, command, error_type, text)
+
+
 class EnvCrashedError(EnvError):
     """The worker process died (killed, segfault, `os._exit`)."""
 

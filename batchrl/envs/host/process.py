@@ -252,7 +252,7 @@ class ProcessGroup(remote.RemoteGroup):
                 error_type, message, text = payload
                 if error_type == errors.SpaceMismatchError.__name__:  # The batch's, not the env's.
                     raise errors.SpaceMismatchError(message)
-                raise errors.EnvRaisedError(
+                raise errors.raised(
                     f"{error_type}: {message} (raised by {self._describe()} during {command})"
                     f"\n\nTraceback in the worker:\n{text}",
                     self.name,

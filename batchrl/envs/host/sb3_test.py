@@ -89,6 +89,10 @@ def test_attributes_methods_and_wrappers_reach_the_chosen_envs():
         assert venv.env_method("get_wrapper_attr", "max_speed", indices=[2]) == [5.0]
         assert venv.env_is_wrapped(gym.wrappers.TimeLimit) == [True, True, True]
         assert venv.env_is_wrapped(gym.wrappers.RecordVideo, indices=[0]) == [False]
+        # Asked of the envs in their workers, as of DummyVecEnv's here.
+        assert venv.has_attr("max_speed") and not venv.has_attr("no_such_attribute")
+        with pytest.raises(AttributeError, match="no attribute 'no_such_attribute'"):
+            venv.get_attr("no_such_attribute")
     finally:
         venv.close()
     with pytest.raises(TypeError, match="VecEnv wraps a batchrl BatchEnv, got DummyVecEnv"):

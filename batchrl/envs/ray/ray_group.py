@@ -241,7 +241,7 @@ class RayGroup(remote.RemoteGroup):
             if isinstance(cause, errors.EnvError):  # A worker in the actor died or hung.
                 raise self._fail(cause) from None
             text = str(error)  # Ray's text of the error, with the actor's traceback.
-            raise errors.EnvRaisedError(
+            raise errors.raised(
                 f"{type(cause).__name__}: {cause} (raised by {self._describe()} during "
                 f"{command})\n\nIn the actor:\n{text}",
                 self.name,
