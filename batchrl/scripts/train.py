@@ -206,6 +206,10 @@ def _train_together(args: argparse.Namespace) -> int:
     """Trains --seeds together, each seed's run new or resumed as --timestamp says."""
     if args.seed is not None:
         raise UsageError(f"give --seed or --seeds, not both: --seed {args.seed}")
+    try:
+        api.check_seeds(args.seeds)
+    except ValueError as error:
+        raise UsageError(str(error).replace("seeds must", "--seeds must")) from None
     stamp = args.timestamp or datetime.datetime.now().strftime(run_folder.TIMESTAMP_FORMAT)
     runs = []
     for seed in args.seeds:

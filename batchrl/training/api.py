@@ -74,13 +74,23 @@ def train(
     if seeds is not None:
         if seed is not None:
             raise ValueError(f"give seed or seeds, not both: seed={seed}, seeds={list(seeds)}")
-        return _train_together(config, env, steps, list(seeds), logdir, settings)
+        return _train_together(config, env, steps, check_seeds(seeds), logdir, settings)
     config, name, given = configure(config, env=env, steps=steps, seed=seed, **settings)
     _check_recordable(config, given, logdir)
     rundir = start(config, name, logdir, env=given)
     from batchrl.training import run  # Starts JAX's backends: after `start`'s thread limit.
 
     return run.train(rundir, config, env=given)
+
+
+def check_seeds(seeds: Any) -> list[int]:
+    """`seeds` as a list, or a one-line ValueError: at least one, each once (a folder each)."""
+    seeds = list(seeds)
+    twice = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    if not seeds or twice:
+        why = "none given" if not seeds else f"{twice} given twice"
+        raise ValueError(f"seeds must be one or more distinct seeds, got {seeds}: {why}")
+    return seeds
 
 
 def _train_together(

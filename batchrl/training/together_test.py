@@ -175,6 +175,13 @@ def test_batchrl_train_with_seeds_returns_a_run_a_seed(tmp_path):
     assert all("final/return" in result.metrics[-1] for result in runs)
     with pytest.raises(ValueError, match="give seed or seeds, not both"):
         batchrl.train("pendulum_jax", seed=1, seeds=[3, 4])
+    for seeds, why in (([], "none given"), ([5, 6, 5], r"\[5\] given twice")):
+        with pytest.raises(ValueError, match=f"seeds must be one or more distinct seeds.*{why}"):
+            batchrl.train("pendulum_jax", seeds=seeds, logdir=tmp_path / "more")
+    assert not (tmp_path / "more").exists()  # Refused before any folder.
+    argv = ["--logdir", str(tmp_path / "more"), "--config", "pendulum_jax", "--seeds", "1", "1"]
+    assert train.main(argv) == 2
+    assert not (tmp_path / "more").exists()
 
 
 def test_a_non_finite_seed_is_named():
