@@ -125,13 +125,19 @@ def row(
 
 
 def _commits(paths: Sequence[pathlib.Path]) -> dict[str, list[str | None]]:
-    """The commit of each finished run's line, by config (None where the line has none)."""
-    commits: dict[str, list[str | None]] = {}
+    """The commit of each finished run's line, by config (None where the line has none).
+
+    A run listed twice counts its last line, as `stats.read` does: the commit is that one's.
+    """
+    by_run: dict[tuple[str, int], str | None] = {}
     for path in paths:
         for line in path.read_text().splitlines():
             record = json.loads(line) if line.strip() else {}
             if record.get("benchmark") == "learning" and record.get("finished"):
-                commits.setdefault(record["config"], []).append(record.get("commit"))
+                by_run[record["config"], int(record["seed"])] = record.get("commit")
+    commits: dict[str, list[str | None]] = {}
+    for (config, _), commit in by_run.items():
+        commits.setdefault(config, []).append(commit)
     return commits
 
 

@@ -59,6 +59,17 @@ def test_a_config_named_by_its_task_has_its_target_and_each_row_names_its_commit
     cheetah = [cell.strip() for cell in rows[0].strip("|").split("|")]
     assert cheetah[6] == "7,115" and cheetah[7] == "0123456"
     assert rows[1].split("|")[-2].strip() == "not recorded"
+    # A seed run again on another commit counts its last line: only that commit is named.
+    rerun = dict(lines[0], final_return=6100.0, commit="abcdef1" + "0" * 33)
+    with path.open("a") as file:
+        file.write(json.dumps(rerun) + "\n")
+    rows = table.table([path], reps=100).splitlines()[2:]
+    assert rows[0].split("|")[-2].strip() == "0123456, abcdef1"  # Seeds 100 and 101.
+    rerun = dict(lines[1], commit="abcdef1" + "0" * 33)
+    with path.open("a") as file:
+        file.write(json.dumps(rerun) + "\n")
+    rows = table.table([path], reps=100).splitlines()[2:]
+    assert rows[0].split("|")[-2].strip() == "abcdef1"
 
 
 PAGE = """# Results

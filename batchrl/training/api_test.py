@@ -97,6 +97,8 @@ def test_the_best_policy_loads_and_bad_observations_are_named(pendulum):
     with pytest.raises(ValueError, match=r"^obs has shape \(2,\): expected \(3,\) for one env"):
         policy.act(np.zeros(2))
     assert policy.act([0.0, 1.0, 0.0]).shape == (1,)  # Any array-like leaf.
+    with pytest.raises(ValueError, match=r"^a batch of observations holds at least one, got 0$"):
+        policy.act(np.zeros((0, 3)))
 
 
 def test_load_without_a_good_checkpoint_is_one_line(pendulum, tmp_path):

@@ -185,6 +185,8 @@ def _batch(observation: Any, obs: Any) -> tuple[Any, bool]:
         if size not in (None, count):
             raise ValueError(f"{path} holds {count} envs, other leaves {size}")
         size = count
+    if size == 0:
+        raise ValueError("a batch of observations holds at least one, got 0")
 
     def batched(leaf: env_spec_lib.ObsLeaf, array: np.ndarray) -> np.ndarray:
         dtype = jax.dtypes.canonicalize_dtype(np.dtype(leaf.dtype))
