@@ -1,4 +1,4 @@
-"""Backends: where a run's envs run, the two old settings `backend` replaced, rollout actors.
+"""Backends: where a run's envs run, the two old settings `backend` replaced, what each refuses.
 
 `env_kind` ("workers", "jax", "gymnax") and `env_backend` (the Gymnasium backends) crossed:
 `env_kind=workers` with `env_backend=mujoco` ran no worker. Users' scripts and run folders
@@ -7,6 +7,7 @@ written before still name them; `backend_of` says which backend they mean.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from batchrl.ppo import config as ppo_config
@@ -20,6 +21,7 @@ IN_PROCESS = ("mujoco", "ale")
 # Settings that `backend` replaced: each old value's backend ("workers" keeps a Gymnasium
 # backend as it was). Run folders written with them read back as `backend`.
 DEPRECATED = ("env_kind", "env_backend")
+_ALE_ID = re.compile(r"ALE/\w+-v5")  # The ids backend "ale" takes.
 
 
 def backend_of(name: str, value: str, backend: str = "processes") -> str:
@@ -68,3 +70,24 @@ def check_rollout_actors(config: Any) -> None:
             f"rollout_actors={actors} needs learner_devices=1, "
             f"got {config.algorithm.learner_devices}"
         )
+
+
+def check_in_process(config: Any) -> None:
+    """The settings backend 'mujoco' or 'ale' cannot honour, named in a one-line ValueError."""
+    backend = config.backend
+    if backend == "ale" and not _ALE_ID.fullmatch(config.env):
+        raise ValueError(f"backend='ale' needs an ALE/<Game>-v5 id, got env={config.env!r}")
+    if backend == "ale" and config.algorithm.learner_devices != 1:
+        raise ValueError(
+            f"backend='ale' steps its games from a program on one device: "
+            f"learner_devices must be 1, got {config.algorithm.learner_devices}"
+        )
+    refused = {
+        "action_repeat": (config.action_repeat, 1),
+        "local_envs": (config.local_envs, 0),
+        "envs_per_worker": (config.envs_per_worker, 0),
+        "restart_workers": (config.restart_workers, False),
+    }
+    for name, (value, allowed) in refused.items():
+        if value != allowed:
+            raise ValueError(f"backend={backend!r} needs {name}={allowed!r}, got {value!r}")

@@ -26,7 +26,6 @@ from batchrl.ppo import config as ppo_config
 
 logger = logging.getLogger("batchrl.configs")
 
-_ALE_ID = re.compile(r"ALE/\w+-v5")
 # A device as `device` and `acting_device` name one: "auto", or a JAX platform with an
 # optional index ("cpu", "gpu", "gpu:1"; "cuda" is "gpu", as SB3 and torch spell it).
 DEVICE_KINDS = ("auto", "cpu", "gpu", "cuda", "tpu")
@@ -116,7 +115,7 @@ class TrainConfig:
         if self.backend == "ray" and self.local_envs:
             raise ValueError(f"backend='ray' needs local_envs=0, got {self.local_envs}")
         if self.backend in backends.IN_PROCESS:
-            _check_in_process_backend(self)
+            backends.check_in_process(self)
         elif self.env_threads:
             raise ValueError(
                 f"env_threads={self.env_threads} needs backend='mujoco' or 'ale', "
@@ -200,27 +199,6 @@ class TrainConfig:
         """Train phases in the whole budget."""
         per_phase = self.batch_steps_per_phase * self.num_envs
         return math.ceil(self.steps / per_phase)
-
-
-def _check_in_process_backend(config: TrainConfig) -> None:
-    """The settings backend 'mujoco' or 'ale' cannot honour, named in a one-line ValueError."""
-    backend = config.backend
-    if backend == "ale" and not _ALE_ID.fullmatch(config.env):
-        raise ValueError(f"backend='ale' needs an ALE/<Game>-v5 id, got env={config.env!r}")
-    if backend == "ale" and config.algorithm.learner_devices != 1:
-        raise ValueError(
-            f"backend='ale' steps its games from a program on one device: "
-            f"learner_devices must be 1, got {config.algorithm.learner_devices}"
-        )
-    refused = {
-        "action_repeat": (config.action_repeat, 1),
-        "local_envs": (config.local_envs, 0),
-        "envs_per_worker": (config.envs_per_worker, 0),
-        "restart_workers": (config.restart_workers, False),
-    }
-    for name, (value, allowed) in refused.items():
-        if value != allowed:
-            raise ValueError(f"backend={backend!r} needs {name}={allowed!r}, got {value!r}")
 
 
 def _run_fields() -> dict[str, dataclasses.Field]:
