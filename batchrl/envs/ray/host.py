@@ -14,8 +14,8 @@ import cloudpickle
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import errors, obs_tree
 from batchrl.envs.host import infos as infos_lib
+from batchrl.envs.host import obs_tree
 
 
 class Host:
@@ -30,7 +30,7 @@ class Host:
     ):
         try:
             self._batch = build(cloudpickle.loads(blob), first_index=first_index, **options)
-        except (errors.EnvError, errors.SpaceMismatchError) as error:
+        except Exception as error:  # A worker's, or the batch's own (a bad argument).
             # Raised by `describe`: an actor whose __init__ raised reports only its text.
             self._failure = error
             return
@@ -57,10 +57,10 @@ class Host:
     def step(self, actions: np.ndarray, autoreset: AutoresetMode) -> tuple:
         """One step of every env: obs, reward, terminated, truncated, and the workers' restarts."""
         results = (self._obs, self._reward, self._terminated, self._truncated)
-        infos = self._batch.step_into(actions, *results, autoreset)
+        # Counted as the parent counts it, even if an env raises: step numbers name infos.
         self._steps += 1
-        self._kept[self._steps] = infos
         self._kept.pop(self._steps - infos_lib.KEPT_STEPS, None)
+        self._kept[self._steps] = self._batch.step_into(actions, *results, autoreset)
         return (*results, self._batch.restarts)
 
     def infos(self, step: int) -> Any:

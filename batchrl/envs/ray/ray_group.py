@@ -239,6 +239,7 @@ class RayGroup(remote.RemoteGroup):
                 self._finalizer()
                 raise errors.SpaceMismatchError(str(cause)) from None
             if isinstance(cause, errors.EnvError):  # A worker in the actor died or hung.
+                cause.args = (f"{cause} (in the {self._where()})",)  # Its pid is there.
                 raise self._fail(cause) from None
             text = str(error)  # Ray's text of the error, with the actor's traceback.
             raise errors.raised(

@@ -142,12 +142,28 @@ def test_an_env_exception_keeps_the_workers_traceback(cluster):
             env.step(np.zeros((2, 2), np.float32))
         assert caught.value.error_type == "ValueError"
         assert "_maybe_fail" in caught.value.remote_traceback
+        env.reset(seed=1)  # The batch steps on, each later step's infos its own.
+        for _ in range(3):
+            assert env.step(np.zeros((2, 2), np.float32))[4] == {}
+
+
+def test_a_worker_that_dies_in_an_actor_is_named_with_the_actors_node(cluster):
+    dying = functools.partial(mock.FailingEnv, where="step", how="sigkill", at=2)
+    with BatchEnv.ray(dying, 2, actors=1) as env:
+        env.reset(seed=0)
+        env.step(np.zeros((2, 2), np.float32))
+        where = r"worker pid \d+\) died .*\(in the Ray actor on node [0-9a-f]{8}\)$"
+        with pytest.raises(EnvCrashedError, match=where):
+            env.step(np.zeros((2, 2), np.float32))
 
 
 def test_an_env_that_fails_to_start_is_named(cluster):
     failing = functools.partial(mock.FailingEnv, where="init", how="raise")
     with pytest.raises(EnvRaisedError, match="FailingEnv failed on purpose in init"):
         BatchEnv.ray(failing, 2, actors=2)
+    # An env the actor builds in its own process raises there, not in a worker.
+    with pytest.raises(EnvRaisedError, match="FailingEnv failed on purpose in init"):
+        BatchEnv.ray([_counting(), failing], actors=1, local_envs=1)
     assert _hosts() == []
 
 
