@@ -131,9 +131,20 @@ class RolloutEnv:
 
     @property
     def restarts(self) -> int:
-        """Actors replaced, and env workers replaced in the actors there now."""
-        workers = self._get([actor.restarts.remote() for actor in self._actors], "restarts")
-        return sum(self.replaced) + sum(workers)
+        """Actors replaced, and env workers replaced in the actors there now.
+
+        An actor lost since its last call counts none yet: with `restart_workers` the next
+        call replaces it (and acts its segment again); without, this names it.
+        """
+        refs = [actor.restarts.remote() for actor in self._actors]
+        workers = 0
+        for number, ref in enumerate(refs):
+            try:
+                workers += self._get([ref], "restarts", number)[0]
+            except errors.EnvCrashedError:
+                if not self._restart:
+                    raise
+        return sum(self.replaced) + workers
 
     def close(self) -> None:
         """Closes every actor's envs, then ends the actors. Safe to call twice."""

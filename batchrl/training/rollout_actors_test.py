@@ -215,6 +215,7 @@ def test_a_lost_actor_is_replaced_with_restart_and_the_run_trains_on():
         programs, state = loop.build(config, env)
         state, _ = loop.run_phase(programs, state, eval_episodes=4)
         ray.kill(env._actors[1], no_restart=True)  # Between phases: the next call finds it lost.
+        assert env.restarts == 0  # Read after every phase: the loss waits for the next call.
         state, metrics = loop.run_phase(programs, state, eval_episodes=4, final=True)
         assert env.restarts == 1 and env.replaced == [0, 1]
         assert int(state.env_steps) == 512 and np.isfinite(metrics["final/return"])
