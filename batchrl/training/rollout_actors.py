@@ -1,22 +1,21 @@
 """Rollout actors: a run's envs in Ray actors, each acting on its share; the learner here.
 
 With `rollout_actors=N` the run's envs are split evenly over N Ray actors
-(`training.rollout_actor`), one to a node in turn. A segment of acting (until the
-rollout is full, or the phase's steps are done) is one Ray call per actor, not one per
-batch step: the learner puts the acting parameters and normalisers in Ray's object
-store once, every actor reads them, acts on its envs with its own compiled program and
-returns its share of the rollout, [T, B_i, ...], whole. The learner joins the shares
-and updates, on its own device, between segments, as `phase.split` does between its
-acting and learning devices.
+(`training.rollout_actor`), one to a node in turn. A segment of acting (until the rollout
+is full, or the phase's steps are done) is one Ray call per actor, not one per batch step:
+the learner puts the acting parameters and normalisers in Ray's object store once, every
+actor reads them, acts on its envs with its own compiled program and returns its share of
+the rollout, [T, B_i, ...], whole. The learner joins the shares and updates, on its own
+device, between segments, as `phase.split` does between its acting and learning devices.
 
-The same results as the envs stepped here, within float error, for the same seed:
-every env is seeded as in the whole batch, each actor samples the noise the whole batch
-samples for its envs, the normalisers take in a segment's statistics at its end
+The same results as the envs stepped here, within float error, for the same seed: every
+env is seeded as in the whole batch, each actor samples the noise the whole batch samples
+for its envs, the normalisers take in a segment's statistics at its end
 (`normalizer_updates="segment"`, which the local run then uses too), and an evaluation
 round steps every actor as long as the whole batch's round steps.
 
-The clipped objective only: its rollout fills after a fixed number of steps, which
-every actor knows; an episode memory fills at a step that all envs' episodes decide.
+The clipped objective only: its rollout fills after steps every actor knows; an episode
+memory fills at a step that all envs' episodes decide.
 """
 
 from __future__ import annotations
@@ -131,19 +130,12 @@ class RolloutEnv:
 
     @property
     def restarts(self) -> int:
-        """Actors replaced, and env workers replaced in the actors there now.
-
-        An actor lost since its last call counts none yet: with `restart_workers` the next
-        call replaces it (and acts its segment again); without, this names it.
-        """
-        refs = [actor.restarts.remote() for actor in self._actors]
+        """Actors replaced, and env workers replaced in those there now; a lost actor none."""
         workers = 0
-        for number, ref in enumerate(refs):
-            try:
-                workers += self._get([ref], "restarts", number)[0]
-            except errors.EnvCrashedError:
-                if not self._restart:
-                    raise
+        lost = (errors.EnvCrashedError,) if self._restart else ()  # The next call replaces it.
+        for number, actor in enumerate(self._actors):
+            with contextlib.suppress(*lost):
+                workers += self._get([actor.restarts.remote()], "restarts", number)[0]
         return sum(self.replaced) + workers
 
     def close(self) -> None:
