@@ -133,9 +133,9 @@ class RolloutEnv:
         """Actors replaced, and env workers replaced in those there now; a lost actor none."""
         workers = 0
         lost = (errors.EnvCrashedError,) if self._restart else ()  # The next call replaces it.
-        for number, actor in enumerate(self._actors):
-            with contextlib.suppress(*lost):
-                workers += self._get([actor.restarts.remote()], "restarts", number)[0]
+        for number, ref in enumerate([actor.restarts.remote() for actor in self._actors]):
+            with contextlib.suppress(*lost):  # Every actor asked at once, answers read in turn.
+                workers += self._get([ref], "restarts", number)[0]
         return sum(self.replaced) + workers
 
     def close(self) -> None:

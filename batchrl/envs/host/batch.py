@@ -265,10 +265,11 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         """Sends every group its actions; `_collect_step` collects their results."""
         actions = self._check_actions(actions)
         self._expect_open()
-        # Cast once for every group before any steps: an action no group can take would
-        # otherwise leave the groups before it stepping, their results never collected.
-        like = self._groups[0].buffers.action
-        actions = env_spec.map_tree(lambda a, buffer: np.asarray(a, buffer.dtype), actions, like)
+        if len(self._groups) > 1:
+            # Cast for every group before any steps: an action a later group cannot take
+            # would otherwise leave the groups before it stepping, never collected.
+            like = self._groups[0].buffers.action
+            actions = env_spec.map_tree(lambda a, b: np.asarray(a, b.dtype), actions, like)
         for g, part in zip(self._groups, self._slices, strict=True):
             g.step_async(obs_tree.take(actions, part), mode, read_infos)
 
