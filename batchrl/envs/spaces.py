@@ -126,10 +126,15 @@ def is_variable(space: gym.Space) -> bool:
     return isinstance(space, _VARIABLE_KINDS) or not isinstance(space, _GYMNASIUM_KINDS)
 
 
+def _kind(space: gym.Space) -> type[gym.Space] | None:
+    """The kind of a fixed-shape array space (`Box`, `Discrete`, ...), else None."""
+    family = _family(space)
+    return family if family in (*_ONE_ARRAY, gym.spaces.MultiBinary) else None
+
+
 def _leaf(space: gym.Space) -> env_spec_lib.ObsLeaf | None:
     """The leaf of a space that is one fixed-shape array; None for any other space."""
-    # Exact types: a subclass may sample or check values its own way.
-    kind = type(space)
+    kind = _kind(space)
     dtype = np.dtype(space.dtype).name if space.dtype is not None else None
     if kind is gym.spaces.Discrete:
         return env_spec_lib.ObsLeaf(
@@ -188,8 +193,8 @@ def action_tree(space: gym.Space, env_name: str = "env", variable: bool = False)
 def _action_leaf(
     space: gym.Space, path: str, env_name: str, also: str = ""
 ) -> env_spec_lib.ActionLeaf:
-    kind = type(space)
-    if kind not in (*_ONE_ARRAY, gym.spaces.MultiBinary):
+    kind = _kind(space)
+    if kind is None:
         where = "" if path == "action" else f" at {path}"
         raise UnsupportedSpaceError(
             f"unsupported action space {_named(space)}{where} of {env_name}: batchrl supports "
@@ -220,9 +225,15 @@ def _named(space: gym.Space) -> str:
     return repr(space) if known else type(space).__name__
 
 
+def _family(space: gym.Space) -> type[gym.Space]:
+    """The Gymnasium kind `space` is of (a subclass is its base's), or its own class."""
+    kinds = _GYMNASIUM_KINDS + _VARIABLE_KINDS
+    return next((kind for kind in kinds if isinstance(space, kind)), type(space))
+
+
 def same_space(a: gym.Space, b: gym.Space) -> bool:
     """Whether two supported spaces are interchangeable for batching: kind, shape, dtype, bounds."""
-    if type(a) is not type(b) or a.shape != b.shape or a.dtype != b.dtype:
+    if _family(a) is not _family(b) or a.shape != b.shape or a.dtype != b.dtype:
         return False
     if isinstance(a, gym.spaces.Box):
         return np.array_equal(a.low, b.low, equal_nan=True) and np.array_equal(
@@ -244,7 +255,7 @@ def same_layout(a: gym.Space, b: gym.Space) -> bool:
 
     Bounds and counts may differ, as Gymnasium's `observation_mode="different"` allows.
     """
-    if type(a) is not type(b):
+    if _family(a) is not _family(b):
         return False
     if isinstance(a, gym.spaces.Dict):
         return a.keys() == b.keys() and all(same_layout(a[k], b[k]) for k in a.spaces)
@@ -269,7 +280,7 @@ def env_spec(
     """The spec of an env with these Gymnasium spaces; unsupported spaces are refused."""
     observation = observation_tree(observation_space, env_name)
     tree = action_tree(action_space, env_name)
-    if type(action_space) not in _ONE_ARRAY:
+    if _kind(action_space) not in _ONE_ARRAY:
         width = sum(leaf.size for leaf in env_spec_lib.leaves(tree))
         return EnvSpec(observation, discrete=False, action_shape=(width,), action=tree)
     if isinstance(action_space, gym.spaces.Discrete):

@@ -47,6 +47,22 @@ def test_unbounded_box_actions_have_no_bounds():
     assert described.action_low is None and described.action_high is None
 
 
+def test_subclasses_of_the_kinds_are_described_as_their_kinds():
+    class UnitBox(Box):
+        pass
+
+    class Choice(Discrete):
+        pass
+
+    obs, action = (
+        Dict({"unit": Box(-1, 1, (2,), np.float32), "choice": Discrete(3)}),
+        Box(-1, 1, (2,)),
+    )
+    theirs = Dict({"unit": UnitBox(-1, 1, (2,), np.float32), "choice": Choice(3)})
+    assert spaces.env_spec(theirs, UnitBox(-1, 1, (2,))) == spaces.env_spec(obs, action)
+    assert spaces.env_spec(obs, Choice(4, start=1)) == spaces.env_spec(obs, Discrete(4, start=1))
+
+
 def test_a_dict_observation_becomes_a_tree_in_the_spaces_key_order():
     space = Dict(
         [

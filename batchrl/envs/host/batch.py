@@ -182,9 +182,13 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         return self.reset_wait()
 
     def call(
-        self, name: str, *args: Any, indices: Sequence[int] | None = None, **kwargs: Any
+        self, name: str, /, *args: Any, indices: Sequence[int] | None = None, **kwargs: Any
     ) -> tuple[Any, ...]:
-        """Calls method `name` of every env (or of those at `indices`); a value is read as is."""
+        """Calls method `name` of every env (or of those at `indices`); a value is read as is.
+
+        `name` is positional only, so the method may take a keyword `name` of its own
+        (`call("get_wrapper_attr", name="x")`).
+        """
         return self._per_env(indices, "call", name, args, kwargs)
 
     def get_attr(self, name: str, indices: Sequence[int] | None = None) -> tuple[Any, ...]:

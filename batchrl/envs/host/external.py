@@ -97,8 +97,11 @@ class ExternalProcess:
 
         return promise() if blocking else promise
 
-    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
-        """Calls the env's method `name` in the worker and returns the result."""
+    def call(self, name: str, /, *args: Any, **kwargs: Any) -> Any:
+        """Calls the env's method `name` in the worker and returns the result.
+
+        `name` is positional only, so the method may take a keyword `name` of its own.
+        """
         return self._group.call(0, name, args, kwargs)
 
     def get_attr(self, name: str) -> Any:

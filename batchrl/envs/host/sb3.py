@@ -40,16 +40,26 @@ class VecEnv(vec_env.VecEnv):
         self._actions: np.ndarray | None = None
 
     def reset(self) -> Any:
-        """Resets every env with the seeds and options set since the last reset."""
-        options = [dict(o) for o in self._options]
-        if any(o != options[0] for o in options):
-            raise ValueError(
-                "VecEnv resets every env with the same options; got different ones per env: "
-                f"{options}"
-            )
+        """Resets every env with the seeds and options set since the last reset.
+
+        Envs given the same options (one dict for all, as `set_options(dict)` gives) reset
+        together; each other env's options (`set_options([...])`, one dict per env) are
+        reset with one more call to the batch.
+        """
         seeds = list(self._seeds)
-        obs, infos = self.batch_env.reset_at(None, seed=seeds, options=options[0] or None)
-        self.reset_infos = list(infos)
+        together: dict[int, tuple[dict | None, list[int]]] = {}
+        for i, options in enumerate(self._options):
+            key = id(options) if options else 0  # set_options(dict) shares one copy.
+            together.setdefault(key, (dict(options) or None, []))[1].append(i)
+        obs = obs_tree.empty(self.batch_env.single_observation_space, self.num_envs)
+        self.reset_infos = [{} for _ in range(self.num_envs)]
+        for options, envs in together.values():
+            part, infos = self.batch_env.reset_at(
+                envs, seed=[seeds[i] for i in envs], options=options
+            )
+            env_spec.map_tree(lambda out, value, at=envs: out.__setitem__(at, value), obs, part)
+            for i, info in zip(envs, infos, strict=True):
+                self.reset_infos[i] = info
         self._reset_seeds()
         self._reset_options()
         return obs
@@ -110,6 +120,11 @@ class VecEnv(vec_env.VecEnv):
 
     def env_is_wrapped(self, wrapper_class: type, indices: Indices = None) -> list[bool]:
         return list(self.batch_env.is_wrapped(wrapper_class, indices=self._get_indices(indices)))
+
+    def _get_indices(self, indices: Indices) -> list[int]:
+        """SB3's indices as a list; a negative one counts from the end, as DummyVecEnv's do."""
+        n = self.num_envs
+        return [int(i) + n if -n <= int(i) < 0 else int(i) for i in super()._get_indices(indices)]
 
     def get_images(self) -> Sequence[np.ndarray | None]:
         if self.render_mode != "rgb_array":

@@ -87,6 +87,10 @@ def test_attributes_methods_and_wrappers_reach_the_chosen_envs():
         assert venv.get_attr("max_speed") == [5.0, 8.0, 5.0]
         assert venv.get_attr("max_speed", indices=1) == [8.0]
         assert venv.env_method("get_wrapper_attr", "max_speed", indices=[2]) == [5.0]
+        # A keyword `name` of the method's own, and a negative index, as DummyVecEnv's.
+        assert venv.env_method("get_wrapper_attr", name="max_speed", indices=-1) == [5.0]
+        venv.env_method("set_wrapper_attr", name="max_speed", value=4.0, indices=[-2])
+        assert venv.get_attr("max_speed") == [5.0, 4.0, 5.0]
         assert venv.env_is_wrapped(gym.wrappers.TimeLimit) == [True, True, True]
         assert venv.env_is_wrapped(gym.wrappers.RecordVideo, indices=[0]) == [False]
         # Asked of the envs in their workers, as of DummyVecEnv's here.
@@ -97,6 +101,31 @@ def test_attributes_methods_and_wrappers_reach_the_chosen_envs():
         venv.close()
     with pytest.raises(TypeError, match="VecEnv wraps a batchrl BatchEnv, got DummyVecEnv"):
         sb3.VecEnv(DummyVecEnv([lambda: gym.make("Pendulum-v1")]))
+
+
+def test_options_set_per_env_reach_each_env_as_on_dummy_vec_env():
+    ours = sb3.VecEnv(BatchEnv.external("Pendulum-v1", 3, envs_per_worker=2, local_envs=1))
+    theirs = DummyVecEnv([lambda: gym.make("Pendulum-v1")] * 3)
+    try:
+        per_env = [{"x_init": 0.1, "y_init": 0.1}, {}, {"x_init": np.pi, "y_init": 8.0}]
+        starts = []
+        for options in (per_env, {"x_init": 0.2, "y_init": 0.3}, None):
+            for venv in (ours, theirs):
+                venv.seed(7)
+                venv.set_options(options)
+            got, want = ours.reset(), theirs.reset()
+            np.testing.assert_array_equal(got, want, err_msg=f"options {options}")
+            assert ours.reset_infos == theirs.reset_infos
+            starts.append(got)
+        # Same seeds: only the envs given options start elsewhere than with none.
+        assert [np.array_equal(a, b) for a, b in zip(starts[0], starts[2], strict=True)] == [
+            0,
+            1,
+            0,
+        ]
+    finally:
+        ours.close()
+        theirs.close()
 
 
 def _dict_env(duration):

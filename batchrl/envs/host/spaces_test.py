@@ -15,8 +15,8 @@ from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector import AutoresetMode
 
 from batchrl import env_spec
-from batchrl.envs import BatchEnv, spaces
-from batchrl.envs.host import errors, external, obs_tree, stepper
+from batchrl.envs import BatchEnv
+from batchrl.envs.host import external, obs_tree, stepper
 from batchrl.testing import mock
 
 MODES = list(AutoresetMode)
@@ -273,18 +273,32 @@ def test_an_observation_that_does_not_fit_its_space_names_the_leaf(misfit, messa
 
 
 class _Squares(Box):
-    """A Box of its own kind: it may sample and check values its own way, so it is refused."""
+    """A Box of the user's own class: Gymnasium's vector envs batch it as a Box."""
 
 
-def test_a_subclass_of_a_fixed_space_is_named_in_one_line_with_its_leaf():
+def _local_kinds_env(duration: int) -> mock.SpaceEnv:
+    """An env whose spaces' classes are local: they pickle by value only, as a script's do."""
+
+    class Unit(Box):
+        pass
+
+    class Choice(Discrete):
+        pass
+
+    space = Dict({"unit": Unit(-1.0, 1.0, (2,), np.float32), "choice": Choice(3)})
+    return mock.SpaceEnv(space, Choice(4), duration=duration)
+
+
+@pytest.mark.parametrize("build", BUILDERS, ids=[b.__name__ for b in BUILDERS])
+def test_a_subclass_of_a_fixed_space_is_batched_as_its_kind_as_sync_vector_env(build):
     nested = Dict({"fine": Discrete(2), "extra": Tuple((Discrete(2), _Squares(0, 1, (2,))))})
-    why = "_Squares is not a space batchrl can batch"
-    expected = rf'^obs\["extra"\]\[1\]: {why}; drop it with a wrapper \(env \'SpaceEnv\''
-    with pytest.raises(spaces.UnsupportedSpaceError, match=expected) as refused:
-        BatchEnv.from_envs([mock.SpaceEnv(nested)])
-    assert "\n" not in str(refused.value)
-    with pytest.raises(errors.EnvRaisedError, match=rf"UnsupportedSpaceError: {expected[1:]}"):
-        BatchEnv.external([functools.partial(mock.SpaceEnv, nested)])
+    mode = AutoresetMode.NEXT_STEP
+    with build(constructors(nested), mode) as ours:
+        assert run_like_sync(ours, constructors(nested), mode) >= 12
+    local = [functools.partial(_local_kinds_env, d) for d in DURATIONS]
+    with build(local, mode) as ours:
+        assert ours.get_attr("action_space")[0].n == 4  # Answers carry the local classes.
+        assert run_like_sync(ours, local, mode) >= 12
 
 
 def test_buffers_lay_each_leaf_on_its_own_cache_line_the_same_in_every_process():

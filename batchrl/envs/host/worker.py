@@ -56,7 +56,7 @@ def main(
     envs = None
     try:
         envs = stepper.EnvStepper(*cloudpickle.loads(constructors_blob))
-        conn.send(("ok", (envs.name, envs.observation_space, envs.action_space)))
+        _send_by_value(conn, ("ok", (envs.name, envs.observation_space, envs.action_space)))
         _serve(conn, envs, spin, bell, answer)
     except (EOFError, BrokenPipeError, ConnectionResetError, KeyboardInterrupt):
         pass  # The parent is gone or closed the pipe: exit quietly.
@@ -120,7 +120,7 @@ def _serve(
                 infos = envs.reset(*args)
                 conn.send(("ok", (infos, stepper.objects(envs.buffers.obs))))
             elif command in forwarding.COMMANDS:
-                conn.send(("ok", getattr(envs, command)(*args)))
+                _send_by_value(conn, ("ok", getattr(envs, command)(*args)))
             elif command == "attach":
                 path, nbytes = args
                 mapping = shared.attach(path, nbytes)
@@ -166,6 +166,15 @@ def poll(poller: select.poll, spin: float, timeout: float | None = None) -> list
         if deadline is not None and time.perf_counter() >= deadline:
             break
     return events
+
+
+def _send_by_value(conn: Connection, message: tuple) -> None:
+    """Sends `message` cloudpickled, so classes that came here by value go back by value.
+
+    A class the envs' script defines (a space of its own in `__main__`) is one: plain
+    pickle refuses it. Only answers off the step path go this way.
+    """
+    conn.send_bytes(cloudpickle.dumps(message))
 
 
 def _send_error(conn: Connection, error: BaseException) -> None:
