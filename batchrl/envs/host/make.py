@@ -76,9 +76,11 @@ def _check_kwargs(name: str, constructor: Any, kwargs: dict[str, Any]) -> None:
     known = [p.name for p in parameters if p.kind is not inspect.Parameter.VAR_POSITIONAL]
     unknown = [key for key in kwargs if key not in known]
     if unknown:
+        limit = "max_episode_steps" in unknown
         raise ValueError(
             f"env {name!r} takes no keyword {', '.join(map(repr, unknown))} in env_kwargs: "
             f"it takes {', '.join(known) or 'none'}"
+            + ("; its episodes' step limit is the setting max_length" if limit else "")
         )
 
 
