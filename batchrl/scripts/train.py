@@ -20,7 +20,6 @@ at once). Bad input ends with one line.
 from __future__ import annotations
 
 import argparse
-import datetime
 import pathlib
 import signal
 import sys
@@ -210,12 +209,22 @@ def _train_together(args: argparse.Namespace) -> int:
         api.check_seeds(args.seeds)
     except ValueError as error:
         raise UsageError(str(error).replace("seeds must", "--seeds must")) from None
-    stamp = args.timestamp or datetime.datetime.now().strftime(run_folder.TIMESTAMP_FORMAT)
-    runs = []
-    for seed in args.seeds:
-        one = argparse.Namespace(**{**vars(args), "seed": seed, "seeds": None})
-        one.timestamp = seed_timestamp(stamp, seed)
-        runs.append(resumed_run(one) if args.timestamp else new_run(one, one.timestamp))
+    ones = [
+        argparse.Namespace(**{**vars(args), "seed": seed, "seeds": None}) for seed in args.seeds
+    ]
+    if args.timestamp:
+        runs = []
+        for one in ones:
+            one.timestamp = seed_timestamp(args.timestamp, one.seed)
+            runs.append(resumed_run(one))
+    else:
+        if not args.config:
+            raise UsageError(
+                "give --config NAME for a new run (see --list), or --timestamp to resume"
+            )
+        seed_configs = [requested_config(one) for one in ones]
+        rundirs = api.start_together(seed_configs, args.config, args.logdir)
+        runs = list(zip(rundirs, seed_configs, strict=True))
     signal.signal(signal.SIGTERM, _interrupt)
     api.limit_xla_threads(runs[0][1])
     from batchrl.training import together_run  # Starts JAX's backends: after the limit.

@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime
 import os
 import pathlib
+import shutil
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -106,11 +107,7 @@ def _train_together(
     configs = [config for config, _, _ in made]
     _, name, given = made[0]
     _check_recordable(configs[0], given, logdir)
-    stamp = datetime.datetime.now().strftime(run_folder.TIMESTAMP_FORMAT)
-    rundirs = [
-        start(config, name, logdir, timestamp=f"{stamp}-seed{config.seed}", env=given)
-        for config in configs
-    ]
+    rundirs = start_together(configs, name, logdir, env=given)
     from batchrl.training import together_run  # Starts JAX's backends: after the limit.
 
     return together_run.train(rundirs, configs, env=given)
@@ -169,6 +166,35 @@ def start(
     if logdir is None:
         return None
     return run_folder.create(logdir, config, name, timestamp)
+
+
+def start_together(
+    configs: list[TrainConfig], name: str, logdir: str | os.PathLike | None, env: Any = None
+) -> list[pathlib.Path | None]:
+    """Checks the seeds' configs and env, then makes a folder a seed, stamped alike.
+
+    `<logdir>/<timestamp>-seed<seed>-<name>`; the timestamp gets `.1`, `.2`, ... when
+    a folder of it exists (a together-run started in the same second), as a solo run's.
+    A refused config or env leaves no folder behind.
+    """
+    limit_xla_threads(configs[0])
+    from batchrl.training import together  # After the limit.
+
+    together.check_configs(configs)
+    if logdir is None:
+        return [start(config, name, None, env=env) for config in configs]
+    stamp = datetime.datetime.now().strftime(run_folder.TIMESTAMP_FORMAT)
+    for count in range(1000):
+        timestamp = f"{stamp}.{count}" if count else stamp
+        made: list[pathlib.Path | None] = []
+        try:
+            for config in configs:
+                made.append(start(config, name, logdir, f"{timestamp}-seed{config.seed}", env))
+            return made
+        except FileExistsError:  # Another run took this timestamp: none of ours keeps it.
+            for folder in made:
+                shutil.rmtree(folder)
+    raise FileExistsError(f"no free timestamp for {name} in {logdir} after {stamp}.999")
 
 
 def limit_xla_threads(config: TrainConfig) -> None:

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import pathlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -23,11 +23,13 @@ import numpy as np
 from batchrl import simulate
 from batchrl.configs import TrainConfig
 from batchrl.training import (
+    checkpoint,
     device_memory,
     environments,
     loop,
     metrics_log,
     run,
+    run_folder,
     tail_average,
     together,
     together_host,
@@ -48,6 +50,7 @@ def train(
     """
     if len(rundirs) != len(configs):
         raise ValueError(f"{len(configs)} configs need as many run folders, got {len(rundirs)}")
+    together.check_configs(configs)  # Before any env worker starts.
     config = configs[0]
     with contextlib.ExitStack() as opened:
         if config.jax_native:
@@ -57,8 +60,8 @@ def train(
             seeds = [seed_config.seed for seed_config in configs]
             env, batch_env = environments.build(config, env=env, seeds=seeds)
             opened.callback(batch_env.close)
-            together.check_configs(configs)
             group, states = together_host.build(configs, env)
+            return _train(rundirs, configs, env, group, states, lambda: batch_env.restarts)
         return _train(rundirs, configs, env, group, states)
 
 
@@ -68,15 +71,18 @@ def _train(
     env: Any,
     group: together.Together,
     states: list[loop.RunState],
+    restarts: Callable[[], int] | None = None,
 ) -> list[run.Run]:
-    """`train` once its env and programs are built."""
+    """`train` once its env and programs are built; `restarts` counts env workers replaced."""
     config = configs[0]
     programs = group.solo
-    states = [
+    storages = [state.agent.storage for state in states]  # As built: what an emptied one is.
+    restored = [
         run.restore(rundir, programs, state, env.env_spec)
         for rundir, state in zip(rundirs, states, strict=True)
     ]
-    begun = _common_phase(configs, states)
+    states = _common_phase(rundirs, configs, programs, states, restored)
+    begun = int(states[0].phases)
     total, count = config.phases, len(configs)
     phase_steps = programs.train_steps * programs.num_envs
     progress = metrics_log.Progress(
@@ -88,7 +94,6 @@ def _train(
         for rundir, seed_config, state in zip(rundirs, configs, states, strict=True)
     ]
     stacked = group.stack(states)
-    storages = [state.agent.storage for state in states]  # As built: what an emptied one is.
     # A thread a seed, so the seeds' checkpoints are written side by side.
     writers = [
         concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="batchrl-keeper")
@@ -106,6 +111,9 @@ def _train(
             for done in range(begun + 1, total + 1):
                 run.raise_received(received)
                 stacked, rows = _phase(group, stacked, keepers, config, done)
+                if restarts is not None:  # Every seed's env workers replaced so far.
+                    for row in rows:
+                        row["perf/worker_restarts"] = float(restarts())
                 for future in kept:
                     future.result()  # Raises what the last phase's records raised.
                 hosts = _to_host(group, stacked, storages)
@@ -224,18 +232,38 @@ def _check_finite(
             raise FloatingPointError(f"seed {seed}: {error}") from None
 
 
-def _common_phase(configs: Sequence[TrainConfig], states: Sequence[loop.RunState]) -> int:
-    """The phase every seed resumes from; a one-line ValueError when they differ."""
-    phases = [int(state.phases) for state in states]
-    if len(set(phases)) > 1:
-        found = ", ".join(
-            f"seed {config.seed} at phase {phase}"
-            for config, phase in zip(configs, phases, strict=True)
-        )
-        raise ValueError(
-            f"the seeds resume from different phases ({found}): resume each on its own"
-        )
-    return phases[0]
+def _common_phase(
+    rundirs: Sequence[pathlib.Path | None],
+    configs: Sequence[TrainConfig],
+    programs: loop.Programs,
+    built: Sequence[loop.RunState],
+    restored: Sequence[loop.RunState],
+) -> list[loop.RunState]:
+    """Every seed's state at the newest phase all reached, from their checkpoints.
+
+    A run killed between two seeds' checkpoints of a phase resumes at the phase before,
+    which every seed keeps; a one-line ValueError when some seed has no checkpoint there.
+    """
+    phases = [int(state.phases) for state in restored]
+    common = min(phases)
+    states = list(restored)
+    for i, (rundir, phase) in enumerate(zip(rundirs, phases, strict=True)):
+        if phase == common:
+            continue
+        path = checkpoint.path_for(run_folder.checkpoints(rundir), common)
+        try:
+            states[i] = loop.place(programs, checkpoint.load(path, built[i]))
+        except checkpoint.CheckpointError:
+            found = ", ".join(
+                f"seed {config.seed} at phase {phase}"
+                for config, phase in zip(configs, phases, strict=True)
+            )
+            raise ValueError(
+                f"the seeds resume from different phases ({found}) and seed {configs[i].seed} "
+                f"keeps no checkpoint of phase {common}: resume each on its own"
+            ) from None
+        logger.warning("%s goes back to phase %d, as the other seeds", rundir.name, common)
+    return states
 
 
 def _announce(rundirs: Sequence[pathlib.Path | None], group: together.Together) -> None:

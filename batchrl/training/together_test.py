@@ -1,6 +1,7 @@
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -13,7 +14,15 @@ from batchrl import configs
 from batchrl.configs import train_config
 from batchrl.scripts import evaluate, plot, sweep, table, train
 from batchrl.testing import interrupt
-from batchrl.training import checkpoint, device_memory, environments, run, together, together_run
+from batchrl.training import (
+    checkpoint,
+    device_memory,
+    environments,
+    run,
+    run_folder,
+    together,
+    together_run,
+)
 
 # Two phases of 4 Pendulum envs, an update every 4 episodes of 50 steps, evaluated each.
 PENALTY = ["steps=800", "num_envs=4", "update_every=4", "max_length=50", "eval_every=1"]
@@ -57,7 +66,8 @@ def test_each_seed_trains_as_its_solo_run(preset, settings):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "preset, settings, phases",
-    [("pendulum_jax", [*PENALTY, "steps=800"], 4), ("cartpole_jax", CLIPPED, 8)],
+    # Clipped: 48 steps a phase, rollouts of 32: every other phase ends mid-rollout.
+    [("pendulum_jax", PENALTY, 4), ("cartpole_jax", [*CLIPPED, "phase_steps=192", "steps=768"], 4)],
     ids=["penalty", "clipped"],
 )
 def test_an_interrupted_together_run_resumes_exactly(
@@ -65,20 +75,39 @@ def test_an_interrupted_together_run_resumes_exactly(
 ):
     settings = [item for assignment in settings for item in ("--set", assignment)]
     args = ["--config", preset, "--seeds", "1", "2", "--timestamp", "s{seed}", *settings]
-    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    whole, stopped, killed = tmp_path / "whole", tmp_path / "stopped", tmp_path / "killed"
     assert train.main(["--logdir", str(whole), *args]) == 0
-    # After two phases were checkpointed.
-    with interrupt.ctrl_c_at_call(monkeypatch, together_run, "_phase", 3):
-        assert train.main(["--logdir", str(stopped), *args]) == 130
+    for _ in range(2):  # Stopped after phase 1, resumed, stopped after phase 2.
+        with interrupt.ctrl_c_at_call(monkeypatch, together_run, "_phase", 2):
+            assert train.main(["--logdir", str(stopped), *args]) == 130
     assert train.main(["--logdir", str(stopped), *args]) == 0
+    # Killed between the seeds' checkpoints of the last phase: seed 2 goes back a phase.
+    shutil.copytree(whole, killed)
+    checkpoint.path_for(killed / f"s1-{preset}" / "checkpoints", phases).unlink()
+    assert train.main(["--logdir", str(killed), *args]) == 0
     for name in (f"s1-{preset}", f"s2-{preset}"):
-        ours, theirs = stopped / name / "checkpoints", whole / name / "checkpoints"
-        last = checkpoint.steps(theirs)[-1]
-        assert last == phases
-        expected = checkpoint.path_for(theirs, last).read_bytes()
-        assert checkpoint.path_for(ours, last).read_bytes() == expected
-    if preset == "cartpole_jax":  # Its rollout, emptied at each phase's end, is left out.
-        assert b"__fresh__" in checkpoint.path_for(ours, last).read_bytes()
+        theirs = whole / name / "checkpoints"
+        assert checkpoint.steps(theirs)[-1] == phases
+        expected = checkpoint.path_for(theirs, phases).read_bytes()
+        for folder in (stopped, killed):
+            assert (
+                checkpoint.path_for(folder / name / "checkpoints", phases).read_bytes() == expected
+            )
+    if preset == "cartpole_jax":  # Its rollout, emptied at the last phase's end, is left out.
+        assert b"__fresh__" in expected
+
+
+def test_seeds_that_keep_no_common_phase_are_refused_in_one_line(tmp_path, capsys):
+    args = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--seeds", "1", "2"]
+    args += ["--timestamp", "s{seed}", *(x for a in PENALTY for x in ("--set", a))]
+    assert train.main([*args, "--set", "steps=400"]) == 0
+    shutil.rmtree(tmp_path / "s1-pendulum_jax")  # Seed 1 starts anew, seed 2 is at phase 2.
+    capsys.readouterr()
+    assert train.main([*args, "--set", "steps=400"]) == 1
+    assert capsys.readouterr().err == (
+        "batchrl: error: the seeds resume from different phases (seed 1 at phase 0, seed 2 at "
+        "phase 2) and seed 2 keeps no checkpoint of phase 0: resume each on its own\n"
+    )
 
 
 def test_a_sweep_too_big_for_memory_is_one_line(monkeypatch):
@@ -182,6 +211,63 @@ def test_batchrl_train_with_seeds_returns_a_run_a_seed(tmp_path):
     argv = ["--logdir", str(tmp_path / "more"), "--config", "pendulum_jax", "--seeds", "1", "1"]
     assert train.main(argv) == 2
     assert not (tmp_path / "more").exists()
+
+
+def test_refused_seeds_leave_no_folder_and_same_second_runs_take_the_next_stamp(
+    tmp_path, monkeypatch
+):
+    clipped = dict(objective="clipped", num_minibatches=2)
+    for preset, settings, why in (
+        ("pong", {}, r"backend='ale' \(Atari's batch\) seeds all its games from one seed"),
+        ("cartpole", dict(clipped, rollout_actors=2), "got rollout_actors=2"),
+    ):
+        with pytest.raises(ValueError, match=rf"^seeds train together .*{why}.*on its own"):
+            batchrl.train(preset, seeds=[0, 1], logdir=tmp_path / "refused", **settings)
+        assert (
+            train.main(
+                [
+                    "--logdir",
+                    str(tmp_path / "refused"),
+                    "--config",
+                    preset,
+                    "--seeds",
+                    "0",
+                    "1",
+                    *(f"--set={k}={v}" for k, v in settings.items()),
+                ]
+            )
+            == 1
+        )
+    assert not (tmp_path / "refused").exists()
+    monkeypatch.setattr(run_folder, "TIMESTAMP_FORMAT", "T")  # Every run in the same second.
+    settings = dict(num_envs=4, update_every=4, max_length=50, final_episodes=4, steps=200)
+    for _ in range(2):
+        batchrl.train("pendulum_jax", seeds=[3, 4], logdir=tmp_path, **settings)
+    assert sorted(path.name for path in tmp_path.glob("T*")) == [
+        "T-seed3-pendulum_jax",
+        "T-seed4-pendulum_jax",
+        "T.1-seed3-pendulum_jax",
+        "T.1-seed4-pendulum_jax",
+    ]
+
+
+@pytest.mark.slow
+def test_host_seeds_rows_count_worker_restarts(tmp_path):
+    failing = {"where": "step", "how": "exit", "at": 150, "duration": 20, "discrete": True}
+    settings = dict(objective="clipped", num_minibatches=2, num_envs=4, steps_per_update=20)
+    settings |= dict(phase_steps=400, policy_layers=(8,), value_layers=(8,), max_length=20)
+    runs = batchrl.train(
+        "cartpole",
+        env="batchrl.testing.mock:FailingEnv",
+        env_kwargs=failing,
+        steps=800,
+        seeds=[0, 1],
+        restart_workers=True,
+        final_episodes=4,
+        **settings,
+    )
+    for result in runs:  # The workers of both seeds die in phase 2 and are replaced.
+        assert [row["perf/worker_restarts"] for row in result.metrics] == [0.0, 2.0]
 
 
 def test_a_non_finite_seed_is_named():
