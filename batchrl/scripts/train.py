@@ -20,11 +20,14 @@ at once). Bad input ends with one line.
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
+
+import gymnasium as gym
 
 from batchrl import configs
 from batchrl.envs import spaces
@@ -62,14 +65,24 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def list_presets() -> str:
     presets = {name: make() for name, make in configs.PRESETS.items()}
+    names = max(map(len, presets))
     width = max(len(config.env) for config in presets.values())
-    lines = [f"{'preset':<18} {'env':<{width}} {'backend':<9} {'objective':<11} steps"]
+    lines = [f"{'preset':<{names}} {'env':<{width}} {'backend':<9} {'objective':<11} steps"]
     for name, config in presets.items():
         lines.append(
-            f"{name:<18} {config.env:<{width}} {config.backend:<9} "
+            f"{name:<{names}} {config.env:<{width}} {config.backend:<9} "
             f"{config.algorithm.objective:<11} {config.steps:,}"
         )
     return "\n".join(lines)
+
+
+def _print_listing(text: str) -> int:
+    """Prints a listing; a reader that stops early (`| head`) ends it quietly."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # No error at exit.
+    return 0
 
 
 def list_keys() -> str:
@@ -158,17 +171,14 @@ def load_config(rundir: pathlib.Path) -> configs.TrainConfig:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; returns the exit status."""
     args = parse_args(argv)
-    if args.list:
-        print(list_presets())
-        return 0
-    if args.list_keys:
-        print(list_keys())
-        return 0
+    if args.list or args.list_keys:
+        return _print_listing(list_presets() if args.list else list_keys())
     try:
         if not args.logdir:
             raise UsageError("give --logdir DIR: the folder that holds the runs")
         if args.seeds:
             return _train_together(args)
+        before = _folders(args.logdir)
         if args.timestamp:
             rundir, config = resumed_run(args)
         else:
@@ -177,7 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         api.limit_xla_threads(config)  # A resumed run has not been through `api.start`.
         from batchrl.training import run  # Starts JAX's backends: after the thread limit.
 
-        run.train(rundir, config)
+        with run_folder.removed_if_refused([rundir] if rundir not in before else []):
+            run.train(rundir, config)
         return 0
     except KeyboardInterrupt:  # The run saved a checkpoint of its last logged state.
         return 130
@@ -188,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ValueError,
         env_errors.EnvError,
         spaces.UnsupportedSpaceError,
+        gym.error.Error,  # An env's missing dependency (Box2D), say: Gymnasium's one line.
         FloatingPointError,
         MemoryError,
         _checkpoint_error(),
@@ -212,6 +224,7 @@ def _train_together(args: argparse.Namespace) -> int:
     ones = [
         argparse.Namespace(**{**vars(args), "seed": seed, "seeds": None}) for seed in args.seeds
     ]
+    before = _folders(args.logdir)
     if args.timestamp:
         runs = []
         for one in ones:
@@ -229,8 +242,16 @@ def _train_together(args: argparse.Namespace) -> int:
     api.limit_xla_threads(runs[0][1])
     from batchrl.training import together_run  # Starts JAX's backends: after the limit.
 
-    together_run.train([rundir for rundir, _ in runs], [config for _, config in runs])
+    rundirs = [rundir for rundir, _ in runs]
+    with run_folder.removed_if_refused([rundir for rundir in rundirs if rundir not in before]):
+        together_run.train(rundirs, [config for _, config in runs])
     return 0
+
+
+def _folders(logdir: str) -> set[pathlib.Path]:
+    """The run folders in `logdir` now: those a run makes later are new."""
+    path = pathlib.Path(logdir)
+    return set(path.iterdir()) if path.is_dir() else set()
 
 
 def _checkpoint_error() -> type[Exception]:

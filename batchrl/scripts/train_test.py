@@ -1,6 +1,7 @@
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -138,6 +139,8 @@ def test_a_run_folder_written_with_env_kind_resumes_exactly(finished_run, tmp_pa
         (["--config", "pendulum_jax", "--set", "action_repeat=2"], "needs backend='processes'"),
         (["--config", "pendulum", "--set", "learning_rate=-1"], "learning_rate must be positive"),
         (["--timestamp", "19990101T000000"], "no run with timestamp '19990101T000000'"),
+        # Refused once the run began: its folder goes too.
+        (["--config", "pendulum_jax", "--set", "num_envs=100000000"], "storage takes"),
     ],
 )
 def test_bad_input_is_one_line_without_traceback(tmp_path, capsys, args, message):
@@ -146,6 +149,7 @@ def test_bad_input_is_one_line_without_traceback(tmp_path, capsys, args, message
     assert code != 0
     assert message in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not any(tmp_path.iterdir())  # No folder a corrected command would be refused by.
 
 
 def test_a_corrupt_checkpoint_is_reported_and_the_previous_one_used(finished_run, tmp_path, capsys):
@@ -370,6 +374,7 @@ def test_list_shows_every_preset(capsys):
     out = capsys.readouterr().out
     for name in ("pendulum", "cartpole_jax", "humanoid", "cheetah_clipped"):
         assert name in out
+    assert len({re.match(r"\S+\s+", line).end() for line in out.splitlines()}) == 1  # Aligned.
 
 
 def test_saved_config_reads_back_without_executing_code(finished_run):

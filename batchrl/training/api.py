@@ -81,7 +81,8 @@ def train(
     rundir = start(config, name, logdir, env=given)
     from batchrl.training import run  # Starts JAX's backends: after `start`'s thread limit.
 
-    return run.train(rundir, config, env=given)
+    with run_folder.removed_if_refused([rundir]):
+        return run.train(rundir, config, env=given)
 
 
 def check_seeds(seeds: Any) -> list[int]:
@@ -110,7 +111,8 @@ def _train_together(
     rundirs = start_together(configs, name, logdir, env=given)
     from batchrl.training import together_run  # Starts JAX's backends: after the limit.
 
-    return together_run.train(rundirs, configs, env=given)
+    with run_folder.removed_if_refused(rundirs):
+        return together_run.train(rundirs, configs, env=given)
 
 
 def _check_recordable(config: TrainConfig, given: Any, logdir: Any) -> None:

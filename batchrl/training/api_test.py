@@ -144,6 +144,9 @@ def test_an_env_without_a_name_needs_logdir_none(tmp_path):
         batchrl.train("pendulum", update_evry=3, logdir=tmp_path)
     with pytest.raises(ValueError, match=r"num_envs=2\.5: expected int"):
         batchrl.train("pendulum", num_envs=2.5, logdir=tmp_path)
+    for seeds in (None, [0, 1]):  # Refused once begun: the folders go too.
+        with pytest.raises(MemoryError, match="storage takes"):
+            batchrl.train("pendulum_jax", num_envs=10**8, seeds=seeds, logdir=tmp_path)
     assert not any(tmp_path.iterdir())
 
 

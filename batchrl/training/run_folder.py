@@ -15,12 +15,15 @@ temporary name and renamed, so a folder never holds half a file. Imports no JAX.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
 import pathlib
 import re
+import shutil
 import tempfile
+from collections.abc import Iterator, Sequence
 
 import yaml
 
@@ -86,6 +89,31 @@ def create(
             folder = logdir / name(f"{stamp}.{count}", config_name)
     write_config(folder, config)
     return folder
+
+
+@contextlib.contextmanager
+def removed_if_refused(rundirs: Sequence[pathlib.Path | None]) -> Iterator[None]:
+    """Removes these new run folders if their run raises before it kept anything.
+
+    A run refused once it began (a storage too large for memory, a network the frames
+    do not fit) leaves no folder holding only its config, which a corrected command
+    would then find and refuse as "started with other settings". Ctrl-C is no refusal.
+    """
+    try:
+        yield
+    except Exception:
+        for rundir in rundirs:
+            if rundir is not None and not _kept_anything(rundir):
+                shutil.rmtree(rundir, ignore_errors=True)
+        raise
+
+
+def _kept_anything(rundir: pathlib.Path) -> bool:
+    """Whether a run folder holds a metrics row or a checkpoint."""
+    metrics = rundir / METRICS
+    checkpoints = rundir / CHECKPOINTS
+    has_rows = metrics.exists() and metrics.stat().st_size > 0
+    return has_rows or (checkpoints.is_dir() and any(checkpoints.iterdir()))
 
 
 def find(logdir: str | os.PathLike, timestamp: str) -> pathlib.Path:
