@@ -17,6 +17,7 @@ line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import difflib
 import itertools
 import sys
 from collections.abc import Sequence
@@ -34,6 +35,7 @@ X_KEY = "perf/env_steps"
 HOURS = "hours"
 DEFAULT_METRICS = ("train/return", "eval/return")
 LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D")  # A curve of one point, in place of its line style.
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -181,18 +183,25 @@ def draw(
     backend_agg.FigureCanvasAgg(figure)
     stack = figure.subplots(rows, 1, sharex=True, squeeze=False)[:, 0]
     curves = groups(runs) if seeds else {label: [records] for label, records in runs.items()}
-    handles = []
+    handles, points = [], False
     for index, (label, members) in enumerate(curves.items()):
         colour = f"C{index % 10}"
         styles = itertools.cycle(["-"] if panels else LINE_STYLES)
         for number, (metric, style) in enumerate(zip(metrics, styles, strict=False)):
             axes = stack[number if panels else 0]
+            one = MARKERS[0 if panels else number % len(MARKERS)]  # A line of one point is none.
             if not seeds:
-                axes.plot(*series(members[0], metric, x), color=colour, linestyle=style)
+                xs, ys = series(members[0], metric, x)
+                points |= len(xs) == 1
+                axes.plot(xs, ys, color=colour, linestyle=style, marker=one if len(xs) == 1 else "")
                 continue
             grid, mean, low, high = seed_band([series(m, metric, x) for m in members])
             axes.fill_between(grid, low, high, color=colour, alpha=0.2, linewidth=0)
-            axes.plot(grid, mean, color=colour, linestyle=style, linewidth=1.5)
+            marker = one if len(grid) == 1 else ""
+            points |= len(grid) == 1
+            axes.plot(grid, mean, color=colour, linestyle=style, linewidth=1.5, marker=marker)
+            if len(grid) == 1:  # Its band as a bar: a band of one point is invisible.
+                axes.vlines(grid, low, high, color=colour, alpha=0.4)
         count = f"{len(members)} seeds, mean and range" if len(members) > 1 else "1 seed"
         name = f"{label} ({count})" if seeds else label
         handles.append(lines.Line2D([], [], color=colour, label=name))
@@ -202,8 +211,13 @@ def draw(
     elif len(metrics) == 1:  # One metric: it names the axis, the legend names the runs.
         stack[0].set_ylabel(metrics[0])
     else:
-        for metric, style in zip(metrics, itertools.cycle(LINE_STYLES), strict=False):
-            handles.append(lines.Line2D([], [], color="0.3", linestyle=style, label=metric))
+        for number, (metric, style) in enumerate(
+            zip(metrics, itertools.cycle(LINE_STYLES), strict=False)
+        ):
+            marker = MARKERS[number % len(MARKERS)] if points else ""
+            handles.append(
+                lines.Line2D([], [], color="0.3", linestyle=style, marker=marker, label=metric)
+            )
         returns = all(m.endswith("return") for m in metrics)
         stack[0].set_ylabel("return" if returns else "value")
     stack[0].legend(handles=handles, fontsize="small")
@@ -232,10 +246,21 @@ def main(argv: list[str] | None = None) -> int:
     except RunError as error:
         print(f"plot: error: {error}", file=sys.stderr)
         return 2
+    missing = [m for m in args.metrics if not any(series(r, m, args.x)[0] for r in runs.values())]
+    if missing:
+        known = sorted({key for records in runs.values() for row in records for key in row})
+        close = difflib.get_close_matches(missing[0], known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"the runs have {', '.join(known)}"
+        print(f"plot: error: no run has a value of metric {missing[0]!r}; {hint}", file=sys.stderr)
+        return 2
     figure = draw(runs, args.metrics, args.x, args.seeds, args.panels)
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(out)
+    except (OSError, ValueError) as error:  # A folder not writable, an unknown format.
+        print(f"plot: error: {out}: {error}", file=sys.stderr)
+        return 2
     print(f"wrote {out}")
     return 0
 

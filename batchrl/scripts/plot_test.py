@@ -120,6 +120,32 @@ def test_missing_run_folder_exits_2_with_one_line(runs, tmp_path, capsys):
     assert not out.exists()
 
 
+def test_a_metric_no_run_has_or_an_unknown_format_exits_2_with_one_line(runs, tmp_path, capsys):
+    out = tmp_path / "curves.png"
+    assert plot.main([str(runs[0]), "--metrics", "eval/retrun", "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert (
+        error
+        == "plot: error: no run has a value of metric 'eval/retrun'; did you mean 'eval/return'?\n"
+    )
+    assert not out.exists()
+    assert plot.main([str(runs[0]), "--out", str(tmp_path / "curves.xyz")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(
+        f"plot: error: {tmp_path / 'curves.xyz'}: Format 'xyz' is not supported"
+    )
+    assert len(error.splitlines()) == 1
+
+
+def test_a_run_of_one_point_is_drawn_as_a_marker(tmp_path):
+    seed_run(tmp_path / "seed0-cheetah", 0.0, seconds=360.0)
+    one = {"seed0-cheetah": plot.load(tmp_path / "seed0-cheetah")[:1]}
+    for seeds in (False, True):
+        (axes,) = plot.draw(one, ["eval/return"], seeds=seeds).axes
+        (line,) = axes.lines
+        assert list(line.get_xdata()) == [1000] and line.get_marker() == plot.MARKERS[0]
+
+
 def test_run_folder_without_metrics_exits_2_with_one_line(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
