@@ -255,7 +255,7 @@ class Progress:
         if not self._tty:
             self._stream.write(line + "\n")
         else:
-            line = line[: max(shutil.get_terminal_size().columns - 1, 1)]
+            line = _fit(line.split("  "), max(shutil.get_terminal_size().columns - 1, 1))
             self._stream.write("\r" + line.ljust(len(self._line)))
             self._line = line
         self._stream.flush()
@@ -273,7 +273,8 @@ class Progress:
         done = env_steps - self.initial_steps
         rate = done / elapsed if elapsed > 0 and done > 0 else None
         parts = [
-            f"[{'#' * filled}{'-' * (20 - filled)}] {fraction:4.0%}",
+            f"[{'#' * filled}{'-' * (20 - filled)}]",
+            f"{fraction:.0%}",
             f"{env_steps:,}/{self.total_steps:,} steps",
             f"{rate:,.0f} steps/s" if rate else "? steps/s",
         ]
@@ -283,6 +284,22 @@ class Progress:
         remaining = max(self.total_steps - env_steps, 0)
         parts.append(f"ETA {_duration(remaining / rate)}" if rate else "ETA ?")
         return "  ".join(parts)
+
+
+def _fit(parts: list[str], width: int) -> str:
+    """The fields of a progress line within `width` columns: whole fields dropped, not cut.
+
+    The bar's hashes go first (its percentage stays), then the step count, the speed and
+    the train return; only a terminal narrower than what is left cuts characters.
+    """
+    parts = list(parts)
+    order = (lambda p: p.startswith("["), lambda p: p.endswith(" steps"))
+    order += (lambda p: p.endswith(" steps/s"), lambda p: p.startswith("train return"))
+    for droppable in order:
+        if len("  ".join(parts)) <= width:
+            break
+        parts = [part for part in parts if not droppable(part)]
+    return "  ".join(parts)[:width]
 
 
 def summary_line(phase: int, env_steps: int, metrics: Mapping[str, float]) -> str:

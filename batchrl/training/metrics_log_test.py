@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -194,6 +196,26 @@ def test_progress_redraws_one_line_on_a_tty():
     assert output.count("\r") == 2
     assert output.count("\n") == 1 and output.endswith("\n")
     assert "100/100 steps" in output.split("\r")[-1]
+
+
+@pytest.mark.parametrize(
+    ("columns", "shown"),
+    [
+        (200, "[######--------------]  30%  300,000/1,000,000 steps  5,000 steps/s  train return"),
+        (80, "30%  5,000 steps/s  train return 227.5  eval return 500.0  ETA 0:02:20"),
+        (60, "30%  train return 227.5  eval return 500.0  ETA 0:02:20"),
+        (45, "30%  eval return 500.0  ETA 0:02:20"),
+    ],
+)
+def test_a_narrow_terminal_drops_whole_fields_and_keeps_the_returns(monkeypatch, columns, shown):
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda: os.terminal_size((columns, 24)))
+    stream, clock = TtyStream(), FakeClock()
+    progress = metrics_log.Progress(1_000_000, stream=stream, clock=clock)
+    clock.now += 60.0
+    progress.update(300_000, {"train/return": 227.5, "eval/return": 500.0})
+    line = stream.getvalue().split("\r")[-1].rstrip()
+    assert line.startswith(shown) and len(line) < columns
+    assert line.endswith("ETA 0:02:20")
 
 
 def test_summary_line_shows_the_usual_metrics_present():
