@@ -10,7 +10,9 @@ JAX-native run uses the Gymnasium env it matches), rendering headless: MuJoCo th
 EGL, or OSMesa where EGL is missing; classic-control envs through SDL's dummy video
 driver. An Atari run (backend 'ale', whose vector env renders nothing) plays in one
 Gymnasium env that plays as its evaluation does (`atari.single`): whole games scored by
-the game's own rewards, filmed in the game's RGB frames.
+the game's own rewards, filmed in the game's RGB frames. A frame is filmed a policy step,
+so a run that repeats actions plays at its env's fps over `action_repeat`; a gymnax env
+with no Gymnasium env (MinAtar's) is refused in one line (`evaluate` scores it).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import pathlib
 import sys
 import warnings
 from collections.abc import Sequence
+
+import gymnasium as gym
 
 from batchrl.training import run_folder
 
@@ -78,6 +82,15 @@ def follow_the_agent(env) -> bool:
     return True
 
 
+def check_filmable(config) -> None:
+    """A one-line UsageError for a JAX-native run with no Gymnasium env to film it in."""
+    if config.jax_native and ":" not in config.env and config.env not in gym.registry:
+        raise UsageError(
+            f"a run of {config.backend} env {config.env!r}, which has no Gymnasium env to film "
+            "it in (MinAtar's, say): evaluate scores its policy on its own env"
+        )
+
+
 def film_env(config):
     """The one Gymnasium env, rendering RGB frames, that `config`'s policy is filmed in.
 
@@ -91,6 +104,7 @@ def film_env(config):
 
         options = environments.atari_options(config, evaluation=True)
         return single.make(config.env, options, render_mode="rgb_array")
+    check_filmable(config)
     from batchrl.envs.host import make
 
     env = make.Make(
@@ -114,6 +128,8 @@ def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
     env = film_env(config)
     outdir.mkdir(parents=True, exist_ok=True)
     fps = env.metadata.get("render_fps", 30)
+    if config.backend != "ale":  # One frame a policy step: `action_repeat` env steps.
+        fps /= config.action_repeat
     stats = []
     deterministic = not config.eval_sample
     for episode in range(episodes):
@@ -146,6 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         choose_headless_gl()
         rundir = pathlib.Path(args.logdir)
         config = run_folder.read_config(rundir)
+        check_filmable(config)
         from batchrl.training import policy  # Imports JAX: after the GL backend is chosen.
 
         loaded = policy.load(rundir, best=args.best)

@@ -1,9 +1,11 @@
 import json
 import pathlib
+import shutil
 
 import imageio.v3 as iio
 import pytest
 
+from batchrl import configs
 from batchrl.scripts import train, visualize
 from batchrl.training import run_folder
 
@@ -120,6 +122,33 @@ def test_missing_run_or_checkpoint_is_one_line(tmp_path, capsys):
     assert "has no checkpoint yet" in capsys.readouterr().err
     assert visualize.main(["--logdir", str(empty), "--outdir", str(tmp_path), "--best"]) == 2
     assert "has no best policy: no phase evaluated" in capsys.readouterr().err
+
+
+def test_a_gymnax_run_without_a_gymnasium_env_is_one_line(tmp_path, capsys):
+    folder = run_folder.create(tmp_path, configs.get("breakout_minatar"), "breakout_minatar")
+    assert visualize.main(["--logdir", str(folder), "--outdir", str(tmp_path / "v")]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "visualize: error: a run of gymnax env 'Breakout-MinAtar', which has no Gymnasium env "
+        "to film it in (MinAtar's, say): evaluate scores its policy on its own env\n"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:os.fork")
+def test_a_run_that_repeats_actions_is_filmed_at_its_envs_speed(run, tmp_path):
+    folder = tmp_path / run.name
+    shutil.copytree(run, folder)  # As if trained in worker processes, each action twice.
+    config = (folder / "config.yaml").read_text()
+    config = config.replace("\nbackend: jax\n", "\nbackend: processes\n")
+    (folder / "config.yaml").write_text(config.replace("action_repeat: 1\n", "action_repeat: 2\n"))
+    assert run_folder.read_config(folder).action_repeat == 2
+    out = tmp_path / "videos"
+    assert visualize.main(["--logdir", str(folder), "--outdir", str(out)]) == 0
+    (row,) = json.loads((out / "episodes.json").read_text())
+    assert row["length"] == 20  # 40 env steps, two a policy step.
+    assert iio.imread(out / row["video"]).shape[0] == 21
+    assert iio.immeta(out / row["video"])["fps"] == 15.0  # Pendulum's 30 a second, halved.
 
 
 def agent_pixels(frame) -> int:
