@@ -2,7 +2,8 @@
 
 One row per JSON line, or per element of one of its lists (`rows`), kept where any of
 `where`'s PATH=VALUE conditions holds; each column reads `[HEADER=]VALUE[/VALUE][:FORMAT]`
-of its row (`Column`). docs/benchmarks.md's tables are made so, and docs_test remakes them.
+of its row (`Column`): a row's key of that whole name first (a run's metrics are named
+`eval/return`), else the ratio. docs/benchmarks.md's tables are made so, and docs_test remakes them.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class Column:
     header: str
     values: tuple[Value, ...]  # One value, or a numerator and a denominator.
     format: str = ""
+    whole: Value | None = None  # The expression as one key ("eval/return"), read first.
 
     @classmethod
     def parse(cls, spec: str) -> Column:
@@ -71,9 +73,14 @@ class Column:
         values = tuple(Value.parse(part) for part in expression.split("/"))
         if len(values) > 2:
             raise ValueError(f"{spec!r}: a column divides at most two values")
-        return cls(header or expression, values, form or "")
+        plain = "/" in expression and not set("()[]") & set(expression)
+        whole = Value(expression.strip()) if plain else None
+        return cls(header or expression, values, form or "", whole)
 
     def read(self, row: dict) -> object:
+        """The column's value in `row`: a key of that name if the row has one, else a ratio."""
+        if self.whole is not None and self.whole.read(row) is not None:
+            return self.whole.read(row)
         if len(self.values) == 1:
             return self.values[0].read(row)
         top, bottom = (value.read(row) for value in self.values)
@@ -149,7 +156,8 @@ def columns_table(
     for index, column in enumerate(parsed):
         present = [row[index] for row in values if row[index] is not None]
         if not present:
-            raise ValueError(f"column {column.header!r}: no row has {column.values[0].path!r}")
+            missing = (column.whole or column.values[0]).path
+            raise ValueError(f"column {column.header!r}: no row has {missing!r}")
         numbers = all(isinstance(x, int | float) and not isinstance(x, bool) for x in present)
         alignment.append("---:" if numbers else "---")
     lines.append("| " + " | ".join(alignment) + " |")

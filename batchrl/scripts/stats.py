@@ -82,6 +82,22 @@ def task_of(config: str) -> str | None:
     return _PRESET_TASKS.get(config) or _TASK_OF.get(config.split("_")[0])
 
 
+def reference(task: str) -> str:
+    """What the target of `task` in TARGETS is, as the profile's axis names it."""
+    if task.endswith("-MinAtar"):
+        return "gymnax's PPO at 10M steps"
+    if task.startswith("MiniGrid"):
+        return "the minigrid_doorkey preset's target"
+    return "best published PPO at 1M steps"
+
+
+def axis_label(score: str, configs: Sequence[str]) -> str:
+    """The profile's x axis: the score over the targets of these configs' tasks."""
+    references = {reference(task_of(config)) for config in configs}
+    target = references.pop() if len(references) == 1 else "each task's target (stats.TARGETS)"
+    return f"{SCORES[score][1]} / {target}"
+
+
 def fraction(score: np.ndarray, target: float) -> np.ndarray:
     """Scores as fractions of the target, 1 at the target and higher for better."""
     return score / target if target > 0 else target / score
@@ -187,8 +203,8 @@ def draw_profile(
     axis.plot(taus, profile(columns, taus), color="tab:blue", label="batchrl")
     axis.fill_between(taus, low, high, color="tab:blue", alpha=0.2, label="95 % interval")
     axis.axvline(1.0, color="grey", linestyle=":")
-    _, what, policies = SCORES[score]
-    axis.set_xlabel(f"{what} / best published PPO at 1M steps")
+    policies = SCORES[score][2]
+    axis.set_xlabel(axis_label(score, named))
     axis.set_ylabel("fraction of runs above")
     seeds = sorted({len(c) for c in columns})
     counts = f"{seeds[0]}-{seeds[-1]}" if seeds[0] != seeds[-1] else f"{seeds[0]}"

@@ -73,3 +73,12 @@ def test_pixel_presets_are_held_to_their_own_tasks_targets():
     assert stats.task_of("minigrid_doorkey") == "MiniGrid-DoorKey-5x5-v0"
     assert stats.task_of("walker_clipped") == "Walker2d-v5"
     assert stats.task_of("breakout") is None  # Atari: no target yet.
+
+
+def test_the_profiles_axis_names_the_targets_of_its_tasks():
+    label = stats.axis_label("final", ["cheetah_clipped", "hopper_clipped"])
+    assert label == "final return / best published PPO at 1M steps"
+    label = stats.axis_label("best", ["breakout_minatar", "freeway_minatar"])
+    assert label == "best evaluation along training / gymnax's PPO at 10M steps"
+    label = stats.axis_label("final", ["cheetah_clipped", "minigrid_doorkey"])
+    assert label == "final return / each task's target (stats.TARGETS)"

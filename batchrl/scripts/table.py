@@ -192,6 +192,11 @@ def table(paths: Sequence[pathlib.Path], reps: int = REPS, per_seed: bool = Fals
     if records and all(r.get("benchmark") == "evaluation_noise" for r in records):
         return noise_table(records)
     final = stats.read(paths, "final")
+    if not final:
+        raise ValueError(
+            f"no finished run in {', '.join(map(str, paths))}: a table reads a sweep's "
+            "results.jsonl (--columns reads any JSON lines)"
+        )
     if per_seed:
         return seeds_table(final)
     kept: dict[str, dict[int, float]] = {}

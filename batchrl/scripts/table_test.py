@@ -233,6 +233,24 @@ def test_a_column_divides_two_values_or_takes_the_mean_of_a_slice(tmp_path):
     ]
 
 
+def test_a_runs_metrics_are_read_by_their_keys_and_a_file_of_no_run_is_one_line(tmp_path, capsys):
+    path = tmp_path / "metrics.jsonl"
+    rows = [{"step": 6000, "eval/return": -1100.5, "train/kl": 0.02}, {"step": 12000}]
+    write_records(path, rows)
+    columns = ["step", "eval/return:.1f", "kl=train/kl"]
+    assert columns_lib.columns_table([path], columns).splitlines() == [
+        "| step | eval/return | kl |",
+        "| ---: | ---: | ---: |",
+        "| 6,000 | -1100.5 | 0.02 |",
+        "| 12,000 |  |  |",
+    ]
+    assert table.main([str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"table: error: no finished run in {path}: a table reads a sweep's results.jsonl "
+        "(--columns reads any JSON lines)\n"
+    )
+
+
 def test_a_column_no_row_has_or_a_line_with_no_rows_is_an_error(tmp_path):
     path = tmp_path / "overlap.jsonl"
     write_records(path, RUNS)
