@@ -104,11 +104,15 @@ def test_keeps_the_state_of_its_best_evaluated_phase(finished_run):
 
 
 def test_resuming_a_finished_run_trains_no_further(finished_run, capsys):
+    files = sorted(finished_run.iterdir())
+    capsys.readouterr()
     code = train.main(
         ["--logdir", str(finished_run.parent), "--timestamp", finished_run.name.split("-")[0]]
     )
     assert code == 0
     assert len(metrics_log.read_jsonl(finished_run / "metrics.jsonl")) == 5
+    assert capsys.readouterr().out == f"run folder {finished_run} has trained all its 5 phases\n"
+    assert sorted(finished_run.iterdir()) == files  # No event file of no events.
 
 
 def test_a_run_folder_written_with_env_kind_resumes_exactly(finished_run, tmp_path, capsys):

@@ -113,6 +113,9 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
         programs, state = loop.build(config, env, eval_env=eval_env)
         state = restore(rundir, programs, state, env.env_spec)
         total = config.phases
+        if int(state.phases) >= total:  # Resumed after its last phase: nothing to write.
+            print(f"run folder {rundir} has trained all its {total} phases", flush=True)
+            return Run(rundir, config, [], state, programs)
         progress = metrics_log.Progress(
             total_steps=total * programs.train_steps * programs.num_envs,
             initial_steps=int(state.env_steps),
