@@ -27,7 +27,7 @@ import dataclasses
 import json
 import pathlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from batchrl.scripts.train import UsageError
 from batchrl.training import checkpoint, environments, loop, run_folder, tail_average
@@ -91,8 +91,12 @@ def evaluate(
     repeats: int = 1,
     sample: bool | None = None,
     average_last: int = 1,
+    each: Callable[[dict], None] | None = None,
 ) -> list[dict]:
     """The mean return and length over at least `episodes` episodes of each checkpoint.
+
+    `each` is called with each row as soon as it is made: a later checkpoint that fails
+    to load then costs only its own rows.
 
     The checkpoints are `phases` and, with `best`, the best-evaluated state; every kept
     checkpoint when neither is given. With `repeats` above 1, each checkpoint is scored
@@ -193,6 +197,8 @@ def evaluate(
                     "length": summary["episode/length"],
                 }
                 rows.append(row)
+                if each is not None:
+                    each(row)
         return rows
     finally:
         if batch_env is not None:
@@ -202,7 +208,7 @@ def evaluate(
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        rows = evaluate(
+        evaluate(
             pathlib.Path(args.logdir),
             args.episodes,
             args.phases,
@@ -211,6 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.repeats,
             True if args.sample else False if args.mean_action else None,
             args.average_last,
+            each=lambda row: print(json.dumps(row), flush=True),
         )
     except UsageError as error:
         print(f"evaluate: error: {error}", file=sys.stderr)
@@ -218,8 +225,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except checkpoint.CheckpointError as error:  # Corrupt, or not this run's.
         print(f"evaluate: error: {error}", file=sys.stderr)
         return 1
-    for row in rows:
-        print(json.dumps(row))
     return 0
 
 

@@ -171,6 +171,7 @@ def test_a_corrupt_checkpoint_is_named_in_one_line(run, tmp_path, capsys):
     (path,) = (copy / "checkpoints").glob("ckpt-*6.bin")
     with path.open("r+b") as file:
         file.truncate(1000)
-    assert evaluate.main(["--logdir", str(copy), "--phases", "6"]) == 1
-    err = capsys.readouterr().err.strip()
-    assert err.startswith(f"evaluate: error: {path}: truncated") and "\n" not in err
+    assert evaluate.main(["--logdir", str(copy), "--phases", "5", "6"]) == 1
+    out, err = capsys.readouterr()
+    assert err.startswith(f"evaluate: error: {path}: truncated") and "\n" not in err.strip()
+    assert [json.loads(line)["phase"] for line in out.splitlines()] == [5]  # Kept: the rows before.
