@@ -63,7 +63,12 @@ class Writer:
             writer.write(env_steps, metrics)
     """
 
-    def __init__(self, logdir: str | os.PathLike) -> None:
+    def __init__(self, logdir: str | os.PathLike, purge_step: int | None = None) -> None:
+        """Opens the folder's files.
+
+        `purge_step`: TensorBoard drops the earlier files' events from that step on (a
+        resumed run redoes the phases after its checkpoint).
+        """
         event_file_writer, self._event_pb2, self._summary_pb2 = _import_tensorboardx()
         self.logdir = Path(logdir)
         self.logdir.mkdir(parents=True, exist_ok=True)
@@ -76,6 +81,11 @@ class Writer:
         # opened in the same second differ only here ("10" sorted before "9" did).
         suffix = f".{os.getpid()}.{next(_writer_ids):06d}"
         self._events = event_file_writer.EventsWriter(str(self.logdir / "events"), suffix)
+        if purge_step is not None:  # As tf.summary's purge_step: a session (re)starts there.
+            start = self._event_pb2.SessionLog(status=self._event_pb2.SessionLog.START)
+            event = self._event_pb2.Event(wall_time=time.time(), step=purge_step, session_log=start)
+            self._events.write_event(event)
+            self._events.flush()
         self._closed = False
 
     def write(self, step: int, metrics: Mapping[str, float]) -> None:

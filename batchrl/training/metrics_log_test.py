@@ -275,6 +275,16 @@ def test_progress_ticks_only_on_a_terminal(capsys):
     assert "\r" not in capsys.readouterr().err
 
 
+def test_a_resumed_writers_purge_step_drops_the_earlier_events_it_redoes(tmp_path):
+    with metrics_log.Writer(tmp_path) as writer:  # Killed after step 3, checkpointed at 1.
+        for step in (1, 2, 3):
+            writer.write(step, {"train/return": float(step)})
+    with metrics_log.Writer(tmp_path, purge_step=2) as writer:
+        for step in (2, 3, 4):
+            writer.write(step, {"train/return": 10.0 * step})
+    assert read_scalars(tmp_path) == {"train/return": [(1, 1.0), (2, 20.0), (3, 30.0), (4, 40.0)]}
+
+
 def test_event_files_of_writers_opened_in_one_second_read_in_the_order_they_were_written(
     tmp_path,
 ):

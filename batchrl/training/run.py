@@ -175,7 +175,8 @@ class Keeper:
         self.rundir, self.config, self.algorithm = rundir, config, algorithm
         self.directory = None if rundir is None else run_folder.checkpoints(rundir)
         self.best = -math.inf if rundir is None else _best_return(rundir, int(state.env_steps))
-        self.writer = None if rundir is None else metrics_log.Writer(rundir)
+        redone = int(state.env_steps) + 1 if int(state.phases) else None  # Rows past it go.
+        self.writer = None if rundir is None else metrics_log.Writer(rundir, redone)
         self.rows: list[dict[str, float]] = []
         self.kept = (state, () if self.directory is None else self._fresh(state))
         self.tail = collections.deque(maxlen=config.average_last - 1)
