@@ -8,7 +8,7 @@ import pytest
 
 from batchrl import bridge, simulate
 from batchrl.conftest import wait_gone
-from batchrl.envs import BatchEnv, EnvCrashedError, EnvTimeoutError
+from batchrl.envs import BatchEnv, EnvCrashedError, EnvRaisedError, EnvTimeoutError
 from batchrl.testing import jax_mock, mock
 
 DURATIONS = (1, 2, 3, 4)
@@ -216,6 +216,25 @@ def test_a_worker_crash_or_hang_in_a_compiled_rollout_raises_the_env_error(how, 
         with pytest.raises(error, match=message):
             run(state, agent_state)
     assert wait_gone(pids) == []
+
+
+@pytest.mark.parametrize(
+    ("how", "error", "message"),
+    [
+        (
+            "raise",
+            EnvRaisedError,
+            r"failed on purpose in reset \(raised by env 'FailingEnv' \(env 1",
+        ),
+        ("sigkill", EnvCrashedError, r"'FailingEnv' \(env 1.*died \(signal SIGKILL\) during reset"),
+    ],
+)
+def test_an_env_failing_in_its_first_reset_raises_the_env_error(how, error, message):
+    failing = functools.partial(mock.FailingEnv, where="reset", how=how)
+    with BatchEnv.external([mock.CountingEnv, failing], envs_per_worker=1) as batch_env:
+        env = bridge.InGraphBatchEnv(batch_env)
+        with pytest.raises(error, match=message):
+            simulate.init(env, jax.random.key(0))
 
 
 def test_a_compiled_rollout_goes_on_past_crashes_with_restart():

@@ -21,7 +21,7 @@ explicitly (an `io_callback`, two copies a step), and a program on another devic
 its own is refused with one line naming the setting that places it (`acting_device`).
 
 An exception in a callback aborts the compiled program with an opaque runtime error;
-the bridge keeps the original error and `surface_errors` raises it in its place.
+the bridge keeps the original error and `surfaced.surface_errors` raises it in its place.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl import env_spec as env_spec_lib
-from batchrl.bridge import one_block, thread_state
+from batchrl.bridge import one_block, surfaced, thread_state
 from batchrl.bridge.seeds import check_env_seeds, run_env_seeds
 from batchrl.envs import spaces
 from batchrl.envs.host import batch as batch_lib
@@ -48,10 +48,6 @@ try:  # Present in the JAX versions pyproject.toml allows; kept optional on purp
     from jax.experimental.buffer_callback import buffer_callback
 except ImportError:  # pragma: no cover - exercised only on other JAX versions
     buffer_callback = None
-
-# The error of the last failed host call. Callbacks run on XLA's threads, not the caller's,
-# so this is process-wide; compiled programs that drive worker envs run one at a time.
-_last_error: list[BaseException | None] = [None]
 
 
 @flax.struct.dataclass
@@ -77,8 +73,6 @@ class BridgeState:
 
 
 _TOKEN = jax.ShapeDtypeStruct((), np.int32)
-# How a KeyboardInterrupt raised in a host call shows in XLA's error text.
-_INTERRUPTED = "KeyboardInterrupt:"
 
 
 def compiled_dtype(dtype: Any) -> np.dtype:
@@ -187,21 +181,24 @@ class InGraphBatchEnv:
         Its arrays must be on the bridge's device (or not yet committed to one): a program
         elsewhere is refused with one line, before it runs.
         """
-        surfaced = surface_errors(function)
+        raising = surfaced.surface_errors(function)
         if self.devices > 1:  # The program spans devices; its calls are placed on the first.
-            return surfaced
+            return raising
 
         @functools.wraps(function)
         def placed(*args: Any, **kwargs: Any) -> Any:
             check_device(self.device, (args, kwargs))
-            return surfaced(*args, **kwargs)
+            return raising(*args, **kwargs)
 
         return placed
 
     def init(self, key: jax.Array) -> tuple[BridgeState, Any]:
         """Resets every env, env i with `env_seeds[i]`; `key` is unused (envs seed themselves)."""
+        traced = isinstance(key, jax.core.Tracer)
         del key
-        token, obs = self._split(self._host_init(jnp.zeros((), jnp.int32)))
+        # Called as is (not traced), its errors are raised as themselves, as a program's are.
+        start = self._host_init if traced else surfaced.surface_errors(self._host_init)
+        token, obs = self._split(start(jnp.zeros((), jnp.int32)))
         zeros = jnp.zeros((self.num_envs,), jnp.float32)
         falses = jnp.zeros((self.num_envs,), bool)
         if self.env_spec.action is None:
@@ -336,7 +333,7 @@ def _host_call(
         try:
             function(*args)
         except BaseException as error:
-            _last_error[0] = error
+            surfaced.keep(error)
             raise
 
     if buffer_callback is not None and device is None and in_place:
@@ -348,7 +345,7 @@ def _host_call(
                 outputs = tuple(_host_view(o) for o in out)
                 views = tuple(_host_view(x) for x in inputs)
             except DeviceError as error:
-                _last_error[0] = error
+                surfaced.keep(error)
                 raise
             keep_error(outputs, *views)
 
@@ -357,7 +354,19 @@ def _host_call(
     def on_arrays(*inputs: Any) -> Any:
         thread_state.keep()
         outputs = tuple(np.empty(t.shape, t.dtype) for t in result_types)
-        keep_error(outputs, *inputs)
+        if device is None:
+            keep_error(outputs, *inputs)
+            return outputs
+        # Over several devices a call that raises stops its device while the others wait
+        # for it in the update's collectives, until XLA aborts the process: the error is
+        # kept instead, the program runs to its end on zeros, and `surface_errors` raises it.
+        if not surfaced.pending():
+            try:
+                function(outputs, *inputs)
+            except BaseException as error:
+                surfaced.keep(error)
+        if surfaced.pending():
+            outputs = tuple(np.zeros(t.shape, t.dtype) for t in result_types)
         return outputs
 
     if device is not None:  # The token orders the calls; XLA allows no ordered effect here.
@@ -366,35 +375,3 @@ def _host_call(
             jax.experimental.io_callback, on_arrays, result_types, sharding=sharding
         )
     return functools.partial(jax.experimental.io_callback, on_arrays, result_types, ordered=True)
-
-
-def take_error() -> BaseException | None:
-    """The error raised by the last failed bridge call in this process, cleared once read."""
-    error, _last_error[0] = _last_error[0], None
-    return error
-
-
-def surface_errors(function: Callable[..., Any]) -> Callable[..., Any]:
-    """Wraps a compiled function so an env error inside it is raised as itself.
-
-    Without this, an exception in an env worker (crash, timeout, raised error) reaches
-    the caller as a JaxRuntimeError with the message buried in text. So does Ctrl-C (or
-    a signal made into KeyboardInterrupt) that lands in JAX's own part of a host call,
-    around the bridge's code: it is raised as KeyboardInterrupt.
-    """
-
-    @functools.wraps(function)
-    def wrapped(*args: Any, **kwargs: Any) -> Any:
-        take_error()
-        try:
-            return jax.block_until_ready(function(*args, **kwargs))
-        except Exception as runtime_error:
-            error = take_error()
-            if error is None and _INTERRUPTED in str(runtime_error):
-                message = str(runtime_error).split(_INTERRUPTED, 1)[1].splitlines()[0].strip()
-                raise KeyboardInterrupt(message) from None
-            if error is None:
-                raise
-            raise error from None
-
-    return wrapped

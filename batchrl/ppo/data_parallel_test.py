@@ -118,3 +118,13 @@ def test_the_train_command_with_worker_envs_on_two_devices(tmp_path):
     for one, two_devices in zip(rows[1], rows[2], strict=True):
         for key in ("train/return", "train/policy_loss", "train/value_loss", "eval/return"):
             assert two_devices[key] == pytest.approx(one[key], rel=1e-3), key
+    # An env that raises mid-phase: its one line, not an abort of XLA's devices waiting
+    # for each other in the update.
+    command[command.index(str(tmp_path / "2"))] = str(tmp_path / "3")
+    command += ["--set", "env=batchrl.testing.mock:FailingEnv", "--set", "max_length=20"]
+    command += ["--set", "env_kwargs={where: step, at: 150}"]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert result.stderr.splitlines()[-1].startswith(
+        "batchrl: error: ValueError: FailingEnv failed on purpose in step (raised by env "
+    )
