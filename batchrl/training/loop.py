@@ -284,8 +284,12 @@ def run_phase(
     eval_episodes: int = 0,
     average_with: Sequence[Any] | None = None,
     final: bool = False,
+    restart: bool = False,
 ) -> tuple[RunState, dict[str, float]]:
     """One train phase from `state`, evaluated; the state after it and its flat metrics.
+
+    `restart` restarts every env first (they always restart where training and evaluation
+    share them): a resumed run's envs begin new episodes, not those it was saved in.
 
     Evaluation runs rounds of the eval phase until at least `eval_episodes` episodes
     ended, none when 0. With `average_with`, the parameters of earlier phases, the
@@ -296,7 +300,7 @@ def run_phase(
     """
     start = time.perf_counter()
     train_state = simulate.clear_summary(state.train)
-    restart = jnp.asarray(programs.shared_envs)
+    restart = jnp.asarray(programs.shared_envs or restart)
     train_state, agent_state = programs.train(train_state, state.agent, restart, final)
     jax.block_until_ready(agent_state)
     trained = state.replace(train=train_state, agent=agent_state)

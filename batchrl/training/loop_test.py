@@ -4,10 +4,11 @@ import jax
 import numpy as np
 import pytest
 
+from batchrl import configs
 from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import config as config_lib
-from batchrl.testing import jax_mock
-from batchrl.training import loop, reuse
+from batchrl.testing import interrupt, jax_mock
+from batchrl.training import loop, reuse, run, run_folder
 
 DURATIONS = (1, 2, 3, 4)
 
@@ -102,3 +103,23 @@ def test_the_host_runs_a_jax_native_run_as_whole_programs_not_op_by_op():
     # 4 and 8 here (JAX 0.10.2), 29 and more before; some slack for other JAX versions.
     assert first <= 6, first  # The agent's init, the simulations', the keys.
     assert len(lowered) - first <= 12, len(lowered) - first
+
+
+def test_a_resumed_atari_run_begins_new_episodes_in_its_new_games(tmp_path, monkeypatch):
+    # Atari's games live outside the checkpoint: after a restore its first phase restarts
+    # them, so it acts on their frames, not on the saved ones, and counts new episodes.
+    config = configs.get("breakout")
+    settings = ["num_envs=2", "steps_per_update=16", "num_minibatches=2", "update_epochs=1"]
+    settings += ["steps=64", "phase_steps=32", "eval_every=100", "final_episodes=1"]
+    for assignment in settings:
+        config = configs.parse_override(config, assignment)
+    rundir = run_folder.create(tmp_path, config, "breakout")
+    with (
+        interrupt.ctrl_c_at_call(monkeypatch, loop, "run_phase", 2),
+        pytest.raises(KeyboardInterrupt),
+    ):
+        run.train(rundir, config)  # Phase 1 of 16 steps an env, then stopped.
+    resumed = run.train(rundir, config)
+    assert int(resumed.state.phases) == 2
+    # Breakout's first episodes outlast 32 steps: counted from the restart, 16 at most.
+    assert np.asarray(resumed.state.train.length).max() <= 16

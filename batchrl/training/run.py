@@ -122,6 +122,8 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
         )
         _announce(rundir, programs)
         keeper = Keeper(rundir, config, state, programs.algorithm)
+        # Restored: the checkpoint holds the episodes JAX-native envs were in, no others'.
+        restart = int(state.phases) > 0 and not config.jax_native
         try:
             with keeper, progress.ticking(), signals_kept() as received:
                 for done in range(int(state.phases) + 1, total + 1):
@@ -133,7 +135,9 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
                         eval_episodes=eval_episodes(config, done),
                         average_with=keeper.average_with(final),
                         final=final,
+                        restart=restart,
                     )
+                    restart = False
                     if batch_env is not None:  # Env workers replaced so far in this process.
                         metrics["perf/worker_restarts"] = float(batch_env.restarts)
                     env_steps = keeper.record(state, metrics)

@@ -108,9 +108,11 @@ def _train(
                 opened.callback(writer.shutdown)  # Waits for the last phase's records.
             opened.enter_context(progress.ticking())
             received = opened.enter_context(run.signals_kept())
+            restart = begun > 0 and not config.jax_native  # As `run.train`'s.
             for done in range(begun + 1, total + 1):
                 run.raise_received(received)
-                stacked, rows = _phase(group, stacked, keepers, config, done)
+                stacked, rows = _phase(group, stacked, keepers, config, done, restart)
+                restart = False
                 if restarts is not None:  # Every seed's env workers replaced so far.
                     for row in rows:
                         row["perf/worker_restarts"] = float(restarts())
@@ -145,12 +147,13 @@ def _phase(
     keepers: list[run.Keeper],
     config: TrainConfig,
     done: int,
+    restart: bool = False,
 ) -> tuple[loop.RunState, list[dict[str, float]]]:
     """Phase `done` of every seed, as `loop.run_phase` runs one: their states and rows."""
     programs = group.solo
     final = done == config.phases
     start = time.perf_counter()
-    reset = jax.numpy.asarray(programs.shared_envs)
+    reset = jax.numpy.asarray(programs.shared_envs or restart)
     train_state, agent = group.train(simulate.clear_summary(stacked.train), stacked.agent, reset)
     seconds = time.perf_counter() - start
     tails = [keeper.average_with(final) for keeper in keepers]
