@@ -94,8 +94,8 @@ def observation_tree(
 
 
 def _bounds(space: gym.spaces.Box) -> tuple[tuple[float, ...] | None, tuple[float, ...] | None]:
-    """A Box's bounds element by element, or (None, None) unless every bound is finite."""
-    if not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+    """A Box's bounds element by element (inf where one has none); (None, None) if it has none."""
+    if not (np.any(np.isfinite(space.low)) or np.any(np.isfinite(space.high))):
         return None, None
     return tuple(map(float, space.low.flat)), tuple(map(float, space.high.flat))
 
@@ -280,7 +280,8 @@ def env_spec(
     """The spec of an env with these Gymnasium spaces; unsupported spaces are refused."""
     observation = observation_tree(observation_space, env_name)
     tree = action_tree(action_space, env_name)
-    if _kind(action_space) not in _ONE_ARRAY:
+    integer_box = isinstance(action_space, gym.spaces.Box) and action_space.dtype.kind in "iu"
+    if _kind(action_space) not in _ONE_ARRAY or integer_box:  # A tree's leaves keep dtypes.
         width = sum(leaf.size for leaf in env_spec_lib.leaves(tree))
         return EnvSpec(observation, discrete=False, action_shape=(width,), action=tree)
     if isinstance(action_space, gym.spaces.Discrete):

@@ -23,10 +23,11 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from batchrl import env_spec as env_spec_lib
 from batchrl.env_spec import ActionLeaf
-from batchrl.networks import distributions
+from batchrl.networks import box_actions, distributions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,17 +168,16 @@ def kl(tree: Any, old: dict, new: dict) -> jax.Array:
 def to_env(tree: Any, row: jax.Array) -> Any:
     """Action rows [B, D] as the env's tree: leaves [B, *shape] in their dtypes and ranges.
 
-    A bounded Box's elements map linearly from [-1, 1] onto its bounds and are clipped
-    to them; an unbounded Box's pass as they are; a discrete leaf's values are shifted
-    by its start.
+    A Box's elements map onto its bounds and dtype (`box_actions.onto_box`); a discrete
+    leaf's values are shifted by its start.
     """
     batch = row.shape[:-1]
     leaves = []
     for head in heads(tree):
         leaf, x = head.leaf, head.elements(row)
-        if leaf.kind == env_spec_lib.VECTOR and leaf.low is not None:
-            low, high = jnp.asarray(leaf.low), jnp.asarray(leaf.high)
-            x = jnp.clip(low + (x + 1.0) * 0.5 * (high - low), low, high)
+        if leaf.kind == env_spec_lib.VECTOR:
+            integers = np.dtype(leaf.dtype).kind in "iu"
+            x = box_actions.onto_box(x, leaf.low, leaf.high, integers)
         elif leaf.num_values:
             x = jnp.round(x).astype(jnp.int32) + jnp.asarray(leaf.start, jnp.int32)
         dtype = jax.dtypes.canonicalize_dtype(leaf.dtype)  # int64 as int32 without x64.

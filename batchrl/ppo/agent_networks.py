@@ -25,7 +25,15 @@ import jax
 import jax.numpy as jnp
 
 from batchrl.env_spec import EnvSpec
-from batchrl.networks import action_tree, cnn, distributions, encoder, feed_forward, recurrent
+from batchrl.networks import (
+    action_tree,
+    box_actions,
+    cnn,
+    distributions,
+    encoder,
+    feed_forward,
+    recurrent,
+)
 from batchrl.ppo import config as config_lib
 
 _ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh}
@@ -295,10 +303,7 @@ class Networks:
                 return action.astype(jnp.int32)
             offset = jnp.asarray(start, jnp.int32).reshape(self.env_spec.action_shape)
             return action.astype(jnp.int32) + offset
-        if self.env_spec.action_low is not None:  # Bounds element by element, flat.
-            low = jnp.asarray(self.env_spec.action_low)
-            high = jnp.asarray(self.env_spec.action_high)
-            action = jnp.clip(low + (action + 1.0) * 0.5 * (high - low), low, high)
+        action = box_actions.onto_box(action, self.env_spec.action_low, self.env_spec.action_high)
         # The Gaussian's flat row [..., D] in the space's shape (a Box of rank 0, or 2 and up).
         return action.reshape(*action.shape[:-1], *self.env_spec.action_shape)
 
