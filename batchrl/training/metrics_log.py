@@ -302,7 +302,6 @@ def _fit(parts: list[str], width: int) -> str:
     The bar's hashes go first (its percentage stays), then the step count, the speed and
     the train return; only a terminal narrower than what is left cuts characters.
     """
-    parts = list(parts)
     order = (lambda p: p.startswith("["), lambda p: p.endswith(" steps"))
     order += (lambda p: p.endswith(" steps/s"), lambda p: p.startswith("train return"))
     for droppable in order:

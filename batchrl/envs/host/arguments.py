@@ -134,3 +134,22 @@ def check_indices(indices: Any, num_envs: int) -> np.ndarray:
     if len(np.unique(indices)) != len(indices):
         raise ValueError(f"env indices must be distinct, got {indices.tolist()}")
     return indices
+
+
+def check_flat_actions(actions: Any, space: gym.Space, num_envs: int) -> np.ndarray:
+    """A batch's actions of a flat `space` as one array [num_envs, *shape], or Gymnasium's error.
+
+    A scalar is a TypeError (it cannot be split among envs), a wrong shape a ValueError.
+    """
+    actions, expected = np.asarray(actions), (num_envs, *space.shape)
+    if actions.ndim == 0:
+        raise TypeError(
+            f"actions must be a batch of shape {expected}, one per env, got the "
+            f"scalar {actions!r:.40}"
+        )
+    if actions.shape != expected:
+        raise ValueError(
+            f"actions of shape {actions.shape} do not fit this batch: expected "
+            f"{expected} ({num_envs} envs, action shape {space.shape})"
+        )
+    return actions

@@ -184,10 +184,9 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
     def call(
         self, name: str, /, *args: Any, indices: Sequence[int] | None = None, **kwargs: Any
     ) -> tuple[Any, ...]:
-        """Calls method `name` of every env (or of those at `indices`); a value is read as is.
+        """Calls method `name` of every env (or those at `indices`); a value is read as is.
 
-        `name` is positional only, so the method may take a keyword `name` of its own
-        (`call("get_wrapper_attr", name="x")`).
+        `name` is positional only: the method may take a keyword `name` of its own.
         """
         return self._per_env(indices, "call", name, args, kwargs)
 
@@ -372,20 +371,7 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         a ValueError naming the leaf.
         """
         if self._action_shapes is None:  # A flat space: one array.
-            actions = np.asarray(actions)
-            expected = self.action_space.shape
-            if actions.ndim == 0:
-                raise TypeError(
-                    f"actions must be a batch of shape {expected}, one per env, got the "
-                    f"scalar {actions!r:.40}"
-                )
-            if actions.shape != expected:
-                raise ValueError(
-                    f"actions of shape {actions.shape} do not fit this batch: expected "
-                    f"{expected} ({self.num_envs} envs, action shape "
-                    f"{self.single_action_space.shape})"
-                )
-            return actions
+            return arguments.check_flat_actions(actions, self.single_action_space, self.num_envs)
         actions = obs_tree.from_gymnasium(actions, self._action_kinds)
         actions = env_spec.map_tree(np.asarray, actions)
         obs_tree.check(actions, self._action_shapes, "actions")
