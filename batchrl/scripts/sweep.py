@@ -71,7 +71,19 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="EPISODES",
         help="evaluate each run's best-evaluated policy on this many episodes",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.evaluate_best is not None and args.evaluate_best < 1:
+        parser.error(f"--evaluate-best takes episodes, at least 1: got {args.evaluate_best}")
+    keys = {
+        assignment.partition("=")[0].strip().removeprefix("algorithm.") for assignment in args.set
+    }
+    if "seed" in keys:
+        parser.error("--set seed=... would give every run one seed: choose them with --seeds")
+    if "steps" in keys and args.steps is not None:
+        parser.error("--steps and --set steps=... both set the budget: give one")
+    if pathlib.Path(args.logdir).exists() and not pathlib.Path(args.logdir).is_dir():
+        parser.error(f"--logdir {args.logdir} is a file, not a folder of runs")
+    return args
 
 
 def machine() -> dict[str, Any]:
@@ -259,6 +271,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for config in args.configs
         for seed in (args.seeds[:1] if args.together else args.seeds)
     ]
+    try:  # Every config and setting checked before any run trains.
+        for config in args.configs:
+            train.requested_config(train.parse_args(train_argv(args, config, args.seeds[:1])))
+    except train.UsageError as error:
+        print(f"sweep: error: {error}", file=sys.stderr)
+        return 2
     with compilation_cache() as cache:
         return _sweep(args, groups, about, commit, cache)
 
@@ -284,21 +302,37 @@ def _sweep(
             named = " ".join(map(str, seeds))
             print(f"sweep: error: {config} seed {named} exited with {code}", file=sys.stderr)
             return code
+        written = _lines_written(pathlib.Path(args.logdir) / RESULTS)
         for seed in seeds:
             together = len(trained) if seed in trained and len(trained) > 1 else None
+            took = seconds if seed in trained else None
             try:
-                line = result_line(args, config, seed, seconds, together, about, commit)
+                line = result_line(args, config, seed, took, together, about, commit)
             except train.UsageError as error:
                 print(f"sweep: error: {error}", file=sys.stderr)
                 return 2
             except checkpoint.CheckpointError as error:  # --evaluate-best's best.bin.
                 print(f"sweep: error: {error}", file=sys.stderr)
                 return 1
+            except KeyboardInterrupt:  # In --evaluate-best: its line comes with the rerun.
+                print("sweep: interrupted; run it again to resume", file=sys.stderr)
+                return 130
             print(line, flush=True)
-            if seed in trained:  # A run finished before this sweep is in the file already.
+            # A run finished by a sweep stopped before its line was written gets it now.
+            if seed in trained or (config, seed) not in written:
                 with (pathlib.Path(args.logdir) / RESULTS).open("a") as file:
                     file.write(line + "\n")
     return 0
+
+
+def _lines_written(path: pathlib.Path) -> set[tuple[str, int]]:
+    """The (config, seed) of each line in the sweep's results file (a cut last line skipped)."""
+    written = set()
+    for line in path.read_text().splitlines() if path.exists() else []:
+        with contextlib.suppress(json.JSONDecodeError, AttributeError):
+            record = json.loads(line)
+            written.add((record.get("config"), record.get("seed")))
+    return written
 
 
 if __name__ == "__main__":

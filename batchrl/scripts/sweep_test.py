@@ -100,6 +100,48 @@ def test_a_finished_run_is_skipped_not_trained_again(swept, capsys):
 
 
 @pytest.mark.slow
+def test_a_finished_run_without_its_line_gets_it_when_the_sweep_runs_again(swept, tmp_path, capsys):
+    # As a sweep stopped in a run's last phase leaves it: finished, its line not written.
+    logdir, argv, rows, _ = swept
+    shutil.copytree(logdir, tmp_path / "sweep")
+    results_file = tmp_path / "sweep" / sweep.RESULTS
+    results_file.write_text(results_file.read_text().splitlines()[0] + "\n")  # Seed 1's lost.
+    argv = [*argv[:1], str(tmp_path / "sweep"), *argv[2:]]
+    assert sweep.main(argv) == 0
+    capsys.readouterr()
+    written = lines(results_file.read_text())
+    assert [row["seed"] for row in written] == [0, 1]
+    assert written[1]["final_return"] == rows[1]["final_return"]
+    assert written[1]["seconds_this_invocation"] is None  # Trained by the earlier sweep.
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--set", "seed=5"], "--set seed=... would give every run one seed"),
+        (["--steps", "10", "--set", "steps=20"], "--steps and --set steps=... both set"),
+        (["--evaluate-best", "0"], "--evaluate-best takes episodes, at least 1: got 0"),
+    ],
+)
+def test_settings_the_sweep_cannot_honour_are_refused_before_any_run(
+    tmp_path, capsys, extra, message
+):
+    argv = ["--logdir", str(tmp_path / "sweep"), "--configs", "pendulum_jax", *extra]
+    with pytest.raises(SystemExit) as exited:
+        sweep.main(argv)
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit):
+        sweep.main(["--logdir", str(tmp_path / "file"), "--configs", "pendulum_jax"])
+    assert "is a file, not a folder of runs" in capsys.readouterr().err
+    # A misspelt config is found before the configs before it train.
+    argv = ["--logdir", str(tmp_path / "sweep"), "--configs", "pendulum_jax", "pendulm_jax"]
+    assert sweep.main(argv) == 2
+    assert "unknown config 'pendulm_jax'" in capsys.readouterr().err
+    assert not (tmp_path / "sweep").exists()
+
+
+@pytest.mark.slow
 def test_evaluate_best_adds_the_kept_best_policy_on_more_episodes(swept, capsys):
     logdir, argv, rows, _ = swept
     assert sweep.main([*argv, "--evaluate-best", "8"]) == 0

@@ -8,7 +8,7 @@ import batchrl
 from batchrl.envs.jax import classic
 from batchrl.scripts import evaluate, train
 from batchrl.testing import cue, mock
-from batchrl.training import checkpoint, run_folder
+from batchrl.training import api, checkpoint, run_folder
 
 TINY_PENALTY = dict(
     num_envs=4,
@@ -134,6 +134,11 @@ def test_a_jax_native_env_object_trains_in_memory():
     action = run.policy.act(np.zeros(4, np.float32))
     assert isinstance(action, np.int64) and gym.make("CartPole-v1").action_space.contains(action)
     assert run.policy.act(np.zeros((2, 4))).dtype == np.int64
+
+
+def test_settings_of_the_chosen_objective_may_come_before_it():
+    config, _, _ = api.configure("cartpole_jax", steps_per_update=64, objective="clipped")
+    assert config.algorithm.objective == "clipped" and config.algorithm.steps_per_update == 64
 
 
 def test_an_env_without_a_name_needs_logdir_none(tmp_path):
