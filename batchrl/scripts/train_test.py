@@ -145,6 +145,10 @@ def test_a_run_folder_written_with_env_kind_resumes_exactly(finished_run, tmp_pa
         (["--timestamp", "19990101T000000"], "no run with timestamp '19990101T000000'"),
         # Refused once the run began: its folder goes too.
         (["--config", "pendulum_jax", "--set", "num_envs=100000000"], "storage takes"),
+        (  # MuJoCo's envs take **kwargs: gym.make's TypeError, in one line.
+            ["--config", "cheetah", "--set", "env_kwargs={bogus: 1}"],
+            "env 'HalfCheetah-v5' refused env_kwargs: ",
+        ),
     ],
 )
 def test_bad_input_is_one_line_without_traceback(tmp_path, capsys, args, message):

@@ -58,7 +58,12 @@ def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:
         with BatchEnv.atari(config.env, 1, threads=1, **config.env_kwargs) as game:
             observed = game.single_observation_space, game.single_action_space
             return spaces.env_spec(*observed, config.env)
-    one = make.Make(env or config.env, config.max_length, kwargs=config.env_kwargs)()
+    try:
+        one = make.Make(env or config.env, config.max_length, kwargs=config.env_kwargs)()
+    except TypeError as error:  # A keyword an env of **kwargs passes on and refuses.
+        if not config.env_kwargs:
+            raise
+        raise ValueError(f"env {config.env!r} refused env_kwargs: {error}") from None
     try:
         return spaces.env_spec(one.observation_space, one.action_space, spaces.env_name(one))
     finally:

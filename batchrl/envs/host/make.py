@@ -67,6 +67,11 @@ def _check_kwargs(name: str, constructor: Any, kwargs: dict[str, Any]) -> None:
     """Raises a one-line ValueError naming each keyword `constructor` does not take."""
     if not kwargs:
         return
+    if "max_episode_steps" in kwargs:  # gym.make's, which batchrl sets from max_length.
+        raise ValueError(
+            f"env {name!r} takes no keyword 'max_episode_steps' in env_kwargs: its episodes' "
+            "step limit is the setting max_length"
+        )
     try:
         parameters = inspect.signature(constructor).parameters.values()
     except (TypeError, ValueError):  # A builtin without a signature: let the env judge.
@@ -76,11 +81,9 @@ def _check_kwargs(name: str, constructor: Any, kwargs: dict[str, Any]) -> None:
     known = [p.name for p in parameters if p.kind is not inspect.Parameter.VAR_POSITIONAL]
     unknown = [key for key in kwargs if key not in known]
     if unknown:
-        limit = "max_episode_steps" in unknown
         raise ValueError(
             f"env {name!r} takes no keyword {', '.join(map(repr, unknown))} in env_kwargs: "
             f"it takes {', '.join(known) or 'none'}"
-            + ("; its episodes' step limit is the setting max_length" if limit else "")
         )
 
 

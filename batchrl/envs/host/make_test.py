@@ -79,11 +79,14 @@ def test_env_kwargs_reach_the_env_in_its_worker():
             "env 'Pendulum-v1' takes no keyword 'gravity' in env_kwargs: it takes render_mode, g",
         ),
         ("batchrl.testing.mock:CountingEnv", {"x": 1}, "takes no keyword 'x'"),
-        (
-            "CartPole-v1",
-            {"max_episode_steps": 50},
-            r"takes no keyword 'max_episode_steps' .*; its episodes' step limit is the setting "
-            r"max_length$",
+        *(
+            (
+                env,
+                {"max_episode_steps": 50},
+                r"takes no keyword 'max_episode_steps' in env_kwargs: "
+                r"its episodes' step limit is the setting max_length$",
+            )
+            for env in ("CartPole-v1", "HalfCheetah-v5")  # HalfCheetah takes **kwargs.
         ),
     ],
 )
