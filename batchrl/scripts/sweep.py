@@ -42,7 +42,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from batchrl.scripts import evaluate, train
-from batchrl.training import checkpoint, results, run_folder
+from batchrl.training import checkpoint, metrics_log, results, run_folder
 
 RESULTS = "results.jsonl"
 CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"  # JAX reads its persistent cache's folder here.
@@ -327,12 +327,8 @@ def _sweep(
 
 def _lines_written(path: pathlib.Path) -> set[tuple[str, int]]:
     """The (config, seed) of each line in the sweep's results file (a cut last line skipped)."""
-    written = set()
-    for line in path.read_text().splitlines() if path.exists() else []:
-        with contextlib.suppress(json.JSONDecodeError, AttributeError):
-            record = json.loads(line)
-            written.add((record.get("config"), record.get("seed")))
-    return written
+    records = metrics_log.read_jsonl(path) if path.exists() else []
+    return {(record.get("config"), record.get("seed")) for record in records}
 
 
 if __name__ == "__main__":

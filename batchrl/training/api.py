@@ -184,15 +184,18 @@ def start_together(
     from batchrl.training import together  # After the limit.
 
     together.check_configs(configs)
+    start(configs[0], name, None, env=env)  # The env checked once: the seeds share it.
     if logdir is None:
-        return [start(config, name, None, env=env) for config in configs]
+        return [None] * len(configs)
     stamp = datetime.datetime.now().strftime(run_folder.TIMESTAMP_FORMAT)
     for count in range(1000):
         timestamp = f"{stamp}.{count}" if count else stamp
         made: list[pathlib.Path | None] = []
         try:
             for config in configs:
-                made.append(start(config, name, logdir, f"{timestamp}-seed{config.seed}", env))
+                made.append(
+                    run_folder.create(logdir, config, name, f"{timestamp}-seed{config.seed}")
+                )
             return made
         except FileExistsError:  # Another run took this timestamp: none of ours keeps it.
             for folder in made:
