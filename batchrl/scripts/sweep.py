@@ -302,7 +302,11 @@ def _sweep(
             named = " ".join(map(str, seeds))
             print(f"sweep: error: {config} seed {named} exited with {code}", file=sys.stderr)
             return code
-        written = _lines_written(pathlib.Path(args.logdir) / RESULTS)
+        try:
+            written = _lines_written(pathlib.Path(args.logdir) / RESULTS)
+        except ValueError as error:  # A line other than the last that is not JSON.
+            print(f"sweep: error: {error}", file=sys.stderr)
+            return 2
         for seed in seeds:
             together = len(trained) if seed in trained and len(trained) > 1 else None
             took = seconds if seed in trained else None
