@@ -14,6 +14,7 @@ from batchrl.conftest import wait_gone
 from batchrl.scripts import train
 from batchrl.testing import interrupt
 from batchrl.training import checkpoint, metrics_log
+from batchrl.training import run_folder as run_folder_lib
 
 TINY = [
     "--set",
@@ -131,6 +132,29 @@ def test_a_run_folder_written_with_env_kind_resumes_exactly(finished_run, tmp_pa
     assert code == 0 and "deprecated" not in capsys.readouterr().err
     again = checkpoint.path_for(folder / "checkpoints", 5).read_bytes()
     assert again == checkpoint.path_for(finished_run / "checkpoints", 5).read_bytes()
+
+
+def test_a_run_another_process_trains_is_refused_in_one_line(finished_run, tmp_path, capsys):
+    """Two trainers of one folder (two sweeps into one logdir) would write over each other."""
+    import shutil
+
+    folder = tmp_path / finished_run.name
+    shutil.copytree(finished_run, folder)
+    checkpoint.path_for(folder / "checkpoints", 5).unlink()  # Left to train: phase 5.
+    files = sorted(folder.rglob("*"))
+    stamp = folder.name.split("-")[0]
+    capsys.readouterr()
+    with run_folder_lib.held(folder):  # As the run training it holds it.
+        code = train.main(["--logdir", str(tmp_path), "--timestamp", stamp])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert (
+        err == f"batchrl: error: run folder {str(folder)!r} is being trained by another "
+        "process: let that run end (or stop it), then resume\n"
+    )
+    assert sorted(folder.rglob("*")) == files  # Nothing written, nothing removed.
+    assert train.main(["--logdir", str(tmp_path), "--timestamp", stamp]) == 0  # Once freed.
+    assert checkpoint.steps(folder / "checkpoints")[-1] == 5
 
 
 @pytest.mark.parametrize(

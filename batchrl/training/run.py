@@ -93,9 +93,11 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
     the mean of those its last K phases ended with (`tail_average`), read back from the
     checkpoints of a resumed run. Ctrl-C or SIGTERM lets the phase in flight finish and
     be kept (`signals_kept`), saves a checkpoint of it and raises KeyboardInterrupt; a
-    second one stops at once, with a checkpoint of the phase before.
+    second one stops at once, with a checkpoint of the phase before. A folder that
+    another process trains is refused in one line (`run_folder.held`).
     """
     with contextlib.ExitStack() as opened:
+        opened.enter_context(run_folder.held(rundir))  # Before any env worker starts.
         if config.rollout_actors:  # The envs, and acting on them, in Ray actors.
             from batchrl.training import rollout_actors  # Ray is an optional dependency.
 

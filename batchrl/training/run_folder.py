@@ -10,13 +10,15 @@ A folder is named `<timestamp>-<config>`, where the config part holds no "-", so
 splits at its last "-": a timestamp may hold one (`--timestamp 2026-11-22`), and a
 sweep's runs use `seed<seed>` as theirs. The command, `batchrl.train`, `batchrl.load`
 and every script read and write folders through this module. Files are written to a
-temporary name and renamed, so a folder never holds half a file. Imports no JAX.
+temporary name and renamed, so a folder never holds half a file, and one process at a
+time trains a folder (`held`). Imports no JAX.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime
+import fcntl
 import json
 import os
 import pathlib
@@ -103,9 +105,46 @@ def removed_if_refused(rundirs: Sequence[pathlib.Path | None]) -> Iterator[None]
         yield
     except Exception:
         for rundir in rundirs:
-            if rundir is not None and not _kept_anything(rundir):
+            if rundir is not None and not _kept_anything(rundir) and _free(rundir):
                 shutil.rmtree(rundir, ignore_errors=True)
         raise
+
+
+@contextlib.contextmanager
+def held(rundir: pathlib.Path | None) -> Iterator[None]:
+    """Holds `rundir` while this process trains it; a RunFolderError if another does.
+
+    Two processes training one folder (two sweeps into one logdir, a resume typed while
+    the run still trains) would write over each other's checkpoints and metrics rows.
+    The lock is the kernel's (`flock` on the folder itself): it goes with the process
+    however that ends, SIGKILL included, and leaves no file behind. None holds nothing.
+    """
+    if rundir is None:
+        yield
+        return
+    handle = os.open(rundir, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunFolderError(
+                f"run folder {str(rundir)!r} is being trained by another process: "
+                "let that run end (or stop it), then resume"
+            ) from None
+        except OSError:  # A file system without locks (ENOLCK): trained unguarded.
+            pass
+        yield
+    finally:
+        os.close(handle)
+
+
+def _free(rundir: pathlib.Path) -> bool:
+    """Whether no process trains `rundir` now (`held`): a held folder is not ours to remove."""
+    try:
+        with held(rundir):
+            return True
+    except (RunFolderError, FileNotFoundError):  # Held, or gone already.
+        return False
 
 
 def _kept_anything(rundir: pathlib.Path) -> bool:

@@ -1,5 +1,8 @@
 import os
+import signal
 import stat
+import subprocess
+import sys
 
 import gymnasium as gym
 import pytest
@@ -37,6 +40,38 @@ def test_a_new_folder_holds_its_config_and_never_takes_anothers(tmp_path):
     with pytest.raises(run_folder.RunFolderError, match="no run with timestamp 't1'"):
         run_folder.find(tmp_path, "t1")
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_one_process_at_a_time_trains_a_folder_and_a_killed_one_frees_it(tmp_path):
+    folder = run_folder.create(tmp_path, presets.get("cartpole"), "cartpole", "t0")
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import pathlib, sys, time; from batchrl.training import run_folder\n"
+            f"with run_folder.held(pathlib.Path({str(folder)!r})):\n"
+            "    print('held', flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        with pytest.raises(run_folder.RunFolderError) as error, run_folder.held(folder):
+            pass
+        assert str(error.value) == (
+            f"run folder {str(folder)!r} is being trained by another process: "
+            "let that run end (or stop it), then resume"
+        )
+        with pytest.raises(ValueError), run_folder.removed_if_refused([folder]):
+            raise ValueError("refused")  # Another process's folder stays, however new.
+        assert folder.is_dir()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        holder.stdout.close()
+    with run_folder.held(folder):  # The lock went with the process; no file was left.
+        assert sorted(path.name for path in folder.iterdir()) == [run_folder.CONFIG]
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o077])

@@ -53,6 +53,8 @@ def train(
     together.check_configs(configs)  # Before any env worker starts.
     config = configs[0]
     with contextlib.ExitStack() as opened:
+        for rundir in rundirs:
+            opened.enter_context(run_folder.held(rundir))
         if config.jax_native:
             env, _ = environments.build(config, env=env)
             group, states = together.build(configs, env)

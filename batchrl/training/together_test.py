@@ -101,6 +101,10 @@ def test_seeds_that_keep_no_common_phase_are_refused_in_one_line(tmp_path, capsy
     args = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--seeds", "1", "2"]
     args += ["--timestamp", "s{seed}", *(x for a in PENALTY for x in ("--set", a))]
     assert train.main([*args, "--set", "steps=400"]) == 0
+    capsys.readouterr()
+    with run_folder.held(tmp_path / "s2-pendulum_jax"):  # Seed 2 trained by another process.
+        assert train.main([*args, "--set", "steps=400"]) == 2
+    assert "s2-pendulum_jax' is being trained by another process" in capsys.readouterr().err
     shutil.rmtree(tmp_path / "s1-pendulum_jax")  # Seed 1 starts anew, seed 2 is at phase 2.
     capsys.readouterr()
     assert train.main([*args, "--set", "steps=400"]) == 1
