@@ -1,4 +1,4 @@
-"""Backends: where a run's envs run, the two old settings `backend` replaced, what each refuses.
+"""Backends: where a run's envs run, the old settings `backend` replaced, what each refuses.
 
 `env_kind` ("workers", "jax", "gymnax") and `env_backend` (the Gymnasium backends) crossed:
 `env_kind=workers` with `env_backend=mujoco` ran no worker. Users' scripts and run folders
@@ -91,3 +91,30 @@ def check_in_process(config: Any) -> None:
     for name, (value, allowed) in refused.items():
         if value != allowed:
             raise ValueError(f"backend={backend!r} needs {name}={allowed!r}, got {value!r}")
+
+
+def unused(config: Any) -> list[str]:
+    """A line for each setting `config` gives that its backend never reads.
+
+    Accepted, so that a script may set them across presets of several backends, but
+    said: `local_envs=4` on JAX-native envs changes nothing a user would expect.
+    """
+    lines = []
+    if config.backend in JAX_NATIVE:
+        for name in ("local_envs", "envs_per_worker"):
+            if getattr(config, name):
+                lines.append(
+                    f"{name}={getattr(config, name)} is not used by backend={config.backend!r}: "
+                    "its envs are XLA code compiled with the agent, in no worker"
+                )
+    if config.ray_actors and config.rollout_actors:
+        lines.append(
+            f"ray_actors={config.ray_actors} is not used with rollout_actors="
+            f"{config.rollout_actors}: those actors hold the envs"
+        )
+    elif config.ray_actors and config.backend != "ray":
+        lines.append(
+            f"ray_actors={config.ray_actors} is not used by backend={config.backend!r}: "
+            "only backend='ray' puts envs in Ray actors"
+        )
+    return lines

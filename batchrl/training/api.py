@@ -18,6 +18,7 @@ horizon follow from it.
 from __future__ import annotations
 
 import datetime
+import logging
 import os
 import pathlib
 import shutil
@@ -26,12 +27,14 @@ from typing import TYPE_CHECKING, Any
 
 from batchrl import configs
 from batchrl.bridge import xla_threads
-from batchrl.configs import TrainConfig, train_config
+from batchrl.configs import TrainConfig, backends, train_config
 from batchrl.envs.host import make
 from batchrl.training import run_folder
 
 if TYPE_CHECKING:
     from batchrl.training.run import Run
+
+logger = logging.getLogger("batchrl.training")
 
 
 def train(
@@ -160,8 +163,11 @@ def start(
 ) -> pathlib.Path | None:
     """Checks the env, then makes the run folder `<logdir>/<timestamp>-<name>` (None without).
 
-    A refused env or space leaves no folder behind.
+    A refused env or space leaves no folder behind; a setting the backend ignores is
+    a one-line warning.
     """
+    for line in backends.unused(config):
+        logger.warning("%s", line)
     limit_xla_threads(config)
     from batchrl.training import environments  # Starts JAX's backends: after the limit.
 

@@ -208,3 +208,39 @@ def test_a_box_action_of_rank_two_trains_and_acts_in_its_shape():
         action = run.policy.act(obs)
         assert action.shape == (*obs.shape[:-1], 2, 2)
         assert all(space.contains(a) for a in action.reshape(-1, 2, 2))
+
+
+@pytest.mark.parametrize(
+    ("preset", "settings", "lines"),
+    [
+        (
+            "pendulum_jax",
+            {"local_envs": 2, "envs_per_worker": 3},
+            [
+                "local_envs=2 is not used by backend='jax': its envs are XLA code compiled "
+                "with the agent, in no worker",
+                "envs_per_worker=3 is not used by backend='jax': its envs are XLA code "
+                "compiled with the agent, in no worker",
+            ],
+        ),
+        (
+            "cartpole",
+            {"ray_actors": 2},
+            [
+                "ray_actors=2 is not used by backend='processes': only backend='ray' puts "
+                "envs in Ray actors"
+            ],
+        ),
+        (
+            "cheetah_clipped",
+            {"rollout_actors": 2, "ray_actors": 3},
+            ["ray_actors=3 is not used with rollout_actors=2: those actors hold the envs"],
+        ),
+        ("cartpole", {"local_envs": 2, "envs_per_worker": 2}, []),  # Both read by workers.
+    ],
+)
+def test_a_setting_its_backend_never_reads_is_a_one_line_warning(preset, settings, lines, caplog):
+    config, name, _ = api.configure(preset, **settings)
+    caplog.set_level("WARNING", logger="batchrl")
+    assert api.start(config, name, None) is None
+    assert [record.getMessage() for record in caplog.records] == lines
