@@ -184,7 +184,7 @@ class Keeper:
         redone = int(state.env_steps) + 1 if int(state.phases) else None  # Rows past it go.
         self.writer = None if rundir is None else metrics_log.Writer(rundir, redone)
         self.rows: list[dict[str, float]] = []
-        self.kept = (state, () if self.directory is None else self._fresh(state))
+        self.kept = (state, () if self.directory is None else _fresh(self.algorithm, state))
         self.tail = collections.deque(maxlen=config.average_last - 1)
         self.tail.extend(_earlier_params(self.directory, state, config.average_last))
         if int(state.phases):
@@ -207,25 +207,20 @@ class Keeper:
         """Keeps the phase that left `state`: its row, checkpoint, best; returns its env steps."""
         self.tail.append(tail_average.params(state.agent))
         done, env_steps = int(state.phases), int(state.env_steps)
-        fresh = () if self.directory is None else self._fresh(state)  # Before the row.
+        fresh = () if self.directory is None else _fresh(self.algorithm, state)  # Before the row.
         if self.writer is not None:
             self.writer.write(env_steps, metrics)
         self.rows.append({"step": env_steps, **metrics})
         self.kept = (state, fresh)  # One store: an interrupt sees the pair or the one before.
         if self.directory is not None:
-            if done % self.config.checkpoint_every == 0 or done == self.config.phases:
-                checkpoint.save(self.directory, done, state, self.config.keep_checkpoints, fresh)
+            # The best first: a kill between the two then re-does this phase, best and all.
             score = metrics.get("eval/return", math.nan)
             if score > self.best:  # False for NaN: a phase that was not evaluated.
                 checkpoint.save_best(self.directory, done, state, fresh)
                 self.best = score
+            if done % self.config.checkpoint_every == 0 or done == self.config.phases:
+                checkpoint.save(self.directory, done, state, self.config.keep_checkpoints, fresh)
         return env_steps
-
-    def _fresh(self, state: loop.RunState) -> tuple[tuple[str, ...], ...]:
-        """What a checkpoint of `state` leaves out: an emptied storage, rebuilt on resume."""
-        if bool(np.any(self.algorithm.holds_steps(state.agent))):
-            return ()
-        return (("agent", "storage"),)
 
     def save_interrupted(self) -> None:
         """Checkpoints the last logged state, on Ctrl-C or SIGTERM."""
@@ -264,7 +259,37 @@ def restore(
     logger.warning(
         "resumed %s at env step %d (phase %d)", rundir.name, int(state.env_steps), int(state.phases)
     )
+    _keep_best_of(rundir, state, programs.algorithm)
     return state
+
+
+def _keep_best_of(
+    rundir: pathlib.Path, restored: loop.RunState, algorithm: algorithm_lib.Algorithm
+) -> None:
+    """Writes `best.bin` from the restored phase if that scored best and `best.bin` lacks it.
+
+    An interrupt between a phase's `best.bin` and its checkpoint (a second Ctrl-C)
+    checkpoints that phase, which a resume does not train again, and its best is lost
+    unless written here.
+    """
+    env_steps = int(restored.env_steps)
+    scores = _eval_returns(rundir, env_steps)
+    if env_steps not in scores or scores[env_steps] < max(scores.values()):
+        return
+    directory = run_folder.checkpoints(rundir)
+    try:
+        held = checkpoint.step_of(directory / checkpoint.BEST)
+    except (OSError, checkpoint.CheckpointError):
+        held = None
+    if held != int(restored.phases):
+        checkpoint.save_best(directory, int(restored.phases), restored, _fresh(algorithm, restored))
+
+
+def _fresh(algorithm: algorithm_lib.Algorithm, state: loop.RunState) -> tuple[tuple[str, ...], ...]:
+    """What a checkpoint of `state` leaves out: an emptied storage, rebuilt on resume."""
+    if bool(np.any(algorithm.holds_steps(state.agent))):
+        return ()
+    return (("agent", "storage"),)
 
 
 def _announce(rundir: pathlib.Path | None, programs: loop.Programs) -> None:
@@ -304,14 +329,18 @@ def _best_return(rundir: pathlib.Path, env_steps: int) -> float:
 
     A resumed run re-does the phases after its checkpoint, and `best.bin` follows their rows.
     """
+    return max(_eval_returns(rundir, env_steps).values(), default=-math.inf)
+
+
+def _eval_returns(rundir: pathlib.Path, env_steps: int) -> dict[int, float]:
+    """The evaluation return of each evaluated phase up to `env_steps`, by its env steps."""
     path = run_folder.metrics(rundir)
     rows = results.phases(metrics_log.read_jsonl(path)) if path.exists() else []
-    scores = [
-        row["eval/return"]
+    return {
+        row["step"]: row["eval/return"]
         for row in rows
         if row["step"] <= env_steps and row.get("eval/return") is not None
-    ]
-    return max(scores, default=-math.inf)
+    }
 
 
 @contextlib.contextmanager

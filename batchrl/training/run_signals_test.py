@@ -89,3 +89,27 @@ def test_ctrl_c_in_a_together_run_keeps_the_phase_for_every_seed(tmp_path, monke
         rows = metrics_log.read_jsonl(folder / "metrics.jsonl")
         assert [row["step"] for row in rows] == [200, 400, 600]
     assert "stopping after this phase" in capfd.readouterr().err
+
+
+def test_a_ctrl_c_as_the_best_phase_is_kept_leaves_its_best_policy_after_the_resume(
+    tmp_path, monkeypatch
+):
+    # One evaluated phase, the best there is; the second Ctrl-C lands in its best.bin's
+    # write, and the interrupted run checkpoints the phase, which the resume never re-does.
+    real = checkpoint.save_best
+
+    def interrupted(*args, **kwargs):
+        monkeypatch.setattr(checkpoint, "save_best", real)
+        raise KeyboardInterrupt("signal SIGINT")
+
+    monkeypatch.setattr(checkpoint, "save_best", interrupted)
+    argv = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--timestamp", "t", *TINY]
+    assert train.main([*argv, "--set", "steps=200"]) == 130
+    folder = run_folder(tmp_path)
+    assert checkpoint.steps(folder / "checkpoints") == [1]
+    assert not (folder / "checkpoints" / checkpoint.BEST).exists()
+    assert train.main([*argv, "--set", "steps=200"]) == 0  # It has trained all its phases.
+    best = folder / "checkpoints" / checkpoint.BEST
+    assert checkpoint.step_of(best) == 1
+    last = checkpoint.path_for(folder / "checkpoints", 1)
+    assert best.read_bytes() == last.read_bytes()

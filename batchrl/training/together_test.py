@@ -76,6 +76,7 @@ def test_an_interrupted_together_run_resumes_exactly(
     settings = [item for assignment in settings for item in ("--set", assignment)]
     args = ["--config", preset, "--seeds", "1", "2", "--timestamp", "s{seed}", *settings]
     whole, stopped, killed = tmp_path / "whole", tmp_path / "stopped", tmp_path / "killed"
+    first = tmp_path / "first"
     assert train.main(["--logdir", str(whole), *args]) == 0
     for _ in range(2):  # Stopped after phase 1, resumed, stopped after phase 2.
         with interrupt.ctrl_c_at_call(monkeypatch, together_run, "_phase", 2):
@@ -85,11 +86,18 @@ def test_an_interrupted_together_run_resumes_exactly(
     shutil.copytree(whole, killed)
     checkpoint.path_for(killed / f"s1-{preset}" / "checkpoints", phases).unlink()
     assert train.main(["--logdir", str(killed), *args]) == 0
+    # Killed between the seeds' first checkpoints: phase 0, as built, is every seed's.
+    shutil.copytree(whole, first)
+    for name, kept in ((f"s1-{preset}", [2]), (f"s2-{preset}", [])):
+        for phase in checkpoint.steps(first / name / "checkpoints"):
+            if phase not in kept:
+                checkpoint.path_for(first / name / "checkpoints", phase).unlink()
+    assert train.main(["--logdir", str(first), *args]) == 0
     for name in (f"s1-{preset}", f"s2-{preset}"):
         theirs = whole / name / "checkpoints"
         assert checkpoint.steps(theirs)[-1] == phases
         expected = checkpoint.path_for(theirs, phases).read_bytes()
-        for folder in (stopped, killed):
+        for folder in (stopped, killed, first):
             assert (
                 checkpoint.path_for(folder / name / "checkpoints", phases).read_bytes() == expected
             )
@@ -105,13 +113,17 @@ def test_seeds_that_keep_no_common_phase_are_refused_in_one_line(tmp_path, capsy
     with run_folder.held(tmp_path / "s2-pendulum_jax"):  # Seed 2 trained by another process.
         assert train.main([*args, "--set", "steps=400"]) == 2
     assert "s2-pendulum_jax' is being trained by another process" in capsys.readouterr().err
-    shutil.rmtree(tmp_path / "s1-pendulum_jax")  # Seed 1 starts anew, seed 2 is at phase 2.
+    # Seed 1 at phase 1, seed 2 at phase 2 without its checkpoint of phase 1.
+    checkpoint.path_for(tmp_path / "s1-pendulum_jax" / "checkpoints", 2).unlink()
+    checkpoint.path_for(tmp_path / "s2-pendulum_jax" / "checkpoints", 1).unlink()
     capsys.readouterr()
     assert train.main([*args, "--set", "steps=400"]) == 1
     assert capsys.readouterr().err == (
-        "batchrl: error: the seeds resume from different phases (seed 1 at phase 0, seed 2 at "
-        "phase 2) and seed 2 keeps no checkpoint of phase 0: resume each on its own\n"
+        "batchrl: error: the seeds resume from different phases (seed 1 at phase 1, seed 2 at "
+        "phase 2) and seed 2 keeps no checkpoint of phase 1: resume each on its own "
+        "(--timestamp s1 and --timestamp s2)\n"
     )
+    assert train.main(["--logdir", str(tmp_path), "--timestamp", "s1"]) == 0
 
 
 def test_a_sweep_too_big_for_memory_is_one_line(monkeypatch):
