@@ -116,7 +116,7 @@ def evaluate(
         raise UsageError(str(error)) from None
     directory = run_folder.checkpoints(rundir)
     kept = checkpoint.steps(directory)
-    if not kept:
+    if not kept and not (best and not phases):  # `best.bin` alone needs no other.
         raise UsageError(f"run folder {str(rundir)!r} has no checkpoint yet")
     if average_last < 1:
         raise UsageError(f"--average-last must be at least 1, got {average_last}")

@@ -148,6 +148,15 @@ def test_the_best_evaluated_policy_beside_a_kept_checkpoint(run, tmp_path, capsy
     (copy / "checkpoints" / checkpoint.BEST).unlink()
     assert evaluate.main(["--logdir", str(copy), "--best"]) == 2
     assert capsys.readouterr().err.strip().endswith("has no best policy: no phase evaluated")
+    # A run stopped before its first checkpoint (checkpoint_every=5) keeps its best alone.
+    alone = tmp_path / "alone" / run.name
+    shutil.copytree(run, alone)
+    for phase in checkpoint.steps(alone / "checkpoints"):
+        checkpoint.path_for(alone / "checkpoints", phase).unlink()
+    assert evaluate.main(["--logdir", str(alone), "--episodes", "8", "--best"]) == 0
+    assert lines(capsys) == [kept_best]  # The same policy on the same episodes.
+    assert evaluate.main(["--logdir", str(alone)]) == 2
+    assert capsys.readouterr().err.strip().endswith("has no checkpoint yet")
 
 
 @pytest.mark.slow

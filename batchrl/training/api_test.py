@@ -1,6 +1,7 @@
 import functools
 
 import gymnasium as gym
+import jax
 import numpy as np
 import pytest
 
@@ -90,6 +91,18 @@ def test_a_loaded_policy_acts_as_the_runs_on_one_observation_and_a_batch(pendulu
     samples = [policy.act(obs, deterministic=False) for _ in range(3)]
     assert all(space.contains(a) for a in samples)
     assert not all(np.array_equal(a, action) for a in samples)  # Drawn, not the mode.
+
+
+def test_a_policy_compiles_once_for_each_batch_size_it_meets(pendulum, caplog):
+    """Sub-batches of varying size, as a user's envs end: no program compiled twice."""
+    policy = batchrl.load(pendulum.rundir)
+    one, two = np.zeros(3, np.float32), np.zeros((2, 3), np.float32)
+    policy.act(one), policy.act(two)  # Each size's programs, compiled once.
+    caplog.set_level("WARNING", logger="jax")
+    with jax.log_compiles():
+        for _ in range(3):
+            policy.act(one), policy.act(two)
+    assert not [record.getMessage() for record in caplog.records if "ompil" in record.getMessage()]
 
 
 def test_the_best_policy_loads_and_bad_observations_are_named(pendulum):
@@ -194,8 +207,20 @@ def test_a_dict_observation_env_given_by_its_class(tmp_path):
     batch = {key: np.stack([value] * 5) for key, value in obs.items()}
     actions = policy.act(batch)
     assert actions.shape == (5,) and np.all(actions == action)
-    with pytest.raises(ValueError, match="an observation is a tree like"):
-        policy.act({"cue": 1})
+    bad = [
+        ({"cue": 1}, "obs lacks key 'left': the space's keys are ['cue', 'left', 'noise']"),
+        ({**batch, "left": obs["left"]}, 'obs["left"] has shape (1,), but the leaves before'),
+        ({**obs, "cue": 7}, 'obs["cue"] holds 7: this leaf takes whole numbers from 0 to '),
+        ({**obs, "cue": 0.5}, 'obs["cue"] holds 0.5: this leaf takes whole numbers from 0 to '),
+        ({**obs, "left": [-1]}, 'obs["left"] holds -1: this leaf takes whole numbers from 0 to '),
+    ]
+    for observation, message in bad:
+        with pytest.raises(ValueError) as error:
+            policy.act(observation)
+        assert str(error.value).startswith(message)
+    policy.reset(np.ones(5, bool))  # The envs of its last batch.
+    with pytest.raises(ValueError, match=r"^reset's mask has shape \(2,\): the policy acts on 5"):
+        policy.reset(np.ones(2, bool))
 
 
 @pytest.mark.slow
@@ -243,4 +268,5 @@ def test_a_setting_its_backend_never_reads_is_a_one_line_warning(preset, setting
     config, name, _ = api.configure(preset, **settings)
     caplog.set_level("WARNING", logger="batchrl")
     assert api.start(config, name, None) is None
-    assert [record.getMessage() for record in caplog.records] == lines
+    said = [record.getMessage() for record in caplog.records]
+    assert [line for line in said if " is not used " in line] == lines

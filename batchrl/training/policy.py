@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import jax
@@ -46,7 +46,7 @@ class Policy:
         learner: algorithm_lib.Learner,
         seed: int = 0,
     ):
-        self._algorithm, self._networks, self._learner = algorithm, networks, learner
+        self._networks, self._learner = networks, learner
         self._key = jax.random.key(seed)
         self._acting = None  # The acting state of the envs of the last call.
         self._agents = {
@@ -55,6 +55,10 @@ class Policy:
         }
         self._perform = {mode: _performs(agent) for mode, agent in self._agents.items()}
         self._begin = jax.jit(self._agents[True].begin_episode)
+        # One program a batch size, compiled once: a new size each call must not recompile.
+        self._start = jax.jit(
+            lambda learner, size: algorithm.acting(networks, learner, size), static_argnums=1
+        )
 
     @property
     def env_spec(self) -> env_spec_lib.EnvSpec:
@@ -71,8 +75,7 @@ class Policy:
         batch, single = _batch(self.env_spec.observation, obs)
         size = jax.tree.leaves(batch)[0].shape[0]
         if self._acting is None or _num_envs(self._acting) != size:
-            start = jax.jit(lambda learner: self._algorithm.acting(self._networks, learner, size))
-            self._acting = start(self._learner)  # One program, not an op each.
+            self._acting = self._start(self._learner, size)  # One program, not an op each.
         perform = self._perform[bool(deterministic)]
         self._acting, action, self._key = perform(self._acting, batch, self._key)
         if self.env_spec.action is not None:  # A tree: each leaf in the dtype its space has.
@@ -87,7 +90,10 @@ class Policy:
         if self._acting is None:
             return
         size = _num_envs(self._acting)
-        mask = np.ones(size, bool) if mask is None else np.asarray(mask, bool).reshape(size)
+        mask = np.ones(size, bool) if mask is None else np.asarray(mask, bool)
+        if mask.size != size:
+            raise ValueError(f"reset's mask has shape {mask.shape}: the policy acts on {size} envs")
+        mask = mask.reshape(size)
         self._acting = self._begin(self._acting, jnp.asarray(mask))
 
 
@@ -164,12 +170,8 @@ def _batch(observation: Any, obs: Any) -> tuple[Any, bool]:
         ValueError: naming the first leaf whose shape is neither one env's nor a batch's,
             or a tree that is not the spec's.
     """
-    try:
-        arrays = env_spec_lib.map_tree(lambda _, x: np.asarray(x), observation, obs)
-    except (KeyError, IndexError, TypeError):
-        raise ValueError(
-            f"an observation is a tree like {observation!r:.200}, got {obs!r:.200}"
-        ) from None
+    _check_tree(observation, obs)
+    arrays = env_spec_lib.map_tree(lambda _, x: np.asarray(x), observation, obs)
     pairs = zip(env_spec_lib.leaf_paths(observation), env_spec_lib.leaves(arrays), strict=True)
     single, size = None, None
     for (path, leaf), array in pairs:
@@ -177,6 +179,12 @@ def _batch(observation: Any, obs: Any) -> tuple[Any, bool]:
             single, count = True, 1
         elif array.ndim and array.shape[1:] == leaf.shape and single is not True:
             single, count = False, array.shape[0]
+        elif single is not None and leaf.shape in (array.shape, array.shape[1:]):
+            made = f"a batch of {size}" if single is False else "one env's"
+            raise ValueError(
+                f"{path} has shape {array.shape}, but the leaves before it make {made}: "
+                f"every leaf is one env's ({leaf.shape}) or every leaf a batch's"
+            )
         else:
             raise ValueError(
                 f"{path} has shape {array.shape}: expected {leaf.shape} for one env, or "
@@ -185,6 +193,7 @@ def _batch(observation: Any, obs: Any) -> tuple[Any, bool]:
         if size not in (None, count):
             raise ValueError(f"{path} holds {count} envs, other leaves {size}")
         size = count
+        _check_values(path, leaf, array)
     if size == 0:
         raise ValueError("a batch of observations holds at least one, got 0")
 
@@ -193,3 +202,37 @@ def _batch(observation: Any, obs: Any) -> tuple[Any, bool]:
         return (array[None] if single else array).astype(dtype)
 
     return env_spec_lib.map_tree(batched, observation, arrays), bool(single)
+
+
+def _check_tree(spec: Any, obs: Any, path: str = "obs") -> None:
+    """A one-line ValueError naming where `obs` is not a tree like `spec` (extra keys pass)."""
+    if isinstance(spec, dict):
+        if not isinstance(obs, Mapping):
+            raise ValueError(f"{path} is a dict of keys {list(spec)}, got {type(obs).__name__}")
+        missing = [key for key in spec if key not in obs]
+        if missing:
+            raise ValueError(f"{path} lacks key {missing[0]!r}: the space's keys are {list(spec)}")
+        for key, child in spec.items():
+            _check_tree(child, obs[key], path + env_spec_lib.key_path(key))
+    elif isinstance(spec, tuple | list):
+        if not isinstance(obs, tuple | list) or len(obs) != len(spec):
+            got = f"{len(obs)} items" if isinstance(obs, tuple | list) else type(obs).__name__
+            raise ValueError(f"{path} is a tuple of {len(spec)} items, got {got}")
+        for index, child in enumerate(spec):
+            _check_tree(child, obs[index], f"{path}[{index}]")
+
+
+def _check_values(path: str, leaf: env_spec_lib.ObsLeaf, array: np.ndarray) -> None:
+    """A one-line ValueError for a Discrete or MultiDiscrete value its space does not hold."""
+    if leaf.kind not in (env_spec_lib.DISCRETE, env_spec_lib.MULTI_DISCRETE) or not array.size:
+        return
+    values = array.reshape(-1, max(len(leaf.num_values), 1))
+    low = np.asarray(leaf.start)
+    high = low + np.asarray(leaf.num_values) - 1
+    bad = (values < low) | (values > high) | (values != np.round(values))
+    if np.any(bad):
+        row, column = np.argwhere(bad)[0]
+        raise ValueError(
+            f"{path} holds {values[row, column].item()!r}: this leaf takes whole numbers "
+            f"from {int(low[column])} to {int(high[column])}"
+        )
