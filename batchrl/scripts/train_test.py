@@ -141,6 +141,8 @@ def test_a_run_another_process_trains_is_refused_in_one_line(finished_run, tmp_p
     folder = tmp_path / finished_run.name
     shutil.copytree(finished_run, folder)
     checkpoint.path_for(folder / "checkpoints", 5).unlink()  # Left to train: phase 5.
+    partial = folder / "checkpoints" / ".ckpt-000000000005.bin.x1y2.tmp"  # Of a killed run.
+    partial.write_bytes(b"\0" * 1000)
     files = sorted(folder.rglob("*"))
     stamp = folder.name.split("-")[0]
     capsys.readouterr()
@@ -155,6 +157,7 @@ def test_a_run_another_process_trains_is_refused_in_one_line(finished_run, tmp_p
     assert sorted(folder.rglob("*")) == files  # Nothing written, nothing removed.
     assert train.main(["--logdir", str(tmp_path), "--timestamp", stamp]) == 0  # Once freed.
     assert checkpoint.steps(folder / "checkpoints")[-1] == 5
+    assert not partial.exists()  # Removed by the run that held the folder.
 
 
 @pytest.mark.parametrize(

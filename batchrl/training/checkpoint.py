@@ -16,7 +16,8 @@ A subtree a later run rebuilds as it was built (an emptied rollout buffer) can b
 
 Files are written to a temporary name in the same directory, flushed and fsynced, then renamed,
 so a crash mid-write never leaves a half-written file under a final name; `steps` ignores the
-temporary files such a crash leaves behind.
+temporary files such a crash leaves behind, and the run that resumes the folder removes them
+(`run_folder.remove_partial_files`).
 """
 
 from __future__ import annotations

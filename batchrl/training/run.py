@@ -251,6 +251,7 @@ def restore(
     """
     if rundir is None:
         return state
+    run_folder.remove_partial_files(rundir)  # A killed run's; this one holds the folder.
     run_folder.write_spec(rundir, spec)
     restored = checkpoint.load_latest(run_folder.checkpoints(rundir), state)
     if restored is None:

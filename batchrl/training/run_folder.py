@@ -138,6 +138,17 @@ def held(rundir: pathlib.Path | None) -> Iterator[None]:
         os.close(handle)
 
 
+def remove_partial_files(rundir: pathlib.Path) -> None:
+    """Removes the temporaries of `write_atomic`s a killed run never finished (`.*.tmp`).
+
+    Each is as large as the file it was to become (a checkpoint); call only while the
+    folder is `held`, when no write of another process can be under way.
+    """
+    for folder in (rundir, rundir / CHECKPOINTS):
+        for path in folder.glob(".*.tmp"):
+            path.unlink(missing_ok=True)
+
+
 def _free(rundir: pathlib.Path) -> bool:
     """Whether no process trains `rundir` now (`held`): a held folder is not ours to remove."""
     try:
