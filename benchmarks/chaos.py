@@ -108,6 +108,9 @@ def main() -> None:
     parser.add_argument("--logdir", default="runs/chaos")
     args = parser.parse_args()
     logdir = pathlib.Path(args.logdir)
+    for kind in ("calm", "kills"):  # A run there would be resumed, and its old result read.
+        if (logdir / f"{args.config}-seed{args.seed}-{kind}").exists():
+            parser.error(f"--logdir {args.logdir} holds this run already: give a new one")
     calm = run(logdir / f"{args.config}-seed{args.seed}-calm", args, None)
     chaos = run(logdir / f"{args.config}-seed{args.seed}-kills", args, args.every)
     print(

@@ -25,11 +25,15 @@ from batchrl.scripts import evaluate, sweep
 from batchrl.training import checkpoint, run_folder
 
 
-def scores(rundir: pathlib.Path, episodes: int, repeats: int) -> list[float]:
-    """The final policy's mean return in each of `repeats` evaluations of `episodes`."""
+def scores(rundir: pathlib.Path, episodes: int, repeats: int) -> tuple[list[float], int]:
+    """The final policy's mean return in each of `repeats` evaluations of at least `episodes`.
+
+    Also the fewest episodes an evaluation scored: rounds of every env's episode, so a
+    run of 30 envs scores 30 where 4 are asked.
+    """
     last = checkpoint.steps(run_folder.checkpoints(rundir))[-1]
     rows = evaluate.evaluate(rundir, episodes, phases=[last], repeats=repeats)
-    return [row["return"] for row in rows]
+    return [row["return"] for row in rows], min(row["episodes"] for row in rows)
 
 
 def noise(by_seed: dict[int, list[float]]) -> dict[str, float]:
@@ -53,14 +57,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"evaluation_noise: {config}: needs two runs, found {len(runs)}", file=sys.stderr)
             return 2
         for episodes in args.episodes:
-            by_seed = {
+            scored = {
                 seed: scores(run, episodes, args.repeats)
                 for seed, run in zip(seeds, runs, strict=True)
             }
+            by_seed = {seed: returns for seed, (returns, _) in scored.items()}
             line = {
                 "benchmark": "evaluation_noise",
                 "config": config,
-                "episodes": episodes,
+                "episodes": episodes,  # Asked; each evaluation scored at least episodes_scored.
+                "episodes_scored": min(count for _, count in scored.values()),
                 "repeats": args.repeats,
                 **noise(by_seed),
                 "scores": by_seed,

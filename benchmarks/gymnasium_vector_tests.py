@@ -62,9 +62,11 @@ def main() -> int:
         **counts,
         "failed_tests": failed,
         "summary": summary,
+        "pytest_exit_code": done.returncode,
     }
     print(json.dumps(line))
-    return 0
+    # pytest's 0 and 1: the tests ran (1: some failed, listed); anything else: they did not.
+    return 0 if done.returncode in (0, 1) else 1
 
 
 if __name__ == "__main__":

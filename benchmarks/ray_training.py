@@ -70,6 +70,14 @@ VARIANTS = {
 }
 
 
+def fits(preset: str, variant: str) -> bool:
+    """Whether `variant`'s backend runs `preset`'s env: MuJoCo's for cheetah, ALE's for breakout."""
+    backend = next(s.split("=")[1] for s in VARIANTS[variant] if s.startswith("backend="))
+    if preset == "breakout":
+        return backend == "ale"
+    return backend != "ale" and (backend != "mujoco" or preset == "cheetah_clipped")
+
+
 def train(preset: str, variant: str, phases: int, address: str) -> dict:
     """Trains one variant in its own process; its env steps/s after the first phase."""
     settings = [*PRESETS[preset], *VARIANTS[variant], "normalizer_updates=segment"]
@@ -113,10 +121,14 @@ def main() -> None:
     cluster.wait_for_nodes()
     try:
         for preset in args.preset:
-            speeds: dict[str, list[float]] = {variant: [] for variant in args.variant}
-            steady: dict[str, list[float]] = {variant: [] for variant in args.variant}
+            variants = [variant for variant in args.variant if fits(preset, variant)]
+            if not variants:
+                print(f"ray_training: no --variant given runs {preset}", file=sys.stderr)
+                continue
+            speeds: dict[str, list[float]] = {variant: [] for variant in variants}
+            steady: dict[str, list[float]] = {variant: [] for variant in variants}
             for _ in range(args.rounds):
-                for variant in args.variant:
+                for variant in variants:
                     result = train(preset, variant, args.phases, cluster.address)
                     speeds[variant].append(round(result["env_steps_per_sec"]))
                     steady[variant].append(round(result["steady_env_steps_per_sec"]))

@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -64,6 +65,13 @@ def run_folder(folder: pathlib.Path, env_id: str) -> pathlib.Path:
     """The folder the Zoo wrote the run into: LOGDIR/ppo/<env_id>_<n>."""
     (found,) = sorted((folder / "ppo").glob(f"{env_id}_*"))
     return found
+
+
+def trained_steps(run: pathlib.Path, env_id: str) -> int | None:
+    """The budget (`-n`) the Zoo's run was started with, from the args it saved."""
+    saved = (run / env_id / "args.yml").read_text()
+    found = re.search(r"- - n_timesteps\n\s+- (\d+)", saved)
+    return None if found is None else int(found.group(1))
 
 
 def final_return(run: pathlib.Path, env_id: str, seed: int) -> float:
@@ -120,6 +128,12 @@ def main() -> None:
         for seed in args.seeds:
             folder = args.logdir / f"seed{seed}-{env_id}"
             done = list((folder / "ppo").glob(f"{env_id}_*/{env_id}.zip"))
+            if done and trained_steps(run_folder(folder, env_id), env_id) != args.steps:
+                sys.exit(
+                    f"rl_zoo: {folder} finished a run of "
+                    f"{trained_steps(run_folder(folder, env_id), env_id):,} steps, not "
+                    f"--steps {args.steps:,}: give another --logdir"
+                )
             seconds = None if done else train(env_id, seed, folder, args.steps, args.eval_freq)
             run = run_folder(folder, env_id)
             curve = eval_curve(run)

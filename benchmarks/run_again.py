@@ -9,8 +9,10 @@ first. Run: python benchmarks/run_again.py [--config pendulum_jax] [--seeds 3]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import sys
 import time
 
 from batchrl.configs import overrides, presets, train_config
@@ -27,7 +29,8 @@ def walls(config: train_config.TrainConfig, seeds: int, reuse_programs: bool) ->
         if not reuse_programs:
             reuse.clear()
         start = time.perf_counter()
-        run_lib.train(None, dataclasses.replace(config, seed=seed))
+        with contextlib.redirect_stdout(sys.stderr):  # Its phase lines: stdout is the JSON's.
+            run_lib.train(None, dataclasses.replace(config, seed=seed))
         seconds.append(round(time.perf_counter() - start, 2))
     return seconds
 

@@ -25,6 +25,7 @@ import time
 
 import accelerator_check
 
+from batchrl import configs
 from batchrl.training import results
 
 
@@ -36,7 +37,10 @@ def timed_train(logdir: pathlib.Path, preset: str, chosen: list[str], settings: 
     for setting in settings:
         argv += ["--set", setting]
     start = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:  # The train command's own one line says why.
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        sys.exit(f"seeds_together: {preset} {' '.join(chosen)} failed: {last}")
     return round(time.perf_counter() - start, 2)
 
 
@@ -58,10 +62,16 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--quick", action="store_true", help="tiny runs, to check it works")
     args = parser.parse_args()
+    if not 0 <= args.after_another <= args.seeds:
+        parser.error(f"--after-another must be 0..--seeds ({args.seeds}), got {args.after_another}")
     settings = list(args.set)
     if args.quick:
         args.seeds, args.after_another = 2, 2
-        settings += ["num_envs=4", "update_every=4", "max_length=50", "final_episodes=4"]
+        settings += ["num_envs=4", "max_length=50", "final_episodes=4", "eval_episodes=4"]
+        if configs.get(args.preset).algorithm.objective == "kl_penalty":
+            settings += ["update_every=4"]
+        else:  # The clipped objective: an update every 32 env steps.
+            settings += ["steps_per_update=8", "num_minibatches=2", "update_epochs=2"]
         args.steps = 400
     if args.steps is not None:
         settings.append(f"steps={args.steps}")

@@ -1,0 +1,54 @@
+"""The benchmark scripts refuse what would make their lines wrong, before measuring."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import chaos
+import pytest
+import ray_training
+
+HERE = pathlib.Path(__file__).parent
+
+
+def test_ray_training_runs_each_preset_on_the_backends_its_env_has():
+    fitting = {
+        preset: [variant for variant in ray_training.VARIANTS if ray_training.fits(preset, variant)]
+        for preset in ray_training.PRESETS
+    }
+    assert fitting["breakout"] == ["local_ale", "rollout_actors_ale"]
+    assert (
+        "local_mujoco" in fitting["cheetah_clipped"] and "local_mujoco" not in fitting["cartpole"]
+    )
+    assert all("ale" not in variant for variant in fitting["cartpole"] + fitting["cheetah_clipped"])
+
+
+def test_seeds_together_refuses_more_runs_after_another_than_seeds():
+    command = [sys.executable, str(HERE / "seeds_together.py"), "--seeds", "1"]
+    done = subprocess.run([*command, "--after-another", "2"], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines()[-1] == (
+        "seeds_together.py: error: --after-another must be 0..--seeds (1), got 2"
+    )
+
+
+def test_chaos_refuses_a_logdir_that_holds_its_runs(tmp_path, monkeypatch, capsys):
+    (tmp_path / "cartpole-seed0-calm").mkdir()  # Would be resumed, its old result read.
+    argv = ["chaos.py", "--config", "cartpole", "--logdir", str(tmp_path)]
+    monkeypatch.setattr(sys, "argv", argv)
+    with pytest.raises(SystemExit) as exit:
+        chaos.main()
+    assert exit.value.code == 2
+    assert (
+        capsys.readouterr().err.splitlines()[-1].endswith("holds this run already: give a new one")
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["cartpole-seed0-calm"]
+
+
+def test_a_gymnasium_vector_tests_line_carries_pytests_exit_code(tmp_path):
+    (tmp_path / "tests" / "vector").mkdir(parents=True)  # A checkout whose tests collect none.
+    command = [sys.executable, str(HERE / "gymnasium_vector_tests.py"), str(tmp_path)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    (line,) = [json.loads(text) for text in done.stdout.splitlines()]
+    assert line["pytest_exit_code"] == 5 and done.returncode == 1  # No test ran: not a pass.
