@@ -108,6 +108,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--num-envs", type=int, default=32)
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
+    if args.num_envs < 2 or args.num_envs % 2:  # Two halves of the same batch as the whole.
+        parser.error(f"--num-envs must be even and at least 2, got {args.num_envs}")
     warnings.filterwarnings("ignore")
     results = [
         measure(backend, args.num_envs, args.rounds, args.seconds)

@@ -20,6 +20,7 @@ their medians. The peers:
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import platform
@@ -145,6 +146,8 @@ def main() -> None:
     parser.add_argument("--envs", nargs="*", default=TASKS)
     parser.add_argument("--num-envs", type=int, default=32)
     args = parser.parse_args()
+    if importlib.util.find_spec("envpool") is None:
+        parser.error("the peer, EnvPool, is not installed: pip install -e '.[bench]'")
     warnings.filterwarnings("ignore")
     cores = len(os.sched_getaffinity(0))
     results = [measure(e, args.num_envs, cores, args.seconds, args.rounds) for e in args.envs]

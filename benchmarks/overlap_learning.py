@@ -49,8 +49,12 @@ def main() -> int:
     args = parser.parse_args()
     if args.phases is None:
         args.phases = 3 if args.quick else 6
-    if args.phases < 3 or args.repeats < 1:
-        parser.error("--phases must be at least 3 (the first and last are left out)")
+    if args.phases < 3:
+        parser.error(
+            f"--phases must be at least 3 (the first and last are left out), got {args.phases}"
+        )
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
     for text in args.set:
         if "=" not in text:
             parser.error(f"--set takes key=value, got {text!r}")

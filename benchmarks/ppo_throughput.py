@@ -21,6 +21,7 @@ and `BatchEnv.mujoco`), alternating backends over `--phases` timed train phases 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import time
 import warnings
@@ -173,6 +174,8 @@ def main() -> None:
     parser.add_argument("--phases", type=int, default=3, help="train phases timed per backend")
     parser.add_argument("--only-presets", action="store_true", help="only the presets' rates")
     args = parser.parse_args()
+    if not args.only_presets and importlib.util.find_spec("stable_baselines3") is None:
+        parser.error("the peer, Stable-Baselines3, is not installed: pip install -e '.[bench]'")
     warnings.filterwarnings("ignore")
     on_backends = {name: preset_rates(name, args.phases) for name in ("cheetah_clipped", "cheetah")}
     if args.only_presets:

@@ -170,6 +170,8 @@ def main() -> None:
     warnings.filterwarnings("ignore")
     local_envs = args.local_envs
     if local_envs not in ("auto", "all"):
+        if not local_envs.isdigit():
+            parser.error(f"--local-envs is a number, 'auto' or 'all', got {local_envs!r}")
         local_envs = int(local_envs)
     results = [
         measure(name, n, args.steps, args.rounds, local_envs)

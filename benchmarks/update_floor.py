@@ -176,11 +176,13 @@ def main() -> int:
     parser.add_argument("--presets", nargs="*", default=PRESETS)
     parser.add_argument("--phases", type=int, default=3, help="train phases timed a preset")
     parser.add_argument("--seconds", type=float, default=3.0, help="seconds the rate is timed")
-    parser.add_argument("--seeds", type=int, help="N seeds for floor_train_seconds")
-    parser.add_argument("--steps", type=int, help="each seed's env steps for it")
+    parser.add_argument("--seeds", type=int, help="N seeds for `together`, with --steps")
+    parser.add_argument("--steps", type=int, help="each seed's env steps for `together`")
     parser.add_argument("--quick", action="store_true", help="2 phases, a 0.2 s rate")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if (args.seeds is None) != (args.steps is None):
+        parser.error("--seeds and --steps go together: give both, or neither")
     if args.quick:
         args.phases, args.seconds = 2, 0.2
     if args.child:
@@ -194,9 +196,10 @@ def main() -> int:
             command += ["--seeds", str(args.seeds), "--steps", str(args.steps)]
         done = subprocess.run(command, capture_output=True, text=True)
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-        if done.returncode or not lines:
+        if done.returncode or not lines:  # The child's own error: its last line says why.
             failed += 1
-            print("\n".join(done.stderr.strip().splitlines()[-20:]), file=sys.stderr)
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            print(f"update_floor: {preset}: {last}", file=sys.stderr)
             continue
         line = json.loads(lines[-1])
         if args.seeds and args.steps:

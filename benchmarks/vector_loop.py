@@ -37,6 +37,12 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
     base = ppo_vector.Args(env=args.env, num_envs=args.num_envs, total_steps=args.steps)
+    update = base.num_steps * base.num_envs
+    if args.steps < update or args.rounds < 1:
+        parser.error(
+            f"--steps must be at least one update's {update} env steps and --rounds at least 1, "
+            f"got {args.steps} and {args.rounds}"
+        )
     rates: dict[str, list[float]] = {vector: [] for vector in VECTORS}
     for _ in range(args.rounds):
         for vector in VECTORS:
