@@ -269,9 +269,9 @@ def _keep_best_of(
 ) -> None:
     """Writes `best.bin` from the restored phase if that scored best and `best.bin` lacks it.
 
-    An interrupt between a phase's `best.bin` and its checkpoint (a second Ctrl-C)
-    checkpoints that phase, which a resume does not train again, and its best is lost
-    unless written here.
+    A second Ctrl-C that lands in `Keeper.record` before the phase's `best.bin` is
+    written still checkpoints that phase (`save_interrupted`), which a resume does not
+    train again: its best is lost unless written here.
     """
     env_steps = int(restored.env_steps)
     scores = _eval_returns(rundir, env_steps)
