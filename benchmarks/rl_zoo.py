@@ -16,6 +16,7 @@ reads both; a run folder that holds a finished run is evaluated again, not retra
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import pathlib
@@ -123,6 +124,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--eval-freq", type=int, default=50_000)
     args = parser.parse_args()
+    if importlib.util.find_spec("rl_zoo3") is None:  # Before any run folder is made.
+        parser.error("the peer, the RL Zoo, is not installed: pip install rl_zoo3")
     os.environ.setdefault("MUJOCO_GL", "egl")
     for env_id in args.envs:
         for seed in args.seeds:

@@ -52,3 +52,19 @@ def test_a_gymnasium_vector_tests_line_carries_pytests_exit_code(tmp_path):
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     (line,) = [json.loads(text) for text in done.stdout.splitlines()]
     assert line["pytest_exit_code"] == 5 and done.returncode == 1  # No test ran: not a pass.
+
+
+def test_rl_zoo_without_the_zoo_is_one_line_and_makes_no_folder(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    import rl_zoo
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "rl_zoo3" else found(name, *a)
+    )
+    monkeypatch.setattr(sys, "argv", ["rl_zoo.py", "--logdir", str(tmp_path / "zoo")])
+    with pytest.raises(SystemExit) as exit:
+        rl_zoo.main()
+    assert exit.value.code == 2 and not (tmp_path / "zoo").exists()
+    assert capsys.readouterr().err.splitlines()[-1].endswith("not installed: pip install rl_zoo3")
