@@ -131,10 +131,10 @@ def main() -> None:
         for seed in args.seeds:
             folder = args.logdir / f"seed{seed}-{env_id}"
             done = list((folder / "ppo").glob(f"{env_id}_*/{env_id}.zip"))
-            if done and trained_steps(run_folder(folder, env_id), env_id) != args.steps:
+            trained = trained_steps(run_folder(folder, env_id), env_id) if done else None
+            if trained is not None and trained != args.steps:
                 sys.exit(
-                    f"rl_zoo: {folder} finished a run of "
-                    f"{trained_steps(run_folder(folder, env_id), env_id):,} steps, not "
+                    f"rl_zoo: {folder} finished a run of {trained:,} steps, not "
                     f"--steps {args.steps:,}: give another --logdir"
                 )
             seconds = None if done else train(env_id, seed, folder, args.steps, args.eval_freq)

@@ -26,7 +26,10 @@ def test_ray_training_runs_each_preset_on_the_backends_its_env_has():
 
 def test_seeds_together_refuses_more_runs_after_another_than_seeds():
     command = [sys.executable, str(HERE / "seeds_together.py"), "--seeds", "1"]
-    done = subprocess.run([*command, "--after-another", "2"], capture_output=True, text=True)
+    # Refused before any run: a run that started would take minutes, not 60 s.
+    done = subprocess.run(
+        [*command, "--after-another", "2"], capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines()[-1] == (
         "seeds_together.py: error: --after-another must be 0..--seeds (1), got 2"
@@ -68,3 +71,30 @@ def test_rl_zoo_without_the_zoo_is_one_line_and_makes_no_folder(tmp_path, monkey
         rl_zoo.main()
     assert exit.value.code == 2 and not (tmp_path / "zoo").exists()
     assert capsys.readouterr().err.splitlines()[-1].endswith("not installed: pip install rl_zoo3")
+
+
+def test_rl_zoo_refuses_a_finished_run_of_another_budget(tmp_path, monkeypatch, capsys):
+    import importlib.util
+
+    import rl_zoo
+
+    run = tmp_path / "seed0-Hopper-v5" / "ppo" / "Hopper-v5_1"
+    (run / "Hopper-v5").mkdir(parents=True)
+    (run / "Hopper-v5.zip").write_bytes(b"")  # A finished run, as the Zoo leaves it.
+    (run / "Hopper-v5" / "args.yml").write_text(  # The Zoo's own layout of its arguments.
+        "!!python/object/apply:collections.OrderedDict\n- - - algo\n    - ppo\n"
+        "  - - n_timesteps\n    - 4096\n"
+    )
+    found = importlib.util.find_spec
+    monkeypatch.setattr(  # The Zoo installed or not, its run's folder is all that is read.
+        importlib.util, "find_spec", lambda name, *a: True if name == "rl_zoo3" else found(name, *a)
+    )
+    argv = ["rl_zoo.py", "--logdir", str(tmp_path), "--envs", "Hopper-v5", "--seeds", "0"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--steps", "1000000"])
+    with pytest.raises(SystemExit) as exit:
+        rl_zoo.main()
+    assert str(exit.value.code) == (
+        f"rl_zoo: {tmp_path / 'seed0-Hopper-v5'} finished a run of 4,096 steps, not "
+        "--steps 1,000,000: give another --logdir"
+    )
+    assert capsys.readouterr().out == ""  # No line of the old run under the new budget.

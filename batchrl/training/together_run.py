@@ -255,21 +255,17 @@ def _common_phase(
     for i, (rundir, phase) in enumerate(zip(rundirs, phases, strict=True)):
         if phase == common:
             continue
-        if common == 0:  # Phase 0 is the state as built: every seed has it.
-            states[i] = built[i]
-            logger.warning("%s goes back to phase 0, as the other seeds", rundir.name)
-            continue
         path = checkpoint.path_for(run_folder.checkpoints(rundir), common)
-        try:
-            states[i] = loop.place(programs, checkpoint.load(path, built[i]))
+        try:  # Phase 0 is the state as built: every seed has it.
+            states[i] = (
+                built[i] if common == 0 else loop.place(programs, checkpoint.load(path, built[i]))
+            )
         except checkpoint.CheckpointError:
             found = ", ".join(
                 f"seed {config.seed} at phase {phase}"
                 for config, phase in zip(configs, phases, strict=True)
             )
-            each = " and ".join(
-                f"--timestamp {run_folder.parse(rundir.name)[0]}" for rundir in rundirs
-            )
+            each = " and ".join(f"--timestamp {run_folder.parse(f.name)[0]}" for f in rundirs)
             raise ValueError(
                 f"the seeds resume from different phases ({found}) and seed {configs[i].seed} "
                 f"keeps no checkpoint of phase {common}: resume each on its own ({each})"
