@@ -48,15 +48,22 @@ import time
 import warnings
 from collections.abc import Callable
 
-import ale_py
 import gymnasium as gym
-import torch
-import yaml
-from stable_baselines3 import PPO
-from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.env_util import make_atari_env
-from stable_baselines3.common.logger import Logger
-from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFrameStack
+
+try:  # The peer and the games: one line, not a traceback, where they are missing.
+    import ale_py
+    import torch
+    import yaml
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.logger import Logger
+    from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecFrameStack
+except ModuleNotFoundError as missing:
+    raise SystemExit(
+        f"atari_training.py needs {missing.name}, which is not installed: "
+        "pip install -e '.[bench,atari]'"
+    ) from None
 
 from batchrl.configs import presets
 from batchrl.training import api

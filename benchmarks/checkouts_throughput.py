@@ -106,6 +106,7 @@ def main() -> None:
     print(
         json.dumps(
             {
+                "benchmark": "checkouts_throughput",
                 "env": args.env,
                 "num_envs": args.num_envs,
                 "cores": multiprocessing.cpu_count(),

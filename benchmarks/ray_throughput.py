@@ -28,8 +28,14 @@ import statistics
 import time
 
 import numpy as np
-import ray
-from ray.cluster_utils import Cluster
+
+try:
+    import ray
+    from ray.cluster_utils import Cluster
+except ModuleNotFoundError:
+    raise SystemExit(
+        "ray_throughput.py runs on Ray, which is not installed: pip install -e '.[ray]'"
+    ) from None
 
 from batchrl.envs import BatchEnv
 from batchrl.testing import mock

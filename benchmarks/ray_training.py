@@ -32,7 +32,12 @@ import subprocess
 import sys
 import tempfile
 
-from ray.cluster_utils import Cluster
+try:
+    from ray.cluster_utils import Cluster
+except ModuleNotFoundError:
+    raise SystemExit(
+        "ray_training.py runs on Ray, which is not installed: pip install -e '.[ray]'"
+    ) from None
 
 # preset: its settings, the clipped objective (rollout actors need it) at every speed.
 PRESETS = {

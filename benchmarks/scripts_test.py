@@ -98,3 +98,22 @@ def test_rl_zoo_refuses_a_finished_run_of_another_budget(tmp_path, monkeypatch, 
         "--steps 1,000,000: give another --logdir"
     )
     assert capsys.readouterr().out == ""  # No line of the old run under the new budget.
+
+
+@pytest.mark.parametrize(
+    ("script", "peer"),
+    [("atari_training", "stable_baselines3"), ("ray_training", "ray"), ("ray_throughput", "ray")],
+)
+def test_a_missing_peer_is_one_line_naming_it_and_its_install(script, peer):
+    # The peer made unimportable, as on a machine without it.
+    run = f"import runpy, sys; sys.modules[{peer!r}] = None; runpy.run_path(sys.argv[1])"
+    done = subprocess.run(
+        [sys.executable, "-c", run, str(HERE / f"{script}.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1 and done.stdout == ""
+    (line,) = done.stderr.splitlines()
+    assert line.startswith(f"{script}.py ") and "pip install -e '.[" in line
+    assert ("Ray" if peer == "ray" else peer) in line
