@@ -472,3 +472,39 @@ def test_the_mujoco_backend_trains_on_the_episodes_worker_envs_give(tmp_path):
         learned = {key for key in workers if not key.startswith("perf/")}
         assert {"train/return", "train/kl", "train/value_loss"} <= learned
         assert {key: ours[key] for key in learned} == {key: workers[key] for key in learned}
+
+
+def test_a_run_restarted_without_a_checkpoint_shows_each_step_once_in_tensorboard(
+    tmp_path, monkeypatch
+):
+    from batchrl.training import loop
+    from batchrl.training.metrics_log_test import read_scalars
+
+    # Phases 1 and 2 leave their rows and event points; the run fails in phase 3 before
+    # its first checkpoint (every 5 phases), so the same command starts it again from 0.
+    settings = [*TINY, "--set", "steps=600", "--set", "checkpoint_every=5"]
+    start = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--timestamp", "t0"]
+    original, calls = loop.run_phase, []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("lost")
+        return original(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(loop, "run_phase", failing)
+        with pytest.raises(RuntimeError, match="lost"):
+            train.main([*start, *settings])
+    folder = run_folder(tmp_path)
+    assert not checkpoint.steps(folder / "checkpoints")
+    assert train.main([*start, *settings]) == 0
+    rows = metrics_log.read_jsonl(folder / "metrics.jsonl")
+    assert [row["step"] for row in rows] == [200, 400, 200, 400, 600]
+    scalars = read_scalars(folder)
+    assert {tag: [step for step, _ in points] for tag, points in scalars.items()} == {
+        tag: [row["step"] for row in rows[2:] if row.get(tag) is not None] for tag in scalars
+    }
+    # The restarted run's points, not the failed run's, where both wrote a step.
+    seconds = [value for _, value in scalars["perf/train_seconds"]]
+    assert seconds == pytest.approx([row["perf/train_seconds"] for row in rows[2:]], rel=1e-5)

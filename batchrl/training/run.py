@@ -181,7 +181,10 @@ class Keeper:
         self.rundir, self.config, self.algorithm = rundir, config, algorithm
         self.directory = None if rundir is None else run_folder.checkpoints(rundir)
         self.best = -math.inf if rundir is None else _best_return(rundir, int(state.env_steps))
-        redone = int(state.env_steps) + 1 if int(state.phases) else None  # Rows past it go.
+        # TensorBoard drops the rows past the state it re-does them from: past a checkpoint,
+        # or all of them when the run starts again with rows but no checkpoint (killed first).
+        written = rundir is not None and run_folder.metrics(rundir).exists()
+        redone = int(state.env_steps) + 1 if int(state.phases) or written else None
         self.writer = None if rundir is None else metrics_log.Writer(rundir, redone)
         self.rows: list[dict[str, float]] = []
         self.kept = (state, () if self.directory is None else _fresh(self.algorithm, state))
