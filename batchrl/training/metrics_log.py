@@ -265,7 +265,7 @@ class Progress:
         if not self._tty:
             self._stream.write(line + "\n")
         else:
-            line = _fit(line.split("  "), max(shutil.get_terminal_size().columns - 1, 1))
+            line = _fit(line.split("  "), max(_columns(self._stream) - 1, 1))
             self._stream.write("\r" + line.ljust(len(self._line)))
             self._line = line
         self._stream.flush()
@@ -391,6 +391,18 @@ def _is_tty(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
+
+
+def _columns(stream: TextIO) -> int:
+    """The width of the terminal `stream` draws on; COLUMNS, where set, as shutil reads it.
+
+    Not shutil.get_terminal_size's own: it measures stdout, which `train ... | tee log`
+    makes a pipe, and then says 80 columns however wide stderr's terminal is.
+    """
+    if "COLUMNS" not in os.environ:
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            return os.get_terminal_size(stream.fileno()).columns
+    return shutil.get_terminal_size().columns
 
 
 def _duration(seconds: float) -> str:

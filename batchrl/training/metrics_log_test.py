@@ -256,6 +256,48 @@ def test_progress_moves_during_a_phase_at_the_speed_so_far_up_to_the_phase_end(c
     assert capsys.readouterr().out == "phase 1\n"
 
 
+def test_the_line_fits_the_terminal_it_is_drawn_on_when_stdout_is_piped():
+    """`train ... | tee log`: stdout is a pipe, the line goes to stderr's terminal."""
+    import fcntl
+    import pty
+    import struct
+    import termios
+
+    terminals = {}
+    for columns in (200, 50):
+        main, terminal = pty.openpty()
+        fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
+        terminals[columns] = main, terminal
+    script = textwrap.dedent(
+        f"""
+        import os
+        from batchrl.training import metrics_log
+        for fd in {[terminal for _, terminal in terminals.values()]}:
+            stream = os.fdopen(fd, "w")
+            clock = iter([0.0, 60.0, 60.0]).__next__
+            progress = metrics_log.Progress(1_000_000, stream=stream, clock=clock)
+            progress.update(300_000, {{"train/return": 227.5, "eval/return": 500.0}})
+            progress.close()
+        """
+    )
+    environ = {key: value for key, value in os.environ.items() if key != "COLUMNS"}
+    fds = [terminal for _, terminal in terminals.values()]
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, timeout=60, pass_fds=fds, env=environ
+    )
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    lines = {}
+    for columns, (main, terminal) in terminals.items():
+        os.close(terminal)
+        lines[columns] = os.read(main, 4096).decode().strip("\r\n")
+        os.close(main)
+    assert lines[200] == (
+        "[######--------------]  30%  300,000/1,000,000 steps  5,000 steps/s  "
+        "train return 227.5  eval return 500.0  ETA 0:02:20"
+    )
+    assert lines[50] == "30%  eval return 500.0  ETA 0:02:20"  # Within 50, not wrapped.
+
+
 def _drawn_in_three_ticks(stream) -> str:
     """What a Progress drew on `stream` while its ticking thread ticked 3 times."""
     progress = metrics_log.Progress(1_000, stream=stream)
