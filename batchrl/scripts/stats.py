@@ -112,9 +112,13 @@ SCORES = {
 
 
 def read(paths: Sequence[pathlib.Path], score: str = "final") -> dict[str, dict[int, float]]:
-    """A score (`SCORES`) by config and seed; a run listed twice keeps its last line."""
+    """A score (`SCORES`) by config and seed; a run listed twice keeps its last line.
+
+    Only a run's last line must hold the score: a sweep run again with --evaluate-best
+    adds lines with the kept best policy's return below those it wrote without.
+    """
     field = SCORES[score][0]
-    runs: dict[str, dict[int, float]] = collections.defaultdict(dict)
+    last: dict[tuple[str, int], tuple[str, dict]] = {}
     for path in paths:
         for number, line in enumerate(path.read_text().splitlines(), 1):
             if not line.strip():
@@ -124,12 +128,15 @@ def read(paths: Sequence[pathlib.Path], score: str = "final") -> dict[str, dict[
             except json.JSONDecodeError:
                 raise ValueError(f"{path}:{number} is not a JSON line") from None
             if record.get("benchmark") == "learning" and record.get("finished"):
-                if field not in record:
-                    raise ValueError(
-                        f"{path}:{number} has no {field}"
-                        + (": run the sweep with --evaluate-best" if score == "kept" else "")
-                    )
-                runs[record["config"]][int(record["seed"])] = float(record[field])
+                last[record["config"], int(record["seed"])] = (f"{path}:{number}", record)
+    runs: dict[str, dict[int, float]] = collections.defaultdict(dict)
+    for (config, seed), (where, record) in last.items():
+        if field not in record:
+            raise ValueError(
+                f"{where} has no {field}"
+                + (": run the sweep with --evaluate-best" if score == "kept" else "")
+            )
+        runs[config][seed] = float(record[field])
     return dict(runs)
 
 

@@ -82,3 +82,24 @@ def test_the_profiles_axis_names_the_targets_of_its_tasks():
     assert label == "best evaluation along training / gymnax's PPO at 10M steps"
     label = stats.axis_label("final", ["cheetah_clipped", "minigrid_doorkey"])
     assert label == "final return / each task's target (stats.TARGETS)"
+
+
+def test_only_a_runs_last_line_must_hold_the_score(tmp_path, capsys):
+    # A sweep run again with --evaluate-best: its runs' lines again, with their kept bests.
+    results = tmp_path / "results.jsonl"
+    write_runs(results, "hopper_clipped", [2000.0, 3400.0])
+    with results.open("a") as file:
+        for seed, (final, kept) in enumerate([(2000.0, 2500.0), (3400.0, 3300.0)]):
+            record = {"benchmark": "learning", "config": "hopper_clipped", "seed": seed}
+            record |= {"finished": True, "final_return": final, "kept_best_return": kept}
+            file.write(json.dumps(record) + "\n")
+    assert stats.main([str(results), "--score", "kept", "--reps", "50"]) == 0
+    assert json.loads(capsys.readouterr().out)["configs"]["hopper_clipped"]["scores"] == [
+        2500.0,
+        3300.0,
+    ]
+    write_runs(results, "hopper_clipped", [2100.0])  # Seed 0 trained again, not evaluated.
+    assert stats.main([str(results), "--score", "kept"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"stats: error: {results}:5 has no kept_best_return: run the sweep with --evaluate-best"
+    )
