@@ -119,7 +119,10 @@ def _rows(paths: Sequence[pathlib.Path], rows: str | None, where: Sequence[str])
         for number, line in enumerate(path.read_text().splitlines(), 1):
             if not line.strip():
                 continue
-            record = json.loads(line)
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                raise ValueError(f"{path}:{number} is not a JSON line") from None
             items = [record] if rows is None else Value(rows).read(record)
             if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
                 raise ValueError(f"{path}:{number}: no list of records at {rows!r}")

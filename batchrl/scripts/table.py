@@ -148,7 +148,15 @@ NOISE_HEADER = (
 
 
 def _records(paths: Sequence[pathlib.Path]) -> list[dict]:
-    return [json.loads(line) for path in paths for line in path.read_text().splitlines() if line]
+    """Every JSON line of the files; one that does not parse is named by file and line."""
+    records = []
+    for path in paths:
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            try:
+                records += [json.loads(line)] if line.strip() else []
+            except json.JSONDecodeError:
+                raise ValueError(f"{path}:{number} is not a JSON line") from None
+    return records
 
 
 def noise_table(records: Sequence[dict]) -> str:

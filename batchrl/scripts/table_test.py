@@ -293,3 +293,15 @@ def test_a_block_with_a_bad_option_is_an_error_naming_its_line(tmp_path, capsys)
     assert f"{page}:2: unrecognized arguments: --colour red" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         table.main([str(tmp_path / "a.jsonl"), "--rows", "results"])
+
+
+def test_a_line_that_is_not_json_is_named_by_file_and_line(tmp_path, capsys):
+    # As a results file that a second sweep appended to after a cut last line leaves it.
+    path = tmp_path / "results.jsonl"
+    write_lines(path, "hopper_clipped", [3000.0, 2000.0])
+    text = path.read_text()
+    path.write_text(text + text.splitlines()[0][:40] + "\n" + text)
+    assert table.main([str(path)]) == 2
+    assert capsys.readouterr().err == f"table: error: {path}:3 is not a JSON line\n"
+    assert table.main([str(path), "--columns", "seed"]) == 2
+    assert capsys.readouterr().err == f"table: error: {path}:3 is not a JSON line\n"
