@@ -50,6 +50,11 @@ class Value:
         if self.part is not None and isinstance(value, list):
             value = value[self.part]
         if self.mean and isinstance(value, list):
+            other = [x for x in value if not isinstance(x, int | float) or isinstance(x, bool)]
+            if other:  # A mean of lists or strings: one line, not fmean's TypeError.
+                raise ValueError(
+                    f"mean({self.path}) takes a list of numbers; it holds {json.dumps(other[0])}"
+                )
             value = statistics.fmean(value) if value else None
         return value
 

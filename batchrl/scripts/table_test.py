@@ -305,3 +305,13 @@ def test_a_line_that_is_not_json_is_named_by_file_and_line(tmp_path, capsys):
     assert capsys.readouterr().err == f"table: error: {path}:3 is not a JSON line\n"
     assert table.main([str(path), "--columns", "seed"]) == 2
     assert capsys.readouterr().err == f"table: error: {path}:3 is not a JSON line\n"
+
+
+def test_a_mean_of_a_list_of_lists_is_one_line(tmp_path, capsys):
+    # A sweep's eval_curve holds [env steps, return, seconds] points, not numbers.
+    path = tmp_path / "results.jsonl"
+    write_records(path, [{"seed": 0, "eval_curve": [[160, -230.3, 19.5], [320, -222.3, 19.5]]}])
+    assert table.main([str(path), "--columns", "seed", "mean(eval_curve[1:])"]) == 2
+    assert capsys.readouterr().err == (
+        "table: error: mean(eval_curve) takes a list of numbers; it holds [320, -222.3, 19.5]\n"
+    )
