@@ -237,9 +237,15 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns:
         0 when the image was written, 2 when a run folder or its metrics.jsonl is missing or
-        unreadable.
+        unreadable, or `--out` names no image format.
     """
     args = parse_args(argv)
+    if not Path(args.out).suffix:  # Matplotlib would write OUT.png, and "wrote" name OUT.
+        formats = ", ".join(sorted(backend_agg.FigureCanvasAgg.get_supported_filetypes()))
+        print(
+            f"plot: error: --out {args.out!r} has no extension, allowed: {formats}", file=sys.stderr
+        )
+        return 2
     paths = [Path(run) for run in args.runs]
     try:
         runs = {label: load(path) for label, path in zip(labels(paths), paths, strict=True)}

@@ -137,6 +137,16 @@ def test_a_metric_no_run_has_or_an_unknown_format_exits_2_with_one_line(runs, tm
     assert len(error.splitlines()) == 1
 
 
+def test_an_out_with_no_extension_is_refused_not_written_elsewhere(runs, tmp_path, capsys):
+    # Matplotlib would write curves.png while the command said it wrote curves.
+    out = tmp_path / "curves"
+    assert plot.main([str(runs[0]), "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"plot: error: --out {str(out)!r} has no extension, allowed: ")
+    assert "png, ps" in error and len(error.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == [tmp_path / "runs"]
+
+
 def test_a_run_of_one_point_is_drawn_as_a_marker(tmp_path):
     seed_run(tmp_path / "seed0-cheetah", 0.0, seconds=360.0)
     one = {"seed0-cheetah": plot.load(tmp_path / "seed0-cheetah")[:1]}
