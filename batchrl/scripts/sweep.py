@@ -45,6 +45,7 @@ from batchrl.scripts import evaluate, train
 from batchrl.training import checkpoint, metrics_log, results, run_folder
 
 RESULTS = "results.jsonl"
+KEPT = ("kept_best_return", "kept_best_phase", "kept_best_episodes")  # --evaluate-best's.
 CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"  # JAX reads its persistent cache's folder here.
 _PR_SET_PDEATHSIG = 1
 
@@ -322,17 +323,21 @@ def _sweep(
                 print("sweep: interrupted; run it again to resume", file=sys.stderr)
                 return 130
             print(line, flush=True)
-            # A run finished by a sweep stopped before its line was written gets it now.
-            if seed in trained or (config, seed) not in written:
+            # A run finished by a sweep stopped before its line was written gets it now,
+            # and one evaluated again (--evaluate-best) a line with its kept best's return.
+            before = written.get((config, seed))
+            new = json.loads(line)
+            stale = before is None or any(before.get(k) != new[k] for k in KEPT if k in new)
+            if seed in trained or stale:
                 with (pathlib.Path(args.logdir) / RESULTS).open("a") as file:
                     file.write(line + "\n")
     return 0
 
 
-def _lines_written(path: pathlib.Path) -> set[tuple[str, int]]:
-    """The (config, seed) of each line in the sweep's results file (a cut last line skipped)."""
+def _lines_written(path: pathlib.Path) -> dict[tuple[str, int], dict[str, Any]]:
+    """The last line of each (config, seed) in the sweep's results file (a cut last one skipped)."""
     records = metrics_log.read_jsonl(path) if path.exists() else []
-    return {(record.get("config"), record.get("seed")) for record in records}
+    return {(record.get("config"), record.get("seed")): record for record in records}
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from batchrl.scripts import evaluate, sweep, train_test
+from batchrl.scripts import evaluate, stats, sweep, train_test
 from batchrl.training import checkpoint, metrics_log, results, run_folder
 
 # The train tests' tiny pendulum runs, evaluated every second phase.
@@ -142,8 +142,10 @@ def test_settings_the_sweep_cannot_honour_are_refused_before_any_run(
 
 
 @pytest.mark.slow
-def test_evaluate_best_adds_the_kept_best_policy_on_more_episodes(swept, capsys):
+def test_evaluate_best_adds_the_kept_best_policy_on_more_episodes(swept, tmp_path, capsys):
     logdir, argv, rows, _ = swept
+    shutil.copytree(logdir, tmp_path / "sweep")  # Its lines gain the kept bests' returns.
+    logdir, argv = tmp_path / "sweep", [*argv[:1], str(tmp_path / "sweep"), *argv[2:]]
     assert sweep.main([*argv, "--evaluate-best", "8"]) == 0
     again = lines(capsys.readouterr().out)
     for seed, row in enumerate(again):
@@ -151,6 +153,24 @@ def test_evaluate_best_adds_the_kept_best_policy_on_more_episodes(swept, capsys)
         assert row["kept_best_phase"] == checkpoint.step_of(best)
         assert row["kept_best_episodes"] >= 8 and row["kept_best_return"] < 0  # Pendulum's.
         assert row["final_return"] == rows[seed]["final_return"]
+
+
+@pytest.mark.slow
+def test_finished_runs_evaluated_again_get_lines_with_their_kept_best(swept, tmp_path, capsys):
+    # The sweep run first without --evaluate-best, then with it: stats reads the file.
+    logdir, argv, _, _ = swept
+    shutil.copytree(logdir, tmp_path / "sweep")
+    argv = [*argv[:1], str(tmp_path / "sweep"), *argv[2:], "--evaluate-best", "4"]
+    assert sweep.main(argv) == 0
+    printed = lines(capsys.readouterr().out)
+    results_file = tmp_path / "sweep" / sweep.RESULTS
+    assert stats.main([str(results_file), "--score", "kept", "--reps", "20"]) == 0
+    summary = json.loads(capsys.readouterr().out)["configs"]["pendulum_jax"]
+    assert summary["scores"] == [round(row["kept_best_return"], 2) for row in printed]
+    written = results_file.read_text()
+    assert sweep.main(argv) == 0  # Evaluated again alike: nothing more to write.
+    capsys.readouterr()
+    assert results_file.read_text() == written
 
 
 @pytest.mark.slow
