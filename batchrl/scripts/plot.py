@@ -121,6 +121,19 @@ def seed_band(
     return grid, values.mean(0), values.min(0), values.max(0)
 
 
+def seed_count(members: Sequence[list[dict[str, Any]]], metrics: Sequence[str], x: str) -> str:
+    """The seeds a group's curves average: a seed with no point of a metric yet is none of its.
+
+    `2-3 seeds` where the metrics' curves average different numbers (a run of a sweep
+    still before its first evaluation has train returns and no eval returns).
+    """
+    counts = sorted({sum(bool(series(m, metric, x)[0]) for m in members) for metric in metrics})
+    if counts[-1] <= 1:
+        return "1 seed"
+    number = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    return f"{number} seeds, mean and range"
+
+
 def groups(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[list[dict[str, Any]]]]:
     """Runs grouped by their folder name's config part (`seed0-cheetah` -> `cheetah`)."""
     grouped: dict[str, list[list[dict[str, Any]]]] = {}
@@ -202,8 +215,7 @@ def draw(
             axes.plot(grid, mean, color=colour, linestyle=style, linewidth=1.5, marker=marker)
             if len(grid) == 1:  # Its band as a bar: a band of one point is invisible.
                 axes.vlines(grid, low, high, color=colour, alpha=0.4)
-        count = f"{len(members)} seeds, mean and range" if len(members) > 1 else "1 seed"
-        name = f"{label} ({count})" if seeds else label
+        name = f"{label} ({seed_count(members, metrics, x)})" if seeds else label
         handles.append(lines.Line2D([], [], color=colour, label=name))
     if panels:
         for axes, metric in zip(stack, metrics, strict=True):

@@ -226,6 +226,24 @@ def test_seeds_of_a_config_are_drawn_as_their_mean_and_range(tmp_path):
     assert legend[:2] == ["cheetah (3 seeds, mean and range)", "hopper (1 seed)"]
 
 
+def test_the_legend_counts_the_seeds_each_curve_averages(tmp_path):
+    # A sweep under way: seed 2's first phase is written, its first evaluation not yet.
+    sweep = tmp_path / "sweep"
+    for seed, offset in enumerate((0.0, 30.0)):
+        seed_run(sweep / f"seed{seed}-cheetah", offset, seconds=360.0)
+    (sweep / "seed2-cheetah").mkdir()
+    row = {"step": 1000, "perf/env_steps": 1000, "train/return": 5.0, "eval/return": None}
+    (sweep / "seed2-cheetah" / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+    runs = {str(path): plot.load(path) for path in sorted(sweep.iterdir())}
+    (axes,) = plot.draw(runs, ["eval/return"], seeds=True).axes
+    assert list(axes.lines[0].get_ydata()) == [15.0, 25.0, 35.0, 45.0]  # Two seeds' mean.
+    legend = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert legend == ["cheetah (2 seeds, mean and range)"]
+    (axes,) = plot.draw(runs, ["eval/return", "train/return"], seeds=True).axes
+    legend = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert legend[0] == "cheetah (1-2 seeds, mean and range)"
+
+
 def test_hours_on_x_add_up_the_phases_train_and_eval_seconds(tmp_path):
     seed_run(tmp_path / "seed0-cheetah", 0.0, seconds=360.0)
     xs, ys = plot.series(plot.load(tmp_path / "seed0-cheetah"), "eval/return", x="hours")
