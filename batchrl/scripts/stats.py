@@ -235,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "its kept best policy evaluated again",
     )
     args = parser.parse_args(argv)
+    if args.reps < 1:  # scipy's bootstrap would say it without naming --reps.
+        parser.error(f"--reps must be at least 1, got {args.reps}")
     try:
         runs = read(args.results, args.score)
         if not runs:

@@ -103,3 +103,15 @@ def test_only_a_runs_last_line_must_hold_the_score(tmp_path, capsys):
     assert capsys.readouterr().err.strip() == (
         f"stats: error: {results}:5 has no kept_best_return: run the sweep with --evaluate-best"
     )
+
+
+def test_reps_below_one_are_refused_in_one_line(tmp_path, capsys):
+    # One seed a config: no interval to draw, so --out met the zero resamples first.
+    results = tmp_path / "results.jsonl"
+    write_runs(results, "hopper_clipped", [2000.0])
+    with pytest.raises(SystemExit) as exit_:
+        stats.main([str(results), "--reps", "0", "--out", str(tmp_path / "profile.png")])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.endswith("error: --reps must be at least 1, got 0")
+    assert not (tmp_path / "profile.png").exists()

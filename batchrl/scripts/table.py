@@ -335,6 +335,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     page.add_argument("--update", type=pathlib.Path, metavar="PAGE", help="rewrite its tables")
     page.add_argument("--check", type=pathlib.Path, metavar="PAGE", help="name stale tables")
     args = parser.parse_args(argv)
+    if args.reps < 1:  # scipy's bootstrap would say it without naming --reps.
+        parser.error(f"--reps must be at least 1, got {args.reps}")
     if bool(args.paths) == bool(args.update or args.check):
         parser.error("give either JSON lines or --update/--check PAGE, not both")
     if (args.rows or args.where) and not args.columns:

@@ -315,3 +315,13 @@ def test_a_mean_of_a_list_of_lists_is_one_line(tmp_path, capsys):
     assert capsys.readouterr().err == (
         "table: error: mean(eval_curve) takes a list of numbers; it holds [320, -222.3, 19.5]\n"
     )
+
+
+def test_reps_below_one_are_refused_in_one_line(tmp_path, capsys):
+    path = tmp_path / "results.jsonl"
+    write_lines(path, "hopper_clipped", [3000.0, 2000.0])
+    with pytest.raises(SystemExit) as exit_:
+        table.main([str(path), "--reps", "0"])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.endswith("error: --reps must be at least 1, got 0")
