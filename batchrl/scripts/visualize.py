@@ -8,9 +8,10 @@ its mean action, or sampled actions where the config sets `eval_sample`, each ep
 row in episodes.json then carrying "sampled": true) in the run's Gymnasium env (a
 JAX-native run uses the Gymnasium env it matches), rendering headless: MuJoCo through
 EGL, or OSMesa where EGL is missing; classic-control envs through SDL's dummy video
-driver. An Atari run (backend 'ale', whose vector env renders nothing) plays in one
-Gymnasium env that plays as its evaluation does (`atari.single`): whole games scored by
-the game's own rewards, filmed in the game's RGB frames. A frame is filmed a policy step,
+driver, and its dummy audio driver (no sound card asked for). An Atari run (backend
+'ale', whose vector env renders nothing) plays in one Gymnasium env that plays as its
+evaluation does (`atari.single`): whole games scored by the game's own rewards, filmed
+in the game's RGB frames. A frame is filmed a policy step,
 so a run that repeats actions plays at its env's fps over `action_repeat`; a gymnax env
 with no Gymnasium env (MinAtar's) is refused in one line (`evaluate` scores it).
 """
@@ -38,6 +39,8 @@ class UsageError(Exception):
 def choose_headless_gl() -> str:
     """Picks EGL or OSMesa for MuJoCo before it loads; a one-line error when neither exists."""
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    # Pygame opens the sound card too: on a machine without one, ALSA fills stderr.
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
     if "MUJOCO_GL" in os.environ:
         return os.environ["MUJOCO_GL"]
     for backend, library in (("egl", "EGL"), ("osmesa", "OSMesa")):

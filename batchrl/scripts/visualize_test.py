@@ -1,6 +1,9 @@
 import json
+import os
 import pathlib
 import shutil
+import subprocess
+import sys
 
 import imageio.v3 as iio
 import pytest
@@ -59,6 +62,20 @@ def test_renders_the_best_evaluated_policy(run, tmp_path):
     assert visualize.main(args) == 0
     (row,) = json.loads((out / "episodes.json").read_text())
     assert row["length"] == 40 and (out / row["video"]).stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_a_classic_control_run_films_with_nothing_on_stderr(run, tmp_path):
+    # Pygame opened the sound card: on a machine with none, ALSA wrote eight lines.
+    env = {name: value for name, value in os.environ.items() if not name.startswith("SDL_")}
+    command = [sys.executable, "-m", "batchrl.scripts.visualize", "--logdir", str(run)]
+    command += ["--outdir", str(tmp_path / "videos")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "episode 0: return {:.1f}, length 40\n".format(
+        json.loads((tmp_path / "videos" / "episodes.json").read_text())[0]["return"]
+    )
+    assert done.stderr == ""
 
 
 @pytest.fixture(scope="module")
