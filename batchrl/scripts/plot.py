@@ -258,7 +258,10 @@ def main(argv: list[str] | None = None) -> int:
             f"plot: error: --out {args.out!r} has no extension, allowed: {formats}", file=sys.stderr
         )
         return 2
-    paths = [Path(run) for run in args.runs]
+    unique: dict[Path, Path] = {}  # A folder named twice (another path, a link) is one run.
+    for run in args.runs:
+        unique.setdefault(Path(run).resolve(), Path(run))
+    paths = list(unique.values())
     try:
         runs = {label: load(path) for label, path in zip(labels(paths), paths, strict=True)}
     except RunError as error:

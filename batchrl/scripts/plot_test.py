@@ -244,6 +244,20 @@ def test_the_legend_counts_the_seeds_each_curve_averages(tmp_path):
     assert legend[0] == "cheetah (1-2 seeds, mean and range)"
 
 
+def test_a_run_named_twice_by_other_paths_is_one_seed(tmp_path, monkeypatch):
+    sweep = tmp_path / "sweep"
+    for seed, offset in enumerate((0.0, 30.0)):
+        seed_run(sweep / f"seed{seed}-cheetah", offset, seconds=360.0)
+    (tmp_path / "link").symlink_to(sweep)
+    monkeypatch.chdir(tmp_path)
+    args = ["--seeds", "--metrics", "eval/return", "--out"]
+    assert plot.main(["sweep/seed0-cheetah", "sweep/seed1-cheetah", *args, "two.png"]) == 0
+    again = [str(sweep / "seed0-cheetah"), "link/seed1-cheetah", "sweep/seed0-cheetah"]
+    assert plot.main(["sweep/seed0-cheetah", "sweep/seed1-cheetah", *again, *args, "x.png"]) == 0
+    # The same two seeds' mean and band, not seed 0 counted twice among four.
+    assert (tmp_path / "x.png").read_bytes() == (tmp_path / "two.png").read_bytes()
+
+
 def test_hours_on_x_add_up_the_phases_train_and_eval_seconds(tmp_path):
     seed_run(tmp_path / "seed0-cheetah", 0.0, seconds=360.0)
     xs, ys = plot.series(plot.load(tmp_path / "seed0-cheetah"), "eval/return", x="hours")
