@@ -272,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
         known = sorted({key for records in runs.values() for row in records for key in row})
         close = difflib.get_close_matches(missing[0], known, n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"the runs have {', '.join(known)}"
+        if not known:  # Runs started, their first phase not yet written.
+            hint = "the runs have no rows yet"
         print(f"plot: error: no run has a value of metric {missing[0]!r}; {hint}", file=sys.stderr)
         return 2
     figure = draw(runs, args.metrics, args.x, args.seeds, args.panels)

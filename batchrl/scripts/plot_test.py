@@ -164,6 +164,17 @@ def test_run_folder_without_metrics_exits_2_with_one_line(tmp_path, capsys):
     assert error == f"plot: error: no metrics.jsonl in run folder {empty}\n"
 
 
+def test_a_run_with_no_rows_yet_is_said_so(tmp_path, capsys):
+    # A run just started: its metrics.jsonl is open, its first phase not written.
+    run = tmp_path / "20261130T140503-pendulum_jax"
+    run.mkdir()
+    (run / "metrics.jsonl").touch()
+    assert plot.main([str(run), "--out", str(tmp_path / "curves.png")]) == 2
+    assert capsys.readouterr().err == (
+        "plot: error: no run has a value of metric 'train/return'; the runs have no rows yet\n"
+    )
+
+
 def test_unreadable_metrics_exit_2_with_one_line(tmp_path, capsys):
     run = tmp_path / "broken"
     run.mkdir()
