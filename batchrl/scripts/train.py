@@ -32,7 +32,7 @@ import gymnasium as gym
 from batchrl import configs
 from batchrl.envs import spaces
 from batchrl.envs.host import errors as env_errors
-from batchrl.training import api, run_folder
+from batchrl.training import api, compile_signals, run_folder
 
 
 class UsageError(Exception):
@@ -261,7 +261,8 @@ def _checkpoint_error() -> type[Exception]:
 
 
 def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+    if not compile_signals.deferred(signum, frame):  # Raises after a compile it comes in.
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,7 @@ from batchrl import algorithm as algorithm_lib
 from batchrl.configs import TrainConfig
 from batchrl.training import (
     checkpoint,
+    compile_signals,
     device_memory,
     environments,
     loop,
@@ -356,8 +357,9 @@ def signals_kept() -> Iterator[list[int]]:
     phase only where Python runs in the main thread (a host env's call, a rollout
     actor's wait) and loses its work; a JAX-native phase ran to its end whatever came,
     and was dropped after (a phase of the seed's `humanoid` is a minute). The second
-    raises at once, in whatever runs when it comes; in a garbage collector's callback
-    (JAX has one) Python prints it and drops it, and `raise_received` raises it again.
+    raises at once, in whatever runs when it comes, or when an XLA compile it comes in
+    returns (`compile_signals`); in a garbage collector's callback (JAX has one) Python
+    prints it and drops it, and `raise_received` raises it again.
     In the main thread only, where Python takes signals; the handlers before are restored.
     """
     received: list[int] = []
@@ -369,6 +371,8 @@ def signals_kept() -> Iterator[list[int]]:
         received.append(signum)
         name = signal.Signals(signum).name
         if len(received) > 1:
+            if compile_signals.deferred(signum, frame):
+                return
             raise KeyboardInterrupt(f"signal {name}")
         # os.write, not print: the handler may run inside a print to the same stream. At a
         # terminal, a new line ends the progress bar's.

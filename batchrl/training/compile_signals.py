@@ -1,0 +1,59 @@
+"""A signal that would stop the program inside an XLA compile stops it when the compile ends.
+
+JAX waits for a compile on a thread of XLA's own, and a signal ends that wait: the
+KeyboardInterrupt a handler raises there leaves XLA compiling while Python exits, and the
+compile then crashes the exiting process (SIGSEGV, exit 139 where 130 is due). A Ctrl-C
+pressed twice while the first phase compiles did that. `deferred` sends the signal to the
+main thread again once the compile has returned, where its handler raises as it would have.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from types import FrameType
+
+# JAX's Python frames that wait for XLA's compile (`backend_compile` before JAX 0.5).
+_COMPILE_FRAMES = frozenset({"backend_compile_and_load", "backend_compile"})
+_resending = threading.Lock()  # Held while a signal waits to be sent again.
+
+
+def in_compile(frame: FrameType | None) -> bool:
+    """Whether `frame` or a frame that called it waits for an XLA compile."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in _COMPILE_FRAMES and code.co_filename.endswith("compiler.py"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def deferred(signum: int, frame: FrameType | None) -> bool:
+    """True if the main thread waits in a compile: `signum` comes again when it returns.
+
+    For a signal handler that would raise: it returns instead when this is True. Signals
+    that come while one waits are dropped, as the one sent again stops the program.
+    """
+    if not in_compile(frame):
+        return False
+    if _resending.acquire(blocking=False):
+        main = threading.main_thread().ident
+        threading.Thread(target=_resend, args=(main, signum), daemon=True).start()
+        line = f"batchrl: {signal.Signals(signum).name}: stopping when XLA's compile returns\n"
+        with contextlib.suppress(OSError):  # os.write: the handler may run inside a print.
+            os.write(2, line.encode())
+    return True
+
+
+def _resend(main: int, signum: int) -> None:
+    """Sends `signum` to thread `main` once its compile has returned."""
+    try:
+        while in_compile(sys._current_frames().get(main)):
+            time.sleep(0.02)
+    finally:
+        _resending.release()
+    signal.pthread_kill(main, signum)
