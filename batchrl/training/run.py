@@ -45,6 +45,7 @@ from batchrl.training import (
     reuse,
     run_folder,
     tail_average,
+    terminal,
 )
 from batchrl.training.policy import Policy
 
@@ -119,7 +120,7 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
         if int(state.phases) >= total:  # Resumed after its last phase: nothing to write.
             print(f"run folder {rundir} has trained all its {total} phases", flush=True)
             return Run(rundir, config, [], state, programs)
-        progress = metrics_log.Progress(
+        progress = terminal.Progress(
             total_steps=total * programs.train_steps * programs.num_envs,
             initial_steps=int(state.env_steps),
         )
@@ -145,7 +146,7 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
                         metrics["perf/worker_restarts"] = float(batch_env.restarts)
                     env_steps = keeper.record(state, metrics)
                     progress.update(env_steps, metrics)
-                    progress.print(metrics_log.summary_line(done, env_steps, metrics))
+                    progress.print(terminal.summary_line(done, env_steps, metrics))
                 raise_received(received)  # A signal in the last phase still stops the program.
         except KeyboardInterrupt:
             progress.close()

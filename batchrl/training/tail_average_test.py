@@ -13,6 +13,7 @@ from batchrl.training import (
     metrics_log,
     run_folder,
     tail_average,
+    terminal,
 )
 
 # Pendulum, compiled: five phases of 200 env steps, every phase kept.
@@ -85,7 +86,7 @@ def test_the_final_policy_averages_the_last_phases_and_changes_nothing_before(ru
 
 @pytest.mark.slow
 def test_a_run_resumed_in_its_last_phases_averages_the_same_ones(runs, tmp_path, monkeypatch):
-    original, calls = metrics_log.summary_line, []
+    original, calls = terminal.summary_line, []
 
     def interrupted(*args, **kwargs):  # After phase 4 was checkpointed.
         calls.append(1)
@@ -94,7 +95,7 @@ def test_a_run_resumed_in_its_last_phases_averages_the_same_ones(runs, tmp_path,
         return original(*args, **kwargs)
 
     with monkeypatch.context() as patch:
-        patch.setattr(metrics_log, "summary_line", interrupted)
+        patch.setattr(terminal, "summary_line", interrupted)
         assert train.main(command(tmp_path, average_last=3)) == 130
     assert checkpoint.steps(folder(tmp_path) / "checkpoints") == [1, 2, 3, 4]
     assert train.main(command(tmp_path, average_last=3)) == 0

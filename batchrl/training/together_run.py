@@ -27,10 +27,10 @@ from batchrl.training import (
     device_memory,
     environments,
     loop,
-    metrics_log,
     run,
     run_folder,
     tail_average,
+    terminal,
     together,
     together_host,
 )
@@ -87,7 +87,7 @@ def _train(
     begun = int(states[0].phases)
     total, count = config.phases, len(configs)
     phase_steps = programs.train_steps * programs.num_envs
-    progress = metrics_log.Progress(
+    progress = terminal.Progress(
         total_steps=count * total * phase_steps, initial_steps=count * begun * phase_steps
     )
     _announce(rundirs, group)
@@ -128,7 +128,7 @@ def _train(
                 mean = {key: float(np.mean([row[key] for row in rows])) for key in rows[0]}
                 env_steps = int(rows[0]["perf/env_steps"])
                 progress.update(count * env_steps, mean)
-                line = metrics_log.summary_line(done, env_steps, mean)
+                line = terminal.summary_line(done, env_steps, mean)
                 progress.print(f"{line}  (mean of {count} seeds)")
             run.raise_received(received)  # A signal in the last phase still stops it.
         for future in kept:
