@@ -218,11 +218,11 @@ def test_an_interrupt_anywhere_then_resume_matches_an_uninterrupted_run(
     finished_run, tmp_path, monkeypatch, where, call
 ):
     from batchrl.ppo import objectives
-    from batchrl.training import loop
+    from batchrl.training import loop, terminal
 
     # The loop calls check_finite through the objective's algorithm record.
     modules = {
-        "summary_line": metrics_log,
+        "summary_line": terminal,
         "write": metrics_log.Writer,
         "check_finite": objectives.PENALTY,
     }
