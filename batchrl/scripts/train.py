@@ -22,10 +22,8 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
-import signal
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 import gymnasium as gym
 
@@ -183,12 +181,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             rundir, config = resumed_run(args)
         else:
             rundir, config = new_run(args)
-        signal.signal(signal.SIGTERM, _interrupt)
-        api.limit_xla_threads(config)  # A resumed run has not been through `api.start`.
-        from batchrl.training import run  # Starts JAX's backends: after the thread limit.
+        with compile_signals.stopping():
+            api.limit_xla_threads(config)  # A resumed run has not been through `api.start`.
+            from batchrl.training import run  # Starts JAX's backends: after the thread limit.
 
-        with run_folder.removed_if_refused([rundir] if rundir not in before else []):
-            run.train(rundir, config)
+            with run_folder.removed_if_refused([rundir] if rundir not in before else []):
+                run.train(rundir, config)
         return 0
     except KeyboardInterrupt:  # The run saved a checkpoint of its last logged state.
         return 130
@@ -238,13 +236,14 @@ def _train_together(args: argparse.Namespace) -> int:
         seed_configs = [requested_config(one) for one in ones]
         rundirs = api.start_together(seed_configs, args.config, args.logdir)
         runs = list(zip(rundirs, seed_configs, strict=True))
-    signal.signal(signal.SIGTERM, _interrupt)
-    api.limit_xla_threads(runs[0][1])
-    from batchrl.training import together_run  # Starts JAX's backends: after the limit.
+    with compile_signals.stopping():
+        api.limit_xla_threads(runs[0][1])
+        from batchrl.training import together_run  # Starts JAX's backends: after the limit.
 
-    rundirs = [rundir for rundir, _ in runs]
-    with run_folder.removed_if_refused([rundir for rundir in rundirs if rundir not in before]):
-        together_run.train(rundirs, [config for _, config in runs])
+        rundirs = [rundir for rundir, _ in runs]
+        new = [rundir for rundir in rundirs if rundir not in before]
+        with run_folder.removed_if_refused(new):
+            together_run.train(rundirs, [config for _, config in runs])
     return 0
 
 
@@ -258,11 +257,6 @@ def _checkpoint_error() -> type[Exception]:
     from batchrl.training import checkpoint
 
     return checkpoint.CheckpointError
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    if not compile_signals.deferred(signum, frame):  # Raises after a compile it comes in.
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
 if __name__ == "__main__":

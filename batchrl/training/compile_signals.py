@@ -5,6 +5,8 @@ KeyboardInterrupt a handler raises there leaves XLA compiling while Python exits
 compile then crashes the exiting process (SIGSEGV, exit 139 where 130 is due). A Ctrl-C
 pressed twice while the first phase compiles did that. `deferred` sends the signal to the
 main thread again once the compile has returned, where its handler raises as it would have.
+`stopping(handler)` gives Ctrl-C and SIGTERM to a handler for a block, by default
+`raise_interrupt`, which stops the program at once.
 """
 
 from __future__ import annotations
@@ -15,11 +17,40 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 # JAX's Python frames that wait for XLA's compile (`backend_compile` before JAX 0.5).
 _COMPILE_FRAMES = frozenset({"backend_compile_and_load", "backend_compile"})
 _resending = threading.Lock()  # Held while a signal waits to be sent again.
+
+
+def raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    """Raises KeyboardInterrupt, once an XLA compile it comes in has returned (`deferred`).
+
+    Python's own Ctrl-C raises in the compile, and the process crashes.
+    """
+    if not deferred(signum, frame):
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+@contextlib.contextmanager
+def stopping(
+    handler: Callable[[int, FrameType | None], None] = raise_interrupt,
+) -> Iterator[None]:
+    """`handler` takes Ctrl-C and SIGTERM in the block; the handlers before come back after.
+
+    A signal ignored (a background job's Ctrl-C) stays ignored. In the main thread only.
+    """
+    kept = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    kept = {number: old for number, old in kept.items() if old != signal.SIG_IGN}
+    for number in kept:
+        signal.signal(number, handler)
+    try:
+        yield
+    finally:
+        for number, old in kept.items():
+            signal.signal(number, old)
 
 
 def in_compile(frame: FrameType | None) -> bool:

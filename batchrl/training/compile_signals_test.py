@@ -3,24 +3,12 @@ import subprocess
 import sys
 import textwrap
 
-# A Ctrl-C pressed while the main thread waits for XLA's compile of a program that takes
-# seconds to compile; the handler is the train command's.
-PRESSED_IN_A_COMPILE = textwrap.dedent(
+# A thread that presses Ctrl-C PRESSES times once the main thread waits for an XLA compile.
+PRESS = textwrap.dedent(
     """
     import signal, sys, threading, time
-    import jax, jax.monitoring, jax.numpy as jnp, numpy as np
     from batchrl.training import compile_signals
 
-    compiled = []
-    jax.monitoring.register_event_duration_secs_listener(
-        lambda event, seconds, **_: compiled.append(event.endswith("backend_compile_duration"))
-    )
-
-    def interrupt(signum, frame):
-        if not compile_signals.deferred(signum, frame):
-            raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, interrupt)
     main = threading.main_thread().ident
 
     def press():
@@ -29,10 +17,24 @@ PRESSED_IN_A_COMPILE = textwrap.dedent(
             if time.monotonic() > deadline:
                 return
             time.sleep(0.001)
-        signal.pthread_kill(main, signal.SIGINT)
-        signal.pthread_kill(main, signal.SIGINT)  # Pressed again, at once.
+        for _ in range(PRESSES):  # Pressed again at once.
+            signal.pthread_kill(main, signal.SIGINT)
 
     threading.Thread(target=press, daemon=True).start()
+    """
+)
+
+# Pressed twice in the compile of a program that takes seconds to compile.
+PRESSED_IN_A_COMPILE = PRESS.replace("PRESSES", "2") + textwrap.dedent(
+    """
+    import jax, jax.monitoring, jax.numpy as jnp, numpy as np
+
+    compiled = []
+    jax.monitoring.register_event_duration_secs_listener(
+        lambda event, seconds, **_: compiled.append(event.endswith("backend_compile_duration"))
+    )
+
+    signal.signal(signal.SIGINT, compile_signals.raise_interrupt)
 
     def long_to_compile(x):
         for i in range(400):
@@ -52,17 +54,43 @@ PRESSED_IN_A_COMPILE = textwrap.dedent(
 )
 
 
+# The train command, pressed once in its first compile, before its loop keeps signals.
+TRAIN_PRESSED_IN_ITS_FIRST_COMPILE = PRESS.replace("PRESSES", "1") + textwrap.dedent(
+    """
+    from batchrl.scripts import train
+
+    sys.exit(train.main(sys.argv[1:]))
+    """
+)
+
+# The session's compilation cache left out, so that programs compile.
+UNCACHED = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+
+
 def test_ctrl_c_in_an_xla_compile_stops_the_program_when_the_compile_returns():
     # Raised in the compile, the interrupt left XLA compiling while Python exited: the
-    # process crashed (SIGSEGV) in most runs. The session's compilation cache is left out,
-    # so that the program compiles.
-    env = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
+    # process crashed (SIGSEGV) in most runs.
     done = subprocess.run(
         [sys.executable, "-c", PRESSED_IN_A_COMPILE],
         capture_output=True,
         text=True,
         timeout=240,
-        env=env,
+        env=UNCACHED,
     )
     assert (done.returncode, done.stdout) == (0, "interrupted after the compile\n"), done.stderr
     assert done.stderr == "batchrl: SIGINT: stopping when XLA's compile returns\n"
+
+
+def test_ctrl_c_before_the_first_phase_stops_the_train_command_with_130(tmp_path):
+    # Python's own Ctrl-C raised in a compile of the run's start, and the process crashed
+    # ("terminate called without an active exception", exit -6) or stopped with 130.
+    command = ["--logdir", str(tmp_path), "--config", "cartpole_jax", "--set", "num_envs=4"]
+    done = subprocess.run(
+        [sys.executable, "-c", TRAIN_PRESSED_IN_ITS_FIRST_COMPILE, *command],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=UNCACHED,
+    )
+    assert done.returncode == 130, done.stderr
+    assert "batchrl: SIGINT: stopping when XLA's compile returns\n" in done.stderr

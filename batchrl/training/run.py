@@ -381,15 +381,8 @@ def signals_kept() -> Iterator[list[int]]:
         with contextlib.suppress(OSError):  # No stderr, or a pipe's reader gone (`| tee`).
             os.write(2, (("\n" if os.isatty(2) else "") + line).encode())
 
-    kept = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
-    kept = {number: old for number, old in kept.items() if old != signal.SIG_IGN}
-    for number in kept:  # A signal ignored (a background job's Ctrl-C) stays ignored.
-        signal.signal(number, interrupt)
-    try:
+    with compile_signals.stopping(interrupt):
         yield received
-    finally:
-        for number, handler in kept.items():
-            signal.signal(number, handler)
 
 
 def raise_received(received: list[int]) -> None:
