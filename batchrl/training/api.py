@@ -29,7 +29,7 @@ from batchrl import configs
 from batchrl.bridge import xla_threads
 from batchrl.configs import TrainConfig, backends, train_config
 from batchrl.envs.host import make
-from batchrl.training import run_folder
+from batchrl.training import compile_signals, run_folder
 
 if TYPE_CHECKING:
     from batchrl.training.run import Run
@@ -84,7 +84,7 @@ def train(
     rundir = start(config, name, logdir, env=given)
     from batchrl.training import run  # Starts JAX's backends: after `start`'s thread limit.
 
-    with run_folder.removed_if_refused([rundir]):
+    with compile_signals.stopping(), run_folder.removed_if_refused([rundir]):
         return run.train(rundir, config, env=given)
 
 
@@ -114,7 +114,7 @@ def _train_together(
     rundirs = start_together(configs, name, logdir, env=given)
     from batchrl.training import together_run  # Starts JAX's backends: after the limit.
 
-    with run_folder.removed_if_refused(rundirs):
+    with compile_signals.stopping(), run_folder.removed_if_refused(rundirs):
         return together_run.train(rundirs, configs, env=given)
 
 

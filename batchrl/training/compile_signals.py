@@ -40,8 +40,12 @@ def stopping(
 ) -> Iterator[None]:
     """`handler` takes Ctrl-C and SIGTERM in the block; the handlers before come back after.
 
-    A signal ignored (a background job's Ctrl-C) stays ignored. In the main thread only.
+    A signal ignored (a background job's Ctrl-C) stays ignored. Outside the main thread,
+    where Python takes no signals, it changes nothing.
     """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     kept = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
     kept = {number: old for number, old in kept.items() if old != signal.SIG_IGN}
     for number in kept:

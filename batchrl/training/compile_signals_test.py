@@ -3,6 +3,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 # A thread that presses Ctrl-C PRESSES times once the main thread waits for an XLA compile.
 PRESS = textwrap.dedent(
     """
@@ -54,14 +56,20 @@ PRESSED_IN_A_COMPILE = PRESS.replace("PRESSES", "2") + textwrap.dedent(
 )
 
 
-# The train command, pressed once in its first compile, before its loop keeps signals.
-TRAIN_PRESSED_IN_ITS_FIRST_COMPILE = PRESS.replace("PRESSES", "1") + textwrap.dedent(
-    """
-    from batchrl.scripts import train
-
-    sys.exit(train.main(sys.argv[1:]))
-    """
-)
+# The train command and `batchrl.train`, pressed once in their first compile, before the
+# run loop keeps signals.
+TRAINING_PRESSED_IN_ITS_FIRST_COMPILE = {
+    "command": "from batchrl.scripts import train\nsys.exit(train.main(sys.argv[1:]))",
+    "api": textwrap.dedent(
+        """
+        import batchrl
+        try:
+            batchrl.train("cartpole_jax", logdir=sys.argv[2], num_envs=4)
+        except KeyboardInterrupt:
+            sys.exit(130)
+        """
+    ),
+}
 
 # The session's compilation cache left out, so that programs compile.
 UNCACHED = {k: v for k, v in os.environ.items() if k != "JAX_COMPILATION_CACHE_DIR"}
@@ -81,12 +89,14 @@ def test_ctrl_c_in_an_xla_compile_stops_the_program_when_the_compile_returns():
     assert done.stderr == "batchrl: SIGINT: stopping when XLA's compile returns\n"
 
 
-def test_ctrl_c_before_the_first_phase_stops_the_train_command_with_130(tmp_path):
+@pytest.mark.parametrize("how", ["command", "api"])
+def test_ctrl_c_before_the_first_phase_stops_training_with_130(tmp_path, how):
     # Python's own Ctrl-C raised in a compile of the run's start, and the process crashed
     # ("terminate called without an active exception", exit -6) or stopped with 130.
+    script = PRESS.replace("PRESSES", "1") + TRAINING_PRESSED_IN_ITS_FIRST_COMPILE[how]
     command = ["--logdir", str(tmp_path), "--config", "cartpole_jax", "--set", "num_envs=4"]
     done = subprocess.run(
-        [sys.executable, "-c", TRAIN_PRESSED_IN_ITS_FIRST_COMPILE, *command],
+        [sys.executable, "-c", script, *command],
         capture_output=True,
         text=True,
         timeout=240,
