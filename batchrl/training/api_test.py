@@ -93,6 +93,17 @@ def test_a_loaded_policy_acts_as_the_runs_on_one_observation_and_a_batch(pendulu
     assert not all(np.array_equal(a, action) for a in samples)  # Drawn, not the mode.
 
 
+def test_actions_are_the_callers_to_change_in_place(pendulum):
+    """As SB3's `predict` and `action_space.sample`: noise added in place, an in-place clip."""
+    policy = batchrl.load(pendulum.rundir)
+    space = gym.make("Pendulum-v1").action_space
+    for obs in (np.zeros(3, np.float32), np.zeros((2, 3), np.float32)):
+        action = policy.act(obs)
+        action += 5.0
+        np.clip(action, space.low, space.high, out=action)
+        np.testing.assert_array_equal(action, np.full((*obs.shape[:-1], 1), 2.0, np.float32))
+
+
 def test_a_policy_compiles_once_for_each_batch_size_it_meets(pendulum, caplog):
     """Sub-batches of varying size, as a user's envs end: no program compiled twice."""
     policy = batchrl.load(pendulum.rundir)

@@ -158,9 +158,13 @@ def _num_envs(acting: Any) -> int:
 
 
 def _host_action(dtype: Any, action: Any) -> np.ndarray:
-    """An action leaf as NumPy, in `dtype` (compiled code holds int64 as int32) if given."""
-    action = np.asarray(action)
-    return action if dtype is None else action.astype(dtype)
+    """An action leaf as NumPy, in `dtype` (compiled code holds int64 as int32) if given.
+
+    A copy, not a view of JAX's read-only buffer: the caller's to change (noise added in
+    place, `np.clip(..., out=action)`), as SB3's `predict` and `action_space.sample` give.
+    """
+    action = np.array(action)
+    return action if dtype is None else action.astype(dtype, copy=False)
 
 
 def _batch(observation: Any, obs: Any) -> tuple[Any, bool]:
