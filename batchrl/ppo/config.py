@@ -85,6 +85,9 @@ class Common:
         if self.activation not in ("relu", "tanh"):
             raise ValueError(f"unknown activation {self.activation!r}: use 'relu' or 'tanh'")
         _at_least_one(self, "update_epochs", "learner_devices")
+        for name in ("policy_layers", "value_layers"):  # A layer of no units: no network.
+            if any(units < 1 for units in getattr(self, name)):
+                raise ValueError(f"{name}={getattr(self, name)}: every layer needs 1 unit or more")
         if self.image_channels not in IMAGE_CHANNELS:
             raise ValueError(
                 f"unknown image_channels {self.image_channels!r}: use one of {IMAGE_CHANNELS}"

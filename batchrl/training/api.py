@@ -90,7 +90,10 @@ def train(
 
 def check_seeds(seeds: Any) -> list[int]:
     """`seeds` as a list, or a one-line ValueError: at least one, each once (a folder each)."""
-    seeds = list(seeds)
+    try:
+        seeds = list(seeds)
+    except TypeError:  # seeds=5: a count of seeds, or one seed, meant.
+        raise ValueError(f"seeds is a list of seeds such as [0, 1, 2], got {seeds!r}") from None
     twice = sorted({seed for seed in seeds if seeds.count(seed) > 1})
     if not seeds or twice:
         why = "none given" if not seeds else f"{twice} given twice"

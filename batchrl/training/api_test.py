@@ -179,6 +179,20 @@ def test_an_env_without_a_name_needs_logdir_none(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"policy_layers": (64, 0)}, r"^policy_layers=\(64, 0\): every layer needs 1 unit"),
+        ({"value_layers": [-8]}, r"^value_layers=\(-8,\): every layer needs 1 unit or more$"),
+        ({"seeds": 5}, r"^seeds is a list of seeds such as \[0, 1, 2\], got 5$"),
+    ],
+)
+def test_a_bad_value_is_one_line_before_any_folder(settings, message, tmp_path):
+    with pytest.raises(ValueError, match=message):
+        batchrl.train("pendulum_jax", steps=200, logdir=tmp_path, **settings)
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.slow
 def test_a_recurrent_policy_keeps_its_carry_until_reset():
     run = batchrl.train("pendulum_jax", steps=200, recurrent=True, **TINY_PENALTY)
