@@ -1,4 +1,5 @@
 import functools
+import re
 
 import gymnasium as gym
 import jax
@@ -148,6 +149,22 @@ def test_load_without_a_good_checkpoint_is_one_line(pendulum, tmp_path):
     (corrupt.parent / run_folder.BEST).write_bytes(bytes(data))
     with pytest.raises(checkpoint.CheckpointError, match="checksum mismatch"):
         batchrl.load(copy, best=True)
+
+
+def test_a_file_or_the_logdir_in_place_of_a_run_folder_names_the_folder_to_give(pendulum, capsys):
+    """SB3 loads a model's file, and the train command's --logdir is the runs' parent."""
+    rundir, logdir = str(pendulum.rundir), str(pendulum.rundir.parent)
+    best = run_folder.checkpoints(rundir) / run_folder.BEST
+    with pytest.raises(run_folder.RunFolderError) as error:
+        batchrl.load(best, best=True)
+    assert str(error.value) == (
+        f"{str(best)!r} is a file, not a run folder: give {rundir!r}, the run folder holding it"
+    )
+    said = f"{logdir!r} holds 1 run folder(s), not a run: give one, such as {rundir!r}"
+    with pytest.raises(run_folder.RunFolderError, match=f"^{re.escape(said)}$"):
+        batchrl.load(logdir)
+    assert evaluate.main(["--logdir", logdir]) == 2
+    assert capsys.readouterr().err == f"evaluate: error: {said}\n"
 
 
 @pytest.mark.slow

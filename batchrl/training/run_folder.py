@@ -208,16 +208,34 @@ def write_config(rundir: str | os.PathLike, config: train_config.TrainConfig) ->
 def read_config(rundir: str | os.PathLike) -> train_config.TrainConfig:
     """The config of the run in `rundir`, read without executing code; one-line errors."""
     rundir = pathlib.Path(rundir)
+    if rundir.is_file():  # A checkpoint or config.yaml, as SB3 loads a model's file.
+        holder = next((str(p) for p in rundir.parents if _holds_config(p)), None)
+        give = f"give {holder!r}, the run folder holding it" if holder else "give its run folder"
+        raise RunFolderError(f"{str(rundir)!r} is a file, not a run folder: {give}")
     if not rundir.is_dir():
         raise RunFolderError(f"run folder {str(rundir)!r} does not exist")
     path = rundir / CONFIG
     try:
         return train_config.from_dict(yaml.safe_load(path.read_text()))
     except FileNotFoundError:
+        runs = sorted(str(p) for p in rundir.iterdir() if _holds_config(p))
+        if runs:  # The train command's --logdir, given where one of its runs is meant.
+            raise RunFolderError(
+                f"{str(rundir)!r} holds {len(runs)} run folder(s), not a run: give one, "
+                f"such as {runs[-1]!r}"
+            ) from None
         raise RunFolderError(f"{str(path)!r} is missing: not a batchrl run folder") from None
     except (yaml.YAMLError, ValueError, TypeError, AttributeError) as error:
         first = str(error).splitlines()[0]
         raise RunFolderError(f"cannot read {str(path)!r}: {first}") from None
+
+
+def _holds_config(folder: pathlib.Path) -> bool:
+    """Whether `folder` holds a run's config; False where it cannot be looked into."""
+    try:
+        return (folder / CONFIG).is_file()
+    except OSError:  # A folder of another user's, say.
+        return False
 
 
 def write_spec(rundir: str | os.PathLike, spec: env_spec_lib.EnvSpec) -> None:
