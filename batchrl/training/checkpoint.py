@@ -197,13 +197,16 @@ def load_latest(
     available = steps(directory)
     if not available:
         return None
+    failed = []
     for step in reversed(available):
         try:
             return step, load(path_for(directory, step), target, part)
         except CheckpointError as error:
             logger.warning("Skipping checkpoint %s", error)
+            failed.append(error)
+    # The newest's reason in the error itself: where warnings go unseen, it still says why.
     raise CheckpointError(
-        f"none of the {len(available)} checkpoints in {directory} loads; see the warnings above"
+        f"none of the {len(available)} checkpoints in {directory} loads; the newest, {failed[0]}"
     )
 
 
