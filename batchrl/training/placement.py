@@ -71,7 +71,7 @@ def device(name: str, setting: str = "device") -> jax.Device:
         found = sorted({d.platform for d in jax.devices()} | {"cpu"})
         raise ValueError(
             f"{setting}={name!r}, but JAX finds no {platform} here (it has {', '.join(found)}): "
-            f"install JAX for it (README, Install) or set {setting}=cpu"
+            f"install JAX for it (README, Train and test) or set {setting}=cpu"
         ) from None
     position = int(index or 0)
     if position >= len(devices):

@@ -7,6 +7,8 @@ there as it would on a GPU machine (JAX refuses a program over arrays of two dev
 
 import json
 import os
+import pathlib
+import re
 import subprocess
 import sys
 
@@ -139,8 +141,11 @@ def test_an_unknown_device_setting_is_refused_in_one_line():
 
 def test_a_device_jax_lacks_is_refused_naming_the_setting_and_what_exists():
     missing = "tpu" if jax.devices()[0].platform == "gpu" else "gpu"
-    with pytest.raises(ValueError, match=rf"^acting_device='{missing}', but JAX finds no"):
+    with pytest.raises(ValueError, match=rf"^acting_device='{missing}', but JAX finds no") as error:
         placement.device(missing, "acting_device")
+    section = re.search(r"\(README, ([^)]+)\)", str(error.value)).group(1)  # Where to install.
+    readme = pathlib.Path(__file__).parents[2] / "README.md"
+    assert f"\n## {section}\n" in readme.read_text()
     count = len(jax.devices("cpu"))
     with pytest.raises(ValueError, match=rf"^device='cpu:{count}', but JAX has {count} cpu"):
         placement.device(f"cpu:{count}")
