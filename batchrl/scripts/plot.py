@@ -2,9 +2,11 @@
 
     python -m batchrl.scripts.plot RUN [RUN ...] --out curves.png [--metrics train/return ...]
     python -m batchrl.scripts.plot runs/sweep/seed*-cheetah_clipped --seeds --x hours --out c.png
+    python -m batchrl.scripts.plot runs/sweep --seeds --out c.png   # every run in the folder
     python -m batchrl.scripts.plot RUN --panels --metrics eval/return train/kl --out why.png
 
-Reads RUN/metrics.jsonl of each run folder and draws each metric against "perf/env_steps"
+Reads RUN/metrics.jsonl of each run folder (of each run in RUN, where RUN is a folder of
+run folders: a logdir, a sweep's) and draws each metric against "perf/env_steps"
 (or the hours its phases took, `--x hours`), one line style per metric and one colour per
 run. With `--seeds`, runs whose folder names share the config part after the last "-"
 (`training.run_folder`: the seeds of one sweep, `seed0-cheetah_clipped`, `seed1-...`)
@@ -154,12 +156,31 @@ class RunError(Exception):
     """A run folder that cannot be plotted: reported as one line, exit status 2."""
 
 
+def runs_in(folders: Sequence[Path]) -> list[Path]:
+    """`folders` with each folder of run folders (a logdir, a sweep's) in place of its runs.
+
+    A folder without metrics.jsonl whose subfolders have one is a logdir, as TensorBoard
+    reads one; any other stays, for `load` to plot or name what is wrong with it.
+    """
+    found = []
+    for folder in folders:
+        inside = []
+        if folder.is_dir() and not run_folder.metrics(folder).is_file():
+            inside = [run for run in sorted(folder.iterdir()) if run_folder.metrics(run).is_file()]
+        found.extend(inside or [folder])
+    return found
+
+
 def load(run: Path) -> list[dict[str, Any]]:
     """The records of a run folder's metrics.jsonl.
 
     Raises:
         RunError: if the folder or its metrics.jsonl is missing or a line does not parse.
     """
+    if run.is_file():  # `runs/sweep/*` names the sweep's logs and results.jsonl too.
+        raise RunError(
+            f"{run} is a file, not a run folder; `plot {run.parent}` plots the runs in it"
+        )
     if not run.is_dir():
         raise RunError(f"run folder not found: {run}")
     path = run_folder.metrics(run)
@@ -259,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     unique: dict[Path, Path] = {}  # A folder named twice (another path, a link) is one run.
-    for run in args.runs:
+    for run in runs_in([Path(run) for run in args.runs]):
         unique.setdefault(Path(run).resolve(), Path(run))
     paths = list(unique.values())
     try:

@@ -292,3 +292,23 @@ def test_command_line_draws_seeds_against_hours(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert_png(out)
+
+
+def test_a_folder_of_runs_plots_its_runs_and_a_file_is_named_as_one(tmp_path, capsys):
+    # A sweep's folder: its runs beside their logs and results.jsonl, as `sweep` leaves it.
+    sweep = tmp_path / "sweep"
+    seed_run(sweep / "seed0-cheetah", 0.0, seconds=360.0)
+    seed_run(sweep / "seed1-cheetah", 1.0, seconds=360.0)
+    (sweep / "seed0-cheetah.log").write_text("phase 1\n")
+    (sweep / "results.jsonl").write_text("{}\n")
+    out = tmp_path / "curves.png"
+    assert plot.main([str(sweep), "--seeds", "--metrics", "eval/return", "--out", str(out)]) == 0
+    assert_png(out)
+    assert plot.runs_in([sweep]) == [sweep / "seed0-cheetah", sweep / "seed1-cheetah"]
+    # `sweep/*`: the run folders, and files no run folder is.
+    named = sorted(sweep.iterdir())
+    assert plot.main([*map(str, named), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"plot: error: {named[0]} is a file, not a run folder; "
+        f"`plot {sweep}` plots the runs in it\n"
+    )
