@@ -269,6 +269,26 @@ def test_a_dict_observation_env_given_by_its_class(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_frame_not_as_the_env_gives_it_is_refused_not_cast(tmp_path):
+    # Cast unchecked to the frame's uint8, a frame scaled to [0, 1] acted as a black one.
+    run = batchrl.train("blackjack", env=cue.FrameCue, steps=64, logdir=tmp_path, **TINY_CLIPPED)
+    policy = batchrl.load(run.rundir)
+    obs, _ = cue.FrameCue().reset(seed=0)
+    frame = obs["frame"]
+    assert policy.act(obs) == policy.act({**obs, "frame": frame.astype(np.int64)})
+    bad = [
+        (frame / 255.0, 'obs["frame"] is float64'),
+        (frame.astype(np.int64) + 1, 'obs["frame"] holds 256'),
+    ]
+    for scaled, start in bad:
+        with pytest.raises(ValueError) as error:
+            policy.act({**obs, "frame": scaled})
+        assert str(error.value).startswith(
+            f"{start}: this leaf is uint8, 0 to 255, as the env gives it"
+        )
+
+
+@pytest.mark.slow
 def test_a_box_action_of_rank_two_trains_and_acts_in_its_shape():
     space = gym.spaces.Box(-1.0, 2.0, (2, 2), np.float32)
     echo = functools.partial(mock.ActionEcho, space)  # Refuses an action not in its space.

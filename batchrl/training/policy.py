@@ -227,8 +227,23 @@ def _check_tree(spec: Any, obs: Any, path: str = "obs") -> None:
 
 
 def _check_values(path: str, leaf: env_spec_lib.ObsLeaf, array: np.ndarray) -> None:
-    """A one-line ValueError for a Discrete or MultiDiscrete value its space does not hold."""
-    if leaf.kind not in (env_spec_lib.DISCRETE, env_spec_lib.MULTI_DISCRETE) or not array.size:
+    """A one-line ValueError for a value its leaf's space or integer dtype does not hold.
+
+    Cast unchecked, a frame scaled to [0, 1] became a black uint8 frame, and 256 a 0.
+    """
+    if not array.size:
+        return
+    if leaf.kind not in (env_spec_lib.DISCRETE, env_spec_lib.MULTI_DISCRETE):
+        dtype = np.dtype(leaf.dtype)
+        if dtype.kind not in "iu" or array.dtype.kind not in "iuf":
+            return
+        info = np.iinfo(dtype)
+        allowed = f"this leaf is {dtype}, {info.min} to {info.max}, as the env gives it"
+        if array.dtype.kind == "f":  # As Gymnasium's Box.contains refuses it.
+            raise ValueError(f"{path} is {array.dtype}: {allowed} (not scaled)")
+        bad = (array < info.min) | (array > info.max)
+        if np.any(bad):
+            raise ValueError(f"{path} holds {array[bad][0].item()!r}: {allowed}")
         return
     values = array.reshape(-1, max(len(leaf.num_values), 1))
     low = np.asarray(leaf.start)
