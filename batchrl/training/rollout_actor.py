@@ -46,6 +46,18 @@ class RolloutActor:
     """
 
     def __init__(self, blob: bytes, first: int, count: int, replaced: int = 0):
+        self._batch_env = self._eval_batch_env = None
+        self._failure: Exception | None = None
+        try:
+            self._build(blob, first, count, replaced)
+        except Exception as error:  # An env that fails on this node, a module missing here.
+            # Raised by `describe`: an actor whose __init__ raised reports only "died",
+            # after Ray prints its traceback on the learner's terminal.
+            self._failure = error
+            self.close()
+
+    def _build(self, blob: bytes, first: int, count: int, replaced: int) -> None:
+        """The envs, networks and programs of `__init__`."""
         config, env = cloudpickle.loads(blob)
         self.first, self.count = first, count
         share = (first, count)
@@ -87,9 +99,11 @@ class RolloutActor:
         self._held: tuple[Any, Any] | None = None  # An eval round's states, to advance.
 
     def describe(self) -> tuple:
-        """Where the actor runs and its envs' spec."""
+        """Where the actor runs and its envs' spec; raises what stopped it building them."""
         import ray
 
+        if self._failure is not None:
+            raise self._failure
         return ray.get_runtime_context().get_node_id(), os.getpid(), self._env.env_spec
 
     def init(self, key: jax.Array, evaluation: bool = False) -> tuple:

@@ -15,7 +15,7 @@ import ray
 
 from batchrl import algorithm as algorithm_lib
 from batchrl.configs import presets, train_config
-from batchrl.envs import EnvCrashedError
+from batchrl.envs import EnvCrashedError, EnvRaisedError
 from batchrl.envs.jax import classic, jax_env
 from batchrl.envs.ray import ray_group
 from batchrl.networks import encoder
@@ -173,6 +173,22 @@ def test_a_killed_actor_is_named_in_one_line_and_none_is_left(tmp_path):
         assert "rollout actor 1 (envs 2-3) on node" in message and "died during init" in message
     finally:
         env.close()
+    assert _actors_left() == []
+
+
+@pytest.mark.usefixtures("cluster")
+@RAY[0]
+@RAY[1]
+def test_an_env_that_fails_to_build_in_an_actor_is_named_in_one_line():
+    # Built where each actor runs, as an env missing a file or a module on its node fails;
+    # the train command's own check builds one here first, so the actors' fail alone.
+    config = train_config.replace(presets.get("cartpole"), objective="clipped", num_envs=4)
+    config = dataclasses.replace(config, env_kwargs={"no_such_keyword": 1}, rollout_actors=2)
+    with pytest.raises(EnvRaisedError) as raised:
+        rollout_actors.RolloutEnv(config)
+    line = str(raised.value).splitlines()[0]  # What the train command prints.
+    assert line.startswith("ValueError: env 'CartPole-v1' takes no keyword 'no_such_keyword'")
+    assert "(raised in rollout actor 0 (envs 0-1) on node" in line and "during start" in line
     assert _actors_left() == []
 
 
