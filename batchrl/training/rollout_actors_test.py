@@ -221,6 +221,33 @@ def test_ctrl_c_saves_a_checkpoint_and_leaves_no_actor_or_worker(tmp_path, clust
     assert _actors_left() == []
 
 
+@RAY[0]
+@RAY[1]
+def test_sigterm_while_the_actors_start_stops_the_command_in_one_line(tmp_path, cluster):
+    # ray.init sets a SIGTERM handler of its own; a scheduler's SIGTERM that came while the
+    # actors built their envs, before the first phase, ended the command with exit status
+    # 15 and Ray's stack dump, not as a Ctrl-C there does.
+    settings = {**TINY, "rollout_actors": 2, "backend": "processes"}
+    command = [sys.executable, "-m", "batchrl.scripts.train", "--config", "cartpole"]
+    command += ["--logdir", str(tmp_path)]
+    for key, value in settings.items():
+        command += ["--set", f"{key}={value}"]
+    env = {**os.environ, "RAY_ADDRESS": cluster.address}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None and not _our_actors():
+            time.sleep(0.05)
+        assert not list(tmp_path.glob("*/metrics.jsonl")), "the first phase had begun"
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=120)
+    finally:
+        process.kill()
+    assert process.returncode == 130, err.decode()[-2000:]
+    assert b"SIGTERM received" not in err
+    assert _actors_left() == []
+
+
 @pytest.mark.usefixtures("cluster")
 @RAY[0]
 @RAY[1]
