@@ -16,8 +16,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import signal
-import threading
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
@@ -31,6 +29,7 @@ from gymnasium.vector import AutoresetMode
 from batchrl.envs.host import errors, lifecycle, obs_tree, remote, stepper
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.ray import host as ray_host
+from batchrl.envs.ray import starting
 
 logger = logging.getLogger("batchrl.envs")
 
@@ -59,10 +58,6 @@ class Session:
     def join(self) -> None:
         ray = import_ray()
         if not ray.is_initialized():
-            # ray.init puts its own SIGTERM handler (sys.exit, exit status 15) in place of
-            # the process's: the train command's, which stops the run in one line with exit
-            # status 130, is put back. A process without one keeps Ray's.
-            handler = signal.getsignal(signal.SIGTERM)
             with warnings.catch_warnings():
                 # Ray starts its processes with subprocess, fork then exec at once: JAX's
                 # warning that a forked child would run on with this process's threads
@@ -71,9 +66,8 @@ class Session:
                 # Connects to RAY_ADDRESS, or to a cluster started on this machine, or
                 # starts one for this process alone, without the dashboard's web UI: ten
                 # processes fewer, and seconds sooner (a cluster of `ray start` has one).
-                ray.init(logging_level=logging.WARNING, include_dashboard=False)
-            if callable(handler) and threading.current_thread() is threading.main_thread():
-                signal.signal(signal.SIGTERM, handler)
+                # A signal in it waits for it (`starting`).
+                starting.init(ray, logging_level=logging.WARNING, include_dashboard=False)
             self.started = True
         self.users += 1
 

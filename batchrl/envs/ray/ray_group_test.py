@@ -1,5 +1,6 @@
 """BatchEnv.ray on a local two-node Ray cluster: the same results as local workers, failures."""
 
+import ast
 import contextlib
 import functools
 import os
@@ -297,3 +298,50 @@ def test_without_a_cluster_it_starts_a_local_ray_and_stops_it_at_close(tmp_path)
     assert dashboard in ("None", "''")  # No web UI for a Ray the run starts and stops.
     assert "os.fork" not in result.stderr, result.stderr[-3000:]
     assert stopped == "False"
+
+
+# Starts a local Ray and presses Ctrl-C once Ray's agents run, before `ray.init` returns;
+# prints the Ray processes it saw, then how the join ended.
+CTRL_C_WHILE_RAY_STARTS = """
+import signal, sys, threading, time
+import psutil
+from batchrl.envs.ray import ray_group
+
+main, seen = threading.main_thread().ident, {}
+
+def press():
+    while not any(p.name() == "ray::RuntimeEnvAgent" for p in seen.values()):
+        for child in psutil.Process().children(recursive=True):
+            seen[child.pid] = child
+        time.sleep(0.01)
+    signal.pthread_kill(main, signal.SIGINT)
+
+threading.Thread(target=press, daemon=True).start()
+try:
+    ray_group.SESSION.join()
+    print(list(seen), "joined")
+except KeyboardInterrupt:
+    print(list(seen), "interrupted")
+"""
+
+
+def test_ctrl_c_while_ray_starts_stops_once_started_and_leaves_no_ray_process():
+    # Raised inside ray.init, the interrupt left Ray's dashboard and runtime-env agents
+    # running a minute or two after the program ended.
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    session = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Its own Ray, as above.
+    try:
+        result = subprocess.run(
+            [sys.executable, "-c", CTRL_C_WHILE_RAY_STARTS],
+            env={**env, "RAY_TMPDIR": session},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        shutil.rmtree(session, ignore_errors=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    seen, ended = result.stdout.splitlines()[-1].rsplit(" ", 1)
+    assert ended == "interrupted"
+    assert wait_gone(ast.literal_eval(seen), seconds=20) == []
+    assert "batchrl: SIGINT: stopping when Ray has started; again to stop now" in result.stderr

@@ -1,0 +1,54 @@
+"""Ray started whole: a Ctrl-C or SIGTERM that comes while `ray.init` starts Ray waits for it.
+
+Cut short inside `ray.init`, the Ray processes it had started were not yet Ray's to shut
+down: two of them (its dashboard and runtime-env agents) ran on for a minute or two after
+the program ended. `init` holds the signal until Ray has started, then gives it to the
+handler the process had: where that raises, Ray is shut down and the exception goes on.
+A second signal comes at once. `ray.init` also puts a SIGTERM handler of its own
+(sys.exit) in place of the process's, which comes back, so the train command still stops
+with exit status 130 on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from typing import Any
+
+
+def init(ray: Any, **options: Any) -> None:
+    """`ray.init(**options)`, the signals that come in it held until it has returned."""
+    if threading.current_thread() is not threading.main_thread():  # No signals come here.
+        ray.init(**options)
+        return
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    held = [number for number, handler in before.items() if callable(handler)]
+    received: list[int] = []
+
+    def hold(signum: int, frame: Any) -> None:
+        if received:  # Again: both now, Ray's processes left to end by themselves.
+            first = received.pop()
+            before[first](first, frame)
+            before[signum](signum, frame)
+            return
+        received.append(signum)
+        name = signal.Signals(signum).name
+        line = f"batchrl: {name}: stopping when Ray has started; again to stop now\n"
+        with contextlib.suppress(OSError):  # os.write: the handler may run inside a print.
+            os.write(2, line.encode())
+
+    for number in held:  # SIG_DFL and SIG_IGN are the kernel's: left to it.
+        signal.signal(number, hold)
+    try:
+        ray.init(**options)
+    finally:
+        for number in held:
+            signal.signal(number, before[number])
+    if received:
+        try:
+            signal.raise_signal(received[0])  # Its handler runs here, raising or not.
+        except BaseException:
+            ray.shutdown()
+            raise
