@@ -178,6 +178,8 @@ def test_a_jax_native_env_object_trains_in_memory():
     action = run.policy.act(np.zeros(4, np.float32))
     assert isinstance(action, np.int64) and gym.make("CartPole-v1").action_space.contains(action)
     assert run.policy.act(np.zeros((2, 4))).dtype == np.int64
+    with pytest.raises(run_folder.RunFolderError, match=r"^rundir is None: a run trained with "):
+        batchrl.load(run.rundir)  # pathlib's TypeError before.
 
 
 def test_settings_of_the_chosen_objective_may_come_before_it():

@@ -119,6 +119,11 @@ def load(rundir: str | os.PathLike, *, best: bool = False) -> Policy:
     it). One-line errors: `run_folder.RunFolderError` for a missing folder, config or
     checkpoint, `checkpoint.CheckpointError` for a checkpoint that does not load.
     """
+    if rundir is None:  # `run.rundir` of a run trained with logdir=None.
+        raise run_folder.RunFolderError(
+            "rundir is None: a run trained with logdir=None has no folder; its `run.policy` "
+            "is the policy"
+        )
     rundir = pathlib.Path(rundir)
     config = run_folder.read_config(rundir)
     directory = run_folder.checkpoints(rundir)
