@@ -103,10 +103,12 @@ class Common:
             raise ValueError(
                 f"unknown reward_scale {self.reward_scale!r}: use one of {REWARD_SCALES}"
             )
-        if not self.learning_rate > 0.0:
-            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        _positive(self, "learning_rate", "init_std", "observation_clip", "reward_clip")
+        _positive(self, "max_grad_norm")
         if not 0.0 < self.discount <= 1.0:
             raise ValueError(f"discount must be in (0, 1], got {self.discount}")
+        if self.gae_lambda is not None and not 0.0 <= self.gae_lambda <= 1.0:
+            raise ValueError(f"gae_lambda must be in [0, 1] or None, got {self.gae_lambda}")
 
     def check(self, shape: RunShape) -> None:
         """Raises a one-line ValueError when a run of `shape` cannot train this config."""
@@ -131,6 +133,7 @@ class PenaltyConfig(Common):
     def __post_init__(self):
         super().__post_init__()
         _at_least_one(self, "update_every", "batch_size", "chunk_length")
+        _positive(self, "kl_target", "kl_init_penalty", "kl_cutoff_factor")
 
     def chunk(self, max_length: int) -> int:
         """Steps per minibatch row: a whole episode for a GRU, else chunk_length at most."""
@@ -190,6 +193,7 @@ class ClippedConfig(Common):
     def __post_init__(self):
         super().__post_init__()
         _at_least_one(self, "steps_per_update", "num_minibatches")
+        _positive(self, "clip_ratio", "clip_value", "target_kl")
         if self.final_discount is not None and not 0.0 < self.final_discount <= 1.0:
             raise ValueError(f"final_discount must be in (0, 1] or None, got {self.final_discount}")
 
@@ -205,6 +209,14 @@ class ClippedConfig(Common):
     def total_updates(self, shape: RunShape) -> int:
         """Updates in the run's `steps` env steps."""
         return -(-shape.steps // (shape.num_envs * self.steps_per_update))
+
+
+def _positive(config: object, *names: str) -> None:
+    """A one-line ValueError for a setting of `names` not above 0 (None passes: off)."""
+    for name in names:
+        value = getattr(config, name)
+        if value is not None and not value > 0:
+            raise ValueError(f"{name} must be positive, got {value}")
 
 
 def _at_least_one(config: object, *names: str) -> None:

@@ -169,6 +169,9 @@ def test_a_run_another_process_trains_is_refused_in_one_line(finished_run, tmp_p
         (["--config", "pendulum", "--set", "env=Nope-v0"], "unknown env 'Nope-v0'"),
         (["--config", "pendulum_jax", "--set", "action_repeat=2"], "needs backend='processes'"),
         (["--config", "pendulum", "--set", "learning_rate=-1"], "learning_rate must be positive"),
+        (["--config", "cheetah_clipped", "--set", "gae_lambda=95"], "gae_lambda must be in [0, 1]"),
+        (["--config", "cheetah_clipped", "--set", "clip_ratio=0"], "clip_ratio must be positive"),
+        (["--config", "pendulum", "--set", "init_std=-0.5"], "init_std must be positive, got -0.5"),
         (["--timestamp", "19990101T000000"], "no run with timestamp '19990101T000000'"),
         # Refused once the run began: its folder goes too.
         (["--config", "pendulum_jax", "--set", "num_envs=100000000"], "storage takes"),
