@@ -247,7 +247,9 @@ def _common_phase(
     """Every seed's state at the newest phase all reached, from their checkpoints.
 
     A run killed between two seeds' checkpoints of a phase resumes at the phase before,
-    which every seed keeps; a one-line ValueError when some seed has no checkpoint there.
+    which every seed keeps; a one-line ValueError when some seed has no checkpoint there,
+    or when a seed with no checkpoint (its folder deleted) would take the others back
+    further than a kill between checkpoints can, to their first phase.
     """
     phases = [int(state.phases) for state in restored]
     common = min(phases)
@@ -256,7 +258,9 @@ def _common_phase(
         if phase == common:
             continue
         path = checkpoint.path_for(run_folder.checkpoints(rundir), common)
-        try:  # Phase 0 is the state as built: every seed has it.
+        try:  # Phase 0 is the state as built, every seed's within a checkpoint of it.
+            if common == 0 and phase > configs[i].checkpoint_every:  # A folder new or emptied.
+                raise checkpoint.CheckpointError(f"no checkpoint of phase 0 in {rundir}")
             states[i] = (
                 built[i] if common == 0 else loop.place(programs, checkpoint.load(path, built[i]))
             )

@@ -88,7 +88,7 @@ def test_an_interrupted_together_run_resumes_exactly(
     assert train.main(["--logdir", str(killed), *args]) == 0
     # Killed between the seeds' first checkpoints: phase 0, as built, is every seed's.
     shutil.copytree(whole, first)
-    for name, kept in ((f"s1-{preset}", [2]), (f"s2-{preset}", [])):
+    for name, kept in ((f"s1-{preset}", [1]), (f"s2-{preset}", [])):
         for phase in checkpoint.steps(first / name / "checkpoints"):
             if phase not in kept:
                 checkpoint.path_for(first / name / "checkpoints", phase).unlink()
@@ -124,6 +124,24 @@ def test_seeds_that_keep_no_common_phase_are_refused_in_one_line(tmp_path, capsy
         "(--timestamp s1 and --timestamp s2)\n"
     )
     assert train.main(["--logdir", str(tmp_path), "--timestamp", "s1"]) == 0
+
+
+def test_a_deleted_seed_folder_does_not_send_the_other_seeds_back_to_the_start(tmp_path, capsys):
+    args = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--seeds", "1", "2"]
+    args += ["--timestamp", "s{seed}", *(x for a in PENALTY for x in ("--set", a))]
+    args += ["--set", "steps=400"]
+    assert train.main(args) == 0
+    rows = (tmp_path / "s1-pendulum_jax" / "metrics.jsonl").read_text()
+    shutil.rmtree(tmp_path / "s2-pendulum_jax")
+    capsys.readouterr()
+    assert train.main(args) == 1  # Seed 1's two phases kept, not trained again from phase 0.
+    assert capsys.readouterr().err == (
+        "batchrl: error: the seeds resume from different phases (seed 1 at phase 2, seed 2 at "
+        "phase 0) and seed 1 keeps no checkpoint of phase 0: resume each on its own "
+        "(--timestamp s1 and --timestamp s2)\n"
+    )
+    assert (tmp_path / "s1-pendulum_jax" / "metrics.jsonl").read_text() == rows
+    assert not (tmp_path / "s2-pendulum_jax").exists()
 
 
 def test_a_sweep_too_big_for_memory_is_one_line(monkeypatch):
