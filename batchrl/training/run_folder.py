@@ -167,15 +167,28 @@ def _kept_anything(rundir: pathlib.Path) -> bool:
 
 
 def find(logdir: str | os.PathLike, timestamp: str) -> pathlib.Path:
-    """The one run folder in `logdir` whose timestamp is `timestamp`; a RunFolderError else."""
+    """The one run folder in `logdir` whose timestamp is `timestamp`; a RunFolderError else.
+
+    The error for a together-run's timestamp names the `--seeds` its folders resume with.
+    """
     logdir = pathlib.Path(logdir)
-    found = sorted(
-        path
+    stamps = {
+        path: parse(path.name)[0]
         for path in (logdir.iterdir() if logdir.is_dir() else [])
-        if path.is_dir() and parse(path.name)[0] == timestamp
-    )
+        if path.is_dir()
+    }
+    found = sorted(path for path, stamp in stamps.items() if stamp == timestamp)
     if not found:
-        raise RunFolderError(f"no run with timestamp {timestamp!r} in {str(logdir)!r} to resume")
+        seeds = sorted(
+            int(seed)
+            for before, _, seed in (stamp.rpartition("-seed") for stamp in stamps.values())
+            if before == timestamp and seed.isdigit()
+        )
+        hint = f"; its seeds resume together with --seeds {' '.join(map(str, seeds))}"
+        raise RunFolderError(
+            f"no run with timestamp {timestamp!r} in {str(logdir)!r} to resume"
+            + (hint if seeds else "")
+        )
     if len(found) > 1:
         raise RunFolderError(f"several runs match timestamp {timestamp!r}: {found}")
     return found[0]

@@ -144,7 +144,7 @@ def test_a_deleted_seed_folder_does_not_send_the_other_seeds_back_to_the_start(t
     assert not (tmp_path / "s2-pendulum_jax").exists()
 
 
-def test_a_together_run_resumes_with_its_folders_timestamp_added(tmp_path):
+def test_a_together_run_resumes_with_its_folders_timestamp_added(tmp_path, capsys):
     args = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--seeds", "1", "2"]
     args += [*(x for a in PENALTY for x in ("--set", a)), "--set", "steps=400"]
     assert train.main(args) == 0
@@ -155,6 +155,12 @@ def test_a_together_run_resumes_with_its_folders_timestamp_added(tmp_path):
     assert sorted(path.name for path in tmp_path.iterdir()) == folders
     for folder in folders:  # Finished: resumed at its last phase, nothing trained again.
         assert len((tmp_path / folder / "metrics.jsonl").read_text().splitlines()) == 2
+    capsys.readouterr()
+    assert train.main(["--logdir", str(tmp_path), "--timestamp", stamp]) == 2  # No --seeds.
+    assert capsys.readouterr().err == (
+        f"batchrl: error: no run with timestamp {stamp!r} in {str(tmp_path)!r} to resume; "
+        "its seeds resume together with --seeds 1 2\n"
+    )
 
 
 def test_a_sweep_too_big_for_memory_is_one_line(monkeypatch):
