@@ -250,6 +250,7 @@ if __name__ == "__main__":
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     print("ready", flush=True)
     if sys.argv[1] == "raise":
+        sys.stdin.readline()  # Once the test has listed the workers: it ends at once after.
         raise RuntimeError("the parent fails without closing its envs")
     while True:
         env.step(np.zeros((4, 2), np.float32))
@@ -272,6 +273,7 @@ def test_no_worker_outlives_its_parent(ending, tmp_path):
     script.write_text(ORPHAN_SCRIPT)
     parent = subprocess.Popen(
         [sys.executable, str(script), ending],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -287,7 +289,10 @@ def test_no_worker_outlives_its_parent(ending, tmp_path):
             "sigterm": signal.SIGTERM,
             "sigkill": signal.SIGKILL,
         }
-        if ending != "raise":  # Once the parent waits on the hung step, in `poll`.
+        if ending == "raise":  # Only now: raising, it closed its workers before they were listed.
+            parent.stdin.write("go\n")
+            parent.stdin.flush()
+        else:  # Once the parent waits on the hung step, in `poll`.
             assert parent.stdout.readline().strip() == "hung", parent.stderr.read()
             wchan = pathlib.Path(f"/proc/{parent.pid}/wchan")  # Where the kernel has it wait.
             while "poll" not in wchan.read_text():
