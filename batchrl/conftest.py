@@ -207,9 +207,10 @@ def cluster():
     import ray
     from ray.cluster_utils import Cluster
 
-    started = Cluster(
-        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
-    )
+    # Ray starts its workers (our actors, and the env workers they fork) at nice 15: on a
+    # busy machine the suite's other processes starved them past their 120 s to start.
+    head = {"num_cpus": 1, "include_dashboard": False, "_system_config": {"worker_niceness": 0}}
+    started = Cluster(initialize_head=True, head_node_args=head)
     started.add_node(num_cpus=1)
     started.wait_for_nodes()
     ray.init(address=started.address, logging_level="ERROR")
