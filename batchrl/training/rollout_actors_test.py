@@ -192,18 +192,23 @@ def test_an_env_that_fails_to_build_in_an_actor_is_named_in_one_line():
     assert _actors_left() == []
 
 
+def _train_with_actors(logdir, cluster, **settings) -> subprocess.Popen:
+    """The train command on `cluster`: cartpole's envs in worker processes in two actors."""
+    settings = {**TINY, "rollout_actors": 2, "backend": "processes", **settings}
+    command = [sys.executable, "-m", "batchrl.scripts.train", "--config", "cartpole"]
+    command += ["--logdir", str(logdir)]
+    for key, value in settings.items():
+        command += ["--set", f"{key}={value}"]
+    env = {**os.environ, "RAY_ADDRESS": cluster.address}
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
 @RAY[0]
 @RAY[1]
 def test_ctrl_c_saves_a_checkpoint_and_leaves_no_actor_or_worker(tmp_path, cluster):
     # The train command at a terminal, its actors' envs in worker processes on the nodes;
     # the no_orphans fixture finds any actor or worker left under the cluster's nodes.
-    settings = {**TINY, "steps": 100_000, "rollout_actors": 2, "backend": "processes"}
-    command = [sys.executable, "-m", "batchrl.scripts.train", "--config", "cartpole"]
-    command += ["--logdir", str(tmp_path)]
-    for key, value in settings.items():
-        command += ["--set", f"{key}={value}"]
-    env = {**os.environ, "RAY_ADDRESS": cluster.address}
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    process = _train_with_actors(tmp_path, cluster, steps=100_000)
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and process.poll() is None:
@@ -227,13 +232,7 @@ def test_sigterm_while_the_actors_start_stops_the_command_in_one_line(tmp_path, 
     # ray.init sets a SIGTERM handler of its own; a scheduler's SIGTERM that came while the
     # actors built their envs, before the first phase, ended the command with exit status
     # 15 and Ray's stack dump, not as a Ctrl-C there does.
-    settings = {**TINY, "rollout_actors": 2, "backend": "processes"}
-    command = [sys.executable, "-m", "batchrl.scripts.train", "--config", "cartpole"]
-    command += ["--logdir", str(tmp_path)]
-    for key, value in settings.items():
-        command += ["--set", f"{key}={value}"]
-    env = {**os.environ, "RAY_ADDRESS": cluster.address}
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    process = _train_with_actors(tmp_path, cluster)
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and process.poll() is None and not _our_actors():

@@ -260,6 +260,27 @@ def test_the_train_command_runs_on_the_cluster_as_on_local_workers(cluster, tmp_
     assert _hosts() == []
 
 
+def _with_a_ray_of_its_own(command: list[str], **kwargs) -> subprocess.CompletedProcess:
+    """`command` run to its end, starting a local Ray of its own, not joining the test's.
+
+    Its own Ray folder (short: Ray's socket paths must fit 107 bytes), so that it cannot
+    find the test cluster as the latest Ray started on this machine.
+    """
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    session = tempfile.mkdtemp(prefix="ray", dir="/tmp")
+    try:
+        return subprocess.run(
+            command,
+            env={**env, "RAY_TMPDIR": session},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            **kwargs,
+        )
+    finally:
+        shutil.rmtree(session, ignore_errors=True)
+
+
 def test_without_a_cluster_it_starts_a_local_ray_and_stops_it_at_close(tmp_path):
     # JAX runs before Ray starts, as in the train command: no fork warning for Ray's starts.
     script = (
@@ -277,21 +298,7 @@ def test_without_a_cluster_it_starts_a_local_ray_and_stops_it_at_close(tmp_path)
         "    print(ray.is_initialized())\n"
     )
     (tmp_path / "start.py").write_text(script)
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    # Its own Ray folder (short: Ray's socket paths must fit 107 bytes), so it cannot
-    # find the test cluster as the latest Ray started on this machine.
-    session = tempfile.mkdtemp(prefix="ray", dir="/tmp")
-    try:
-        result = subprocess.run(
-            [sys.executable, "start.py"],
-            cwd=tmp_path,
-            env={**env, "RAY_TMPDIR": session},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    finally:
-        shutil.rmtree(session, ignore_errors=True)
+    result = _with_a_ray_of_its_own([sys.executable, "start.py"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     started, dashboard, stopped = result.stdout.splitlines()[-3:]
     assert started == "True 1 (2,)"
@@ -328,18 +335,7 @@ except KeyboardInterrupt:
 def test_ctrl_c_while_ray_starts_stops_once_started_and_leaves_no_ray_process():
     # Raised inside ray.init, the interrupt left Ray's dashboard and runtime-env agents
     # running a minute or two after the program ended.
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    session = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Its own Ray, as above.
-    try:
-        result = subprocess.run(
-            [sys.executable, "-c", CTRL_C_WHILE_RAY_STARTS],
-            env={**env, "RAY_TMPDIR": session},
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    finally:
-        shutil.rmtree(session, ignore_errors=True)
+    result = _with_a_ray_of_its_own([sys.executable, "-c", CTRL_C_WHILE_RAY_STARTS])
     assert result.returncode == 0, result.stderr[-3000:]
     seen, ended = result.stdout.splitlines()[-1].rsplit(" ", 1)
     assert ended == "interrupted"
