@@ -227,15 +227,17 @@ class Keeper:
                 checkpoint.save(self.directory, done, state, self.config.keep_checkpoints, fresh)
         return env_steps
 
-    def save_interrupted(self) -> None:
-        """Checkpoints the last logged state, on Ctrl-C or SIGTERM."""
+    def save_interrupted(self, named: bool = False) -> None:
+        """Checkpoints the last logged state, on Ctrl-C or SIGTERM; `named`: says whose."""
         if self.directory is None:
             return
         logged, fresh = self.kept
         checkpoint.save(
             self.directory, int(logged.phases), logged, self.config.keep_checkpoints, fresh
         )
-        print(f"interrupted: saved a checkpoint at env step {int(logged.env_steps)}", flush=True)
+        whose = f" in {self.rundir}" if named else ""  # One of a together-run's seeds.
+        steps = int(logged.env_steps)
+        print(f"interrupted: saved a checkpoint at env step {steps}{whose}", flush=True)
 
     def run(self, programs: loop.Programs) -> Run:
         """The finished run: the rows this call wrote and the last state kept."""

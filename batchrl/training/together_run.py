@@ -138,7 +138,7 @@ def _train(
         for writer in writers:
             writer.shutdown()
         for keeper in keepers:
-            keeper.save_interrupted()
+            keeper.save_interrupted(named=True)
         raise
     return [keeper.run(programs) for keeper in keepers]
 

@@ -71,7 +71,7 @@ def test_each_seed_trains_as_its_solo_run(preset, settings):
     ids=["penalty", "clipped"],
 )
 def test_an_interrupted_together_run_resumes_exactly(
-    tmp_path, monkeypatch, preset, settings, phases
+    tmp_path, monkeypatch, capsys, preset, settings, phases
 ):
     settings = [item for assignment in settings for item in ("--set", assignment)]
     args = ["--config", preset, "--seeds", "1", "2", "--timestamp", "s{seed}", *settings]
@@ -81,6 +81,11 @@ def test_an_interrupted_together_run_resumes_exactly(
     for _ in range(2):  # Stopped after phase 1, resumed, stopped after phase 2.
         with interrupt.ctrl_c_at_call(monkeypatch, together_run, "_phase", 2):
             assert train.main(["--logdir", str(stopped), *args]) == 130
+        out = capsys.readouterr().out.splitlines()
+        saved = [line for line in out if line.startswith("interrupted: ")]
+        assert [line.rsplit(" in ", 1)[1] for line in saved] == [  # Each seed's, named.
+            str(stopped / f"s{seed}-{preset}") for seed in (1, 2)
+        ]
     assert train.main(["--logdir", str(stopped), *args]) == 0
     # Killed between the seeds' checkpoints of the last phase: seed 2 goes back a phase.
     shutil.copytree(whole, killed)
