@@ -27,7 +27,7 @@ def _tasks_and_modes():
             yield pytest.param(env_id, mode, id=f"{env_id}-{mode.name}", marks=marks)
 
 
-@pytest.mark.parametrize(("env_id", "mode"), _tasks_and_modes())
+@pytest.mark.parametrize(("env_id", "mode"), list(_tasks_and_modes()))
 def test_equals_gymnasium_through_terminations_and_time_limits(env_id, mode):
     theirs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * 4, autoreset_mode=mode)
     with BatchEnv.mujoco(env_id, 4, threads=2, autoreset_mode=mode) as ours:
