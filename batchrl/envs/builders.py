@@ -100,9 +100,8 @@ class BatchEnv(batch.BatchEnvBase):
         constructors = arguments.constructors(env, num_envs)
         num_local = arguments.check_local_envs(local_envs, len(constructors))
         remote = constructors[: len(constructors) - num_local]
-        per_worker = envs_per_worker or split.default_envs_per_worker(len(remote), num_local > 0)
-        if per_worker < 1:
-            raise ValueError(f"envs_per_worker must be at least 1, got {per_worker}")
+        per_worker = arguments.check_envs_per_worker(envs_per_worker)
+        per_worker = per_worker or split.default_envs_per_worker(len(remote), num_local > 0)
         groups = []
         try:
             for start in range(0, len(remote), per_worker):

@@ -18,7 +18,12 @@ from batchrl.envs.host import split
 
 
 def constructors(env: Any, num_envs: int | None) -> list[Callable[[], gym.Env]]:
-    """One constructor per env from a Gymnasium id, one constructor, or a list of them."""
+    """One constructor per env from a Gymnasium id, one constructor, or a list of them.
+
+    Anything else (an env object, which no worker can build) is refused in one line.
+    """
+    if num_envs is not None:
+        num_envs = check_num_envs(num_envs)
     if isinstance(env, str):
         if num_envs is None:
             raise ValueError(f"give num_envs to build a batch of {env!r}")
@@ -28,12 +33,50 @@ def constructors(env: Any, num_envs: int | None) -> list[Callable[[], gym.Env]]:
         if num_envs is None:
             raise ValueError("give num_envs to build a batch from one constructor")
         return [env] * num_envs
-    listed = list(env)
+    listed = _listed(env)
     if num_envs is not None and num_envs != len(listed):
         raise ValueError(f"num_envs={num_envs} but {len(listed)} constructors were given")
     if not listed:
         raise ValueError("a BatchEnv needs at least one env, got none")
     return listed
+
+
+def _listed(env: Any) -> list[Callable[[], gym.Env]]:
+    """`env` as a list of constructors, or a TypeError naming what is not one."""
+    allowed = "env must be a Gymnasium id, a constructor or a list of constructors"
+    try:
+        listed = [env] if isinstance(env, gym.Env) else list(env)
+    except TypeError:
+        raise TypeError(f"{allowed}, got {env!r:.80}") from None
+    for i, item in enumerate(listed):
+        if not callable(item):
+            where = "" if item is env else f" in place {i} of the list"
+            hint = ": batch env objects with BatchEnv.from_envs(envs)"
+            hint = hint if isinstance(item, gym.Env) else ""
+            raise TypeError(f"{allowed}, got {item!r:.80}{where}{hint}")
+    return listed
+
+
+def check_num_envs(num_envs: Any) -> int:
+    """`num_envs` as an int of at least 1, or a ValueError naming it."""
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer) or num_envs < 1:
+        raise ValueError(f"num_envs must be a whole number of at least 1, got {num_envs!r}")
+    return int(num_envs)
+
+
+def check_envs_per_worker(envs_per_worker: Any) -> int | None:
+    """`envs_per_worker` as an int of at least 1 (None: the default), or a ValueError naming it."""
+    if envs_per_worker is None:
+        return None
+    if (
+        isinstance(envs_per_worker, bool)
+        or not isinstance(envs_per_worker, int | np.integer)
+        or envs_per_worker < 1
+    ):
+        raise ValueError(
+            f"envs_per_worker must be a whole number of at least 1, got {envs_per_worker!r}"
+        )
+    return int(envs_per_worker)
 
 
 def check_local_envs(local_envs: int | str, num_envs: int) -> int:
