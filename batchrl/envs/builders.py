@@ -48,6 +48,16 @@ class BatchEnv(batch.BatchEnvBase):
         envs = list(envs)
         if not envs:
             raise ValueError("a BatchEnv needs at least one env, got none")
+        for position, env in enumerate(envs):
+            if not isinstance(env, gym.Env | ExternalProcess):
+                shown = f"{env!r:.80}"
+                if callable(env):
+                    shown = f"the constructor {getattr(env, '__qualname__', shown)}"
+                hint = ": build envs from constructors with BatchEnv.external"
+                raise TypeError(
+                    f"from_envs takes env objects (gym.Env or ExternalProcess), got {shown} "
+                    f"in place {position}{hint if callable(env) else ''}"
+                )
         groups, here = [], []
         for position, env in enumerate(envs):
             if isinstance(env, ExternalProcess):
