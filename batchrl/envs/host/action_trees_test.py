@@ -68,3 +68,13 @@ def test_an_action_leaf_no_batch_steps_is_refused_in_one_line():
     text = gym.spaces.Text(4)
     with pytest.raises(UnsupportedSpaceError, match=r"^unsupported action space Text"):
         spaces.check_action_space(gym.spaces.Dict({"say": text}), "'Talker'")
+
+
+def test_floats_for_a_discrete_leaf_are_refused_naming_the_leaf():
+    space = ACTION_SPACES["dict"]
+    with BatchEnv.from_envs([mock.ActionEcho(space) for _ in range(2)]) as batch:
+        batch.reset(seed=0)
+        force = np.zeros((2, 2), np.float32)
+        with pytest.raises(TypeError, match=r'^actions\["move"\] of dtype float64 do not fit'):
+            batch.step({"move": np.array([0.9, 2.0]), "force": force})
+        batch.step({"move": np.array([0, 2]), "force": force.astype(np.float64)})

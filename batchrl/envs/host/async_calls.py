@@ -31,7 +31,8 @@ class AsyncCalls:
         """Sends every env its action; `step_wait` collects the step."""
         self._expect_no_call("step_async")
         # Infos built at once are read at once: workers send them with their answers.
-        self._send_step(actions, self.autoreset_mode, not infos_lib.lazy_on(self.lazy_infos))
+        read = not infos_lib.lazy_on(self.lazy_infos)
+        self._send_step(actions, self.autoreset_mode, read, strict=True)
         self._waiting = ("step",)
 
     def step_wait(

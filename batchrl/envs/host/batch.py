@@ -264,9 +264,17 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         self._send_step(actions, mode, read_infos)
         return self._collect_step(obs, reward, terminated, truncated)
 
-    def _send_step(self, actions: Any, mode: AutoresetMode, read_infos: bool = False) -> None:
-        """Sends every group its actions; `_collect_step` collects their results."""
+    def _send_step(
+        self, actions: Any, mode: AutoresetMode, read_infos: bool = False, strict: bool = False
+    ) -> None:
+        """Sends every group its actions; `_collect_step` collects their results.
+
+        `strict` refuses actions that a cast to the space's dtypes would change, as
+        Gymnasium's vector envs refuse them (`step`); `step_into` casts them.
+        """
         actions = self._check_actions(actions)
+        if strict:
+            arguments.check_action_kinds(actions, self._groups[0].buffers.action)
         self._expect_open()
         if len(self._groups) > 1:
             # Cast for every group before any steps: an action a later group cannot take

@@ -236,3 +236,20 @@ def test_infos_are_plain_dicts_equal_to_sync_vector_envs(mode, build):
             assert data_equivalence(got[4], want[4]), f"infos at step {t}: {got[4]} {want[4]}"
             if mode is AutoresetMode.DISABLED and (want[2] | want[3]).any():
                 ours.reset(seed=t), theirs.reset(seed=t)
+
+
+def test_actions_a_cast_would_change_are_refused_as_gymnasium_refuses_them():
+    # CartPole's Discrete(2) takes integers: 1.7 and -0.6 once stepped as 1 and 0.
+    theirs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2)
+    with contextlib.closing(theirs), BatchEnv.external("CartPole-v1", 2, envs_per_worker=1) as ours:
+        theirs.reset(seed=0), ours.reset(seed=0)
+        for floats in (np.array([1.7, -0.6]), np.array([1.0, 0.0]), np.array(["1", "0"])):
+            with pytest.raises(AssertionError, match="invalid"):
+                theirs.step(floats)
+            with pytest.raises(TypeError, match=rf"^actions of dtype {floats.dtype} do not fit"):
+                ours.step(floats)
+        ints = np.array([1, 0], np.int32)  # Integers of any width step, as in Gymnasium.
+        np.testing.assert_array_equal(ours.step(ints)[0], theirs.step(ints)[0])
+    with BatchEnv.external("Pendulum-v1", 2) as ours:  # A float Box takes integers too.
+        ours.reset(seed=0)
+        assert ours.step(np.ones((2, 1), np.int64))[1].shape == (2,)
