@@ -329,9 +329,19 @@ def _sweep(
             new = json.loads(line)
             stale = before is None or any(before.get(k) != new[k] for k in KEPT if k in new)
             if seed in trained or stale:
-                with (pathlib.Path(args.logdir) / RESULTS).open("a") as file:
-                    file.write(line + "\n")
+                append_line(pathlib.Path(args.logdir) / RESULTS, line)
     return 0
+
+
+def append_line(path: pathlib.Path, line: str) -> None:
+    """Appends `line` to the results file, on a line of its own after a cut last one.
+
+    A sweep killed while writing its line leaves part of it (skipped when read); the
+    next sweep cuts that part off, or its line would join it into one no reader parses.
+    """
+    metrics_log.drop_partial_line(path)
+    with path.open("a") as file:
+        file.write(line + "\n")
 
 
 def _lines_written(path: pathlib.Path) -> dict[tuple[str, int], dict[str, Any]]:

@@ -115,6 +115,27 @@ def test_a_finished_run_without_its_line_gets_it_when_the_sweep_runs_again(swept
     assert written[1]["seconds_this_invocation"] is None  # Trained by the earlier sweep.
 
 
+@pytest.mark.slow
+def test_a_results_file_cut_mid_line_is_read_whole_after_the_next_sweep(swept, tmp_path, capsys):
+    # As a sweep killed while writing seed 1's line leaves its results file.
+    logdir, argv, rows, _ = swept
+    shutil.copytree(logdir, tmp_path / "sweep")
+    results_file = tmp_path / "sweep" / sweep.RESULTS
+    first, second = results_file.read_text().splitlines()
+    results_file.write_text(first + "\n" + second[: len(second) // 2])
+    argv = [*argv[:1], str(tmp_path / "sweep"), *argv[2:]]
+    for _ in range(2):  # The second sweep reads what the first wrote.
+        assert sweep.main(argv) == 0
+    capsys.readouterr()
+    written = lines(results_file.read_text())
+    assert [row["seed"] for row in written] == [0, 1]
+    assert written[1]["final_return"] == rows[1]["final_return"]
+    assert stats.read([results_file])["pendulum_jax"] == {
+        0: rows[0]["final_return"],
+        1: rows[1]["final_return"],
+    }
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

@@ -54,7 +54,7 @@ class Writer:
         self.logdir = Path(logdir)
         self.logdir.mkdir(parents=True, exist_ok=True)
         jsonl_path = self.logdir / JSONL_NAME
-        _drop_partial_line(jsonl_path)
+        drop_partial_line(jsonl_path)
         self._jsonl = jsonl_path.open("a", encoding="utf-8")
         # EventsWriter writes and flushes synchronously. SummaryWriter hands events to a
         # background thread, so its flush() can return before the last events are on disk.
@@ -188,8 +188,12 @@ def _json_number(value: float) -> float | int | None:
     return number
 
 
-def _drop_partial_line(path: Path) -> None:
-    """Cuts off a last line left without its newline, so that appended lines start clean."""
+def drop_partial_line(path: Path) -> None:
+    """Cuts off a last line left without its newline, so that appended lines start clean.
+
+    A line appended to a cut one would join it into a line no reader parses, in the
+    middle of the file, where `read_jsonl` refuses it.
+    """
     if not path.exists():
         return
     data = path.read_bytes()
