@@ -6,11 +6,13 @@
 Run (config, seed) lives in LOGDIR/seed<seed>-<config>/ and is trained by the train
 command with `--timestamp seed<seed>`, so a sweep can be stopped at any moment and run
 again: finished runs are skipped, interrupted ones resume from their last checkpoint, and
-the CPU hours of a table add up across sessions. Each run's line (stdout, and appended to
-LOGDIR/results.jsonl) gives its evaluation curve, the final policy's return, the mean of
-the last 5 evaluations, wall-clock, env-steps/s, the machine and the versions; its returns
-are of the mean action, or of sampled actions where the run's config sets `eval_sample`
-(the line then carries "sampled": true, as `evaluate`'s rows do). The train command's own
+the CPU hours of a table add up across sessions. A run another process trains (the same
+sweep started in a second terminal) is left to it, said in one line, and the sweep goes on.
+Each run's line (stdout, and appended to LOGDIR/results.jsonl) gives its evaluation
+curve, the final policy's return, the mean of the last 5 evaluations, wall-clock,
+env-steps/s, the machine and the versions; its returns are of the mean action, or of
+sampled actions where the run's config sets `eval_sample` (the line then carries
+"sampled": true, as `evaluate`'s rows do). The train command's own
 output goes to LOGDIR/seed<seed>-<config>.log; its progress bar to stderr. The runs keep
 XLA's compiled programs in a cache of the sweep's own, so a preset's seeds after the
 first start without compiling (`compilation_cache`).
@@ -157,6 +159,12 @@ def run_one(
         if results.read(rundir_of(args, config, seed)).finished:
             # Refuses a finished run of other settings.
             train.resumed_run(train.parse_args(train_argv(args, config, [seed])))
+        elif run_folder.busy(rundir_of(args, config, seed)):  # A second sweep, say.
+            print(
+                f"sweep: {rundir_of(args, config, seed)} is being trained by another "
+                "process: skipped; run the sweep again once that ends for its line",
+                file=sys.stderr,
+            )
         else:
             unfinished.append(seed)
     if not unfinished:
@@ -309,6 +317,8 @@ def _sweep(
             print(f"sweep: error: {error}", file=sys.stderr)
             return 2
         for seed in seeds:
+            if seed not in trained and not results.read(rundir_of(args, config, seed)).finished:
+                continue  # Skipped: another process trains it.
             together = len(trained) if seed in trained and len(trained) > 1 else None
             took = seconds if seed in trained else None
             try:

@@ -224,6 +224,26 @@ def test_a_finished_run_asked_for_with_other_settings_is_refused(swept, capsys):
     assert "learning_rate=0.001 (saved 0.0001)" in err and len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
+def test_a_run_another_process_trains_is_left_to_it_and_the_sweep_goes_on(swept, tmp_path, capsys):
+    # Seed 0 as a second sweep finds it: unfinished, and trained by the first.
+    logdir, argv, _, _ = swept
+    shutil.copytree(logdir, tmp_path / "sweep")
+    rundir = tmp_path / "sweep" / "seed0-pendulum_jax"
+    metrics = run_folder.metrics(rundir)
+    metrics.write_text("".join(metrics.read_text().splitlines(keepends=True)[:-1]))
+    argv = [*argv[:1], str(tmp_path / "sweep"), *argv[2:]]
+    with run_folder.held(rundir):
+        assert sweep.main(argv) == 0
+    out, err = capsys.readouterr()
+    assert [row["seed"] for row in lines(out)] == [1]  # Seed 1's line, not seed 0's.
+    assert err == (
+        f"sweep: {rundir} is being trained by another process: skipped; "
+        "run the sweep again once that ends for its line\n"
+    )
+    assert not results.read(rundir).finished
+
+
 # What a shell does to `sweep ... &` before exec: SIGINT ignored, inherited by children.
 _AS_BACKGROUND_JOB = ["sh", "-c", 'trap "" INT; exec "$0" "$@"']
 

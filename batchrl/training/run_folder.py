@@ -138,6 +138,17 @@ def held(rundir: pathlib.Path | None) -> Iterator[None]:
         os.close(handle)
 
 
+def busy(rundir: pathlib.Path) -> bool:
+    """Whether another process trains `rundir` now (`held`): a sweep leaves that run to it."""
+    try:
+        with held(rundir):
+            return False
+    except RunFolderError:
+        return True
+    except FileNotFoundError:  # No folder yet: nobody trains it.
+        return False
+
+
 def remove_partial_files(rundir: pathlib.Path) -> None:
     """Removes the temporaries of `write_atomic`s a killed run never finished (`.*.tmp`).
 

@@ -63,6 +63,7 @@ def test_one_process_at_a_time_trains_a_folder_and_a_killed_one_frees_it(tmp_pat
             f"run folder {str(folder)!r} is being trained by another process: "
             "let that run end (or stop it), then resume"
         )
+        assert run_folder.busy(folder) and not run_folder.busy(tmp_path / "t1-cartpole")
         with pytest.raises(ValueError), run_folder.removed_if_refused([folder]):
             raise ValueError("refused")  # Another process's folder stays, however new.
         assert folder.is_dir()
@@ -70,6 +71,7 @@ def test_one_process_at_a_time_trains_a_folder_and_a_killed_one_frees_it(tmp_pat
         holder.send_signal(signal.SIGKILL)
         holder.wait()
         holder.stdout.close()
+    assert not run_folder.busy(folder)
     with run_folder.held(folder):  # The lock went with the process; no file was left.
         assert sorted(path.name for path in folder.iterdir()) == [run_folder.CONFIG]
 
