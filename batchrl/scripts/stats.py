@@ -140,6 +140,19 @@ def read(paths: Sequence[pathlib.Path], score: str = "final") -> dict[str, dict[
     return dict(runs)
 
 
+def folder_error(paths: Sequence[pathlib.Path]) -> str | None:
+    """The error for a folder named where JSON lines go (a sweep's logdir), or None.
+
+    Said with the file to give instead, not as the OS's "[Errno 21] Is a directory".
+    """
+    for path in paths:
+        if path.is_dir():
+            inside = path / "results.jsonl"
+            give = f"give {inside}" if inside.is_file() else "give a sweep's results.jsonl"
+            return f"{path} is a folder, not a file of JSON lines: {give}"
+    return None
+
+
 def iqm(scores: np.ndarray, axis: int = -1) -> np.ndarray:
     """The interquartile mean: the mean of the middle half of the scores."""
     return scipy.stats.trim_mean(scores, 0.25, axis=axis)
@@ -237,6 +250,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.reps < 1:  # scipy's bootstrap would say it without naming --reps.
         parser.error(f"--reps must be at least 1, got {args.reps}")
+    if folder_error(args.results):
+        parser.error(folder_error(args.results))
     try:
         runs = read(args.results, args.score)
         if not runs:

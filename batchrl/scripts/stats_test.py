@@ -115,3 +115,15 @@ def test_reps_below_one_are_refused_in_one_line(tmp_path, capsys):
     error = capsys.readouterr().err.splitlines()[-1]
     assert error.endswith("error: --reps must be at least 1, got 0")
     assert not (tmp_path / "profile.png").exists()
+
+
+def test_a_sweeps_folder_given_for_its_lines_is_refused_naming_the_file(tmp_path, capsys):
+    results = tmp_path / "results.jsonl"
+    write_runs(results, "hopper_clipped", [2000.0])
+    (tmp_path / "empty").mkdir()
+    for folder, give in ((tmp_path, f"give {results}"), (tmp_path / "empty", "give a sweep's")):
+        with pytest.raises(SystemExit) as exit_:
+            stats.main([str(folder)])
+        assert exit_.value.code == 2
+        error = capsys.readouterr().err.splitlines()[-1]
+        assert f"error: {folder} is a folder, not a file of JSON lines: {give}" in error

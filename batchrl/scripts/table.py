@@ -343,6 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--rows and --where choose the rows of a table of --columns")
     if args.columns and (args.seeds or not args.paths):
         parser.error("--columns makes a table of JSON lines named here, not --seeds or a page's")
+    if stats.folder_error(args.paths):
+        parser.error(stats.folder_error(args.paths))
     try:
         if args.paths and args.columns:
             print(columns.columns_table(args.paths, args.columns, args.rows, args.where))

@@ -325,3 +325,13 @@ def test_reps_below_one_are_refused_in_one_line(tmp_path, capsys):
     assert exit_.value.code == 2
     error = capsys.readouterr().err.splitlines()[-1]
     assert error.endswith("error: --reps must be at least 1, got 0")
+
+
+def test_a_sweeps_folder_given_for_its_lines_is_refused_naming_the_file(tmp_path, capsys):
+    path = tmp_path / "results.jsonl"
+    write_lines(path, "hopper_clipped", [3000.0, 2000.0])
+    with pytest.raises(SystemExit) as exit_:
+        table.main([str(tmp_path)])
+    assert exit_.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.endswith(f"error: {tmp_path} is a folder, not a file of JSON lines: give {path}")
