@@ -29,8 +29,11 @@ class EnvForwarding:
         return self._env(index).get_wrapper_attr(name)
 
     def call(self, index: int, name: str, args: tuple = (), kwargs: dict | None = None) -> Any:
-        """Calls method `name` of env `index`; the value itself when it is not callable."""
-        function = self._env(index).get_wrapper_attr(name)
+        """Calls method `name` of env `index`; the value itself when it is not callable.
+
+        Found as `attribute` finds it, so that a group's own answers hold for both.
+        """
+        function = self.attribute(index, name)
         return function(*args, **(kwargs or {})) if callable(function) else function
 
     def set_attr(self, index: int, name: str, value: Any) -> None:

@@ -11,6 +11,7 @@ with seed s starts where `gym.make(env_id).reset(seed=s)` starts.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -167,12 +168,19 @@ class MujocoGroup(forwarding.EnvForwarding):
         return self._template
 
     def attribute(self, index: int, name: str) -> Any:
-        """Env `index`'s attribute `name`; its own `np_random` and seed, not the shared env's."""
+        """Env `index`'s attribute `name`; its own `np_random`, seed, step count and MjData.
+
+        The shared env holds only the env loaded last: its `data` is copied, so that each
+        env's stays its own.
+        """
         if name == "np_random" and self._rngs[index] is not None:
             return self._rngs[index]
         if name == "np_random_seed" and self._rngs[index] is not None:
             return self._rng_seeds[index]
-        return super().attribute(index, name)
+        if name == "_elapsed_steps":  # TimeLimit's count, which the shared env never steps.
+            return int(self._elapsed[index])
+        value = super().attribute(index, name)
+        return copy.copy(value) if value is self._template.unwrapped.data else value
 
     def set_attr(self, index: int, name: str, value: Any) -> None:
         raise AttributeError(

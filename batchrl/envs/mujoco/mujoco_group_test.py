@@ -117,6 +117,25 @@ def test_each_env_answers_with_its_own_random_generator_and_seed():
     theirs.close()
 
 
+def test_each_env_answers_with_its_own_state():
+    state = ("time", "qpos", "qvel", "ctrl")  # Not the fields derived before the last substep.
+    theirs = gym.vector.SyncVectorEnv([lambda: gym.make("Hopper-v5")] * 3)
+    with BatchEnv.mujoco("Hopper-v5", 3, threads=1) as ours:
+        for env in (ours, theirs):
+            env.reset(seed=2)
+            for _ in range(4):
+                env.step(np.linspace(-1, 1, 9, dtype=np.float32).reshape(3, 3))
+        for name in ("get_attr", "call"):
+            got, want = (getattr(env, name)("data") for env in (ours, theirs))
+            for ours_data, their_data in zip(got, want, strict=True):
+                for field in state:
+                    a, b = getattr(ours_data, field), getattr(their_data, field)
+                    np.testing.assert_array_equal(a, b, err_msg=f"{name} {field}")
+        assert ours.get_attr("_elapsed_steps") == theirs.get_attr("_elapsed_steps") == (4,) * 3
+        assert ours.call("np_random_seed") == theirs.call("np_random_seed") == (2, 3, 4)
+    theirs.close()
+
+
 RENDER = """
 from batchrl.scripts import visualize
 visualize.choose_headless_gl()  # Before MuJoCo loads, as the visualize script does.
