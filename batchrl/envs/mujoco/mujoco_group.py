@@ -189,7 +189,12 @@ class MujocoGroup(forwarding.EnvForwarding):
         )
 
     def close(self) -> None:
+        """Closes the shared env and frees the batch: its threads and its simulations' memory.
+
+        The batch has no close of its own; it ends with the last reference to it or its views.
+        """
         self._template.close()
+        self._batch = self._state = self._initial_rows = self._constrained = None
 
     # -- plumbing ---------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """BatchEnv.mujoco against Gymnasium's own envs: the same episodes, bit for bit."""
 
+import os
 import subprocess
 import sys
 
@@ -178,3 +179,19 @@ def test_bad_ids_and_settings_are_named():
         assert env.get_attr("frame_skip") == (4, 4)
         with pytest.raises(AttributeError, match="cannot set 'frame_skip' per env"):
             env.set_attr("frame_skip", 3)
+
+
+def _threads() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+def test_close_ends_the_batch_threads_while_the_env_is_still_held():
+    before = _threads()
+    env = BatchEnv.mujoco("Ant-v5", 4, threads=3)
+    env.reset(seed=0)
+    env.step(np.zeros((4, 8), np.float32))
+    assert _threads() > before
+    env.close()
+    assert _threads() == before
+    env.close()
