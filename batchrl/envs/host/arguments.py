@@ -65,6 +65,17 @@ def check_num_envs(num_envs: Any) -> int:
     return int(num_envs)
 
 
+def check_threads(threads: Any) -> int | None:
+    """`threads` as an int of at least 1 (None: one per core), or a ValueError naming it."""
+    if threads is None:
+        return None
+    if isinstance(threads, bool) or not isinstance(threads, int | np.integer) or threads < 1:
+        raise ValueError(
+            f"threads must be a whole number of at least 1 or None (one per core), got {threads!r}"
+        )
+    return int(threads)
+
+
 def check_envs_per_worker(envs_per_worker: Any) -> int | None:
     """`envs_per_worker` as an int of at least 1 (None: the default), or a ValueError naming it."""
     if envs_per_worker is None:

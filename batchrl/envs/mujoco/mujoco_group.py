@@ -23,8 +23,8 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 
 from batchrl.envs import spaces
+from batchrl.envs.host import arguments, forwarding, split, stepper
 from batchrl.envs.host import autoreset as autoreset_lib
-from batchrl.envs.host import forwarding, split, stepper
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host.group import Step
 from batchrl.envs.mujoco import task as task_lib
@@ -40,10 +40,8 @@ class MujocoGroup(forwarding.EnvForwarding):
 
     def __init__(self, env_id: str, num_envs: int, *, threads: int | None = None, **env_kwargs):
         task_class = tasks.task_class(env_id)
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be at least 1, got {num_envs}")
-        if threads is not None and threads < 1:
-            raise ValueError(f"threads must be at least 1 or None (one per core), got {threads}")
+        num_envs = arguments.check_num_envs(num_envs)
+        threads = arguments.check_threads(threads)
         # The task's settings, spaces, spec and renderer are those of Gymnasium's own env.
         self._template = gym.make(env_id, **env_kwargs)
         self._template.reset()  # Gymnasium renders only a reset env; its state is set per call.

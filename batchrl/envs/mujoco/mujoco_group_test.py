@@ -1,6 +1,7 @@
 """BatchEnv.mujoco against Gymnasium's own envs: the same episodes, bit for bit."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -171,10 +172,14 @@ def test_the_default_threads_are_the_cores_this_process_may_run_on():
 def test_bad_ids_and_settings_are_named():
     with pytest.raises(ValueError, match=r"does not implement 'CartPole-v1': it implements Half"):
         BatchEnv.mujoco("CartPole-v1", 2)
-    with pytest.raises(ValueError, match="threads must be at least 1 or None"):
-        BatchEnv.mujoco("Hopper-v5", 2, threads=0)
-    with pytest.raises(ValueError, match="num_envs must be at least 1, got 0"):
-        BatchEnv.mujoco("Hopper-v5", 0)
+    for threads in (1.5, "2", 0):
+        message = f"threads must be a whole number .*got {re.escape(repr(threads))}"
+        with pytest.raises(ValueError, match=message):
+            BatchEnv.mujoco("Hopper-v5", 2, threads=threads)
+    for num_envs in (2.0, "2", True, 0):
+        message = f"num_envs must be a whole number .*got {re.escape(repr(num_envs))}"
+        with pytest.raises(ValueError, match=message):
+            BatchEnv.mujoco("Hopper-v5", num_envs)
     with BatchEnv.mujoco("Hopper-v5", 2) as env:
         assert env.get_attr("frame_skip") == (4, 4)
         with pytest.raises(AttributeError, match="cannot set 'frame_skip' per env"):
