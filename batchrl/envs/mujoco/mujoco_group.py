@@ -42,6 +42,7 @@ class MujocoGroup(forwarding.EnvForwarding):
         task_class = tasks.task_class(env_id)
         num_envs = arguments.check_num_envs(num_envs)
         threads = arguments.check_threads(threads)
+        tasks.check_keywords(env_id, env_kwargs)
         # The task's settings, spaces, spec and renderer are those of Gymnasium's own env.
         self._template = gym.make(env_id, **env_kwargs)
         self._template.reset()  # Gymnasium renders only a reset env; its state is set per call.

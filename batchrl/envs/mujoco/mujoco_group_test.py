@@ -180,6 +180,9 @@ def test_bad_ids_and_settings_are_named():
         message = f"num_envs must be a whole number .*got {re.escape(repr(num_envs))}"
         with pytest.raises(ValueError, match=message):
             BatchEnv.mujoco("Hopper-v5", num_envs)
+    taken = "it takes xml_file, .*healthy_reward, .*render_mode, .*max_episode_steps"
+    with pytest.raises(ValueError, match=f"Hopper-v5 takes no keyword 'healthy_rewards': {taken}"):
+        BatchEnv.mujoco("Hopper-v5", 2, healthy_rewards=0.5)
     with BatchEnv.mujoco("Hopper-v5", 2) as env:
         assert env.get_attr("frame_skip") == (4, 4)
         with pytest.raises(AttributeError, match="cannot set 'frame_skip' per env"):
