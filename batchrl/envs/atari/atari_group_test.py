@@ -194,6 +194,11 @@ def test_close_ends_the_games_threads_even_in_a_step():
         ("pong", {"episodic_lives": True}, r"unknown option 'episodic_lives' .*episodic_life"),
         ("pong", {"num_threads": 2}, r"sets num_threads itself: give BatchEnv.atari's threads"),
         ("pong", {"batch_size": 2}, r"sets batch_size itself: a BatchEnv steps every env"),
+        # ale-py plays on with a probability past 1, repeating every action: none is played.
+        ("pong", {"repeat_action_probability": 1.5}, r"probability must be a number from 0 to 1"),
+        ("pong", {"stack_num": 0}, r"stack_num must be a whole number of at least 1, got 0"),
+        ("pong", {"img_width": 8.5}, r"img_width must be a whole number of at least 1, got 8.5"),
+        ("pong", {"grayscale": "no"}, r"grayscale must be True or False, got 'no'"),
     ],
 )
 def test_a_bad_game_or_option_is_refused_in_one_line(game, options, message):

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import numbers
 from typing import Any
 
 import ale_py
 import gymnasium as gym
+import numpy as np
 from ale_py import roms
 from ale_py.vector_env import AtariVectorEnv
 
@@ -30,6 +32,25 @@ _SET_BY_THE_BATCH = {
     "num_threads": "give BatchEnv.atari's threads instead",
     "autoreset_mode": "give BatchEnv.atari's autoreset_mode instead",
     "batch_size": "a BatchEnv steps every env each step",
+}
+# The values each option takes: (what they are, whether a value is one). ale-py checks
+# few of them; the rest fail in C++ or numpy with no name, or play wrong (a repeat
+# probability of 1.5 repeats every action, so the agent's are never played).
+_WHOLE = (numbers.Integral,)
+_VALUES = {
+    **dict.fromkeys(
+        ("frameskip", "stack_num", "img_height", "img_width", "max_num_frames_per_episode"),
+        ("a whole number of at least 1", lambda v: _is(v, _WHOLE) and v >= 1),
+    ),
+    "noop_max": ("a whole number of at least 0", lambda v: _is(v, _WHOLE) and v >= 0),
+    "thread_affinity_offset": (
+        "a whole number of at least -1 (-1: none)",
+        lambda v: _is(v, _WHOLE) and v >= -1,
+    ),
+    **dict.fromkeys(
+        ("repeat_action_probability", "continuous_action_threshold"),
+        ("a number from 0 to 1", lambda v: _is(v, (numbers.Real,)) and 0 <= v <= 1),
+    ),
 }
 
 
@@ -73,7 +94,28 @@ def resolve(game: str, options: dict[str, Any]) -> Settings:
                 f"{', '.join(allowed)}"
             )
     chosen = {**allowed, **{k: v for k, v in registered.items() if k in allowed}, **options}
+    for name, value in options.items():
+        _check_value(name, value, allowed[name])
     return Settings(rom, chosen, _spec(rom, chosen))
+
+
+def _check_value(name: str, value: Any, default: Any) -> None:
+    """A one-line ValueError naming an option's value that it cannot take, and what it takes.
+
+    A flag (an option whose default is a bool) takes True or False.
+    """
+    if isinstance(default, bool):
+        kind, fits = "True or False", isinstance(value, bool | np.bool_)
+    else:
+        kind, check = _VALUES[name]
+        fits = check(value)
+    if not fits:
+        raise ValueError(f"BatchEnv.atari's {name} must be {kind}, got {value!r}")
+
+
+def _is(value: Any, kinds: tuple[type, ...]) -> bool:
+    """Whether `value` is of `kinds` and no bool (which Python counts as an integer)."""
+    return isinstance(value, kinds) and not isinstance(value, bool | np.bool_)
 
 
 def _game(game: str) -> tuple[str, dict[str, Any]]:

@@ -97,6 +97,7 @@ def test_renders_the_games_screen_at_the_games_speed():
         ("pong", {"maxpool": False}, r"max-pools the last two frames: no maxpool=False"),
         ("joust", {}, r"'joust' has no single-player Gymnasium env"),
         ("pong", {"episodic_lives": True}, r"unknown option 'episodic_lives'"),
+        ("pong", {"noop_max": -3}, r"noop_max must be a whole number of at least 0, got -3"),
     ],
 )
 def test_an_option_without_a_gymnasium_wrapper_is_refused_in_one_line(game, options, message):
