@@ -153,3 +153,14 @@ def test_an_atari_preset_trains_one_phase():
     assert row["step"] == 64 and math.isfinite(row["final/return"])
     assert int(run.policy.learner.updates) == 1
     assert set(run.policy.learner.params) == {"policy", "value", "encoder"}
+
+
+def test_an_atari_preset_on_rgb_frames_is_refused_before_a_run_folder(tmp_path):
+    # ale-py stacks RGB frames as [4, 84, 84, 3], no image of rank 3: the Nature CNN would
+    # read nothing and the MLP the raw pixels, its first update's KL in the hundreds.
+    options = {**presets.get("breakout").env_kwargs, "grayscale": False}
+    with pytest.raises(ValueError, match=r"cnn='nature' reads images.*obs \(4, 84, 84, 3\)"):
+        batchrl.train(
+            "breakout", steps=64, max_length=100, logdir=tmp_path, env_kwargs=options, **SMALL
+        )
+    assert list(tmp_path.iterdir()) == []

@@ -66,16 +66,26 @@ def layout(observation: Any, channels: str = "auto", network: str = "auto") -> t
         network: The config's `cnn` setting (`cnn.choose`): which network reads images.
 
     Raises:
-        ValueError: naming an image too small for the network asked for.
+        ValueError: naming an image too small for the network asked for, or the leaves of
+            an observation with no image for it (a stack of RGB frames, Atari's with
+            `grayscale=False`, is rank 4: flattened, its raw pixels would swamp the MLP).
     """
     parts = []
-    for path, leaf in env_spec_lib.leaf_paths(observation):
+    leaves = env_spec_lib.leaf_paths(observation)
+    for path, leaf in leaves:
         if leaf.kind != env_spec_lib.IMAGE:
             parts.append(cnn.Part(leaf.feature_size))
             continue
         image = image_shape(leaf, channels)
         chosen = cnn.choose(network, image, path)
         parts.append(cnn.Part(leaf.feature_size, image if chosen else None, chosen))
+    if network in cnn.SMALLEST and not any(part.network for part in parts):
+        shapes = ", ".join(f"{path} {leaf.shape}" for path, leaf in leaves)
+        raise ValueError(
+            f"cnn={network!r} reads images, Boxes of rank 3, and the observation has none "
+            f"({shapes}): a stack of RGB frames is rank 4 (Atari: grayscale=True), or use "
+            "cnn='auto'"
+        )
     return tuple(parts)
 
 
