@@ -191,6 +191,9 @@ def test_close_ends_the_games_threads_even_in_a_step():
     [
         ("braekout", {}, r"unknown Atari game 'braekout': name a ROM of ale-py \(.*breakout"),
         ("CartPole-v1", {}, r"unknown Atari game 'CartPole-v1'"),
+        # CleanRL's id: a known game, of ale-py's single env.
+        ("BreakoutNoFrameskip-v4", {}, r"'BreakoutNoFrameskip-v4' is an id of ale-py's single "),
+        ("Pong-v4", {}, r"name the game 'pong' or 'ALE/Pong-v5', and its settings as options"),
         ("pong", {"episodic_lives": True}, r"unknown option 'episodic_lives' .*episodic_life"),
         ("pong", {"num_threads": 2}, r"sets num_threads itself: give BatchEnv.atari's threads"),
         ("pong", {"batch_size": 2}, r"sets batch_size itself: a BatchEnv steps every env"),

@@ -24,6 +24,7 @@ from ale_py.vector_env import AtariVectorEnv
 gym.register_envs(ale_py)
 
 _VECTOR_ENTRY_POINT = "ale_py.vector_env:AtariVectorEnv"
+_SINGLE_ENTRY_POINT = "ale_py.env:AtariEnv"  # Of every id; only v5 ids have the vector's.
 # What evaluation plays games with, whatever training's options: whole games and the
 # game's own rewards, so it scores the game's own score.
 WHOLE_GAMES = {"episodic_life": False, "life_loss_info": False, "reward_clipping": False}
@@ -128,6 +129,14 @@ def _game(game: str) -> tuple[str, dict[str, Any]]:
         spec = gym.spec(game)
     except gym.error.Error:
         spec = None
+    single = spec is not None and spec.entry_point == _SINGLE_ENTRY_POINT
+    if single and spec.vector_entry_point != _VECTOR_ENTRY_POINT:  # A v4 id, say.
+        rom, v5 = spec.kwargs["game"], _spec(spec.kwargs["game"], {})
+        v5 = f" or {v5.id!r}" if v5 else ""
+        raise ValueError(
+            f"{game!r} is an id of ale-py's single AtariEnv, not of its vector env: name the "
+            f"game {rom!r}{v5}, and its settings as options"
+        )
     if spec is None or spec.vector_entry_point != _VECTOR_ENTRY_POINT:
         known = ", ".join(roms.get_all_rom_ids())
         raise ValueError(
