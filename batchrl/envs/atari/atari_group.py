@@ -25,9 +25,9 @@ from gymnasium.vector import AutoresetMode
 
 from batchrl.envs import spaces
 from batchrl.envs.atari import settings as settings_lib
+from batchrl.envs.host import arguments, obs_tree, split, stepper
 from batchrl.envs.host import autoreset as autoreset_lib
 from batchrl.envs.host import infos as infos_lib
-from batchrl.envs.host import obs_tree, split, stepper
 from batchrl.envs.host.group import Step
 
 INFO_KEYS = ("lives", "episode_frame_number", "frame_number")  # As ale-py's AtariEnv's info.
@@ -46,11 +46,8 @@ class AtariGroup:
 
     def __init__(self, game: str, num_envs: int, *, threads: int | None = None, **options: Any):
         settings = settings_lib.resolve(game, options)
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be at least 1, got {num_envs}")
-        if threads is not None and threads < 1:
-            raise ValueError(f"threads must be at least 1 or None (one per core), got {threads}")
-        self.threads = threads or split.cores()
+        num_envs = arguments.check_num_envs(num_envs)
+        self.threads = arguments.check_threads(threads) or split.cores()
         self.vector_env: AtariVectorEnv | None = AtariVectorEnv(
             settings.rom,
             num_envs,

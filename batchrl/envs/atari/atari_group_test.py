@@ -217,9 +217,22 @@ def test_the_default_threads_are_the_cores_this_process_may_run_on():
         assert group.threads == 1
 
 
-def test_bad_counts_seeds_and_first_resets_are_refused_in_one_line():
-    with pytest.raises(ValueError, match="threads must be at least 1 or None"):
-        BatchEnv.atari("pong", 2, threads=0)
+@pytest.mark.parametrize(
+    ("count", "message"),
+    [
+        ({"threads": 0}, r"threads must be a whole number of at least 1 or None .*, got 0"),
+        ({"threads": 1.5}, r"threads must be a whole number of at least 1 or None .*, got 1.5"),
+        ({"num_envs": 2.0}, r"num_envs must be a whole number of at least 1, got 2.0"),
+        ({"num_envs": "2"}, r"num_envs must be a whole number of at least 1, got '2'"),
+    ],
+)
+def test_a_count_that_is_not_a_whole_number_is_named_in_one_line(count, message):
+    with pytest.raises(ValueError, match=message) as error:
+        BatchEnv.atari("pong", **{"num_envs": 2, **count})
+    assert "\n" not in str(error.value)
+
+
+def test_bad_seeds_and_first_resets_are_refused_in_one_line():
     with BatchEnv.atari("pong", 2) as env:
         with pytest.raises(ValueError, match=r"resets every env first, then any of them"):
             env.reset_at([1])
