@@ -43,14 +43,14 @@ class VecEnv(vec_env.VecEnv):
         """Resets every env with the seeds and options set since the last reset.
 
         Envs given the same options (one dict for all, as `set_options(dict)` gives) reset
-        together; each other env's options (`set_options([...])`, one dict per env) are
-        reset with one more call to the batch.
+        together; each other env's options (`set_options([...])`, one dict per env, or None
+        for none, as SB3's VecEnvs read it) are reset with one more call to the batch.
         """
         seeds = list(self._seeds)
         together: dict[int, tuple[dict | None, list[int]]] = {}
         for i, options in enumerate(self._options):
             key = id(options) if options else 0  # set_options(dict) shares one copy.
-            together.setdefault(key, (dict(options) or None, []))[1].append(i)
+            together.setdefault(key, (dict(options or {}) or None, []))[1].append(i)
         obs = obs_tree.empty(self.batch_env.single_observation_space, self.num_envs)
         self.reset_infos = [{} for _ in range(self.num_envs)]
         for options, envs in together.values():

@@ -109,7 +109,9 @@ def test_options_set_per_env_reach_each_env_as_on_dummy_vec_env():
     try:
         per_env = [{"x_init": 0.1, "y_init": 0.1}, {}, {"x_init": np.pi, "y_init": 8.0}]
         starts = []
-        for options in (per_env, {"x_init": 0.2, "y_init": 0.3}, None):
+        # None for an env, as SB3's VecEnvs read it: no options.
+        with_none = [None, {"x_init": 0.2, "y_init": 0.3}, None]
+        for options in (per_env, {"x_init": 0.2, "y_init": 0.3}, None, with_none):
             for venv in (ours, theirs):
                 venv.seed(7)
                 venv.set_options(options)
