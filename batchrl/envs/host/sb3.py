@@ -39,6 +39,18 @@ class VecEnv(vec_env.VecEnv):
         )
         self._actions: np.ndarray | None = None
 
+    def set_options(self, options: Sequence[dict | None] | dict | None = None) -> None:
+        """SB3's options for the next reset: one dict for all envs, or a list of one per env.
+
+        A list of another length is refused: it would leave envs without a reset.
+        """
+        if isinstance(options, Sequence) and len(options) != self.num_envs:
+            raise ValueError(
+                f"set_options takes one dict for every env or a list of {self.num_envs} "
+                f"(one per env), got a list of {len(options)}"
+            )
+        super().set_options(options)
+
     def reset(self) -> Any:
         """Resets every env with the seeds and options set since the last reset.
 

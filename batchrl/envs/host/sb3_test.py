@@ -130,6 +130,21 @@ def test_options_set_per_env_reach_each_env_as_on_dummy_vec_env():
         theirs.close()
 
 
+def test_options_for_too_few_or_too_many_envs_are_refused_in_one_line():
+    venv = sb3.VecEnv(BatchEnv.external("Pendulum-v1", 3, envs_per_worker=2, local_envs=1))
+    try:
+        for options in ([{"x_init": 0.1, "y_init": 0.1}], [{}, {}, {}, {}]):
+            refused = (
+                rf"^set_options takes .* list of 3 \(one per env\), got a list of {len(options)}$"
+            )
+            with pytest.raises(ValueError, match=refused):
+                venv.set_options(options)
+        venv.set_options([{}, None, {"x_init": 0.1, "y_init": 0.1}])  # One per env.
+        assert venv.reset().shape == (3, 3)
+    finally:
+        venv.close()
+
+
 def _dict_env(duration):
     space = gym.spaces.Dict(
         {
