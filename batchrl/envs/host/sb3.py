@@ -37,6 +37,8 @@ class VecEnv(vec_env.VecEnv):
         super().__init__(
             batch_env.num_envs, batch_env.single_observation_space, batch_env.single_action_space
         )
+        # The env's own, as DummyVecEnv's: VecVideoRecorder reads its `render_fps`.
+        self.metadata = {k: v for k, v in batch_env.metadata.items() if k != "autoreset_mode"}
         self._actions: np.ndarray | None = None
 
     def set_options(self, options: Sequence[dict | None] | dict | None = None) -> None:

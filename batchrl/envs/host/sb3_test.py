@@ -103,6 +103,26 @@ def test_attributes_methods_and_wrappers_reach_the_chosen_envs():
         sb3.VecEnv(DummyVecEnv([lambda: gym.make("Pendulum-v1")]))
 
 
+def test_metadata_and_images_are_the_envs_as_on_dummy_vec_env():
+    def make():
+        return gym.make("CartPole-v1", render_mode="rgb_array")
+
+    ours = sb3.VecEnv(BatchEnv.external(make, 2, envs_per_worker=1, local_envs=1))
+    theirs = DummyVecEnv([make] * 2)
+    try:
+        # VecVideoRecorder films at the metadata's render_fps (CartPole's 50, not 30).
+        assert ours.metadata == theirs.metadata
+        assert ours.metadata["render_fps"] == 50
+        for venv in (ours, theirs):
+            venv.seed(3)
+            venv.reset()
+        assert ours.render_mode == theirs.render_mode == "rgb_array"
+        np.testing.assert_array_equal(ours.render(), theirs.render())
+    finally:
+        ours.close()
+        theirs.close()
+
+
 def test_options_set_per_env_reach_each_env_as_on_dummy_vec_env():
     ours = sb3.VecEnv(BatchEnv.external("Pendulum-v1", 3, envs_per_worker=2, local_envs=1))
     theirs = DummyVecEnv([lambda: gym.make("Pendulum-v1")] * 3)
