@@ -122,6 +122,11 @@ class VecEnv(vec_env.VecEnv):
         return list(self.batch_env.get_attr(attr_name, indices=self._get_indices(indices)))
 
     def set_attr(self, attr_name: str, value: Any, indices: Indices = None) -> None:
+        """Sets the attribute where the env's wrappers hold it, so the env steps with it.
+
+        As Gymnasium's vector envs (`set_wrapper_attr`); SB3's own VecEnvs set it on the
+        outermost wrapper, where `get_attr` reads it back but the env never sees it.
+        """
         targets = list(self._get_indices(indices))
         self.batch_env.set_attr(attr_name, [value] * len(targets), indices=targets)
 

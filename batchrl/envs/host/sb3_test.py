@@ -91,6 +91,12 @@ def test_attributes_methods_and_wrappers_reach_the_chosen_envs():
         assert venv.env_method("get_wrapper_attr", name="max_speed", indices=-1) == [5.0]
         venv.env_method("set_wrapper_attr", name="max_speed", value=4.0, indices=[-2])
         assert venv.get_attr("max_speed") == [5.0, 4.0, 5.0]
+        # The envs step with it (SB3's own VecEnvs set it on a wrapper the env never reads).
+        venv.set_attr("max_speed", 0.5, indices=[0, 1])
+        venv.seed(0)
+        venv.reset()
+        speeds = np.abs([venv.step(np.full((3, 1), 2.0, np.float32))[0][:, 2] for _ in range(20)])
+        assert speeds[:, :2].max() == 0.5 and speeds[:, 2].max() > 1
         assert venv.env_is_wrapped(gym.wrappers.TimeLimit) == [True, True, True]
         assert venv.env_is_wrapped(gym.wrappers.RecordVideo, indices=[0]) == [False]
         # Asked of the envs in their workers, as of DummyVecEnv's here.
