@@ -79,7 +79,7 @@ class VecEnv(vec_env.VecEnv):
         return obs
 
     def step_async(self, actions: np.ndarray) -> None:
-        self._actions = np.asarray(actions)
+        self._actions = check_actions(np.asarray(actions), self.action_space)
 
     def step_wait(self) -> tuple[Any, np.ndarray, np.ndarray, list[dict]]:
         """Steps every env; the envs that finish reset in the same step, as SB3 expects."""
@@ -153,6 +153,25 @@ class VecEnv(vec_env.VecEnv):
             )
             return [None] * self.num_envs
         return list(self.batch_env.render())
+
+
+def check_actions(actions: np.ndarray, space: gym.Space) -> np.ndarray:
+    """`actions`, or a one-line TypeError for a fraction where `space` takes integers.
+
+    The batch casts actions to the space's dtype, which would truncate 0.7 to 0; whole
+    floats pass, as SB3's PPO sends a `MultiBinary` action as float 0s and 1s.
+    """
+    dtype = space.dtype
+    if actions.dtype.kind != "f" or dtype is None or dtype.kind not in "biu":
+        return actions
+    with np.errstate(invalid="ignore"):  # NaN and inf are refused below.
+        changed = np.flatnonzero(actions != actions.astype(dtype))
+    if changed.size:
+        raise TypeError(
+            f"action {actions.flat[changed[0]]} does not fit the action space {space}: it "
+            f"takes integers, and a cast to {dtype} would change it"
+        )
+    return actions
 
 
 def check_observation_space(space: gym.Space) -> None:

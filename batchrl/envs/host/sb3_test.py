@@ -129,6 +129,24 @@ def test_metadata_and_images_are_the_envs_as_on_dummy_vec_env():
         theirs.close()
 
 
+def test_fractional_actions_of_an_integer_space_are_refused_not_truncated():
+    venv = sb3.VecEnv(BatchEnv.external("CartPole-v1", 2, envs_per_worker=1, local_envs=1))
+    try:
+        venv.seed(0)
+        venv.reset()
+        for fraction in (0.7, np.nan):
+            refused = rf"^action {fraction} does not fit the action space Discrete\(2\): it takes"
+            with pytest.raises(TypeError, match=refused):
+                venv.step(np.array([fraction, 1.0]))
+        # Whole floats step as integers: SB3's PPO sends MultiBinary actions so.
+        pushed = venv.step(np.array([0.0, 1.0], np.float32))[0]
+        venv.seed(0)
+        venv.reset()
+        np.testing.assert_array_equal(pushed, venv.step(np.array([0, 1]))[0])
+    finally:
+        venv.close()
+
+
 def test_options_set_per_env_reach_each_env_as_on_dummy_vec_env():
     ours = sb3.VecEnv(BatchEnv.external("Pendulum-v1", 3, envs_per_worker=2, local_envs=1))
     theirs = DummyVecEnv([lambda: gym.make("Pendulum-v1")] * 3)
