@@ -267,8 +267,8 @@ class ProcessGroup(remote.RemoteGroup):
         self._process.join()
         raise self._fail(
             errors.EnvTimeoutError(
-                f"{self._describe()} did not answer {command} within {timeout} s and was killed; "
-                f"raise the timeout or pass restart=True",
+                f"{self._describe()} did not answer {command} within {timeout} s and was killed"
+                + self._advice("; raise the timeout or pass restart=True"),
                 self.name,
                 command,
             )
@@ -281,8 +281,8 @@ class ProcessGroup(remote.RemoteGroup):
         if code is not None and code < 0:
             how = f"signal {signal.Signals(-code).name}"
         return errors.EnvCrashedError(
-            f"{self._describe()} died ({how}) during {command}; pass restart=True to replace "
-            f"crashed workers",
+            f"{self._describe()} died ({how}) during {command}"
+            + self._advice("; pass restart=True to replace crashed workers"),
             self.name,
             command,
         )

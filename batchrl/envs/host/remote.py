@@ -195,6 +195,10 @@ class RemoteGroup:
 
     # -- failures ---------------------------------------------------------------------------
 
+    def _advice(self, advice: str) -> str:
+        """`advice` on restart=True for an error that ends the batch; none where it replaces."""
+        return "" if self.restart else advice
+
     def _fail(self, error: errors.EnvError) -> errors.EnvError:
         """`error`, after retiring the host for good unless it is to be replaced."""
         if not self.restart:

@@ -258,7 +258,7 @@ class RayGroup(remote.RemoteGroup):
                 raise self._fail(
                     errors.EnvTimeoutError(
                         f"{self._describe()} did not answer {command} within {timeout} s and "
-                        f"was killed; raise the timeout or pass restart=True",
+                        "was killed" + self._advice("; raise the timeout or pass restart=True"),
                         self.name,
                         command,
                     )
@@ -272,8 +272,8 @@ class RayGroup(remote.RemoteGroup):
 
     def _lost(self, command: str, why: str) -> errors.EnvCrashedError:
         return errors.EnvCrashedError(
-            f"{self._describe()} died during {command} ({why}); pass restart=True to replace "
-            f"lost actors",
+            f"{self._describe()} died during {command} ({why})"
+            + self._advice("; pass restart=True to replace lost actors"),
             self.name,
             command,
         )
