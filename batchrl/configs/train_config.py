@@ -100,11 +100,13 @@ class TrainConfig:
         for name in ("steps", "num_envs", "max_length"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        # The compiled run holds both as int32: JAX's default integers.
+        # The compiled run holds these as int32: JAX's default integers.
         if not 0 <= self.seed < 2**31:
             raise ValueError(f"seed must be in [0, 2**31), got {self.seed}")
-        if self.steps >= 2**31:
-            raise ValueError(f"steps must be below 2**31 (2,147,483,648), got {self.steps:,}")
+        for name in ("steps", "max_length", "phase_steps"):
+            if getattr(self, name) >= 2**31:
+                value = getattr(self, name)
+                raise ValueError(f"{name} must be below 2**31 (2,147,483,648), got {value:,}")
         self.algorithm.check(self.shape)
         if self.local_envs > self.num_envs:
             raise ValueError(

@@ -43,8 +43,8 @@ def test_set_reads_integers_exactly_and_in_scientific_notation():
     config = presets.get("pendulum")
     assert overrides.parse_override(config, "steps=2_147_483_647").steps == 2**31 - 1
     assert overrides.parse_override(config, "seed=123456789").seed == 123456789
-    exact = overrides.parse_override(config, "phase_steps=9_007_199_254_740_993")  # 2**53 + 1
-    assert exact.phase_steps == 2**53 + 1
+    exact = overrides.parse_override(config, "eval_episodes=9_007_199_254_740_993")  # 2**53 + 1
+    assert exact.eval_episodes == 2**53 + 1
     assert overrides.parse_override(config, "steps=1e6").steps == 1_000_000
     assert overrides.parse_override(config, "steps=2.5e5").steps == 250_000
 
@@ -60,6 +60,8 @@ def test_set_reads_integers_exactly_and_in_scientific_notation():
         ("seed=2147483648", r"seed must be in \[0, 2\*\*31\), got 2147483648"),
         ("seed=-1", r"seed must be in \[0, 2\*\*31\), got -1"),
         ("steps=3e9", r"steps must be below 2\*\*31 \(2,147,483,648\), got 3,000,000,000"),
+        ("max_length=3e9", r"max_length must be below 2\*\*31 \(2,147,483,648\), got 3,000"),
+        ("phase_steps=2147483648", r"phase_steps must be below 2\*\*31 \(2,147,483,648\)"),
     ],
 )
 def test_bad_settings_are_one_line_errors(assignment, message):
