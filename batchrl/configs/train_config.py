@@ -107,6 +107,10 @@ class TrainConfig:
             if getattr(self, name) >= 2**31:
                 value = getattr(self, name)
                 raise ValueError(f"{name} must be below 2**31 (2,147,483,648), got {value:,}")
+        for field in dataclasses.fields(self.algorithm):  # NaN passes every comparison.
+            value = getattr(self.algorithm, field.name)
+            if isinstance(value, float) and math.isnan(value):
+                raise ValueError(f"{field.name} must be a number, got nan")
         self.algorithm.check(self.shape)
         if self.local_envs > self.num_envs:
             raise ValueError(

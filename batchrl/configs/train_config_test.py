@@ -62,6 +62,8 @@ def test_set_reads_integers_exactly_and_in_scientific_notation():
         ("steps=3e9", r"steps must be below 2\*\*31 \(2,147,483,648\), got 3,000,000,000"),
         ("max_length=3e9", r"max_length must be below 2\*\*31 \(2,147,483,648\), got 3,000"),
         ("phase_steps=2147483648", r"phase_steps must be below 2\*\*31 \(2,147,483,648\)"),
+        ("entropy_coef=nan", r"^entropy_coef must be a number, got nan$"),
+        ("kl_cutoff_coef=NaN", r"^kl_cutoff_coef must be a number, got nan$"),
     ],
 )
 def test_bad_settings_are_one_line_errors(assignment, message):
