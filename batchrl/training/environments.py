@@ -14,7 +14,8 @@ env constructor, or a JAX-native env (`jax_env.Env`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from batchrl import bridge
@@ -35,39 +36,54 @@ JAX_NATIVE = {"jax": classic.make, "gymnax": gymnax_env.make}
 
 def check_env_name(config: TrainConfig, env: Any = None) -> None:
     """Raises a one-line ValueError when the env cannot be found, before any worker starts."""
-    if env is not None:
-        _check_given(config, env)
-    elif config.jax_native:
-        _jax_native(config)  # Names the known envs when it fails.
-    elif config.backend == "ale":
-        atari_options(config)  # Names the game or option that is not ale-py's.
-    else:
-        make.check_name(config.env, config.env_kwargs)
+    with _extra_named():
+        if env is not None:
+            _check_given(config, env)
+        elif config.jax_native:
+            _jax_native(config)  # Names the known envs when it fails.
+        elif config.backend == "ale":
+            atari_options(config)  # Names the game or option that is not ale-py's.
+        else:
+            make.check_name(config.env, config.env_kwargs)
 
 
 def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:
     """The spec of the env `config` names (or of `env`), from one env built in this process.
 
-    Unknown names and unsupported spaces are refused with one line before a run folder
-    or a worker exists.
+    Unknown names, missing extras and unsupported spaces are refused with one line before
+    a run folder or a worker exists.
     """
     check_env_name(config, env)
-    if config.jax_native:
-        return _jax_native(config, env).env_spec
-    if config.backend == "ale" and env is None:
-        with BatchEnv.atari(config.env, 1, threads=1, **config.env_kwargs) as game:
-            observed = game.single_observation_space, game.single_action_space
-            return spaces.env_spec(*observed, config.env)
+    with _extra_named():
+        if config.jax_native:
+            return _jax_native(config, env).env_spec
+        if config.backend == "ale" and env is None:
+            with BatchEnv.atari(config.env, 1, threads=1, **config.env_kwargs) as game:
+                observed = game.single_observation_space, game.single_action_space
+                return spaces.env_spec(*observed, config.env)
+        try:
+            one = make.Make(env or config.env, config.max_length, kwargs=config.env_kwargs)()
+        except TypeError as error:  # A keyword an env of **kwargs passes on and refuses.
+            if not config.env_kwargs:
+                raise
+            raise ValueError(f"env {config.env!r} refused env_kwargs: {error}") from None
+        try:
+            return spaces.env_spec(one.observation_space, one.action_space, spaces.env_name(one))
+        finally:
+            one.close()
+
+
+@contextlib.contextmanager
+def _extra_named() -> Iterator[None]:
+    """An env's ImportError (an extra not installed: gymnax, minigrid) as a ValueError.
+
+    Their messages are one line naming the extra to install, which the train command
+    prints as it prints every refused env, not as a traceback.
+    """
     try:
-        one = make.Make(env or config.env, config.max_length, kwargs=config.env_kwargs)()
-    except TypeError as error:  # A keyword an env of **kwargs passes on and refuses.
-        if not config.env_kwargs:
-            raise
-        raise ValueError(f"env {config.env!r} refused env_kwargs: {error}") from None
-    try:
-        return spaces.env_spec(one.observation_space, one.action_space, spaces.env_name(one))
-    finally:
-        one.close()
+        yield
+    except ImportError as error:
+        raise ValueError(str(error)) from None
 
 
 def _check_given(config: TrainConfig, env: Any) -> None:

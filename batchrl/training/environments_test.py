@@ -1,9 +1,11 @@
+import sys
+
 import numpy as np
 import pytest
 
 from batchrl import env_spec
 from batchrl.bridge import ale_ffi
-from batchrl.configs import TrainConfig
+from batchrl.configs import TrainConfig, presets
 from batchrl.envs.atari import atari_group
 from batchrl.training import environments
 
@@ -70,3 +72,16 @@ def test_a_bad_game_or_option_is_refused_in_one_line_before_any_game_starts():
         environments.check_env_name(atari(env="ALE/Braekout-v5"))
     with pytest.raises(ValueError, match=r"backend='ale' builds its envs by name"):
         environments.check_env_name(atari(), env=lambda: None)
+
+
+@pytest.mark.parametrize(
+    ("preset", "module", "message"),
+    [
+        ("breakout_minatar", "gymnax", r"backend 'gymnax' needs gymnax, which is not installed"),
+        ("minigrid_doorkey", "minigrid", r"MiniGrid's envs need minigrid, which is not installed"),
+    ],
+)
+def test_an_extra_not_installed_is_one_line_naming_it(monkeypatch, preset, module, message):
+    monkeypatch.setitem(sys.modules, module, None)  # Its import fails as if not installed.
+    with pytest.raises(ValueError, match=rf"^{message}: pip install -e '\.\[{module}\]'$"):
+        environments.check_env(presets.get(preset))
