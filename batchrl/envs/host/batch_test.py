@@ -482,3 +482,32 @@ def test_an_info_that_cannot_cross_processes_is_named():
         with pytest.raises(errors.EnvRaisedError, match=r"(?s)pickle.*during infos"):
             infos.keys()  # Each read says it again.
         env.step(np.zeros((2, 2), np.float32))  # The batch goes on.
+
+
+@pytest.mark.parametrize("where", ["step", "reset"])
+def test_workers_that_all_hang_time_out_together_not_one_after_another(monkeypatch, where):
+    # The batch sends each worker its call before it waits for any, so every worker's
+    # wait ends at one deadline: four hung workers hold it one timeout, not four.
+    hang = functools.partial(mock.FailingEnv, where=where, how="hang", at=2)
+    with BatchEnv.external([hang] * 4, envs_per_worker=1) as env:
+        env.reset(seed=0)
+        env.step(np.zeros((4, 2), np.float32))
+        pids = [g.pid for g in env.groups]
+        for g in env.groups:  # Short only now: a loaded machine's slow start is no hang.
+            g.timeout = 0.5
+        waits = []
+
+        def poll(poller, spin, timeout=None):
+            waits.append(timeout)
+            return poll_before(poller, spin, timeout)
+
+        poll_before = process.worker.poll
+        monkeypatch.setattr(process.worker, "poll", poll)
+        with pytest.raises(errors.EnvTimeoutError, match=f"did not answer {where} within 0.5 s"):
+            if where == "step":
+                env.step(np.zeros((4, 2), np.float32))
+            else:
+                env.reset(seed=1)
+        assert waits[0] == pytest.approx(0.5, abs=0.1)
+        assert all(wait < 0.25 for wait in waits[1:4]), waits  # Its time had passed.
+        assert not wait_gone(pids)

@@ -16,6 +16,7 @@ import logging
 import os
 import select
 import signal
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -132,6 +133,7 @@ class ProcessGroup(remote.RemoteGroup):
         caller `read`s them at once.
         """
         obs_tree.put(self.buffers.action, Ellipsis, actions)
+        self._sent = time.monotonic()
         if self._variable:  # Values of no fixed size go through the command pipe.
             values = stepper.objects(self.buffers.action)
             self._send(lifecycle.Pending.STEP, ("step", values, stepper.STEP_BYTES[autoreset]))
@@ -141,7 +143,7 @@ class ProcessGroup(remote.RemoteGroup):
 
     def _receive_step(self) -> Any:
         if self._variable:
-            stepper.put_objects(self.buffers.obs, self._receive("step", self.timeout))
+            stepper.put_objects(self.buffers.obs, self._receive("step", self.timeout, since=True))
         else:
             answer = self._wait_answer()
             if answer == stepper.ANSWERS[False]:
@@ -153,10 +155,12 @@ class ProcessGroup(remote.RemoteGroup):
         return owed
 
     def _send_reset(self, indices: list[int], seeds: list, options: dict | None) -> None:
+        self._sent = time.monotonic()
         self._send(lifecycle.Pending.RESET, ("reset", indices, seeds, options))
 
     def _receive_reset(self, indices: list[int]) -> list[dict]:
-        infos, values = self._receive("reset", self.timeout)  # The rest is in shared memory.
+        # The rest is in shared memory.
+        infos, values = self._receive("reset", self.timeout, since=True)
         stepper.put_objects(self.buffers.obs, values)
         return infos
 
@@ -176,7 +180,7 @@ class ProcessGroup(remote.RemoteGroup):
         (`stepper.ANSWERS`).
         """
         try:
-            events = worker.poll(self._step_poller, self.spin, self.timeout)
+            events = worker.poll(self._step_poller, self.spin, self._left(self.timeout))
             if self._answer in dict(events):
                 answer = os.read(self._answer, 1)
                 if answer:
@@ -230,18 +234,34 @@ class ProcessGroup(remote.RemoteGroup):
             self._conn.send(message)
         self._pending = pending
 
-    def _receive(self, command: str, timeout: float | None, events: list | None = None) -> Any:
+    def _left(self, timeout: float | None) -> float | None:
+        """Seconds left of `timeout` counted from when the step or reset in flight was sent.
+
+        A batch sends every worker its call before it waits for any: counted from each
+        wait's start, k hung workers would hold it for k timeouts, not one.
+        """
+        if timeout is None:
+            return None
+        return max(0.0, self._sent + timeout - time.monotonic())
+
+    def _receive(
+        self, command: str, timeout: float | None, events: list | None = None, since: bool = False
+    ) -> Any:
+        """The worker's answer to `command` within `timeout` s, counted from its send if `since`."""
         try:
-            return self._receive_answer(command, timeout, events)
+            return self._receive_answer(command, timeout, events, since)
         except (KeyboardInterrupt, SystemExit):
             # The answer may still arrive and would be read as the next one's: retire the worker.
             self._broken = f"interrupted while waiting for {command}"
             self._finalizer()
             raise
 
-    def _receive_answer(self, command: str, timeout: float | None, events: list | None) -> Any:
+    def _receive_answer(
+        self, command: str, timeout: float | None, events: list | None, since: bool
+    ) -> Any:
         if events is None:
-            events = worker.poll(self._poller, self.spin, timeout)
+            wait = self._left(timeout) if since else timeout
+            events = worker.poll(self._poller, self.spin, wait)
         events = dict(events)
         if self._conn.fileno() in events:
             try:
