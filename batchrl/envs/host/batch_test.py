@@ -511,3 +511,22 @@ def test_workers_that_all_hang_time_out_together_not_one_after_another(monkeypat
         assert waits[0] == pytest.approx(0.5, abs=0.1)
         assert all(wait < 0.25 for wait in waits[1:4]), waits  # Its time had passed.
         assert not wait_gone(pids)
+
+
+class _ArrayReward(mock.CountingEnv):
+    """Returns its reward as an array of one, which Gymnasium's vector envs refuse too."""
+
+    def step(self, action):
+        obs, reward, *rest = super().step(action)
+        return obs, np.array([reward]), *rest
+
+
+@pytest.mark.parametrize("workers", [True, False], ids=["workers", "local"])
+def test_a_reward_that_is_not_one_number_is_named(workers):
+    envs = [_ArrayReward, _ArrayReward]
+    build = BatchEnv.external(envs) if workers else BatchEnv.from_envs([e() for e in envs])
+    with build as env:
+        env.reset(seed=0)
+        message = r"env '_ArrayReward' returned a reward of shape \(1,\) \(ndarray\), but a reward"
+        with pytest.raises(errors.EnvRaisedError if workers else ValueError, match=message):
+            env.step(np.zeros((2, 2), np.float32))

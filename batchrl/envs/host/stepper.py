@@ -243,9 +243,9 @@ class EnvStepper(forwarding.EnvForwarding):
             infos[i] = autoreset_lib.final(final_obs, final_info, reset_info)
         self._write_obs(slice(None), obs)
         infos = [infos_lib.owned(info) for info in infos]
-        buffers.reward[:] = reward
-        buffers.terminated[:] = terminated
-        buffers.truncated[:] = truncated
+        self._write_scalars("reward", reward)
+        self._write_scalars("terminated", terminated)
+        self._write_scalars("truncated", truncated)
         return infos
 
     @staticmethod
@@ -273,6 +273,20 @@ class EnvStepper(forwarding.EnvForwarding):
         for env in self.envs:
             with contextlib.suppress(Exception):
                 env.close()
+
+    def _write_scalars(self, field: str, values: list) -> None:
+        """Writes each env's `field` (its reward, say); a ValueError names one not a number."""
+        try:
+            getattr(self.buffers, field)[:] = values
+        except ValueError:  # numpy's names neither the env nor the field.
+            shaped = [value for value in values if np.ndim(value)]
+            if not shaped:
+                raise
+            raise ValueError(
+                f"env {self.name} returned a {field} of shape {np.shape(shaped[0])} "
+                f"({type(shaped[0]).__name__}), but a {field} is one "
+                f"{'number' if field == 'reward' else 'bool'}"
+            ) from None
 
     def _write_obs(self, where: int | slice, obs: Any) -> None:
         """Writes one env's observation (`where` an index) or a list of all (`where` a slice)."""
