@@ -287,8 +287,8 @@ class ProcessGroup(remote.RemoteGroup):
         self._process.join()
         raise self._fail(
             errors.EnvTimeoutError(
-                f"{self._describe()} did not answer {command} within {timeout} s and was killed"
-                + self._advice("; raise the timeout or pass restart=True"),
+                f"{self._describe()} did not answer {command} within {timeout} s and was killed; "
+                "raise the timeout" + self._advice(" or {restart}"),
                 self.name,
                 command,
             )
@@ -302,7 +302,7 @@ class ProcessGroup(remote.RemoteGroup):
             how = f"signal {signal.Signals(-code).name}"
         return errors.EnvCrashedError(
             f"{self._describe()} died ({how}) during {command}"
-            + self._advice("; pass restart=True to replace crashed workers"),
+            + self._advice("; {restart} to replace crashed workers"),
             self.name,
             command,
         )

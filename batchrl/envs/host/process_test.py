@@ -192,8 +192,9 @@ def test_a_replacement_that_dies_while_starting_is_replaced_again(tmp_path, dyin
             _, _, _, truncated, info = env.step(np.zeros(2, np.float32))
             assert truncated and info["restarted"] and env.restarts == 3
         else:
-            with pytest.raises(errors.EnvCrashedError, match=r"died .* during start"):
+            with pytest.raises(errors.EnvCrashedError, match=r"died .* during start") as caught:
                 env.step(np.zeros(2, np.float32))
+            assert "restart=True" not in str(caught.value)  # It is on: no advice to turn it on.
 
 
 def test_close_is_idempotent_and_ends_the_worker():

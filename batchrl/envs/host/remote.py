@@ -20,6 +20,8 @@ from batchrl.envs.host import errors, lifecycle, obs_tree, stepper
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host.group import Step
 
+_RESTART = "pass restart=True (restart_workers=true in training)"
+
 
 class RemoteGroup:
     """The bookkeeping of envs hosted elsewhere; subclasses carry the messages.
@@ -196,8 +198,11 @@ class RemoteGroup:
     # -- failures ---------------------------------------------------------------------------
 
     def _advice(self, advice: str) -> str:
-        """`advice` on restart=True for an error that ends the batch; none where it replaces."""
-        return "" if self.restart else advice
+        """`advice` on restart=True for an error that ends the batch; none where it replaces.
+
+        Its wording names the setting both ways it is given: the env's and the run's.
+        """
+        return "" if self.restart else advice.format(restart=_RESTART)
 
     def _fail(self, error: errors.EnvError) -> errors.EnvError:
         """`error`, after retiring the host for good unless it is to be replaced."""

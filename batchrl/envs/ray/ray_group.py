@@ -258,7 +258,7 @@ class RayGroup(remote.RemoteGroup):
                 raise self._fail(
                     errors.EnvTimeoutError(
                         f"{self._describe()} did not answer {command} within {timeout} s and "
-                        "was killed" + self._advice("; raise the timeout or pass restart=True"),
+                        "was killed; raise the timeout" + self._advice(" or {restart}"),
                         self.name,
                         command,
                     )
@@ -273,7 +273,7 @@ class RayGroup(remote.RemoteGroup):
     def _lost(self, command: str, why: str) -> errors.EnvCrashedError:
         return errors.EnvCrashedError(
             f"{self._describe()} died during {command} ({why})"
-            + self._advice("; pass restart=True to replace lost actors"),
+            + self._advice("; {restart} to replace lost actors"),
             self.name,
             command,
         )
