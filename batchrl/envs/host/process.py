@@ -234,16 +234,6 @@ class ProcessGroup(remote.RemoteGroup):
             self._conn.send(message)
         self._pending = pending
 
-    def _left(self, timeout: float | None) -> float | None:
-        """Seconds left of `timeout` counted from when the step or reset in flight was sent.
-
-        A batch sends every worker its call before it waits for any: counted from each
-        wait's start, k hung workers would hold it for k timeouts, not one.
-        """
-        if timeout is None:
-            return None
-        return max(0.0, self._sent + timeout - time.monotonic())
-
     def _receive(
         self, command: str, timeout: float | None, events: list | None = None, since: bool = False
     ) -> Any:

@@ -10,6 +10,7 @@ sent and received, how owed infos are fetched, and how a fresh host starts.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,8 +28,9 @@ class RemoteGroup:
     """The bookkeeping of envs hosted elsewhere; subclasses carry the messages.
 
     Subclasses (`ProcessGroup`, `RayGroup`) set `name`, `first_index`, `num_envs` and
-    `restart`, call `_init_remote`, and say `_where` the envs run; the checks before
-    each call (`_expect_idle`, `_expect_pending`) are made here.
+    `restart`, call `_init_remote`, say `_where` the envs run, and note when they send a
+    step or reset (`_sent`, for `_left`); the checks before each call (`_expect_idle`,
+    `_expect_pending`) are made here.
     """
 
     name: str
@@ -40,6 +42,7 @@ class RemoteGroup:
     _closed: bool
     _broken: str | None
     _pending: lifecycle.Pending
+    _sent: float  # time.monotonic() when the step or reset in flight was sent.
 
     def _where(self) -> str:
         raise NotImplementedError
@@ -67,6 +70,16 @@ class RemoteGroup:
     def _expect_pending(self, pending: lifecycle.Pending) -> None:
         if self._pending is not pending:
             raise errors.EnvError(f"no {pending.value} in flight for {self._describe()}", self.name)
+
+    def _left(self, timeout: float | None) -> float | None:
+        """Seconds left of `timeout` counted from when the step or reset in flight was sent.
+
+        A batch sends every host its call before it waits for any: counted from each
+        wait's start, k hung hosts would hold it for k timeouts, not one.
+        """
+        if timeout is None:
+            return None
+        return max(0.0, self._sent + timeout - time.monotonic())
 
     def _init_remote(self, num_envs: int) -> None:
         self._seeds: list[int | None] = [None] * num_envs

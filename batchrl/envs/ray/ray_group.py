@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import time
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
@@ -178,11 +179,14 @@ class RayGroup(remote.RemoteGroup):
     # -- commands ---------------------------------------------------------------------------
 
     def _send_step(self, actions: np.ndarray, autoreset: AutoresetMode, read: bool) -> None:
+        self._sent = time.monotonic()
         self._ref = self._actor.step.remote(actions, autoreset)  # Serialized at the call.
 
     def _receive_step(self) -> Any:
         buffers = self.buffers
-        obs, reward, terminated, truncated, restarts = self._get(self._ref, "step", self._wait)
+        obs, reward, terminated, truncated, restarts = self._get(
+            self._ref, "step", self._wait, since=True
+        )
         obs_tree.put(buffers.obs, Ellipsis, obs)
         buffers.reward[...] = reward
         buffers.terminated[...], buffers.truncated[...] = terminated, truncated
@@ -192,10 +196,11 @@ class RayGroup(remote.RemoteGroup):
         return infos
 
     def _send_reset(self, indices: list[int], seeds: list, options: dict | None) -> None:
+        self._sent = time.monotonic()
         self._ref = self._actor.reset.remote(indices, seeds, options)
 
     def _receive_reset(self, indices: list[int]) -> list[dict]:
-        obs, infos = self._get(self._ref, "reset", self._wait)
+        obs, infos = self._get(self._ref, "reset", self._wait, since=True)
         obs_tree.put(self.buffers.obs, indices, obs)
         return infos
 
@@ -228,10 +233,16 @@ class RayGroup(remote.RemoteGroup):
             if self._broken is None:
                 owed.fetch_now()
 
-    def _get(self, ref: Any, command: str, timeout: float | None) -> Any:
-        """The value of `ref`, or the EnvError that says why there is none."""
+    def _get(self, ref: Any, command: str, timeout: float | None, since: bool = False) -> Any:
+        """The value of `ref`, or the EnvError that says why there is none.
+
+        With `since`, the actor must have answered within `timeout` of the send (`_left`);
+        its answer then has `timeout` to arrive: a large one is fetched from its node after.
+        """
         ray = import_ray()
         try:
+            if since and not ray.wait([ref], timeout=self._left(timeout), fetch_local=False)[0]:
+                raise ray.exceptions.GetTimeoutError(f"no answer to {command}")
             return ray.get(ref, timeout=timeout)
         except ray.exceptions.RayTaskError as error:
             cause = error.cause

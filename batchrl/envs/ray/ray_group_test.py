@@ -199,6 +199,46 @@ def test_a_hung_actor_times_out(cluster):
     assert wait_gone([actor.pid]) == []
 
 
+@pytest.mark.parametrize("where", ["step", "reset"])
+def test_actors_that_all_hang_time_out_together_not_one_after_another(cluster, monkeypatch, where):
+    # The batch sends each actor its call before it waits for any, so every actor's wait
+    # ends at one deadline: two hung actors hold it one timeout, not two.
+    env = BatchEnv.ray(_counting(duration=50), 2, actors=2)
+    env.reset(seed=0)
+    env.step(np.zeros((2, 2), np.float32))
+    pids = [group.pid for group in env.groups]
+    for group in env.groups:  # Short only now: a loaded machine's slow start is no hang.
+        group._wait = 1.0
+    waits = []
+
+    def recorded(wait):
+        def call(*args, timeout=None, **kwargs):
+            waits.append(timeout)
+            return wait(*args, timeout=timeout, **kwargs)
+
+        return call
+
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        monkeypatch.setattr(ray, "get", recorded(ray.get))
+        monkeypatch.setattr(ray, "wait", recorded(ray.wait))
+        with pytest.raises(EnvTimeoutError, match=f"did not answer {where} within 1.0 s"):
+            if where == "step":
+                env.step(np.zeros((2, 2), np.float32))
+            else:
+                env.reset(seed=1)
+        monkeypatch.undo()
+        assert len(waits) == 2 and waits[0] > 0.5, waits
+        assert all(wait < 0.1 for wait in waits[1:]), waits  # Their time had passed.
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):  # Killed by then, unless it failed.
+                os.kill(pid, signal.SIGCONT)
+        env.close()
+    assert wait_gone(pids) == []
+
+
 def test_a_lost_node_is_replaced_with_restart_and_the_run_goes_on(cluster):
     node = cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
