@@ -15,6 +15,8 @@ import re
 import statistics
 from collections.abc import Sequence
 
+from batchrl.scripts import json_lines
+
 VALUE = re.compile(
     r"(?P<mean>mean\()?(?P<path>[^()\[\]/]+)(?:\[(?P<start>-?\d*):(?P<stop>-?\d*)\])?(?(mean)\))"
 )
@@ -121,13 +123,7 @@ def _rows(paths: Sequence[pathlib.Path], rows: str | None, where: Sequence[str])
         conditions.append((Value(path), wanted))
     found = []
     for path in paths:
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                raise ValueError(f"{path}:{number} is not a JSON line") from None
+        for number, record in json_lines.read(path):
             items = [record] if rows is None else Value(rows).read(record)
             if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
                 raise ValueError(f"{path}:{number}: no list of records at {rows!r}")

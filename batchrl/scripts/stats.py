@@ -34,6 +34,8 @@ from collections.abc import Sequence
 import numpy as np
 import scipy.stats
 
+from batchrl.scripts import json_lines
+
 # The best published PPO at 1M steps on Gymnasium's v5 tasks: Tianshou's MuJoCo table (each
 # run's best evaluation along training, v3 tasks), and for HalfCheetah the RL Zoo's tuned
 # agent run on v5 on this project's 2-core machine (above Tianshou's 5,784).
@@ -120,13 +122,7 @@ def read(paths: Sequence[pathlib.Path], score: str = "final") -> dict[str, dict[
     field = SCORES[score][0]
     last: dict[tuple[str, int], tuple[str, dict]] = {}
     for path in paths:
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                raise ValueError(f"{path}:{number} is not a JSON line") from None
+        for number, record in json_lines.read(path):
             if record.get("benchmark") == "learning" and record.get("finished"):
                 last[record["config"], int(record["seed"])] = (f"{path}:{number}", record)
     runs: dict[str, dict[int, float]] = collections.defaultdict(dict)
@@ -252,6 +248,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--reps must be at least 1, got {args.reps}")
     if folder_error(args.results):
         parser.error(folder_error(args.results))
+    for where in json_lines.cut(args.results):
+        print(f"stats: note: {where} was cut short while written; left out", file=sys.stderr)
     try:
         runs = read(args.results, args.score)
         if not runs:

@@ -44,6 +44,18 @@ def test_a_line_that_is_not_json_is_named(tmp_path, capsys):
     assert np.isfinite(stats.fraction(np.array(-4.0), -4.1))
 
 
+def test_a_cut_last_line_of_a_sweep_killed_while_writing_it_is_left_out(tmp_path, capsys):
+    # The sweep itself reads past it and cuts it off before it appends its next line.
+    results = tmp_path / "results.jsonl"
+    write_runs(results, "hopper_clipped", [3000.0, 2000.0, 1000.0])
+    *whole, last = results.read_text().splitlines(keepends=True)
+    results.write_text("".join(whole) + last[:50])
+    assert stats.main([str(results), "--reps", "100"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["configs"]["hopper_clipped"]["seeds"] == [0, 1]
+    assert captured.err == f"stats: note: {results}:3 was cut short while written; left out\n"
+
+
 def test_best_evaluations_instead_of_final_returns(tmp_path, capsys):
     results = tmp_path / "results.jsonl"
     final = [2000.0, 3400.0, 3500.0, 1600.0]

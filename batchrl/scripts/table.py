@@ -48,14 +48,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import pathlib
 import re
 import shlex
 import sys
 from collections.abc import Sequence
 
-from batchrl.scripts import columns, stats
+from batchrl.scripts import columns, json_lines, stats
 
 HEADER = (
     "| preset | seeds | final IQM [95 % CI] | worst final | kept IQM | worst kept | target "
@@ -131,8 +130,7 @@ def _commits(paths: Sequence[pathlib.Path]) -> dict[str, list[str | None]]:
     """
     by_run: dict[tuple[str, int], str | None] = {}
     for path in paths:
-        for line in path.read_text().splitlines():
-            record = json.loads(line) if line.strip() else {}
+        for _, record in json_lines.read(path):
             if record.get("benchmark") == "learning" and record.get("finished"):
                 by_run[record["config"], int(record["seed"])] = record.get("commit")
     commits: dict[str, list[str | None]] = {}
@@ -148,15 +146,8 @@ NOISE_HEADER = (
 
 
 def _records(paths: Sequence[pathlib.Path]) -> list[dict]:
-    """Every JSON line of the files; one that does not parse is named by file and line."""
-    records = []
-    for path in paths:
-        for number, line in enumerate(path.read_text().splitlines(), 1):
-            try:
-                records += [json.loads(line)] if line.strip() else []
-            except json.JSONDecodeError:
-                raise ValueError(f"{path}:{number} is not a JSON line") from None
-    return records
+    """Every JSON line of the files (`json_lines.read`: a cut last one left out)."""
+    return [record for path in paths for _, record in json_lines.read(path)]
 
 
 def noise_table(records: Sequence[dict]) -> str:
@@ -345,6 +336,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--columns makes a table of JSON lines named here, not --seeds or a page's")
     if stats.folder_error(args.paths):
         parser.error(stats.folder_error(args.paths))
+    for where in json_lines.cut(args.paths):
+        print(f"table: note: {where} was cut short while written; left out", file=sys.stderr)
     try:
         if args.paths and args.columns:
             print(columns.columns_table(args.paths, args.columns, args.rows, args.where))

@@ -307,6 +307,21 @@ def test_a_line_that_is_not_json_is_named_by_file_and_line(tmp_path, capsys):
     assert capsys.readouterr().err == f"table: error: {path}:3 is not a JSON line\n"
 
 
+def test_a_cut_last_line_of_a_sweep_killed_while_writing_it_is_left_out(tmp_path, capsys):
+    # The sweep itself reads past it and cuts it off before it appends its next line.
+    path = tmp_path / "results.jsonl"
+    write_lines(path, "hopper_clipped", [3000.0, 2000.0, 1000.0])
+    *whole, last = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(whole) + last[:50])
+    note = f"table: note: {path}:3 was cut short while written; left out\n"
+    assert table.main([str(path), "--reps", "100"]) == 0
+    captured = capsys.readouterr()
+    assert "| `hopper_clipped` | 100, 101 |" in captured.out and captured.err == note
+    assert table.main([str(path), "--columns", "seed"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[2:] == ["| 100 |", "| 101 |"] and captured.err == note
+
+
 def test_a_mean_of_a_list_of_lists_is_one_line(tmp_path, capsys):
     # A sweep's eval_curve holds [env steps, return, seconds] points, not numbers.
     path = tmp_path / "results.jsonl"
