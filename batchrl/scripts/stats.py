@@ -149,6 +149,22 @@ def folder_error(paths: Sequence[pathlib.Path]) -> str | None:
     return None
 
 
+def image_error(out: pathlib.Path) -> str | None:
+    """The error for an `--out` that names no image format matplotlib writes, or None.
+
+    Said before the bootstrap runs; without an extension matplotlib would write OUT.png,
+    not the file named.
+    """
+    from matplotlib.backends import backend_agg
+
+    formats = backend_agg.FigureCanvasAgg.get_supported_filetypes()
+    if out.suffix[1:].lower() in formats:
+        return None
+    allowed = ", ".join(sorted(formats))
+    what = f"has extension {out.suffix!r}" if out.suffix else "has no extension"
+    return f"--out {str(out)!r} {what}, allowed: {allowed}"
+
+
 def iqm(scores: np.ndarray, axis: int = -1) -> np.ndarray:
     """The interquartile mean: the mean of the middle half of the scores."""
     return scipy.stats.trim_mean(scores, 0.25, axis=axis)
@@ -234,7 +250,9 @@ def draw_profile(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("results", nargs="+", type=pathlib.Path, help="sweep JSON lines")
-    parser.add_argument("--out", type=pathlib.Path, help="where to draw the profile (PNG)")
+    parser.add_argument(
+        "--out", type=pathlib.Path, help="image file to draw the profile in, e.g. profile.png"
+    )
     parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples")
     parser.add_argument(
         "--score",
@@ -248,6 +266,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--reps must be at least 1, got {args.reps}")
     if folder_error(args.results):
         parser.error(folder_error(args.results))
+    if args.out is not None and image_error(args.out):
+        parser.error(image_error(args.out))
     for where in json_lines.cut(args.results):
         print(f"stats: note: {where} was cut short while written; left out", file=sys.stderr)
     try:

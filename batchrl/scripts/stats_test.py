@@ -56,6 +56,20 @@ def test_a_cut_last_line_of_a_sweep_killed_while_writing_it_is_left_out(tmp_path
     assert captured.err == f"stats: note: {results}:3 was cut short while written; left out\n"
 
 
+@pytest.mark.parametrize("name", ["profile", "profile.pnj"])
+def test_an_out_that_names_no_image_format_is_refused_before_anything_is_written(
+    tmp_path, capsys, name
+):
+    # Matplotlib would write profile.png for "profile": not the file the user named.
+    results = tmp_path / "results.jsonl"
+    write_runs(results, "hopper_clipped", [3000.0, 2000.0])
+    with pytest.raises(SystemExit) as exit_:
+        stats.main([str(results), "--out", str(tmp_path / name), "--reps", "10"])
+    assert exit_.value.code == 2 and list(tmp_path.iterdir()) == [results]
+    err = capsys.readouterr().err
+    assert f"--out {str(tmp_path / name)!r} has " in err and "allowed: " in err and "png" in err
+
+
 def test_best_evaluations_instead_of_final_returns(tmp_path, capsys):
     results = tmp_path / "results.jsonl"
     final = [2000.0, 3400.0, 3500.0, 1600.0]
