@@ -124,6 +124,22 @@ def test_the_best_policy_loads_and_bad_observations_are_named(pendulum):
     assert policy.act([0.0, 1.0, 0.0]).shape == (1,)  # Any array-like leaf.
     with pytest.raises(ValueError, match=r"^a batch of observations holds at least one, got 0$"):
         policy.act(np.zeros((0, 3)))
+    env = gym.make("Pendulum-v1")
+    reset = env.reset(seed=0)
+    expected = "float32 (3,) for one env, or [N, *(3,)] for a batch"
+    bad = [  # NumPy's "inhomogeneous shape" error, or acting on nan, before.
+        (reset, f"obs is a tuple of 2 items that make no array: expected {expected}; "),
+        (env.step(policy.act(reset[0])), "obs is a tuple of 5 items that make no array: "),
+        ({"obs": reset[0]}, f"obs is a dict: expected {expected}"),
+        (np.array([1.0, None, 0.0]), f"obs is an array of object: expected {expected}"),
+    ]
+    for obs, message in bad:
+        with pytest.raises(ValueError) as error:
+            policy.act(obs)
+        assert str(error.value).startswith(message) and "\n" not in str(error.value)
+    assert str(error.value).endswith(expected)
+    with pytest.raises(ValueError, match=r"env\.reset\(\) returns \(obs, info\) and env\.step"):
+        policy.act(reset)
 
 
 def test_load_without_a_good_checkpoint_is_one_line(pendulum, tmp_path):

@@ -177,10 +177,9 @@ def _batch(observation: Any, obs: Any) -> tuple[Any, bool]:
 
     Raises:
         ValueError: naming the first leaf whose shape is neither one env's nor a batch's,
-            or a tree that is not the spec's.
+            a leaf that is no array of numbers, or a tree that is not the spec's.
     """
-    _check_tree(observation, obs)
-    arrays = env_spec_lib.map_tree(lambda _, x: np.asarray(x), observation, obs)
+    arrays = _arrays(observation, obs)
     pairs = zip(env_spec_lib.leaf_paths(observation), env_spec_lib.leaves(arrays), strict=True)
     single, size = None, None
     for (path, leaf), array in pairs:
@@ -213,22 +212,58 @@ def _batch(observation: Any, obs: Any) -> tuple[Any, bool]:
     return env_spec_lib.map_tree(batched, observation, arrays), bool(single)
 
 
-def _check_tree(spec: Any, obs: Any, path: str = "obs") -> None:
-    """A one-line ValueError naming where `obs` is not a tree like `spec` (extra keys pass)."""
+def _arrays(spec: Any, obs: Any, path: str = "obs") -> Any:
+    """`obs` as a tree like `spec` of NumPy arrays (extra keys dropped).
+
+    Raises:
+        ValueError: one line naming where `obs` is not a tree like `spec`, or a leaf that
+            is no array of numbers (a dict, a string, `env.reset()`'s (obs, info)).
+    """
     if isinstance(spec, dict):
         if not isinstance(obs, Mapping):
-            raise ValueError(f"{path} is a dict of keys {list(spec)}, got {type(obs).__name__}")
+            got = f"{_described(obs)}{_hint(obs)}"
+            raise ValueError(f"{path} is a dict of keys {list(spec)}, got {got}")
         missing = [key for key in spec if key not in obs]
         if missing:
             raise ValueError(f"{path} lacks key {missing[0]!r}: the space's keys are {list(spec)}")
-        for key, child in spec.items():
-            _check_tree(child, obs[key], path + env_spec_lib.key_path(key))
-    elif isinstance(spec, tuple | list):
+        return {
+            key: _arrays(child, obs[key], path + env_spec_lib.key_path(key))
+            for key, child in spec.items()
+        }
+    if isinstance(spec, tuple | list):
         if not isinstance(obs, tuple | list) or len(obs) != len(spec):
-            got = f"{len(obs)} items" if isinstance(obs, tuple | list) else type(obs).__name__
+            got = f"{_described(obs)}{_hint(obs)}"
             raise ValueError(f"{path} is a tuple of {len(spec)} items, got {got}")
-        for index, child in enumerate(spec):
-            _check_tree(child, obs[index], f"{path}[{index}]")
+        return tuple(_arrays(child, obs[i], f"{path}[{i}]") for i, child in enumerate(spec))
+    try:
+        array = np.asarray(obs)
+    except ValueError:  # NumPy's "inhomogeneous shape": items of different shapes.
+        raise ValueError(
+            f"{path} is {_described(obs)} that make no array: expected {_leaf_said(spec)}"
+            f"{_hint(obs)}"
+        ) from None
+    if array.dtype.kind not in "biuf":
+        what = f"an array of {array.dtype}" if isinstance(obs, np.ndarray) else _described(obs)
+        raise ValueError(f"{path} is {what}: expected {_leaf_said(spec)}{_hint(obs)}")
+    return array
+
+
+def _leaf_said(leaf: env_spec_lib.ObsLeaf) -> str:
+    return f"{leaf.dtype} {leaf.shape} for one env, or [N, *{leaf.shape}] for a batch"
+
+
+def _described(obs: Any) -> str:
+    """What `obs` is, in a few words: `a dict`, `a tuple of 2 items`."""
+    if isinstance(obs, tuple | list):
+        return f"a {type(obs).__name__} of {len(obs)} items"
+    return "None" if obs is None else f"a {type(obs).__name__}"
+
+
+def _hint(obs: Any) -> str:
+    """Where `obs` is `env.reset()`'s (obs, info) or `env.step()`'s five: give their obs."""
+    if isinstance(obs, tuple | list) and obs and isinstance(obs[-1], Mapping):
+        return "; env.reset() returns (obs, info) and env.step() five values: give their obs"
+    return ""
 
 
 def _check_values(path: str, leaf: env_spec_lib.ObsLeaf, array: np.ndarray) -> None:
