@@ -142,6 +142,17 @@ def test_the_best_policy_loads_and_bad_observations_are_named(pendulum):
         policy.act(reset)
 
 
+def test_a_nan_observation_is_one_line_not_a_nan_action(pendulum):
+    policy = batchrl.load(pendulum.rundir)
+    said = "holds nan: no observation space holds it, and its action would be nan"
+    batch = np.zeros((3, 3), np.float32)
+    batch[2, 1] = np.nan  # One env's of three.
+    for obs in (np.array([np.nan, 0.0, 0.0], np.float32), batch):
+        with pytest.raises(ValueError, match=f"^obs {re.escape(said)}$"):
+            policy.act(obs)
+    assert gym.make("Pendulum-v1").action_space.contains(policy.act(batch[:2])[1])
+
+
 def test_load_without_a_good_checkpoint_is_one_line(pendulum, tmp_path):
     copy = tmp_path / run_folder.name("20260101T000000", "pendulum_jax")
     copy.mkdir()

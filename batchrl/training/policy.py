@@ -269,10 +269,15 @@ def _hint(obs: Any) -> str:
 def _check_values(path: str, leaf: env_spec_lib.ObsLeaf, array: np.ndarray) -> None:
     """A one-line ValueError for a value its leaf's space or integer dtype does not hold.
 
-    Cast unchecked, a frame scaled to [0, 1] became a black uint8 frame, and 256 a 0.
+    Cast unchecked, a frame scaled to [0, 1] became a black uint8 frame, and 256 a 0. A
+    NaN, which no env's space holds and training stops on, gave NaN actions.
     """
     if not array.size:
         return
+    if array.dtype.kind == "f" and np.isnan(array).any():
+        raise ValueError(
+            f"{path} holds nan: no observation space holds it, and its action would be nan"
+        )
     if leaf.kind not in (env_spec_lib.DISCRETE, env_spec_lib.MULTI_DISCRETE):
         dtype = np.dtype(leaf.dtype)
         if dtype.kind not in "iu" or array.dtype.kind not in "iuf":
