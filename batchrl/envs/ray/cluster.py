@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from batchrl.envs.host import arguments
@@ -31,16 +32,21 @@ def build(
     constructors = arguments.constructors(env, num_envs)
     if timeout is not None and timeout <= 0:
         raise ValueError(f"timeout must be positive seconds or None, got {timeout!r}")
+    # Checked here, not in the actors, where a bad one would read as an env's failure.
+    envs_per_worker = arguments.check_envs_per_worker(envs_per_worker)
+    actors = _check_actors(actors, len(constructors))
     ray_group.SESSION.join()
     groups: list[ray_group.RayGroup] = []
     try:
         nodes = ray_group.alive_nodes()
         count = len(nodes) if actors is None else actors
-        if isinstance(count, bool) or not 1 <= count <= len(constructors):
+        if count > len(constructors):  # One per node, the default, on more nodes than envs.
             raise ValueError(
-                f"actors must be between 1 and num_envs={len(constructors)}, got {actors!r}"
+                f"num_envs={len(constructors)} is fewer than the cluster's {count} nodes: "
+                f"pass actors from 1 to {len(constructors)}"
             )
         bounds = [len(constructors) * k // count for k in range(count + 1)]
+        _check_local_envs(local_envs, min(hi - lo for lo, hi in itertools.pairwise(bounds)))
         host_options = {
             "envs_per_worker": envs_per_worker,
             "local_envs": local_envs,
@@ -69,3 +75,29 @@ def build(
         ray_group.SESSION.leave()  # Each group holds the session until it closes.
     # Which closes the groups if it cannot be made.
     return cls(groups, autoreset_mode=mode, observation_mode=observation_mode)
+
+
+def _check_actors(actors: Any, num_envs: int) -> int | None:
+    """`actors` as an int from 1 to `num_envs` (None: one per node), or a ValueError naming it."""
+    if actors is None:
+        return None
+    if (
+        isinstance(actors, bool)
+        or not isinstance(actors, int | np.integer)
+        or not 1 <= actors <= num_envs
+    ):
+        raise ValueError(f"actors must be between 1 and num_envs={num_envs}, got {actors!r}")
+    return int(actors)
+
+
+def _check_local_envs(local_envs: Any, fewest: int) -> None:
+    """A ValueError if `local_envs` does not fit each actor's share: `fewest` envs or more."""
+    if local_envs == "auto":
+        return
+    try:
+        arguments.check_local_envs(local_envs, fewest)
+    except ValueError:
+        raise ValueError(
+            f"local_envs applies per actor: a number of envs from 0 to {fewest} (the fewest "
+            f"an actor holds here) or 'auto', got {local_envs!r}"
+        ) from None

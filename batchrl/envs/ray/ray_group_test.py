@@ -276,6 +276,26 @@ def test_bad_actor_counts_are_named(cluster):
         BatchEnv.ray("Pendulum-v1", 2, actors=3)
     with pytest.raises(ValueError, match="actors must be between 1 and num_envs=2, got 0"):
         BatchEnv.ray("Pendulum-v1", 2, actors=0)
+    with pytest.raises(ValueError, match=r"actors must be between 1 and num_envs=2, got 1\.5"):
+        BatchEnv.ray("Pendulum-v1", 2, actors=1.5)
+    with pytest.raises(ValueError, match="fewer than the cluster's 2 nodes: pass actors from 1"):
+        BatchEnv.ray("Pendulum-v1", 1)
+    assert _hosts() == []
+
+
+@pytest.mark.parametrize(
+    ("given", "words"),
+    [
+        ({"envs_per_worker": 0}, "envs_per_worker must be a whole number of at least 1, got 0"),
+        ({"local_envs": 3}, r"local_envs applies per actor: .* from 0 to 2 .*, got 3$"),
+        ({"local_envs": "all"}, r"local_envs applies per actor: .* or 'auto', got 'all'$"),
+    ],
+)
+def test_bad_worker_layouts_are_named_as_arguments_not_as_an_envs_failure(cluster, given, words):
+    # Five envs on two actors: shares of 2 and 3, so local_envs fits each at most 2.
+    with pytest.raises(ValueError, match=words) as raised:
+        BatchEnv.ray("Pendulum-v1", 5, actors=2, **given)
+    assert not isinstance(raised.value, EnvError)
     assert _hosts() == []
 
 
