@@ -2,6 +2,7 @@
 
 import dataclasses
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -121,12 +122,18 @@ def _close(ours, theirs):
 @pytest.mark.usefixtures("cluster")
 @RAY[0]
 @RAY[1]
-def test_rollout_actors_train_as_the_envs_stepped_here(tmp_path, preset, backend, actors, overlap):
+def test_rollout_actors_train_as_the_envs_stepped_here(
+    tmp_path, capsys, preset, backend, actors, overlap
+):
     # The local run updates its normalisers once a segment too, as actors must.
     settings = {"backend": backend, "normalizer_updates": "segment", "max_length": 50}
     settings["overlap"] = overlap
     local = _train(tmp_path, "local", preset, settings)
+    capsys.readouterr()
     ours = _train(tmp_path, "actors", preset, {**settings, "rollout_actors": actors})
+    # The first line says where acting runs: in the actors, not on a device here.
+    first = capsys.readouterr().out.splitlines()[0]
+    assert re.search(f"; acting in {actors} Ray actors, learning on [a-z]+:0[ ;]", first), first
     assert [row["step"] for row in ours] == [256, 512]
     assert all(row["train/count"] > 0 for row in ours)
     _close(_learned(ours), _learned(local))

@@ -41,6 +41,7 @@ from batchrl.training import (
     environments,
     loop,
     metrics_log,
+    placement,
     results,
     reuse,
     run_folder,
@@ -124,7 +125,7 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
             total_steps=total * programs.train_steps * programs.num_envs,
             initial_steps=int(state.env_steps),
         )
-        _announce(rundir, programs)
+        _announce(rundir, programs, config.rollout_actors)
         keeper = Keeper(rundir, config, state, programs.algorithm)
         # Restored: the checkpoint holds the episodes JAX-native envs were in, no others'.
         restart = int(state.phases) > 0 and not config.jax_native
@@ -300,11 +301,17 @@ def _fresh(algorithm: algorithm_lib.Algorithm, state: loop.RunState) -> tuple[tu
     return (("agent", "storage"),)
 
 
-def _announce(rundir: pathlib.Path | None, programs: loop.Programs) -> None:
-    """The first line a run prints: where it is kept, its devices, overlap, its storage's size."""
+def _announce(rundir: pathlib.Path | None, programs: loop.Programs, rollout_actors: int) -> None:
+    """The first line a run prints: where it is kept, its devices, overlap, its storage's size.
+
+    Rollout actors act on their own nodes' devices, not on the acting device here.
+    """
     storage = device_memory.human(programs.storage_bytes)
     where = "in memory" if rundir is None else f"run folder {rundir}"
     devices = programs.where.describe()
+    if rollout_actors:
+        learner = placement.name_of(programs.where.learner)
+        devices = f"acting in {rollout_actors} Ray actors, learning on {learner}"
     if programs.overlap:
         devices += " (overlapped, acting one version behind)"
     compiling = "compiling the first phase"
