@@ -107,6 +107,11 @@ def unused(config: Any) -> list[str]:
                     f"{name}={getattr(config, name)} is not used by backend={config.backend!r}: "
                     "its envs are XLA code compiled with the agent, in no worker"
                 )
+    if config.rollout_actors and config.acting_device != "auto":
+        lines.append(
+            f"acting_device={config.acting_device!r} is not used with rollout_actors="
+            f"{config.rollout_actors}: each actor acts on its own node's device"
+        )
     if config.ray_actors and config.rollout_actors:
         lines.append(
             f"ray_actors={config.ray_actors} is not used with rollout_actors="

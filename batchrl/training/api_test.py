@@ -355,6 +355,14 @@ def test_a_box_action_of_rank_two_trains_and_acts_in_its_shape():
             {"rollout_actors": 2, "ray_actors": 3},
             ["ray_actors=3 is not used with rollout_actors=2: those actors hold the envs"],
         ),
+        (
+            "cartpole_jax",
+            {"rollout_actors": 2, "acting_device": "cpu", "objective": "clipped"},
+            [
+                "acting_device='cpu' is not used with rollout_actors=2: each actor acts on "
+                "its own node's device"
+            ],
+        ),
         ("cartpole", {"local_envs": 2, "envs_per_worker": 2}, []),  # Both read by workers.
     ],
 )
