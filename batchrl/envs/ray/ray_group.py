@@ -275,6 +275,10 @@ class RayGroup(remote.RemoteGroup):
                     )
                 ) from None
             raise self._fail(self._lost(command, "its node is gone")) from None
+        except ray.exceptions.ActorUnschedulableError:  # Before RayError, its base.
+            if self.node_id not in alive_nodes():
+                raise self._fail(self._lost(command, "its node is gone")) from None
+            raise self._fail(self._unplaceable()) from None
         except ray.exceptions.RayError as error:  # The actor died, or its node.
             why = type(error).__name__
             if self.node_id not in alive_nodes():
@@ -287,6 +291,16 @@ class RayGroup(remote.RemoteGroup):
             + self._advice("; {restart} to replace lost actors"),
             self.name,
             command,
+        )
+
+    def _unplaceable(self) -> errors.EnvCrashedError:
+        """The error for an actor its live node cannot hold: it lacks what the actor asks for."""
+        asks = {k: v for k, v in self._actor_options.items() if k != "max_restarts"}
+        return errors.EnvCrashedError(
+            f"{self._describe()} cannot start: Ray cannot place the actor on its node, which "
+            f"lacks the resources it asks for ({asks}); ask for fewer in actor_options",
+            self.name,
+            "start",
         )
 
     def _replace_host(self, error: errors.EnvError) -> int:

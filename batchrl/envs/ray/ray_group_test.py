@@ -168,6 +168,17 @@ def test_an_env_that_fails_to_start_is_named(cluster):
     assert _hosts() == []
 
 
+@pytest.mark.parametrize("asks", [{"num_cpus": 64}, {"resources": {"tpu_pod": 1}}])
+def test_actor_options_no_node_can_hold_are_named_without_restart_advice(cluster, asks):
+    # Restarting cannot help: the node has not what the actor asks for.
+    words = r"cannot start: Ray cannot place the actor on its node, which lacks the resources"
+    with pytest.raises(EnvCrashedError, match=words) as raised:
+        BatchEnv.ray("Pendulum-v1", 2, actors=2, actor_options=asks)
+    assert str(next(iter(asks.values()))) in str(raised.value)
+    assert "restart" not in str(raised.value)
+    assert _hosts() == []
+
+
 def test_a_killed_actor_is_a_crash_and_close_leaves_nothing(cluster):
     env = BatchEnv.ray(_counting(duration=4), 4, actors=2)
     env.reset(seed=0)
