@@ -12,8 +12,9 @@ driver, and its dummy audio driver (no sound card asked for). An Atari run (back
 'ale', whose vector env renders nothing) plays in one Gymnasium env that plays as its
 evaluation does (`atari.single`): whole games scored by the game's own rewards, filmed
 in the game's RGB frames. A frame is filmed a policy step,
-so a run that repeats actions plays at its env's fps over `action_repeat`; a gymnax env
-with no Gymnasium env (MinAtar's) is refused in one line (`evaluate` scores it).
+so a run that repeats actions plays at its env's fps over `action_repeat`; a JAX-native
+env with no Gymnasium env (MinAtar's, or one of your own named `module:qualname`) is
+refused in one line (`evaluate` scores it).
 """
 
 from __future__ import annotations
@@ -86,8 +87,12 @@ def follow_the_agent(env) -> bool:
 
 
 def check_filmable(config) -> None:
-    """A one-line UsageError for a JAX-native run with no Gymnasium env to film it in."""
-    if config.jax_native and ":" not in config.env and config.env not in gym.registry:
+    """A one-line UsageError for a JAX-native run with no Gymnasium env to film it in.
+
+    Only a JAX-native env named as a Gymnasium id has one; an env of the user's own,
+    named `module:qualname`, is XLA code that renders nothing.
+    """
+    if config.jax_native and (":" in config.env or config.env not in gym.registry):
         raise UsageError(
             f"a run of {config.backend} env {config.env!r}, which has no Gymnasium env to film "
             "it in (MinAtar's, say): evaluate scores its policy on its own env"

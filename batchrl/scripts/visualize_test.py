@@ -151,6 +151,18 @@ def test_a_gymnax_run_without_a_gymnasium_env_is_one_line(tmp_path, capsys):
     )
 
 
+def test_a_run_of_a_jax_native_env_of_ones_own_is_one_line(tmp_path, capsys):
+    """An env named module:qualname is XLA code: no Gymnasium env renders it."""
+    config = configs.replace(configs.get("cartpole_jax"), env="batchrl.testing.grid_cue:GridCue")
+    folder = run_folder.create(tmp_path, config, "cartpole_jax")
+    assert visualize.main(["--logdir", str(folder), "--outdir", str(tmp_path / "v")]) == 2
+    assert capsys.readouterr().err == (
+        "visualize: error: a run of jax env 'batchrl.testing.grid_cue:GridCue', which has no "
+        "Gymnasium env to film it in (MinAtar's, say): evaluate scores its policy on its own "
+        "env\n"
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:os.fork")
 def test_a_run_that_repeats_actions_is_filmed_at_its_envs_speed(run, tmp_path):
