@@ -31,11 +31,14 @@ def to_host(tree: Any) -> Any:
     """`tree` with its arrays as numpy arrays, random keys kept as keys (Ray pickles both)."""
 
     def host(leaf: Any) -> Any:
-        if isinstance(leaf, jax.Array) and not jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
-            return np.asarray(leaf)
-        return leaf
+        return np.asarray(leaf) if isinstance(leaf, jax.Array) and not _is_key(leaf) else leaf
 
     return jax.tree.map(host, tree)
+
+
+def _is_key(leaf: Any) -> bool:
+    """Whether `leaf` is an array of typed random keys, which NumPy cannot hold."""
+    return isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key)
 
 
 class RolloutActor:
@@ -203,11 +206,17 @@ def rows(tree: Any, lo: int, hi: int, axis: int = 0) -> Any:
 
 
 def join_rows(parts: Sequence[Any], axis: int = 0) -> Any:
-    """The parts joined along `axis` at every leaf of rank above it; the first's elsewhere."""
+    """The parts joined along `axis` at every leaf of rank above it; the first's elsewhere.
+
+    Random keys (a gymnax env's state keeps one an env) stay keys, joined by JAX: NumPy
+    cannot hold them.
+    """
 
     def join(*leaves: Any) -> Any:
-        if np.ndim(leaves[0]) > axis:
-            return np.concatenate(leaves, axis=axis)
-        return leaves[0]
+        if np.ndim(leaves[0]) <= axis:
+            return leaves[0]
+        if _is_key(leaves[0]):
+            return jnp.concatenate(leaves, axis=axis)
+        return np.concatenate(leaves, axis=axis)
 
     return jax.tree.map(join, *parts)
