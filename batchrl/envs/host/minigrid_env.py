@@ -47,6 +47,7 @@ def make(env_id: str = "MiniGrid-DoorKey-5x5-v0", **kwargs: Any) -> gym.Env:
 
     Raises:
         ImportError: minigrid is not installed, or a module it imports is missing (named).
+        ValueError: `env_id` is not the id of one of MiniGrid's envs.
     """
     try:
         import minigrid  # noqa: F401  (registers MiniGrid's ids)
@@ -55,5 +56,23 @@ def make(env_id: str = "MiniGrid-DoorKey-5x5-v0", **kwargs: Any) -> gym.Env:
         raise ImportError(
             f"MiniGrid's envs need minigrid, which {missing}: pip install -e '.[minigrid]'"
         ) from None
+    _check_id(env_id)
     env = gym.wrappers.FilterObservation(gym.make(env_id, **kwargs), list(KEPT))
     return CellBounds(env)
+
+
+def _check_id(env_id: Any) -> None:
+    """A one-line ValueError for an `env_id` that names no MiniGrid env (a number, CartPole).
+
+    Unchecked, a number failed in an assert of Gymnasium's and another env's id in
+    `FilterObservation`, naming neither the id nor what it takes. An id nothing registers
+    passes on: Gymnasium names it, with the ids near it.
+    """
+    if isinstance(env_id, str):
+        spec = gym.registry.get(env_id)
+        if spec is None or str(spec.entry_point).startswith("minigrid."):
+            return
+    raise ValueError(
+        f"env_id {env_id!r} is not one of MiniGrid's envs: give a MiniGrid id such as "
+        "'MiniGrid-DoorKey-5x5-v0' (MiniGrid's ids begin 'MiniGrid-' or 'BabyAI-')"
+    )

@@ -1,5 +1,6 @@
 import gymnasium as gym
 import numpy as np
+import pytest
 
 from batchrl.envs import spaces
 from batchrl.envs.host import minigrid_env
@@ -32,3 +33,9 @@ def test_every_observation_lies_in_the_bounds_declared_and_is_minigrids_own():
         if terminated or truncated:
             obs, _ = env.reset(seed=4)
             raw_obs, _ = raw.reset(seed=4)
+
+
+@pytest.mark.parametrize("env_id", [3, "CartPole-v1"])
+def test_an_env_id_that_is_not_minigrids_is_one_line_naming_it(env_id):
+    with pytest.raises(ValueError, match=f"env_id {env_id!r} is not one of MiniGrid's envs"):
+        minigrid_env.make(env_id)
