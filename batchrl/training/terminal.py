@@ -17,16 +17,25 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TextIO
 
+
+def return_text(value: float) -> str:
+    """A return as the terminal shows it: one decimal, three digits where it is below 10.
+
+    One decimal shows MiniGrid's and FrozenLake's returns, all in [0, 1], as 0.0 or 0.1.
+    """
+    return f"{value:.1f}" if abs(value) >= 10 else f"{value:#.3g}"
+
+
 # (metric key, label, format) in the order `summary_line` shows them.
 _SUMMARY_FIELDS = (
-    ("train/return", "train return", "{:.1f}"),
-    ("eval/return", "eval return", "{:.1f}"),
-    ("train/policy_loss", "policy loss", "{:.4g}"),
-    ("train/value_loss", "value loss", "{:.4g}"),
-    ("train/kl", "kl", "{:.4g}"),
-    ("train/penalty", "penalty", "{:.4g}"),
-    ("train/entropy", "entropy", "{:.4g}"),
-    ("perf/env_steps_per_sec", "steps/s", "{:,.0f}"),
+    ("train/return", "train return", return_text),
+    ("eval/return", "eval return", return_text),
+    ("train/policy_loss", "policy loss", "{:.4g}".format),
+    ("train/value_loss", "value loss", "{:.4g}".format),
+    ("train/kl", "kl", "{:.4g}".format),
+    ("train/penalty", "penalty", "{:.4g}".format),
+    ("train/entropy", "entropy", "{:.4g}".format),
+    ("perf/env_steps_per_sec", "steps/s", "{:,.0f}".format),
 )
 
 
@@ -154,7 +163,7 @@ class Progress:
         ]
         for key, label in (("train/return", "train return"), ("eval/return", "eval return")):
             if key in self._returns:
-                parts.append(f"{label} {self._returns[key]:.1f}")
+                parts.append(f"{label} {return_text(self._returns[key])}")
         remaining = max(self.total_steps - env_steps, 0)
         parts.append(f"ETA {_duration(remaining / rate)}" if rate else "ETA ?")
         return "  ".join(parts)
@@ -193,7 +202,7 @@ def summary_line(phase: int, env_steps: int, metrics: Mapping[str, float]) -> st
     parts = [f"phase {phase}", f"env steps {env_steps:,}"]
     for key, label, number_format in _SUMMARY_FIELDS:
         if key in metrics:
-            parts.append(f"{label} {number_format.format(float(metrics[key]))}")
+            parts.append(f"{label} {number_format(float(metrics[key]))}")
     return "  ".join(parts)
 
 

@@ -117,6 +117,17 @@ def test_summary_line_shows_the_usual_metrics_present():
     assert "train return nan" in terminal.summary_line(1, 0, {"train/return": math.nan})
 
 
+def test_returns_below_ten_keep_three_digits_where_one_decimal_hides_them():
+    # MiniGrid's returns lie in [0, 1]: 1 - 0.9 * 196 / 250 for a door opened at step 196.
+    returns = {"train/return": 0.2944, "eval/return": 0.0}
+    line = terminal.summary_line(1, 256, returns)
+    assert "train return 0.294  eval return 0.00" in line
+    stream = io.StringIO()
+    progress = terminal.Progress(1000, stream=stream)
+    progress.update(256, returns)
+    assert "train return 0.294  eval return 0.00" in stream.getvalue()
+
+
 def test_progress_moves_during_a_phase_at_the_speed_so_far_up_to_the_phase_end(capsys):
     stream, clock = TtyStream(), FakeClock()
     progress = terminal.Progress(1_000, stream=stream, clock=clock)
