@@ -39,6 +39,14 @@ def phase_ends(folder: pathlib.Path) -> list[int]:
     return [phase * number for number in range(1, config.phases + 1)]
 
 
+def saved_state(path: pathlib.Path) -> bytes:
+    """The state a checkpoint file holds, as bytes: `best.bin` also holds its score."""
+    from flax import serialization
+
+    payload = serialization.msgpack_restore(path.read_bytes()[checkpoint._HEADER.size :])
+    return serialization.msgpack_serialize(payload["state"])
+
+
 def run_folder(logdir: pathlib.Path) -> pathlib.Path:
     (folder,) = logdir.iterdir()
     return folder
@@ -101,7 +109,7 @@ def test_keeps_the_state_of_its_best_evaluated_phase(finished_run):
     path = finished_run / "checkpoints" / checkpoint.BEST
     assert checkpoint.step_of(path) == best
     if best in checkpoint.steps(finished_run / "checkpoints"):  # The very state, byte for byte.
-        assert path.read_bytes() == checkpoint.path_for(path.parent, best).read_bytes()
+        assert saved_state(path) == saved_state(checkpoint.path_for(path.parent, best))
 
 
 def test_resuming_a_finished_run_trains_no_further(finished_run, capsys):
@@ -205,6 +213,18 @@ def test_a_corrupt_checkpoint_is_reported_and_the_previous_one_used(finished_run
     err = capsys.readouterr().err
     assert code == 1 and "Traceback" not in err
     assert "checkpoint" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_resume_without_metrics_rows_keeps_the_best_policy(finished_run, tmp_path):
+    copy = tmp_path / finished_run.name
+    subprocess.run(["cp", "-r", str(finished_run), str(copy)], check=True)
+    best = copy / "checkpoints" / checkpoint.BEST
+    assert checkpoint.step_of(best) < 5  # Phase 5, trained again, scores less than the best.
+    (copy / "metrics.jsonl").unlink()
+    checkpoint.path_for(copy / "checkpoints", 5).unlink()  # It resumes from phase 4.
+    code = train.main(["--logdir", str(tmp_path), "--timestamp", copy.name.split("-")[0]])
+    assert code == 0
+    assert best.read_bytes() == (finished_run / "checkpoints" / checkpoint.BEST).read_bytes()
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ File layout of `ckpt-{step:012d}.bin` (and of `best.bin`, the run's best-evaluat
 which retention never deletes), little endian:
 
     magic (8 bytes) | format version (uint32) | payload length (uint64) | sha256 (32 bytes)
-    payload: msgpack of {"step": int, "state": encoded state dict}
+    payload: msgpack of {"step": int, "state": encoded state dict}, and in `best.bin` also
+    "score": the evaluation return it was kept for (files from before it lack it)
 
 A subtree a later run rebuilds as it was built (an emptied rollout buffer) can be left out
 (`save`'s `fresh`): the file holds a mark in its place, and `load` takes it from the target.
@@ -98,11 +99,19 @@ def save(
 
 
 def save_best(
-    directory: str | os.PathLike, step: int, state: Any, fresh: Sequence[tuple[str, ...]] = ()
+    directory: str | os.PathLike,
+    step: int,
+    state: Any,
+    fresh: Sequence[tuple[str, ...]] = (),
+    score: float | None = None,
 ) -> pathlib.Path:
-    """Writes `state` atomically as `best.bin` in `directory`, replacing the one there."""
+    """Writes `state` atomically as `best.bin` in `directory`, replacing the one there.
+
+    `score`, the evaluation return it is kept for, is kept with it (`best_of`): a resumed
+    run compares its phases with it even where the metrics rows that said it are gone.
+    """
     path = pathlib.Path(directory) / BEST
-    data = _pack(step, state, fresh)
+    data = _pack(step, state, fresh, score)
     path.parent.mkdir(parents=True, exist_ok=True)
     run_folder.write_atomic(path, data)
     return path
@@ -110,21 +119,32 @@ def save_best(
 
 def step_of(path: str | os.PathLike) -> int:
     """The step a checkpoint file holds, read and checked as `load` does."""
+    return best_of(path)[0]
+
+
+def best_of(path: str | os.PathLike) -> tuple[int, float | None]:
+    """The step a checkpoint file holds and the score `save_best` kept it for (else None)."""
     try:
-        return _read(pathlib.Path(path))[0]
+        step, _, score = _read(pathlib.Path(path))
     except CheckpointError as error:
         raise CheckpointError(f"{path}: {error}") from None
+    return step, score
 
 
-def _pack(step: int, state: Any, fresh: Sequence[tuple[str, ...]] = ()) -> bytes:
-    """The file's bytes: header, then the msgpack payload of `step` and `state`."""
+def _pack(
+    step: int, state: Any, fresh: Sequence[tuple[str, ...]] = (), score: float | None = None
+) -> bytes:
+    """The file's bytes: header, then the msgpack payload of `step`, `state` and `score`."""
     if step < 0 or step >= 10**12:
         raise ValueError(f"step must be in [0, 1e12), got {step}")
     tree = serialization.to_state_dict(state)
     for path in fresh:
         tree = _marked(tree, path)
     encoded = _encode(tree, "")
-    payload = serialization.msgpack_serialize({"step": step, "state": encoded})
+    contents = {"step": step, "state": encoded}
+    if score is not None:
+        contents["score"] = float(score)
+    payload = serialization.msgpack_serialize(contents)
     return _HEADER.pack(MAGIC, VERSION, len(payload), hashlib.sha256(payload).digest()) + payload
 
 
@@ -157,7 +177,7 @@ def load(path: str | os.PathLike, target: Any, part: tuple[str, ...] = ()) -> An
     """
     path = pathlib.Path(path)
     try:
-        step, encoded = _read(path)
+        step, encoded, _ = _read(path)
         match = _NAME.fullmatch(path.name)
         if match and int(match.group(1)) != step:
             raise CheckpointError(f"step mismatch: the file holds step {step}")
@@ -210,8 +230,8 @@ def load_latest(
     )
 
 
-def _read(path: pathlib.Path) -> tuple[int, Any]:
-    """Checks the header of the file at `path` and decodes its payload to (step, state)."""
+def _read(path: pathlib.Path) -> tuple[int, Any, float | None]:
+    """Checks the header of the file at `path` and decodes its payload to (step, state, score)."""
     try:
         data = path.read_bytes()
     except OSError as error:
@@ -232,7 +252,8 @@ def _read(path: pathlib.Path) -> tuple[int, Any]:
         raise CheckpointError("checksum mismatch: the payload is corrupted")
     try:
         contents = serialization.msgpack_restore(payload)
-        return int(contents["step"]), contents["state"]
+        score = contents.get("score")
+        return int(contents["step"]), contents["state"], None if score is None else float(score)
     except Exception as error:  # A valid checksum over bytes that were never a checkpoint.
         raise CheckpointError(f"undecodable payload: {type(error).__name__}") from None
 

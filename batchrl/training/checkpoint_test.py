@@ -264,3 +264,12 @@ def test_a_part_left_out_is_loaded_from_the_target(tmp_path):
     _assert_same(loaded.replace(params=state.params), state)
     with pytest.raises(ValueError, match=r"^fresh path extra/nope is not in the state$"):
         checkpoint.save(tmp_path, 2, state, fresh=[("extra", "nope")])
+
+
+def test_the_best_state_keeps_the_score_it_was_kept_for(tmp_path):
+    state = _state(0)
+    path = checkpoint.save_best(tmp_path, 4, state, score=-269.5)
+    assert checkpoint.best_of(path) == (4, -269.5)
+    _assert_same(checkpoint.load(path, _state(1)), state)
+    older = checkpoint.save(tmp_path, 4, state)  # As best.bin was written before scores.
+    assert checkpoint.best_of(older) == (4, None)

@@ -183,7 +183,7 @@ class Keeper:
     ):
         self.rundir, self.config, self.algorithm = rundir, config, algorithm
         self.directory = None if rundir is None else run_folder.checkpoints(rundir)
-        self.best = -math.inf if rundir is None else _best_return(rundir, int(state.env_steps))
+        self.best = -math.inf if rundir is None else _best_return(rundir, state)
         # TensorBoard drops the rows past the state it re-does them from: past a checkpoint,
         # or all of them when the run starts again with rows but no checkpoint (killed first).
         written = rundir is not None and run_folder.metrics(rundir).exists()
@@ -222,7 +222,7 @@ class Keeper:
             # The best first: a kill between the two then re-does this phase, best and all.
             score = metrics.get("eval/return", math.nan)
             if score > self.best:  # False for NaN: a phase that was not evaluated.
-                checkpoint.save_best(self.directory, done, state, fresh)
+                checkpoint.save_best(self.directory, done, state, fresh, score)
                 self.best = score
             if done % self.config.checkpoint_every == 0 or done == self.config.phases:
                 checkpoint.save(self.directory, done, state, self.config.keep_checkpoints, fresh)
@@ -291,7 +291,8 @@ def _keep_best_of(
     except (OSError, checkpoint.CheckpointError):
         held = None
     if held != int(restored.phases):
-        checkpoint.save_best(directory, int(restored.phases), restored, _fresh(algorithm, restored))
+        fresh = _fresh(algorithm, restored)
+        checkpoint.save_best(directory, int(restored.phases), restored, fresh, scores[env_steps])
 
 
 def _fresh(algorithm: algorithm_lib.Algorithm, state: loop.RunState) -> tuple[tuple[str, ...], ...]:
@@ -339,12 +340,22 @@ def _earlier_params(
     ]
 
 
-def _best_return(rundir: pathlib.Path, env_steps: int) -> float:
-    """The highest evaluation return of the phases up to `env_steps`; -inf before any.
+def _best_return(rundir: pathlib.Path, state: loop.RunState) -> float:
+    """The highest evaluation return of the phases up to `state`'s; -inf before any.
 
-    A resumed run re-does the phases after its checkpoint, and `best.bin` follows their rows.
+    A resumed run re-does the phases after its checkpoint, and `best.bin` follows their
+    rows. A `best.bin` of a phase up to `state`'s counts with the score it holds: rows
+    that said it may be gone (a deleted metrics.jsonl), and a later phase that scored
+    less would replace the best policy the run had.
     """
-    return max(_eval_returns(rundir, env_steps).values(), default=-math.inf)
+    scores = list(_eval_returns(rundir, int(state.env_steps)).values())
+    try:
+        phase, score = checkpoint.best_of(run_folder.checkpoints(rundir) / checkpoint.BEST)
+    except (OSError, checkpoint.CheckpointError):  # None yet, or unreadable: rows decide.
+        phase, score = None, None
+    if score is not None and phase <= int(state.phases):
+        scores.append(score)
+    return max(scores, default=-math.inf)
 
 
 def _eval_returns(rundir: pathlib.Path, env_steps: int) -> dict[int, float]:

@@ -6,7 +6,7 @@ import signal
 import pytest
 
 from batchrl.scripts import train
-from batchrl.scripts.train_test import TINY, run_folder
+from batchrl.scripts.train_test import TINY, run_folder, saved_state
 from batchrl.testing import interrupt
 from batchrl.training import checkpoint, loop, metrics_log, run
 
@@ -112,4 +112,6 @@ def test_a_ctrl_c_as_the_best_phase_is_kept_leaves_its_best_policy_after_the_res
     best = folder / "checkpoints" / checkpoint.BEST
     assert checkpoint.step_of(best) == 1
     last = checkpoint.path_for(folder / "checkpoints", 1)
-    assert best.read_bytes() == last.read_bytes()
+    assert saved_state(best) == saved_state(last)
+    evaluated = metrics_log.read_jsonl(folder / "metrics.jsonl")[-1]["eval/return"]
+    assert checkpoint.best_of(best) == (1, evaluated)
