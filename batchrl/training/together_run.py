@@ -86,6 +86,13 @@ def _train(
     states = _common_phase(rundirs, configs, programs, states, restored)
     begun = int(states[0].phases)
     total, count = config.phases, len(configs)
+    if begun >= total:  # Resumed after its last phase, as `run.train`: nothing to write.
+        for rundir in rundirs:
+            print(f"run folder {rundir} has trained all its {total} phases", flush=True)
+        return [
+            run.Run(rundir, seed_config, [], state, programs)
+            for rundir, seed_config, state in zip(rundirs, configs, states, strict=True)
+        ]
     phase_steps = programs.train_steps * programs.num_envs
     progress = terminal.Progress(
         total_steps=count * total * phase_steps, initial_steps=count * begun * phase_steps

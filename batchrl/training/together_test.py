@@ -156,11 +156,16 @@ def test_a_together_run_resumes_with_its_folders_timestamp_added(tmp_path, capsy
     folders = sorted(path.name for path in tmp_path.iterdir())
     stamp = folders[0].split("-seed")[0]
     assert folders == [f"{stamp}-seed1-pendulum_jax", f"{stamp}-seed2-pendulum_jax"]
+    files = sorted(tmp_path.glob("*/*"))
+    capsys.readouterr()
     assert train.main([*args, "--timestamp", stamp]) == 0  # As docs/training.md says.
     assert sorted(path.name for path in tmp_path.iterdir()) == folders
     for folder in folders:  # Finished: resumed at its last phase, nothing trained again.
         assert len((tmp_path / folder / "metrics.jsonl").read_text().splitlines()) == 2
-    capsys.readouterr()
+    assert sorted(tmp_path.glob("*/*")) == files  # No event file of no events.
+    assert capsys.readouterr().out == "".join(
+        f"run folder {tmp_path / folder} has trained all its 2 phases\n" for folder in folders
+    )
     assert train.main(["--logdir", str(tmp_path), "--timestamp", stamp]) == 2  # No --seeds.
     assert capsys.readouterr().err == (
         f"batchrl: error: no run with timestamp {stamp!r} in {str(tmp_path)!r} to resume; "
