@@ -89,6 +89,7 @@ class AleFfiBatch:
         device: jax.Device | None = None,
         env_seeds: Sequence[int] | None = None,
     ):
+        batch_lib.expect_batch(batch_env, "AleFfiBatch takes")
         self.device = jax.devices("cpu")[0] if device is None else device
         if self.device.platform not in platforms():
             raise ValueError(

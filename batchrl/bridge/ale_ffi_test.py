@@ -197,6 +197,10 @@ def test_what_the_ffi_calls_cannot_serve_is_refused_in_one_line():
             with pytest.raises(ValueError, match=message) as error:
                 ale_ffi.AleFfiBatch(batch_env, **options)
             assert "\n" not in str(error.value)
+        wrapped = gym.wrappers.vector.RecordEpisodeStatistics(batch_env)
+        refused = r"^AleFfiBatch takes a batchrl BatchEnv, got RecordEpisodeStatistics, a Gym"
+        with pytest.raises(TypeError, match=refused):
+            ale_ffi.AleFfiBatch(wrapped)
     refused = pytest.raises(ValueError, match=r"steps the games of a BatchEnv.atari, got Batch")
     with BatchEnv.from_envs([gym.make("CartPole-v1")]) as batch_env, refused:
         ale_ffi.AleFfiBatch(batch_env)

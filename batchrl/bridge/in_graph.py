@@ -119,6 +119,7 @@ class InGraphBatchEnv:
         in_place: bool | None = None,
         env_seeds: Sequence[int] | None = None,
     ):
+        batch_lib.expect_batch(batch_env, "InGraphBatchEnv takes")
         self.batch_env = batch_env
         self.device = jax.devices("cpu")[0] if device is None else device
         self.devices = devices

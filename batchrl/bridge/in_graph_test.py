@@ -1,3 +1,4 @@
+import contextlib
 import functools
 import time
 
@@ -179,6 +180,26 @@ def test_wrong_action_shape_is_refused_at_trace_time():
         state, _ = env.init(jax.random.key(0))
         with pytest.raises(ValueError, match=r"action has shape \(3, 2\), expected \(2, 2\)"):
             env.step(state, jnp.zeros((3, 2)))
+
+
+def test_a_wrapped_batch_or_gymnasiums_own_vector_env_is_refused_in_one_line():
+    # The bridge steps the batch beneath Gymnasium's API: a wrapper would be passed by.
+    with BatchEnv.from_envs([gym.make("Pendulum-v1") for _ in range(2)]) as batch_env:
+        wrapped = gym.wrappers.vector.NormalizeObservation(batch_env)
+        with pytest.raises(TypeError) as refused:
+            bridge.InGraphBatchEnv(wrapped)
+        assert str(refused.value).startswith(
+            "InGraphBatchEnv takes a batchrl BatchEnv, got NormalizeObservation, a Gymnasium "
+            "vector wrapper over BatchEnv(Pendulum-v1, num_envs=2)"
+        )
+        assert str(refused.value).endswith("pass the BatchEnv itself")
+        assert "\n" not in str(refused.value)
+    with contextlib.closing(gym.vector.SyncVectorEnv([lambda: gym.make("Pendulum-v1")])) as sync:
+        wrapped = gym.wrappers.vector.NormalizeObservation(sync)
+        for given, name in [(sync, "SyncVectorEnv"), (wrapped, "NormalizeObservation")]:
+            refused = f"^InGraphBatchEnv takes a batchrl BatchEnv, got {name}$"
+            with pytest.raises(TypeError, match=refused):
+                bridge.InGraphBatchEnv(given)
 
 
 def test_an_env_exception_in_compiled_code_is_raised_as_itself():

@@ -30,8 +30,7 @@ class VecEnv(vec_env.VecEnv):
     """SB3's vectorised-env interface over `batch_env`, which it closes when closed."""
 
     def __init__(self, batch_env: batch.BatchEnvBase):
-        if not isinstance(batch_env, batch.BatchEnvBase):
-            raise TypeError(f"VecEnv wraps a batchrl BatchEnv, got {type(batch_env).__name__}")
+        batch.expect_batch(batch_env, "VecEnv wraps")
         check_observation_space(batch_env.single_observation_space)
         self.batch_env = batch_env
         super().__init__(

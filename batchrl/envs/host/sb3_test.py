@@ -107,6 +107,11 @@ def test_attributes_methods_and_wrappers_reach_the_chosen_envs():
         venv.close()
     with pytest.raises(TypeError, match="VecEnv wraps a batchrl BatchEnv, got DummyVecEnv"):
         sb3.VecEnv(DummyVecEnv([lambda: gym.make("Pendulum-v1")]))
+    with BatchEnv.external("Pendulum-v1", 1) as batch_env:
+        wrapped = gym.wrappers.vector.ClipAction(batch_env)
+        refused = r"^VecEnv wraps a batchrl BatchEnv, got ClipAction, a Gymnasium vector wrapper"
+        with pytest.raises(TypeError, match=refused):
+            sb3.VecEnv(wrapped)  # Its steps would pass the wrapper by.
 
 
 def _without_autoreset_mode(metadata: dict) -> dict:
