@@ -16,6 +16,7 @@ import dataclasses
 import difflib
 import logging
 import math
+import operator
 import re
 import types
 import typing
@@ -241,8 +242,11 @@ def typed(name: str, kind: Any, value: Any) -> Any:
         raise ValueError(f"{name}={value!r}: expected a mapping such as {{key: value, ...}}")
     if kind is bool and isinstance(value, bool):
         return value
-    if kind is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
+    if kind is int and not isinstance(value, bool):
+        try:  # numpy's and JAX's integer scalars too (`np.arange(3)`'s seeds), as an int.
+            return operator.index(value)
+        except TypeError:
+            pass
     if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
     if kind is str and isinstance(value, str):

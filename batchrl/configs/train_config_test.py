@@ -1,5 +1,7 @@
 """TrainConfig: the algorithm's config beside the run's, --set, typed YAML."""
 
+import jax.numpy as jnp
+import numpy as np
 import pytest
 import yaml
 
@@ -97,6 +99,16 @@ def test_badly_typed_yaml_is_a_one_line_error(change, message):
     data["num_envs"] = "8"
     with pytest.raises(ValueError, match="num_envs='8': expected int"):
         train_config.from_dict(data)
+
+
+def test_numpy_and_jax_integers_are_ints_and_other_numbers_are_refused():
+    config = presets.get("pendulum_jax")
+    for value in (np.int64(3), np.uint8(3), jnp.int32(3), np.arange(5)[3]):
+        seed = train_config.set_field(config, "seed", value, train_config.typed).seed
+        assert seed == 3 and type(seed) is int  # YAML writes it as a plain int.
+    for value in (np.float64(3.0), np.True_, True, "3"):
+        with pytest.raises(ValueError, match=r"^num_envs=\S+: expected int$"):
+            train_config.set_field(config, "num_envs", value, train_config.typed)
 
 
 def test_a_flat_config_is_refused_in_one_line_naming_the_misplaced_key():

@@ -62,6 +62,7 @@ def train(
         seed: The run's seed.
         seeds: Seeds to train together in one program (`training.together`), each a run
             of its own folder `<logdir>/<timestamp>-seed<seed>-<config>`; in place of `seed`.
+            A list, a range or an array of ints (`np.arange(10)`).
         logdir: The folder that holds run folders; None trains in memory.
         **settings: Any key `--set` takes (`num_envs=8`, `objective="clipped"`), as
             values of the key's type.
@@ -94,6 +95,7 @@ def check_seeds(seeds: Any) -> list[int]:
         seeds = list(seeds)
     except TypeError:  # seeds=5: a count of seeds, or one seed, meant.
         raise ValueError(f"seeds is a list of seeds such as [0, 1, 2], got {seeds!r}") from None
+    seeds = [train_config.typed("seed", int, seed) for seed in seeds]  # np.arange(3)'s as ints.
     twice = sorted({seed for seed in seeds if seeds.count(seed) > 1})
     if not seeds or twice:
         why = "none given" if not seeds else f"{twice} given twice"

@@ -258,8 +258,10 @@ def test_every_script_reads_a_together_sweeps_folders(tmp_path, capsys):
 
 def test_batchrl_train_with_seeds_returns_a_run_a_seed(tmp_path):
     settings = dict(num_envs=4, update_every=4, max_length=50, final_episodes=4)
-    runs = batchrl.train("pendulum_jax", steps=400, seeds=[3, 4], logdir=tmp_path, **settings)
+    seeds = np.arange(3, 5)  # numpy's ints, as a sweep over seeds makes them.
+    runs = batchrl.train("pendulum_jax", steps=400, seeds=seeds, logdir=tmp_path, **settings)
     assert [result.config.seed for result in runs] == [3, 4]
+    assert all(type(result.config.seed) is int for result in runs)
     assert [result.rundir.name.split("-")[-2:] for result in runs] == [
         ["seed3", "pendulum_jax"],
         ["seed4", "pendulum_jax"],
