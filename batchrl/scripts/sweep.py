@@ -6,7 +6,8 @@
 Run (config, seed) lives in LOGDIR/seed<seed>-<config>/ and is trained by the train
 command with `--timestamp seed<seed>`, so a sweep can be stopped at any moment and run
 again: finished runs are skipped, interrupted ones resume from their last checkpoint, and
-the CPU hours of a table add up across sessions. A run another process trains (the same
+the CPU hours of a table add up across sessions. Every config and seed is checked before
+the first run trains. A run another process trains (the same
 sweep started in a second terminal) is left to it, said in one line, and the sweep goes on.
 Each run's line (stdout, and appended to LOGDIR/results.jsonl) gives its evaluation
 curve, the final policy's return, the mean of the last 5 evaluations, wall-clock,
@@ -44,7 +45,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from batchrl.scripts import evaluate, train
-from batchrl.training import checkpoint, metrics_log, results, run_folder
+from batchrl.training import checkpoint, metrics_log, results, run_folder, together
 
 RESULTS = "results.jsonl"
 KEPT = ("kept_best_return", "kept_best_phase", "kept_best_episodes")  # --evaluate-best's.
@@ -82,6 +83,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     }
     if "seed" in keys:
         parser.error("--set seed=... would give every run one seed: choose them with --seeds")
+    twice = sorted({seed for seed in args.seeds if args.seeds.count(seed) > 1})
+    if twice:
+        parser.error(f"--seeds must be distinct seeds (a folder each), got {twice} twice")
     if "steps" in keys and args.steps is not None:
         parser.error("--steps and --set steps=... both set the budget: give one")
     if pathlib.Path(args.logdir).exists() and not pathlib.Path(args.logdir).is_dir():
@@ -280,14 +284,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         for config in args.configs
         for seed in (args.seeds[:1] if args.together else args.seeds)
     ]
-    try:  # Every config and setting checked before any run trains.
+    try:  # Every config, seed and setting checked before any run trains.
         for config in args.configs:
-            train.requested_config(train.parse_args(train_argv(args, config, args.seeds[:1])))
-    except train.UsageError as error:
+            check_runs(args, config)
+    except (train.UsageError, ValueError) as error:
         print(f"sweep: error: {error}", file=sys.stderr)
         return 2
     with compilation_cache() as cache:
         return _sweep(args, groups, about, commit, cache)
+
+
+def check_runs(args: argparse.Namespace, config: str) -> None:
+    """A one-line UsageError or ValueError for a seed of `config` the sweep cannot train.
+
+    Each seed's config (a seed out of range, say), and with --together whether the
+    seeds can train together (not Atari's batch): found before the first run trains,
+    not hours later at that seed's turn.
+    """
+    configs = [
+        train.requested_config(train.parse_args(train_argv(args, config, [seed])))
+        for seed in args.seeds
+    ]
+    if args.together and len(configs) > 1:
+        together.check_configs(configs)
 
 
 def _sweep(

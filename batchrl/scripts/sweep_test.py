@@ -142,6 +142,7 @@ def test_a_results_file_cut_mid_line_is_read_whole_after_the_next_sweep(swept, t
         (["--set", "seed=5"], "--set seed=... would give every run one seed"),
         (["--steps", "10", "--set", "steps=20"], "--steps and --set steps=... both set"),
         (["--evaluate-best", "0"], "--evaluate-best takes episodes, at least 1: got 0"),
+        (["--seeds", "0", "1", "0"], "--seeds must be distinct seeds (a folder each), got [0]"),
     ],
 )
 def test_settings_the_sweep_cannot_honour_are_refused_before_any_run(
@@ -159,6 +160,18 @@ def test_settings_the_sweep_cannot_honour_are_refused_before_any_run(
     argv = ["--logdir", str(tmp_path / "sweep"), "--configs", "pendulum_jax", "pendulm_jax"]
     assert sweep.main(argv) == 2
     assert "unknown config 'pendulm_jax'" in capsys.readouterr().err
+    # So are a bad seed after the first, and seeds of a config that cannot train together.
+    tiny = ["--steps", "200"]  # One phase, should the first run train.
+    for extra, message in (
+        (["pendulum_jax", "--seeds", "0", "-1"], "seed must be in [0, 2**31), got -1\n"),
+        (
+            ["pendulum_jax", "pong", "--seeds", "0", "1", "--together"],
+            "backend='ale' (Atari's batch) seeds all its games from one seed",
+        ),
+    ):
+        argv = ["--logdir", str(tmp_path / "sweep"), "--configs", *extra, *tiny]
+        assert sweep.main(argv) == 2
+        assert message in capsys.readouterr().err
     assert not (tmp_path / "sweep").exists()
 
 
