@@ -215,6 +215,11 @@ def _train_together(args: argparse.Namespace) -> int:
     """Trains --seeds together, each seed's run new or resumed as --timestamp says."""
     if args.seed is not None:
         raise UsageError(f"give --seed or --seeds, not both: --seed {args.seed}")
+    for assignment in args.set:
+        if assignment.partition("=")[0].strip() == "seed":
+            raise UsageError(
+                f"--set {assignment} would give every run one seed: choose them with --seeds"
+            )
     try:
         api.check_seeds(args.seeds)
     except ValueError as error:

@@ -278,6 +278,15 @@ def test_batchrl_train_with_seeds_returns_a_run_a_seed(tmp_path):
     assert not (tmp_path / "more").exists()
 
 
+def test_seeds_with_set_seed_are_refused_in_one_line(tmp_path, capsys):
+    argv = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--seeds", "1", "2"]
+    assert train.main([*argv, "--set", "seed=5"]) == 2
+    assert capsys.readouterr().err == (
+        "batchrl: error: --set seed=5 would give every run one seed: choose them with --seeds\n"
+    )
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
 def test_refused_seeds_leave_no_folder_and_same_second_runs_take_the_next_stamp(
     tmp_path, monkeypatch
 ):
