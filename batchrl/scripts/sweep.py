@@ -22,7 +22,8 @@ episodes, as `evaluate --best` does, into `kept_best_return` and its phase and e
 `--together` trains each config's unfinished seeds together in one program (the train
 command's `--seeds`, `training.together`), into the same folders; their lines carry
 "seeds_together" and the shared wall-clock, and the command's output goes to
-LOGDIR/seeds<s>_<s>...-<config>.log.
+LOGDIR/seeds<s>_<s>...-<config>.log (seeds<first>_..._<last>-<config>.log where the
+whole list makes too long a file name).
 """
 
 from __future__ import annotations
@@ -149,6 +150,22 @@ def rundir_of(args: argparse.Namespace, config: str, seed: int) -> pathlib.Path:
     return pathlib.Path(args.logdir) / run_folder.name(f"seed{seed}", config)
 
 
+def log_of(args: argparse.Namespace, config: str, seeds: Sequence[int]) -> pathlib.Path:
+    """The file the train command's output for `seeds` goes to.
+
+    LOGDIR/seed<s>-<config>.log for one seed, seeds<s>_<s>...-<config>.log for seeds
+    together; seeds<first>_..._<last>-<config>.log where the whole list would pass the
+    255 bytes a file system allows a name (100 seeds from 0 take 290).
+    """
+    rundir = rundir_of(args, config, seeds[0])
+    if len(seeds) == 1:
+        return rundir.parent / f"{rundir.name}.log"
+    name = f"seeds{'_'.join(map(str, seeds))}-{config}.log"
+    if len(name.encode()) > 255:
+        name = f"seeds{seeds[0]}_..._{seeds[-1]}-{config}.log"
+    return rundir.parent / name
+
+
 def run_one(
     args: argparse.Namespace, config: str, seeds: Sequence[int], cache: str | None = None
 ) -> tuple[int, float | None, list[int]]:
@@ -174,10 +191,7 @@ def run_one(
     if not unfinished:
         return 0, None, []
     argv = train_argv(args, config, unfinished)
-    rundir = rundir_of(args, config, unfinished[0])
-    if len(unfinished) > 1:
-        rundir = rundir.with_name(f"seeds{'_'.join(map(str, unfinished))}-{config}")
-    log = rundir.parent / f"{rundir.name}.log"
+    log = log_of(args, config, unfinished)
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     with log.open("a") as out:

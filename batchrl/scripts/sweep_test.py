@@ -175,6 +175,13 @@ def test_settings_the_sweep_cannot_honour_are_refused_before_any_run(
     assert not (tmp_path / "sweep").exists()
 
 
+def test_a_hundred_seeds_together_log_to_a_file_named_by_the_first_and_last(tmp_path):
+    argv = ["--logdir", str(tmp_path), "--configs", "pendulum_jax", "--together"]
+    argv += ["--seeds", *map(str, range(100)), "--set", "num_envs=100000000"]
+    assert sweep.main(argv) == 1  # The train command refuses a storage too large for memory.
+    assert [path.name for path in tmp_path.iterdir()] == ["seeds0_..._99-pendulum_jax.log"]
+
+
 @pytest.mark.slow
 def test_evaluate_best_adds_the_kept_best_policy_on_more_episodes(swept, tmp_path, capsys):
     logdir, argv, rows, _ = swept
