@@ -29,6 +29,9 @@ import pathlib
 import sys
 from collections.abc import Callable, Sequence
 
+import gymnasium as gym
+
+from batchrl.envs.host import errors as env_errors
 from batchrl.scripts.train import UsageError
 from batchrl.training import checkpoint, environments, loop, run_folder, tail_average
 
@@ -224,6 +227,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except checkpoint.CheckpointError as error:  # Corrupt, or not this run's.
         print(f"evaluate: error: {error}", file=sys.stderr)
+        return 1
+    except (ValueError, gym.error.Error, env_errors.EnvError) as error:
+        # The run's env not found here (its module not importable, an id registered by a
+        # script), or failing: one line, as the train command says it.
+        print(f"evaluate: error: {str(error).splitlines()[0]}", file=sys.stderr)
         return 1
     return 0
 

@@ -174,6 +174,20 @@ def test_bad_input_is_one_line(run, tmp_path, capsys):
 
 
 @pytest.mark.slow
+def test_an_env_not_found_here_is_named_in_one_line(run, tmp_path, capsys):
+    # A run of an env of the user's module, evaluated where that module cannot be imported.
+    copy = tmp_path / run.name
+    shutil.copytree(run, copy)
+    config = copy / run_folder.CONFIG
+    config.write_text(config.read_text().replace("env: Pendulum-v1", "env: no_such_module:make"))
+    assert evaluate.main(["--logdir", str(copy), "--phases", "6"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("evaluate: error: cannot import 'no_such_module'")
+    assert "\n" not in err.strip()
+
+
+@pytest.mark.slow
 def test_a_corrupt_checkpoint_is_named_in_one_line(run, tmp_path, capsys):
     copy = tmp_path / run.name
     shutil.copytree(run, copy)
