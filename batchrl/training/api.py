@@ -17,13 +17,18 @@ horizon follow from it.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
+import functools
 import logging
 import os
 import pathlib
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+import gymnasium as gym
+from gymnasium.envs import registration
 
 from batchrl import configs
 from batchrl.bridge import xla_threads
@@ -57,7 +62,8 @@ def train(
             constructor (of a Gymnasium env, or of a JAX-native env when the backend is
             JAX-native); or a JAX-native env object (the backend becomes "jax"). A run
             folder records the env by name, so a constructor without an importable
-            `module:qualname`, or an env object, trains only with `logdir=None`.
+            `module:qualname`, an env object, or an id the script registers itself
+            (`gym.register` in `__main__`) trains only with `logdir=None`.
         steps: The budget in env steps.
         seed: The run's seed.
         seeds: Seeds to train together in one program (`training.together`), each a run
@@ -124,12 +130,44 @@ def _train_together(
 
 
 def _check_recordable(config: TrainConfig, given: Any, logdir: Any) -> None:
-    """A one-line ValueError for an env no name can record in a run folder."""
-    if given is not None and logdir is not None:
+    """A one-line ValueError for an env no name can record in a run folder.
+
+    An env given as an object, or a Gymnasium id that the running script registered
+    (`gym.register` in `__main__`): the train command's resume and `evaluate` run in a
+    process that never runs that script, so the folder's name would find no env.
+    """
+    if logdir is None or given is None:
+        return
+    if not config.jax_native and _registered_in_main(config.env) is not None:
         raise ValueError(
-            f"env {config.env!r} has no importable module:qualname to record in a run folder: "
-            "give a function or class defined at a module's top level, or logdir=None"
+            f"env {config.env!r} is registered by this script, which the train command and "
+            "evaluate never run: register it in a module and give env='module:"
+            f"{config.env}', or logdir=None"
         )
+    raise ValueError(
+        f"env {config.env!r} has no importable module:qualname to record in a run folder: "
+        "give a function or class defined at a module's top level, or logdir=None"
+    )
+
+
+def _registered_in_main(name: str) -> Callable[..., gym.Env] | None:
+    """A constructor of `name` when it is a Gymnasium id the running script registered.
+
+    Worker processes need not run the script (a notebook, `python -c`), so the id would
+    find no env there: its registration travels to them whole, with cloudpickle. None
+    for every other name.
+    """
+    spec = None if ":" in name else gym.registry.get(name)
+    if spec is None:
+        return None
+    entry_point = spec.entry_point
+    if isinstance(entry_point, str):
+        if entry_point.partition(":")[0] != "__main__":
+            return None
+        entry_point = registration.load_env_creator(entry_point)
+    elif getattr(entry_point, "__module__", None) != "__main__":
+        return None
+    return functools.partial(gym.make, dataclasses.replace(spec, entry_point=entry_point))
 
 
 def configure(
@@ -156,6 +194,8 @@ def configure(
     for key, value in (("steps", steps), ("seed", seed)):
         if value is not None:
             config = train_config.set_field(config, key, value, train_config.typed)
+    if given is None and not config.jax_native:
+        given = _registered_in_main(config.env)
     return config, name or run_folder.safe_name(config.env), given
 
 

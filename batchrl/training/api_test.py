@@ -1,5 +1,8 @@
 import functools
 import re
+import subprocess
+import sys
+import textwrap
 
 import gymnasium as gym
 import jax
@@ -225,6 +228,39 @@ def test_an_env_without_a_name_needs_logdir_none(tmp_path):
     for seeds in (None, [0, 1]):  # Refused once begun: the folders go too.
         with pytest.raises(MemoryError, match="storage takes"):
             batchrl.train("pendulum_jax", num_envs=10**8, seeds=seeds, logdir=tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_an_id_registered_by_the_script_trains_in_memory_only(tmp_path):
+    # `python -c` (or a notebook): workers cannot import the script to find the id, and
+    # the train command's resume and `evaluate`, which never run it, could not either.
+    script = textwrap.dedent(f"""
+        import gymnasium as gym
+        import batchrl
+        from batchrl.testing import cue
+
+        class ScriptCue(cue.Cue):
+            pass
+
+        gym.register(id="ScriptCue-v0", entry_point=ScriptCue, max_episode_steps=5)
+        settings = {TINY_CLIPPED!r}
+        try:
+            batchrl.train("blackjack", env="ScriptCue-v0", logdir={str(tmp_path)!r})
+        except ValueError as error:
+            print(error)
+        run = batchrl.train("blackjack", env="ScriptCue-v0", steps=64, **settings)
+        print(run.rundir, run.config.env, run.metrics[-1]["eval/length"])
+    """)
+    result = subprocess.run([sys.executable, "-c", script], timeout=300, capture_output=True)
+    assert result.returncode == 0, result.stderr.decode()
+    lines = result.stdout.decode().splitlines()  # The run's progress lines between.
+    assert [lines[0], lines[-1]] == [
+        "env 'ScriptCue-v0' is registered by this script, which the train command and "
+        "evaluate never run: register it in a module and give env='module:ScriptCue-v0', "
+        "or logdir=None",
+        "None ScriptCue-v0 5.0",  # Within the registered time limit.
+    ]
     assert not any(tmp_path.iterdir())
 
 
