@@ -23,11 +23,7 @@ import dataclasses
 import functools
 import logging
 import math
-import os
 import pathlib
-import signal
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -36,7 +32,6 @@ from batchrl import algorithm as algorithm_lib
 from batchrl.configs import TrainConfig
 from batchrl.training import (
     checkpoint,
-    compile_signals,
     device_memory,
     environments,
     loop,
@@ -45,6 +40,7 @@ from batchrl.training import (
     results,
     reuse,
     run_folder,
+    run_signals,
     tail_average,
     terminal,
 )
@@ -95,7 +91,7 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
     `final/episodes`. With `average_last` K above 1, the final policy's parameters are
     the mean of those its last K phases ended with (`tail_average`), read back from the
     checkpoints of a resumed run. Ctrl-C or SIGTERM lets the phase in flight finish and
-    be kept (`signals_kept`), saves a checkpoint of it and raises KeyboardInterrupt; a
+    be kept (`run_signals.signals_kept`), saves a checkpoint of it and raises KeyboardInterrupt; a
     second one stops at once, with a checkpoint of the phase before. A folder that
     another process trains is refused in one line (`run_folder.held`).
     """
@@ -130,9 +126,9 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
         # Restored: the checkpoint holds the episodes JAX-native envs were in, no others'.
         restart = int(state.phases) > 0 and not config.jax_native
         try:
-            with keeper, progress.ticking(), signals_kept() as received:
+            with keeper, progress.ticking(), run_signals.signals_kept() as received:
                 for done in range(int(state.phases) + 1, total + 1):
-                    raise_received(received)
+                    run_signals.raise_received(received)
                     final = done == total
                     state, metrics = loop.run_phase(
                         programs,
@@ -148,7 +144,9 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
                     env_steps = keeper.record(state, metrics)
                     progress.update(env_steps, metrics)
                     progress.print(terminal.summary_line(done, env_steps, metrics))
-                raise_received(received)  # A signal in the last phase still stops the program.
+                run_signals.raise_received(
+                    received
+                )  # A signal in the last phase still stops the program.
         except KeyboardInterrupt:
             progress.close()
             keeper.save_interrupted()
@@ -367,45 +365,3 @@ def _eval_returns(rundir: pathlib.Path, env_steps: int) -> dict[int, float]:
         for row in rows
         if row["step"] <= env_steps and row.get("eval/return") is not None
     }
-
-
-@contextlib.contextmanager
-def signals_kept() -> Iterator[list[int]]:
-    """Ctrl-C and SIGTERM stop a run between phases; a second one raises KeyboardInterrupt.
-
-    The first is kept in the list it yields, for the run loop's `raise_received` after
-    the phase in flight, which is then kept, not dropped. A KeyboardInterrupt stops a
-    phase only where Python runs in the main thread (a host env's call, a rollout
-    actor's wait) and loses its work; a JAX-native phase ran to its end whatever came,
-    and was dropped after (a phase of the seed's `humanoid` is a minute). The second
-    raises at once, in whatever runs when it comes, or when an XLA compile it comes in
-    returns (`compile_signals`); in a garbage collector's callback (JAX has one) Python
-    prints it and drops it, and `raise_received` raises it again.
-    In the main thread only, where Python takes signals; the handlers before are restored.
-    """
-    received: list[int] = []
-    if threading.current_thread() is not threading.main_thread():
-        yield received
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        received.append(signum)
-        name = signal.Signals(signum).name
-        if len(received) > 1:
-            if compile_signals.deferred(signum, frame):
-                return
-            raise KeyboardInterrupt(f"signal {name}")
-        # os.write, not print: the handler may run inside a print to the same stream. At a
-        # terminal, a new line ends the progress bar's.
-        line = f"batchrl: {name}: stopping after this phase; again to stop now\n"
-        with contextlib.suppress(OSError):  # No stderr, or a pipe's reader gone (`| tee`).
-            os.write(2, (("\n" if os.isatty(2) else "") + line).encode())
-
-    with compile_signals.stopping(interrupt):
-        yield received
-
-
-def raise_received(received: list[int]) -> None:
-    """Raises KeyboardInterrupt if `signals_kept` received a signal: the run stops here."""
-    if received:
-        raise KeyboardInterrupt(f"signal {signal.Signals(received[0]).name}")

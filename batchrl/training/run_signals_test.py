@@ -8,12 +8,12 @@ import pytest
 from batchrl.scripts import train
 from batchrl.scripts.train_test import TINY, run_folder, saved_state
 from batchrl.testing import interrupt
-from batchrl.training import checkpoint, loop, metrics_log, run
+from batchrl.training import checkpoint, loop, metrics_log, run_signals
 
 
 def test_the_first_signal_waits_for_the_phase_and_the_second_raises_at_once():
     before = signal.signal(signal.SIGINT, signal.default_int_handler)  # As at a terminal.
-    with run.signals_kept() as received:
+    with run_signals.signals_kept() as received:
         os.kill(os.getpid(), signal.SIGINT)
         for _ in range(10**6):  # The handler runs at the next bytecode; it raises nothing.
             pass
@@ -23,14 +23,14 @@ def test_the_first_signal_waits_for_the_phase_and_the_second_raises_at_once():
             for _ in range(10**6):
                 pass
         with pytest.raises(KeyboardInterrupt, match="SIGINT"):  # Between phases.
-            run.raise_received(received)
+            run_signals.raise_received(received)
     assert signal.signal(signal.SIGINT, before) is signal.default_int_handler
 
 
 def test_a_second_ctrl_c_dropped_on_its_way_is_raised_at_the_next_phase():
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        with run.signals_kept() as received:
+        with run_signals.signals_kept() as received:
             try:  # As Python does with an exception raised in a gc callback: printed, dropped.
                 for _ in range(2):
                     os.kill(os.getpid(), signal.SIGINT)
@@ -39,7 +39,7 @@ def test_a_second_ctrl_c_dropped_on_its_way_is_raised_at_the_next_phase():
             except KeyboardInterrupt:
                 pass
             with pytest.raises(KeyboardInterrupt, match="SIGINT"):
-                run.raise_received(received)
+                run_signals.raise_received(received)
     finally:
         assert signal.signal(signal.SIGINT, before) is signal.default_int_handler
 
@@ -47,9 +47,9 @@ def test_a_second_ctrl_c_dropped_on_its_way_is_raised_at_the_next_phase():
 def test_a_signal_ignored_before_stays_ignored():
     before = signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
-        with run.signals_kept() as received:
+        with run_signals.signals_kept() as received:
             os.kill(os.getpid(), signal.SIGTERM)
-            run.raise_received(received)
+            run_signals.raise_received(received)
         assert received == []
     finally:
         signal.signal(signal.SIGTERM, before)

@@ -29,6 +29,7 @@ from batchrl.training import (
     loop,
     run,
     run_folder,
+    run_signals,
     tail_average,
     terminal,
     together,
@@ -116,10 +117,10 @@ def _train(
             for writer in writers:
                 opened.callback(writer.shutdown)  # Waits for the last phase's records.
             opened.enter_context(progress.ticking())
-            received = opened.enter_context(run.signals_kept())
+            received = opened.enter_context(run_signals.signals_kept())
             restart = begun > 0 and not config.jax_native  # As `run.train`'s.
             for done in range(begun + 1, total + 1):
-                run.raise_received(received)
+                run_signals.raise_received(received)
                 stacked, rows = _phase(group, stacked, keepers, config, done, restart)
                 restart = False
                 if restarts is not None:  # Every seed's env workers replaced so far.
@@ -137,7 +138,7 @@ def _train(
                 progress.update(count * env_steps, mean)
                 line = terminal.summary_line(done, env_steps, mean)
                 progress.print(f"{line}  (mean of {count} seeds)")
-            run.raise_received(received)  # A signal in the last phase still stops it.
+            run_signals.raise_received(received)  # A signal in the last phase still stops it.
         for future in kept:
             future.result()
     except KeyboardInterrupt:
