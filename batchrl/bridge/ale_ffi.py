@@ -38,6 +38,7 @@ from batchrl.bridge import seeds as seeds_lib
 from batchrl.envs import spaces
 from batchrl.envs.atari import atari_group
 from batchrl.envs.host import batch as batch_lib
+from batchrl.envs.host import batch_taken
 from batchrl.envs.jax import jax_env
 
 _RESET_TARGET = "atari_vector_xla_reset"  # As `AtariVectorEnv.xla()` registers it.
@@ -89,7 +90,7 @@ class AleFfiBatch:
         device: jax.Device | None = None,
         env_seeds: Sequence[int] | None = None,
     ):
-        batch_lib.expect_batch(batch_env, "AleFfiBatch takes")
+        batch_taken.expect_batch(batch_env, "AleFfiBatch takes")
         self.device = jax.devices("cpu")[0] if device is None else device
         if self.device.platform not in platforms():
             raise ValueError(

@@ -42,6 +42,7 @@ from batchrl.bridge import one_block, surfaced, thread_state
 from batchrl.bridge.seeds import check_env_seeds, run_env_seeds
 from batchrl.envs import spaces
 from batchrl.envs.host import batch as batch_lib
+from batchrl.envs.host import batch_taken
 from batchrl.envs.jax import jax_env
 
 try:  # Present in the JAX versions pyproject.toml allows; kept optional on purpose.
@@ -119,7 +120,7 @@ class InGraphBatchEnv:
         in_place: bool | None = None,
         env_seeds: Sequence[int] | None = None,
     ):
-        batch_lib.expect_batch(batch_env, "InGraphBatchEnv takes")
+        batch_taken.expect_batch(batch_env, "InGraphBatchEnv takes")
         self.batch_env = batch_env
         self.device = jax.devices("cpu")[0] if device is None else device
         self.devices = devices

@@ -394,25 +394,6 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
             raise gym.error.ClosedEnvironmentError("this BatchEnv is closed")
 
 
-def expect_batch(value: Any, taker: str) -> None:
-    """Refuses in one line anything but a `BatchEnvBase`; `taker` begins the line.
-
-    The adapters (the bridge, SB3's VecEnv) step a batch through `step_into` and
-    `reset_at`, beneath Gymnasium's API: a Gymnasium vector wrapper over a batch would
-    be passed by, its work silently undone, so it is refused with what to pass instead.
-    """
-    if isinstance(value, BatchEnvBase):
-        return
-    got = type(value).__name__
-    if isinstance(value, gym.vector.VectorWrapper) and isinstance(value.unwrapped, BatchEnvBase):
-        raise TypeError(
-            f"{taker} a batchrl BatchEnv, got {got}, a Gymnasium vector wrapper over "
-            f"{value.unwrapped!r}: it steps the BatchEnv beneath any wrapper, so the "
-            f"wrapper would do nothing; pass the BatchEnv itself"
-        )
-    raise TypeError(f"{taker} a batchrl BatchEnv, got {got}")
-
-
 def _is_group(value: Any) -> bool:
     """Whether `value` is a group of envs: a `Group`, which has its buffers."""
     return isinstance(getattr(value, "buffers", None), stepper.Buffers)

@@ -21,7 +21,7 @@ from gymnasium.vector import AutoresetMode
 from stable_baselines3.common import vec_env
 
 from batchrl import env_spec
-from batchrl.envs.host import batch, obs_tree
+from batchrl.envs.host import batch, batch_taken, obs_tree
 
 Indices = None | int | Iterable[int]
 
@@ -30,7 +30,7 @@ class VecEnv(vec_env.VecEnv):
     """SB3's vectorised-env interface over `batch_env`, which it closes when closed."""
 
     def __init__(self, batch_env: batch.BatchEnvBase):
-        batch.expect_batch(batch_env, "VecEnv wraps")
+        batch_taken.expect_batch(batch_env, "VecEnv wraps")
         check_observation_space(batch_env.single_observation_space)
         self.batch_env = batch_env
         super().__init__(
