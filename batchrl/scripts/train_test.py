@@ -40,11 +40,13 @@ def phase_ends(folder: pathlib.Path) -> list[int]:
 
 
 def saved_state(path: pathlib.Path) -> bytes:
-    """The state a checkpoint file holds, as bytes: `best.bin` also holds its score."""
+    """The state a checkpoint file holds, as bytes, read and checked as `load` reads it.
+
+    `best.bin` also holds its score, so its bytes differ from its phase's checkpoint's.
+    """
     from flax import serialization
 
-    payload = serialization.msgpack_restore(path.read_bytes()[checkpoint._HEADER.size :])
-    return serialization.msgpack_serialize(payload["state"])
+    return serialization.msgpack_serialize(checkpoint._read(path)[1])
 
 
 def run_folder(logdir: pathlib.Path) -> pathlib.Path:
