@@ -28,7 +28,7 @@ import numpy as np
 from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
 from batchrl.configs import train_config
-from batchrl.training import device_memory, loop
+from batchrl.training import loop, together_memory
 from batchrl.training import phase as phase_lib
 
 
@@ -49,6 +49,8 @@ class Together:
         unstack: that state -> each seed's, as its solo run's (to keep and checkpoint).
         rounds_apart: each seed's evaluation round stops where its solo run's does (its
             envs its own); else all play until the last seed's round ends.
+        program: the train phase's `jax.jit`, whose peak `together_memory` reads before
+            it runs; None where acting and learning are apart (`phase.split`).
     """
 
     solo: loop.Programs
@@ -59,6 +61,7 @@ class Together:
     stack: Callable[[Sequence[loop.RunState]], loop.RunState]
     unstack: Callable[[loop.RunState], list[loop.RunState]]
     rounds_apart: bool = True
+    program: Any = None
 
 
 def check_configs(configs: Sequence[train_config.TrainConfig]) -> None:
@@ -96,36 +99,19 @@ def check_env(where: Any) -> None:
         )
 
 
-def check_fits(programs: loop.Programs, seeds: int) -> None:
-    """A one-line MemoryError when N seeds' storage exceeds the learner's free memory.
-
-    Names the storage's size and the most seeds that fit.
-    """
-    device = programs.where.learner
-    free = device_memory.available(device)
-    total = seeds * programs.storage_bytes
-    if free is None or total <= free:
-        return
-    fits = free // max(programs.storage_bytes, 1)
-    raise MemoryError(
-        f"the storage of {seeds} seeds takes {device_memory.human(total)}, more than the "
-        f"{device_memory.human(free)} free on {device.platform}: at most {fits} seeds fit"
-    )
-
-
 def build(
     configs: Sequence[train_config.TrainConfig], env: simulate.CompiledBatch
 ) -> tuple[Together, list[loop.RunState]]:
     """The programs of `configs`' seeds on `env`, and each seed's fresh solo state.
 
     The configs differ in their seeds only (`check_configs`); the storage of all of them
-    must fit the learner's memory (`check_fits`).
+    must fit the learner's memory (`together_memory.check_storage`).
     """
     check_configs(configs)
     first = dataclasses.replace(configs[0], overlap="off")  # One program: nothing to overlap.
     programs, state = loop.build(first, env)
     check_env(programs.where)
-    check_fits(programs, len(configs))
+    together_memory.check_storage(programs, len(configs))
     states = [state] + [loop.initial_state(programs, config, env) for config in configs[1:]]
     return make(programs, env, len(configs)), states
 
@@ -175,6 +161,7 @@ def make(
         seeds=seeds,
         stack=stack,
         unstack=lambda stacked: unstack(stacked, seeds),
+        program=compiled_train,
     )
 
 

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 
 from batchrl import simulate
 from batchrl.configs import train_config
-from batchrl.training import loop, together
+from batchrl.training import loop, together, together_memory
 from batchrl.training import phase as phase_lib
 
 
@@ -109,7 +109,7 @@ def build(
     runs = len(configs)
     first = dataclasses.replace(configs[0], overlap="off")  # One program: nothing to overlap.
     programs = loop.make_programs(first, env, runs=runs)
-    together.check_fits(programs, runs)
+    together_memory.check_storage(programs, runs)
     keys = [jax.random.split(jax.random.key(config.seed), 3) for config in configs]
     with jax.default_device(programs.where.acting):
         train = simulate.init(env, together.stack([key[1] for key in keys]))
@@ -155,6 +155,7 @@ def make(programs: loop.Programs, env: simulate.CompiledBatch, runs: int) -> tog
         return {**summary(state), **learned(learner)}  # The summary has a value a seed.
 
     compiled_evaluate = jax.jit(evaluate)
+    compiled_train = None
     if programs.where.split:  # Acting on one device, learning on another: `phase.split`.
         trains = phase_lib.split(
             env, networks, programs.train_steps, programs.where, algorithm=stacked
@@ -171,4 +172,5 @@ def make(programs: loop.Programs, env: simulate.CompiledBatch, runs: int) -> tog
         stack=stack_states,
         unstack=lambda stacked: unstack_states(stacked, runs),
         rounds_apart=False,
+        program=compiled_train,
     )

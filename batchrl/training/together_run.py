@@ -34,6 +34,7 @@ from batchrl.training import (
     terminal,
     together,
     together_host,
+    together_memory,
 )
 
 logger = logging.getLogger("batchrl.training")
@@ -104,6 +105,7 @@ def _train(
         for rundir, seed_config, state in zip(rundirs, configs, states, strict=True)
     ]
     stacked = group.stack(states)
+    _check_memory(group, stacked, states)
     # A thread a seed, so the seeds' checkpoints are written side by side.
     writers = [
         concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="batchrl-keeper")
@@ -284,6 +286,20 @@ def _common_phase(
             ) from None
         logger.warning("%s goes back to phase %d, as the other seeds", rundir.name, common)
     return states
+
+
+def _check_memory(
+    group: together.Together, stacked: loop.RunState, states: list[loop.RunState]
+) -> None:
+    """Compiles the train phase and refuses, in one line, one that would not fit memory."""
+    if group.program is None:  # Acting and learning apart: no one program to read.
+        return
+    reset = jax.numpy.asarray(False)  # As `_phase` gives it: a boolean.
+    train = simulate.clear_summary(stacked.train)
+    peak = together_memory.peak(group.program, train, stacked.agent, reset)
+    if peak is not None:
+        held = device_memory.nbytes(stacked) + device_memory.nbytes(states)
+        together_memory.check_phase(peak, group.seeds, held, group.solo.where.learner)
 
 
 def _announce(rundirs: Sequence[pathlib.Path | None], group: together.Together) -> None:

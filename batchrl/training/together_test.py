@@ -21,6 +21,7 @@ from batchrl.training import (
     run,
     run_folder,
     together,
+    together_memory,
     together_run,
 )
 
@@ -186,6 +187,38 @@ def test_a_sweep_too_big_for_memory_is_one_line(monkeypatch):
     assert "\n" not in message
     assert f"the storage of 10 seeds takes {device_memory.human(10 * per_seed)}" in message
     assert message.endswith("at most 3 seeds fit")
+
+
+def test_a_phase_too_big_for_memory_is_refused_naming_seeds_that_do_fit(monkeypatch):
+    # A device of `size` bytes: what is free is what its live arrays leave.
+    size = 0
+    live = lambda: sum(array.nbytes for array in jax.live_arrays())  # noqa: E731
+    monkeypatch.setattr(device_memory, "available", lambda device: size - live())
+    measured = {}
+    real_check = together_memory.check_phase
+
+    def measure(peak, seeds, held, device):
+        measured.update(needs=peak.outputs + peak.temporaries, live=live())
+        raise InterruptedError
+
+    seeds = [config_of("pendulum_jax", PENALTY, seed) for seed in range(10)]
+    with monkeypatch.context() as patched:
+        patched.setattr(together_memory, "check_phase", measure)
+        size = 2**62
+        with pytest.raises(InterruptedError):
+            together_run.train([None] * 10, seeds)
+    # The seeds' storage fits such a device; their phase's outputs and temporaries not.
+    size = measured["live"] + measured["needs"] // 2
+    with pytest.raises(MemoryError) as raised:
+        together_run.train([None] * 10, seeds)
+    message = str(raised.value)
+    del raised
+    assert together_memory.check_phase is real_check and "\n" not in message
+    assert message.startswith("a train phase of 10 seeds needs ")
+    most = int(message.split("at most ")[1].split(" seeds fit")[0])
+    assert 1 <= most < 10, message
+    runs = together_run.train([None] * most, seeds[:most])  # As many as it names do fit.
+    assert [len(result.metrics) for result in runs] == [seeds[0].phases] * most
 
 
 def test_configs_that_differ_beyond_their_seed_are_refused():
