@@ -26,6 +26,11 @@ def return_text(value: float) -> str:
     return f"{value:.1f}" if abs(value) >= 10 else f"{value:#.3g}"
 
 
+def counted(number: int, noun: str) -> str:
+    """`number` and `noun`, plural unless one: "1 seed", "3 seeds"."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
+
+
 # (metric key, label, format) in the order `summary_line` shows them.
 _SUMMARY_FIELDS = (
     ("train/return", "train return", return_text),

@@ -208,3 +208,9 @@ def test_progress_ticks_only_on_a_terminal(capsys):
     assert _drawn_in_three_ticks(TtyStream()).count("\r") >= 3
     assert "\r" not in _drawn_in_three_ticks(io.StringIO())
     assert "\r" not in capsys.readouterr().err
+
+
+def test_a_count_of_one_reads_singular():
+    assert terminal.counted(1, "seed") == "1 seed"
+    assert terminal.counted(0, "seed") == "0 seeds"
+    assert terminal.counted(3, "seed") == "3 seeds"

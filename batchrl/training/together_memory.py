@@ -16,7 +16,7 @@ from typing import Any
 
 import jax
 
-from batchrl.training import device_memory, loop
+from batchrl.training import device_memory, loop, terminal
 
 
 def check_storage(programs: loop.Programs, seeds: int) -> None:
@@ -31,8 +31,9 @@ def check_storage(programs: loop.Programs, seeds: int) -> None:
         return
     fits = free // max(programs.storage_bytes, 1)
     raise MemoryError(
-        f"the storage of {seeds} seeds takes {device_memory.human(total)}, more than the "
-        f"{device_memory.human(free)} free on {device.platform}: at most {fits} seeds fit"
+        f"the storage of {terminal.counted(seeds, 'seed')} takes {device_memory.human(total)}, "
+        f"more than the {device_memory.human(free)} free on {device.platform}: "
+        f"at most {_fit(fits)}"
     )
 
 
@@ -69,12 +70,17 @@ def check_phase(peak: Peak, seeds: int, held: int, device: jax.Device) -> None:
     per_seed = (held + peak.outputs) / seeds
     fits = max(int((free + held - peak.temporaries) // per_seed), 0)
     most = (
-        f"at most {fits} seeds fit"
+        f"at most {_fit(fits)}"
         if fits
         else "not one seed fits: lower num_envs, max_length, update_every or steps_per_update"
     )
     raise MemoryError(
-        f"a train phase of {seeds} seeds needs {device_memory.human(needs)} beyond their "
-        f"states' {device_memory.human(held)}, more than the {device_memory.human(free)} "
-        f"free on {device.platform}: {most}"
+        f"a train phase of {terminal.counted(seeds, 'seed')} needs {device_memory.human(needs)} "
+        f"beyond their states' {device_memory.human(held)}, "
+        f"more than the {device_memory.human(free)} free on {device.platform}: {most}"
     )
+
+
+def _fit(seeds: int) -> str:
+    """How many seeds fit, as a message says it: "1 seed fits", "3 seeds fit"."""
+    return f"{terminal.counted(seeds, 'seed')} {'fits' if seeds == 1 else 'fit'}"

@@ -139,7 +139,7 @@ def _train(
                 env_steps = int(rows[0]["perf/env_steps"])
                 progress.update(count * env_steps, mean)
                 line = terminal.summary_line(done, env_steps, mean)
-                progress.print(f"{line}  (mean of {count} seeds)")
+                progress.print(f"{line}  (mean of {terminal.counted(count, 'seed')})")
             run_signals.raise_received(received)  # A signal in the last phase still stops it.
         for future in kept:
             future.result()
@@ -309,7 +309,7 @@ def _announce(rundirs: Sequence[pathlib.Path | None], group: together.Together) 
     folders = [str(rundir) for rundir in rundirs if rundir is not None]
     where = f"run folders {folders[0]} ... {folders[-1]}" if folders else "in memory"
     print(
-        f"{group.seeds} seeds together, {where}; {programs.where.describe()}; "
+        f"{terminal.counted(group.seeds, 'seed')} together, {where}; {programs.where.describe()}; "
         f"storage {storage} ({device_memory.human(programs.storage_bytes)} a seed); "
         "compiling the first phase",
         flush=True,

@@ -311,6 +311,16 @@ def test_batchrl_train_with_seeds_returns_a_run_a_seed(tmp_path):
     assert not (tmp_path / "more").exists()
 
 
+def test_a_together_run_of_one_seed_says_seed(capsys):
+    settings = dict(num_envs=4, update_every=4, max_length=50, final_episodes=4)
+    settings.update(policy_layers=(16,), value_layers=(16,))
+    batchrl.train("pendulum_jax", steps=400, seeds=[3], **settings)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("1 seed together, in memory; ")
+    phases = [line for line in lines if line.startswith("phase ")]
+    assert len(phases) == 2 and all(line.endswith("  (mean of 1 seed)") for line in phases)
+
+
 def test_seeds_with_set_seed_are_refused_in_one_line(tmp_path, capsys):
     argv = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--seeds", "1", "2"]
     assert train.main([*argv, "--set", "seed=5"]) == 2
