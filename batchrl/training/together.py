@@ -28,7 +28,7 @@ import numpy as np
 from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
 from batchrl.configs import train_config
-from batchrl.training import loop, together_memory
+from batchrl.training import loop, placement, together_memory
 from batchrl.training import phase as phase_lib
 
 
@@ -91,11 +91,18 @@ def check_configs(configs: Sequence[train_config.TrainConfig]) -> None:
             )
 
 
-def check_env(where: Any) -> None:
-    """A one-line ValueError for a placement whose seeds cannot map together."""
+def check_env(where: Any, config: train_config.TrainConfig) -> None:
+    """A one-line ValueError for a placement whose seeds cannot map together.
+
+    Names the settings `config` placed `where` by and the values that put both on one device.
+    """
     if where.split:
+        acting, learner = placement.name_of(where.acting), placement.name_of(where.learner)
         raise ValueError(
-            f"seeds train together with acting and learning on one device, got {where.describe()}"
+            "seeds on a JAX-native env train together only acting and learning on one device, "
+            f"got acting_device={config.acting_device!r} (acting on {acting}) and "
+            f"device={config.device!r} (learning on {learner}): set acting_device=auto to act "
+            f"where they learn, or device={acting} to learn where they act"
         )
 
 
@@ -110,7 +117,7 @@ def build(
     check_configs(configs)
     first = dataclasses.replace(configs[0], overlap="off")  # One program: nothing to overlap.
     programs, state = loop.build(first, env)
-    check_env(programs.where)
+    check_env(programs.where, first)
     together_memory.check_storage(programs, len(configs))
     states = [state] + [loop.initial_state(programs, config, env) for config in configs[1:]]
     return make(programs, env, len(configs)), states

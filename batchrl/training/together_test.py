@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import types
 
 import jax
 import numpy as np
@@ -18,6 +19,7 @@ from batchrl.training import (
     checkpoint,
     device_memory,
     environments,
+    placement,
     run,
     run_folder,
     together,
@@ -235,6 +237,20 @@ def test_seeds_on_rollout_actors_are_refused_in_one_line():
     configs = [config_of("cartpole", settings, seed) for seed in (0, 1)]
     with pytest.raises(ValueError, match=r"^seeds train together .*rollout_actors=2: train each"):
         together.check_configs(configs)
+
+
+def test_a_split_placement_is_refused_naming_the_settings_to_change():
+    # Stand-ins for two devices: this process has one CPU device.
+    acting, learner = (types.SimpleNamespace(platform="cpu", id=i) for i in (0, 1))
+    where = placement.Placement(acting=acting, learner=learner)
+    config = config_of("pendulum_jax", ["acting_device=cpu:0", "device=cpu:1"], 0)
+    with pytest.raises(ValueError) as raised:
+        together.check_env(where, config)
+    assert str(raised.value) == (
+        "seeds on a JAX-native env train together only acting and learning on one device, got "
+        "acting_device='cpu:0' (acting on cpu:0) and device='cpu:1' (learning on cpu:1): "
+        "set acting_device=auto to act where they learn, or device=cpu:0 to learn where they act"
+    )
 
 
 def test_atari_is_refused_in_one_line():
