@@ -132,18 +132,22 @@ def check_observation_mode(mode: Any) -> Any:
 
 
 def check_seeds(seed: Any, num_envs: int) -> list[int | None]:
-    """One seed per env from None, an int (env i gets seed + i) or a list."""
+    """One seed per env from None, an int (env i gets seed + i) or a list of int or None."""
+    allowed = "give an int, a list of one int or None per env, or None"
     if seed is None:
         return [None] * num_envs
     if isinstance(seed, int | np.integer):
         return [int(seed) + i for i in range(num_envs)]
+    if isinstance(seed, str | bytes) or not hasattr(seed, "__iter__"):
+        raise TypeError(f"reset got seed={seed!r}: {allowed}")
     seeds = list(seed)
+    for one in seeds:
+        if one is not None and not isinstance(one, int | np.integer):
+            raise TypeError(f"reset got seed={seed!r}, whose {one!r} is not an int: {allowed}")
     if len(seeds) != num_envs:
-        raise ValueError(
-            f"reset got {len(seeds)} seeds for {num_envs} envs: give one int, None, or "
-            f"one seed per env"
-        )
-    return seeds
+        counted = "1 seed" if len(seeds) == 1 else f"{len(seeds)} seeds"
+        raise ValueError(f"reset got {counted} for {num_envs} envs: {allowed}")
+    return [None if one is None else int(one) for one in seeds]
 
 
 class ResetMaskError(ValueError, AssertionError):

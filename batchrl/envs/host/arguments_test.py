@@ -48,3 +48,24 @@ def test_what_external_cannot_build_is_named_in_one_line(env, num_envs, options,
     with pytest.raises(error, match=message) as raised:
         BatchEnv.external(env, num_envs, **options).close()
     assert "\n" not in str(raised.value)
+
+
+def test_a_seed_reset_cannot_use_is_named_in_one_line():
+    allowed = r"give an int, a list of one int or None per env, or None"
+    env = BatchEnv.from_envs([make_cartpole() for _ in range(2)])
+    try:
+        for seed, why in (
+            ("a", "seed='a'"),
+            ("ab", "seed='ab'"),
+            (1.5, "seed=1.5"),
+            ([1, "x"], r"seed=\[1, 'x'\], whose 'x' is not an int"),
+            ([1.0, 2.0], r"seed=\[1.0, 2.0\], whose 1.0 is not an int"),
+        ):
+            with pytest.raises(TypeError, match=rf"^reset got {why}: {allowed}$"):
+                env.reset(seed=seed)
+        with pytest.raises(ValueError, match=rf"^reset got 1 seed for 2 envs: {allowed}$"):
+            env.reset(seed=[1])
+        obs, _ = env.reset(seed=[3, None])  # Refused calls leave the batch as it was.
+        assert obs.shape == (2, 4)
+    finally:
+        env.close()
