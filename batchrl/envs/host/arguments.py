@@ -6,6 +6,7 @@ that names the bad value and what is allowed.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -89,6 +90,20 @@ def check_envs_per_worker(envs_per_worker: Any) -> int | None:
             f"envs_per_worker must be a whole number of at least 1, got {envs_per_worker!r}"
         )
     return int(envs_per_worker)
+
+
+def check_timeout(timeout: Any) -> float | None:
+    """`timeout` as positive, finite seconds (None: no limit), or a ValueError naming it."""
+    if timeout is None:
+        return None
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float | np.integer | np.floating)
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
+        raise ValueError(f"timeout must be a positive number of seconds or None, got {timeout!r}")
+    return float(timeout)
 
 
 def check_local_envs(local_envs: int | str, num_envs: int) -> int:

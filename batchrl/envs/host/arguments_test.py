@@ -1,4 +1,4 @@
-"""A batch's arguments: what `BatchEnv.external` is given is checked and named in one line."""
+"""A batch's arguments: what `BatchEnv.external` and `.ray` take, named in one line when bad."""
 
 import gymnasium as gym
 import pytest
@@ -69,3 +69,17 @@ def test_a_seed_reset_cannot_use_is_named_in_one_line():
         assert obs.shape == (2, 4)
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("timeout", ["5", float("nan"), float("inf"), True, 0, -1.0])
+def test_a_timeout_that_is_not_positive_seconds_is_named_in_one_line(timeout):
+    message = rf"^timeout must be a positive number of seconds or None, got {timeout!r}$"
+    with pytest.raises(ValueError, match=message):
+        BatchEnv.external("CartPole-v1", 2, timeout=timeout).close()
+
+
+def test_ray_refuses_a_timeout_before_it_starts_ray():
+    pytest.importorskip("ray")
+    message = r"^timeout must be a positive number of seconds or None, got '5'$"
+    with pytest.raises(ValueError, match=message):
+        BatchEnv.ray("CartPole-v1", 2, timeout="5")  # A refused call starts no Ray.

@@ -26,7 +26,16 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import errors, lifecycle, obs_tree, remote, shared, stepper, worker
+from batchrl.envs.host import (
+    arguments,
+    errors,
+    lifecycle,
+    obs_tree,
+    remote,
+    shared,
+    stepper,
+    worker,
+)
 from batchrl.envs.host import infos as infos_lib
 
 logger = logging.getLogger("batchrl.envs")
@@ -46,8 +55,7 @@ class ProcessGroup(remote.RemoteGroup):
         spin: float = lifecycle.DEFAULT_SPIN,
         observation_mode: Any = "same",
     ):
-        if timeout is not None and timeout <= 0:
-            raise ValueError(f"timeout must be positive seconds or None, got {timeout!r}")
+        timeout = arguments.check_timeout(timeout)
         if spin < 0:
             raise ValueError(f"spin must be zero or positive seconds, got {spin!r}")
         self.num_envs = len(constructors)

@@ -30,8 +30,7 @@ def build(
     mode = arguments.check_autoreset_mode(autoreset_mode)
     observation_mode = arguments.check_observation_mode(observation_mode)
     constructors = arguments.constructors(env, num_envs)
-    if timeout is not None and timeout <= 0:
-        raise ValueError(f"timeout must be positive seconds or None, got {timeout!r}")
+    timeout = arguments.check_timeout(timeout)
     # Checked here, not in the actors, where a bad one would read as an env's failure.
     envs_per_worker = arguments.check_envs_per_worker(envs_per_worker)
     actors = _check_actors(actors, len(constructors))
