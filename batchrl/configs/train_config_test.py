@@ -66,6 +66,12 @@ def test_set_reads_integers_exactly_and_in_scientific_notation():
         ("phase_steps=2147483648", r"phase_steps must be below 2\*\*31 \(2,147,483,648\)"),
         ("entropy_coef=nan", r"^entropy_coef must be a number, got nan$"),
         ("kl_cutoff_coef=NaN", r"^kl_cutoff_coef must be a number, got nan$"),
+        ("learning_rate=inf", r"^learning_rate must be a positive, finite number, got inf$"),
+        ("init_std=inf", r"^init_std must be a positive, finite number, got inf$"),
+        ("kl_init_penalty=inf", r"^kl_init_penalty must be a positive, finite number, got inf$"),
+        ("entropy_coef=-inf", r"^entropy_coef must be a finite number, got -inf$"),
+        ("init_output_factor=inf", r"^init_output_factor must be a finite number, got inf$"),
+        ("kl_cutoff_coef=inf", r"^kl_cutoff_coef must be a finite number, got inf$"),
     ],
 )
 def test_bad_settings_are_one_line_errors(assignment, message):

@@ -222,6 +222,8 @@ def test_annealing_and_recomputing_are_settings_of_the_clipped_objective():
             overrides.parse_override(train_config.TrainConfig(), f"{name}=true")
     with pytest.raises(ValueError, match=r"learning_rate must be positive, got 0\.0"):
         config_lib.ClippedConfig(learning_rate=0.0)
+    with pytest.raises(ValueError, match=r"^value_coef must be a finite number, got inf$"):
+        config_lib.ClippedConfig(value_coef=float("inf"))
 
 
 def python_gae(reward, value, next_value, terminated, done, discount, lambda_):

@@ -13,6 +13,7 @@ together, the longest episode, and the env steps of training. The run's config
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import ClassVar
 
 REWARD_SCALES = ("reward", "return")
@@ -103,6 +104,8 @@ class Common:
             raise ValueError(
                 f"unknown reward_scale {self.reward_scale!r}: use one of {REWARD_SCALES}"
             )
+        _finite(self, "learning_rate", "init_std", allowed="a positive, finite number")
+        _finite(self, "init_output_factor", "entropy_coef")  # Infinite: NaN losses.
         _positive(self, "learning_rate", "init_std", "observation_clip", "reward_clip")
         _positive(self, "max_grad_norm")
         if not 0.0 < self.discount <= 1.0:
@@ -133,6 +136,8 @@ class PenaltyConfig(Common):
     def __post_init__(self):
         super().__post_init__()
         _at_least_one(self, "update_every", "batch_size", "chunk_length")
+        _finite(self, "kl_init_penalty", allowed="a positive, finite number")
+        _finite(self, "kl_cutoff_coef")
         _positive(self, "kl_target", "kl_init_penalty", "kl_cutoff_factor")
 
     def chunk(self, max_length: int) -> int:
@@ -193,6 +198,7 @@ class ClippedConfig(Common):
     def __post_init__(self):
         super().__post_init__()
         _at_least_one(self, "steps_per_update", "num_minibatches")
+        _finite(self, "value_coef")
         _positive(self, "clip_ratio", "clip_value", "target_kl")
         if self.final_discount is not None and not 0.0 < self.final_discount <= 1.0:
             raise ValueError(f"final_discount must be in (0, 1] or None, got {self.final_discount}")
@@ -217,6 +223,17 @@ def _positive(config: object, *names: str) -> None:
         value = getattr(config, name)
         if value is not None and not value > 0:
             raise ValueError(f"{name} must be positive, got {value}")
+
+
+def _finite(config: object, *names: str, allowed: str = "a finite number") -> None:
+    """A one-line ValueError for a setting of `names` that is infinite.
+
+    NaN is refused by `_positive` or, for the others, by `TrainConfig`.
+    """
+    for name in names:
+        value = getattr(config, name)
+        if math.isinf(value):
+            raise ValueError(f"{name} must be {allowed}, got {value}")
 
 
 def _at_least_one(config: object, *names: str) -> None:

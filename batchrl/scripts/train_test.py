@@ -182,6 +182,10 @@ def test_a_run_another_process_trains_is_refused_in_one_line(finished_run, tmp_p
         (["--config", "cheetah_clipped", "--set", "gae_lambda=95"], "gae_lambda must be in [0, 1]"),
         (["--config", "cheetah_clipped", "--set", "clip_ratio=0"], "clip_ratio must be positive"),
         (["--config", "pendulum", "--set", "init_std=-0.5"], "init_std must be positive, got -0.5"),
+        (
+            ["--config", "pendulum_jax", "--set", "learning_rate=inf"],
+            "learning_rate must be a positive, finite number, got inf",
+        ),
         (["--timestamp", "19990101T000000"], "no run with timestamp '19990101T000000'"),
         # Refused once the run began: its folder goes too.
         (["--config", "pendulum_jax", "--set", "num_envs=100000000"], "storage takes"),
