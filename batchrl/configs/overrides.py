@@ -9,6 +9,7 @@ ValueError that says what is allowed.
 from __future__ import annotations
 
 import contextlib
+import re
 import types
 import typing
 from typing import Any
@@ -16,6 +17,21 @@ from typing import Any
 import yaml
 
 from batchrl.configs import train_config
+
+
+class _Loader(yaml.SafeLoader):
+    """`yaml.safe_load`'s YAML, with numbers JSON writes read as numbers: `1e-3`, `2E5`.
+
+    YAML 1.1, which PyYAML reads, wants a dot in a float (`1.0e-3`) and keeps `1e-3` a
+    string, which an env's constructor then gets in place of its number.
+    """
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
 
 
 def _parse(name: str, kind: Any, text: str) -> Any:
@@ -28,7 +44,7 @@ def _parse(name: str, kind: Any, text: str) -> Any:
         return _parse(name, options[0], text)
     if origin is dict:
         try:
-            value = yaml.safe_load(text)
+            value = yaml.load(text, Loader=_Loader)  # A SafeLoader: no code runs.
         except yaml.YAMLError:
             value = text
         return train_config.typed(name, kind, value)

@@ -178,6 +178,13 @@ def test_env_kwargs_are_a_mapping_kept_in_the_run_folder():
         overrides.parse_override(presets.get("pendulum_jax"), "env_kwargs={g: 2.0}")
 
 
+@pytest.mark.parametrize("text", ['{"g": 1e1, "dt": 5E-2}', "{g: 1e1, dt: 5e-2}"])
+def test_env_kwargs_read_numbers_in_exponent_form_as_json_writes_them(text):
+    config = overrides.parse_override(presets.get("pendulum"), f"env_kwargs={text}")
+    assert config.env_kwargs == {"g": 10.0, "dt": 0.05}  # Not the strings "1e1", "5E-2".
+    assert overrides.parse_override(config, "env_kwargs={id: e5}").env_kwargs == {"id": "e5"}
+
+
 def test_eval_sample_is_kept_in_the_run_folder_and_older_folders_read_as_the_mean_action():
     config = overrides.parse_override(presets.get("pendulum_jax"), "eval_sample=true")
     assert config.eval_sample is True and presets.get("pendulum_jax").eval_sample is False
