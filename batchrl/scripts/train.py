@@ -201,6 +201,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         FloatingPointError,
         MemoryError,
         _checkpoint_error(),
+        run_folder.WriteError,  # A full disk, a read-only folder: the file and what to do.
     ) as error:
         print(f"batchrl: error: {str(error).splitlines()[0]}", file=sys.stderr)
         return 1

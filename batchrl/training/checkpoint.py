@@ -91,7 +91,6 @@ def save(
     directory = pathlib.Path(directory)
     data = _pack(step, state, fresh)
     path = path_for(directory, step)
-    directory.mkdir(parents=True, exist_ok=True)
     run_folder.write_atomic(path, data)
     for old in steps(directory)[:-keep]:
         path_for(directory, old).unlink(missing_ok=True)
@@ -112,7 +111,6 @@ def save_best(
     """
     path = pathlib.Path(directory) / BEST
     data = _pack(step, state, fresh, score)
-    path.parent.mkdir(parents=True, exist_ok=True)
     run_folder.write_atomic(path, data)
     return path
 

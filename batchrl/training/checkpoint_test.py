@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import pathlib
 import pickle
+import tempfile
 from typing import Any
 
 import flax
@@ -19,7 +21,7 @@ import pytest
 from batchrl.ppo import agent_networks, clipped
 from batchrl.ppo import config as config_lib
 from batchrl.testing import jax_mock
-from batchrl.training import checkpoint
+from batchrl.training import checkpoint, run_folder
 
 
 class _MLP(nn.Module):
@@ -186,6 +188,30 @@ def test_failed_write_leaves_no_final_file(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="disk full"):
         checkpoint.save(tmp_path, 20, _state(seed=2), keep=1)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-000000000010.bin"]
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "code"),
+    [(os, "fsync", errno.ENOSPC), (tempfile, "mkstemp", errno.EACCES)],  # Mid-way; read-only.
+)
+def test_a_failed_write_is_one_line_naming_the_file_and_keeps_the_last_good(
+    tmp_path, monkeypatch, module, name, code
+):
+    checkpoint.save(tmp_path, 10, _state(seed=1))
+
+    def fail(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(module, name, fail)
+    with pytest.raises(run_folder.WriteError) as raised:
+        checkpoint.save(tmp_path, 20, _state(seed=2), keep=1)
+    message = str(raised.value)
+    assert message.startswith(f"cannot write '{tmp_path}/ckpt-000000000020.bin': ")
+    assert os.strerror(code) in message and "then resume the run" in message
+    assert "\n" not in message
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-000000000010.bin"]
+    assert checkpoint.load_latest(tmp_path, _state(seed=0))[0] == 10
 
 
 def test_no_pickle(tmp_path, monkeypatch):

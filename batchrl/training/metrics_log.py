@@ -9,6 +9,7 @@ wrote except possibly a half-written last line, which `read_jsonl` skips and a r
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import logging
@@ -86,8 +87,11 @@ class Writer:
             raise ValueError('metrics must not have a "step" key; it is the record\'s own step')
         record = {"step": int(step)}
         record.update({key: _json_number(value) for key, value in metrics.items()})
-        self._jsonl.write(json.dumps(record, allow_nan=False) + "\n")
-        self._jsonl.flush()
+        try:  # A full disk: one line naming the file, as the run folder's other writes.
+            self._jsonl.write(json.dumps(record, allow_nan=False) + "\n")
+            self._jsonl.flush()
+        except OSError as error:
+            raise run_folder.write_error(Path(self._jsonl.name), error) from error
         values = [
             self._summary_pb2.Summary.Value(tag=key, simple_value=value)
             for key, value in record.items()
@@ -96,15 +100,22 @@ class Writer:
         if values:
             summary = self._summary_pb2.Summary(value=values)
             event = self._event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary)
-            self._events.write_event(event)
-            self._events.flush()
+            try:
+                self._events.write_event(event)
+                self._events.flush()
+            except OSError as error:
+                raise run_folder.write_error(
+                    self.logdir / "events.out.tfevents.*", error
+                ) from error
 
     def close(self) -> None:
         """Closes both files; further closes do nothing."""
         if not self._closed:
             self._closed = True
-            self._jsonl.close()
-            self._events.close()
+            with contextlib.suppress(OSError):  # What a failed write left: it raised already.
+                self._jsonl.close()
+            with contextlib.suppress(OSError):
+                self._events.close()
 
     def __enter__(self) -> Writer:
         return self

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 from tensorboard.backend.event_processing import event_accumulator
 
-from batchrl.training import metrics_log
+from batchrl.training import metrics_log, run_folder
 
 
 def read_scalars(logdir) -> dict[str, list[tuple[int, float]]]:
@@ -56,6 +56,15 @@ def test_event_files_hold_the_finite_scalars_before_close(tmp_path):
     writer.close()
     with pytest.raises(ValueError, match="closed"):
         writer.write(30, {"train/kl": 1.0})
+
+
+def test_a_row_the_disk_cannot_take_is_one_line_naming_the_file(tmp_path):
+    writer = metrics_log.Writer(tmp_path)
+    writer._jsonl.close()
+    writer._jsonl = open("/dev/full", "w")  # noqa: SIM115  Writes: ENOSPC.
+    with pytest.raises(run_folder.WriteError, match=r"^cannot write '/dev/full': No space left"):
+        writer.write(10, {"train/kl": 0.5})
+    writer.close()  # What the failed write left is not raised again.
 
 
 def test_killed_run_keeps_what_it_wrote(tmp_path):

@@ -45,6 +45,24 @@ class RunFolderError(ValueError):
     """A run folder that is missing or cannot be read, said in one line."""
 
 
+class WriteError(OSError):
+    """A file of a run folder that could not be written (a full disk, a read-only folder).
+
+    One line naming the file and what to do; the files written before are kept whole.
+    """
+
+
+def write_error(
+    path: pathlib.Path, error: OSError, then: str = "resume the run (--timestamp)"
+) -> WriteError:
+    """The WriteError for `error`, met writing `path`: the file, why, and what to do."""
+    reason = error.strerror or str(error)
+    return WriteError(
+        f"cannot write {str(path)!r}: {reason}; the run folder keeps its last good files: "
+        f"make room or make {str(path.parent)!r} writable, then {then}"
+    )
+
+
 def name(timestamp: str, config: str) -> str:
     """The folder name `<timestamp>-<config>`; a ValueError for a config name with "-"."""
     if not _CONFIG_NAME.fullmatch(config):
@@ -78,9 +96,14 @@ def create(
     existing folder is a FileExistsError.
     """
     logdir = pathlib.Path(logdir)
-    logdir.mkdir(parents=True, exist_ok=True)
     stamp = timestamp or datetime.datetime.now().strftime(TIMESTAMP_FORMAT)
     folder = logdir / name(stamp, config_name)
+    try:
+        logdir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise
+    except OSError as error:  # A read-only parent, say.
+        raise write_error(logdir, error, "run the command again") from error
     for count in range(1, 1000):
         try:
             folder.mkdir()
@@ -89,6 +112,8 @@ def create(
             if timestamp is not None:
                 raise
             folder = logdir / name(f"{stamp}.{count}", config_name)
+        except OSError as error:  # A read-only logdir, say.
+            raise write_error(folder, error, "run the command again") from error
     write_config(folder, config)
     return folder
 
@@ -287,8 +312,16 @@ def write_atomic(path: pathlib.Path, data: bytes | str) -> None:
     old file or the new one, never a part; the folder is fsynced so the rename lasts.
     The file gets `open`'s mode (0666 less the umask), not the temporary file's 0600:
     whoever may read the run folder may read its config and checkpoints.
+    Its folder is made if missing. A file that cannot be written is a one-line
+    `WriteError` naming it.
     """
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(
+            dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
+        )
+    except OSError as error:
+        raise write_error(path, error) from error
     try:
         with os.fdopen(handle, "wb") as file:
             file.write(data.encode() if isinstance(data, str) else data)
@@ -296,8 +329,10 @@ def write_atomic(path: pathlib.Path, data: bytes | str) -> None:
             os.fchmod(file.fileno(), 0o666 & ~_umask())
             os.fsync(file.fileno())
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
         pathlib.Path(temporary).unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise write_error(path, error) from error
         raise
     if hasattr(os, "O_DIRECTORY"):  # Make the rename itself durable (POSIX).
         folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)

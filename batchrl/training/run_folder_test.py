@@ -1,4 +1,5 @@
 import os
+import pathlib
 import signal
 import stat
 import subprocess
@@ -90,6 +91,29 @@ def test_files_written_whole_take_the_mode_open_gives_them(tmp_path, umask):
     assert stat.S_IMODE(path.stat().st_mode) == stat.S_IMODE(plain.stat().st_mode)
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
     assert path.read_bytes() == b"\x00" * 8 and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_a_run_folder_the_command_cannot_write_is_one_line(tmp_path, monkeypatch, capsys):
+    from batchrl.scripts import train
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(run_folder.tempfile, "mkstemp", refuse)
+    argv = ["--config", "pendulum_jax", "--logdir", str(tmp_path), "--timestamp", "t"]
+    assert train.main(argv) == 1
+    error = capsys.readouterr().err
+    config = tmp_path / "t-pendulum_jax" / "config.yaml"
+    assert error.startswith(f"batchrl: error: cannot write '{config}': Permission denied; ")
+    assert error.count("\n") == 1
+    mkdir = pathlib.Path.mkdir
+
+    def refuse_new(path, *args, **kwargs):  # A logdir of no writes: it exists, nothing new.
+        return mkdir(path, *args, **kwargs) if path.exists() else refuse()
+
+    monkeypatch.setattr(pathlib.Path, "mkdir", refuse_new)
+    with pytest.raises(run_folder.WriteError, match=r"^cannot write '.*/t2-pendulum_jax': Perm"):
+        run_folder.create(tmp_path, presets.get("pendulum_jax"), "pendulum_jax", "t2")
 
 
 def test_a_folder_written_when_num_envs_was_num_agents_reads_back_the_same(tmp_path):
