@@ -253,13 +253,20 @@ def restore(
 ) -> loop.RunState:
     """The run folder's newest good checkpoint placed as `state` is; `state` when none.
 
-    Writes the env's spec into the folder first, as every run does.
+    Writes the env's spec into the folder first, as every run does. Checkpoints of which
+    none loads are a CheckpointError that says what to do.
     """
     if rundir is None:
         return state
     run_folder.remove_partial_files(rundir)  # A killed run's; this one holds the folder.
     run_folder.write_spec(rundir, spec)
-    restored = checkpoint.load_latest(run_folder.checkpoints(rundir), state)
+    directory = run_folder.checkpoints(rundir)
+    try:
+        restored = checkpoint.load_latest(directory, state)
+    except checkpoint.CheckpointError as error:  # What to do, after what is wrong.
+        raise checkpoint.CheckpointError(
+            f"{error}; move {str(directory)!r} away to train the run again from its start"
+        ) from None
     if restored is None:
         return state
     state = loop.place(programs, restored[1])
