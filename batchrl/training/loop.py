@@ -113,11 +113,7 @@ def make_programs(
             f"{eval_env.env_spec} and {eval_env.num_envs}"
         )
     where = placement.resolve(config, env)
-    if where.split and config.algorithm.learner_devices > 1:
-        raise ValueError(
-            f"learner_devices={config.algorithm.learner_devices} needs acting on the learner's "
-            f"devices, got {where.describe()}: set acting_device={config.device}"
-        )
+    placement.check_data_parallel(config, where)
     algorithm = algorithm_lib.of(config.algorithm)
     networks = algorithm.networks(config.trained_algorithm, env.env_spec)
     train_steps = train_steps or config.batch_steps_per_phase

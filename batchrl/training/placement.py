@@ -117,5 +117,29 @@ def resolve(config: TrainConfig, env: Any) -> Placement:
     return Placement(acting=acting, learner=learner)
 
 
+def check_data_parallel(config: TrainConfig, where: Placement) -> None:
+    """A one-line ValueError where `config`'s data-parallel learner cannot run `where`.
+
+    `learner_devices` > 1 splits each minibatch over JAX's first local devices
+    (`ppo.sgd.data_parallel`), and a program stepping host envs over them makes its
+    calls on the first: acting and learning must both be on that first device.
+    """
+    devices = config.algorithm.learner_devices
+    if devices == 1:
+        return
+    first = jax.local_devices()[0]
+    if where.learner != first:
+        used = ", ".join(name_of(d) for d in jax.local_devices()[:devices])
+        raise ValueError(
+            f"learner_devices={devices} learns on JAX's first devices ({used}), "
+            f"got device={config.device!r}: set device=auto or {name_of(first)}"
+        )
+    if where.split:
+        raise ValueError(
+            f"learner_devices={devices} needs acting on the learner's devices, "
+            f"got {where.describe()}: set acting_device={config.device}"
+        )
+
+
 def _first_id(platform: str) -> int:
     return min(d.id for d in jax.devices(platform))

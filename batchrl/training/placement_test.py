@@ -157,3 +157,26 @@ def test_host_envs_act_on_the_cpu_and_jax_native_ones_where_they_learn():
     assert placement.host_acting_device(config) == cpu
     jax_native = presets.get("pendulum_jax")
     assert placement.learner_device(jax_native) == jax.devices()[0]
+
+
+@pytest.mark.parametrize("name", ["pendulum_jax", "pendulum"])
+def test_a_data_parallel_learner_off_the_first_device_is_refused_in_one_line(tmp_path, name):
+    # Its update spans JAX's first devices and worker envs' calls run on the first: on
+    # cpu:1 a JAX-native run learned on both while saying cpu:1, and a worker-env run
+    # crashed in JAX with "tuple.index(x): x not in tuple".
+    settings = ["--set", "learner_devices=2", "--set", "device=cpu:1", "--set", "steps=100"]
+    command = ["-m", "batchrl.scripts.train", "--logdir", str(tmp_path), "--config", name]
+    flags = xla_flags_as_users("--xla_force_host_platform_device_count=2")
+    done = subprocess.run(
+        [sys.executable, *command, *settings],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XLA_FLAGS": flags},
+        timeout=280,
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert done.stderr.splitlines()[-1] == (
+        "batchrl: error: learner_devices=2 learns on JAX's first devices (cpu:0, cpu:1), "
+        "got device='cpu:1': set device=auto or cpu:0"
+    )
+    assert not list(tmp_path.iterdir())
