@@ -229,12 +229,18 @@ def start_together(
 
     `<logdir>/<timestamp>-seed<seed>-<name>`; the timestamp gets `.1`, `.2`, ... when
     a folder of it exists (a together-run started in the same second), as a solo run's.
-    A refused config or env leaves no folder behind.
+    A refused config or env leaves no folder behind; `overlap=on`, which a together-run's
+    one program never does, is a one-line warning.
     """
     limit_xla_threads(configs[0])
     from batchrl.training import together  # After the limit.
 
     together.check_configs(configs)
+    if configs[0].overlap == "on":
+        logger.warning(
+            "overlap='on' is not used when seeds train together: their one program acts "
+            "and learns in turn (train each seed on its own to overlap)"
+        )
     start(configs[0], name, None, env=env)  # The env checked once: the seeds share it.
     if logdir is None:
         return [None] * len(configs)

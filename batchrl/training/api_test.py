@@ -408,3 +408,14 @@ def test_a_setting_its_backend_never_reads_is_a_one_line_warning(preset, setting
     assert api.start(config, name, None) is None
     said = [record.getMessage() for record in caplog.records]
     assert [line for line in said if " is not used " in line] == lines
+
+
+def test_overlap_on_with_seeds_together_is_a_one_line_warning(caplog):
+    # A together-run is one program with overlap off: `on` was dropped without a word.
+    configs = [api.configure("pendulum_jax", seed=seed, overlap="on")[0] for seed in (0, 1)]
+    caplog.set_level("WARNING", logger="batchrl")
+    assert api.start_together(configs, "pendulum_jax", None) == [None, None]
+    assert [record.getMessage() for record in caplog.records] == [
+        "overlap='on' is not used when seeds train together: their one program acts and "
+        "learns in turn (train each seed on its own to overlap)"
+    ]
