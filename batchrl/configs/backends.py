@@ -7,6 +7,7 @@ written before still name them; `backend_of` says which backend they mean.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -22,6 +23,7 @@ IN_PROCESS = ("mujoco", "ale")
 # backend as it was). Run folders written with them read back as `backend`.
 DEPRECATED = ("env_kind", "env_backend")
 _ALE_ID = re.compile(r"ALE/\w+-v5")  # The ids backend "ale" takes.
+WORKER_TIMEOUT = 60.0  # `worker_timeout`'s default: `envs.host.lifecycle.DEFAULT_TIMEOUT`.
 
 
 def backend_of(name: str, value: str, backend: str = "processes") -> str:
@@ -72,6 +74,15 @@ def check_rollout_actors(config: Any) -> None:
         )
 
 
+def check_worker_timeout(seconds: Any) -> None:
+    """Raises a one-line ValueError unless `seconds` is a positive, finite number."""
+    number = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+    if not (number and 0 < seconds < math.inf):
+        raise ValueError(
+            f"worker_timeout must be a positive, finite number of seconds, got {seconds!r}"
+        )
+
+
 def check_in_process(config: Any) -> None:
     """The settings backend 'mujoco' or 'ale' cannot honour, named in a one-line ValueError."""
     backend = config.backend
@@ -107,6 +118,11 @@ def unused(config: Any) -> list[str]:
                     f"{name}={getattr(config, name)} is not used by backend={config.backend!r}: "
                     "its envs are XLA code compiled with the agent, in no worker"
                 )
+    if config.backend not in ("processes", "ray") and config.worker_timeout != WORKER_TIMEOUT:
+        lines.append(
+            f"worker_timeout={config.worker_timeout} is not used by backend={config.backend!r}: "
+            "its envs run in no worker"
+        )
     if config.rollout_actors and config.acting_device != "auto":
         lines.append(
             f"acting_device={config.acting_device!r} is not used with rollout_actors="

@@ -59,6 +59,9 @@ class TrainConfig:
     local_envs: int = 0  # Envs stepped in the trainer's process beside workers; no restart.
     # Replace a crashed or hung env worker, or a lost rollout actor; its episodes end truncated.
     restart_workers: bool = False
+    # Seconds an env worker (or Ray actor's) may take to answer a call before it counts as
+    # hung and is killed (or replaced); `BatchEnv.external`'s `timeout`.
+    worker_timeout: float = backends.WORKER_TIMEOUT
     # Where the envs run. Gymnasium envs: "processes" on this machine, "ray" on the Ray
     # cluster of RAY_ADDRESS (or a local one), split over `ray_actors` actors (0: one per
     # node), "mujoco": a v5 MuJoCo task's envs as one mujoco.batch in C threads
@@ -128,6 +131,7 @@ class TrainConfig:
                 f"env_threads={self.env_threads} needs backend='mujoco' or 'ale', "
                 f"got {self.backend!r}"
             )
+        backends.check_worker_timeout(self.worker_timeout)
         restarted = ("processes", "ray") if not self.rollout_actors else backends.BACKENDS
         if self.restart_workers and self.backend not in restarted:
             raise ValueError(

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import yaml
 
-from batchrl.configs import overrides, presets, train_config
+from batchrl.configs import backends, overrides, presets, train_config
 from batchrl.ppo import config as ppo_config
 
 
@@ -206,6 +206,28 @@ def test_restart_workers_is_a_setting_of_worker_envs():
         ValueError, match=r"restart_workers=True needs backend='processes' or 'ray', got 'jax'"
     ):
         overrides.parse_override(presets.get("pendulum_jax"), "restart_workers=true")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "inf", "nan"])
+def test_worker_timeout_is_a_positive_finite_number_of_seconds(value):
+    config = overrides.parse_override(presets.get("pendulum"), "worker_timeout=2.5")
+    assert config.worker_timeout == 2.5
+    assert train_config.from_dict(train_config.to_dict(config)) == config
+    with pytest.raises(
+        ValueError,
+        match=rf"^worker_timeout must be a positive, finite number of seconds, got {float(value)}$",
+    ):
+        overrides.parse_override(presets.get("pendulum"), f"worker_timeout={value}")
+
+
+def test_worker_timeout_on_envs_in_no_worker_is_said_unused():
+    config = overrides.parse_override(presets.get("pendulum_jax"), "worker_timeout=5")
+    assert any(
+        line.startswith("worker_timeout=5.0 is not used") for line in backends.unused(config)
+    )
+    assert not backends.unused(
+        overrides.parse_override(presets.get("pendulum"), "worker_timeout=5")
+    )
 
 
 def test_the_mujoco_backend_is_one_override_and_refuses_what_it_cannot_do():

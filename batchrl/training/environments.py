@@ -167,6 +167,7 @@ def build(
             count,
             actors=config.ray_actors or None,
             envs_per_worker=config.envs_per_worker or None,
+            timeout=config.worker_timeout,
             restart=config.restart_workers,
         )
     else:
@@ -175,6 +176,7 @@ def build(
             count,
             envs_per_worker=config.envs_per_worker or None,
             local_envs=config.local_envs,
+            timeout=config.worker_timeout,
             restart=config.restart_workers,
             first_index=first,
         )

@@ -1,12 +1,22 @@
+import functools
+import os
+import pathlib
 import sys
+import time
 
+import gymnasium as gym
 import numpy as np
+import psutil
 import pytest
 
+import batchrl
 from batchrl import env_spec
 from batchrl.bridge import ale_ffi
 from batchrl.configs import TrainConfig, presets
+from batchrl.conftest import wait_gone
+from batchrl.envs import EnvTimeoutError
 from batchrl.envs.atari import atari_group
+from batchrl.envs.host import lifecycle
 from batchrl.training import environments
 
 FIRE = 1  # In Space Invaders' minimal action set.
@@ -85,3 +95,39 @@ def test_an_extra_not_installed_is_one_line_naming_it(monkeypatch, preset, modul
     monkeypatch.setitem(sys.modules, module, None)  # Its import fails as if not installed.
     with pytest.raises(ValueError, match=rf"^{message}: pip install -e '\.\[{module}\]'$"):
         environments.check_env(presets.get(preset))
+
+
+class HangingPendulum(gym.Wrapper):
+    """Pendulum-v1 whose `at`-th step never returns; it writes its pid to `marker` first."""
+
+    def __init__(self, marker: pathlib.Path, at: int = 3):
+        super().__init__(gym.make("Pendulum-v1"))
+        self.marker, self.at, self.steps = marker, at, 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps == self.at:
+            self.marker.write_text(str(os.getpid()))
+            while True:
+                time.sleep(1)
+        return super().step(action)
+
+
+def test_worker_timeout_is_the_default_of_worker_envs():
+    assert TrainConfig().worker_timeout == lifecycle.DEFAULT_TIMEOUT
+
+
+def test_a_hung_worker_is_reported_after_the_runs_worker_timeout_and_killed(tmp_path):
+    marker = tmp_path / "hung"
+    tiny = dict(num_envs=2, envs_per_worker=2, update_every=2, max_length=20, steps=400)
+    tiny |= dict(policy_layers=(8,), value_layers=(8,), worker_timeout=1.5)
+    with pytest.raises(EnvTimeoutError) as raised:
+        batchrl.train("pendulum", env=functools.partial(HangingPendulum, marker), **tiny)
+    waited = time.time() - marker.stat().st_mtime  # Since the step began to hang.
+    assert "did not answer step within 1.5 s and was killed" in str(raised.value)
+    assert "\n" not in str(raised.value)
+    assert waited < lifecycle.DEFAULT_TIMEOUT / 2  # The run's setting, not the default.
+    assert not wait_gone([int(marker.read_text())])
+    # Workers are the fork server's children (`lifecycle.DEFAULT_CONTEXT`): none is left.
+    servers = [c for c in psutil.Process().children() if "forkserver" in " ".join(c.cmdline())]
+    assert servers and not wait_gone([c.pid for s in servers for c in s.children()])
