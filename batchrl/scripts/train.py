@@ -30,7 +30,7 @@ import gymnasium as gym
 from batchrl import configs
 from batchrl.envs import spaces
 from batchrl.envs.host import errors as env_errors
-from batchrl.training import api, compile_signals, run_folder
+from batchrl.training import api, compile_signals, device_memory, run_folder
 
 
 class UsageError(Exception):
@@ -204,6 +204,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_folder.WriteError,  # A full disk, a read-only folder: the file and what to do.
     ) as error:
         print(f"batchrl: error: {str(error).splitlines()[0]}", file=sys.stderr)
+        return 1
+    except RuntimeError as error:  # XLA's allocator: arrays larger than the device's memory.
+        message = device_memory.out_of_memory(error)
+        if message is None:
+            raise
+        print(f"batchrl: error: {message}", file=sys.stderr)
         return 1
 
 

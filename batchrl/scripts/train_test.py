@@ -189,6 +189,10 @@ def test_a_run_another_process_trains_is_refused_in_one_line(finished_run, tmp_p
         (["--timestamp", "19990101T000000"], "no run with timestamp '19990101T000000'"),
         # Refused once the run began: its folder goes too.
         (["--config", "pendulum_jax", "--set", "num_envs=100000000"], "storage takes"),
+        (  # Networks of 16 TB: XLA's failed allocation, in one line with its size.
+            ["--config", "pendulum_jax", "--set", "policy_layers=2000000,2000000"],
+            "out of memory allocating 14.6 TiB on the device: lower num_envs, policy_layers",
+        ),
         (  # MuJoCo's envs take **kwargs: gym.make's TypeError, in one line.
             ["--config", "cheetah", "--set", "env_kwargs={bogus: 1}"],
             "env 'HalfCheetah-v5' refused env_kwargs: ",

@@ -8,6 +8,7 @@ free memory of its device is refused with one line rather than failing deep in X
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import jax
@@ -55,3 +56,20 @@ def check_fits(storage_bytes: int, what: str, device: jax.Device | None = None) 
             f"the {what} takes {human(storage_bytes)}, more than the {human(free)} free on "
             f"{device.platform}; lower num_envs, max_length, update_every or steps_per_update"
         )
+
+
+def out_of_memory(error: BaseException) -> str | None:
+    """One line for XLA's failed allocation, naming its size and what to lower; else None.
+
+    XLA says it in a runtime error (`RESOURCE_EXHAUSTED: Out of memory while trying to
+    allocate N bytes` on a GPU, `... Out of memory allocating N bytes.` on the CPU).
+    """
+    first = str(error).partition("\n")[0]
+    found = re.search(r"Out of memory (?:while trying to allocate|allocating) (\d+) bytes", first)
+    if not isinstance(error, RuntimeError) or (found is None and "RESOURCE_EXHAUSTED" not in first):
+        return None
+    size = f" {human(int(found[1]))}" if found else ""
+    return (
+        f"out of memory allocating{size} on the device: lower num_envs, policy_layers, "
+        "value_layers, max_length, update_every or steps_per_update, or train fewer seeds together"
+    )
