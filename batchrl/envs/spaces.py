@@ -201,6 +201,8 @@ def _action_leaf(
             f"{SUPPORTED_ACTION}{also}"
         )
     shape, dtype = tuple(space.shape), np.dtype(space.dtype).name
+    if kind is gym.spaces.Box and space.dtype == np.bool_:  # Bits: a Bernoulli each.
+        return env_spec_lib.ActionLeaf(shape, dtype, env_spec_lib.BINARY)
     if kind is gym.spaces.Box:
         low, high = _bounds(space)
         return env_spec_lib.ActionLeaf(shape, dtype, env_spec_lib.VECTOR, low=low, high=high)
@@ -280,8 +282,8 @@ def env_spec(
     """The spec of an env with these Gymnasium spaces; unsupported spaces are refused."""
     observation = observation_tree(observation_space, env_name)
     tree = action_tree(action_space, env_name)
-    integer_box = isinstance(action_space, gym.spaces.Box) and action_space.dtype.kind in "iu"
-    if _kind(action_space) not in _ONE_ARRAY or integer_box:  # A tree's leaves keep dtypes.
+    whole_box = isinstance(action_space, gym.spaces.Box) and action_space.dtype.kind in "iub"
+    if _kind(action_space) not in _ONE_ARRAY or whole_box:  # A tree's leaves keep dtypes.
         width = sum(leaf.size for leaf in env_spec_lib.leaves(tree))
         return EnvSpec(observation, discrete=False, action_shape=(width,), action=tree)
     if isinstance(action_space, gym.spaces.Discrete):

@@ -47,6 +47,13 @@ def test_unbounded_box_actions_have_no_bounds():
     assert described.action_low is None and described.action_high is None
 
 
+def test_a_box_of_bools_action_is_bits_as_a_multi_binary_is():
+    box, bits = Box(-1, 1, (2,), np.float32), Box(0, 1, (3,), np.bool_)
+    leaf = env_spec.ActionLeaf((3,), "bool", env_spec.BINARY)
+    assert spaces.env_spec(box, bits).action == leaf
+    assert spaces.env_spec(box, Dict({"bits": bits})).action == {"bits": leaf}
+
+
 def test_subclasses_of_the_kinds_are_described_as_their_kinds():
     class UnitBox(Box):
         pass

@@ -1,10 +1,13 @@
 """Training learns an action tree: a parameterised action, JAX-native and on worker envs."""
 
+import functools
+
+import gymnasium as gym
 import numpy as np
 import pytest
 
 import batchrl
-from batchrl.testing import parameter_cue
+from batchrl.testing import mock, parameter_cue
 
 # 16 envs, episodes of 8 steps, two phases of 4,096 steps, each evaluated on 16 episodes.
 SETTINGS = dict(
@@ -66,3 +69,29 @@ def test_worker_envs_with_a_dict_action_space_train_and_load(tmp_path):
         assert space.contains(action) and action["arm"] == arm, action
     batch = policy.act(np.eye(3, dtype=np.float32))
     assert batch["arm"].dtype == np.int64 and batch["amount"].shape == (3, 1)
+
+
+# A few updates of a small policy: enough to act, not to learn.
+BRIEF = dict(steps=64, num_envs=4, max_length=4, phase_steps=64, eval_episodes=4)
+BRIEF |= dict(policy_layers=(8,), objective="clipped", steps_per_update=8, num_minibatches=2)
+BITS = gym.spaces.Box(0, 1, (8,), np.bool_)
+
+
+@pytest.mark.parametrize(
+    "space", [BITS, gym.spaces.Dict({"bits": BITS, "arm": gym.spaces.Discrete(2)})], ids=repr
+)
+def test_a_policy_acts_in_its_action_space(space):
+    run = batchrl.train("cartpole", env=functools.partial(mock.ActionEcho, space), **BRIEF)
+    obs = np.zeros(gym.spaces.flatdim(space))
+    assert space.contains(run.policy.act(obs))
+    actions = run.policy.act(np.zeros((16, obs.size)), deterministic=False)
+    assert all(space.contains(item(actions, i)) for i in range(16))
+    bits = actions["bits"] if isinstance(space, gym.spaces.Dict) else actions
+    assert 0 < bits.mean() < 1, bits  # Drawn bits, not every float cast to True.
+
+
+def item(tree, i):
+    """Env i's action of a batch's tree."""
+    if isinstance(tree, dict):
+        return {key: item(value, i) for key, value in tree.items()}
+    return tree[i]
