@@ -274,6 +274,18 @@ def env_name(env: gym.Env) -> str:
     return f"'{type(getattr(env, 'unwrapped', env)).__name__}'"
 
 
+def _one_array(space: gym.Space) -> bool:
+    """Whether `EnvSpec`'s own fields describe actions of `space`, else its `action` tree.
+
+    Those fields' actions are float32 (which a float64 `Box` holds) or int64; a space of
+    another dtype is a tree, whose leaves keep their dtypes, as its `contains` checks.
+    """
+    kind = _kind(space)
+    if kind is gym.spaces.Box:
+        return space.dtype in (np.float32, np.float64)
+    return kind in _ONE_ARRAY and space.dtype == np.int64
+
+
 def env_spec(
     observation_space: gym.Space,
     action_space: gym.Space,
@@ -282,8 +294,7 @@ def env_spec(
     """The spec of an env with these Gymnasium spaces; unsupported spaces are refused."""
     observation = observation_tree(observation_space, env_name)
     tree = action_tree(action_space, env_name)
-    whole_box = isinstance(action_space, gym.spaces.Box) and action_space.dtype.kind in "iub"
-    if _kind(action_space) not in _ONE_ARRAY or whole_box:  # A tree's leaves keep dtypes.
+    if not _one_array(action_space):
         width = sum(leaf.size for leaf in env_spec_lib.leaves(tree))
         return EnvSpec(observation, discrete=False, action_shape=(width,), action=tree)
     if isinstance(action_space, gym.spaces.Discrete):

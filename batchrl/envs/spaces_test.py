@@ -54,6 +54,17 @@ def test_a_box_of_bools_action_is_bits_as_a_multi_binary_is():
     assert spaces.env_spec(box, Dict({"bits": bits})).action == {"bits": leaf}
 
 
+def test_integer_actions_of_a_dtype_not_int64_are_a_tree_that_keeps_it():
+    box = Box(-1, 1, (2,), np.float32)
+    one = spaces.env_spec(box, Discrete(3, start=1, dtype=np.int32))
+    assert one.action == env_spec.ActionLeaf((), "int32", env_spec.DISCRETE, (3,), (1,))
+    many = spaces.env_spec(box, gym.spaces.MultiDiscrete([3, 4], dtype=np.uint8))
+    assert many.action == env_spec.ActionLeaf(
+        (2,), "uint8", env_spec.MULTI_DISCRETE, (3, 4), (0, 0)
+    )
+    assert spaces.env_spec(box, Discrete(3)).discrete  # int64, Gymnasium's default: as before.
+
+
 def test_subclasses_of_the_kinds_are_described_as_their_kinds():
     class UnitBox(Box):
         pass

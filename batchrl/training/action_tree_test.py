@@ -90,6 +90,23 @@ def test_a_policy_acts_in_its_action_space(space):
     assert 0 < bits.mean() < 1, bits  # Drawn bits, not every float cast to True.
 
 
+@pytest.mark.parametrize(
+    "space",
+    [
+        gym.spaces.Discrete(3, start=1, dtype=np.int32),
+        gym.spaces.MultiDiscrete([3, 4], dtype=np.int32),
+        gym.spaces.Box(-1, 1, (2,), np.float16),
+    ],
+    ids=repr,
+)
+def test_a_policy_acts_in_the_dtype_of_its_action_space(space):
+    run = batchrl.train("cartpole", env=functools.partial(mock.ActionEcho, space), **BRIEF)
+    obs = np.zeros(gym.spaces.flatdim(space))
+    assert space.contains(run.policy.act(obs))
+    actions = run.policy.act(np.zeros((4, obs.size)), deterministic=False)
+    assert actions.dtype == space.dtype and all(map(space.contains, actions))
+
+
 def item(tree, i):
     """Env i's action of a batch's tree."""
     if isinstance(tree, dict):

@@ -8,9 +8,10 @@ takes one env's observation or a batch: a tree like the env's observation space 
 ranks against the saved spec. It returns the action in the env's action space: float32
 [*action_shape] for a `Box`, a NumPy integer for a `Discrete`, int64 [*shape] for a
 `MultiDiscrete`, a tree of its leaves' dtypes for a `Dict`, `Tuple`, `MultiBinary`
-or a `Box` of integers or bools, with a leading [N] for a batch. `deterministic=True`
-takes the mode of the policy's distribution, as evaluation does (unless the run's config sets
-`eval_sample`); False samples, as training does.
+or a space of another dtype (a `Box` of bools, a `Discrete` of int32), with a leading
+[N] for a batch. `deterministic=True` takes the mode of the policy's distribution, as
+evaluation does (unless the run's config sets `eval_sample`); False samples, as
+training does.
 
 A recurrent policy keeps each env's carry from one call to the next, as the envs step
 on: call `reset()` when every env starts an episode (or `reset(mask)` for some of them);
