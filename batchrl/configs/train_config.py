@@ -267,6 +267,11 @@ def _with_objective(config: TrainConfig, objective: str) -> TrainConfig:
     kind = ppo_config.OBJECTIVES[objective]
     if isinstance(config.algorithm, kind):
         return config
+    if config.algorithm.recurrent and "recurrent" not in _fields(kind):  # Not dropped unsaid.
+        raise ValueError(
+            f"recurrent=True is a setting of objective {config.algorithm.objective!r}: "
+            f"objective={objective} trains no recurrent policy (drop one of them)"
+        )
     shared = {
         f.name: getattr(config.algorithm, f.name) for f in dataclasses.fields(ppo_config.Common)
     }

@@ -41,6 +41,16 @@ def test_set_objective_changes_the_algorithm_keeping_what_both_share():
     assert config.env == "Pendulum-v1"
 
 
+def test_a_recurrent_policy_is_not_dropped_by_setting_the_clipped_objective_after_it():
+    recurrent = overrides.parse_override(presets.get("pendulum"), "recurrent=true")
+    with pytest.raises(ValueError, match=r"^recurrent=True is a setting of objective 'kl_pen"):
+        overrides.parse_override(recurrent, "objective=clipped")
+    with pytest.raises(ValueError, match=r"^recurrent=True is a setting of objective 'kl_pen"):
+        train_config.replace(presets.get("pendulum"), recurrent=True, objective="clipped")
+    kept = overrides.parse_override(recurrent, "objective=kl_penalty")
+    assert kept.algorithm.recurrent
+
+
 def test_set_reads_integers_exactly_and_in_scientific_notation():
     config = presets.get("pendulum")
     assert overrides.parse_override(config, "steps=2_147_483_647").steps == 2**31 - 1
