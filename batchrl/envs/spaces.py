@@ -296,6 +296,11 @@ def env_spec(
     tree = action_tree(action_space, env_name)
     if not _one_array(action_space):
         width = sum(leaf.size for leaf in env_spec_lib.leaves(tree))
+        if not width:
+            raise UnsupportedSpaceError(
+                f"action space {action_space} of {env_name} holds no array to act in: "
+                f"batchrl supports {SUPPORTED_ACTION}"
+            )
         return EnvSpec(observation, discrete=False, action_shape=(width,), action=tree)
     if isinstance(action_space, gym.spaces.Discrete):
         return EnvSpec(

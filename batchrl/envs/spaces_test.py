@@ -107,6 +107,13 @@ def test_unsupported_spaces_are_refused_naming_the_space():
         spaces.env_spec(Dict({"a": Tuple((gym.spaces.Text(4), box))}), box)
 
 
+def test_an_action_space_of_no_array_is_refused_naming_it():
+    box = Box(-1, 1, (2,), np.float32)
+    for empty in (Dict({}), Tuple(()), Dict({"a": Tuple(())})):
+        with pytest.raises(spaces.UnsupportedSpaceError, match=r"^action space .* holds no arr"):
+            spaces.env_spec(box, empty)
+
+
 BITS = {"bits": env_spec.ActionLeaf((3,), "int8", env_spec.BINARY)}
 
 
