@@ -24,6 +24,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from batchrl import env_spec as env_spec_lib
 from batchrl.env_spec import EnvSpec
 from batchrl.networks import (
     action_tree,
@@ -52,7 +53,10 @@ class Networks:
 
     def __post_init__(self):
         if self.config.recurrent and (self.discrete or self.tree is not None):
-            raise ValueError("recurrent policies support Box actions only; set recurrent=False")
+            raise ValueError(
+                "recurrent policies act in one Box of float32 or float64 only, not "
+                f"{_actions_said(self.env_spec)}; set recurrent=False"
+            )
         _ = self.parts  # Refuses an image too small for the CNN the config asks for.
 
     @property
@@ -315,3 +319,11 @@ class Networks:
 def for_env(config: config_lib.Config, env: Any) -> Networks:
     """Networks for a batched env (JAX-native or bridge), from its `env_spec`."""
     return Networks(config, env.env_spec)
+
+
+def _actions_said(spec: EnvSpec) -> str:
+    """The env's actions in a few words, for an error: `a tree of leaves binary bool`."""
+    if spec.action is None:
+        return "MultiDiscrete actions" if spec.multi_discrete else "Discrete actions"
+    leaves = env_spec_lib.leaves(spec.action)
+    return "a tree of leaves " + ", ".join(f"{leaf.kind} {leaf.dtype}" for leaf in leaves)

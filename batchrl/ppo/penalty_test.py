@@ -1,6 +1,7 @@
 import dataclasses
 import functools
 
+import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -8,7 +9,7 @@ import optax
 import pytest
 
 from batchrl import bridge
-from batchrl.envs import BatchEnv
+from batchrl.envs import BatchEnv, spaces
 from batchrl.envs.jax import classic, jax_env
 from batchrl.parts import episode_memory
 from batchrl.ppo import acting, agent_networks, clipped_test, penalty
@@ -113,9 +114,13 @@ def test_recurrent_policy_trains_and_resets_its_state_at_episode_start():
 
 def test_recurrent_needs_the_penalty_objective_and_box_actions():
     env = jax_env.VmapBatch(classic.make("CartPole-v1"), 2)
-    with pytest.raises(ValueError, match="recurrent policies support Box actions"):
+    with pytest.raises(ValueError, match=r"^recurrent policies act in one Box of float32 or float"):
         run = loop.config_for(config_lib.PenaltyConfig(recurrent=True), env, max_length=10, steps=1)
         loop.build(run, env)
+    # A Box of integers is a Box the user sees, which the message must not seem to allow.
+    spec = spaces.env_spec(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(0, 5, (2,), np.int64))
+    with pytest.raises(ValueError, match=r", not a tree of leaves vector int64; set recurrent="):
+        agent_networks.Networks(config_lib.PenaltyConfig(recurrent=True), spec)
     with pytest.raises(TypeError, match="unexpected keyword argument 'recurrent'"):
         config_lib.ClippedConfig(recurrent=True)  # The clipped objective has no such setting.
 
