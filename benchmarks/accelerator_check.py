@@ -30,7 +30,7 @@ import time
 
 # name: (preset, full steps, quick steps, settings of every run of it)
 CHECKS = {
-    "pendulum_jax": ("pendulum_jax", 1_000_000, 12_000, {}),
+    "pendulum_jax": ("pendulum_jax", 1_000_000, 6_000, {}),
     "breakout_minatar": ("breakout_minatar", 10_000_000, 8_192, {}),
     "cheetah_clipped": ("cheetah_clipped", 1_000_000, 2_048, {"backend": "mujoco"}),
     # 20 phases, not 1M steps: it trained at 4,081 env steps/s on one H200, so 1M steps
