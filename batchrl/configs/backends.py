@@ -45,6 +45,36 @@ def backend_of(name: str, value: str, backend: str = "processes") -> str:
     )
 
 
+def check(config: Any) -> None:
+    """A one-line ValueError for `config`'s env settings its backend cannot run."""
+    if config.backend not in BACKENDS:
+        raise ValueError(f"unknown backend {config.backend!r}: use one of {BACKENDS}")
+    if config.backend == "ray" and config.local_envs:
+        raise ValueError(f"backend='ray' needs local_envs=0, got {config.local_envs}")
+    if config.backend in IN_PROCESS:
+        check_in_process(config)
+    elif config.env_threads:
+        raise ValueError(
+            f"env_threads={config.env_threads} needs backend='mujoco' or 'ale', "
+            f"got {config.backend!r}"
+        )
+    check_worker_timeout(config.worker_timeout)
+    restarted = ("processes", "ray") if not config.rollout_actors else BACKENDS
+    if config.restart_workers and config.backend not in restarted:
+        raise ValueError(
+            f"restart_workers=True needs backend='processes' or 'ray', got {config.backend!r}"
+        )
+    if config.env_kwargs and config.backend in JAX_NATIVE:
+        raise ValueError(
+            f"env_kwargs={config.env_kwargs!r} needs Gymnasium envs, got backend={config.backend!r}"
+        )
+    if config.action_repeat != 1 and config.backend not in ("processes", "ray"):
+        raise ValueError(
+            f"action_repeat={config.action_repeat} needs backend='processes' or 'ray', "
+            f"got {config.backend!r}"
+        )
+
+
 def check_rollout_actors(config: Any) -> None:
     """What rollout actors cannot honour in a `TrainConfig`, named in a one-line ValueError."""
     actors = config.rollout_actors

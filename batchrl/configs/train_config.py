@@ -120,32 +120,7 @@ class TrainConfig:
             raise ValueError(
                 f"local_envs must be at most num_envs={self.num_envs}, got {self.local_envs}"
             )
-        if self.backend not in backends.BACKENDS:
-            raise ValueError(f"unknown backend {self.backend!r}: use one of {backends.BACKENDS}")
-        if self.backend == "ray" and self.local_envs:
-            raise ValueError(f"backend='ray' needs local_envs=0, got {self.local_envs}")
-        if self.backend in backends.IN_PROCESS:
-            backends.check_in_process(self)
-        elif self.env_threads:
-            raise ValueError(
-                f"env_threads={self.env_threads} needs backend='mujoco' or 'ale', "
-                f"got {self.backend!r}"
-            )
-        backends.check_worker_timeout(self.worker_timeout)
-        restarted = ("processes", "ray") if not self.rollout_actors else backends.BACKENDS
-        if self.restart_workers and self.backend not in restarted:
-            raise ValueError(
-                f"restart_workers=True needs backend='processes' or 'ray', got {self.backend!r}"
-            )
-        if self.env_kwargs and self.jax_native:
-            raise ValueError(
-                f"env_kwargs={self.env_kwargs!r} needs Gymnasium envs, got backend={self.backend!r}"
-            )
-        if self.action_repeat != 1 and self.backend not in ("processes", "ray"):
-            raise ValueError(
-                f"action_repeat={self.action_repeat} needs backend='processes' or 'ray', "
-                f"got {self.backend!r}"
-            )
+        backends.check(self)
         for name in ("device", "acting_device"):
             if not _DEVICE.fullmatch(getattr(self, name)):
                 raise ValueError(
