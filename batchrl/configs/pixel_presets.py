@@ -1,4 +1,4 @@
-"""Presets of tasks seen through images, read by CNNs: MinAtar, MiniGrid and Atari.
+"""Presets of tasks seen through images: MinAtar (an MLP on the grid), MiniGrid and Atari (CNNs).
 
 Each uses the settings its source trained PPO with (gymnax-blines for MinAtar, the
 MiniGrid authors' rl-starter-files, CleanRL's ppo_atari); `presets.PRESETS` names them.
@@ -11,7 +11,7 @@ from batchrl.ppo import config as ppo_config
 
 
 def _minatar(game: str, max_length: int = 1000) -> TrainConfig:
-    """Clipped PPO on a MinAtar game from gymnax, fully compiled, 10M steps, from pixels.
+    """Clipped PPO on a MinAtar game from gymnax, fully compiled, 10M steps, from its grid.
 
     gymnax-blines' PPO settings for MinAtar (its agents/<game>/ppo.yaml, which trained the
     checkpoints gymnax's README scores): 64 envs x 128 steps an update, 8 minibatches, 4

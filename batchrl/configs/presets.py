@@ -4,7 +4,8 @@ Seed presets use the KL-penalty objective, 200-100 ReLU networks, 30 agents and 
 episodes per update, as the seed did; `*_clipped` presets use the clipped objective
 with common-practice hyperparameters (SB3's and CleanRL's MuJoCo defaults). Pixel
 presets (`*_minatar`, `minigrid_doorkey`, and the Atari games `breakout`, `pong`,
-`beam_rider`) read images through CNNs, with the settings their sources trained PPO with.
+`beam_rider`) read images (MinAtar's grid through an MLP, the others through CNNs), with
+the settings their sources trained PPO with.
 """
 
 from __future__ import annotations
@@ -210,7 +211,7 @@ _SEED = {
     "ant": ant,
     "humanoid": humanoid,
 }
-# Tasks seen through images, read by CNNs.
+# Tasks seen through images: MinAtar's grids by an MLP, the others by CNNs.
 _PIXELS = {
     "breakout_minatar": breakout_minatar,
     "space_invaders_minatar": space_invaders_minatar,
