@@ -49,8 +49,13 @@ def _parse(name: str, kind: Any, text: str) -> Any:
             value = text
         return train_config.typed(name, kind, value)
     if origin is tuple:
-        parts = [p for p in text.strip("()[] ").split(",") if p.strip()]
-        return tuple(_parse(name, args[0], p.strip()) for p in parts)
+        inner = text.strip("()[] ")
+        parts = [part.strip() for part in inner.split(",")] if inner else []
+        if parts and not parts[-1]:
+            parts.pop()  # A trailing comma, as Python's (64,).
+        if "" in parts:
+            raise ValueError(f"{name}={text!r}: an empty item; expected items between commas")
+        return tuple(_parse(name, args[0], part) for part in parts)
     if kind is bool:
         lowered = text.strip().lower()
         if lowered in ("true", "1", "yes"):

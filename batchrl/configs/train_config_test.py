@@ -33,6 +33,18 @@ def test_set_reads_layer_sizes_as_a_tuple_in_any_bracket_style(text):
     assert changed.algorithm.value_layers == (256, 256)
 
 
+@pytest.mark.parametrize(("text", "layers"), [("", ()), ("()", ()), ("64,", (64,)), ("64", (64,))])
+def test_set_reads_no_layers_and_a_trailing_comma(text, layers):
+    changed = overrides.parse_override(presets.get("reacher_clipped"), f"policy_layers={text}")
+    assert changed.algorithm.policy_layers == layers
+
+
+@pytest.mark.parametrize("text", ["64,,64", ",64", "(64, ,64)"])
+def test_set_refuses_an_empty_item_between_commas(text):
+    with pytest.raises(ValueError, match=r"^policy_layers=.*: an empty item; expected items"):
+        overrides.parse_override(presets.get("reacher_clipped"), f"policy_layers={text}")
+
+
 def test_set_objective_changes_the_algorithm_keeping_what_both_share():
     config = overrides.parse_override(presets.get("pendulum"), "objective=clipped")
     assert type(config.algorithm) is ppo_config.ClippedConfig
