@@ -135,7 +135,7 @@ def evaluate(
         if phase not in kept:
             raise UsageError(f"no checkpoint of phase {phase} in {str(rundir)!r}: it keeps {kept}")
     for phase in wanted:
-        missing = [p for p in range(phase - average_last + 1, phase) if p not in kept]
+        missing = [p for p in _averaged_with(phase, average_last) if p not in kept]
         if missing:
             raise UsageError(
                 f"--average-last {average_last} at phase {phase} needs phases {missing}, "
@@ -168,10 +168,9 @@ def evaluate(
             saved = load(path)
             agent = saved.agent
             if average_last > 1:
-                first = int(saved.phases) - average_last + 1
                 earlier = [
                     load(checkpoint.path_for(directory, p)).agent
-                    for p in range(first, int(saved.phases))
+                    for p in _averaged_with(int(saved.phases), average_last)
                 ]
                 agent = tail_average.averaged(agent, [tail_average.params(a) for a in earlier])
             if obs_norm is not None:
@@ -193,7 +192,7 @@ def evaluate(
                 if sample:
                     row["sampled"] = True
                 if average_last > 1:
-                    row["averaged"] = average_last
+                    row["averaged"] = len(_averaged_with(int(saved.phases), average_last)) + 1
                 row |= {
                     "episodes": int(summary["episode/count"]),
                     "return": summary["episode/return"],
@@ -206,6 +205,15 @@ def evaluate(
     finally:
         if batch_env is not None:
             batch_env.close()
+
+
+def _averaged_with(phase: int, average_last: int) -> range:
+    """The phases before `phase` that its `average_last` mean takes in, as training does.
+
+    A run with fewer phases before its last than `average_last` - 1 averages those it has:
+    phase 1 is the first a run keeps, so a mean never reaches back past it.
+    """
+    return range(max(1, phase - average_last + 1), phase)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

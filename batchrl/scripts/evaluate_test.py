@@ -9,14 +9,14 @@ from batchrl.scripts import evaluate, train
 from batchrl.training import checkpoint, run_folder
 
 
-def train_run(logdir: pathlib.Path, config: str) -> pathlib.Path:
-    """Six phases of Pendulum, the last three checkpoints kept."""
+def train_run(logdir: pathlib.Path, config: str, steps: int = 480) -> pathlib.Path:
+    """Six phases of Pendulum (80 env steps each), the last three checkpoints kept."""
     settings = [
         "num_envs=2",
         "update_every=2",
         "max_length=40",
         "eval_episodes=2",
-        "steps=480",
+        f"steps={steps}",
         "policy_layers=16,16",
         "value_layers=16,16",
     ]
@@ -121,6 +121,18 @@ def test_average_last_scores_the_mean_of_the_kept_phases_parameters(run, capsys)
     # Phase 5 with the two before it needs phase 3, which the run no longer keeps.
     assert evaluate.main(["--logdir", str(run), "--phases", "5", "--average-last", "3"]) == 2
     assert "--average-last 3 at phase 5 needs phases [3]" in capsys.readouterr().err
+
+
+def test_average_last_past_a_runs_first_phase_averages_the_phases_it_has(tmp_path, capsys):
+    # As a two-phase run trained with average_last=3 ends: the mean of phases 1 and 2.
+    run = train_run(tmp_path, "pendulum_jax", steps=160)
+    capsys.readouterr()
+    args = ["--logdir", str(run), "--episodes", "2", "--average-last", "3"]
+    assert evaluate.main(args) == 0
+    rows = lines(capsys)
+    assert [(row["phase"], row["averaged"]) for row in rows] == [(1, 1), (2, 2)]
+    assert evaluate.main(["--logdir", str(run), "--episodes", "2", "--phases", "2"]) == 0
+    assert lines(capsys)[0]["return"] != rows[1]["return"]
 
 
 @pytest.mark.slow
