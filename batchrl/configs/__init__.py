@@ -1,6 +1,6 @@
 """Presets: one function per task, each a frozen `TrainConfig`; `get(name)` and `PRESETS`."""
 
-from batchrl.configs.overrides import parse_override
+from batchrl.configs.overrides import parse_override, parse_overrides
 from batchrl.configs.presets import PRESETS, get
 from batchrl.configs.train_config import TrainConfig, flat, from_dict, replace, to_dict
 
@@ -11,6 +11,7 @@ __all__ = [
     "from_dict",
     "get",
     "parse_override",
+    "parse_overrides",
     "replace",
     "to_dict",
 ]

@@ -12,6 +12,7 @@ import contextlib
 import re
 import types
 import typing
+from collections.abc import Sequence
 from typing import Any
 
 import yaml
@@ -83,7 +84,17 @@ def _parse(name: str, kind: Any, text: str) -> Any:
 
 def parse_override(config: train_config.TrainConfig, assignment: str) -> train_config.TrainConfig:
     """`config` with one `key=value` applied; a one-line ValueError for a bad key or value."""
-    if "=" not in assignment:
-        raise ValueError(f"--set {assignment!r}: expected key=value")
-    name, text = (part.strip() for part in assignment.split("=", 1))
-    return train_config.set_field(config, name, text, _parse)
+    return parse_overrides(config, [assignment])
+
+
+def parse_overrides(
+    config: train_config.TrainConfig, assignments: Sequence[str]
+) -> train_config.TrainConfig:
+    """`config` with every `key=value` applied, checked once as a whole (`set_fields`)."""
+    settings = []
+    for assignment in assignments:
+        if "=" not in assignment:
+            raise ValueError(f"--set {assignment!r}: expected key=value")
+        name, text = (part.strip() for part in assignment.split("=", 1))
+        settings.append((name, text))
+    return train_config.set_fields(config, settings, _parse)

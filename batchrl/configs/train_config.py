@@ -20,6 +20,7 @@ import operator
 import re
 import types
 import typing
+from collections.abc import Iterable
 from typing import Any
 
 from batchrl.configs import backends
@@ -267,9 +268,14 @@ def _check_key(name: str, algorithm: ppo_config.Common) -> None:
     raise ValueError(f"unknown config key {name!r}{hint} (see --list-keys)")
 
 
+def _bare(name: str) -> str:
+    """`name` without its `algorithm.` prefix."""
+    return name[len(_PREFIX) :] if name.startswith(_PREFIX) else name
+
+
 def set_field(config: TrainConfig, name: str, value: Any, parse: Any) -> TrainConfig:
     """`config` with `name` (a field of the run or its algorithm) set by `parse(name, kind, v)`."""
-    bare = name[len(_PREFIX) :] if name.startswith(_PREFIX) else name
+    bare = _bare(name)
     if bare == "objective":
         return _with_objective(config, value)
     if name in backends.DEPRECATED:
@@ -287,11 +293,36 @@ def set_field(config: TrainConfig, name: str, value: Any, parse: Any) -> TrainCo
     return dataclasses.replace(config, algorithm=dataclasses.replace(algorithm, **{bare: typed}))
 
 
+def set_fields(config: TrainConfig, settings: Iterable[tuple[str, Any]], parse: Any) -> TrainConfig:
+    """`config` with every (name, value) of `settings` set as `set_field` sets one.
+
+    Checked once, all applied: settings that constrain each other (num_envs,
+    steps_per_update, num_minibatches) hold in any order, not checked one by one against
+    the defaults of those given after. The objective comes first, so its own settings
+    apply to it; a name given twice keeps its last value.
+    """
+    settings = sorted(settings, key=lambda item: _bare(item[0]) != "objective")
+    runs: dict[str, Any] = {}
+    algorithm: dict[str, Any] = {}
+    for name, value in settings:
+        bare = _bare(name)
+        if bare == "objective" or name in backends.DEPRECATED:
+            config = set_field(dataclasses.replace(config, **runs), name, value, parse)
+            runs = {}
+        elif name == bare and name in _run_fields():
+            runs[name] = parse(name, _type(TrainConfig, name), value)
+        elif bare in _fields(type(config.algorithm)):
+            algorithm[bare] = parse(bare, _type(type(config.algorithm), bare), value)
+        else:
+            _check_key(name, config.algorithm)
+    if algorithm:
+        runs["algorithm"] = dataclasses.replace(config.algorithm, **algorithm)
+    return dataclasses.replace(config, **runs) if runs else config
+
+
 def replace(config: TrainConfig, **fields: Any) -> TrainConfig:
     """`config` with typed values set, each a field of the run or of its algorithm."""
-    for name, value in fields.items():
-        config = set_field(config, name, value, lambda _name, _kind, v: v)
-    return config
+    return set_fields(config, fields.items(), lambda _name, _kind, value: value)
 
 
 def to_dict(config: TrainConfig) -> dict[str, Any]:

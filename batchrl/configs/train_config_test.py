@@ -57,10 +57,27 @@ def test_a_recurrent_policy_is_not_dropped_by_setting_the_clipped_objective_afte
     recurrent = overrides.parse_override(presets.get("pendulum"), "recurrent=true")
     with pytest.raises(ValueError, match=r"^recurrent=True is a setting of objective 'kl_pen"):
         overrides.parse_override(recurrent, "objective=clipped")
-    with pytest.raises(ValueError, match=r"^recurrent=True is a setting of objective 'kl_pen"):
+    with pytest.raises(ValueError, match=r"^recurrent.* is a setting of objective 'kl_penalty'"):
         train_config.replace(presets.get("pendulum"), recurrent=True, objective="clipped")
     kept = overrides.parse_override(recurrent, "objective=kl_penalty")
     assert kept.algorithm.recurrent
+
+
+SETTINGS = ["num_envs=4", "steps_per_update=25", "num_minibatches=2"]  # 4 x 25 in 2 halves.
+
+
+@pytest.mark.parametrize("order", [SETTINGS, SETTINGS[::-1]], ids=["as-given", "reversed"])
+def test_settings_that_constrain_each_other_hold_in_any_order(order):
+    # One by one, num_envs=4 x steps_per_update=25 met the default 32 minibatches first.
+    pendulum = presets.get("pendulum")
+    config = overrides.parse_overrides(pendulum, ["objective=clipped", *order])
+    settings = dict(setting.split("=") for setting in order)
+    typed = {name: int(value) for name, value in settings.items()}
+    assert config == train_config.replace(pendulum, objective="clipped", **typed)
+    assert (config.num_envs, config.algorithm.num_minibatches) == (4, 2)
+    assert config.algorithm.steps_per_update == 25
+    with pytest.raises(ValueError, match="must divide into num_minibatches = 3"):
+        overrides.parse_overrides(pendulum, ["objective=clipped", *order, "num_minibatches=3"])
 
 
 def test_set_reads_integers_exactly_and_in_scientific_notation():

@@ -108,10 +108,8 @@ def requested_config(
     """The config the command line asks for: --config's preset (or `base`), --seed, --set."""
     try:
         config = configs.get(args.config) if args.config else base
-        if args.seed is not None:
-            config = configs.parse_override(config, f"seed={args.seed}")
-        for assignment in args.set:
-            config = configs.parse_override(config, assignment)
+        seed = [f"seed={args.seed}"] if args.seed is not None else []
+        config = configs.parse_overrides(config, [*seed, *args.set])
     except ValueError as error:
         raise UsageError(str(error)) from None
     return config

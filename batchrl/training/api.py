@@ -185,9 +185,7 @@ def configure(
         name = None
     else:
         raise TypeError(f"config is a preset's name or a TrainConfig, got {type(config).__name__}")
-    # The objective first: the settings of the objective it chooses then apply to it.
-    for key, value in sorted(settings.items(), key=lambda item: item[0] != "objective"):
-        config = train_config.set_field(config, key, value, train_config.typed)
+    config = train_config.set_fields(config, settings.items(), train_config.typed)
     given = None
     if env is not None:
         config, given = _with_env(config, env)
