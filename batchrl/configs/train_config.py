@@ -17,23 +17,17 @@ import difflib
 import logging
 import math
 import operator
-import re
 import types
 import typing
 from collections.abc import Iterable
 from typing import Any
 
-from batchrl.configs import backends
+from batchrl.configs import backends, config_checks
 from batchrl.ppo import config as ppo_config
 
 logger = logging.getLogger("batchrl.configs")
 
-# A device as `device` and `acting_device` name one: "auto", or a JAX platform with an
-# optional index ("cpu", "gpu", "gpu:1"; "cuda" is "gpu", as SB3 and torch spell it).
-DEVICE_KINDS = ("auto", "cpu", "gpu", "cuda", "tpu")
-_DEVICE = re.compile(r"(cpu|gpu|cuda|tpu)(:\d+)?|auto")
 _PREFIX = "algorithm."
-OVERLAP = ("auto", "on", "off")  # The values of `overlap`.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,56 +92,7 @@ class TrainConfig:
     average_last: int = 1
 
     def __post_init__(self):
-        if not isinstance(self.algorithm, ppo_config.Common):
-            raise ValueError(
-                f"algorithm must be a PenaltyConfig or ClippedConfig, got {self.algorithm!r}"
-            )
-        for name in ("steps", "num_envs", "max_length"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        # The compiled run holds these as int32: JAX's default integers.
-        if not 0 <= self.seed < 2**31:
-            raise ValueError(f"seed must be in [0, 2**31), got {self.seed}")
-        for name in ("steps", "max_length", "phase_steps"):
-            if getattr(self, name) >= 2**31:
-                value = getattr(self, name)
-                raise ValueError(f"{name} must be below 2**31 (2,147,483,648), got {value:,}")
-        for field in dataclasses.fields(self.algorithm):  # NaN passes every comparison.
-            value = getattr(self.algorithm, field.name)
-            if isinstance(value, float) and math.isnan(value):
-                raise ValueError(f"{field.name} must be a number, got nan")
-        self.algorithm.check(self.shape)
-        if self.local_envs > self.num_envs:
-            raise ValueError(
-                f"local_envs must be at most num_envs={self.num_envs}, got {self.local_envs}"
-            )
-        backends.check(self)
-        for name in ("device", "acting_device"):
-            if not _DEVICE.fullmatch(getattr(self, name)):
-                raise ValueError(
-                    f"unknown {name} {getattr(self, name)!r}: use one of {DEVICE_KINDS}, "
-                    f"or a device of one such as 'gpu:1'"
-                )
-        if self.overlap not in OVERLAP:
-            raise ValueError(f"unknown overlap {self.overlap!r}: use one of {OVERLAP}")
-        names = ("eval_episodes", "eval_every", "final_episodes", "checkpoint_every")
-        for name in (*names, "action_repeat", "keep_checkpoints", "average_last"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.average_last > 1 and (
-            self.checkpoint_every != 1 or self.keep_checkpoints < self.average_last
-        ):
-            raise ValueError(
-                f"average_last={self.average_last} needs checkpoint_every=1 and "
-                f"keep_checkpoints>={self.average_last} (got {self.checkpoint_every} and "
-                f"{self.keep_checkpoints}), so a resumed run finds the phases it averages"
-            )
-        names = ("phase_steps", "envs_per_worker", "local_envs", "ray_actors", "env_threads")
-        for name in (*names, "rollout_actors"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be 0 or more, got {getattr(self, name)}")
-        if self.rollout_actors:
-            backends.check_rollout_actors(self)
+        config_checks.check(self)
 
     @property
     def jax_native(self) -> bool:
