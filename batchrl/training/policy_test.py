@@ -5,18 +5,10 @@ import pytest
 
 import batchrl
 from batchrl import algorithm as algorithm_lib
+from batchrl.training import api_test, run_folder
 from batchrl.training import policy as policy_lib
-from batchrl.training import run_folder
 
-TINY = dict(
-    num_envs=4,
-    update_every=4,
-    max_length=50,
-    eval_episodes=4,
-    final_episodes=4,
-    policy_layers=(16, 16),
-    value_layers=(16, 16),
-)
+TINY = api_test.TINY_PENALTY
 pytestmark = pytest.mark.xdist_group("policy_test")
 
 
