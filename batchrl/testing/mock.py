@@ -4,13 +4,15 @@
 observation is [step, duration, seed-derived offset], so a test can tell which env
 and which step produced it. `SpaceEnv` draws observations of any given space on such a
 schedule. `FailingEnv` raises, exits, kills itself or hangs at a chosen step, to test
-how workers report and recover.
+how workers report and recover. `StartCostEnv` observes the CPU time its process had
+spent when it was built: a worker's cost to start.
 """
 
 from __future__ import annotations
 
 import copy
 import os
+import resource
 import signal
 import time
 from typing import Any
@@ -219,3 +221,21 @@ class FailingEnv(CountingEnv):
             while True:
                 time.sleep(1)
         raise ValueError(f"unknown failure {self.how!r}")
+
+
+class StartCostEnv(gym.Env):
+    """Observes the CPU seconds its process had spent when the env was built, every step."""
+
+    observation_space = gym.spaces.Box(0.0, np.inf, (1,), np.float32)
+    action_space = gym.spaces.Discrete(1)
+
+    def __init__(self):
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        self._spent = np.array([usage.ru_utime + usage.ru_stime], np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        return self._spent, {}
+
+    def step(self, action):
+        return self._spent, 0.0, False, False, {}
