@@ -68,8 +68,12 @@ def main_imports() -> list[str]:
     path = getattr(main, "__file__", None) or ""
     if not (name.startswith("batchrl.") or path.endswith(_RAY_WORKER_FILE)):
         return []
+    try:
+        statements = ast.parse(pathlib.Path(path).read_text()).body
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):  # No source to read.
+        return []
     imported = []
-    for statement in ast.parse(pathlib.Path(path).read_text()).body:
+    for statement in statements:
         if isinstance(statement, ast.Import):
             imported += [alias.name for alias in statement.names]
         elif isinstance(statement, ast.ImportFrom) and not statement.level:

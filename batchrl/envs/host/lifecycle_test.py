@@ -50,3 +50,5 @@ def test_the_fork_server_imports_what_batchrls_commands_and_rays_worker_script_i
     user.write_text(command.read_text())
     assert _main(monkeypatch, "mypackage.train", user) == []
     assert _main(monkeypatch, None, user) == []
+    # A command without its source (byte code only): nothing to read, nothing preloaded.
+    assert _main(monkeypatch, "batchrl.scripts.train", tmp_path / "train.pyc") == []
