@@ -103,6 +103,8 @@ def test_the_train_command_with_worker_envs_on_two_devices(tmp_path):
     # io_callbacks placed on the first one. The one-device run is in this process.
     tiny = ["--config", "pendulum", "--set", "steps=800", "--set", "eval_episodes=4"]
     tiny += ["--set", "num_envs=4", "--set", "update_every=4", "--set", "max_length=200"]
+    tiny += ["--set", "update_epochs=2", "--set", "policy_layers=16,16"]
+    tiny += ["--set", "value_layers=16,16"]
     assert train.main(["--logdir", str(tmp_path / "1"), *tiny]) == 0
     flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
     env = {**os.environ, "XLA_FLAGS": flags}
