@@ -117,6 +117,11 @@ def evaluate(
         config = run_folder.read_config(rundir)
     except run_folder.RunFolderError as error:
         raise UsageError(str(error)) from None
+    if normalizer_from is not None and not config.algorithm.normalize_observations:
+        raise UsageError(
+            f"--normalizer-from swaps the observation normaliser, and run folder {str(rundir)!r}"
+            " trained without one (normalize_observations=False)"
+        )
     directory = run_folder.checkpoints(rundir)
     kept = checkpoint.steps(directory)
     if not kept and not (best and not phases):  # `best.bin` alone needs no other.

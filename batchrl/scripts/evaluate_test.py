@@ -183,6 +183,15 @@ def test_bad_input_is_one_line(run, tmp_path, capsys):
         assert err.startswith("evaluate: error: ") and message in err and "\n" not in err
     assert evaluate.main(["--logdir", str(tmp_path / "nope")]) == 2
     assert "does not exist" in capsys.readouterr().err
+    # A run without an observation normaliser: another phase's has nothing to swap in.
+    unnormalised = shutil.copytree(run, tmp_path / "unnormalised")
+    saved = unnormalised / "config.yaml"
+    text = saved.read_text()
+    assert "normalize_observations: true" in text
+    saved.write_text(text.replace("normalize_observations: true", "normalize_observations: false"))
+    assert evaluate.main(["--logdir", str(unnormalised), "--normalizer-from", "4"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("trained without one (normalize_observations=False)") and "\n" not in err
 
 
 @pytest.mark.slow
