@@ -25,6 +25,9 @@ CONTEXTS = ("forkserver", "spawn")  # Never plain fork: unsafe beside JAX's thre
 PRELOAD = ["batchrl.envs.host.worker", "gymnasium.envs.mujoco"]
 # The main script of a Ray worker process (a rollout actor, an env actor).
 _RAY_WORKER_FILE = os.path.join("ray", "_private", "workers", "default_worker.py")
+# Packages that start no thread as they are imported: the fork server imports them where a
+# user's main script does, for the workers that run the script again.
+_QUIET_PACKAGES = frozenset({"batchrl", "flax", "gymnasium", "jax", "numpy", "optax", "ray"})
 # Seconds a worker keeps polling for the next command, and the parent for an answer,
 # before it blocks: polling first beats blocking at once (32 HalfCheetah-v5 on 2 cores:
 # 34.7k env-steps/s against 30.1k); polling yields the core, so a process that has work
@@ -51,7 +54,7 @@ def context(name: str) -> multiprocessing.context.BaseContext:
 
 
 def main_imports() -> list[str]:
-    """What the parent's main module imports, where the fork server may import it for workers.
+    """What the parent's main module imports, for the fork server to import for workers.
 
     multiprocessing runs the parent's main module again in every worker it starts, so
     that what the main script defines unpickles there. Under batchrl's commands (`python
@@ -59,15 +62,13 @@ def main_imports() -> list[str]:
     on it, and the pendulum preset's workers held 173 MB each against 96 MB. In a Ray
     actor it is Ray's worker script (0.8 s a worker). Imported by the fork server before
     it forks, the modules the main module imports (its top-level imports, read from its
-    source) are there when the worker runs it. Only for modules known to do nothing but
-    import and define: a user's script may start JAX's threads as it is imported, after
-    which forking is unsafe.
+    source) are there when the worker runs it. Of a user's script, only the packages in
+    `_QUIET_PACKAGES`: its own modules may start JAX's threads as they are imported (an
+    array made at import), after which forking is unsafe.
     """
     main = sys.modules.get("__main__")
     name = getattr(getattr(main, "__spec__", None), "name", None) or ""
     path = getattr(main, "__file__", None) or ""
-    if not (name.startswith("batchrl.") or path.endswith(_RAY_WORKER_FILE)):
-        return []
     try:
         statements = ast.parse(pathlib.Path(path).read_text()).body
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):  # No source to read.
@@ -80,7 +81,9 @@ def main_imports() -> list[str]:
             # A name that is not a module is skipped by the server, as any ImportError.
             names = [f"{statement.module}.{alias.name}" for alias in statement.names]
             imported += [statement.module, *names]
-    return imported
+    if name.startswith("batchrl.") or path.endswith(_RAY_WORKER_FILE):
+        return imported
+    return [module for module in imported if module.split(".")[0] in _QUIET_PACKAGES]
 
 
 class Pending(enum.Enum):
