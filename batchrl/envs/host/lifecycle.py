@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import enum
+import functools
 import multiprocessing
 import os
 import pathlib
@@ -69,10 +70,19 @@ def main_imports() -> list[str]:
     main = sys.modules.get("__main__")
     name = getattr(getattr(main, "__spec__", None), "name", None) or ""
     path = getattr(main, "__file__", None) or ""
+    imported = _top_level_imports(path)
+    if name.startswith("batchrl.") or path.endswith(_RAY_WORKER_FILE):
+        return list(imported)
+    return [module for module in imported if module.split(".")[0] in _QUIET_PACKAGES]
+
+
+@functools.cache
+def _top_level_imports(path: str) -> tuple[str, ...]:
+    """The modules the source at `path` imports at its top level; read once a process."""
     try:
         statements = ast.parse(pathlib.Path(path).read_text()).body
     except (OSError, SyntaxError, UnicodeDecodeError, ValueError):  # No source to read.
-        return []
+        return ()
     imported = []
     for statement in statements:
         if isinstance(statement, ast.Import):
@@ -81,9 +91,7 @@ def main_imports() -> list[str]:
             # A name that is not a module is skipped by the server, as any ImportError.
             names = [f"{statement.module}.{alias.name}" for alias in statement.names]
             imported += [statement.module, *names]
-    if name.startswith("batchrl.") or path.endswith(_RAY_WORKER_FILE):
-        return imported
-    return [module for module in imported if module.split(".")[0] in _QUIET_PACKAGES]
+    return tuple(imported)
 
 
 class Pending(enum.Enum):
