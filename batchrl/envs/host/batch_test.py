@@ -8,7 +8,7 @@ from gymnasium.utils.env_checker import data_equivalence
 
 from batchrl.conftest import wait_gone
 from batchrl.envs import BatchEnv
-from batchrl.envs.host import errors, external, local, process, split
+from batchrl.envs.host import errors, external, local, polling, process, split
 from batchrl.testing import mock
 
 
@@ -497,12 +497,12 @@ def test_workers_that_all_hang_time_out_together_not_one_after_another(monkeypat
             g.timeout = 0.5
         waits = []
 
-        def poll(poller, spin, timeout=None):
+        def poll(poller, timeout=None):
             waits.append(timeout)
-            return poll_before(poller, spin, timeout)
+            return poll_before(poller, timeout)
 
-        poll_before = process.worker.poll
-        monkeypatch.setattr(process.worker, "poll", poll)
+        poll_before = polling.Poller.poll
+        monkeypatch.setattr(polling.Poller, "poll", poll)
         with pytest.raises(errors.EnvTimeoutError, match=f"did not answer {where} within 0.5 s"):
             if where == "step":
                 env.step(np.zeros((4, 2), np.float32))

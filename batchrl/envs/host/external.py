@@ -29,7 +29,8 @@ class ExternalProcess:
     forever). `restart`: replace a dead or hung worker instead of raising. `context`:
     "forkserver" (the default: workers fork from a preloaded server, fast) or "spawn" (never
     plain fork, unsafe beside JAX's threads). `spin`: seconds the worker polls for the
-    next command, and the parent for an answer, before it blocks.
+    next command, and the parent for an answer, before it blocks; each polls only while
+    its last wait ended within `spin` (`polling`).
     """
 
     def __init__(

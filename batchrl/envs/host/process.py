@@ -31,6 +31,7 @@ from batchrl.envs.host import (
     errors,
     lifecycle,
     obs_tree,
+    polling,
     remote,
     shared,
     stepper,
@@ -88,12 +89,11 @@ class ProcessGroup(remote.RemoteGroup):
             end.close()
         self._process, self._conn = process, parent_conn
         self._bell, self._answer = bell_out.fileno(), answer_in.fileno()
-        self._poller = select.poll()  # Made once: cheaper per step than connection.wait.
-        self._poller.register(parent_conn.fileno(), select.POLLIN)
-        self._poller.register(process.sentinel, select.POLLIN)
-        self._step_poller = select.poll()
-        for fd in (self._answer, parent_conn.fileno(), process.sentinel):
-            self._step_poller.register(fd, select.POLLIN)
+        # Made once: cheaper per step than connection.wait.
+        self._poller = polling.Poller(self.spin, parent_conn.fileno(), process.sentinel)
+        self._step_poller = polling.Poller(
+            self.spin, self._answer, parent_conn.fileno(), process.sentinel
+        )
         self._steps = 0  # Steps rung on this worker; numbers its kept infos.
         self._ledger = infos_lib.Ledger()  # Infos still in the worker.
         self._finalizer = weakref.finalize(
@@ -188,7 +188,7 @@ class ProcessGroup(remote.RemoteGroup):
         (`stepper.ANSWERS`).
         """
         try:
-            events = worker.poll(self._step_poller, self.spin, self._left(self.timeout))
+            events = self._step_poller.poll(self._left(self.timeout))
             if self._answer in dict(events):
                 answer = os.read(self._answer, 1)
                 if answer:
@@ -259,7 +259,7 @@ class ProcessGroup(remote.RemoteGroup):
     ) -> Any:
         if events is None:
             wait = self._left(timeout) if since else timeout
-            events = worker.poll(self._poller, self.spin, wait)
+            events = self._poller.poll(wait)
         events = dict(events)
         if self._conn.fileno() in events:
             try:

@@ -11,23 +11,20 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import math
 import os
 import select
 import signal
 import threading
-import time
 import traceback
 from multiprocessing.connection import Connection
 
 import cloudpickle
 
-from batchrl.envs.host import forwarding, shared, stepper
+from batchrl.envs.host import forwarding, polling, shared, stepper
 from batchrl.envs.host import infos as infos_lib
 
 _PR_SET_PDEATHSIG = 1
 _WATCHDOG_PERIOD = 0.2
-_BLOCK_SLICE = 0.25  # Seconds; the longest a pending signal waits (see `poll`).
 
 
 def main(
@@ -43,8 +40,9 @@ def main(
     The mode is the batch's `observation_mode`, which says how alike their spaces must be.
 
     After each answer the worker polls for the next command for up to `spin` seconds,
-    yielding its core between polls, before it blocks: a blocked process on an idle
-    core wakes up slowly, which costs more than the stepping of a small env. A step is
+    yielding its core between polls, before it blocks, while that catches the commands
+    (`polling`): a blocked process on an idle core wakes up slowly, which costs more
+    than the stepping of a small env. A step is
     asked for by one byte on `bell` (which also says how envs autoreset, and whether the
     parent reads the step's infos at once: they follow the answer on `conn`) and answered by
     one byte on `answer`, the actions and results being in shared memory; every other
@@ -72,13 +70,11 @@ def _serve(
     conn: Connection, envs: stepper.EnvStepper, spin: float, bell: Connection, answer: Connection
 ) -> None:
     mapping = None
-    poller = select.poll()
-    poller.register(conn.fileno(), select.POLLIN)
-    poller.register(bell.fileno(), select.POLLIN)
+    poller = polling.Poller(spin, conn.fileno(), bell.fileno())
     kept: dict[int, list[dict]] = {}  # The infos of the last KEPT_STEPS steps.
     steps = 0
     while True:
-        events = poll(poller, spin)
+        events = poller.poll()
         if bell.fileno() in dict(events):
             ring = os.read(bell.fileno(), 1)
             if not ring:
@@ -138,34 +134,6 @@ def _serve(
             raise
         except Exception as error:
             _send_error(conn, error)
-
-
-def poll(poller: select.poll, spin: float, timeout: float | None = None) -> list:
-    """`poller`'s events: polls without blocking for up to `spin` seconds, then blocks.
-
-    Used on both sides of the pipes. An answer or the next command usually arrives
-    within a millisecond; a process that sleeps in `poll` instead pays a wake-up that
-    costs more than the step (32 HalfCheetah-v5 on 2 cores: 30.1k env-steps/s without
-    polling, 34.7k with it).
-    Polling yields the core between polls.
-    Blocks for at most `timeout` seconds (None: forever), in slices of `_BLOCK_SLICE`: a
-    signal the kernel gives to another of the process's threads (Ctrl-C on a BLAS or
-    XLA thread) does not interrupt this thread's wait; Python raises it between slices.
-    [] when nothing came.
-    """
-    events, end = [], time.perf_counter() + spin
-    while spin:
-        events = poller.poll(0)
-        if events or time.perf_counter() >= end:
-            break
-        os.sched_yield()
-    deadline = None if timeout is None else time.perf_counter() + timeout
-    while not events:
-        left = _BLOCK_SLICE if deadline is None else deadline - time.perf_counter()
-        events = poller.poll(max(0, math.ceil(min(left, _BLOCK_SLICE) * 1000)))
-        if deadline is not None and time.perf_counter() >= deadline:
-            break
-    return events
 
 
 def _send_by_value(conn: Connection, message: tuple) -> None:

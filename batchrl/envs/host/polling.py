@@ -1,0 +1,61 @@
+"""Waiting on a worker's pipes: spin while spinning catches what comes, block otherwise.
+
+Both sides of a worker's pipes wait on each other every step: the parent for the
+worker's answer, the worker for the next command. What they wait for usually comes
+within a millisecond (a small env's step; a small batch's policy), and a process that
+polls without blocking catches it sooner than one the kernel must wake: 32 HalfCheetah-v5
+on 2 cores step at 34.7k env-steps/s polling, 30.1k blocking. Where it comes later (a
+slow env, a policy that waits for a core, the pause of an update) spinning catches
+nothing and takes a core from the processes that do the work: a worker that spun 2 ms
+for each command of a run whose policy step takes longer burnt 2 ms of a core a step.
+So a `Poller` spins before its next wait only if its last wait ended within the spin.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import select
+import time
+
+BLOCK_SLICE = 0.25  # Seconds; the longest a pending signal waits (see `Poller.poll`).
+
+
+class Poller:
+    """`select.poll` over `fds` that polls without blocking for up to `spin` s, then blocks.
+
+    It spins only while spinning pays: after a wait that ended within `spin` seconds
+    (the first wait spins). Polling yields the core between polls.
+    """
+
+    def __init__(self, spin: float, *fds: int) -> None:
+        self.spin = spin
+        self._poller = select.poll()
+        for fd in fds:
+            self._poller.register(fd, select.POLLIN)
+        self._spinning = spin > 0
+
+    def poll(self, timeout: float | None = None) -> list:
+        """The events, waiting at most `timeout` seconds (None: forever); [] when none came.
+
+        Blocks in slices of `BLOCK_SLICE`: a signal the kernel gives to another of the
+        process's threads (Ctrl-C on a BLAS or XLA thread) does not interrupt this
+        thread's wait; Python raises it between slices.
+        """
+        start = time.perf_counter()
+        events = []
+        if self._spinning:
+            end = start + self.spin
+            while True:
+                events = self._poller.poll(0)
+                if events or time.perf_counter() >= end:
+                    break
+                os.sched_yield()
+        deadline = None if timeout is None else start + timeout
+        while not events:
+            left = BLOCK_SLICE if deadline is None else deadline - time.perf_counter()
+            events = self._poller.poll(max(0, math.ceil(min(left, BLOCK_SLICE) * 1000)))
+            if deadline is not None and time.perf_counter() >= deadline:
+                break
+        self._spinning = self.spin > 0 and time.perf_counter() - start <= self.spin
+        return events

@@ -1,0 +1,70 @@
+import os
+import threading
+import time
+
+import numpy as np
+import psutil
+
+from batchrl.envs import BatchEnv
+from batchrl.envs.host import polling
+
+
+def _pipe_written_every(seconds: float, times: int) -> tuple[int, threading.Thread]:
+    """A pipe's read end, and the thread that writes a byte to it every `seconds`."""
+    read, write = os.pipe()
+
+    def writer() -> None:
+        for _ in range(times):
+            time.sleep(seconds)
+            os.write(write, b"x")
+        os.close(write)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    return read, thread
+
+
+def test_a_poller_whose_waits_outlast_its_spin_blocks_instead():
+    # Thirty waits of 10 ms with a spin of 5 ms: spinning each time would take 150 ms of
+    # this thread's CPU; after the first wait it blocks.
+    read, writer = _pipe_written_every(0.01, 30)
+    poller = polling.Poller(0.005, read)
+    start = time.thread_time()
+    for _ in range(30):
+        assert poller.poll(timeout=5)
+        os.read(read, 1)
+    spent = time.thread_time() - start
+    writer.join()
+    os.close(read)
+    assert spent < 0.05
+
+
+def test_a_poller_spins_again_once_a_wait_ends_within_its_spin():
+    read, write = os.pipe()
+    poller = polling.Poller(0.1, read)
+    assert poller.poll(timeout=0.2) == []  # 0.2 s with nothing: the next wait blocks.
+    start = time.thread_time()
+    assert poller.poll(timeout=0.2) == []
+    assert time.thread_time() - start < 0.05
+    os.write(write, b"x")
+    assert poller.poll(timeout=1)  # At once: the next wait spins first.
+    os.read(read, 1)
+    start = time.thread_time()
+    assert poller.poll(timeout=0.2) == []
+    assert time.thread_time() - start > 0.01
+    os.close(read)
+    os.close(write)
+
+
+def test_workers_whose_parent_is_slow_between_steps_take_no_core_waiting():
+    # A policy that takes 10 ms a step: each worker's CPU over 100 steps is its envs' steps,
+    # not a spin of 2 ms a step (200 ms).
+    with BatchEnv.external("Pendulum-v1", 4, envs_per_worker=2, spin=0.002) as env:
+        env.reset(seed=0)
+        workers = [psutil.Process(group.pid) for group in env.groups]
+        before = [sum(w.cpu_times()[:2]) for w in workers]
+        for _ in range(100):
+            time.sleep(0.01)
+            env.step(np.zeros((4, 1), np.float32))
+        spent = [sum(w.cpu_times()[:2]) - b for w, b in zip(workers, before, strict=True)]
+    assert max(spent) < 0.08, spent
