@@ -9,6 +9,13 @@ slow env, a policy that waits for a core, the pause of an update) spinning catch
 nothing and takes a core from the processes that do the work: a worker that spun 2 ms
 for each command of a run whose policy step takes longer burnt 2 ms of a core a step.
 So a `Poller` spins before its next wait only if its last wait ended within the spin.
+
+The kernel checks a poll's fds one after another, so one check can miss what was written
+first and see what was written after: a worker writes its step's answer, then the
+step's infos on its command pipe, and a parent preempted between its checks of the two
+saw only the infos (`answered a step out of turn`, once in a benchmark's run). What is
+ready stays ready until read, so a `Poller` that saw some of its fds checks all at once
+again.
 """
 
 from __future__ import annotations
@@ -25,7 +32,8 @@ class Poller:
     """`select.poll` over `fds` that polls without blocking for up to `spin` s, then blocks.
 
     It spins only while spinning pays: after a wait that ended within `spin` seconds
-    (the first wait spins). Polling yields the core between polls.
+    (the first wait spins). Polling yields the core between polls. A wait's events hold
+    every fd that was ready when it ended, whatever the order of their checks.
     """
 
     def __init__(self, spin: float, *fds: int) -> None:
@@ -33,6 +41,7 @@ class Poller:
         self._poller = select.poll()
         for fd in fds:
             self._poller.register(fd, select.POLLIN)
+        self._fds = len(fds)
         self._spinning = spin > 0
 
     def poll(self, timeout: float | None = None) -> list:
@@ -58,4 +67,6 @@ class Poller:
             if deadline is not None and time.perf_counter() >= deadline:
                 break
         self._spinning = self.spin > 0 and time.perf_counter() - start <= self.spin
+        if 0 < len(events) < self._fds:
+            events = self._poller.poll(0)  # Those written before the ones seen, too.
         return events

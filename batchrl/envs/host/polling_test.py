@@ -1,4 +1,6 @@
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -54,6 +56,42 @@ def test_a_poller_spins_again_once_a_wait_ends_within_its_spin():
     assert time.thread_time() - start > 0.01
     os.close(read)
     os.close(write)
+
+
+# A process that, for each byte read on the fd given first, writes one byte on each of
+# the two others, in turn: as a worker writes its answer, then its infos.
+_ANSWERER = """
+import os, sys
+bell, first, second = map(int, sys.argv[1:])
+while os.read(bell, 1):
+    os.write(first, b"a")
+    os.write(second, b"i")
+"""
+
+
+def test_what_was_written_first_is_seen_with_what_was_written_after():
+    # Before, one wait in about 50,000 saw the second fd ready and not the first, which
+    # the kernel had checked before the writes: a step's infos taken for a stray message.
+    bell_read, bell = os.pipe()
+    first, first_write = os.pipe()
+    second, second_write = os.pipe()
+    fds = (bell_read, first_write, second_write)
+    answerer = subprocess.Popen([sys.executable, "-c", _ANSWERER, *map(str, fds)], pass_fds=fds)
+    for fd in fds:
+        os.close(fd)
+    poller = polling.Poller(0.002, first, second)
+    only_second = 0
+    for _ in range(50_000):
+        os.write(bell, b"s")
+        ready = {fd for fd, _ in poller.poll(timeout=10)}
+        only_second += ready == {second}
+        os.read(first, 1)
+        os.read(second, 1)
+    os.close(bell)
+    assert answerer.wait(timeout=10) == 0
+    os.close(first)
+    os.close(second)
+    assert only_second == 0
 
 
 def test_workers_whose_parent_is_slow_between_steps_take_no_core_waiting():
