@@ -124,8 +124,17 @@ def init_shapes(algorithm: Algorithm, networks: Networks, shape: Any) -> AgentSt
     For what needs only those: the storage's size, an example learner for a checkpoint
     to fill, an empty storage (`zeros` of its part).
     """
+    return shapes_of(functools.partial(algorithm.init, networks, shape))
+
+
+def shapes_of(init: Callable[[jax.Array], AgentState]) -> AgentState:
+    """The shapes and dtypes of the agent `init(key)` makes, traced and not compiled.
+
+    JAX keeps the trace with the function: `jax.jit(init)` called after traces nothing
+    again, where an equal function of its own would (a second or more a run's start).
+    """
     key = jax.eval_shape(jax.random.key, 0)  # Its type alone: a key made here compiles.
-    return jax.eval_shape(functools.partial(algorithm.init, networks, shape), key)
+    return jax.eval_shape(init, key)
 
 
 def zeros(shapes: Any) -> Any:

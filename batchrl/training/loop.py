@@ -118,8 +118,8 @@ def make_programs(
     networks = algorithm.networks(config.trained_algorithm, env.env_spec)
     train_steps = train_steps or config.batch_steps_per_phase
     eval_steps = eval_steps or config.eval_batch_steps
-    init = functools.partial(algorithm.init, networks, config.shape)
-    shapes = algorithm_lib.init_shapes(algorithm, networks, config.shape)
+    init = jax.jit(functools.partial(algorithm.init, networks, config.shape))
+    shapes = algorithm_lib.shapes_of(init)  # Traced once, with the init that runs.
     storage_bytes = device_memory.nbytes(shapes.storage)
     device_memory.check_fits(
         storage_bytes, f"{config.algorithm.objective} objective's storage", where.learner
@@ -135,7 +135,7 @@ def make_programs(
     programs = Programs(
         train=train,
         evaluate=evaluate,
-        init=jax.jit(init),
+        init=init,
         algorithm=algorithm,
         networks=networks,
         num_envs=config.num_envs,
@@ -170,7 +170,7 @@ def initial_state(
     if fresh_agent:
         agent = programs.init(agent_key)
     else:
-        shapes = algorithm_lib.init_shapes(programs.algorithm, programs.networks, config.shape)
+        shapes = algorithm_lib.shapes_of(programs.init)
         agent = algorithm_lib.zeros(shapes)
 
     simulations = functools.partial(_simulations, env, eval_env)
