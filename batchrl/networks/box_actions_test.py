@@ -1,5 +1,7 @@
 """A policy's actions land inside every Box: half-bounded, float64, integer; trained and loaded."""
 
+import functools
+
 import gymnasium as gym
 import jax.numpy as jnp
 import numpy as np
@@ -7,6 +9,7 @@ import pytest
 
 import batchrl
 from batchrl.networks import box_actions
+from batchrl.testing import mock
 
 X = jnp.linspace(-3.0, 3.0, 601)[:, None]  # The policy's draws, well past [-1, 1].
 
@@ -32,27 +35,6 @@ def test_each_integer_of_a_box_gets_an_equal_share_of_the_policys_range():
     assert len(counts) == 5 and counts.min() > 0.99 * counts.max()
 
 
-class _BoxActions(gym.Env):
-    """Refuses any action outside its action space, as a strict env would."""
-
-    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
-
-    def __init__(self, space: gym.Space):
-        self.action_space = space
-        self.steps = 0
-
-    def reset(self, *, seed=None, options=None):
-        super().reset(seed=seed)
-        self.steps = 0
-        return self.observation_space.sample(), {}
-
-    def step(self, action):
-        if not self.action_space.contains(action):
-            raise ValueError(f"action {action!r} is outside {self.action_space}")
-        self.steps += 1
-        return self.observation_space.sample(), float(np.sum(action)), False, self.steps >= 10, {}
-
-
 SPACES = {
     "half_bounded": gym.spaces.Box(np.array([0, -np.inf], np.float32), np.float32(np.inf)),
     "float64": gym.spaces.Box(-0.1, 0.1, (1,), np.float64),
@@ -64,7 +46,9 @@ SPACES = {
 def test_training_and_its_loaded_policy_act_inside_the_space(space):
     run = batchrl.train(
         "pendulum",
-        env=lambda: _BoxActions(space),
+        # Refuses any action outside the space; from batchrl.testing, which workers import
+        # without this module's JAX.
+        env=functools.partial(mock.ActionEcho, space, duration=10),
         steps=200,
         num_envs=2,
         max_length=10,
@@ -73,7 +57,8 @@ def test_training_and_its_loaded_policy_act_inside_the_space(space):
         logdir=None,
     )
     assert np.isfinite(run.metrics[-1]["final/return"])  # Every action was in the space.
-    obs = np.random.default_rng(0).uniform(-1.0, 1.0, (64, 2)).astype(np.float32)
+    size = gym.spaces.flatdim(space)  # The env observes the action it was given.
+    obs = np.random.default_rng(0).uniform(-1.0, 1.0, (64, size))
     for deterministic in (True, False):
         actions = run.policy.act(obs, deterministic=deterministic)
         assert actions.dtype.kind == space.dtype.kind  # Integers for an integer Box.

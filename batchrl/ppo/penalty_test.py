@@ -69,10 +69,8 @@ def test_a_nan_stops_training_with_the_quantity_and_step():
             state, _ = loop.run_phase(programs, state, eval_episodes=1)
 
 
-def _cheetah():
-    import gymnasium as gym
-
-    return gym.make("HalfCheetah-v5", max_episode_steps=50)
+# gym.make itself, not a function of this module, which each worker would import (and JAX).
+_CHEETAH = functools.partial(gym.make, "HalfCheetah-v5", max_episode_steps=50)
 
 
 @pytest.mark.slow
@@ -82,7 +80,7 @@ def test_short_run_on_halfcheetah_in_worker_processes(objective):
         config = config_lib.ClippedConfig(steps_per_update=50, num_minibatches=4, update_epochs=2)
     else:
         config = config_lib.PenaltyConfig(update_every=4, update_epochs=2)
-    with BatchEnv.external(functools.partial(_cheetah), 4) as batch_env:
+    with BatchEnv.external(_CHEETAH, 4) as batch_env:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
         metrics, state = loop.train(config, env, 100, 50, phases=2, max_length=50)
     assert int(state.agent.learner.updates) == 4

@@ -85,8 +85,8 @@ def test_phases_split_anywhere_train_exactly_as_one(objective):
         np.testing.assert_array_equal(a, b)
 
 
-def _cheetah():
-    return gym.make("HalfCheetah-v5")
+# gym.make itself, not a function of this module, which each worker would import (and JAX).
+_CHEETAH = functools.partial(gym.make, "HalfCheetah-v5")
 
 
 @pytest.mark.slow
@@ -100,7 +100,7 @@ def test_no_batch_step_copies_a_buffer_over_a_megabyte(objective):
         config, num_envs = config_lib.ClippedConfig(steps_per_update=2048), 8
     else:
         config, num_envs = config_lib.PenaltyConfig(update_every=2), 2
-    with BatchEnv.external(_cheetah, num_envs, envs_per_worker=num_envs) as envs:
+    with BatchEnv.external(_CHEETAH, num_envs, envs_per_worker=num_envs) as envs:
         env = bridge.InGraphBatchEnv(envs, seed=0)
         networks = agent_networks.for_env(config, env)
         shape = config_lib.RunShape(num_envs=num_envs, max_length=8000, steps=10**6)

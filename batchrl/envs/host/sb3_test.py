@@ -200,19 +200,18 @@ def test_options_for_too_few_or_too_many_envs_are_refused_in_one_line():
         venv.close()
 
 
-def _dict_env(duration):
-    space = gym.spaces.Dict(
-        {
-            "cue": gym.spaces.Discrete(4, start=1),
-            "frame": gym.spaces.Box(0, 255, (3, 4, 2), np.uint8),
-            "left": gym.spaces.MultiDiscrete([5, 2]),
-        }
-    )
-    return mock.SpaceEnv(space, gym.spaces.Discrete(3), duration=duration)
+_DICT = gym.spaces.Dict(
+    {
+        "cue": gym.spaces.Discrete(4, start=1),
+        "frame": gym.spaces.Box(0, 255, (3, 4, 2), np.uint8),
+        "left": gym.spaces.MultiDiscrete([5, 2]),
+    }
+)
 
 
 def test_a_dict_observation_steps_as_on_dummy_vec_env():
-    makers = [functools.partial(_dict_env, d) for d in (1, 2, 3)]
+    # Partials of batchrl.testing's env, which workers import without torch and SB3.
+    makers = [functools.partial(mock.SpaceEnv, _DICT, gym.spaces.Discrete(3), d) for d in (1, 2, 3)]
     ours = sb3.VecEnv(BatchEnv.external(makers, envs_per_worker=2, local_envs=1))
     theirs = DummyVecEnv(makers)
     ours.seed(5)
