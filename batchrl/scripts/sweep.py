@@ -8,7 +8,8 @@ command with `--timestamp seed<seed>`, so a sweep can be stopped at any moment a
 again: finished runs are skipped, interrupted ones resume from their last checkpoint, and
 the CPU hours of a table add up across sessions. Every config and seed is checked before
 the first run trains. A run another process trains (the same
-sweep started in a second terminal) is left to it, said in one line, and the sweep goes on.
+sweep started in a second terminal) is left to it, said in one line, and the sweep goes on;
+it then exits with status 75 (`SKIPPED`), not 0, as that run's line is missing.
 Each run's line (stdout, and appended to LOGDIR/results.jsonl) gives its evaluation
 curve, the final policy's return, the mean of the last 5 evaluations, wall-clock,
 env-steps/s, the machine and the versions; its returns are of the mean action, or of
@@ -46,9 +47,11 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from batchrl.scripts import evaluate, train
-from batchrl.training import checkpoint, metrics_log, results, run_folder, together
+from batchrl.training import checkpoint, metrics_log, results, run_folder, terminal, together
 
 RESULTS = "results.jsonl"
+# The exit status of a sweep that left runs to another process: sysexits' "try again later".
+SKIPPED = os.EX_TEMPFAIL
 KEPT = ("kept_best_return", "kept_best_phase", "kept_best_episodes")  # --evaluate-best's.
 CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"  # JAX reads its persistent cache's folder here.
 _PR_SET_PDEATHSIG = 1
@@ -288,7 +291,7 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Runs the sweep; returns 0, or the first failed run's exit status."""
+    """Runs the sweep; returns 0, the first failed run's exit status, or `SKIPPED`."""
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
     about = machine()
@@ -330,7 +333,11 @@ def _sweep(
     commit: str | None,
     cache: str | None,
 ) -> int:
-    """Trains each group of (config, seeds) in turn and prints their lines; `main`'s status."""
+    """Trains each group of (config, seeds) in turn and prints their lines; `main`'s status.
+
+    `SKIPPED` where another process trained some run, whose line is then missing.
+    """
+    skipped = 0
     for config, seeds in groups:
         try:
             code, seconds, trained = run_one(args, config, seeds, cache)
@@ -351,7 +358,8 @@ def _sweep(
             return 2
         for seed in seeds:
             if seed not in trained and not results.read(rundir_of(args, config, seed)).finished:
-                continue  # Skipped: another process trains it.
+                skipped += 1  # Another process trains it.
+                continue
             together = len(trained) if seed in trained and len(trained) > 1 else None
             took = seconds if seed in trained else None
             try:
@@ -373,6 +381,13 @@ def _sweep(
             stale = before is None or any(before.get(k) != new[k] for k in KEPT if k in new)
             if seed in trained or stale:
                 append_line(pathlib.Path(args.logdir) / RESULTS, line)
+    if skipped:
+        print(
+            f"sweep: {terminal.counted(skipped, 'run')} left to another process, without "
+            f"a line: run the sweep again once it ends (exit status {SKIPPED})",
+            file=sys.stderr,
+        )
+        return SKIPPED
     return 0
 
 

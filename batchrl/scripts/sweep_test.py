@@ -254,12 +254,15 @@ def test_a_run_another_process_trains_is_left_to_it_and_the_sweep_goes_on(swept,
     metrics.write_text("".join(metrics.read_text().splitlines(keepends=True)[:-1]))
     argv = [*argv[:1], str(tmp_path / "sweep"), *argv[2:]]
     with run_folder.held(rundir):
-        assert sweep.main(argv) == 0
+        # Not 0: `sweep && table` would make a table without seed 0.
+        assert sweep.main(argv) == sweep.SKIPPED == 75
     out, err = capsys.readouterr()
     assert [row["seed"] for row in lines(out)] == [1]  # Seed 1's line, not seed 0's.
     assert err == (
         f"sweep: {rundir} is being trained by another process: skipped; "
         "run the sweep again once that ends for its line\n"
+        "sweep: 1 run left to another process, without a line: run the sweep again once "
+        "it ends (exit status 75)\n"
     )
     assert not results.read(rundir).finished
 
