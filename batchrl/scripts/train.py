@@ -20,6 +20,7 @@ at once). Bad input ends with one line.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import pathlib
 import sys
@@ -31,6 +32,11 @@ from batchrl import configs
 from batchrl.envs import spaces
 from batchrl.envs.host import errors as env_errors
 from batchrl.training import api, compile_signals, device_memory, run_folder
+
+# Settings a resume may change: how the run meets a hung or crashed worker, not what it
+# learns while none does; the errors that stop a run name them ("raise the timeout",
+# "restart_workers=true"). Every other setting must be the saved one.
+RESUME_MAY_CHANGE = ("worker_timeout", "restart_workers")
 
 
 class UsageError(Exception):
@@ -129,7 +135,10 @@ def new_run(
 
 
 def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainConfig]:
-    """The run --timestamp names, or a new one by that name when --config has none yet."""
+    """The run --timestamp names, or a new one by that name when --config has none yet.
+
+    Its saved config, but for `RESUME_MAY_CHANGE`, which the command sets as for a new run.
+    """
     logdir = pathlib.Path(args.logdir)
     if args.config:
         try:
@@ -146,14 +155,15 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
     differ = [
         f"{name}={asked.get(name)!r} (saved {kept.get(name)!r})"
         for name in {**kept, **asked}
-        if asked.get(name) != kept.get(name)
+        if asked.get(name) != kept.get(name) and name not in RESUME_MAY_CHANGE
     ]
     if differ:
         raise UsageError(
             f"run {rundir.name!r} was started with other settings: {', '.join(differ)}; "
             "resume it with the command that started it"
         )
-    return rundir, saved
+    changed = {name: getattr(requested, name) for name in RESUME_MAY_CHANGE}
+    return rundir, dataclasses.replace(saved, **changed)
 
 
 def load_config(rundir: pathlib.Path) -> configs.TrainConfig:

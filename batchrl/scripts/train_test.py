@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import os
 import pathlib
@@ -124,6 +125,22 @@ def test_resuming_a_finished_run_trains_no_further(finished_run, capsys):
     assert len(metrics_log.read_jsonl(finished_run / "metrics.jsonl")) == 5
     assert capsys.readouterr().out == f"run folder {finished_run} has trained all its 5 phases\n"
     assert sorted(finished_run.iterdir()) == files  # No event file of no events.
+
+
+def test_a_resume_may_change_how_it_meets_a_hung_or_crashed_worker_and_nothing_else(tmp_path):
+    # The errors that stop a run advise "raise the timeout" and restart_workers=true: the
+    # resume of that run takes them. Folders made, nothing trained.
+    start = ["--logdir", str(tmp_path), "--config", "cartpole", "--timestamp", "t"]
+    run, saved = train.new_run(train.parse_args(start), "t")
+    assert (saved.worker_timeout, saved.restart_workers) == (60.0, False)
+    changes = ["--set", "worker_timeout=300", "--set", "restart_workers=true"]
+    for resume in (start, start[:2] + start[-2:]):  # The command that started it, or --timestamp.
+        rundir, config = train.resumed_run(train.parse_args([*resume, *changes]))
+        assert rundir == run and (config.worker_timeout, config.restart_workers) == (300.0, True)
+        assert config == dataclasses.replace(saved, worker_timeout=300.0, restart_workers=True)
+    with pytest.raises(train.UsageError, match=r"other settings: num_envs=4 \(saved 30\); resume"):
+        train.resumed_run(train.parse_args([*start, *changes, "--set", "num_envs=4"]))
+    assert run_folder_lib.read_config(run).worker_timeout == 60.0  # The folder keeps its start.
 
 
 def test_a_run_folder_written_with_env_kind_resumes_exactly(finished_run, tmp_path, capsys):
