@@ -32,6 +32,9 @@ class Placement:
 
     acting: jax.Device
     learner: jax.Device
+    # Devices a data-parallel learner splits its minibatches over: `learner` and the next
+    # local ones (`ppo.sgd.data_parallel`, `check_data_parallel`).
+    learner_devices: int = 1
 
     @property
     def split(self) -> bool:
@@ -47,8 +50,16 @@ class Placement:
         return jax.device_put(tree, self.learner)
 
     def describe(self) -> str:
-        """One line for the terminal: `acting on cpu:0, learning on gpu:0`."""
-        return f"acting on {name_of(self.acting)}, learning on {name_of(self.learner)}"
+        """One line for the terminal: `acting on cpu:0, learning on gpu:0` (`gpu:0 + gpu:1`)."""
+        return f"acting on {name_of(self.acting)}, learning on {self.learner_names()}"
+
+    def learner_names(self) -> str:
+        """The learner's devices as the settings name them: `gpu:0`, or `gpu:0 + gpu:1`."""
+        if self.learner_devices == 1:
+            return name_of(self.learner)
+        first = jax.local_devices().index(self.learner)
+        devices = jax.local_devices()[first : first + self.learner_devices]
+        return " + ".join(name_of(d) for d in devices)
 
 
 def name_of(device: jax.Device) -> str:
@@ -114,7 +125,7 @@ def resolve(config: TrainConfig, env: Any) -> Placement:
         acting = learner
     else:
         acting = device(config.acting_device, "acting_device")
-    return Placement(acting=acting, learner=learner)
+    return Placement(acting, learner, config.algorithm.learner_devices)
 
 
 def check_data_parallel(config: TrainConfig, where: Placement) -> None:

@@ -36,7 +36,6 @@ from batchrl.training import (
     environments,
     loop,
     metrics_log,
-    placement,
     results,
     reuse,
     run_folder,
@@ -316,7 +315,7 @@ def _announce(rundir: pathlib.Path | None, programs: loop.Programs, rollout_acto
     where = "in memory" if rundir is None else f"run folder {rundir}"
     devices = programs.where.describe()
     if rollout_actors:
-        learner = placement.name_of(programs.where.learner)
+        learner = programs.where.learner_names()
         devices = f"acting in {rollout_actors} Ray actors, learning on {learner}"
     if programs.overlap:
         devices += " (overlapped, acting one version behind)"
