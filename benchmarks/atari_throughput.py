@@ -43,6 +43,7 @@ import numpy as np
 
 from batchrl.configs import pixel_presets
 from batchrl.envs import BatchEnv
+from batchrl.scripts import provenance
 
 gym.register_envs(ale_py)
 
@@ -213,12 +214,10 @@ def main() -> None:
         for game in args.games
         for n in args.sizes
     ]
-    from batchrl.scripts import sweep  # Imports JAX: only once the worker processes are gone.
-
     record = {
         "benchmark": "atari_throughput",
         "threads": {OURS: cores, "envpool": cores, "async_vector_env": "one process per env"},
-        "machine": sweep.machine(),
+        "machine": provenance.machine(),
         "ale_py": ale_py.__version__,
         "envpool": None if envpool is None else envpool.__version__,
         **({"envpool_missing": envpool_missing} if envpool_missing else {}),

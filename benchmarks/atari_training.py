@@ -292,7 +292,7 @@ def main() -> None:
     finally:
         for peer in peers.values():
             peer.close()
-    from batchrl.scripts import sweep
+    from batchrl.scripts import provenance
 
     versions = {}
     for package in ("torch", "stable_baselines3", "ale_py", "rl_zoo3"):
@@ -302,7 +302,7 @@ def main() -> None:
             versions[package] = None
     record = {
         "benchmark": "atari_training",
-        "machine": sweep.machine(),
+        "machine": provenance.machine(),
         "versions": versions,
         "xla_flags": os.environ.get("XLA_FLAGS", ""),
         "batchrl_preset": PRESET,

@@ -25,7 +25,7 @@ import time
 import psutil
 
 from batchrl import conftest  # wait_gone: the test suite's check for orphans
-from batchrl.scripts import sweep
+from batchrl.scripts import provenance
 from batchrl.training import metrics_log
 
 # Seconds a worker lives before it may be killed: a worker of the train command takes up to
@@ -122,7 +122,7 @@ def main() -> None:
                 "kill_every_seconds": args.every,
                 "with_kills": chaos,
                 "without_kills": calm,
-                "machine": sweep.machine(),
+                "machine": provenance.machine(),
             }
         )
     )

@@ -29,7 +29,7 @@ from jax import lax
 from batchrl.configs import overrides, presets
 from batchrl.networks import conv_matmul
 from batchrl.ppo import clipped
-from batchrl.scripts import sweep
+from batchrl.scripts import provenance
 from batchrl.training import environments, loop
 
 # The MinAtar presets' storage with the MinAtar network, as the presets had it before
@@ -99,7 +99,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     results = [update_seconds(name, args.repeats, args.variants) for name in args.presets]
-    line = {"benchmark": "cnn_update", "machine": sweep.machine(), "results": results}
+    line = {"benchmark": "cnn_update", "machine": provenance.machine(), "results": results}
     print(json.dumps(line), flush=True)
 
 

@@ -24,7 +24,7 @@ from batchrl import env_spec as env_spec_lib
 from batchrl.configs import presets
 from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import jax_env
-from batchrl.scripts import sweep
+from batchrl.scripts import provenance
 from batchrl.training import loop
 
 OBSERVATION_SIZE, ACTION_SIZE = 348, 17
@@ -95,7 +95,7 @@ def main() -> None:
                 "phase_seconds": [round(s, 1) for s in seconds],
                 "env_steps_per_sec": [round(env_steps / s) for s in seconds],
                 "updates": int(agent.learner.updates),
-                "machine": sweep.machine(),
+                "machine": provenance.machine(),
             }
         )
     )

@@ -21,7 +21,7 @@ import pathlib
 import statistics
 import sys
 
-from batchrl.scripts import evaluate, sweep
+from batchrl.scripts import evaluate, provenance
 from batchrl.training import checkpoint, run_folder
 
 
@@ -70,8 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                 "repeats": args.repeats,
                 **noise(by_seed),
                 "scores": by_seed,
-                "machine": sweep.machine(),
-                "commit": sweep.source_commit(),
+                "machine": provenance.machine(),
+                "commit": provenance.source_commit(),
             }
             print(json.dumps(line), flush=True)
     return 0

@@ -19,7 +19,7 @@ import json
 import pathlib
 import sys
 
-from batchrl.scripts import evaluate, sweep
+from batchrl.scripts import evaluate, provenance
 from batchrl.training import checkpoint, run_folder
 
 
@@ -34,7 +34,7 @@ def rescored(line: dict, rundir: pathlib.Path, average_last: int, episodes: int)
         "final_episodes": row["episodes"],
         "settings": settings,
         "scored": f"benchmarks/final_average.py --average-last {average_last}",
-        "scored_on": sweep.source_commit(),
+        "scored_on": provenance.source_commit(),
     }
 
 

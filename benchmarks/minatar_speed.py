@@ -30,7 +30,7 @@ import jax
 
 from batchrl.configs import presets
 from batchrl.ppo import clipped
-from batchrl.scripts import sweep
+from batchrl.scripts import provenance
 from batchrl.training import environments, loop
 
 PRESETS = ["breakout_minatar", "space_invaders_minatar", "asterix_minatar", "freeway_minatar"]
@@ -142,7 +142,7 @@ def main() -> None:
     results = measure(args.presets, args.phases, args.repeats)
     line = {
         "benchmark": "minatar_speed",
-        "machine": sweep.machine(),
+        "machine": provenance.machine(),
         "gymnax_blines_source": SOURCE,
         "results": results,
     }

@@ -28,7 +28,7 @@ import time
 import numpy as np
 import yaml
 
-from batchrl.scripts import sweep
+from batchrl.scripts import provenance
 
 FINAL_EPISODES = 16
 
@@ -152,7 +152,7 @@ def main() -> None:
                 "best_eval_return": max(point[1] for point in curve),
                 "wall_seconds": None if seconds is None else round(seconds, 1),
                 "eval_curve": curve,
-                "machine": sweep.machine(),
+                "machine": provenance.machine(),
             }
             print(json.dumps(row), flush=True)
 

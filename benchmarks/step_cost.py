@@ -32,7 +32,7 @@ from batchrl import simulate  # noqa: E402
 from batchrl.configs import presets  # noqa: E402
 from batchrl.ppo import clipped, penalty  # noqa: E402
 from batchrl.ppo import config as config_lib  # noqa: E402
-from batchrl.scripts import sweep  # noqa: E402
+from batchrl.scripts import provenance  # noqa: E402
 from batchrl.training import environments, loop  # noqa: E402
 
 
@@ -147,7 +147,9 @@ def main() -> None:
     parser.add_argument("--phases", type=int, default=2, help="timed phases after the first")
     args = parser.parse_args()
     results = [measure(name, args.phases) for name in args.presets]
-    print(json.dumps({"benchmark": "step_cost", "results": results, "machine": sweep.machine()}))
+    print(
+        json.dumps({"benchmark": "step_cost", "results": results, "machine": provenance.machine()})
+    )
 
 
 if __name__ == "__main__":

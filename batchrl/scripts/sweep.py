@@ -33,11 +33,9 @@ import argparse
 import contextlib
 import ctypes
 import dataclasses
-import importlib.metadata
 import json
 import os
 import pathlib
-import platform
 import signal
 import subprocess
 import sys
@@ -46,7 +44,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from batchrl.scripts import evaluate, train
+from batchrl.scripts import evaluate, provenance, train
 from batchrl.training import checkpoint, metrics_log, results, run_folder, terminal, together
 
 RESULTS = "results.jsonl"
@@ -95,41 +93,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if pathlib.Path(args.logdir).exists() and not pathlib.Path(args.logdir).is_dir():
         parser.error(f"--logdir {args.logdir} is a file, not a folder of runs")
     return args
-
-
-def machine() -> dict[str, Any]:
-    """The machine and versions a result was measured with."""
-    model = "unknown"
-    cpuinfo = pathlib.Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        for line in cpuinfo.read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    versions = {"python": platform.python_version()}
-    for package in ("batchrl", "jax", "gymnasium", "mujoco"):
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            versions[package] = None
-    # The cores this process may run on (taskset, a container's CPU set), not the machine's.
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"cores": cores, "cpu": model, "versions": versions}
-
-
-def source_commit() -> str | None:
-    """The git commit of the code running, with "-dirty" when changed; None outside git."""
-    source = pathlib.Path(__file__).resolve().parents[2]
-    try:
-        described = subprocess.run(
-            ["git", "-C", str(source), "describe", "--always", "--dirty", "--abbrev=40"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return described.stdout.strip() or None
 
 
 def settings(rundir: pathlib.Path) -> dict[str, Any]:
@@ -294,8 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Runs the sweep; returns 0, the first failed run's exit status, or `SKIPPED`."""
     args = parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
-    about = machine()
-    commit = source_commit()
+    about = provenance.machine()
+    commit = provenance.source_commit()
     groups = [
         (config, args.seeds if args.together else [seed])
         for config in args.configs
