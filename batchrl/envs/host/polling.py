@@ -44,6 +44,11 @@ class Poller:
         self._fds = len(fds)
         self._spinning = spin > 0
 
+    @property
+    def spinning(self) -> bool:
+        """Whether the next wait spins before it blocks."""
+        return self._spinning
+
     def poll(self, timeout: float | None = None) -> list:
         """The events, waiting at most `timeout` seconds (None: forever); [] when none came.
 
