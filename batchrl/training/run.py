@@ -114,7 +114,8 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
         state = restore(rundir, programs, state, env.env_spec)
         total = config.phases
         if int(state.phases) >= total:  # Resumed after its last phase: nothing to write.
-            print(f"run folder {rundir} has trained all its {total} phases", flush=True)
+            trained = f"all its {total} phases" if total > 1 else "its 1 phase"
+            print(f"run folder {rundir} has trained {trained}", flush=True)
             return Run(rundir, config, [], state, programs)
         progress = terminal.Progress(
             total_steps=total * programs.train_steps * programs.num_envs,

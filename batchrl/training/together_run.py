@@ -90,7 +90,8 @@ def _train(
     total, count = config.phases, len(configs)
     if begun >= total:  # Resumed after its last phase, as `run.train`: nothing to write.
         for rundir in rundirs:
-            print(f"run folder {rundir} has trained all its {total} phases", flush=True)
+            trained = f"all its {total} phases" if total > 1 else "its 1 phase"
+            print(f"run folder {rundir} has trained {trained}", flush=True)
         return [
             run.Run(rundir, seed_config, [], state, programs)
             for rundir, seed_config, state in zip(rundirs, configs, states, strict=True)
