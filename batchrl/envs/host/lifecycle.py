@@ -47,11 +47,33 @@ def context(name: str) -> multiprocessing.context.BaseContext:
             f"unknown start method {name!r}: use one of {CONTEXTS} (plain fork is unsafe once "
             f"JAX's threads run)"
         )
+    _check_main_runs_again()
     method = multiprocessing.get_context(name)
     if name == "forkserver":
         # Used when the server starts, if not yet.
         method.set_forkserver_preload([*PRELOAD, *main_imports()])
     return method
+
+
+def _check_main_runs_again() -> None:
+    """A one-line ValueError where a worker could not run the main script again.
+
+    multiprocessing runs it again in every worker, from its file; a script read from
+    standard input (`python - < script.py`) has none, and each worker died at its start
+    with a FileNotFoundError.
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if path is None or getattr(getattr(main, "__spec__", None), "name", None):
+        return  # Interactive, or `python -m`: run again by name, or not at all.
+    if not os.path.isabs(path) and multiprocessing.process.ORIGINAL_DIR is not None:
+        path = os.path.join(multiprocessing.process.ORIGINAL_DIR, path)
+    if not os.path.isfile(path):
+        raise ValueError(
+            f"worker processes run the main script again (Python's multiprocessing), but it "
+            f"has no file ({main.__file__!r}): run it from a file, or step the envs in this "
+            "process (local_envs equal to num_envs)"
+        )
 
 
 def main_imports() -> list[str]:

@@ -57,3 +57,22 @@ def test_the_fork_server_imports_what_the_main_module_imports_where_that_is_safe
     assert _main(monkeypatch, "mypackage.train", user) == quiet
     # A command without its source (byte code only): nothing to read, nothing preloaded.
     assert _main(monkeypatch, "batchrl.scripts.train", tmp_path / "train.pyc") == []
+
+
+def test_a_script_read_from_standard_input_is_told_its_workers_cannot_start():
+    # Workers run the main script again from its file; `python - < script.py` has none.
+    script = "from batchrl.envs import BatchEnv\nBatchEnv.external('Pendulum-v1', 2)\n"
+    done = subprocess.run(
+        [sys.executable, "-"], input=script, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        "ValueError: worker processes run the main script again (Python's multiprocessing), "
+        "but it has no file ('<stdin>'): run it from a file, or step the envs in this process "
+        "(local_envs equal to num_envs)"
+    )
+    # Stepped here, as the line says, it runs.
+    script = script.replace("2)", "2, local_envs=2).reset(seed=0)")
+    run = [sys.executable, "-"]
+    done = subprocess.run(run, input=script, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
