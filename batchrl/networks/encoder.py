@@ -39,14 +39,16 @@ CHANNELS = ("auto", "first", "last")
 def channels_first(leaf: ObsLeaf, channels: str = "auto") -> bool:
     """Whether an image leaf's channels lead its shape (C, H, W) rather than end it.
 
-    "auto" reads the shape as Stable-Baselines3 does: channels first when the first dim
+    "auto" reads the shape as Stable-Baselines3 does, channels first when the first dim
     is the smallest (MinAtar's (10, 10, 4) ends in its channels, a stack of four 84 x 84
-    frames (4, 84, 84) leads with them); "first" and "last" say so for any shape.
+    frames (4, 84, 84) leads with them), but for a first dim that only ties for it: last,
+    Gymnasium's order (Seaquest-MinAtar's (10, 10, 10), which SB3's rule read as channels
+    first, ends in its 10 channels); "first" and "last" say so for any shape.
     """
     if channels not in CHANNELS:
         raise ValueError(f"unknown image_channels {channels!r}: use one of {CHANNELS}")
     if channels == "auto":
-        return leaf.shape.index(min(leaf.shape)) == 0
+        return leaf.shape[0] < min(leaf.shape[1:])
     return channels == "first"
 
 

@@ -104,7 +104,16 @@ def test_a_leaf_of_the_wrong_shape_is_named():
 
 @pytest.mark.parametrize(
     ("shape", "first"),
-    [((4, 84, 84), True), ((84, 84, 4), False), ((10, 10, 4), False), ((3, 7, 7), True)],
+    [
+        ((4, 84, 84), True),
+        ((84, 84, 4), False),
+        ((10, 10, 4), False),
+        ((3, 7, 7), True),
+        # A first dim that ties for the smallest: Gymnasium's order, channels last
+        # (Seaquest-MinAtar's 10 x 10 grid of 10 channels; SB3's rule reads it first).
+        ((10, 10, 10), False),
+        ((7, 7, 9), False),
+    ],
 )
 def test_image_channels_are_found_as_stable_baselines3_finds_them(shape, first):
     leaf = env_spec.ObsLeaf(shape, "uint8", env_spec.IMAGE, low=0.0, high=255.0)
