@@ -43,7 +43,12 @@ def check_name(name: str, kwargs: dict[str, Any] | None = None) -> None:
     try:
         spec = gym.spec(name)
     except gym.error.Error as error:
-        raise ValueError(f"unknown env {name!r}: {error}") from None
+        # An id a module of the user's registers is unknown to a process that never
+        # imported that module: a resume, `evaluate` or `visualize` of its run folder.
+        raise ValueError(
+            f"unknown env {name!r}: {error} (an id your module registers: give "
+            f"env='<module>:{name}', which imports it first)"
+        ) from None
     if kwargs:
         creator = spec.entry_point
         _check_kwargs(name, creator if callable(creator) else load_env_creator(creator), kwargs)

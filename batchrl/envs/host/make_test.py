@@ -35,8 +35,12 @@ def test_bad_names_are_one_line_errors_before_any_worker_starts(name, message):
 
 
 def test_batch_of_an_unknown_id_fails_before_starting_workers():
-    with pytest.raises(ValueError, match="unknown env 'Nope-v0'"):
+    with pytest.raises(ValueError, match="unknown env 'Nope-v0'") as raised:
         BatchEnv.external("Nope-v0", 2)
+    # How to give an id that a module registers, for a process that never imported it.
+    assert str(raised.value).endswith(
+        "(an id your module registers: give env='<module>:Nope-v0', which imports it first)"
+    )
 
 
 def test_training_envs_repeat_actions_as_the_config_asks():
