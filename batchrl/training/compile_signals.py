@@ -6,7 +6,9 @@ compile then crashes the exiting process (SIGSEGV, exit 139 where 130 is due). A
 pressed twice while the first phase compiles did that. `deferred` sends the signal to the
 main thread again once the compile has returned, where its handler raises as it would have.
 `stopping(handler)` gives Ctrl-C and SIGTERM to a handler for a block, by default
-`raise_interrupt`, which stops the program at once.
+`raise_interrupt`, which stops the program at once. A signal sent again can land in a
+garbage collector's callback (JAX has one), where Python prints the KeyboardInterrupt and
+drops it; `raise_dropped`, called where a run begins its phases, raises it again.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from types import FrameType
 # JAX's Python frames that wait for XLA's compile (`backend_compile` before JAX 0.5).
 _COMPILE_FRAMES = frozenset({"backend_compile_and_load", "backend_compile"})
 _resending = threading.Lock()  # Held while a signal waits to be sent again.
+_raised: list[int] = []  # The signals `raise_interrupt` raised in a `stopping` block.
 
 
 def raise_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -31,6 +34,19 @@ def raise_interrupt(signum: int, frame: FrameType | None) -> None:
     Python's own Ctrl-C raises in the compile, and the process crashes.
     """
     if not deferred(signum, frame):
+        _raised.append(signum)
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def raise_dropped() -> None:
+    """Raises KeyboardInterrupt again if `raise_interrupt` raised one that went nowhere.
+
+    Once raised in a garbage collector's callback, Python printed it and dropped it, and
+    a run pressed before its first phase trained to its end (exit status 0, not 130).
+    """
+    if _raised:
+        signum = _raised[0]
+        _raised.clear()
         raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
 
@@ -55,6 +71,7 @@ def stopping(
     finally:
         for number, old in kept.items():
             signal.signal(number, old)
+        _raised.clear()  # Raised out of the block, or dropped in it: the block is over.
 
 
 def in_compile(frame: FrameType | None) -> bool:

@@ -34,6 +34,7 @@ def signals_kept() -> Iterator[list[int]]:
     if threading.current_thread() is not threading.main_thread():
         yield received
         return
+    compile_signals.raise_dropped()  # A Ctrl-C of the run's start that went nowhere.
 
     def interrupt(signum: int, frame: Any) -> None:
         received.append(signum)

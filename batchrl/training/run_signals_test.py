@@ -8,7 +8,7 @@ import pytest
 from batchrl.scripts import train
 from batchrl.scripts.train_test import TINY, run_folder, saved_state
 from batchrl.testing import interrupt
-from batchrl.training import checkpoint, loop, metrics_log, run_signals
+from batchrl.training import checkpoint, compile_signals, loop, metrics_log, run_signals
 
 
 def test_the_first_signal_waits_for_the_phase_and_the_second_raises_at_once():
@@ -40,6 +40,26 @@ def test_a_second_ctrl_c_dropped_on_its_way_is_raised_at_the_next_phase():
                 pass
             with pytest.raises(KeyboardInterrupt, match="SIGINT"):
                 run_signals.raise_received(received)
+    finally:
+        assert signal.signal(signal.SIGINT, before) is signal.default_int_handler
+
+
+def test_a_ctrl_c_of_the_runs_start_dropped_on_its_way_is_raised_as_its_phases_begin():
+    # Sent again once the start's compile returned, it landed in JAX's gc callback, which
+    # printed and dropped it: the run trained to its end and exited 0, not 130.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with compile_signals.stopping():
+            try:  # As Python does with an exception raised in a gc callback: printed, dropped.
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(10**6):
+                    pass
+            except KeyboardInterrupt:
+                pass
+            with pytest.raises(KeyboardInterrupt, match="SIGINT"), run_signals.signals_kept():
+                pass
+            with run_signals.signals_kept():  # Raised once.
+                pass
     finally:
         assert signal.signal(signal.SIGINT, before) is signal.default_int_handler
 
