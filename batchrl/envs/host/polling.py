@@ -14,8 +14,8 @@ The kernel checks a poll's fds one after another, so one check can miss what was
 first and see what was written after: a worker writes its step's answer, then the
 step's infos on its command pipe, and a parent preempted between its checks of the two
 saw only the infos (`answered a step out of turn`, once in a benchmark's run). What is
-ready stays ready until read, so a `Poller` that saw some of its fds checks all at once
-again.
+ready stays ready until read, so a `Poller`, given its fds in the order they are written,
+checks all at once again when it saw some but not the first (not on a step's answer).
 """
 
 from __future__ import annotations
@@ -32,8 +32,9 @@ class Poller:
     """`select.poll` over `fds` that polls without blocking for up to `spin` s, then blocks.
 
     It spins only while spinning pays: after a wait that ended within `spin` seconds
-    (the first wait spins). Polling yields the core between polls. A wait's events hold
-    every fd that was ready when it ended, whatever the order of their checks.
+    (the first wait spins). Polling yields the core between polls. `fds` come in the
+    order their writers write them (an answer before the infos that follow it, a message
+    before its writer's exit): a wait's events then hold every fd written before one seen.
     """
 
     def __init__(self, spin: float, *fds: int) -> None:
@@ -41,7 +42,7 @@ class Poller:
         self._poller = select.poll()
         for fd in fds:
             self._poller.register(fd, select.POLLIN)
-        self._fds = len(fds)
+        self._first = fds[0]
         self._spinning = spin > 0
 
     @property
@@ -72,6 +73,6 @@ class Poller:
             if deadline is not None and time.perf_counter() >= deadline:
                 break
         self._spinning = self.spin > 0 and time.perf_counter() - start <= self.spin
-        if 0 < len(events) < self._fds:
+        if events and all(fd != self._first for fd, _ in events):
             events = self._poller.poll(0)  # Those written before the ones seen, too.
         return events

@@ -70,7 +70,7 @@ def _serve(
     conn: Connection, envs: stepper.EnvStepper, spin: float, bell: Connection, answer: Connection
 ) -> None:
     mapping = None
-    poller = polling.Poller(spin, conn.fileno(), bell.fileno())
+    poller = polling.Poller(spin, bell.fileno(), conn.fileno())  # No order between them.
     kept: dict[int, list[dict]] = {}  # The infos of the last KEPT_STEPS steps.
     steps = 0
     while True:
