@@ -70,7 +70,9 @@ def _serve(
     conn: Connection, envs: stepper.EnvStepper, spin: float, bell: Connection, answer: Connection
 ) -> None:
     mapping = None
-    poller = polling.Poller(spin, bell.fileno(), conn.fileno())  # No order between them.
+    # The parent writes one of the two at a time; the bell first, so that a step's ring is
+    # read without the second poll a wait that saw only a later fd makes.
+    poller = polling.Poller(spin, bell.fileno(), conn.fileno())
     kept: dict[int, list[dict]] = {}  # The infos of the last KEPT_STEPS steps.
     steps = 0
     while True:
