@@ -36,6 +36,11 @@ _QUIET_PACKAGES = frozenset({"batchrl", "flax", "gymnasium", "jax", "numpy", "op
 DEFAULT_SPIN = 0.002
 START_TIMEOUT = 120.0  # Seconds a worker gets to start and build its envs.
 CLOSE_TIMEOUT = 1.0  # Seconds a worker gets to close its envs before it is killed.
+# What a worker that died running the main script again is told, and its parent.
+MAIN_GUARD = (
+    "worker processes run the main script again as they start (Python's multiprocessing), "
+    'so the code that builds envs or trains must sit under `if __name__ == "__main__":`'
+)
 # Replacements of a crashed worker tried in a row when each one dies while it starts.
 RESTART_TRIES = 3
 
@@ -47,12 +52,30 @@ def context(name: str) -> multiprocessing.context.BaseContext:
             f"unknown start method {name!r}: use one of {CONTEXTS} (plain fork is unsafe once "
             f"JAX's threads run)"
         )
+    _check_not_a_workers_start()
     _check_main_runs_again()
     method = multiprocessing.get_context(name)
     if name == "forkserver":
         # Used when the server starts, if not yet.
         method.set_forkserver_preload([*PRELOAD, *main_imports()])
     return method
+
+
+def _check_not_a_workers_start() -> None:
+    """A one-line RuntimeError where this process is a worker running the main script again.
+
+    A worker runs the main script before its envs: one that builds worker envs at its top
+    level, not under `if __name__ == "__main__":`, would start workers from every worker
+    as it starts, which Python refuses in a paragraph on "bootstrapping" instead.
+    """
+    # multiprocessing's own mark of a process that runs its parent's main module again.
+    if getattr(multiprocessing.process.current_process(), "_inheriting", False):
+        raise RuntimeError(MAIN_GUARD)
+
+
+def main_runs_again() -> bool:
+    """Whether workers run the main module again as they start: a script's, or `-m`'s."""
+    return getattr(sys.modules.get("__main__"), "__file__", None) is not None
 
 
 def _check_main_runs_again() -> None:

@@ -2,6 +2,7 @@
 
 import importlib.machinery
 import pathlib
+import re
 import subprocess
 import sys
 import types
@@ -75,4 +76,32 @@ def test_a_script_read_from_standard_input_is_told_its_workers_cannot_start():
     script = script.replace("2)", "2, local_envs=2).reset(seed=0)")
     run = [sys.executable, "-"]
     done = subprocess.run(run, input=script, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_script_that_builds_envs_outside_its_main_guard_is_told_to_guard_them(tmp_path):
+    # Each worker runs the script again as it starts: the envs built there would start
+    # workers of their own, which the worker refuses, and dies before building its envs.
+    body = "with BatchEnv.external('CartPole-v1', 2) as envs:\n    envs.reset(seed=0)\n"
+    script = tmp_path / "script.py"
+    script.write_text("from batchrl.envs import BatchEnv\n\n" + body)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 1
+    assert f"RuntimeError: {lifecycle.MAIN_GUARD}\n" in done.stderr
+    assert re.fullmatch(
+        r"batchrl\.envs\.host\.errors\.EnvCrashedError: env 'CartPole-v1' \(envs? [-0-9]+, worker "
+        r"pid \d+\) died \(exit code 1\) during start, before it built its envs \(its error "
+        rf"above\): {re.escape(lifecycle.MAIN_GUARD)}",
+        done.stderr.splitlines()[-1],
+    )
+    # Under the guard, as the line says, it runs.
+    guarded = 'if __name__ == "__main__":\n' + "".join(
+        f"    {line}\n" for line in body.splitlines()
+    )
+    script.write_text("from batchrl.envs import BatchEnv\n\n" + guarded)
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr[-2000:]

@@ -298,11 +298,12 @@ class ProcessGroup(remote.RemoteGroup):
         how = f"exit code {code}"
         if code is not None and code < 0:
             how = f"signal {signal.Signals(-code).name}"
+        advice = self._advice("; {restart} to replace crashed workers")
+        if command == "start" and code == 1 and self.restarts == 0 and lifecycle.main_runs_again():
+            # An exception before the worker's own code ran: in the main script, run again.
+            advice = f", before it built its envs (its error above): {lifecycle.MAIN_GUARD}"
         return errors.EnvCrashedError(
-            f"{self._describe()} died ({how}) during {command}"
-            + self._advice("; {restart} to replace crashed workers"),
-            self.name,
-            command,
+            f"{self._describe()} died ({how}) during {command}{advice}", self.name, command
         )
 
     def _replace_host(self, error: errors.EnvError) -> int:
