@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -55,13 +56,14 @@ def run_folder(logdir: pathlib.Path) -> pathlib.Path:
     return folder
 
 
-def launch(*args: str, cwd: pathlib.Path) -> subprocess.Popen:
+def launch(*args: str, cwd: pathlib.Path, **popen: Any) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "batchrl.scripts.train", *args],
         cwd=cwd,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        **popen,
     )
 
 
@@ -425,8 +427,14 @@ def test_restart_workers_trains_on_through_killed_workers(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGINT])
-def test_sigterm_or_ctrl_c_saves_a_checkpoint_and_leaves_no_worker(tmp_path, how):
+@pytest.mark.parametrize(
+    ("how", "to_the_group"),
+    [(signal.SIGTERM, False), (signal.SIGINT, False), (signal.SIGTERM, True)],
+    ids=["sigterm", "ctrl-c", "sigterm-to-every-process"],
+)
+def test_sigterm_or_ctrl_c_saves_a_checkpoint_and_leaves_no_worker(tmp_path, how, to_the_group):
+    # A scheduler that stops a job signals every process of it, workers and their fork
+    # server too (Slurm, systemd, `timeout`): they killed the workers mid-phase.
     import psutil
 
     process = launch(
@@ -438,6 +446,7 @@ def test_sigterm_or_ctrl_c_saves_a_checkpoint_and_leaves_no_worker(tmp_path, how
         "--set",
         "steps=1000000",
         cwd=tmp_path,
+        start_new_session=to_the_group,
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -446,7 +455,10 @@ def test_sigterm_or_ctrl_c_saves_a_checkpoint_and_leaves_no_worker(tmp_path, how
             break
         time.sleep(0.05)
     workers = [p.pid for p in psutil.Process(process.pid).children(recursive=True)]
-    process.send_signal(how)
+    if to_the_group:
+        os.killpg(process.pid, how)
+    else:
+        process.send_signal(how)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 130, err
     assert "interrupted: saved a checkpoint" in out

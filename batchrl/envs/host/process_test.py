@@ -1,4 +1,5 @@
 import functools
+import multiprocessing
 import os
 import pathlib
 import signal
@@ -313,3 +314,16 @@ def test_no_worker_outlives_its_parent(ending, tmp_path):
         if parent.poll() is None:
             os.killpg(parent.pid, signal.SIGKILL)
             parent.wait()
+
+
+def test_a_users_process_from_the_workers_fork_server_still_ends_at_sigterm():
+    # The server shields itself and its workers from SIGTERM; what else it forks is not.
+    with external.ExternalProcess(make_pendulum) as env:
+        process = multiprocessing.get_context("forkserver").Process(target=time.sleep, args=(60,))
+        process.start()
+        process.terminate()  # At once, maybe before the process could unblock SIGTERM.
+        process.join(30)
+        assert process.exitcode == -signal.SIGTERM
+        os.kill(env.pid, signal.SIGTERM)
+        env.reset(seed=0)  # The worker ignored it.
+        assert env.step(np.zeros(1, np.float32))[0].shape == (3,)

@@ -3,8 +3,9 @@
 Runs forked from a fork server, or in a fresh interpreter (spawn). It never outlives
 the parent: the kernel kills it when its parent process dies (PR_SET_PDEATHSIG), a
 watchdog thread exits when it is re-parented or the parent's end of its pipe closes,
-and it exits when the command pipe closes. It ignores SIGINT, so Ctrl-C in a terminal
-reaches the parent, which then closes its workers in order.
+and it exits when the command pipe closes. It ignores SIGINT and SIGTERM, which a
+terminal's Ctrl-C and a scheduler send every process of a job: the parent, which stops
+after its phase, closes its workers in order.
 """
 
 from __future__ import annotations
@@ -50,7 +51,10 @@ def main(
     values (`stepper.objects`) cannot lie in shared memory.
     """
     _die_with_parent(parent_pid, bell)
+    # Ctrl-C at a terminal and a scheduler's SIGTERM reach every process of the job: the
+    # parent finishes its phase with its workers, saves, then ends them.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     envs = None
     try:
         envs = stepper.EnvStepper(*cloudpickle.loads(constructors_blob))
