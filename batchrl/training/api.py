@@ -132,9 +132,10 @@ def _train_together(
 def _check_recordable(config: TrainConfig, given: Any, logdir: Any) -> None:
     """A one-line ValueError for an env no name can record in a run folder.
 
-    An env given as an object, or a Gymnasium id that the running script registered
-    (`gym.register` in `__main__`): the train command's resume and `evaluate` run in a
-    process that never runs that script, so the folder's name would find no env.
+    An env given as an object, a class or function the running script defines, or a
+    Gymnasium id that it registered (`gym.register` in `__main__`): the train command's
+    resume and `evaluate` run in a process that never runs that script, so the folder's
+    name would find no env.
     """
     if logdir is None or given is None:
         return
@@ -143,6 +144,12 @@ def _check_recordable(config: TrainConfig, given: Any, logdir: Any) -> None:
             f"env {config.env!r} is registered by this script, which the train command and "
             "evaluate never run: register it in a module and give env='module:"
             f"{config.env}', or logdir=None"
+        )
+    if getattr(given, "__module__", None) == "__main__":
+        raise ValueError(
+            f"env {config.env!r} is defined in this script, which the train command and "
+            f"evaluate never run: define it in a module and give env='module:{config.env}', "
+            "or logdir=None"
         )
     raise ValueError(
         f"env {config.env!r} has no importable module:qualname to record in a run folder: "

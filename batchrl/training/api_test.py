@@ -221,6 +221,15 @@ def test_an_env_without_a_name_needs_logdir_none(tmp_path):
     with pytest.raises(ValueError, match="has no importable module:qualname") as error:
         batchrl.train("blackjack", env=lambda: cue.Cue(), logdir=tmp_path)
     assert "\n" not in str(error.value)
+    # A class the running script defines, at its top level: `__main__:Corridor` would name
+    # nothing in the train command's resume and in evaluate.
+    corridor = type("Corridor", (cue.Cue,), {"__module__": "__main__"})
+    with pytest.raises(ValueError) as error:
+        batchrl.train("blackjack", env=corridor, logdir=tmp_path)
+    assert str(error.value) == (
+        "env 'Corridor' is defined in this script, which the train command and evaluate "
+        "never run: define it in a module and give env='module:Corridor', or logdir=None"
+    )
     with pytest.raises(ValueError, match="unknown config key 'update_evry'"):
         batchrl.train("pendulum", update_evry=3, logdir=tmp_path)
     with pytest.raises(ValueError, match=r"num_envs=2\.5: expected int"):
