@@ -87,11 +87,13 @@ class BatchEnv(batch.BatchEnvBase):
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         first_index: int = 0,
         observation_mode: Any = "same",
+        **env_kwargs: Any,
     ) -> BatchEnv:
         """Builds envs in worker processes, `envs_per_worker` to a process.
 
         `env` is a Gymnasium id, a constructor called `num_envs` times, or a list of
-        constructors. By default there is one worker per core. `timeout`, `restart`,
+        constructors; `env_kwargs` go to `gym.make` with an id (`render_mode`, ...), as
+        `gym.make_vec`'s do. By default there is one worker per core. `timeout`, `restart`,
         `context` and `spin` are those of `ExternalProcess`.
 
         `local_envs`: how many of the envs (the last ones) this process steps itself
@@ -107,7 +109,7 @@ class BatchEnv(batch.BatchEnvBase):
         """
         mode = arguments.check_autoreset_mode(autoreset_mode)
         observation_mode = arguments.check_observation_mode(observation_mode)
-        constructors = arguments.constructors(env, num_envs)
+        constructors = arguments.constructors(env, num_envs, env_kwargs)
         num_local = arguments.check_local_envs(local_envs, len(constructors))
         remote = constructors[: len(constructors) - num_local]
         per_worker = arguments.check_envs_per_worker(envs_per_worker)
@@ -149,6 +151,7 @@ class BatchEnv(batch.BatchEnvBase):
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         actor_options: dict[str, Any] | None = None,
         observation_mode: Any = "same",
+        **env_kwargs: Any,
     ) -> BatchEnv:
         """Builds envs on a Ray cluster, split evenly over `actors` actors spread over its nodes.
 
@@ -158,8 +161,8 @@ class BatchEnv(batch.BatchEnvBase):
         starts a local one that stops when the batch closes. `actors`: one per node by
         default. `timeout` and `restart` are those of `external`; `restart=True` also
         replaces a lost actor on a live node. `actor_options` go to Ray's `.options()`
-        (resources, runtime_env); actors ask for no CPU by default. `observation_mode`:
-        `AsyncVectorEnv`'s, as in `external`. Needs the `ray` extra
+        (resources, runtime_env); actors ask for no CPU by default. `observation_mode`
+        and `env_kwargs`: as in `external`. Needs the `ray` extra
         (`pip install -e '.[ray]'`).
         """
         from batchrl.envs.ray import cluster  # Ray is an optional dependency.
@@ -176,6 +179,7 @@ class BatchEnv(batch.BatchEnvBase):
             autoreset_mode=autoreset_mode,
             actor_options=actor_options,
             observation_mode=observation_mode,
+            env_kwargs=env_kwargs,
         )
 
     @classmethod

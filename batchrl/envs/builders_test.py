@@ -1,6 +1,7 @@
 """BatchEnv's builders: what `from_envs` cannot batch is named in one line."""
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 from batchrl.envs import BatchEnv
@@ -19,3 +20,21 @@ def test_from_envs_names_a_constructor_or_an_id_in_place_of_an_env():
         BatchEnv.from_envs(["CartPole-v1"])
     with BatchEnv.from_envs(envs[:1]) as env:  # Env objects batch as before.
         assert env.reset(seed=0)[0].shape == (1, 4)
+
+
+def test_keywords_for_a_gymnasium_id_go_to_gym_make_as_make_vec_passes_them():
+    with BatchEnv.external(
+        "CartPole-v1", 2, render_mode="rgb_array", sutton_barto_reward=True
+    ) as envs:
+        envs.reset(seed=0)
+        assert envs.get_attr("render_mode") == ("rgb_array", "rgb_array")
+        frames = envs.render()
+        assert len(frames) == 2 and frames[0].shape == (400, 600, 3)
+        _, reward, *_ = envs.step(np.ones(2, np.int64))
+        np.testing.assert_array_equal(reward, [0.0, 0.0])  # Sutton and Barto's: 0 until it falls.
+    with pytest.raises(TypeError) as refused:
+        BatchEnv.external(lambda: gym.make("CartPole-v1"), 2, render_mode="rgb_array")
+    assert str(refused.value) == (
+        "keywords ['render_mode'] go to gym.make with a Gymnasium id; a constructor takes its "
+        "own (functools.partial(make, ...))"
+    )

@@ -19,18 +19,26 @@ from batchrl.envs.host import make as make_lib
 from batchrl.envs.host import split
 
 
-def constructors(env: Any, num_envs: int | None) -> list[Callable[[], gym.Env]]:
+def constructors(
+    env: Any, num_envs: int | None, env_kwargs: dict[str, Any] | None = None
+) -> list[Callable[[], gym.Env]]:
     """One constructor per env from a Gymnasium id, one constructor, or a list of them.
 
-    Anything else (an env object, which no worker can build) is refused in one line.
+    `env_kwargs` go to `gym.make` with an id, as `gym.make_vec`'s do; a constructor takes
+    its own. Anything else (an env object, which no worker can build) is refused in one line.
     """
     if num_envs is not None:
         num_envs = check_num_envs(num_envs)
+    if env_kwargs and not isinstance(env, str):
+        raise TypeError(
+            f"keywords {sorted(env_kwargs)} go to gym.make with a Gymnasium id; a constructor "
+            "takes its own (functools.partial(make, ...))"
+        )
     if isinstance(env, str):
         if num_envs is None:
             raise ValueError(f"give num_envs to build a batch of {env!r}")
         make_lib.check_name(env)
-        return [make_lib.Make(env)] * num_envs
+        return [make_lib.Make(env, kwargs=env_kwargs)] * num_envs
     if callable(env):
         if num_envs is None:
             raise ValueError("give num_envs to build a batch from one constructor")

@@ -25,11 +25,12 @@ def build(
     autoreset_mode: AutoresetMode | str,
     actor_options: dict[str, Any] | None,
     observation_mode: Any = "same",
+    env_kwargs: dict[str, Any] | None = None,
 ) -> Any:
     """A `cls` (BatchEnv) whose envs are split evenly over `actors` actors spread over nodes."""
     mode = arguments.check_autoreset_mode(autoreset_mode)
     observation_mode = arguments.check_observation_mode(observation_mode)
-    constructors = arguments.constructors(env, num_envs)
+    constructors = arguments.constructors(env, num_envs, env_kwargs)
     timeout = arguments.check_timeout(timeout)
     # Checked here, not in the actors, where a bad one would read as an env's failure.
     envs_per_worker = arguments.check_envs_per_worker(envs_per_worker)
