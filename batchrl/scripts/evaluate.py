@@ -37,7 +37,9 @@ from batchrl.training import checkpoint, environments, loop, run_folder, tail_av
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m batchrl.scripts.evaluate", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--logdir", required=True, help="the run folder, DIR/<timestamp>-<config>")
     parser.add_argument("--episodes", type=int, default=64, help="episodes per checkpoint")
     parser.add_argument(

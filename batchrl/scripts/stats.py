@@ -248,7 +248,9 @@ def draw_profile(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m batchrl.scripts.stats", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("results", nargs="+", type=pathlib.Path, help="sweep JSON lines")
     parser.add_argument(
         "--out", type=pathlib.Path, help="image file to draw the profile in, e.g. profile.png"

@@ -317,7 +317,9 @@ def update_page(page: pathlib.Path) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m batchrl.scripts.table", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("paths", nargs="*", type=pathlib.Path, help="sweep JSON lines")
     parser.add_argument("--reps", type=int, default=REPS, help="bootstrap resamples")
     parser.add_argument("--seeds", action="store_true", help="every seed's final return instead")

@@ -56,7 +56,9 @@ def choose_headless_gl() -> str:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m batchrl.scripts.visualize", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--logdir", required=True, help="the run folder, DIR/<timestamp>-<config>")
     parser.add_argument("--outdir", required=True, help="where videos and episodes.json go")
     parser.add_argument("--episodes", type=int, default=1, help="episodes to record")
