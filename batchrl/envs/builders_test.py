@@ -32,6 +32,18 @@ def test_keywords_for_a_gymnasium_id_go_to_gym_make_as_make_vec_passes_them():
         assert len(frames) == 2 and frames[0].shape == (400, 600, 3)
         _, reward, *_ = envs.step(np.ones(2, np.int64))
         np.testing.assert_array_equal(reward, [0.0, 0.0])  # Sutton and Barto's: 0 until it falls.
+    with BatchEnv.external("CartPole-v1", 2, max_episode_steps=3) as envs:  # gym.make's own.
+        envs.reset(seed=0)
+        for _ in range(3):
+            *_, truncated, _ = envs.step(np.ones(2, np.int64))
+        np.testing.assert_array_equal(truncated, [True, True])
+    # A mistyped option of the builder reaches gym.make: named before any worker starts.
+    with pytest.raises(ValueError) as refused:
+        BatchEnv.external("CartPole-v1", 2, envs_per_wroker=2)
+    assert str(refused.value) == (
+        "env 'CartPole-v1' takes no keyword 'envs_per_wroker' in env_kwargs: it takes "
+        "sutton_barto_reward, render_mode"
+    )
     with pytest.raises(TypeError) as refused:
         BatchEnv.external(lambda: gym.make("CartPole-v1"), 2, render_mode="rgb_array")
     assert str(refused.value) == (

@@ -37,7 +37,7 @@ def constructors(
     if isinstance(env, str):
         if num_envs is None:
             raise ValueError(f"give num_envs to build a batch of {env!r}")
-        make_lib.check_name(env)
+        make_lib.check_name(env, env_kwargs, make_keywords=True)
         return [make_lib.Make(env, kwargs=env_kwargs)] * num_envs
     if callable(env):
         if num_envs is None:

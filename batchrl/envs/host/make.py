@@ -21,9 +21,18 @@ from gymnasium.envs.registration import load_env_creator
 
 from batchrl.envs.host import wrappers
 
+# gym.make's own keywords, beside those it passes to an id's env.
+_MAKE_KEYWORDS = frozenset(inspect.signature(gym.make).parameters) - {"id", "kwargs"}
 
-def check_name(name: str, kwargs: dict[str, Any] | None = None) -> None:
-    """Raises a one-line ValueError for an unknown env or keyword, before any worker starts."""
+
+def check_name(
+    name: str, kwargs: dict[str, Any] | None = None, *, make_keywords: bool = False
+) -> None:
+    """Raises a one-line ValueError for an unknown env or keyword, before any worker starts.
+
+    `make_keywords`: an id may take gym.make's own keywords (`max_episode_steps`, ...), as a
+    BatchEnv builder's do; training sets those itself.
+    """
     if ":" in name:
         module_name, _, class_name = name.partition(":")
         try:
@@ -49,6 +58,8 @@ def check_name(name: str, kwargs: dict[str, Any] | None = None) -> None:
             f"unknown env {name!r}: {error} (an id your module registers: give "
             f"env='<module>:{name}', which imports it first)"
         ) from None
+    if make_keywords:
+        kwargs = {key: value for key, value in (kwargs or {}).items() if key not in _MAKE_KEYWORDS}
     if kwargs:
         creator = spec.entry_point
         _check_kwargs(name, creator if callable(creator) else load_env_creator(creator), kwargs)
