@@ -69,6 +69,12 @@ def test_train_writes_the_commands_run_folder_and_returns_its_metrics(pendulum):
     spec = run_folder.read_spec(pendulum.rundir)
     assert spec == classic.make("Pendulum-v1").env_spec
     assert checkpoint.steps(run_folder.checkpoints(pendulum.rundir)) == [1, 2]
+    # One line for `print(run)` or a notebook, not the state's arrays.
+    evaluated = pendulum.metrics[-1]["eval/return"]
+    assert repr(pendulum) == (
+        f"Run(rundir='{pendulum.rundir}', env='{config.env}', seed=3, steps=400, "
+        f"eval_return={evaluated:.6g})"
+    )
 
 
 def test_the_command_and_evaluate_read_the_folder(pendulum):
@@ -204,6 +210,7 @@ def test_a_file_or_the_logdir_in_place_of_a_run_folder_names_the_folder_to_give(
 def test_a_jax_native_env_object_trains_in_memory():
     run = batchrl.train("cartpole_jax", env=classic.make("CartPole-v1"), steps=400, **TINY_PENALTY)
     assert run.rundir is None and (run.config.backend, run.config.env) == ("jax", "CartPole")
+    assert repr(run).startswith("Run(rundir=None, env='CartPole', seed=0, steps=400, eval_return=")
     assert [row["step"] for row in run.metrics][-1] == 400
     action = run.policy.act(np.zeros(4, np.float32))
     assert isinstance(action, np.int64) and gym.make("CartPole-v1").action_space.contains(action)

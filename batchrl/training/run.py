@@ -79,6 +79,15 @@ class Run:
         """The rows of the phases that were evaluated."""
         return [row for row in self.metrics if "eval/return" in row]
 
+    def __repr__(self) -> str:
+        """One line, as a notebook or `print(run)` shows it; not the state's arrays."""
+        rundir = None if self.rundir is None else str(self.rundir)
+        parts = [f"rundir={rundir!r}", f"env={self.config.env!r}", f"seed={self.config.seed}"]
+        parts.append(f"steps={int(self.state.env_steps)}")
+        if self.evaluations:
+            parts.append(f"eval_return={self.evaluations[-1]['eval/return']:.6g}")
+        return f"Run({', '.join(parts)})"
+
 
 def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> Run:
     """Trains the run in `rundir`, new or to resume, until its budget is spent.
