@@ -4,8 +4,9 @@
 observation is [step, duration, seed-derived offset], so a test can tell which env
 and which step produced it. `SpaceEnv` draws observations of any given space on such a
 schedule. `FailingEnv` raises, exits, kills itself or hangs at a chosen step, to test
-how workers report and recover. `StartCostEnv` observes the CPU time its process had
-spent when it was built: a worker's cost to start.
+how workers report and recover. `UnstableEnv` makes MuJoCo warn at its first step.
+`StartCostEnv` observes the CPU time its process had spent when it was built: a
+worker's cost to start.
 """
 
 from __future__ import annotations
@@ -239,3 +240,31 @@ class StartCostEnv(gym.Env):
 
     def step(self, action):
         return self._spent, 0.0, False, False, {}
+
+
+class UnstableEnv(gym.Env):
+    """A MuJoCo body whose velocity is NaN from reset: its first step makes MuJoCo warn."""
+
+    observation_space = gym.spaces.Box(-np.inf, np.inf, (1,), np.float64)
+    action_space = gym.spaces.Discrete(1)
+    _XML = (
+        "<mujoco><worldbody><body><joint type='slide'/><geom size='.1'/></body></worldbody>"
+        "</mujoco>"
+    )
+
+    def __init__(self):
+        import mujoco
+
+        self._mujoco = mujoco
+        self._model = mujoco.MjModel.from_xml_string(self._XML)
+        self._data = mujoco.MjData(self._model)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        self._mujoco.mj_resetData(self._model, self._data)
+        self._data.qvel[0] = np.nan
+        return self._data.qpos.copy(), {}
+
+    def step(self, action):
+        self._mujoco.mj_step(self._model, self._data)
+        return self._data.qpos.copy(), 0.0, False, False, {}

@@ -23,7 +23,7 @@ from batchrl.bridge import seeds as seeds_lib
 from batchrl.configs import TrainConfig
 from batchrl.env_spec import EnvSpec
 from batchrl.envs import BatchEnv, spaces
-from batchrl.envs.host import lifecycle, make
+from batchrl.envs.host import lifecycle, make, mujoco_warnings
 from batchrl.envs.jax import classic, gymnax_env, jax_env
 from batchrl.training import placement
 
@@ -62,7 +62,8 @@ def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:
                 observed = game.single_observation_space, game.single_action_space
                 return spaces.env_spec(*observed, config.env)
         try:
-            one = make.Make(env or config.env, config.max_length, kwargs=config.env_kwargs)()
+            with mujoco_warnings.routed():
+                one = make.Make(env or config.env, config.max_length, kwargs=config.env_kwargs)()
         except TypeError as error:  # A keyword an env of **kwargs passes on and refuses.
             if not config.env_kwargs:
                 raise

@@ -21,7 +21,7 @@ from multiprocessing.connection import Connection
 
 import cloudpickle
 
-from batchrl.envs.host import forwarding, polling, shared, stepper
+from batchrl.envs.host import forwarding, mujoco_warnings, polling, shared, stepper
 from batchrl.envs.host import infos as infos_lib
 
 _PR_SET_PDEATHSIG = 1
@@ -55,6 +55,7 @@ def main(
     # parent finishes its phase with its workers, saves, then ends them.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    mujoco_warnings.route()  # Each once a worker, and no MUJOCO_LOG.TXT in the user's folder.
     envs = None
     try:
         envs = stepper.EnvStepper(*cloudpickle.loads(constructors_blob))

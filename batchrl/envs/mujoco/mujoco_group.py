@@ -23,7 +23,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 
 from batchrl.envs import spaces
-from batchrl.envs.host import arguments, forwarding, split, stepper
+from batchrl.envs.host import arguments, forwarding, mujoco_warnings, split, stepper
 from batchrl.envs.host import autoreset as autoreset_lib
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host.group import Step
@@ -44,7 +44,8 @@ class MujocoGroup(forwarding.EnvForwarding):
         threads = arguments.check_threads(threads)
         tasks.check_keywords(env_id, env_kwargs)
         # The task's settings, spaces, spec and renderer are those of Gymnasium's own env.
-        self._template = gym.make(env_id, **env_kwargs)
+        with mujoco_warnings.routed():
+            self._template = gym.make(env_id, **env_kwargs)
         self._template.reset()  # Gymnasium renders only a reset env; its state is set per call.
         env = self._template.unwrapped
         self.task = task_class(env)

@@ -1,0 +1,72 @@
+import subprocess
+import sys
+import warnings
+
+import mujoco
+import pytest
+
+from batchrl.envs.host import mujoco_warnings
+from batchrl.testing import mock
+
+# Four envs in two workers, each env's first step a MuJoCo warning.
+SCRIPT = """
+import sys
+import warnings
+
+from batchrl.envs import BatchEnv
+from batchrl.envs.host.mujoco_warnings import MujocoWarning
+from batchrl.testing import mock
+
+if sys.argv[1] == "ignore":  # At the top: the workers run it again as they start.
+    warnings.filterwarnings("ignore", category=MujocoWarning)
+
+if __name__ == "__main__":
+    with BatchEnv.external(mock.UnstableEnv, num_envs=4, envs_per_worker=2) as env:
+        env.reset(seed=0)
+        env.step(env.action_space.sample())
+"""
+WARNED = "MujocoWarning: Nan, Inf or huge value in QVEL at DOF 0. The simulation is unstable."
+
+
+def test_a_workers_mujoco_warnings_show_once_each_and_write_no_log_file(tmp_path):
+    (tmp_path / "script.py").write_text(SCRIPT)
+    runs = {
+        filters: subprocess.Popen(
+            [sys.executable, "script.py", filters],
+            cwd=tmp_path,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for filters in ("default", "ignore")
+    }
+    said = {filters: run.communicate(timeout=120)[1] for filters, run in runs.items()}
+    assert [run.returncode for run in runs.values()] == [0, 0], said
+    # MuJoCo's own printing said it once an env (4), and appended each to a log file here.
+    assert said["default"].count(WARNED) == 2, said["default"]  # Once a worker.
+    assert said["ignore"].count("MujocoWarning") == 0, said["ignore"]
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+
+
+def test_a_block_routes_mujoco_warnings_then_gives_the_callers_handler_back():
+    env, mine = mock.UnstableEnv(), []
+    env.reset()
+    mujoco.set_mju_user_warning(mine.append)
+    try:
+        unstable = pytest.warns(mujoco_warnings.MujocoWarning, match="simulation is unstable")
+        with unstable, mujoco_warnings.routed():
+            env.step(0)
+        assert mujoco.get_mju_user_warning() == mine.append
+        env.reset()
+        env.step(0)
+    finally:
+        mujoco.set_mju_user_warning(None)
+    assert len(mine) == 1 and "simulation is unstable" in mine[0]
+
+
+def test_a_filter_that_makes_it_an_error_prints_it_instead_of_raising_through_mujoco(capsys):
+    env = mock.UnstableEnv()
+    env.reset()
+    with warnings.catch_warnings(), mujoco_warnings.routed():
+        warnings.simplefilter("error", mujoco_warnings.MujocoWarning)
+        env.step(0)
+    assert "MujocoWarning: Nan, Inf or huge value in QVEL" in capsys.readouterr().err
