@@ -280,4 +280,7 @@ def _checkpoint_error() -> type[Exception]:
 
 
 if __name__ == "__main__":
+    from batchrl.envs.host import mujoco_warnings
+
+    mujoco_warnings.route()  # The command's own process: each of MuJoCo's warnings once.
     sys.exit(main())
