@@ -304,6 +304,19 @@ def test_a_recurrent_policy_keeps_its_carry_until_reset():
     np.testing.assert_array_equal(run.policy.act(obs), first)
 
 
+def test_worker_envs_run_on_across_phases_that_evaluate_nothing():
+    # Phases of 20 batch steps, episodes of 50, evaluation only after the last phase: on
+    # the envs evaluation shares, episodes end at steps 50 and 100, in phases 3 and 5.
+    # Every phase restarted the envs before, so no episode ever ended and none trained.
+    settings = {**TINY_PENALTY, "phase_steps": 80, "eval_every": 10}
+    run = batchrl.train("pendulum", steps=400, **settings)
+    assert run.config.backend == "processes" and run.evaluations == run.metrics[-1:]
+    ended = [row["train/count"] for row in run.metrics]
+    assert ended == [0, 0, 4, 0, 4], ended
+    assert run.metrics[2]["train/length"] == run.metrics[4]["train/length"] == 50
+    assert int(run.state.agent.learner.updates) == 2  # update_every=4 episodes each.
+
+
 @pytest.mark.slow
 def test_a_worker_env_preset_trains_loads_and_acts_on_tuple_observations(tmp_path):
     run = batchrl.train("blackjack", steps=128, logdir=tmp_path, **TINY_CLIPPED)

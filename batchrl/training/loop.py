@@ -46,7 +46,7 @@ class Programs:
     train_steps: int  # Batch steps of one train phase.
     eval_steps: int  # The most batch steps of one evaluation round.
     eval_sample: bool  # Evaluation samples actions, not the mean action.
-    shared_envs: bool  # Train and eval step the same host envs: restart them between phases.
+    shared_envs: bool  # Train and eval step the same host envs: restart them after an eval.
     storage_bytes: int  # The objective's rollout buffer or episode memory.
     where: placement.Placement  # The devices it acts and learns on.
     overlap: bool  # Acting goes on while the learner trains (`training.overlap`).
@@ -280,12 +280,14 @@ def run_phase(
     eval_episodes: int = 0,
     average_with: Sequence[Any] | None = None,
     final: bool = False,
-    restart: bool = False,
+    restart: bool | None = None,
 ) -> tuple[RunState, dict[str, float]]:
     """One train phase from `state`, evaluated; the state after it and its flat metrics.
 
-    `restart` restarts every env first (they always restart where training and evaluation
-    share them): a resumed run's envs begin new episodes, not those it was saved in.
+    `restart` restarts every env first: a resumed run's envs begin new episodes, not
+    those it was saved in, and envs that evaluation shares with training (`shared_envs`)
+    begin afresh after a phase that evaluated on them. None restarts shared envs, for a
+    caller that does not follow which phases evaluated.
 
     Evaluation runs rounds of the eval phase until at least `eval_episodes` episodes
     ended, none when 0. With `average_with`, the parameters of earlier phases, the
@@ -296,7 +298,7 @@ def run_phase(
     """
     start = time.perf_counter()
     train_state = simulate.clear_summary(state.train)
-    restart = jnp.asarray(programs.shared_envs or restart)
+    restart = jnp.asarray(programs.shared_envs if restart is None else restart)
     train_state, agent_state = programs.train(train_state, state.agent, restart, final)
     jax.block_until_ready(agent_state)
     trained = state.replace(train=train_state, agent=agent_state)

@@ -132,22 +132,23 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
         )
         _announce(rundir, programs, config.rollout_actors)
         keeper = Keeper(rundir, config, state, programs.algorithm)
-        # Restored: the checkpoint holds the episodes JAX-native envs were in, no others'.
-        restart = int(state.phases) > 0 and not config.jax_native
+        restart = first_restart(programs, config, state)
         try:
             with keeper, progress.ticking(), run_signals.signals_kept() as received:
                 for done in range(int(state.phases) + 1, total + 1):
                     run_signals.raise_received(received)
-                    final = done == total
+                    final, evaluated = done == total, eval_episodes(config, done)
                     state, metrics = loop.run_phase(
                         programs,
                         state,
-                        eval_episodes=eval_episodes(config, done),
+                        eval_episodes=evaluated,
                         average_with=keeper.average_with(final),
                         final=final,
                         restart=restart,
                     )
-                    restart = False
+                    # Evaluation stepped the envs training shares: the next phase restarts
+                    # them. After a phase without one, training's episodes go on.
+                    restart = programs.shared_envs and evaluated > 0
                     if batch_env is not None:  # Env workers replaced so far in this process.
                         metrics["perf/worker_restarts"] = float(batch_env.restarts)
                     env_steps = keeper.record(state, metrics)
@@ -161,6 +162,15 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
             keeper.save_interrupted()
             raise
         return keeper.run(programs)
+
+
+def first_restart(programs: loop.Programs, config: TrainConfig, state: loop.RunState) -> bool:
+    """Whether a run's first phase in this process restarts its envs.
+
+    Restored: the checkpoint holds the episodes JAX-native envs were in, no others'.
+    Envs that evaluation shares were reset twice as the state was built, once for each.
+    """
+    return programs.shared_envs or (int(state.phases) > 0 and not config.jax_native)
 
 
 def eval_episodes(config: TrainConfig, done: int) -> int:

@@ -121,11 +121,12 @@ def _train(
                 opened.callback(writer.shutdown)  # Waits for the last phase's records.
             opened.enter_context(progress.ticking())
             received = opened.enter_context(run_signals.signals_kept())
-            restart = begun > 0 and not config.jax_native  # As `run.train`'s.
+            restart = run.first_restart(group.solo, config, states[0])  # As `run.train`'s.
             for done in range(begun + 1, total + 1):
                 run_signals.raise_received(received)
                 stacked, rows = _phase(group, stacked, keepers, config, done, restart)
-                restart = False
+                # As `run.train`'s: after an evaluation on the envs training shares.
+                restart = group.solo.shared_envs and run.eval_episodes(config, done) > 0
                 if restarts is not None:  # Every seed's env workers replaced so far.
                     for row in rows:
                         row["perf/worker_restarts"] = float(restarts())
@@ -166,7 +167,7 @@ def _phase(
     programs = group.solo
     final = done == config.phases
     start = time.perf_counter()
-    reset = jax.numpy.asarray(programs.shared_envs or restart)
+    reset = jax.numpy.asarray(restart)
     train_state, agent = group.train(simulate.clear_summary(stacked.train), stacked.agent, reset)
     seconds = time.perf_counter() - start
     tails = [keeper.average_with(final) for keeper in keepers]
