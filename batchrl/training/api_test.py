@@ -439,6 +439,31 @@ def test_a_setting_its_backend_never_reads_is_a_one_line_warning(preset, setting
     assert [line for line in said if " is not used " in line] == lines
 
 
+@pytest.mark.parametrize(
+    ("preset", "settings", "line"),
+    [
+        (
+            "pendulum",
+            {"phase_steps": 7},  # Under num_envs=30: phases of one batch step.
+            "evaluation every 10 phase(s) of 1 batch step(s) (phase_steps=7 on num_envs=30) "
+            "restarts the envs it shares with training, so no training episode runs past "
+            "batch step 10 of max_length=200: raise phase_steps or eval_every",
+        ),
+        ("pendulum", {"phase_steps": 7, "eval_every": 200}, None),
+        ("pendulum_jax", {"phase_steps": 7}, None),  # Evaluation has its own envs.
+        ("pendulum", {}, None),
+    ],
+)
+def test_evaluations_that_cut_every_training_episode_short_are_a_one_line_warning(
+    preset, settings, line, caplog
+):
+    config, name, _ = api.configure(preset, **settings)
+    caplog.set_level("WARNING", logger="batchrl")
+    assert api.start(config, name, None) is None
+    said = [record.getMessage() for record in caplog.records]
+    assert [text for text in said if text.startswith("evaluation every")] == [line] * bool(line)
+
+
 def test_overlap_on_with_seeds_together_is_a_one_line_warning(caplog):
     # A together-run is one program with overlap off: `on` was dropped without a word.
     configs = [api.configure("pendulum_jax", seed=seed, overlap="on")[0] for seed in (0, 1)]
