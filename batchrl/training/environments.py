@@ -54,6 +54,7 @@ def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:
     a run folder or a worker exists.
     """
     check_env_name(config, env)
+    _check_ray(config)
     with _extra_named():
         if config.jax_native:
             return _jax_native(config, env).env_spec
@@ -72,6 +73,19 @@ def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:
             return spaces.env_spec(one.observation_space, one.action_space, spaces.env_name(one))
         finally:
             one.close()
+
+
+def _check_ray(config: TrainConfig) -> None:
+    """Ray, an optional dependency, where the run puts its envs or its acting in actors."""
+    if config.backend != "ray" and not config.rollout_actors:
+        return
+    try:
+        import ray  # noqa: F401
+    except ImportError:
+        setting = f"rollout_actors={config.rollout_actors}" if config.rollout_actors else None
+        setting = setting or f"backend {config.backend!r}"
+        needs = f"{setting} needs ray, which is not installed: pip install -e '.[ray]'"
+        raise ValueError(needs) from None
 
 
 @contextlib.contextmanager

@@ -1,3 +1,4 @@
+import dataclasses
 import functools
 import os
 import pathlib
@@ -85,16 +86,23 @@ def test_a_bad_game_or_option_is_refused_in_one_line_before_any_game_starts():
 
 
 @pytest.mark.parametrize(
-    ("preset", "module", "message"),
+    ("preset", "settings", "module", "message"),
     [
-        ("breakout_minatar", "gymnax", r"backend 'gymnax' needs gymnax, which is not installed"),
-        ("minigrid_doorkey", "minigrid", r"MiniGrid's envs need minigrid, which is not installed"),
+        ("breakout_minatar", {}, "gymnax", "backend 'gymnax' needs gymnax"),
+        ("minigrid_doorkey", {}, "minigrid", "MiniGrid's envs need minigrid"),
+        # The train command printed ImportError's traceback.
+        ("cartpole", {"backend": "ray"}, "ray", "backend 'ray' needs ray"),
+        ("cheetah_clipped", {"rollout_actors": 2}, "ray", "rollout_actors=2 needs ray"),
     ],
 )
-def test_an_extra_not_installed_is_one_line_naming_it(monkeypatch, preset, module, message):
+def test_an_extra_not_installed_is_one_line_naming_it(
+    monkeypatch, preset, settings, module, message
+):
     monkeypatch.setitem(sys.modules, module, None)  # Its import fails as if not installed.
-    with pytest.raises(ValueError, match=rf"^{message}: pip install -e '\.\[{module}\]'$"):
-        environments.check_env(presets.get(preset))
+    config = dataclasses.replace(presets.get(preset), **settings)
+    said = rf"^{message}, which is not installed: pip install -e '\.\[{module}\]'$"
+    with pytest.raises(ValueError, match=said):
+        environments.check_env(config)
 
 
 class HangingPendulum(gym.Wrapper):
