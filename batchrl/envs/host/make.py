@@ -23,6 +23,8 @@ from batchrl.envs.host import wrappers
 
 # gym.make's own keywords, beside those it passes to an id's env.
 _MAKE_KEYWORDS = frozenset(inspect.signature(gym.make).parameters) - {"id", "kwargs"}
+# Env packages of batchrl's extras (pyproject.toml): a missing one is named with its extra.
+_EXTRAS = {"gymnasium_robotics": "robotics", "minigrid": "minigrid", "ale_py": "atari"}
 
 
 def check_name(
@@ -38,8 +40,7 @@ def check_name(
         try:
             module = importlib.import_module(module_name)
         except ImportError as error:
-            message = f"cannot import {module_name!r} for env {name!r}: {error}"
-            raise ValueError(message) from None
+            raise _cannot_import(module_name, name, error) from None
         if hasattr(module, class_name):
             _check_kwargs(name, getattr(module, class_name), kwargs or {})
             return
@@ -65,13 +66,22 @@ def check_name(
         _check_kwargs(name, creator if callable(creator) else load_env_creator(creator), kwargs)
 
 
+def _cannot_import(module_name: str, name: str, error: ImportError) -> ValueError:
+    """The one line for an env's module that does not import; an extra's names the extra."""
+    message = f"cannot import {module_name!r} for env {name!r}: {error}"
+    extra = _EXTRAS.get((error.name or "").partition(".")[0])
+    if extra is not None:
+        message += f": pip install -e '.[{extra}]'"
+    return ValueError(message)
+
+
 def resolve(name: str) -> Any:
     """The object `module:qualname` names; a one-line ValueError when there is none."""
     module_name, _, qualname = name.partition(":")
     try:
         found = importlib.import_module(module_name)
     except ImportError as error:
-        raise ValueError(f"cannot import {module_name!r} for env {name!r}: {error}") from None
+        raise _cannot_import(module_name, name, error) from None
     for part in qualname.split("."):
         found = getattr(found, part, None)
     if found is None:

@@ -1,4 +1,5 @@
 import pickle
+import sys
 
 import gymnasium as gym
 import numpy as np
@@ -32,6 +33,16 @@ def test_entry_point_builds_the_class_with_a_time_limit():
 def test_bad_names_are_one_line_errors_before_any_worker_starts(name, message):
     with pytest.raises(ValueError, match=message):
         make.check_name(name)
+
+
+def test_an_env_package_of_an_extra_not_installed_names_the_extra(monkeypatch):
+    # The pointmaze preset's env, without `.[robotics]`.
+    monkeypatch.setitem(sys.modules, "gymnasium_robotics", None)
+    with pytest.raises(ValueError) as raised:
+        make.check_name(presets.get("pointmaze").env)
+    said = str(raised.value)
+    assert said.startswith("cannot import 'gymnasium_robotics' for env 'gymnasium_robotics:")
+    assert said.endswith(": pip install -e '.[robotics]'")
 
 
 def test_batch_of_an_unknown_id_fails_before_starting_workers():
