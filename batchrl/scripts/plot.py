@@ -11,7 +11,8 @@ run folders: a logdir, a sweep's) and draws each metric against "perf/env_steps"
 run. With `--seeds`, runs whose folder names share the config part after the last "-"
 (`training.run_folder`: the seeds of one sweep, `seed0-cheetah_clipped`, `seed1-...`)
 are drawn as one curve: the mean over seeds and a band from the lowest to the highest,
-as in Figures 1 and 2 of the seed's paper. `--panels` gives each metric its own axes.
+as in Figures 1 and 2 of the seed's paper. Metrics of one quantity (`train/return` and
+`eval/return`) share one axes; others get a panel each (`--panels`, `--no-panels`).
 Draws headless with matplotlib's Agg canvas. A missing or unreadable run ends with one
 line on stderr and exit status 2.
 """
@@ -61,7 +62,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--seeds", action="store_true", help="draw the seeds of a config as mean and band"
     )
     parser.add_argument(
-        "--panels", action="store_true", help="one panel per metric, over a shared x axis"
+        "--panels",
+        action=argparse.BooleanOptionalAction,
+        help="one panel per metric, over a shared x axis (default: where the metrics are "
+        "different quantities, as eval/return and train/kl; one axes for train/return and "
+        "eval/return)",
     )
     return parser.parse_args(argv)
 
@@ -192,6 +197,11 @@ def load(run: Path) -> list[dict[str, Any]]:
         raise RunError(str(error)) from error
 
 
+def quantity(metric: str) -> str:
+    """What a metric measures, its key's last part: `return` for train/ and eval/return."""
+    return metric.rsplit("/", 1)[-1]
+
+
 def draw(
     runs: dict[str, list[dict[str, Any]]],
     metrics: Sequence[str],
@@ -251,9 +261,12 @@ def draw(
             handles.append(
                 lines.Line2D([], [], color="0.3", linestyle=style, marker=marker, label=metric)
             )
-        returns = all(m.endswith("return") for m in metrics)
-        stack[0].set_ylabel("return" if returns else "value")
-    stack[0].legend(handles=handles, fontsize="small")
+        quantities = {quantity(metric) for metric in metrics}
+        stack[0].set_ylabel(quantities.pop() if len(quantities) == 1 else "value")
+    if panels:  # Beside the panels: inside the first, many runs' names hid its curves.
+        figure.legend(handles=handles, fontsize="small", loc="outside right upper")
+    else:
+        stack[0].legend(handles=handles, fontsize="small")
     stack[-1].set_xlabel("wall-clock hours" if x == HOURS else "env steps")
     for axes in stack:
         if x != HOURS:
@@ -297,7 +310,10 @@ def main(argv: list[str] | None = None) -> int:
             hint = "the runs have no rows yet"
         print(f"plot: error: no run has a value of metric {missing[0]!r}; {hint}", file=sys.stderr)
         return 2
-    figure = draw(runs, args.metrics, args.x, args.seeds, args.panels)
+    panels = args.panels
+    if panels is None:  # A KL beside a return on one axes would read as a flat line at 0.
+        panels = len({quantity(metric) for metric in args.metrics}) > 1
+    figure = draw(runs, args.metrics, args.x, args.seeds, panels)
     out = Path(args.out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -84,10 +84,35 @@ def test_panels_give_each_metric_its_own_axes_over_a_shared_x(runs, tmp_path):
     assert len(returns.lines) == len(kl.lines) == 2  # One line per run in each panel.
     assert list(kl.lines[0].get_ydata()) == [0.01] * 10
     assert returns.get_shared_x_axes().joined(returns, kl)
+    # The runs' legend beside the panels, where no name hides a curve.
+    assert returns.get_legend() is None and len(figure.legends) == 1
+    assert [text.get_text() for text in figure.legends[0].get_texts()] == ["clipped", "penalty"]
     out = tmp_path / "panels.png"
     argv = [str(runs[0]), "--panels", "--metrics", "eval/return", "train/kl", "--out", str(out)]
     assert plot.main(argv) == 0
     assert_png(out)
+
+
+def png_height(path) -> int:
+    return int.from_bytes(path.read_bytes()[20:24], "big")  # The IHDR chunk's height.
+
+
+def test_metrics_of_other_quantities_get_panels_unless_told(runs, tmp_path):
+    # A return and an entropy on one axes drew the entropy as a flat line at 0.
+    drawn = {}
+    for name, flags in {"auto": [], "one": ["--no-panels"]}.items():
+        drawn[name] = tmp_path / f"{name}.png"
+        argv = [str(runs[0]), "--metrics", "eval/return", "train/kl", *flags]
+        assert plot.main([*argv, "--out", str(drawn[name])]) == 0
+    returns = tmp_path / "returns.png"
+    argv = [str(runs[0]), "--metrics", "train/return", "eval/return", "--out", str(returns)]
+    assert plot.main(argv) == 0
+    # Two panels of 1.6 inches and a margin, against one axes of 5 inches, at 100 dpi.
+    assert [png_height(drawn["auto"]), png_height(drawn["one"])] == [420, 500]
+    assert png_height(returns) == 500  # One quantity, one axes.
+    records = {path.name: plot.load(path) for path in runs}
+    lengths = plot.draw(records, ["train/length", "eval/length"])
+    assert lengths.axes[0].get_ylabel() == "length"
 
 
 def test_series_skips_nulls_and_keeps_the_redone_points_of_a_resumed_run():
