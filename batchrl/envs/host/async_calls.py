@@ -60,8 +60,11 @@ class AsyncCalls:
         """Sends the resets `reset` makes (every env, or `options["reset_mask"]`'s)."""
         self._expect_no_call("reset_async")
         seeds = arguments.check_seeds(seed, self.num_envs)
+        # Popped from the caller's dict, as Gymnasium's vector envs pop it: their wrappers
+        # read the dict after the reset (RecordEpisodeStatistics starts every env's
+        # statistics afresh where no mask is left, and only the masked envs' otherwise).
+        mask = None if options is None else options.pop("reset_mask", None)
         options = dict(options or {})
-        mask = options.pop("reset_mask", None)
         others = None
         if mask is None:
             indices = np.arange(self.num_envs)

@@ -138,6 +138,39 @@ def test_gymnasium_vector_wrappers_run_over_it():
     theirs.close()
 
 
+def test_a_reset_mask_is_taken_from_the_options_as_gymnasium_takes_it():
+    # Gymnasium's vector envs pop the mask from the caller's dict; its RecordEpisodeStatistics
+    # reads the dict after the reset. Left there, the wrapper cleared the `_episode` mask of
+    # the step just returned: a loop reading infos after its resets counted no episode.
+    def wrapped(env):
+        return gym.wrappers.vector.RecordEpisodeStatistics(env)
+
+    disabled = AutoresetMode.DISABLED
+    theirs = wrapped(
+        gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 3, autoreset_mode=disabled)
+    )
+    with BatchEnv.external("CartPole-v1", 3, autoreset_mode=disabled) as env:
+        ours = wrapped(env)
+        ours.reset(seed=5), theirs.reset(seed=5)
+        rng = np.random.default_rng(0)
+        episodes = []
+        for _ in range(200):
+            action = rng.integers(0, 2, 3)
+            got, want = ours.step(action), theirs.step(action)
+            done = want[2] | want[3]
+            if done.any():
+                options = {"reset_mask": done, "other": 1}
+                ours.reset(options=options)
+                assert options == {"other": 1}
+                theirs.reset(options={"reset_mask": done})
+            if "episode" in want[4]:
+                episodes.append(want[4]["episode"]["r"][want[4]["_episode"]])
+                np.testing.assert_array_equal(got[4]["_episode"], want[4]["_episode"])
+                np.testing.assert_array_equal(got[4]["episode"]["r"], want[4]["episode"]["r"])
+        assert sum(map(len, episodes)) >= 10
+    theirs.close()
+
+
 def test_bad_autoreset_modes_seeds_and_masks_are_named():
     with pytest.raises(ValueError, match="unknown autoreset_mode 'sometimes': use one of NEXT"):
         BatchEnv.external("Pendulum-v1", 2, autoreset_mode="sometimes")
