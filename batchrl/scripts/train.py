@@ -46,7 +46,10 @@ class UsageError(Exception):
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="batchrl", description=__doc__.splitlines()[0])
     parser.add_argument("--logdir", help="folder that holds the runs")
-    parser.add_argument("--config", help="preset name (see --list)")
+    parser.add_argument(
+        "--config",
+        help="preset name (see --list), or a run folder or config YAML file to start from",
+    )
     parser.add_argument(
         "--timestamp", help="resume the run with this timestamp (with --config: start it if new)"
     )
@@ -113,7 +116,7 @@ def requested_config(
 ) -> configs.TrainConfig:
     """The config the command line asks for: --config's preset (or `base`), --seed, --set."""
     try:
-        config = configs.get(args.config) if args.config else base
+        config = api.named_config(args.config)[0] if args.config else base
         seed = [f"seed={args.seed}"] if args.seed is not None else []
         config = configs.parse_overrides(config, [*seed, *args.set])
     except ValueError as error:
@@ -128,7 +131,7 @@ def new_run(
         raise UsageError("give --config NAME for a new run (see --list), or --timestamp to resume")
     config = requested_config(args)
     try:
-        rundir = api.start(config, args.config, args.logdir, timestamp)
+        rundir = api.start(config, config_name(args), args.logdir, timestamp)
     except FileExistsError as error:
         raise UsageError(f"run folder {error.filename!r} exists already") from None
     return rundir, config
@@ -142,7 +145,7 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
     logdir = pathlib.Path(args.logdir)
     if args.config:
         try:
-            rundir = logdir / run_folder.name(args.timestamp, args.config)
+            rundir = logdir / run_folder.name(args.timestamp, config_name(args))
         except ValueError as error:
             raise UsageError(str(error)) from None
         if not (rundir / run_folder.CONFIG).exists():
@@ -221,6 +224,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def config_name(args: argparse.Namespace) -> str | None:
+    """The name part of --config's run folders: the preset's, or the folder's or file's."""
+    if not args.config:
+        return None
+    try:
+        return api.named_config(args.config)[1]
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+
+
 def seed_timestamp(timestamp: str, seed: int) -> str:
     """The timestamp of seed `seed`'s folder in a together-run stamped `timestamp`."""
     return timestamp.format(seed=seed) if "{seed}" in timestamp else f"{timestamp}-seed{seed}"
@@ -254,7 +267,7 @@ def _train_together(args: argparse.Namespace) -> int:
                 "give --config NAME for a new run (see --list), or --timestamp to resume"
             )
         seed_configs = [requested_config(one) for one in ones]
-        rundirs = api.start_together(seed_configs, args.config, args.logdir)
+        rundirs = api.start_together(seed_configs, config_name(args), args.logdir)
         runs = list(zip(rundirs, seed_configs, strict=True))
     with compile_signals.stopping():
         api.limit_xla_threads(runs[0][1])

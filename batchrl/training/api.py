@@ -55,8 +55,8 @@ def train(
     """Trains `config` to its budget; the run, its metrics and its final policy.
 
     Args:
-        config: A preset's name (`python -m batchrl.scripts.train --list`) or a
-            `TrainConfig`.
+        config: A preset's name (`python -m batchrl.scripts.train --list`), a run folder
+            or YAML file whose config to start from (`named_config`), or a `TrainConfig`.
         env: The env in place of the config's: a name (a Gymnasium id, `module:Class`,
             or a JAX-native env's name when the config's backend is JAX-native); a
             constructor (of a Gymnasium env, or of a JAX-native env when the backend is
@@ -187,7 +187,7 @@ def configure(
 ) -> tuple[TrainConfig, str, Any]:
     """The run's config, its folder's config name, and the env to pass when no name says it."""
     if isinstance(config, str):
-        name, config = config, configs.get(config)
+        config, name = named_config(config)
     elif isinstance(config, TrainConfig):
         name = None
     else:
@@ -202,6 +202,26 @@ def configure(
     if given is None and not config.jax_native:
         given = _registered_in_main(config.env)
     return config, name or run_folder.safe_name(config.env), given
+
+
+def named_config(text: str) -> tuple[TrainConfig, str]:
+    """A preset by its name, or the config a run folder or YAML file holds; a name for its runs.
+
+    A run folder (or its config.yaml) gives its own name part, `cheetah_clipped` of
+    `20261201T120047-cheetah_clipped`, so a run started from it is named as it was;
+    another YAML file (written as a config.yaml is) its stem.
+    """
+    path = pathlib.Path(text)
+    if text in configs.PRESETS or not path.exists():
+        try:
+            return configs.get(text), text
+        except ValueError as error:
+            raise ValueError(f"{error}; or give a run folder or a config's YAML file") from None
+    if path.is_dir() or path.name == run_folder.CONFIG:
+        folder = path if path.is_dir() else path.parent
+        config = run_folder.read_config(folder)
+        return config, run_folder.safe_name(run_folder.parse(folder.resolve().name)[1])
+    return run_folder.read_config_file(path), run_folder.safe_name(path.stem)
 
 
 def start(

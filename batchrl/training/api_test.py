@@ -1,3 +1,4 @@
+import dataclasses
 import functools
 import re
 import subprocess
@@ -85,6 +86,30 @@ def test_the_command_and_evaluate_read_the_folder(pendulum):
     assert run_folder.metrics(pendulum.rundir).read_text() == rows
     (row,) = evaluate.evaluate(pendulum.rundir, episodes=4, phases=[2])
     assert row["episodes"] >= 4 and np.isfinite(row["return"])
+
+
+def test_a_run_folder_or_a_yaml_file_is_a_config_to_start_from(pendulum, tmp_path):
+    # As a preset: the saved settings under the folder's name part; --seed, --set on top.
+    config, name = api.named_config(str(pendulum.rundir))
+    assert (config, name) == (pendulum.config, "pendulum_jax")
+    assert api.named_config(str(pendulum.rundir / "config.yaml")) == (config, name)
+    assert api.configure(str(pendulum.rundir), seed=4)[:2] == (
+        dataclasses.replace(config, seed=4),
+        name,
+    )
+    mine = tmp_path / "my settings.yaml"  # A file of one's own, written as config.yaml is.
+    mine.write_text((pendulum.rundir / "config.yaml").read_text())
+    assert api.named_config(str(mine)) == (config, "my_settings")
+    logdir = tmp_path / "runs"
+    settings = ["--seed", "4", "--set", "steps=200"]
+    argv = ["--logdir", str(logdir), "--config", str(pendulum.rundir / "config.yaml")]
+    assert train.main([*argv, *settings]) == 0
+    (folder,) = logdir.iterdir()
+    assert run_folder.parse(folder.name)[1] == "pendulum_jax"
+    assert run_folder.read_config(folder) == dataclasses.replace(config, seed=4, steps=200)
+    unknown = r"^unknown config 'nope\.yaml': .*; or give a run folder or a config's YAML file$"
+    with pytest.raises(ValueError, match=unknown):
+        api.named_config("nope.yaml")
 
 
 def test_a_loaded_policy_acts_as_the_runs_on_one_observation_and_a_batch(pendulum):

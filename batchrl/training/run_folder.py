@@ -265,7 +265,7 @@ def read_config(rundir: str | os.PathLike) -> train_config.TrainConfig:
         raise RunFolderError(f"run folder {str(rundir)!r} does not exist")
     path = rundir / CONFIG
     try:
-        return train_config.from_dict(yaml.safe_load(path.read_text()))
+        return read_config_file(path)
     except FileNotFoundError:
         runs = sorted(str(p) for p in rundir.iterdir() if _holds_config(p))
         if runs:  # The train command's --logdir, given where one of its runs is meant.
@@ -274,6 +274,12 @@ def read_config(rundir: str | os.PathLike) -> train_config.TrainConfig:
                 f"such as {runs[-1]!r}"
             ) from None
         raise RunFolderError(f"{str(path)!r} is missing: not a batchrl run folder") from None
+
+
+def read_config_file(path: str | os.PathLike) -> train_config.TrainConfig:
+    """A config in a YAML file as a run folder's config.yaml holds one; one-line errors."""
+    try:
+        return train_config.from_dict(yaml.safe_load(pathlib.Path(path).read_text()))
     except (yaml.YAMLError, ValueError, TypeError, AttributeError) as error:
         first = str(error).splitlines()[0]
         raise RunFolderError(f"cannot read {str(path)!r}: {first}") from None
