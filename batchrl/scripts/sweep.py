@@ -3,8 +3,9 @@
     python -m batchrl.scripts.sweep --logdir runs/sweep --configs cheetah_clipped walker_clipped
         --seeds 0 1 2 [--steps 1000000] [--set key=value ...] [--together]
 
-Run (config, seed) lives in LOGDIR/seed<seed>-<config>/ and is trained by the train
-command with `--timestamp seed<seed>`, so a sweep can be stopped at any moment and run
+Run (config, seed) lives in LOGDIR/seed<seed>-<config>/ (a CONFIG given as a run folder
+or YAML file, as the train command takes it, is named as its runs are) and is trained by
+the train command with `--timestamp seed<seed>`, so a sweep can be stopped at any moment and run
 again: finished runs are skipped, interrupted ones resume from their last checkpoint, and
 the CPU hours of a table add up across sessions. Every config and seed is checked before
 the first run trains. A run another process trains (the same
@@ -60,7 +61,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m batchrl.scripts.sweep", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--logdir", required=True, help="folder that holds the sweep's runs")
-    parser.add_argument("--configs", nargs="+", required=True, metavar="CONFIG")
+    parser.add_argument(
+        "--configs",
+        nargs="+",
+        required=True,
+        metavar="CONFIG",
+        help="presets' names, or run folders or config YAML files to start from",
+    )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], metavar="SEED")
     parser.add_argument("--steps", type=int, help="budget of env steps (default: the preset's)")
     parser.add_argument(
@@ -113,7 +120,7 @@ def train_argv(args: argparse.Namespace, config: str, seeds: Sequence[int]) -> l
 
 def rundir_of(args: argparse.Namespace, config: str, seed: int) -> pathlib.Path:
     """The folder of the sweep's run (config, seed)."""
-    return pathlib.Path(args.logdir) / run_folder.name(f"seed{seed}", config)
+    return pathlib.Path(args.logdir) / run_folder.name(f"seed{seed}", train.name_of(config))
 
 
 def log_of(args: argparse.Namespace, config: str, seeds: Sequence[int]) -> pathlib.Path:
@@ -126,6 +133,7 @@ def log_of(args: argparse.Namespace, config: str, seeds: Sequence[int]) -> pathl
     rundir = rundir_of(args, config, seeds[0])
     if len(seeds) == 1:
         return rundir.parent / f"{rundir.name}.log"
+    config = train.name_of(config)  # A run folder's or a YAML file's: its runs' name.
     name = f"seeds{'_'.join(map(str, seeds))}-{config}.log"
     if len(name.encode()) > 255:
         name = f"seeds{seeds[0]}_..._{seeds[-1]}-{config}.log"
@@ -203,7 +211,7 @@ def result_line(
     return json.dumps(
         {
             "benchmark": "learning",
-            "config": config,
+            "config": train.name_of(config),  # A run folder's or a YAML file's: its name.
             "seed": seed,
             **summary.as_dict(),
             **sampled,
@@ -339,7 +347,7 @@ def _sweep(
             print(line, flush=True)
             # A run finished by a sweep stopped before its line was written gets it now,
             # and one evaluated again (--evaluate-best) a line with its kept best's return.
-            before = written.get((config, seed))
+            before = written.get((train.name_of(config), seed))
             new = json.loads(line)
             stale = before is None or any(before.get(k) != new[k] for k in KEPT if k in new)
             if seed in trained or stale:

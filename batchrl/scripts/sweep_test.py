@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from batchrl.configs import presets
 from batchrl.scripts import evaluate, stats, sweep, train_test
 from batchrl.training import checkpoint, metrics_log, results, run_folder
 
@@ -55,6 +56,20 @@ def swept(tmp_path_factory):
 
 
 @pytest.mark.slow
+def test_a_run_folder_given_as_a_config_names_the_sweeps_runs_as_it_is_named(tmp_path):
+    # As the train command takes it: the runs of 20261201T120000-pendulum_jax's settings.
+    source = tmp_path / "20261201T120000-pendulum_jax"
+    source.mkdir()
+    run_folder.write_config(source, presets.get("pendulum_jax"))
+    given = str(source / "config.yaml")
+    argv = ["--logdir", str(tmp_path / "sweep"), "--configs", given, "--seeds", "3", "4"]
+    args = sweep.parse_args([*argv, "--set", "steps=100"])
+    sweep.check_runs(args, given)  # A traceback on its folder's name before.
+    assert sweep.rundir_of(args, given, 3) == tmp_path / "sweep" / "seed3-pendulum_jax"
+    assert sweep.log_of(args, given, [3, 4]).name == "seeds3_4-pendulum_jax.log"
+    assert sweep.main([*argv[:3], str(tmp_path / "none.yaml"), *argv[4:]]) == 2
+
+
 def test_each_run_is_a_run_folder_and_a_json_line(swept):
     logdir, _, rows, _ = swept
     assert [(row["config"], row["seed"]) for row in rows] == [

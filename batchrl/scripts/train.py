@@ -225,11 +225,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def config_name(args: argparse.Namespace) -> str | None:
-    """The name part of --config's run folders: the preset's, or the folder's or file's."""
-    if not args.config:
-        return None
+    """The name part of --config's run folders (`name_of`); None without --config."""
+    return name_of(args.config) if args.config else None
+
+
+def name_of(config: str) -> str:
+    """The name part of the run folders of `config`: the preset's, or the folder's or file's."""
     try:
-        return api.named_config(args.config)[1]
+        return api.named_config(config)[1]
     except ValueError as error:
         raise UsageError(str(error)) from None
 
