@@ -199,15 +199,18 @@ def summary_line(phase: int, env_steps: int, metrics: Mapping[str, float]) -> st
     Args:
         phase: the phase number.
         env_steps: env steps done by the end of the phase.
-        metrics: the phase's metrics; keys not present are left out, NaN shows as "nan".
+        metrics: the phase's metrics; keys not present are left out, and so is a NaN
+            return (no episode ended in the phase: the progress line leaves it out too;
+            "nan" read as a diverged run), while a NaN loss shows as "nan".
 
     Returns:
         The line, without a newline.
     """
     parts = [f"phase {phase}", f"env steps {env_steps:,}"]
     for key, label, number_format in _SUMMARY_FIELDS:
-        if key in metrics:
-            parts.append(f"{label} {number_format(float(metrics[key]))}")
+        value = float(metrics.get(key, math.nan))
+        if key in metrics and not (number_format is return_text and math.isnan(value)):
+            parts.append(f"{label} {number_format(value)}")
     return "  ".join(parts)
 
 
