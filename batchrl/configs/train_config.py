@@ -108,8 +108,14 @@ class TrainConfig:
 
     @property
     def shape(self) -> ppo_config.RunShape:
-        """What the objective reads of this run."""
-        return ppo_config.RunShape(self.num_envs, self.max_length, self.steps)
+        """What the objective reads of this run; its schedules' horizon is what it trains.
+
+        The run trains whole phases, `steps` rounded up: a horizon of `steps` left the
+        learning rate at zero past it (`--set steps=3000` on `cheetah_clipped`, whose phase is
+        20,480 env steps: 136 of its 160 updates moved nothing).
+        """
+        trained = self.phases * self.batch_steps_per_phase * self.num_envs
+        return ppo_config.RunShape(self.num_envs, self.max_length, trained)
 
     @property
     def batch_steps_per_phase(self) -> int:
@@ -119,7 +125,9 @@ class TrainConfig:
             return max(1, math.ceil(self.phase_steps / self.num_envs))
         if isinstance(algorithm, ppo_config.ClippedConfig):
             return algorithm.steps_per_update
-        return algorithm.update_every * self.max_length // self.num_envs
+        # At least one: more envs than a memory's steps (num_envs=300, update_every=1,
+        # max_length=2) made phases of none, and a ZeroDivisionError of the budget.
+        return max(1, algorithm.update_every * self.max_length // self.num_envs)
 
     @property
     def eval_batch_steps(self) -> int:

@@ -1,5 +1,7 @@
 """TrainConfig: the algorithm's config beside the run's, --set, typed YAML."""
 
+import dataclasses
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -16,6 +18,19 @@ def test_the_algorithms_type_picks_the_objective():
     assert type(clipped.algorithm) is ppo_config.ClippedConfig
     assert not hasattr(clipped.algorithm, "kl_target")
     assert not hasattr(seed.algorithm, "clip_ratio")
+
+
+def test_a_budget_rounds_up_to_whole_phases_and_the_schedules_follow_it():
+    config = dataclasses.replace(presets.get("cheetah_clipped"), steps=30_000)
+    assert (config.batch_steps_per_phase, config.phases) == (1280, 2)  # 20,480 env steps each.
+    assert config.shape.steps == 40_960  # The learning rate anneals over what it trains.
+    # More envs than the penalty objective's memory holds steps: phases of one batch step,
+    # not of none (a ZeroDivisionError of the budget before).
+    config = dataclasses.replace(presets.get("pendulum_jax"), num_envs=300, max_length=2)
+    config = dataclasses.replace(
+        config, algorithm=dataclasses.replace(config.algorithm, update_every=1)
+    )
+    assert (config.batch_steps_per_phase, config.phases, config.shape.steps) == (1, 3334, 1_000_200)
 
 
 def test_set_reaches_the_algorithm_by_its_key_or_a_dotted_one():

@@ -244,6 +244,19 @@ def test_a_jax_native_env_object_trains_in_memory():
         batchrl.load(run.rundir)  # pathlib's TypeError before.
 
 
+def test_the_learning_rate_decays_over_the_whole_phases_a_budget_rounds_up_to():
+    # 100 env steps round up to one phase of 256: 8 updates of 32 env steps. The schedule's
+    # horizon was the 100, so updates 5 to 8 trained at a learning rate of 0.
+    settings = {**TINY_CLIPPED, "phase_steps": 256, "objective": "clipped"}
+    settings["anneal_learning_rate"] = True
+    run = batchrl.train("cartpole_jax", steps=100, **settings)
+    assert run.metrics[-1]["step"] == 256 and run.config.shape.steps == 256
+    assert int(run.state.agent.learner.updates) == 8
+    learning_rate = run.config.algorithm.learning_rate
+    # The last update's: 1 - 7/8 of the rate, annealed linearly over the 8.
+    assert run.metrics[-1]["train/learning_rate"] == pytest.approx(learning_rate / 8, rel=0.2)
+
+
 def test_settings_of_the_chosen_objective_may_come_before_it():
     config, _, _ = api.configure("cartpole_jax", steps_per_update=64, objective="clipped")
     assert config.algorithm.objective == "clipped" and config.algorithm.steps_per_update == 64
