@@ -76,7 +76,8 @@ def build(
     A train phase runs `config.batch_steps_per_phase` batch steps and an eval round at
     most `config.eval_batch_steps`, unless `train_steps` or `eval_steps` (batch steps, each
     stepping every env once) say otherwise; the budget the schedules read is
-    `config.steps` env steps, and `config.seed` seeds the agent's and the phases' keys.
+    `config.shape.steps`, `config.steps` rounded up to the config's whole phases, and
+    `config.seed` seeds the agent's and the phases' keys.
     Evaluation steps `eval_env` (of `env`'s spec and size) when given, else `env` itself,
     with the mean action, or with actions sampled from the policy where
     `config.eval_sample` says so. Equal JAX-native runs share their programs (`reuse`).
