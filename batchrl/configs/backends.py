@@ -179,8 +179,8 @@ def evaluation_shares_envs(config: Any) -> bool:
     return config.backend not in JAX_NATIVE and config.backend != "ale"
 
 
-def episodes_cut_short(config: Any) -> str | None:
-    """A line where evaluation restarts shared envs before training's episodes can end.
+def episodes_cut_short(config: Any) -> list[str]:
+    """A line, as `unused`'s, where evaluation restarts shared envs before episodes can end.
 
     Evaluations `eval_every` phases of `batch_steps_per_phase` apart, below `max_length`:
     a phase_steps under num_envs (7 on 30 envs: phases of one batch step) trained
@@ -188,12 +188,12 @@ def episodes_cut_short(config: Any) -> str | None:
     """
     span = config.batch_steps_per_phase * config.eval_every
     if not evaluation_shares_envs(config) or span >= config.max_length:
-        return None
+        return []
     if config.phases <= config.eval_every:  # No evaluation before the last phase.
-        return None
-    return (
+        return []
+    return [
         f"evaluation every {config.eval_every} phase(s) of {config.batch_steps_per_phase} batch "
         f"step(s) (phase_steps={config.phase_steps} on num_envs={config.num_envs}) restarts "
         f"the envs it shares with training, so no training episode runs past batch step "
         f"{span} of max_length={config.max_length}: raise phase_steps or eval_every"
-    )
+    ]

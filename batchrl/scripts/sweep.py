@@ -5,10 +5,10 @@
 
 Run (config, seed) lives in LOGDIR/seed<seed>-<config>/ (a CONFIG given as a run folder
 or YAML file, as the train command takes it, is named as its runs are) and is trained by
-the train command with `--timestamp seed<seed>`, so a sweep can be stopped at any moment and run
-again: finished runs are skipped, interrupted ones resume from their last checkpoint, and
-the CPU hours of a table add up across sessions. Every config and seed is checked before
-the first run trains. A run another process trains (the same
+the train command with `--timestamp seed<seed>`, so a sweep can be stopped at any moment
+and run again: finished runs are skipped, interrupted ones resume from their last
+checkpoint, and the CPU hours of a table add up across sessions. Every config and seed is
+checked before the first run trains. A run another process trains (the same
 sweep started in a second terminal) is left to it, said in one line, and the sweep goes on;
 it then exits with status 75 (`SKIPPED`), not 0, as that run's line is missing.
 Each run's line (stdout, and appended to LOGDIR/results.jsonl) gives its evaluation

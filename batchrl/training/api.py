@@ -236,9 +236,8 @@ def start(
     A refused env or space leaves no folder behind; a setting the backend ignores, and
     evaluations that cut every training episode short, are one-line warnings.
     """
-    for line in [*backends.unused(config), backends.episodes_cut_short(config)]:
-        if line is not None:
-            logger.warning("%s", line)
+    for line in [*backends.unused(config), *backends.episodes_cut_short(config)]:
+        logger.warning("%s", line)
     limit_xla_threads(config)
     from batchrl.training import environments  # Starts JAX's backends: after the limit.
 

@@ -82,8 +82,8 @@ def _check_ray(config: TrainConfig) -> None:
     try:
         import ray  # noqa: F401
     except ImportError:
-        setting = f"rollout_actors={config.rollout_actors}" if config.rollout_actors else None
-        setting = setting or f"backend {config.backend!r}"
+        actors = config.rollout_actors
+        setting = f"rollout_actors={actors}" if actors else f"backend {config.backend!r}"
         needs = f"{setting} needs ray, which is not installed: pip install -e '.[ray]'"
         raise ValueError(needs) from None
 

@@ -137,18 +137,16 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
             with keeper, progress.ticking(), run_signals.signals_kept() as received:
                 for done in range(int(state.phases) + 1, total + 1):
                     run_signals.raise_received(received)
-                    final, evaluated = done == total, eval_episodes(config, done)
+                    final = done == total
                     state, metrics = loop.run_phase(
                         programs,
                         state,
-                        eval_episodes=evaluated,
+                        eval_episodes=eval_episodes(config, done),
                         average_with=keeper.average_with(final),
                         final=final,
                         restart=restart,
                     )
-                    # Evaluation stepped the envs training shares: the next phase restarts
-                    # them. After a phase without one, training's episodes go on.
-                    restart = programs.shared_envs and evaluated > 0
+                    restart = restart_after(programs, config, done)
                     if batch_env is not None:  # Env workers replaced so far in this process.
                         metrics["perf/worker_restarts"] = float(batch_env.restarts)
                     env_steps = keeper.record(state, metrics)
@@ -171,6 +169,14 @@ def first_restart(programs: loop.Programs, config: TrainConfig, state: loop.RunS
     Envs that evaluation shares were reset twice as the state was built, once for each.
     """
     return programs.shared_envs or (int(state.phases) > 0 and not config.jax_native)
+
+
+def restart_after(programs: loop.Programs, config: TrainConfig, done: int) -> bool:
+    """Whether the phase after phase `done` restarts the envs: it evaluated on those it shares.
+
+    After a phase without an evaluation, training's episodes go on.
+    """
+    return programs.shared_envs and eval_episodes(config, done) > 0
 
 
 def eval_episodes(config: TrainConfig, done: int) -> int:

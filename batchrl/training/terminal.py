@@ -208,9 +208,12 @@ def summary_line(phase: int, env_steps: int, metrics: Mapping[str, float]) -> st
     """
     parts = [f"phase {phase}", f"env steps {env_steps:,}"]
     for key, label, number_format in _SUMMARY_FIELDS:
-        value = float(metrics.get(key, math.nan))
-        if key in metrics and not (number_format is return_text and math.isnan(value)):
-            parts.append(f"{label} {number_format(value)}")
+        if key not in metrics:
+            continue
+        value = float(metrics[key])
+        if number_format is return_text and math.isnan(value):
+            continue  # No episode ended in the phase.
+        parts.append(f"{label} {number_format(value)}")
     return "  ".join(parts)
 
 

@@ -125,8 +125,7 @@ def _train(
             for done in range(begun + 1, total + 1):
                 run_signals.raise_received(received)
                 stacked, rows = _phase(group, stacked, keepers, config, done, restart)
-                # As `run.train`'s: after an evaluation on the envs training shares.
-                restart = group.solo.shared_envs and run.eval_episodes(config, done) > 0
+                restart = run.restart_after(group.solo, config, done)  # As `run.train`'s.
                 if restarts is not None:  # Every seed's env workers replaced so far.
                     for row in rows:
                         row["perf/worker_restarts"] = float(restarts())
