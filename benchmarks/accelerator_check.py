@@ -119,7 +119,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny runs: about a minute on a CPU")
     parser.add_argument("--only", nargs="*", choices=list(CHECKS), default=list(CHECKS))
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE")
     parser.add_argument(
         "--timeout", type=float, help="seconds each run may take before it is stopped"
     )

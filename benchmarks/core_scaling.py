@@ -183,7 +183,7 @@ def main() -> int:
     parser.add_argument("--cores", nargs="+", type=int, help="core counts; default 1, 2, 4, ...")
     parser.add_argument("--phases", type=int, help="train phases per run (default 6)")
     parser.add_argument("--env-seconds", type=float, help="env-only seconds (default 5)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE")
     parser.add_argument("--quick", action="store_true", help="tiny runs, to check it works")
     parser.add_argument("--timeout", type=float, help="seconds each process may take")
     parser.add_argument("--child", choices=("train", "env"), help=argparse.SUPPRESS)

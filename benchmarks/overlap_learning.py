@@ -43,7 +43,7 @@ def main() -> int:
     parser.add_argument("--preset", default="cheetah_clipped")
     parser.add_argument("--repeats", type=int, default=5, help="turns of off and on")
     parser.add_argument("--phases", type=int, help="train phases per run (default 6)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE")
     parser.add_argument("--quick", action="store_true", help="tiny runs, to check it works")
     parser.add_argument("--timeout", type=float, help="seconds each process may take")
     args = parser.parse_args()

@@ -39,7 +39,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="pendulum_jax")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--set", action="append", metavar="KEY=VALUE", help="steps=12000 if none")
+    parser.add_argument(
+        "--set", action="extend", nargs="+", metavar="KEY=VALUE", help="steps=12000 if none"
+    )
     args = parser.parse_args()
     args.set = args.set or ["steps=12000"]
     config = presets.get(args.config)

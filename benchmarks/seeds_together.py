@@ -59,7 +59,7 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=10, help="N, the seeds trained together")
     parser.add_argument("--steps", type=int, help="each seed's budget (default: the preset's)")
     parser.add_argument("--after-another", type=int, default=0, metavar="K")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--set", action="extend", nargs="+", default=[], metavar="KEY=VALUE")
     parser.add_argument("--quick", action="store_true", help="tiny runs, to check it works")
     args = parser.parse_args()
     if not 0 <= args.after_another <= args.seeds:

@@ -71,7 +71,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], metavar="SEED")
     parser.add_argument("--steps", type=int, help="budget of env steps (default: the preset's)")
     parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a field"
+        "--set",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override fields: --set a=1 b=2, or --set given once a field",
     )
     parser.add_argument(
         "--together",

@@ -155,6 +155,7 @@ def test_a_results_file_cut_mid_line_is_read_whole_after_the_next_sweep(swept, t
     ("extra", "message"),
     [
         (["--set", "seed=5"], "--set seed=... would give every run one seed"),
+        (["--set", "num_envs=4", "seed=5"], "--set seed=... would give every run one seed"),
         (["--steps", "10", "--set", "steps=20"], "--steps and --set steps=... both set"),
         (["--evaluate-best", "0"], "--evaluate-best takes episodes, at least 1: got 0"),
         (["--seeds", "0", "1", "0"], "--seeds must be distinct seeds (a folder each), got [0]"),

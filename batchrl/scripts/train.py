@@ -63,7 +63,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "(<timestamp>-seed<seed>-<config>; a --timestamp with {seed} names them itself)",
     )
     parser.add_argument(
-        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a field"
+        "--set",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override fields: --set a=1 b=2, or --set given once a field",
     )
     parser.add_argument("--list", action="store_true", help="list the presets and exit")
     parser.add_argument("--list-keys", action="store_true", help="list the config keys and exit")

@@ -129,6 +129,16 @@ def test_resuming_a_finished_run_trains_no_further(finished_run, capsys):
     assert sorted(finished_run.iterdir()) == files  # No event file of no events.
 
 
+def test_one_set_takes_several_fields_as_one_set_for_each_does(tmp_path):
+    # `--set a=1 b=2`, as sweeps and rl-zoo's `--hyperparams` take them. Folders made only.
+    start = ["--logdir", str(tmp_path), "--config", "cartpole", "--timestamp"]
+    both = ["--set", "num_envs=4", "worker_timeout=300"]
+    _, together = train.new_run(train.parse_args([*start, "a", *both]), "a")
+    each = ["--set", "num_envs=4", "--set", "worker_timeout=300"]
+    _, apart = train.new_run(train.parse_args([*start, "b", *each]), "b")
+    assert together == apart and (together.num_envs, together.worker_timeout) == (4, 300.0)
+
+
 def test_a_resume_may_change_how_it_meets_a_hung_or_crashed_worker_and_nothing_else(tmp_path):
     # The errors that stop a run advise "raise the timeout" and restart_workers=true: the
     # resume of that run takes them. Folders made, nothing trained.
