@@ -1,7 +1,8 @@
-"""`AsyncVectorEnv`'s split calls on a batch: `step_async`/`step_wait`, `reset_async`/`reset_wait`.
+"""`AsyncVectorEnv`'s split calls on a batch: `step_`, `reset_` and `call_async`/`_wait`.
 
 The first half sends every group its work and returns; the second collects the results.
-A caller can compute between the halves while the envs step in their workers. Calls out
+A caller can compute between the halves while the envs step in their workers;
+`call_async` only notes its call, which `call_wait` makes as `call` does. Calls out
 of order raise Gymnasium's `AlreadyPendingCallError` and `NoAsyncCallError` with
 `AsyncVectorEnv`'s messages; closing a batch with a call in flight warns as it does and
 drops the results. A batch waits for its envs up to its workers' own `timeout` (after
@@ -25,7 +26,7 @@ from batchrl.envs.host import infos as infos_lib
 class AsyncCalls:
     """The split calls of `BatchEnvBase`, over its `_send_*` and `_collect_*` halves."""
 
-    _waiting: tuple | None = None  # The call in flight: ("step",) or ("reset", ...).
+    _waiting: tuple | None = None  # The call in flight: ("step",), ("reset", ...), ("call", ...).
 
     def step_async(self, actions: Any) -> None:
         """Sends every env its action; `step_wait` collects the step."""
@@ -87,6 +88,23 @@ class AsyncCalls:
         obs = obs_tree.to_gymnasium(obs, self._obs_kinds)
         return obs, infos_lib.vector_infos(self._batched(indices, infos), self.lazy_infos)
 
+    def call_async(self, name: str, /, *args: Any, **kwargs: Any) -> None:
+        """Asks for `call(name, *args, **kwargs)`; `call_wait` makes the calls and returns them.
+
+        The envs' methods run in `call_wait`, one env after another as `call` runs them,
+        so code written for `AsyncVectorEnv` gets the same results, without the overlap.
+        """
+        self._expect_no_call("call_async")
+        self._expect_open()
+        self._waiting = ("call", name, args, kwargs)
+
+    def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
+        """The results of the call `call_async` asked for, one per env, as `call` gives them."""
+        self._expect_call("call", timeout)
+        _, name, args, kwargs = self._waiting
+        self._waiting = None
+        return self.call(name, *args, **kwargs)
+
     def _expect_no_call(self, call: str) -> None:
         """Gymnasium's `AlreadyPendingCallError` when a call is in flight."""
         if self._waiting is not None:
@@ -118,6 +136,7 @@ class AsyncCalls:
             UserWarning,
             stacklevel=4,
         )
-        with contextlib.suppress(Exception):  # Closing anyway: its results are dropped.
-            getattr(self, f"{name}_wait")()
+        if name != "call":  # A call asked for has sent nothing yet.
+            with contextlib.suppress(Exception):  # Closing anyway: its results are dropped.
+                getattr(self, f"{name}_wait")()
         self._waiting = None

@@ -54,14 +54,49 @@ def test_calls_out_of_order_raise_gymnasiums_errors_with_async_vector_envs_messa
         assert env.step_wait()[0].shape == (2, 4)  # The step in flight, still collected.
 
 
-@pytest.mark.parametrize("call", ["step", "reset"])
+def test_a_split_call_gives_async_vector_envs_results_and_blocks_other_calls_as_it_does():
+    theirs = gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 3)
+    try:
+        split_calls_as_async_vector_env(theirs)
+    finally:
+        theirs.close()
+
+
+def split_calls_as_async_vector_env(theirs: gym.vector.AsyncVectorEnv) -> None:
+    with BatchEnv.external("CartPole-v1", 3) as ours:
+        for env in (ours, theirs):
+            env.reset(seed=3)
+            env.call_async("get_wrapper_attr", "np_random_seed")
+        assert ours.call_wait() == theirs.call_wait() == (3, 4, 5)
+        for env in (ours, theirs):  # A call asked for, or a step in flight, blocks the others.
+            env.call_async("get_wrapper_attr", "spec")
+            with pytest.raises(AlreadyPendingCallError, match=r"`step_async` while .* `call` to"):
+                env.step_async(np.zeros(3, np.int64))
+            assert [spec.id for spec in env.call_wait()] == ["CartPole-v1"] * 3
+            env.step_async(np.zeros(3, np.int64))
+            for blocked, message in (
+                (lambda env=env: env.call("render"), "`call_async` while waiting for a pending"),
+                (lambda env=env: env.get_attr("spec"), "`call_async` while waiting for a pending"),
+                (lambda env=env: env.set_attr("x", 1), "`set_attr` while waiting for a pending"),
+            ):
+                with pytest.raises(AlreadyPendingCallError, match=message):
+                    blocked()
+            env.step_wait()
+        message = "Calling `call_wait` without any prior call to `call_async`."
+        with pytest.raises(NoAsyncCallError, match=re.escape(message)):
+            ours.call_wait()
+
+
+@pytest.mark.parametrize("call", ["step", "reset", "call"])
 def test_closing_with_a_call_in_flight_warns_and_leaves_no_worker(call):
     env = BatchEnv.external("CartPole-v1", 2)
     env.reset(seed=0)
     if call == "step":
         env.step_async(np.zeros(2, np.int64))
-    else:
+    elif call == "reset":
         env.reset_async()
+    else:
+        env.call_async("render")
     message = f"Calling `close` while waiting for a pending call to `{call}` to complete."
     with pytest.warns(UserWarning, match=re.escape(message)):
         env.close()

@@ -206,6 +206,7 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
             raise ValueError(
                 f"set_attr needs one value or {len(targets)} (one per env), got {len(values)}"
             )
+        self._expect_no_call("set_attr")
         self._expect_open()
         for i, value in zip(targets, values, strict=True):
             group, index = self._locate(i)
@@ -359,6 +360,7 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
 
     def _per_env(self, indices: Any, method: str, *args: Any) -> tuple[Any, ...]:
         """`method(i, *args)` of the group of each env at `indices` (all when None), in order."""
+        self._expect_no_call("call_async")  # `AsyncVectorEnv.call` and `get_attr` are one.
         self._expect_open()
         located = map(self._locate, arguments.check_indices(indices, self.num_envs))
         return tuple(getattr(group, method)(index, *args) for group, index in located)
