@@ -55,10 +55,10 @@ def check_name(
     except gym.error.Error as error:
         # An id a module of the user's registers is unknown to a process that never
         # imported that module: a resume, `evaluate` or `visualize` of its run folder.
-        raise ValueError(
-            f"unknown env {name!r}: {error} (an id your module registers: give "
-            f"env='<module>:{name}', which imports it first)"
-        ) from None
+        # Gymnasium's own words suffice for an old or missing version of a known env.
+        known = isinstance(error, gym.error.DeprecatedEnv | gym.error.VersionNotFound)
+        hint = f" (an id your module registers: give env='<module>:{name}', which imports it first)"
+        raise ValueError(f"unknown env {name!r}: {error}{'' if known else hint}") from None
     if make_keywords:
         kwargs = {key: value for key, value in (kwargs or {}).items() if key not in _MAKE_KEYWORDS}
     if kwargs:

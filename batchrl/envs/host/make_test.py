@@ -54,6 +54,21 @@ def test_batch_of_an_unknown_id_fails_before_starting_workers():
     )
 
 
+@pytest.mark.parametrize(
+    ("name", "gymnasium_says"),
+    [
+        ("Taxi-v3", "Environment version v3 for `Taxi` is deprecated. Please use `Taxi-v4`"),
+        ("CartPole-v9", "Environment version `v9` for environment `CartPole` doesn't exist."),
+    ],
+)
+def test_another_version_of_a_known_env_is_named_without_the_module_hint(name, gymnasium_says):
+    with pytest.raises(ValueError) as raised:
+        make.check_name(name)
+    said = str(raised.value)
+    assert said.startswith(f"unknown env {name!r}: {gymnasium_says}")
+    assert "module" not in said
+
+
 def test_training_envs_repeat_actions_as_the_config_asks():
     single = make.Make("Pendulum-v1", 7)()
     repeated = pickle.loads(pickle.dumps(make.Make("Pendulum-v1", 7, action_repeat=3)))()
