@@ -160,6 +160,9 @@ class AtariGroup:
     def is_wrapped(self, index: int, wrapper_class: type) -> bool:
         return False  # ale-py preprocesses in C++: no Gymnasium wrapper.
 
+    def ready(self, timeout: float) -> bool:
+        return True  # The envs step in `step_wait` and reset in `reset_wait`.
+
     def close(self) -> None:
         """Ends the games' threads, once no dispatched program still calls them.
 

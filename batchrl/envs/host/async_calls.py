@@ -6,12 +6,17 @@ A caller can compute between the halves while the envs step in their workers;
 of order raise Gymnasium's `AlreadyPendingCallError` and `NoAsyncCallError` with
 `AsyncVectorEnv`'s messages; closing a batch with a call in flight warns as it does and
 drops the results. A batch waits for its envs up to its workers' own `timeout` (after
-which a hung worker is killed or replaced), so the halves take no timeout of their own.
+which a hung worker is killed or replaced); `step_wait` and `reset_wait` given a shorter
+`timeout` raise `AsyncVectorEnv`'s `multiprocessing.TimeoutError` when an answer is still
+missing then, and keep the call in flight, where `AsyncVectorEnv` forgets it and would
+read its late answers as the next call's: the next wait collects it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
+import time
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -115,16 +120,30 @@ class AsyncCalls:
             )
 
     def _expect_call(self, name: str, timeout: float | None) -> None:
-        """Gymnasium's `NoAsyncCallError` unless `name` is in flight; a timeout is refused."""
-        if timeout is not None:
-            raise ValueError(
-                f"{name}_wait takes no timeout (got {timeout!r}): a BatchEnv waits for its "
-                f"envs up to its workers' timeout, set where the batch is built"
-            )
+        """Gymnasium's `NoAsyncCallError` unless `name` is in flight; then waits `timeout` s.
+
+        Past `timeout` with an answer missing, `multiprocessing.TimeoutError` as from
+        `AsyncVectorEnv`, the call left in flight for a later wait to collect.
+        """
         if self._waiting is None or self._waiting[0] != name:
             raise gym.error.NoAsyncCallError(
                 f"Calling `{name}_wait` without any prior call to `{name}_async`.", name
             )
+        if timeout is None:
+            return
+        if name == "call":
+            raise ValueError(
+                f"call_wait takes no timeout (got {timeout!r}): its calls run in it, one env "
+                "after another, each waiting up to its worker's timeout"
+            )
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
+            raise ValueError(f"{name}_wait's timeout must be seconds, at least 0: got {timeout!r}")
+        deadline = time.monotonic() + timeout
+        for group in self._groups:
+            if not group.ready(max(0.0, deadline - time.monotonic())):
+                raise multiprocessing.TimeoutError(
+                    f"The call to `{name}_wait` has timed out after {timeout} second(s)."
+                )
 
     def _drop_pending(self) -> None:
         """Warns of a call in flight, as `AsyncVectorEnv` does on close, and collects it."""

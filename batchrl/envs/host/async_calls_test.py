@@ -1,5 +1,7 @@
 """AsyncVectorEnv's split calls on a BatchEnv: the same results as `step`, Gymnasium's errors."""
 
+import functools
+import multiprocessing
 import re
 
 import gymnasium as gym
@@ -10,6 +12,7 @@ from gymnasium.vector import AutoresetMode
 
 from batchrl.envs import BatchEnv
 from batchrl.envs.host import spaces_test
+from batchrl.testing import mock
 
 
 def test_the_halves_of_a_step_and_a_reset_give_sync_vector_env_results():
@@ -49,9 +52,29 @@ def test_calls_out_of_order_raise_gymnasiums_errors_with_async_vector_envs_messa
             env.reset_async()
         with pytest.raises(AlreadyPendingCallError, match="`step_into` while waiting"):
             env.step_into(np.zeros(2, np.int64), np.empty((2, 4), np.float32), *[None] * 3)
-        with pytest.raises(ValueError, match=r"^step_wait takes no timeout \(got 0.1\)"):
-            env.step_wait(timeout=0.1)
-        assert env.step_wait()[0].shape == (2, 4)  # The step in flight, still collected.
+        with pytest.raises(ValueError, match=r"^step_wait's timeout must be seconds, at least"):
+            env.step_wait(timeout=-1)
+        assert env.step_wait(timeout=30)[0].shape == (2, 4)  # The step in flight, collected.
+
+
+def test_a_wait_past_its_timeout_raises_as_async_vector_envs_and_keeps_the_call_in_flight():
+    # AsyncVectorEnv forgets the call: the slow env's late answer is read as the next step's.
+    slow = [functools.partial(mock.CountingEnv, 100, step_seconds=s) for s in (0.0, 1.0)]
+    with BatchEnv.external(slow) as env:
+        env.reset(seed=0)
+        env.step_async(np.zeros((2, 2), np.float32))
+        message = "The call to `step_wait` has timed out after 0.05 second(s)."
+        with pytest.raises(multiprocessing.TimeoutError, match=re.escape(message)):
+            env.step_wait(timeout=0.05)
+        with pytest.raises(AlreadyPendingCallError, match="`step_async` while waiting"):
+            env.step_async(np.zeros((2, 2), np.float32))
+        assert env.step_wait()[0][:, 0].tolist() == [1, 1]  # The step that timed out.
+        env.step_async(np.zeros((2, 2), np.float32))
+        assert env.step_wait(timeout=30)[0][:, 0].tolist() == [2, 2]
+        env.call_async("get_wrapper_attr", "duration")
+        with pytest.raises(ValueError, match=r"^call_wait takes no timeout \(got 1\): its calls"):
+            env.call_wait(timeout=1)
+        assert env.call_wait() == (100, 100)  # Still asked for.
 
 
 def test_a_split_call_gives_async_vector_envs_results_and_blocks_other_calls_as_it_does():

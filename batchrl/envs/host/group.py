@@ -47,6 +47,13 @@ class Group(Protocol):
     def step_wait(self) -> Step:
         """The step's results, once every env has stepped."""
 
+    def ready(self, timeout: float) -> bool:
+        """Whether the step or reset in flight has its answer, waiting up to `timeout` s.
+
+        Reads nothing: the wait that follows collects it. True at once where the envs step
+        in the wait itself (in this process, the MuJoCo batch, ALE) or nothing is in flight.
+        """
+
     def reset_async(
         self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
     ) -> None:

@@ -57,6 +57,9 @@ class LocalGroup(forwarding.EnvForwarding):
     def _env(self, index: int) -> gym.Env:
         return self._group.envs[index]
 
+    def ready(self, timeout: float) -> bool:
+        return True  # The envs step in `step_wait` and reset in `reset_wait`.
+
     def close(self) -> None:
         self._group.close()
 

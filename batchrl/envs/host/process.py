@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import multiprocessing.connection
 import os
 import select
 import signal
@@ -235,6 +236,13 @@ class ProcessGroup(remote.RemoteGroup):
 
     def _where(self) -> str:
         return f"worker pid {self.pid}"
+
+    def _host_timeout(self) -> float | None:
+        return self.timeout
+
+    def _answered(self, timeout: float) -> bool:
+        ends = [self._answer, self._conn, self._process.sentinel]
+        return bool(multiprocessing.connection.wait(ends, timeout))
 
     def _send(self, pending: lifecycle.Pending, message: tuple) -> None:
         # On a broken pipe the call stays pending: the receive that follows reports the death.

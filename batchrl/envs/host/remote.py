@@ -81,6 +81,20 @@ class RemoteGroup:
             return None
         return max(0.0, self._sent + timeout - time.monotonic())
 
+    def ready(self, timeout: float) -> bool:
+        """Whether the host answered the step or reset in flight within `timeout` s.
+
+        Reads nothing. True too once the host's own timeout has run out: the wait that
+        follows then reports the hang as it always does.
+        """
+        if self._pending is lifecycle.Pending.NONE:
+            return True
+        left = self._left(self._host_timeout())
+        if left is not None and left <= timeout:  # The host's own deadline comes first.
+            self._answered(left)
+            return True
+        return self._answered(timeout)
+
     def _init_remote(self, num_envs: int) -> None:
         self._seeds: list[int | None] = [None] * num_envs
         self._fresh = np.zeros(num_envs, bool)  # Replaced without a step to report it.
@@ -94,6 +108,14 @@ class RemoteGroup:
 
     def _send_step(self, actions: np.ndarray, autoreset: AutoresetMode, read: bool) -> None:
         """Sends the host its actions and asks for a step."""
+        raise NotImplementedError
+
+    def _host_timeout(self) -> float | None:
+        """Seconds the host has to answer a step or reset, counted from its send."""
+        raise NotImplementedError
+
+    def _answered(self, timeout: float) -> bool:
+        """Whether the host's answer (or its error, or its end) came within `timeout` s."""
         raise NotImplementedError
 
     def _receive_step(self) -> Any:

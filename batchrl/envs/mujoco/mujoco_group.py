@@ -188,6 +188,9 @@ class MujocoGroup(forwarding.EnvForwarding):
             "pass the setting to BatchEnv.mujoco as a keyword"
         )
 
+    def ready(self, timeout: float) -> bool:
+        return True  # The envs step in `step_wait` and reset in `reset_wait`.
+
     def close(self) -> None:
         """Closes the shared env and frees the batch: its threads and its simulations' memory.
 

@@ -233,6 +233,15 @@ class RayGroup(remote.RemoteGroup):
             if self._broken is None:
                 owed.fetch_now()
 
+    def _host_timeout(self) -> float | None:
+        return self._wait
+
+    def _answered(self, timeout: float) -> bool:
+        ray = import_ray()
+        return self._ref is None or bool(
+            ray.wait([self._ref], timeout=timeout, fetch_local=False)[0]
+        )
+
     def _get(self, ref: Any, command: str, timeout: float | None, since: bool = False) -> Any:
         """The value of `ref`, or the EnvError that says why there is none.
 
