@@ -145,8 +145,8 @@ class AsyncCalls:
                     f"The call to `{name}_wait` has timed out after {timeout} second(s)."
                 )
 
-    def _drop_pending(self) -> None:
-        """Warns of a call in flight, as `AsyncVectorEnv` does on close, and collects it."""
+    def _drop_pending(self, timeout: float | None = None) -> None:
+        """Warns of a call in flight, as `AsyncVectorEnv`'s close does; collects it in `timeout`."""
         if self._waiting is None:
             return
         name = self._waiting[0]
@@ -157,5 +157,5 @@ class AsyncCalls:
         )
         if name != "call":  # A call asked for has sent nothing yet.
             with contextlib.suppress(Exception):  # Closing anyway: its results are dropped.
-                getattr(self, f"{name}_wait")()
+                getattr(self, f"{name}_wait")(timeout)
         self._waiting = None

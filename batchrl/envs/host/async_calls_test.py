@@ -124,3 +124,16 @@ def test_closing_with_a_call_in_flight_warns_and_leaves_no_worker(call):
     with pytest.warns(UserWarning, match=re.escape(message)):
         env.close()
     assert env.closed  # The conftest checks that no worker outlives the test.
+
+
+@pytest.mark.parametrize("how", [{"terminate": True}, {"timeout": 0.2}])
+def test_close_with_terminate_or_a_timeout_ends_a_worker_whose_step_never_ends(how):
+    # As AsyncVectorEnv's close(terminate=True) and close(timeout=...): the step is dropped.
+    endless = [functools.partial(mock.CountingEnv, 100, step_seconds=s) for s in (0.0, 3600.0)]
+    env = BatchEnv.external(endless)
+    env.reset(seed=0)
+    env.step_async(np.zeros((2, 2), np.float32))
+    message = "Calling `close` while waiting for a pending call to `step` to complete."
+    with pytest.warns(UserWarning, match=re.escape(message)):
+        env.close(**how)
+    assert env.closed  # The conftest checks that no worker outlives the test.

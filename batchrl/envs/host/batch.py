@@ -222,12 +222,14 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         """Every env's rendering, in env order."""
         return self.call("render")
 
-    def close_extras(self, **kwargs: Any) -> None:
+    def close_extras(self, timeout: float | None = None, terminate: bool = False) -> None:
         """Closes every env and ends every worker; `close()` calls it once.
 
-        A call in flight is warned of, as `AsyncVectorEnv` does, and its results dropped.
+        A call in flight is warned of, as `AsyncVectorEnv` does, and its results dropped:
+        collected first within `timeout` s (None: up to the workers' own timeout), not at
+        all with `terminate`. A worker still busy then has a second to close, and is killed.
         """
-        self._drop_pending()
+        self._drop_pending(0.0 if terminate else timeout)
         for g in self._groups:
             g.close()
 

@@ -120,10 +120,17 @@ class ProcessGroup(remote.RemoteGroup):
         self._variable = bool(stepper.objects(buffers.obs) or stepper.objects(buffers.action))
 
     def close(self) -> None:
-        """Stops the worker: asks it to close its envs, kills it if it does not exit in 1 s."""
+        """Stops the worker: asks it to close its envs, kills it if it does not exit in 1 s.
+
+        A worker whose call was dropped unanswered (a batch closed with `terminate`) is
+        busy with it: killed at once, the infos it still owes lost with it.
+        """
         if self._closed:
             return
-        self._fetch_owed(keep_newest=0, timeout=lifecycle.CLOSE_TIMEOUT)
+        if self._pending is lifecycle.Pending.NONE:
+            self._fetch_owed(keep_newest=0, timeout=lifecycle.CLOSE_TIMEOUT)
+        elif self._process.is_alive():
+            self._process.kill()
         self._closed = True
         self._finalizer()
 
