@@ -8,6 +8,7 @@ ValueError that says what is allowed.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import re
 import types
@@ -80,6 +81,18 @@ def _parse(name: str, kind: Any, text: str) -> Any:
         except ValueError:
             raise ValueError(f"{name}={text!r}: expected a number") from None
     return text
+
+
+def add_argument(parser: argparse.ArgumentParser) -> None:
+    """The commands' `--set`: several `key=value` after one, or the flag given again."""
+    parser.add_argument(
+        "--set",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override fields: --set a=1 b=2, or --set given once a field",
+    )
 
 
 def parse_override(config: train_config.TrainConfig, assignment: str) -> train_config.TrainConfig:

@@ -45,6 +45,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from batchrl import configs
 from batchrl.scripts import evaluate, provenance, train
 from batchrl.training import checkpoint, metrics_log, results, run_folder, terminal, together
 
@@ -70,14 +71,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--seeds", nargs="+", type=int, default=[0], metavar="SEED")
     parser.add_argument("--steps", type=int, help="budget of env steps (default: the preset's)")
-    parser.add_argument(
-        "--set",
-        action="extend",
-        nargs="+",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override fields: --set a=1 b=2, or --set given once a field",
-    )
+    configs.overrides.add_argument(parser)
     parser.add_argument(
         "--together",
         action="store_true",

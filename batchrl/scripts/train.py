@@ -62,14 +62,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="train these seeds together in one program, a run folder each "
         "(<timestamp>-seed<seed>-<config>; a --timestamp with {seed} names them itself)",
     )
-    parser.add_argument(
-        "--set",
-        action="extend",
-        nargs="+",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override fields: --set a=1 b=2, or --set given once a field",
-    )
+    configs.overrides.add_argument(parser)
     parser.add_argument("--list", action="store_true", help="list the presets and exit")
     parser.add_argument("--list-keys", action="store_true", help="list the config keys and exit")
     return parser.parse_args(argv)
