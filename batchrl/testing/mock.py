@@ -73,6 +73,20 @@ class CountingEnv(gym.Env):
         obs[:3] = (self.steps, self.duration, self.offset)[: obs.size]
         return obs
 
+    def meet(self, folder: str, count: int, timeout: float = 30.0) -> bool:
+        """Marks a file in `folder`; whether `count` envs have, waiting up to `timeout` s.
+
+        Envs called one after another never meet: the first waits out its timeout.
+        """
+        with open(os.path.join(folder, f"{os.getpid()}-{id(self)}"), "w"):
+            pass
+        end = time.monotonic() + timeout
+        while len(os.listdir(folder)) < count:
+            if time.monotonic() > end:
+                return False
+            time.sleep(0.01)
+        return True
+
 
 class SpaceEnv(gym.Env):
     """Observations of any given space, drawn from the env's own seeded `np_random`.

@@ -180,14 +180,12 @@ class ProcessGroup(remote.RemoteGroup):
         stepper.put_objects(self.buffers.obs, values)
         return infos
 
-    def _request(self, command: str, method: str, *args: Any) -> Any:
-        """The worker's answer to `method(*args)` of its `EnvStepper`, pickled back."""
-        self._expect_idle(command)
+    def _send_request(self, method: str, *args: Any) -> None:
+        """Asks the worker for `method(*args)` of its `EnvStepper`, answered pickled."""
         self._send(lifecycle.Pending.REQUEST, (method, *args))
-        try:
-            return self._receive(command, self.timeout)
-        finally:
-            self._pending = lifecycle.Pending.NONE
+
+    def _receive_request(self, command: str) -> Any:
+        return self._receive(command, self.timeout)
 
     def _wait_answer(self) -> bytes:
         """Waits for the worker's byte that says a step's results are in the buffers.

@@ -43,6 +43,7 @@ class RemoteGroup:
     _broken: str | None
     _pending: lifecycle.Pending
     _sent: float  # time.monotonic() when the step or reset in flight was sent.
+    _asked: str  # The request `ask` sent, as errors name it.
 
     def _where(self) -> str:
         raise NotImplementedError
@@ -138,12 +139,23 @@ class RemoteGroup:
         """Fetches the infos the host owes that something still holds, but the newest."""
         raise NotImplementedError
 
-    def _request(self, command: str, method: str, *args: Any) -> Any:
-        """Asks the host to run its group's `method(*args)` (one of `forwarding.COMMANDS`).
-
-        Returns the answer; `command` names the call in errors.
-        """
+    def _send_request(self, method: str, *args: Any) -> None:
+        """Asks the host to run its group's `method(*args)` (one of `forwarding.COMMANDS`)."""
         raise NotImplementedError
+
+    def _receive_request(self, command: str) -> Any:
+        """The host's answer to the request in flight; `command` names it in errors."""
+        raise NotImplementedError
+
+    def _request(self, command: str, method: str, *args: Any) -> Any:
+        """The host's answer to its group's `method(*args)`; `command` names it in errors."""
+        self._expect_idle(command)
+        self._send_request(method, *args)
+        self._pending = lifecycle.Pending.REQUEST
+        try:
+            return self._receive_request(command)
+        finally:
+            self._call_done()
 
     def _call_done(self) -> None:
         """Forgets the call in flight, collected or failed."""
@@ -213,6 +225,25 @@ class RemoteGroup:
         self._fresh[indices] = False
         self._any_fresh = bool(self._fresh.any())
         return obs_tree.take(self.buffers.obs, indices), infos
+
+    def ask(self, method: str, index: int, *args: Any) -> None:
+        """Sends env `index`'s `method` to the host; `answer` collects its result.
+
+        `method` is `attribute`, `call` or `is_wrapped`, `args` what those take after the
+        index. A batch asks every host before it waits for any: their envs answer at once.
+        """
+        command = f"call {args[0]}" if method == "call" else method
+        self._expect_idle(command)
+        self._send_request(method, index, *args)
+        self._pending, self._asked = lifecycle.Pending.REQUEST, command
+
+    def answer(self) -> Any:
+        """The result of the request `ask` sent."""
+        self._expect_pending(lifecycle.Pending.REQUEST)
+        try:
+            return self._receive_request(self._asked)
+        finally:
+            self._call_done()
 
     def attribute(self, index: int, name: str) -> Any:
         """The attribute `name` of env `index`, from its host."""

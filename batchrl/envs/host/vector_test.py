@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs import BatchEnv
+from batchrl.envs import BatchEnv, EnvRaisedError
+from batchrl.testing import mock
 
 MODES = list(AutoresetMode)
 
@@ -112,6 +113,17 @@ def test_call_get_attr_set_attr_and_render_reach_every_env():
         assert len(frames) == 3 and frames[0].shape == (500, 500, 3) and frames[0].std() > 0
         with pytest.raises(ValueError, match=r"set_attr needs one value or 3 .*got 2"):
             env.set_attr("max_speed", [1.0, 2.0])
+
+
+def test_the_envs_of_every_worker_answer_a_call_at_once_and_an_error_leaves_none_pending(
+    tmp_path,
+):
+    # One env a worker, and one in this process: called one after another, none would meet.
+    with BatchEnv.external(mock.CountingEnv, 4, envs_per_worker=1, local_envs=1) as env:
+        assert env.call("meet", str(tmp_path), 4) == (True,) * 4
+        with pytest.raises((AttributeError, EnvRaisedError), match="no_such_attribute"):
+            env.get_attr("no_such_attribute")  # In this process, or in a worker.
+        assert env.get_attr("duration") == (3,) * 4  # Every worker answered before the raise.
 
 
 def test_gymnasium_vector_wrappers_run_over_it():

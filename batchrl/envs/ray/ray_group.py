@@ -209,10 +209,12 @@ class RayGroup(remote.RemoteGroup):
 
     # -- plumbing ---------------------------------------------------------------------------
 
-    def _request(self, command: str, method: str, *args: Any) -> Any:
-        """The actor's answer to its `method(*args)`."""
-        self._expect_idle(command)
-        return self._get(getattr(self._actor, method).remote(*args), command, self._wait)
+    def _send_request(self, method: str, *args: Any) -> None:
+        """Asks the actor for its `method(*args)`."""
+        self._ref = getattr(self._actor, method).remote(*args)
+
+    def _receive_request(self, command: str) -> Any:
+        return self._get(self._ref, command, self._wait)
 
     def _fetch(self, generation: int, step: int) -> Any:
         """The encoded infos of `step` of the actor numbered `generation`, from it."""
