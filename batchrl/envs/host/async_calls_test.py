@@ -78,7 +78,8 @@ def test_a_wait_past_its_timeout_raises_as_async_vector_envs_and_keeps_the_call_
 
 
 def test_a_split_call_gives_async_vector_envs_results_and_blocks_other_calls_as_it_does():
-    theirs = gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 3)
+    # Its default fork would copy this process's JAX threads' locks: a fresh server forks.
+    theirs = gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1")] * 3, context="forkserver")
     try:
         split_calls_as_async_vector_env(theirs)
     finally:
