@@ -1,8 +1,8 @@
 """`AsyncVectorEnv`'s split calls on a batch: `step_`, `reset_` and `call_async`/`_wait`.
 
 The first half sends every group its work and returns; the second collects the results.
-A caller can compute between the halves while the envs step in their workers;
-`call_async` only notes its call, which `call_wait` makes as `call` does. Calls out
+A caller can compute between the halves while the envs step in their workers (or,
+after `call_async`, run a method: each worker its first env's). Calls out
 of order raise Gymnasium's `AlreadyPendingCallError` and `NoAsyncCallError` with
 `AsyncVectorEnv`'s messages; closing a batch with a call in flight warns as it does and
 drops the results. A batch waits for its envs up to its workers' own `timeout` (after
@@ -94,21 +94,20 @@ class AsyncCalls:
         return obs, infos_lib.vector_infos(self._batched(indices, infos), self.lazy_infos)
 
     def call_async(self, name: str, /, *args: Any, **kwargs: Any) -> None:
-        """Asks for `call(name, *args, **kwargs)`; `call_wait` makes the calls and returns them.
+        """Sends `call(name, *args, **kwargs)`; `call_wait` collects every env's result.
 
-        The envs' methods run in `call_wait`, one env after another as `call` runs them,
-        so code written for `AsyncVectorEnv` gets the same results, without the overlap.
+        Each worker (or Ray actor) gets its first env's call at once; a worker's other
+        envs, and envs in this process, are called in `call_wait` (`requests.Requests`).
         """
         self._expect_no_call("call_async")
-        self._expect_open()
-        self._waiting = ("call", name, args, kwargs)
+        self._waiting = ("call", self._requests(None, "call", name, args, kwargs))
 
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
-        """The results of the call `call_async` asked for, one per env, as `call` gives them."""
+        """The results of the call `call_async` sent, one per env, as `call` gives them."""
         self._expect_call("call", timeout)
-        _, name, args, kwargs = self._waiting
+        _, sent = self._waiting
         self._waiting = None
-        return self.call(name, *args, **kwargs)
+        return sent.results()
 
     def _expect_no_call(self, call: str) -> None:
         """Gymnasium's `AlreadyPendingCallError` when a call is in flight."""
@@ -155,7 +154,9 @@ class AsyncCalls:
             UserWarning,
             stacklevel=4,
         )
-        if name != "call":  # A call asked for has sent nothing yet.
-            with contextlib.suppress(Exception):  # Closing anyway: its results are dropped.
+        with contextlib.suppress(Exception):  # Closing anyway: its results are dropped.
+            if name != "call":
                 getattr(self, f"{name}_wait")(timeout)
+            elif timeout is None:  # Else a worker still busy with its call is killed.
+                self.call_wait()
         self._waiting = None

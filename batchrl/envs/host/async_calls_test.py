@@ -3,6 +3,7 @@
 import functools
 import multiprocessing
 import re
+import time
 
 import gymnasium as gym
 import numpy as np
@@ -109,6 +110,17 @@ def split_calls_as_async_vector_env(theirs: gym.vector.AsyncVectorEnv) -> None:
         message = "Calling `call_wait` without any prior call to `call_async`."
         with pytest.raises(NoAsyncCallError, match=re.escape(message)):
             ours.call_wait()
+
+
+def test_call_async_sets_every_workers_env_calling_before_call_wait(tmp_path):
+    with BatchEnv.external(mock.CountingEnv, 3, envs_per_worker=1) as env:
+        env.call_async("meet", str(tmp_path), 3)
+        for _ in range(3000):  # Each env marks a file as its call begins; 30 s at most.
+            if len(list(tmp_path.iterdir())) == 3:
+                break
+            time.sleep(0.01)
+        assert len(list(tmp_path.iterdir())) == 3  # All begun, call_wait not yet called.
+        assert env.call_wait() == (True, True, True)
 
 
 @pytest.mark.parametrize("call", ["step", "reset", "call"])

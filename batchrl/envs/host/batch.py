@@ -21,7 +21,7 @@ from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
 from batchrl import env_spec
 from batchrl.envs import spaces
-from batchrl.envs.host import arguments, async_calls, errors, local, obs_tree, remote, stepper
+from batchrl.envs.host import arguments, async_calls, errors, local, obs_tree, requests, stepper
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host.group import Group
 
@@ -363,48 +363,16 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
     def _per_env(self, indices: Any, method: str, *args: Any) -> tuple[Any, ...]:
         """`method(i, *args)` of the group of each env at `indices` (all when None), in order.
 
-        Hosts elsewhere (`remote.RemoteGroup`) are asked in rounds, one env of each a round,
-        every host before any answer is awaited, so that their envs answer at once (a
-        render); envs in this process answer while they work.
+        Every host is asked before any answer is awaited (`requests.Requests`).
         """
         self._expect_no_call("call_async")  # `AsyncVectorEnv.call` and `get_attr` are one.
+        return self._requests(indices, method, *args).results()
+
+    def _requests(self, indices: Any, method: str, *args: Any) -> requests.Requests:
+        """The requests of `method(i, *args)` to each env at `indices`, their first round sent."""
         self._expect_open()
         located = [self._locate(i) for i in arguments.check_indices(indices, self.num_envs)]
-        results: list[Any] = [None] * len(located)
-        rounds: dict[int, list[int]] = {}  # Per remote group, its envs' places in `located`.
-        here = []
-        for k, (group, _) in enumerate(located):
-            if isinstance(group, remote.RemoteGroup):
-                rounds.setdefault(id(group), []).append(k)
-            else:
-                here.append(k)
-        while rounds or here:
-            asked, error = [], None
-            for places in rounds.values():
-                group, index = located[places[0]]
-                try:
-                    group.ask(method, index, *args)
-                except Exception as raised:  # The hosts asked so far answer first.
-                    error = raised
-                    break
-                asked.append(places.pop(0))
-            rounds = {key: places for key, places in rounds.items() if places}
-            for k in here if error is None else ():
-                group, index = located[k]
-                try:
-                    results[k] = getattr(group, method)(index, *args)
-                except Exception as raised:
-                    error = raised
-                    break
-            here = []
-            for k in asked:
-                try:
-                    results[k] = located[k][0].answer()
-                except Exception as raised:
-                    error = error or raised
-            if error is not None:
-                raise error
-        return tuple(results)
+        return requests.Requests(located, method, args)
 
     def _locate(self, env: int) -> tuple[Any, int]:
         """The group that holds env `env` of the batch, and the env's index in it."""
