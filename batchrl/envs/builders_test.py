@@ -44,6 +44,11 @@ def test_keywords_for_a_gymnasium_id_go_to_gym_make_as_make_vec_passes_them():
         "env 'CartPole-v1' takes no keyword 'envs_per_wroker' in env_kwargs: it takes "
         "sutton_barto_reward, render_mode"
     )
+    # AsyncVectorEnv's own arguments, as code moved from it passes them, named as its.
+    with pytest.raises(
+        TypeError, match=r"^AsyncVectorEnv's settings \['copy', 'shared_memory'\] have no"
+    ):
+        BatchEnv.external([lambda: gym.make("CartPole-v1")] * 2, shared_memory=False, copy=False)
     with pytest.raises(TypeError) as refused:
         BatchEnv.external(lambda: gym.make("CartPole-v1"), 2, render_mode="rgb_array")
     assert str(refused.value) == (

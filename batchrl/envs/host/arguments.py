@@ -18,6 +18,9 @@ from batchrl import env_spec
 from batchrl.envs.host import make as make_lib
 from batchrl.envs.host import split
 
+# AsyncVectorEnv's constructor arguments that a BatchEnv has no counterpart of.
+_ASYNC_VECTOR_ENV_ONLY = {"shared_memory", "copy", "daemon", "worker"}
+
 
 def constructors(
     env: Any, num_envs: int | None, env_kwargs: dict[str, Any] | None = None
@@ -29,6 +32,13 @@ def constructors(
     """
     if num_envs is not None:
         num_envs = check_num_envs(num_envs)
+    theirs = sorted(set(env_kwargs or ()) & _ASYNC_VECTOR_ENV_ONLY)
+    if theirs and not isinstance(env, str):
+        raise TypeError(
+            f"AsyncVectorEnv's settings {theirs} have no counterpart here: a BatchEnv shares "
+            "fixed-shape leaves and pipes the others, returns arrays of its own each step, "
+            "and ends its workers with it; drop them"
+        )
     if env_kwargs and not isinstance(env, str):
         raise TypeError(
             f"keywords {sorted(env_kwargs)} go to gym.make with a Gymnasium id; a constructor "
