@@ -97,10 +97,9 @@ class AsyncCalls:
         """Sends `call(name, *args, **kwargs)`; `call_wait` collects every env's result.
 
         Each worker (or Ray actor) gets its first env's call at once; a worker's other
-        envs, and envs in this process, are called in `call_wait` (`requests.Requests`).
+        envs, and envs in this process, are called in `call_wait` (`env_requests`).
         """
-        self._expect_no_call("call_async")
-        self._waiting = ("call", self._requests(None, "call", name, args, kwargs))
+        self._waiting = ("call", self._ask(None, "call", name, args, kwargs))
 
     def call_wait(self, timeout: float | None = None) -> tuple[Any, ...]:
         """The results of the call `call_async` sent, one per env, as `call` gives them."""

@@ -21,7 +21,7 @@ from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
 from batchrl import env_spec
 from batchrl.envs import spaces
-from batchrl.envs.host import arguments, async_calls, errors, local, obs_tree, requests, stepper
+from batchrl.envs.host import arguments, async_calls, env_requests, errors, local, obs_tree, stepper
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host.group import Group
 
@@ -188,11 +188,11 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
 
         `name` is positional only: the method may take a keyword `name` of its own.
         """
-        return self._per_env(indices, "call", name, args, kwargs)
+        return self._ask(indices, "call", name, args, kwargs).results()
 
     def get_attr(self, name: str, indices: Sequence[int] | None = None) -> tuple[Any, ...]:
         """The attribute `name` of every env (or of those at `indices`), through its wrappers."""
-        return self._per_env(indices, "attribute", name)
+        return self._ask(indices, "attribute", name).results()
 
     def set_attr(self, name: str, values: Any, indices: Sequence[int] | None = None) -> None:
         """Sets the attribute `name` of every env (or of those at `indices`).
@@ -216,7 +216,7 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         self, wrapper_class: type, indices: Sequence[int] | None = None
     ) -> tuple[bool, ...]:
         """Whether each env (or those at `indices`) is wrapped by a `wrapper_class` at any depth."""
-        return self._per_env(indices, "is_wrapped", wrapper_class)
+        return self._ask(indices, "is_wrapped", wrapper_class).results()
 
     def render(self) -> tuple[Any, ...]:
         """Every env's rendering, in env order."""
@@ -225,9 +225,8 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
     def close_extras(self, timeout: float | None = None, terminate: bool = False) -> None:
         """Closes every env and ends every worker; `close()` calls it once.
 
-        A call in flight is warned of, as `AsyncVectorEnv` does, and its results dropped:
-        collected first within `timeout` s (None: up to the workers' own timeout), not at
-        all with `terminate`. A worker still busy then has a second to close, and is killed.
+        A call in flight is warned of, as `AsyncVectorEnv` does, and dropped: collected
+        within `timeout` s (None: the workers' own), with `terminate` not; a busy worker is killed.
         """
         self._drop_pending(0.0 if terminate else timeout)
         for g in self._groups:
@@ -253,13 +252,11 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
     ) -> infos_lib.Infos:
         """A step written into the given arrays [B, ...], by default without autoreset.
 
-        `obs` is a tree of arrays nested as the batch's observations (dict keys matched by
-        name), each [B, *leaf_shape]. Returns the infos as a sequence of one dict per env.
-        For callers that own the result memory and reset envs themselves (the in-graph
-        bridge writes straight into XLA's buffers), which saves allocating and copying
-        every array on every step. Values are cast to the arrays' dtypes. A caller that
-        reads the infos at once says so (`read_infos`): workers then send them with their
-        answers instead of keeping them until asked.
+        `obs` is a tree of arrays [B, *leaf_shape] nested as the batch's observations (dict
+        keys matched by name); returns one info dict per env. For callers that own the
+        result memory and reset envs themselves (the in-graph bridge writes into XLA's
+        buffers): no array allocated or copied a step. Values are cast to the arrays'
+        dtypes. `read_infos`: the caller reads the infos at once, so workers send them.
         """
         mode = arguments.check_autoreset_mode(autoreset_mode)
         self._expect_no_call("step_into")
@@ -334,16 +331,16 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         """Asks the groups to reset the envs at `indices`; the (group, envs) to collect."""
         self._expect_open()
         seed_of = dict(zip(indices.tolist(), seeds, strict=True))
-        requests = []
+        sent = []
         for number, (g, part) in enumerate(zip(self._groups, self._slices, strict=True)):
             mine = indices[self._owner[indices] == number]
             if len(mine):
                 g.reset_async(list(mine - part.start), [seed_of[int(i)] for i in mine], options)
-                requests.append((g, mine))
-        return requests
+                sent.append((g, mine))
+        return sent
 
     def _collect_reset(
-        self, indices: np.ndarray, requests: list[tuple[Any, np.ndarray]]
+        self, indices: np.ndarray, sent: list[tuple[Any, np.ndarray]]
     ) -> tuple[Any, list[dict]]:
         """The obs and infos of the reset `_send_reset` asked for, in the order of `indices`."""
         obs = obs_tree.empty(self.single_observation_space, len(indices))
@@ -357,22 +354,15 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
             for row, info in zip(rows, group_infos, strict=True):
                 infos[row] = info
 
-        stepper.collect_all(local.local_first(requests), collect)
+        stepper.collect_all(local.local_first(sent), collect)
         return obs, infos
 
-    def _per_env(self, indices: Any, method: str, *args: Any) -> tuple[Any, ...]:
-        """`method(i, *args)` of the group of each env at `indices` (all when None), in order.
-
-        Every host is asked before any answer is awaited (`requests.Requests`).
-        """
+    def _ask(self, indices: Any, method: str, *args: Any) -> env_requests.EnvRequests:
+        """`method(i, *args)` of each env at `indices` (all when None), its first round sent."""
         self._expect_no_call("call_async")  # `AsyncVectorEnv.call` and `get_attr` are one.
-        return self._requests(indices, method, *args).results()
-
-    def _requests(self, indices: Any, method: str, *args: Any) -> requests.Requests:
-        """The requests of `method(i, *args)` to each env at `indices`, their first round sent."""
         self._expect_open()
         located = [self._locate(i) for i in arguments.check_indices(indices, self.num_envs)]
-        return requests.Requests(located, method, args)
+        return env_requests.EnvRequests(located, method, args)
 
     def _locate(self, env: int) -> tuple[Any, int]:
         """The group that holds env `env` of the batch, and the env's index in it."""

@@ -15,7 +15,7 @@ from typing import Any
 from batchrl.envs.host import remote
 
 
-class Requests:
+class EnvRequests:
     """`method(index, *args)` of each (group, index) of `located`; the first round asked."""
 
     def __init__(self, located: Sequence[tuple[Any, int]], method: str, args: tuple) -> None:
