@@ -147,16 +147,6 @@ class RemoteGroup:
         """The host's answer to the request in flight; `command` names it in errors."""
         raise NotImplementedError
 
-    def _request(self, command: str, method: str, *args: Any) -> Any:
-        """The host's answer to its group's `method(*args)`; `command` names it in errors."""
-        self._expect_idle(command)
-        self._send_request(method, *args)
-        self._pending = lifecycle.Pending.REQUEST
-        try:
-            return self._receive_request(command)
-        finally:
-            self._call_done()
-
     def _call_done(self) -> None:
         """Forgets the call in flight, collected or failed."""
         self._pending = lifecycle.Pending.NONE
@@ -229,10 +219,10 @@ class RemoteGroup:
     def ask(self, method: str, index: int, *args: Any) -> None:
         """Sends env `index`'s `method` to the host; `answer` collects its result.
 
-        `method` is `attribute`, `call` or `is_wrapped`, `args` what those take after the
-        index. A batch asks every host before it waits for any: their envs answer at once.
+        `method` is one of `forwarding.COMMANDS`, `args` what it takes after the index. A
+        batch asks every host before it waits for any: their envs answer at once.
         """
-        command = f"call {args[0]}" if method == "call" else method
+        command = f"{method} {args[0]}" if method in ("call", "set_attr") else method
         self._expect_idle(command)
         self._send_request(method, index, *args)
         self._pending, self._asked = lifecycle.Pending.REQUEST, command
@@ -245,21 +235,26 @@ class RemoteGroup:
         finally:
             self._call_done()
 
+    def _request(self, method: str, index: int, *args: Any) -> Any:
+        """The host's answer to env `index`'s `method`, as `ask` sends it."""
+        self.ask(method, index, *args)
+        return self.answer()
+
     def attribute(self, index: int, name: str) -> Any:
         """The attribute `name` of env `index`, from its host."""
-        return self._request("attribute", "attribute", index, name)
+        return self._request("attribute", index, name)
 
     def call(self, index: int, name: str, args: tuple = (), kwargs: dict | None = None) -> Any:
         """Calls method `name` of env `index` in its host and returns its result."""
-        return self._request(f"call {name}", "call", index, name, args, kwargs or {})
+        return self._request("call", index, name, args, kwargs or {})
 
     def set_attr(self, index: int, name: str, value: Any) -> None:
         """Sets the attribute `name` of env `index` in its host."""
-        self._request(f"set_attr {name}", "set_attr", index, name, value)
+        self._request("set_attr", index, name, value)
 
     def is_wrapped(self, index: int, wrapper_class: type) -> bool:
         """Whether env `index` is wrapped by a `wrapper_class` at any depth."""
-        return self._request("is_wrapped", "is_wrapped", index, wrapper_class)
+        return self._request("is_wrapped", index, wrapper_class)
 
     # -- failures ---------------------------------------------------------------------------
 
