@@ -81,7 +81,7 @@ class BatchEnv(batch.BatchEnvBase):
         envs_per_worker: int | None = None,
         timeout: float | None = lifecycle.DEFAULT_TIMEOUT,
         restart: bool = False,
-        context: str = lifecycle.DEFAULT_CONTEXT,
+        context: str | None = lifecycle.DEFAULT_CONTEXT,
         spin: float = lifecycle.DEFAULT_SPIN,
         local_envs: int | str = 0,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,

@@ -27,10 +27,10 @@ class ExternalProcess:
 
     `timeout`: seconds to wait for an answer before the worker counts as hung (None:
     forever). `restart`: replace a dead or hung worker instead of raising. `context`:
-    "forkserver" (the default: workers fork from a preloaded server, fast) or "spawn" (never
-    plain fork, unsafe beside JAX's threads). `spin`: seconds the worker polls for the
-    next command, and the parent for an answer, before it blocks; each polls only while
-    its last wait ended within `spin` (`polling`).
+    "forkserver" (the default, also None: workers fork from a preloaded server, fast) or
+    "spawn" (never plain fork, unsafe beside JAX's threads). `spin`: seconds the worker
+    polls for the next command, and the parent for an answer, before it blocks; each polls
+    only while its last wait ended within `spin` (`polling`).
     """
 
     def __init__(
@@ -39,7 +39,7 @@ class ExternalProcess:
         *,
         timeout: float | None = lifecycle.DEFAULT_TIMEOUT,
         restart: bool = False,
-        context: str = lifecycle.DEFAULT_CONTEXT,
+        context: str | None = lifecycle.DEFAULT_CONTEXT,
         spin: float = lifecycle.DEFAULT_SPIN,
     ):
         self._group = process.ProcessGroup(

@@ -46,8 +46,12 @@ MAIN_GUARD = (
 RESTART_TRIES = 3
 
 
-def context(name: str) -> multiprocessing.context.BaseContext:
-    """The start method `name`; a fork server is told to preload what workers import."""
+def context(name: str | None) -> multiprocessing.context.BaseContext:
+    """The start method `name` (None: the default, as `AsyncVectorEnv` reads it).
+
+    A fork server is told to preload what workers import.
+    """
+    name = DEFAULT_CONTEXT if name is None else name
     if name not in CONTEXTS:
         raise ValueError(
             f"unknown start method {name!r}: use one of {CONTEXTS} (plain fork is unsafe once "

@@ -53,7 +53,7 @@ class ProcessGroup(remote.RemoteGroup):
         first_index: int = 0,
         timeout: float | None = lifecycle.DEFAULT_TIMEOUT,
         restart: bool = False,
-        context: str = lifecycle.DEFAULT_CONTEXT,
+        context: str | None = lifecycle.DEFAULT_CONTEXT,
         spin: float = lifecycle.DEFAULT_SPIN,
         observation_mode: Any = "same",
     ):

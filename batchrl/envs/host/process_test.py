@@ -7,6 +7,7 @@ import time
 
 import gymnasium as gym
 import numpy as np
+import psutil
 import pytest
 
 from batchrl.conftest import wait_gone
@@ -213,10 +214,12 @@ def test_unknown_start_method_is_refused():
         external.ExternalProcess(make_pendulum, context="fork")
 
 
-def test_forkserver_start_method_works():
-    with external.ExternalProcess(make_pendulum, context="forkserver") as env:
+@pytest.mark.parametrize("context", ["forkserver", None])  # None: AsyncVectorEnv's default.
+def test_forkserver_start_method_works(context):
+    with external.ExternalProcess(make_pendulum, context=context) as env:
         obs, _ = env.reset(seed=0)
         assert obs.shape == (3,)
+        assert psutil.Process(env.pid).parent().pid != os.getpid()  # The fork server's child.
 
 
 ORPHAN_SCRIPT = """
