@@ -26,7 +26,8 @@ class CountingEnv(gym.Env):
     """Episodes of exactly `duration` steps; reward is the action's sum plus the step number.
 
     `end` chooses how an episode ends: "terminated" or "truncated". `step_seconds` makes
-    each step take at least that long, like a slow simulator.
+    each step take at least that long, like a slow simulator; `step_gate`, a file's path,
+    holds every step until that file exists, so that a test decides when steps end.
     """
 
     metadata: dict[str, Any] = {"render_modes": []}
@@ -38,6 +39,7 @@ class CountingEnv(gym.Env):
         discrete: bool = False,
         obs_size: int = 3,
         step_seconds: float = 0.0,
+        step_gate: str | None = None,
     ):
         if end not in ("terminated", "truncated"):
             raise ValueError(f"end must be 'terminated' or 'truncated', got {end!r}")
@@ -49,6 +51,7 @@ class CountingEnv(gym.Env):
         else:
             self.action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
         self.step_seconds = step_seconds
+        self.step_gate = step_gate
         self.steps = 0
         self.offset = 0.0
 
@@ -61,6 +64,8 @@ class CountingEnv(gym.Env):
     def step(self, action):
         if self.step_seconds:
             time.sleep(self.step_seconds)
+        while self.step_gate is not None and not os.path.exists(self.step_gate):
+            time.sleep(0.005)
         self.steps += 1
         reward = float(np.sum(action)) + self.steps
         done = self.steps >= self.duration

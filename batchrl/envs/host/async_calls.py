@@ -131,8 +131,8 @@ class AsyncCalls:
             return
         if name == "call":
             raise ValueError(
-                f"call_wait takes no timeout (got {timeout!r}): its calls run in it, one env "
-                "after another, each waiting up to its worker's timeout"
+                f"call_wait takes no timeout (got {timeout!r}): its calls wait up to their "
+                "workers' own timeout"
             )
         if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout < 0:
             raise ValueError(f"{name}_wait's timeout must be seconds, at least 0: got {timeout!r}")

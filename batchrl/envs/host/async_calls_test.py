@@ -58,22 +58,28 @@ def test_calls_out_of_order_raise_gymnasiums_errors_with_async_vector_envs_messa
         assert env.step_wait(timeout=30)[0].shape == (2, 4)  # The step in flight, collected.
 
 
-def test_a_wait_past_its_timeout_raises_as_async_vector_envs_and_keeps_the_call_in_flight():
-    # AsyncVectorEnv forgets the call: the slow env's late answer is read as the next step's.
-    slow = [functools.partial(mock.CountingEnv, 100, step_seconds=s) for s in (0.0, 1.0)]
-    with BatchEnv.external(slow) as env:
+def test_a_wait_past_its_timeout_raises_as_async_vector_envs_and_keeps_the_call_in_flight(
+    tmp_path,
+):
+    # AsyncVectorEnv forgets the call: the held env's late answer is read as the next step's.
+    gate = tmp_path / "open"
+    envs = [mock.CountingEnv, functools.partial(mock.CountingEnv, step_gate=str(gate))]
+    with BatchEnv.external([functools.partial(make, 100) for make in envs]) as env:
         env.reset(seed=0)
         env.step_async(np.zeros((2, 2), np.float32))
         message = "The call to `step_wait` has timed out after 0.05 second(s)."
         with pytest.raises(multiprocessing.TimeoutError, match=re.escape(message)):
-            env.step_wait(timeout=0.05)
+            env.step_wait(timeout=0.05)  # The second env's step waits for its gate.
         with pytest.raises(AlreadyPendingCallError, match="`step_async` while waiting"):
             env.step_async(np.zeros((2, 2), np.float32))
+        gate.touch()
         assert env.step_wait()[0][:, 0].tolist() == [1, 1]  # The step that timed out.
         env.step_async(np.zeros((2, 2), np.float32))
         assert env.step_wait(timeout=30)[0][:, 0].tolist() == [2, 2]
         env.call_async("get_wrapper_attr", "duration")
-        with pytest.raises(ValueError, match=r"^call_wait takes no timeout \(got 1\): its calls"):
+        with pytest.raises(
+            ValueError, match=r"^call_wait takes no timeout \(got 1\): its calls wait"
+        ):
             env.call_wait(timeout=1)
         assert env.call_wait() == (100, 100)  # Still asked for.
 
@@ -115,11 +121,10 @@ def split_calls_as_async_vector_env(theirs: gym.vector.AsyncVectorEnv) -> None:
 def test_call_async_sets_every_workers_env_calling_before_call_wait(tmp_path):
     with BatchEnv.external(mock.CountingEnv, 3, envs_per_worker=1) as env:
         env.call_async("meet", str(tmp_path), 3)
-        for _ in range(3000):  # Each env marks a file as its call begins; 30 s at most.
-            if len(list(tmp_path.iterdir())) == 3:
-                break
+        # Each env marks a file as its call begins: all three, before call_wait is called.
+        # Were the calls made in call_wait, this would wait until pytest's timeout.
+        while len(list(tmp_path.iterdir())) < 3:
             time.sleep(0.01)
-        assert len(list(tmp_path.iterdir())) == 3  # All begun, call_wait not yet called.
         assert env.call_wait() == (True, True, True)
 
 
