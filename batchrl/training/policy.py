@@ -86,6 +86,27 @@ class Policy:
             action = _host_action(np.int64 if self.env_spec.discrete else None, action)
         return jax.tree.map(lambda leaf: leaf[0], action) if single else action
 
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = False,
+    ) -> tuple[Any, None]:
+        """`act` as Stable-Baselines3's `model.predict` is called: (action, None).
+
+        So SB3's tools run a batchrl policy (`evaluate_policy(policy, env)`). A recurrent
+        policy keeps its carry itself, so `state` is not read and None comes back;
+        `episode_start` [N] starts those envs' episodes first, as SB3's recurrent
+        policies do. `deterministic` is False by default, as in SB3.
+        """
+        del state
+        if episode_start is not None and self._acting is not None:
+            starts = np.asarray(episode_start, bool).reshape(-1)
+            if starts.any() and starts.size == _num_envs(self._acting):
+                self.reset(starts)
+        return self.act(observation, deterministic), None
+
     def reset(self, mask: Any = None) -> None:
         """Starts the episodes of every env, or of those `mask` [N] marks (a recurrent policy)."""
         if self._acting is None:

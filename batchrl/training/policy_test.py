@@ -35,3 +35,28 @@ def test_act_normalises_raw_observations_as_training_did_and_updates_nothing(run
     np.testing.assert_allclose(policy.act(obs), reference.act(scaled), atol=1e-6)
     assert not np.allclose(policy.act(obs), reference.act(obs), atol=1e-3)
     assert policy.learner.obs_norm is norm  # Acting left it as loaded.
+
+
+def test_predict_samples_by_default_and_acts_as_act_when_deterministic(run):
+    policy = batchrl.load(run.rundir)
+    obs = np.array([[0.6, -0.8, 1.5], [1.0, 0.0, -8.0]], np.float32)
+    action, state = policy.predict(obs, deterministic=True)
+    assert state is None
+    np.testing.assert_array_equal(action, policy.act(obs))
+    sampled = [policy.predict(obs)[0] for _ in range(2)]  # SB3's default: not deterministic.
+    assert not np.array_equal(sampled[0], sampled[1])
+    assert not np.array_equal(sampled[0], action)
+
+
+def test_predict_starts_the_episodes_episode_start_marks_of_a_recurrent_policy():
+    policy = batchrl.train("pendulum_jax", steps=400, recurrent=True, **TINY).policy
+    first = np.array([[0.6, -0.8, 1.5], [1.0, 0.0, -8.0]], np.float32)
+    later = np.array([[-0.2, 0.98, 0.3], [0.0, 1.0, 2.0]], np.float32)
+    fresh = policy.act(first)
+    policy.act(later)
+    carried, _ = policy.predict(first, deterministic=True)
+    assert not np.allclose(carried, fresh, atol=1e-4)  # The carry of `later` acted.
+    policy.act(later)
+    started, _ = policy.predict(first, episode_start=[False, True], deterministic=True)
+    np.testing.assert_array_equal(started[1], fresh[1])
+    assert not np.allclose(started[0], fresh[0], atol=1e-4)

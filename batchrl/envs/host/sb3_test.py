@@ -8,11 +8,14 @@ import pytest
 import torch
 from gymnasium.utils.env_checker import data_equivalence
 from stable_baselines3 import PPO
+from stable_baselines3.common.evaluation import evaluate_policy
 from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor
 
+import batchrl
 from batchrl.envs import BatchEnv
 from batchrl.envs.host import sb3
 from batchrl.testing import mock
+from batchrl.training import api_test
 
 
 def assert_same_info(ours, theirs, where):
@@ -240,3 +243,25 @@ def test_tuple_and_nested_dict_observations_are_refused_in_one_line():
             sb3.VecEnv(batch_env)
         assert "\n" not in str(refused.value)
         batch_env.close()
+
+
+@pytest.mark.parametrize("preset", ["pendulum_jax", "cartpole_jax"])
+def test_sb3s_evaluate_policy_scores_a_trained_policy_as_its_own_act_does(preset):
+    run = batchrl.train(preset, steps=400, **api_test.TINY_PENALTY)
+    env_id, policy = run.config.env, run.policy
+    venv = DummyVecEnv([lambda: gym.make(env_id)] * 2)
+    venv.seed(5)  # Env i seeded 5 + i, as a Gymnasium vector env's reset(seed=5) seeds it.
+    returns, lengths = evaluate_policy(
+        policy, venv, n_eval_episodes=2, return_episode_rewards=True, warn=False
+    )
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make(env_id)] * 2)
+    obs, _ = envs.reset(seed=5)
+    want, steps, done = np.zeros(2), np.zeros(2, int), np.zeros(2, bool)
+    while not done.all():
+        obs, reward, terminated, truncated, _ = envs.step(policy.act(obs))
+        want += np.where(done, 0.0, reward.astype(np.float32))
+        steps += ~done
+        done |= terminated | truncated
+    order = np.argsort(steps, kind="stable")  # SB3 lists episodes in the order they end.
+    np.testing.assert_allclose(returns, want[order], rtol=1e-6)
+    assert lengths == list(steps[order])
