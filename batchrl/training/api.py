@@ -60,7 +60,10 @@ def train(
         env: The env in place of the config's: a name (a Gymnasium id, `module:Class`,
             or a JAX-native env's name when the config's backend is JAX-native); a
             constructor (of a Gymnasium env, or of a JAX-native env when the backend is
-            JAX-native); or a JAX-native env object (the backend becomes "jax"). A run
+            JAX-native); a Gymnasium env `gym.make` made, of which each of the run's envs
+            is a copy made again from its spec (its id, keywords and step limit, which
+            a run folder records, or with wrappers added after `gym.make`, in memory
+            only); or a JAX-native env object (the backend becomes "jax"). A run
             folder records the env by name, so a constructor without an importable
             `module:qualname`, an env object, or an id the script registers itself
             (`gym.register` in `__main__`) trains only with `logdir=None`.
@@ -150,6 +153,11 @@ def _check_recordable(config: TrainConfig, given: Any, logdir: Any) -> None:
             f"env {config.env!r} is defined in this script, which the train command and "
             f"evaluate never run: define it in a module and give env='module:{config.env}', "
             "or logdir=None"
+        )
+    if isinstance(given, functools.partial) and given.func is gym.make:
+        raise ValueError(
+            f"env {config.env!r} was wrapped or changed after gym.make, which a run folder "
+            "cannot record: give a constructor defined at a module's top level, or logdir=None"
         )
     raise ValueError(
         f"env {config.env!r} has no importable module:qualname to record in a run folder: "
@@ -301,15 +309,57 @@ def _with_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, Any]:
         backend = config.backend if config.jax_native else "jax"
         label = type(getattr(env, "env", env)).__name__  # Within its time limit's wrapper.
         return train_config.replace(config, backend=backend, env=label), env
+    if isinstance(env, gym.Env):
+        return _with_instance(config, env)
     if not callable(env):
         raise TypeError(
-            f"env is a name, a constructor or a JAX-native env, got {type(env).__name__}"
+            "env is a name, a constructor, a Gymnasium env or a JAX-native env, "
+            f"got {type(env).__name__}"
         )
     name = _importable_name(env)
     if name is not None:
         return train_config.replace(config, env=name), None
     label = getattr(env, "__qualname__", type(env).__name__)
     return train_config.replace(config, env=label), env
+
+
+def _with_instance(config: TrainConfig, env: gym.Env) -> tuple[TrainConfig, Any]:
+    """`config` with the env `gym.make` made `env` as, for one copy of it a run's env.
+
+    As `model = PPO("MlpPolicy", env)` takes one: an env that its id and keywords make
+    again is recorded by them, its step limit as `max_length`; one wrapped after
+    `gym.make` is made again from its spec (`gym.make(env.spec)`), which no run folder
+    records.
+    """
+    spec = env.spec
+    backend = "processes" if config.jax_native else config.backend
+    if spec is None:
+        raise TypeError(
+            f"env is a {type(env.unwrapped).__name__} that gym.make did not make, so it cannot "
+            f"be made again for each of the run's envs: give its constructor or id"
+        )
+    unknown = [w.name for w in spec.additional_wrappers if w.kwargs is None]
+    if unknown:
+        raise TypeError(
+            f"env's wrapper {unknown[0]} does not record its arguments, so gym.make cannot "
+            "make the env again for each of the run's envs: give a constructor"
+        )
+    registered = gym.registry.get(spec.id)
+    changes = {"backend": backend, "env": spec.id, "env_kwargs": {}}
+    if spec.max_episode_steps is not None and (
+        registered is None or spec.max_episode_steps != registered.max_episode_steps
+    ):
+        changes["max_length"] = spec.max_episode_steps  # The run's step limit.
+    same = ("order_enforce", "disable_env_checker", "entry_point")
+    if (
+        registered is None
+        or spec.additional_wrappers
+        or any(getattr(spec, field) != getattr(registered, field) for field in same)
+    ):
+        return train_config.replace(config, **changes), functools.partial(gym.make, spec)
+    missing = object()
+    kwargs = {k: v for k, v in spec.kwargs.items() if registered.kwargs.get(k, missing) != v}
+    return train_config.replace(config, **{**changes, "env_kwargs": kwargs}), None
 
 
 def _importable_name(constructor: Any) -> str | None:

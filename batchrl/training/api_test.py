@@ -244,6 +244,47 @@ def test_a_jax_native_env_object_trains_in_memory():
         batchrl.load(run.rundir)  # pathlib's TypeError before.
 
 
+def test_a_gymnasium_env_made_by_gym_make_is_recorded_by_its_id_keywords_and_step_limit():
+    made = gym.make("Pendulum-v1", g=5.0, max_episode_steps=100)
+    config, name, given = api.configure("pendulum_jax", env=made)  # As PPO("MlpPolicy", env).
+    assert given is None and name == "pendulum_jax"
+    assert (config.backend, config.env, config.env_kwargs) == (
+        "processes",
+        "Pendulum-v1",
+        {"g": 5.0},
+    )
+    assert config.max_length == 100
+    config, _, given = api.configure(
+        "pendulum", env=gym.make("Pendulum-v1", render_mode="rgb_array")
+    )
+    assert (given, config.env_kwargs, config.max_length) == (
+        None,
+        {"render_mode": "rgb_array"},
+        200,
+    )
+
+
+@pytest.mark.slow
+def test_a_gymnasium_env_wrapped_after_gym_make_trains_as_wrapped_in_memory_only(tmp_path):
+    clipped = gym.wrappers.ClipReward(gym.make("Pendulum-v1"), -0.5, 0.5)
+    with pytest.raises(ValueError) as error:
+        batchrl.train("pendulum", env=clipped, logdir=tmp_path)
+    assert str(error.value) == (
+        "env 'Pendulum-v1' was wrapped or changed after gym.make, which a run folder cannot "
+        "record: give a constructor defined at a module's top level, or logdir=None"
+    )
+    assert not any(tmp_path.iterdir())
+    run = batchrl.train("pendulum", env=clipped, steps=400, **TINY_PENALTY)  # Worker envs.
+    returns = [row["train/return"] for row in run.metrics if "train/return" in row]
+    assert returns and min(returns) >= -0.5 * 50  # Clipped rewards over max_length's 50 steps.
+    with pytest.raises(TypeError) as error:
+        batchrl.train("pendulum", env=cue.Cue(), logdir=None)
+    assert str(error.value) == (
+        "env is a Cue that gym.make did not make, so it cannot be made again for each of the "
+        "run's envs: give its constructor or id"
+    )
+
+
 def test_the_learning_rate_decays_over_the_whole_phases_a_budget_rounds_up_to():
     # 100 env steps round up to one phase of 256: 8 updates of 32 env steps. The schedule's
     # horizon was the 100, so updates 5 to 8 trained at a learning rate of 0.
