@@ -36,7 +36,9 @@ from batchrl.training import api, compile_signals, device_memory, run_folder
 # Settings a resume may change: how the run meets a hung or crashed worker, not what it
 # learns while none does; the errors that stop a run name them ("raise the timeout",
 # "restart_workers=true"). Every other setting must be the saved one.
-RESUME_MAY_CHANGE = ("worker_timeout", "restart_workers")
+RESUME_MAY_CHANGE = ("worker_timeout", "restart_workers")  # Settings a resume gives anew.
+# The clipped objective's schedules over `steps`: a raised budget would change them.
+SCHEDULES = ("anneal_learning_rate", "final_discount")
 
 
 class UsageError(Exception):
@@ -138,7 +140,8 @@ def new_run(
 def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainConfig]:
     """The run --timestamp names, or a new one by that name when --config has none yet.
 
-    Its saved config, but for `RESUME_MAY_CHANGE`, which the command sets as for a new run.
+    Its saved config, but for `RESUME_MAY_CHANGE`, which the command sets as for a new run,
+    and a budget that `--set steps=N` raises (written into the folder's config as it trains).
     """
     logdir = pathlib.Path(args.logdir)
     if args.config:
@@ -153,18 +156,42 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
     saved = load_config(rundir)
     requested = requested_config(args, saved)
     asked, kept = configs.flat(requested), configs.flat(saved)
+    # `--set steps=N` raises the budget (`_check_raised_budget`); a preset's steps do not.
+    raised = any(assignment.partition("=")[0].strip() == "steps" for assignment in args.set)
+    may_change = (*RESUME_MAY_CHANGE, "steps") if raised else RESUME_MAY_CHANGE
     differ = [
         f"{name}={asked.get(name)!r} (saved {kept.get(name)!r})"
         for name in {**kept, **asked}
-        if asked.get(name) != kept.get(name) and name not in RESUME_MAY_CHANGE
+        if asked.get(name) != kept.get(name) and name not in may_change
     ]
     if differ:
         raise UsageError(
             f"run {rundir.name!r} was started with other settings: {', '.join(differ)}; "
             "resume it with the command that started it"
         )
-    changed = {name: getattr(requested, name) for name in RESUME_MAY_CHANGE}
+    if requested.steps != saved.steps:
+        _check_raised_budget(rundir, saved, requested.steps)
+    changed = {name: getattr(requested, name) for name in may_change}
     return rundir, dataclasses.replace(saved, **changed)
+
+
+def _check_raised_budget(rundir: pathlib.Path, saved: configs.TrainConfig, steps: int) -> None:
+    """A one-line UsageError unless `--set steps` raises the budget of a run that may go on.
+
+    A run trains the same updates with a larger budget, but for the clipped objective's
+    schedules (`SCHEDULES`), whose clock is the budget.
+    """
+    if steps < saved.steps:
+        raise UsageError(
+            f"run {rundir.name!r} has a budget of steps={saved.steps}: a resume may raise it, "
+            f"not lower it to {steps}"
+        )
+    for name in SCHEDULES:
+        if getattr(saved.algorithm, name, None) not in (None, False):
+            raise UsageError(
+                f"run {rundir.name!r} sets {name}, a schedule over its steps={saved.steps}: "
+                "a larger budget would change the updates it trained; start a new run"
+            )
 
 
 def load_config(rundir: pathlib.Path) -> configs.TrainConfig:

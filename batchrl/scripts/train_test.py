@@ -155,6 +155,58 @@ def test_a_resume_may_change_how_it_meets_a_hung_or_crashed_worker_and_nothing_e
     assert run_folder_lib.read_config(run).worker_timeout == 60.0  # The folder keeps its start.
 
 
+def test_a_resume_that_raises_steps_trains_on_as_a_run_started_with_that_budget(
+    finished_run, tmp_path
+):
+    import shutil
+
+    extended = tmp_path / "extended" / finished_run.name
+    shutil.copytree(finished_run, extended)
+    timestamp = finished_run.name.split("-")[0]
+    resume = ["--logdir", str(extended.parent), "--timestamp", timestamp, "--set", "steps=2000"]
+    assert train.main(resume) == 0
+    assert run_folder_lib.read_config(extended).steps == 2000  # The next resume's budget.
+    longer = ["--config", "pendulum_jax", *TINY, "--set", "eval_every=2", "steps=2000"]
+    assert train.main(["--logdir", str(tmp_path / "whole"), *longer]) == 0
+    trained = [
+        [{k: v for k, v in row.items() if k.startswith("train/")} for row in rows]
+        for rows in map(
+            metrics_log.read_jsonl,
+            (extended / "metrics.jsonl", run_folder(tmp_path / "whole") / "metrics.jsonl"),
+        )
+    ]
+    assert len(trained[0]) == 10 and trained[0] == trained[1]
+    # Evaluations differ: the shorter budget's final one, at phase 5, drew episodes.
+    start = ["--logdir", str(tmp_path), "--config", "cartpole", "--timestamp", "t"]
+    clipped = ["--set", "objective=clipped", "anneal_learning_rate=true"]
+    train.new_run(train.parse_args([*start, *clipped]), "t")
+    with pytest.raises(train.UsageError) as error:
+        train.resumed_run(
+            train.parse_args([*start[:2], "--timestamp", "t", "--set", "steps=400000"])
+        )
+    assert str(error.value) == (
+        "run 't-cartpole' sets anneal_learning_rate, a schedule over its steps=200000: a larger "
+        "budget would change the updates it trained; start a new run"
+    )
+    with pytest.raises(train.UsageError, match=r"a resume may raise it, not lower it to 1000$"):
+        train.resumed_run(train.parse_args([*start[:2], "--timestamp", "t", "--set", "steps=1000"]))
+    with pytest.raises(train.UsageError, match=r"other settings: steps=1000000 \(saved 2000\)"):
+        # --config's preset says 1M steps; not asked for with --set, so not taken as a raise.
+        train.resumed_run(
+            train.parse_args(
+                [
+                    "--logdir",
+                    str(extended.parent),
+                    "--config",
+                    "pendulum_jax",
+                    "--timestamp",
+                    timestamp,
+                    *TINY,
+                ]
+            )
+        )
+
+
 def test_a_run_folder_written_with_env_kind_resumes_exactly(finished_run, tmp_path, capsys):
     import shutil
 

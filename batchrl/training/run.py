@@ -105,6 +105,7 @@ def train(rundir: pathlib.Path | None, config: TrainConfig, env: Any = None) -> 
     """
     with contextlib.ExitStack() as opened:
         opened.enter_context(run_folder.held(rundir))  # Before any env worker starts.
+        run_folder.record_budget(rundir, config)
         if config.rollout_actors:  # The envs, and acting on them, in Ray actors.
             from batchrl.training import rollout_actors  # Ray is an optional dependency.
 

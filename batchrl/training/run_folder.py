@@ -17,6 +17,7 @@ time trains a folder (`held`). Imports no JAX.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import fcntl
 import json
@@ -252,6 +253,19 @@ def write_config(rundir: str | os.PathLike, config: train_config.TrainConfig) ->
     """Writes the run's config as YAML, atomically."""
     text = yaml.safe_dump(train_config.to_dict(config), sort_keys=False)
     write_atomic(pathlib.Path(rundir) / CONFIG, text)
+
+
+def record_budget(rundir: pathlib.Path | None, config: train_config.TrainConfig) -> None:
+    """Writes `config.steps` into the folder's config when a resume raised the budget.
+
+    So that the next resume, given no `--set steps`, trains on to the raised budget. Call
+    while the folder is `held`. Nothing for a folder whose config says `steps` already.
+    """
+    if rundir is None or not (pathlib.Path(rundir) / CONFIG).exists():
+        return
+    saved = read_config(rundir)
+    if saved.steps != config.steps:
+        write_config(rundir, dataclasses.replace(saved, steps=config.steps))
 
 
 def read_config(rundir: str | os.PathLike) -> train_config.TrainConfig:

@@ -57,6 +57,8 @@ def train(
     with contextlib.ExitStack() as opened:
         for rundir in rundirs:
             opened.enter_context(run_folder.held(rundir))
+        for rundir, seed_config in zip(rundirs, configs, strict=True):
+            run_folder.record_budget(rundir, seed_config)
         if config.jax_native:
             env, _ = environments.build(config, env=env)
             group, states = together.build(configs, env)
