@@ -207,6 +207,32 @@ def test_a_resume_that_raises_steps_trains_on_as_a_run_started_with_that_budget(
         )
 
 
+def test_each_checkpoint_reaches_the_disk_after_the_rows_before_it(tmp_path, monkeypatch):
+    # A flushed row outlives the process, not a power cut: a checkpoint fsynced after
+    # unsynced rows would resume past rows that were lost.
+    synced, saves = {}, []
+    fsync, replace = os.fsync, os.replace
+
+    def recording_fsync(fd):
+        fsync(fd)
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("metrics.jsonl"):
+            synced["rows"] = os.fstat(fd).st_size
+
+    def recording_replace(source, target):
+        target = pathlib.Path(target)
+        if target.parent.name == "checkpoints":
+            rows = target.parent.parent / "metrics.jsonl"
+            saves.append((target.name, synced.get("rows"), rows.stat().st_size))
+        replace(source, target)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    monkeypatch.setattr(os, "replace", recording_replace)
+    args = ["--config", "pendulum_jax", *TINY, "--set", "steps=600", "eval_every=1"]
+    assert train.main(["--logdir", str(tmp_path), *args]) == 0
+    assert {name for name, _, _ in saves} >= {"ckpt-000000000003.bin", "best.bin"}
+    assert all(synced_size == size for _, synced_size, size in saves), saves
+
+
 def test_a_run_folder_written_with_env_kind_resumes_exactly(finished_run, tmp_path, capsys):
     import shutil
 

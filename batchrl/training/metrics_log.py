@@ -4,7 +4,8 @@
 line, NaN written as null) and writes the finite scalars to TensorBoard event files in the
 same folder. Both are flushed on every write, so a run killed at any moment keeps all it
 wrote except possibly a half-written last line, which `read_jsonl` skips and a resumed
-`Writer` cuts off before it appends. The terminal's view of a run is `terminal`'s.
+`Writer` cuts off before it appends; `sync` puts the rows on disk before a checkpoint.
+The terminal's view of a run is `terminal`'s.
 """
 
 from __future__ import annotations
@@ -107,6 +108,17 @@ class Writer:
                 raise run_folder.write_error(
                     self.logdir / "events.out.tfevents.*", error
                 ) from error
+
+    def sync(self) -> None:
+        """Puts metrics.jsonl's rows on disk (fsync), as a checkpoint after them will be.
+
+        A flush outlives the process, not the machine: after a power cut a checkpoint
+        fsynced after unsynced rows would resume past rows that were lost.
+        """
+        try:
+            os.fsync(self._jsonl.fileno())
+        except OSError as error:
+            raise run_folder.write_error(Path(self._jsonl.name), error) from error
 
     def close(self) -> None:
         """Closes both files; further closes do nothing."""

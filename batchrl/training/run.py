@@ -243,12 +243,16 @@ class Keeper:
         self.rows.append({"step": env_steps, **metrics})
         self.kept = (state, fresh)  # One store: an interrupt sees the pair or the one before.
         if self.directory is not None:
-            # The best first: a kill between the two then re-does this phase, best and all.
             score = metrics.get("eval/return", math.nan)
-            if score > self.best:  # False for NaN: a phase that was not evaluated.
+            best = score > self.best  # False for NaN: a phase that was not evaluated.
+            every = done % self.config.checkpoint_every == 0 or done == self.config.phases
+            if best or every:
+                self.writer.sync()  # A checkpoint on disk has its rows on disk before it.
+            # The best first: a kill between the two then re-does this phase, best and all.
+            if best:
                 checkpoint.save_best(self.directory, done, state, fresh, score)
                 self.best = score
-            if done % self.config.checkpoint_every == 0 or done == self.config.phases:
+            if every:
                 checkpoint.save(self.directory, done, state, self.config.keep_checkpoints, fresh)
         return env_steps
 
