@@ -554,6 +554,46 @@ def test_sigterm_or_ctrl_c_saves_a_checkpoint_and_leaves_no_worker(tmp_path, how
     assert not wait_gone(workers)
 
 
+@pytest.mark.slow
+def test_ctrl_c_is_answered_at_once_and_again_stops_a_phase_a_hung_worker_holds(tmp_path):
+    # Workers step in XLA's threads while the main thread waits in the phase's call, where
+    # Python runs no handler: the first Ctrl-C said nothing until the phase ended, and a
+    # phase that a hung worker held ended only at the worker's timeout (here 300 s).
+    import psutil
+
+    hang = 'env_kwargs={"how": "hang", "at": 100, "duration": 20}'  # In phase 5, each env.
+    settings = ["env=batchrl.testing.mock:FailingEnv", hang, "num_envs=2", "max_length=20"]
+    settings += ["update_every=2", "eval_every=1000", "worker_timeout=300"]
+    settings += ["policy_layers=16,16", "value_layers=16,16"]
+    runs = tmp_path / "runs"
+    command = [sys.executable, "-m", "batchrl.scripts.train", "--logdir", str(runs)]
+    command += ["--config", "pendulum", "--set", *settings]
+    with open(tmp_path / "out", "w") as out, open(tmp_path / "err", "w") as err:
+        process = subprocess.Popen(command, cwd=tmp_path, stdout=out, stderr=err, text=True)
+
+    def waited_for(what, seconds):
+        deadline = time.monotonic() + seconds
+        while not what() and time.monotonic() < deadline:
+            assert process.poll() is None, (tmp_path / "err").read_text()[-2000:]
+            time.sleep(0.05)
+        return what()
+
+    try:
+        fourth = lambda: 4 in checkpoint.steps(run_folder(runs) / "checkpoints")  # noqa: E731
+        assert waited_for(lambda: list(runs.glob("*/checkpoints")) and fourth(), 120)
+        time.sleep(1.0)  # Into phase 5, held by the hung workers.
+        workers = [p.pid for p in psutil.Process(process.pid).children(recursive=True)]
+        process.send_signal(signal.SIGINT)
+        said = "batchrl: SIGINT: stopping after this phase; again to stop now"
+        assert waited_for(lambda: said in (tmp_path / "err").read_text(), 10)
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 130, (tmp_path / "err").read_text()[-2000:]
+    finally:
+        process.kill()
+    assert "interrupted: saved a checkpoint at env step 160" in (tmp_path / "out").read_text()
+    assert not wait_gone(workers)
+
+
 def test_list_shows_every_preset(capsys):
     assert train.main(["--list"]) == 0
     out = capsys.readouterr().out

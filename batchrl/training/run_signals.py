@@ -2,6 +2,14 @@
 
 `signals_kept` keeps the first signal for the run loop, which calls `raise_received`
 between phases; a second stops the run at once. Solo and together runs share them.
+
+A phase on worker envs runs in one call of the main thread into XLA, whose threads step
+the envs: Python runs the main thread's handler only when the phase returns, so a
+Ctrl-C said nothing for a phase's length, and a second could not stop a phase (nor one
+a hung worker holds, until its timeout). So the run also gives Python a wakeup fd
+(`signal.set_wakeup_fd`: a byte a signal, written as it comes), on which every wait on a
+worker also waits (`polling.watching`): the wait that reads it counts the signal at once,
+says so, and on the second raises KeyboardInterrupt out of the phase.
 """
 
 from __future__ import annotations
@@ -9,11 +17,101 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import threading
 from collections.abc import Iterator
 from typing import Any
 
+from batchrl.envs.host import polling
 from batchrl.training import compile_signals
+
+_STOPS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Counted:
+    """The run's stop signals, each counted once: by the handler, or by a wait that read it.
+
+    `ends` are the wakeup fd's socket pair, reading end first (None without one: a handler
+    call counts one signal). Once a wait has stopped the phase, every wait stops at once
+    (the fd is kept readable), retiring its worker, not waiting on it to its timeout.
+    """
+
+    def __init__(self, received: list[int], ends: tuple[socket.socket, socket.socket] | None):
+        self.received, self.ends = received, ends
+        self.stopped: int | None = None  # The signal a wait stopped the phase on.
+        self._lock = threading.RLock()  # A handler may come inside `from_wait`, on its thread.
+
+    def from_handler(self, signum: int) -> bool | None:
+        """Counts the signals a handler call stands for; whether the run stops now.
+
+        None: a wait counted them already, and acted.
+        """
+        with self._lock:
+            if self.stopped is not None:
+                return None
+            signums = self._read() if self.ends is not None else [signum]
+            return self._count(signums) if signums else None
+
+    def from_wait(self) -> None:
+        """Counts what the wakeup fd holds; KeyboardInterrupt on a second stop signal."""
+        with self._lock:
+            if self.stopped is None:
+                signums = self._read()
+                if signums and self._count(signums):
+                    self.stopped = signums[-1]
+                    self.ends[1].send(b"\0")  # Readable still: the next wait stops too.
+        if self.stopped is not None:
+            raise KeyboardInterrupt(f"signal {signal.Signals(self.stopped).name}")
+
+    def _read(self) -> list[int]:
+        """The stop signals the wakeup fd holds, read empty; others' bytes dropped."""
+        signums = []
+        while True:
+            try:
+                data = self.ends[0].recv(256)
+            except (BlockingIOError, InterruptedError):
+                return signums
+            signums += [number for number in data if number in _STOPS]
+
+    def _count(self, signums: list[int]) -> bool:
+        if not self.received:
+            _announce(signums[0])
+        self.received.extend(signums)
+        return len(self.received) > 1
+
+
+def _announce(signum: int) -> None:
+    """Says that the run stops after this phase."""
+    # os.write, not print: the handler may run inside a print to the same stream. At a
+    # terminal, a new line ends the progress bar's.
+    name = signal.Signals(signum).name
+    line = f"batchrl: {name}: stopping after this phase; again to stop now\n"
+    with contextlib.suppress(OSError):  # No stderr, or a pipe's reader gone (`| tee`).
+        os.write(2, (("\n" if os.isatty(2) else "") + line).encode())
+
+
+@contextlib.contextmanager
+def _wakeup() -> Iterator[tuple[socket.socket, socket.socket] | None]:
+    """A wakeup fd for the block: its socket pair, reading end first.
+
+    None where one is set already (asyncio's), which stays.
+    """
+    ends = socket.socketpair()
+    for end in ends:
+        end.setblocking(False)
+    before = signal.set_wakeup_fd(ends[1].fileno(), warn_on_full_buffer=False)
+    try:
+        if before != -1:  # Someone else's: theirs to keep.
+            signal.set_wakeup_fd(before)
+            yield None
+        else:
+            try:
+                yield ends
+            finally:
+                signal.set_wakeup_fd(-1)
+    finally:
+        for end in ends:
+            end.close()
 
 
 @contextlib.contextmanager
@@ -35,21 +133,17 @@ def signals_kept() -> Iterator[list[int]]:
         yield received
         return
     compile_signals.raise_dropped()  # A Ctrl-C of the run's start that went nowhere.
+    with contextlib.ExitStack() as stack:
+        ends = stack.enter_context(_wakeup())
+        counted = _Counted(received, ends)
 
-    def interrupt(signum: int, frame: Any) -> None:
-        received.append(signum)
-        name = signal.Signals(signum).name
-        if len(received) > 1:
-            if compile_signals.deferred(signum, frame):
-                return
-            raise KeyboardInterrupt(f"signal {name}")
-        # os.write, not print: the handler may run inside a print to the same stream. At a
-        # terminal, a new line ends the progress bar's.
-        line = f"batchrl: {name}: stopping after this phase; again to stop now\n"
-        with contextlib.suppress(OSError):  # No stderr, or a pipe's reader gone (`| tee`).
-            os.write(2, (("\n" if os.isatty(2) else "") + line).encode())
+        def interrupt(signum: int, frame: Any) -> None:
+            if counted.from_handler(signum) and not compile_signals.deferred(signum, frame):
+                raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
-    with compile_signals.stopping(interrupt):
+        stack.enter_context(compile_signals.stopping(interrupt))
+        if ends is not None:
+            stack.enter_context(polling.watching(ends[0].fileno(), counted.from_wait))
         yield received
 
 

@@ -20,12 +20,32 @@ checks all at once again when it saw some but not the first (not on a step's ans
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import select
 import time
+from collections.abc import Callable, Iterator
 
 BLOCK_SLICE = 0.25  # Seconds; the longest a pending signal waits (see `Poller.poll`).
+# An fd every Poller's waits also end on, and what they call when it is readable (`watching`).
+_watch: tuple[int, Callable[[], None]] | None = None
+
+
+@contextlib.contextmanager
+def watching(fd: int, on_ready: Callable[[], None]) -> Iterator[None]:
+    """Every `Poller`'s waits in the block also end when `fd` is readable, calling `on_ready`.
+
+    A run's wakeup fd for Ctrl-C (`training.run_signals`): a wait on a worker in a thread
+    of XLA's, where Python takes no signals, learns of one at once. `on_ready` must read
+    `fd` empty (or a wait would wake at once again) and may raise, ending the wait.
+    """
+    global _watch
+    before, _watch = _watch, (fd, on_ready)
+    try:
+        yield
+    finally:
+        _watch = before
 
 
 class Poller:
@@ -44,6 +64,7 @@ class Poller:
             self._poller.register(fd, select.POLLIN)
         self._first = fds[0]
         self._spinning = spin > 0
+        self._watched: tuple[int, Callable[[], None]] | None = None  # `watching`'s, registered.
 
     @property
     def spinning(self) -> bool:
@@ -57,22 +78,42 @@ class Poller:
         process's threads (Ctrl-C on a BLAS or XLA thread) does not interrupt this
         thread's wait; Python raises it between slices.
         """
+        if self._watched is not _watch:
+            self._follow_watch()
         start = time.perf_counter()
         events = []
         if self._spinning:
             end = start + self.spin
             while True:
-                events = self._poller.poll(0)
+                events = self._ready(self._poller.poll(0))
                 if events or time.perf_counter() >= end:
                     break
                 os.sched_yield()
         deadline = None if timeout is None else start + timeout
         while not events:
             left = BLOCK_SLICE if deadline is None else deadline - time.perf_counter()
-            events = self._poller.poll(max(0, math.ceil(min(left, BLOCK_SLICE) * 1000)))
+            events = self._ready(
+                self._poller.poll(max(0, math.ceil(min(left, BLOCK_SLICE) * 1000)))
+            )
             if deadline is not None and time.perf_counter() >= deadline:
                 break
         self._spinning = self.spin > 0 and time.perf_counter() - start <= self.spin
         if events and all(fd != self._first for fd, _ in events):
-            events = self._poller.poll(0)  # Those written before the ones seen, too.
+            events = self._ready(self._poller.poll(0)) or events  # Those written before, too.
         return events
+
+    def _follow_watch(self) -> None:
+        """Waits on `watching`'s fd from now on, and no longer on one it left."""
+        if self._watched is not None:
+            self._poller.unregister(self._watched[0])
+        self._watched = _watch
+        if _watch is not None:
+            self._poller.register(_watch[0], select.POLLIN)
+
+    def _ready(self, events: list) -> list:
+        """`events` less the watched fd's, whose `on_ready` it calls (which may raise)."""
+        watched = self._watched
+        if watched is None or all(fd != watched[0] for fd, _ in events):
+            return events
+        watched[1]()
+        return [(fd, event) for fd, event in events if fd != watched[0]]

@@ -105,3 +105,44 @@ def test_workers_whose_parent_is_slow_between_steps_take_no_core_waiting():
             env.step(np.zeros((4, 1), np.float32))
         spent = [sum(w.cpu_times()[:2]) - b for w, b in zip(workers, before, strict=True)]
     assert max(spent) < 0.08, spent
+
+
+def test_a_watched_fd_wakes_a_wait_in_any_thread_which_its_function_may_end():
+    # A run's wakeup fd for Ctrl-C: a wait on a worker in one of XLA's threads, where
+    # Python runs no signal handler, hears of a signal at once.
+    own_read, own_write = os.pipe()
+    watched_read, watched_write = os.pipe()
+    poller = polling.Poller(0.0, own_read)  # Made before the watch began.
+    heard = []
+
+    def on_ready():
+        heard.append(os.read(watched_read, 16))
+        if len(heard) == 2:
+            raise KeyboardInterrupt("second")
+
+    results = []
+
+    def wait():
+        try:
+            results.append(poller.poll(10.0))
+            os.read(own_read, 1)
+            results.append(poller.poll(10.0))
+        except KeyboardInterrupt as error:
+            results.append(error)
+
+    with polling.watching(watched_read, on_ready):
+        thread = threading.Thread(target=wait)
+        thread.start()
+        os.write(watched_write, b"\x02")  # Heard; the wait goes on for its own fd.
+        time.sleep(0.2)
+        os.write(own_write, b"x")
+        time.sleep(0.2)
+        os.write(watched_write, b"\x02")
+        thread.join(5.0)
+    assert heard == [b"\x02", b"\x02"]
+    assert [fd for fd, _ in results[0]] == [own_read]
+    assert isinstance(results[1], KeyboardInterrupt)
+    os.write(watched_write, b"\x02")
+    assert poller.poll(0.1) == []  # The watch is over: the fd left the poller's waits.
+    for fd in (own_read, own_write, watched_read, watched_write):
+        os.close(fd)
