@@ -1,7 +1,8 @@
 """batchrl: efficient batched reinforcement learning in JAX.
 
-`batchrl.train` trains a config into a `Run`; `batchrl.load` reads a run folder's
-`Policy` (`batchrl/training/api.py`, `run.py`, `policy.py`). They are imported on
+`batchrl.train` trains a config into a `Run`, `batchrl.resume` a run folder further;
+`batchrl.load` reads a run folder's `Policy` (`batchrl/training/api.py`, `run.py`,
+`policy.py`). They are imported on
 first use, so importing batchrl, as every env worker process does, imports no JAX.
 """
 
@@ -12,12 +13,13 @@ from batchrl import envs
 
 _PUBLIC = {
     "train": "batchrl.training.api",
+    "resume": "batchrl.training.api",
     "Run": "batchrl.training.run",
     "load": "batchrl.training.policy",
     "Policy": "batchrl.training.policy",
 }
 
-__all__ = ["Policy", "Run", "envs", "load", "train"]
+__all__ = ["Policy", "Run", "envs", "load", "resume", "train"]
 
 
 def __getattr__(name: str) -> Any:

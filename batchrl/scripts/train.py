@@ -37,8 +37,6 @@ from batchrl.training import api, compile_signals, device_memory, run_folder
 # learns while none does; the errors that stop a run name them ("raise the timeout",
 # "restart_workers=true"). Every other setting must be the saved one.
 RESUME_MAY_CHANGE = ("worker_timeout", "restart_workers")  # Settings a resume gives anew.
-# The clipped objective's schedules over `steps`: a raised budget would change them.
-SCHEDULES = ("anneal_learning_rate", "final_discount")
 
 
 class UsageError(Exception):
@@ -156,7 +154,7 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
     saved = load_config(rundir)
     requested = requested_config(args, saved)
     asked, kept = configs.flat(requested), configs.flat(saved)
-    # `--set steps=N` raises the budget (`_check_raised_budget`); a preset's steps do not.
+    # `--set steps=N` raises the budget (`api.check_raised_budget`); a preset's steps do not.
     raised = any(assignment.partition("=")[0].strip() == "steps" for assignment in args.set)
     may_change = (*RESUME_MAY_CHANGE, "steps") if raised else RESUME_MAY_CHANGE
     differ = [
@@ -170,28 +168,12 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
             "resume it with the command that started it"
         )
     if requested.steps != saved.steps:
-        _check_raised_budget(rundir, saved, requested.steps)
+        try:
+            api.check_raised_budget(rundir.name, saved, requested.steps)
+        except ValueError as error:
+            raise UsageError(str(error)) from None
     changed = {name: getattr(requested, name) for name in may_change}
     return rundir, dataclasses.replace(saved, **changed)
-
-
-def _check_raised_budget(rundir: pathlib.Path, saved: configs.TrainConfig, steps: int) -> None:
-    """A one-line UsageError unless `--set steps` raises the budget of a run that may go on.
-
-    A run trains the same updates with a larger budget, but for the clipped objective's
-    schedules (`SCHEDULES`), whose clock is the budget.
-    """
-    if steps < saved.steps:
-        raise UsageError(
-            f"run {rundir.name!r} has a budget of steps={saved.steps}: a resume may raise it, "
-            f"not lower it to {steps}"
-        )
-    for name in SCHEDULES:
-        if getattr(saved.algorithm, name, None) not in (None, False):
-            raise UsageError(
-                f"run {rundir.name!r} sets {name}, a schedule over its steps={saved.steps}: "
-                "a larger budget would change the updates it trained; start a new run"
-            )
 
 
 def load_config(rundir: pathlib.Path) -> configs.TrainConfig:

@@ -98,6 +98,65 @@ def train(
         return run.train(rundir, config, env=given)
 
 
+def resume(
+    rundir: str | os.PathLike,
+    *,
+    steps: int | None = None,
+    worker_timeout: float | None = None,
+    restart_workers: bool | None = None,
+) -> Run:
+    """Trains the run in `rundir` on from its newest good checkpoint, as `--timestamp` does.
+
+    With its saved config, but for a raised budget (`steps`, as `--set steps=N`) and how
+    it meets a hung or crashed worker, the settings a resume may give anew. A run trained
+    with `batchrl.train` and stopped (Ctrl-C in a notebook) goes on from here.
+
+    Returns:
+        The `Run`; its metrics are every phase's row the folder holds, not only this call's.
+
+    Raises:
+        run_folder.RunFolderError: One line for a path that is no run folder.
+        ValueError: One line for a lower budget or one a schedule runs over.
+    """
+    rundir = pathlib.Path(rundir)
+    config = saved = run_folder.read_config(rundir)
+    if steps is not None and steps != saved.steps:
+        check_raised_budget(rundir.name, saved, train_config.typed("steps", int, steps))
+    given = {"steps": steps, "worker_timeout": worker_timeout, "restart_workers": restart_workers}
+    given = [(key, value) for key, value in given.items() if value is not None]
+    config = train_config.set_fields(config, given, train_config.typed)
+    limit_xla_threads(config)
+    from batchrl.training import metrics_log, results, run  # After the thread limit.
+
+    with compile_signals.stopping():
+        done = run.train(rundir, config)
+    rows = results.phases(metrics_log.read_jsonl(run_folder.metrics(rundir)))
+    return dataclasses.replace(done, metrics=rows)
+
+
+# The clipped objective's schedules over `steps`: a raised budget would change them.
+SCHEDULES = ("anneal_learning_rate", "final_discount")
+
+
+def check_raised_budget(name: str, saved: TrainConfig, steps: int) -> None:
+    """A one-line ValueError unless `steps` raises the budget of run `name`, which may go on.
+
+    A run trains the same updates with a larger budget, but for the clipped objective's
+    schedules (`SCHEDULES`), whose clock is the budget.
+    """
+    if steps < saved.steps:
+        raise ValueError(
+            f"run {name!r} has a budget of steps={saved.steps}: a resume may raise it, "
+            f"not lower it to {steps}"
+        )
+    for setting in SCHEDULES:
+        if getattr(saved.algorithm, setting, None) not in (None, False):
+            raise ValueError(
+                f"run {name!r} sets {setting}, a schedule over its steps={saved.steps}: "
+                "a larger budget would change the updates it trained; start a new run"
+            )
+
+
 def check_seeds(seeds: Any) -> list[int]:
     """`seeds` as a list, or a one-line ValueError: at least one, each once (a folder each)."""
     try:

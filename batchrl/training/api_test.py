@@ -285,6 +285,34 @@ def test_a_gymnasium_env_wrapped_after_gym_make_trains_as_wrapped_in_memory_only
     )
 
 
+@pytest.mark.slow
+def test_a_run_stopped_in_python_resumes_there_as_if_never_stopped(tmp_path, monkeypatch):
+    # Ctrl-C in a notebook stops `batchrl.train`; `batchrl.resume` goes on from its folder.
+    from batchrl.testing import interrupt
+    from batchrl.training import loop
+
+    settings = dict(steps=1000, seed=2, **TINY_PENALTY)
+    whole = batchrl.train("pendulum_jax", logdir=tmp_path / "whole", **settings)
+    with (
+        interrupt.ctrl_c_at_call(monkeypatch, loop, "run_phase", 3),
+        pytest.raises(KeyboardInterrupt),
+    ):
+        batchrl.train("pendulum_jax", logdir=tmp_path / "stopped", **settings)
+    resumed = batchrl.resume(interrupt.only_folder(tmp_path / "stopped"))
+    last, (whole_bytes, resumed_bytes) = interrupt.last_checkpoints(
+        tmp_path / "whole", tmp_path / "stopped"
+    )
+    assert last == 5 and resumed_bytes == whole_bytes
+    assert [row["step"] for row in resumed.metrics] == [row["step"] for row in whole.metrics]
+    longer = batchrl.resume(resumed.rundir, steps=1400)  # Its budget raised: 2 phases more.
+    assert [row["step"] for row in longer.metrics][-3:] == [1000, 1200, 1400]
+    assert run_folder.read_config(resumed.rundir).steps == 1400
+    with pytest.raises(ValueError, match=r"may raise it, not lower it to 600$"):
+        batchrl.resume(resumed.rundir, steps=600)
+    with pytest.raises(run_folder.RunFolderError, match=r"holds 1 run folder\(s\), not a run"):
+        batchrl.resume(tmp_path / "whole")
+
+
 def test_the_learning_rate_decays_over_the_whole_phases_a_budget_rounds_up_to():
     # 100 env steps round up to one phase of 256: 8 updates of 32 env steps. The schedule's
     # horizon was the 100, so updates 5 to 8 trained at a learning rate of 0.
