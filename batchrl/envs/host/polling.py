@@ -80,26 +80,30 @@ class Poller:
         """
         if self._watched is not _watch:
             self._follow_watch()
+        watched = self._watched is not None  # A watch's fd to take out of what comes.
         start = time.perf_counter()
         events = []
         if self._spinning:
             end = start + self.spin
             while True:
-                events = self._ready(self._poller.poll(0))
+                events = self._poller.poll(0)
+                if events and watched:
+                    events = self._ready(events)
                 if events or time.perf_counter() >= end:
                     break
                 os.sched_yield()
         deadline = None if timeout is None else start + timeout
         while not events:
             left = BLOCK_SLICE if deadline is None else deadline - time.perf_counter()
-            events = self._ready(
-                self._poller.poll(max(0, math.ceil(min(left, BLOCK_SLICE) * 1000)))
-            )
+            events = self._poller.poll(max(0, math.ceil(min(left, BLOCK_SLICE) * 1000)))
+            if events and watched:
+                events = self._ready(events)
             if deadline is not None and time.perf_counter() >= deadline:
                 break
         self._spinning = self.spin > 0 and time.perf_counter() - start <= self.spin
         if events and all(fd != self._first for fd, _ in events):
-            events = self._ready(self._poller.poll(0)) or events  # Those written before, too.
+            again = self._poller.poll(0)  # Those written before the ones seen, too.
+            events = (self._ready(again) if watched else again) or events
         return events
 
     def _follow_watch(self) -> None:
@@ -112,8 +116,9 @@ class Poller:
 
     def _ready(self, events: list) -> list:
         """`events` less the watched fd's, whose `on_ready` it calls (which may raise)."""
-        watched = self._watched
-        if watched is None or all(fd != watched[0] for fd, _ in events):
-            return events
-        watched[1]()
-        return [(fd, event) for fd, event in events if fd != watched[0]]
+        fd, on_ready = self._watched
+        for ready, _ in events:
+            if ready == fd:
+                on_ready()
+                return [(other, event) for other, event in events if other != fd]
+        return events
