@@ -202,8 +202,7 @@ class ProcessGroup(remote.RemoteGroup):
                 events = [(self._process.sentinel, select.POLLIN)]  # End of file: it died.
         except (KeyboardInterrupt, SystemExit):
             # The answer may still come and be read as the next step's: retire the worker.
-            self._broken = "interrupted while waiting for step"
-            self._finalizer()
+            self._retire_interrupted("step")
             raise
         # An error from the env, the worker's death or silence: reported as for any command.
         self._receive("step", self.timeout, events)
@@ -263,8 +262,7 @@ class ProcessGroup(remote.RemoteGroup):
             return self._receive_answer(command, timeout, events, since)
         except (KeyboardInterrupt, SystemExit):
             # The answer may still arrive and would be read as the next one's: retire the worker.
-            self._broken = f"interrupted while waiting for {command}"
-            self._finalizer()
+            self._retire_interrupted(command)
             raise
 
     def _receive_answer(

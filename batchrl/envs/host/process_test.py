@@ -330,3 +330,35 @@ def test_a_users_process_from_the_workers_fork_server_still_ends_at_sigterm():
         os.kill(env.pid, signal.SIGTERM)
         env.reset(seed=0)  # The worker ignored it.
         assert env.step(np.zeros(1, np.float32))[0].shape == (3,)
+
+
+def test_a_worker_a_ctrl_c_cut_off_is_replaced_by_the_next_reset(tmp_path):
+    # Ctrl-C in a notebook's loop over `step`, then `reset`: a SyncVectorEnv goes on, an
+    # AsyncVectorEnv stays stuck with its step in flight; the worker whose answer was cut
+    # off is replaced, since its late answer would be read as the next call's.
+    import threading
+
+    from batchrl.envs import BatchEnv
+
+    gate = str(tmp_path / "gate")
+    make = functools.partial(mock.CountingEnv, duration=50, step_gate=gate)
+    env = BatchEnv.external([make] * 4, envs_per_worker=2)
+    try:
+        env.reset(seed=0)
+        held = [group.pid for group in env.groups]
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt):
+            env.step(np.zeros((4, 2), np.float32))  # Every env held at the gate.
+        pathlib.Path(gate).touch()
+        with pytest.raises(errors.EnvError, match=r"interrupted while waiting for step \(a reset"):
+            env.step(np.zeros((4, 2), np.float32))
+        obs, _ = env.reset(seed=3)
+        fresh = gym.vector.SyncVectorEnv([make] * 4)
+        np.testing.assert_array_equal(obs, fresh.reset(seed=3)[0])
+        np.testing.assert_array_equal(
+            env.step(np.zeros((4, 2), np.float32))[0], fresh.step(np.zeros((4, 2)))[0]
+        )
+        assert not {group.pid for group in env.groups} & set(held)
+        assert not wait_gone(held)
+    finally:
+        env.close()

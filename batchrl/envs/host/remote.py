@@ -103,6 +103,7 @@ class RemoteGroup:
         self._pending = lifecycle.Pending.NONE
         self._pending_reset: tuple | None = None
         self._broken: str | None = None
+        self._interrupted: str | None = None  # The call a KeyboardInterrupt cut: a reset replaces.
         self._closed = False
 
     # -- the transport, supplied by subclasses ----------------------------------------------
@@ -189,6 +190,8 @@ class RemoteGroup:
         self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
     ) -> None:
         """Resets envs at `indices` (positions in this group) with `seeds`, kept for restarts."""
+        if self._interrupted is not None and not self._closed:
+            self._replace_interrupted()
         self._expect_idle("reset")
         indices, seeds = [int(i) for i in indices], list(seeds)
         for index, seed in zip(indices, seeds, strict=True):
@@ -264,6 +267,29 @@ class RemoteGroup:
         Its wording names the setting both ways it is given: the env's and the run's.
         """
         return "" if self.restart else advice.format(restart=_RESTART)
+
+    def _retire_interrupted(self, command: str) -> None:
+        """Retires the host after a KeyboardInterrupt in the wait for `command`'s answer.
+
+        Its answer may still come, and would be read as the next call's: the host is done
+        with, and the batch's next reset replaces it (Ctrl-C in a notebook's loop over
+        `step`, then `reset`, as on a `SyncVectorEnv`); other calls are refused till then.
+        """
+        self._broken = f"interrupted while waiting for {command} (a reset replaces it)"
+        self._interrupted = command
+        self._finalizer()
+
+    def abandon(self) -> None:
+        """Leaves the call in flight unanswered, as a KeyboardInterrupt in its wait would."""
+        if self._pending is not lifecycle.Pending.NONE:
+            self._retire_interrupted(self._pending.value)
+            self._call_done()
+
+    def _replace_interrupted(self) -> None:
+        """A new host for one `_retire_interrupted` retired; its envs' seeds are the reset's."""
+        cut = f"{self._describe()} was interrupted while waiting for {self._interrupted}"
+        self._replace_host(errors.EnvError(f"{cut}, and is replaced for the reset", self.name))
+        self._broken, self._interrupted = None, None
 
     def _fail(self, error: errors.EnvError) -> errors.EnvError:
         """`error`, after retiring the host for good unless it is to be replaced."""
