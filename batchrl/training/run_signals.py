@@ -71,6 +71,8 @@ class _Counted:
                 data = self.ends[0].recv(256)
             except (BlockingIOError, InterruptedError):
                 return signums
+            if not data:  # Closed: nothing more will come.
+                return signums
             signums += [number for number in data if number in _STOPS]
 
     def _count(self, signums: list[int]) -> bool:
