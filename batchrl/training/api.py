@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import functools
 import logging
 import os
 import pathlib
@@ -27,14 +26,10 @@ import shutil
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import gymnasium as gym
-from gymnasium.envs import registration
-
 from batchrl import configs
 from batchrl.bridge import xla_threads
 from batchrl.configs import TrainConfig, backends, train_config
-from batchrl.envs.host import make
-from batchrl.training import compile_signals, run_folder
+from batchrl.training import compile_signals, given_env, run_folder
 
 if TYPE_CHECKING:
     from batchrl.training.run import Run
@@ -50,6 +45,7 @@ def train(
     seed: int | None = None,
     seeds: Sequence[int] | None = None,
     logdir: str | os.PathLike | None = None,
+    callback: Callable[[dict[str, Any]], Any] | None = None,
     **settings: Any,
 ) -> Run | list[Run]:
     """Trains `config` to its budget; the run, its metrics and its final policy.
@@ -73,6 +69,9 @@ def train(
             of its own folder `<logdir>/<timestamp>-seed<seed>-<config>`; in place of `seed`.
             A list, a range or an array of ints (`np.arange(10)`).
         logdir: The folder that holds run folders; None trains in memory.
+        callback: Called with each phase's metrics row (`{"step": env steps, ...}`) once
+            it is kept, as SB3's callbacks are after each rollout: to log it elsewhere
+            (`wandb.log`), or to stop early by returning False (the phase checkpointed).
         **settings: Any key `--set` takes (`num_envs=8`, `objective="clipped"`), as
             values of the key's type.
 
@@ -88,14 +87,16 @@ def train(
     if seeds is not None:
         if seed is not None:
             raise ValueError(f"give seed or seeds, not both: seed={seed}, seeds={list(seeds)}")
+        if callback is not None:
+            raise ValueError("callback is called with one run's rows: give seed, not seeds")
         return _train_together(config, env, steps, check_seeds(seeds), logdir, settings)
     config, name, given = configure(config, env=env, steps=steps, seed=seed, **settings)
-    _check_recordable(config, given, logdir)
+    given_env.check_recordable(config, given, logdir)
     rundir = start(config, name, logdir, env=given)
     from batchrl.training import run  # Starts JAX's backends: after `start`'s thread limit.
 
     with compile_signals.stopping(), run_folder.removed_if_refused([rundir]):
-        return run.train(rundir, config, env=given)
+        return run.train(rundir, config, env=given, callback=callback)
 
 
 def resume(
@@ -104,12 +105,14 @@ def resume(
     steps: int | None = None,
     worker_timeout: float | None = None,
     restart_workers: bool | None = None,
+    callback: Callable[[dict[str, Any]], Any] | None = None,
 ) -> Run:
     """Trains the run in `rundir` on from its newest good checkpoint, as `--timestamp` does.
 
     With its saved config, but for a raised budget (`steps`, as `--set steps=N`) and how
     it meets a hung or crashed worker, the settings a resume may give anew. A run trained
-    with `batchrl.train` and stopped (Ctrl-C in a notebook) goes on from here.
+    with `batchrl.train` and stopped (Ctrl-C in a notebook) goes on from here; `callback`
+    is `train`'s.
 
     Returns:
         The `Run`; its metrics are every phase's row the folder holds, not only this call's.
@@ -129,7 +132,7 @@ def resume(
     from batchrl.training import metrics_log, results, run  # After the thread limit.
 
     with compile_signals.stopping():
-        done = run.train(rundir, config)
+        done = run.train(rundir, config, callback=callback)
     rows = results.phases(metrics_log.read_jsonl(run_folder.metrics(rundir)))
     return dataclasses.replace(done, metrics=rows)
 
@@ -183,65 +186,12 @@ def _train_together(
     made = [configure(config, env=env, steps=steps, seed=seed, **settings) for seed in seeds]
     configs = [config for config, _, _ in made]
     _, name, given = made[0]
-    _check_recordable(configs[0], given, logdir)
+    given_env.check_recordable(configs[0], given, logdir)
     rundirs = start_together(configs, name, logdir, env=given)
     from batchrl.training import together_run  # Starts JAX's backends: after the limit.
 
     with compile_signals.stopping(), run_folder.removed_if_refused(rundirs):
         return together_run.train(rundirs, configs, env=given)
-
-
-def _check_recordable(config: TrainConfig, given: Any, logdir: Any) -> None:
-    """A one-line ValueError for an env no name can record in a run folder.
-
-    An env given as an object, a class or function the running script defines, or a
-    Gymnasium id that it registered (`gym.register` in `__main__`): the train command's
-    resume and `evaluate` run in a process that never runs that script, so the folder's
-    name would find no env.
-    """
-    if logdir is None or given is None:
-        return
-    if not config.jax_native and _registered_in_main(config.env) is not None:
-        raise ValueError(
-            f"env {config.env!r} is registered by this script, which the train command and "
-            "evaluate never run: register it in a module and give env='module:"
-            f"{config.env}', or logdir=None"
-        )
-    if getattr(given, "__module__", None) == "__main__":
-        raise ValueError(
-            f"env {config.env!r} is defined in this script, which the train command and "
-            f"evaluate never run: define it in a module and give env='module:{config.env}', "
-            "or logdir=None"
-        )
-    if isinstance(given, functools.partial) and given.func is gym.make:
-        raise ValueError(
-            f"env {config.env!r} was wrapped or changed after gym.make, which a run folder "
-            "cannot record: give a constructor defined at a module's top level, or logdir=None"
-        )
-    raise ValueError(
-        f"env {config.env!r} has no importable module:qualname to record in a run folder: "
-        "give a function or class defined at a module's top level, or logdir=None"
-    )
-
-
-def _registered_in_main(name: str) -> Callable[..., gym.Env] | None:
-    """A constructor of `name` when it is a Gymnasium id the running script registered.
-
-    Worker processes need not run the script (a notebook, `python -c`), so the id would
-    find no env there: its registration travels to them whole, with cloudpickle. None
-    for every other name.
-    """
-    spec = None if ":" in name else gym.registry.get(name)
-    if spec is None:
-        return None
-    entry_point = spec.entry_point
-    if isinstance(entry_point, str):
-        if entry_point.partition(":")[0] != "__main__":
-            return None
-        entry_point = registration.load_env_creator(entry_point)
-    elif getattr(entry_point, "__module__", None) != "__main__":
-        return None
-    return functools.partial(gym.make, dataclasses.replace(spec, entry_point=entry_point))
 
 
 def configure(
@@ -262,12 +212,12 @@ def configure(
     config = train_config.set_fields(config, settings.items(), train_config.typed)
     given = None
     if env is not None:
-        config, given = _with_env(config, env)
+        config, given = given_env.with_env(config, env)
     for key, value in (("steps", steps), ("seed", seed)):
         if value is not None:
             config = train_config.set_field(config, key, value, train_config.typed)
     if given is None and not config.jax_native:
-        given = _registered_in_main(config.env)
+        given = given_env.registered_in_main(config.env)
     return config, name or run_folder.safe_name(config.env), given
 
 
@@ -356,79 +306,3 @@ def limit_xla_threads(config: TrainConfig) -> None:
     """One XLA thread where env workers need the cores, as early as JAX allows, once."""
     if not config.jax_native and xla_threads.FLAGS not in os.environ.get("XLA_FLAGS", ""):
         xla_threads.limit()
-
-
-def _with_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, Any]:
-    """`config` with `env` in place of its env, and `env` itself when no name can say it."""
-    if isinstance(env, str):
-        return train_config.replace(config, env=env), None
-    from batchrl.envs.jax import jax_env
-
-    if not isinstance(env, type) and isinstance(env, jax_env.Env):
-        backend = config.backend if config.jax_native else "jax"
-        label = type(getattr(env, "env", env)).__name__  # Within its time limit's wrapper.
-        return train_config.replace(config, backend=backend, env=label), env
-    if isinstance(env, gym.Env):
-        return _with_instance(config, env)
-    if not callable(env):
-        raise TypeError(
-            "env is a name, a constructor, a Gymnasium env or a JAX-native env, "
-            f"got {type(env).__name__}"
-        )
-    name = _importable_name(env)
-    if name is not None:
-        return train_config.replace(config, env=name), None
-    label = getattr(env, "__qualname__", type(env).__name__)
-    return train_config.replace(config, env=label), env
-
-
-def _with_instance(config: TrainConfig, env: gym.Env) -> tuple[TrainConfig, Any]:
-    """`config` with the env `gym.make` made `env` as, for one copy of it a run's env.
-
-    As `model = PPO("MlpPolicy", env)` takes one: an env that its id and keywords make
-    again is recorded by them, its step limit as `max_length`; one wrapped after
-    `gym.make` is made again from its spec (`gym.make(env.spec)`), which no run folder
-    records.
-    """
-    spec = env.spec
-    backend = "processes" if config.jax_native else config.backend
-    if spec is None:
-        raise TypeError(
-            f"env is a {type(env.unwrapped).__name__} that gym.make did not make, so it cannot "
-            f"be made again for each of the run's envs: give its constructor or id"
-        )
-    unknown = [w.name for w in spec.additional_wrappers if w.kwargs is None]
-    if unknown:
-        raise TypeError(
-            f"env's wrapper {unknown[0]} does not record its arguments, so gym.make cannot "
-            "make the env again for each of the run's envs: give a constructor"
-        )
-    registered = gym.registry.get(spec.id)
-    changes = {"backend": backend, "env": spec.id, "env_kwargs": {}}
-    if spec.max_episode_steps is not None and (
-        registered is None or spec.max_episode_steps != registered.max_episode_steps
-    ):
-        changes["max_length"] = spec.max_episode_steps  # The run's step limit.
-    same = ("order_enforce", "disable_env_checker", "entry_point")
-    if (
-        registered is None
-        or spec.additional_wrappers
-        or any(getattr(spec, field) != getattr(registered, field) for field in same)
-    ):
-        return train_config.replace(config, **changes), functools.partial(gym.make, spec)
-    missing = object()
-    kwargs = {k: v for k, v in spec.kwargs.items() if registered.kwargs.get(k, missing) != v}
-    return train_config.replace(config, **{**changes, "env_kwargs": kwargs}), None
-
-
-def _importable_name(constructor: Any) -> str | None:
-    """`module:qualname` of a top-level function or class that importing finds again."""
-    module = getattr(constructor, "__module__", None)
-    qualname = getattr(constructor, "__qualname__", "")
-    if not module or module == "__main__" or not qualname.isidentifier():
-        return None
-    try:
-        found = make.resolve(f"{module}:{qualname}")
-    except ValueError:
-        return None
-    return f"{module}:{qualname}" if found is constructor else None

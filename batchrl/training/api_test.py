@@ -313,6 +313,27 @@ def test_a_run_stopped_in_python_resumes_there_as_if_never_stopped(tmp_path, mon
         batchrl.resume(tmp_path / "whole")
 
 
+def test_a_callback_sees_each_kept_row_and_false_stops_the_run_checkpointed(tmp_path, capsys):
+    # As SB3's callbacks: log elsewhere (wandb.log), or stop early by returning False.
+    seen = []
+
+    def callback(row):
+        seen.append(row)
+        return len(seen) < 3
+
+    run = batchrl.train(
+        "pendulum_jax", steps=1000, logdir=tmp_path, callback=callback, **TINY_PENALTY
+    )
+    assert [row["step"] for row in seen] == [200, 400, 600] == [r["step"] for r in run.metrics]
+    assert seen == run.metrics and "train/return" in seen[0]
+    assert checkpoint.steps(run.rundir / "checkpoints")[-1] == 3
+    assert "stopped by the callback at env step 600" in capsys.readouterr().out
+    resumed = batchrl.resume(run.rundir)  # Goes on to its budget.
+    assert [row["step"] for row in resumed.metrics] == [200, 400, 600, 800, 1000]
+    with pytest.raises(ValueError, match=r"^callback is called with one run's rows"):
+        batchrl.train("pendulum_jax", seeds=[0, 1], callback=callback)
+
+
 def test_the_learning_rate_decays_over_the_whole_phases_a_budget_rounds_up_to():
     # 100 env steps round up to one phase of 256: 8 updates of 32 env steps. The schedule's
     # horizon was the 100, so updates 5 to 8 trained at a learning rate of 0.

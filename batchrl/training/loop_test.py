@@ -8,7 +8,7 @@ from batchrl import configs
 from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import config as config_lib
 from batchrl.testing import interrupt, jax_mock
-from batchrl.training import checkpoint, loop, reuse, run, run_folder
+from batchrl.training import checkpoint, keeper, loop, reuse, run, run_folder
 
 DURATIONS = (1, 2, 3, 4)
 
@@ -132,7 +132,7 @@ def test_a_resume_whose_checkpoints_none_load_says_what_to_do(tmp_path):
     directory.mkdir()
     (directory / "ckpt-000000000001.bin").write_bytes(b"")  # Empty, as a full disk left it.
     with pytest.raises(checkpoint.CheckpointError) as raised:
-        run.restore(tmp_path, programs, state, env.env_spec)
+        keeper.restore(tmp_path, programs, state, env.env_spec)
     message = str(raised.value)
     assert message.startswith(f"none of the 1 checkpoints in {directory} loads; the newest, ")
     assert message.endswith(f"move {str(directory)!r} away to train the run again from its start")

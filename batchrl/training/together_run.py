@@ -36,6 +36,7 @@ from batchrl.training import (
     together_host,
     together_memory,
 )
+from batchrl.training.keeper import Keeper, restore
 
 logger = logging.getLogger("batchrl.training")
 
@@ -84,7 +85,7 @@ def _train(
     programs = group.solo
     storages = [state.agent.storage for state in states]  # As built: what an emptied one is.
     restored = [
-        run.restore(rundir, programs, state, env.env_spec)
+        restore(rundir, programs, state, env.env_spec)
         for rundir, state in zip(rundirs, states, strict=True)
     ]
     states = _common_phase(rundirs, configs, programs, states, restored)
@@ -104,7 +105,7 @@ def _train(
     )
     _announce(rundirs, group)
     keepers = [
-        run.Keeper(rundir, seed_config, state, programs.algorithm)
+        Keeper(rundir, seed_config, state, programs.algorithm)
         for rundir, seed_config, state in zip(rundirs, configs, states, strict=True)
     ]
     stacked = group.stack(states)
@@ -153,13 +154,13 @@ def _train(
         for keeper in keepers:
             keeper.save_interrupted(named=True)
         raise
-    return [keeper.run(programs) for keeper in keepers]
+    return [run.finished(kept, programs) for kept in keepers]
 
 
 def _phase(
     group: together.Together,
     stacked: loop.RunState,
-    keepers: list[run.Keeper],
+    keepers: list[Keeper],
     config: TrainConfig,
     done: int,
     restart: bool = False,

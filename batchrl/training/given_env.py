@@ -1,0 +1,150 @@
+"""The env a caller gives `batchrl.train` in place of its config's, and what a folder records.
+
+A name (a Gymnasium id, `module:Class`, a JAX-native env's name), a constructor, a
+Gymnasium env that `gym.make` made (as SB3's `PPO("MlpPolicy", env)` takes one), or a
+JAX-native env object. A run folder records its env by name, so what no name says
+(a lambda, a class of the running script, an id it registered, an env wrapped after
+`gym.make`) trains in memory only, refused with a folder in one line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.envs import registration
+
+from batchrl.configs import TrainConfig, train_config
+from batchrl.envs.host import make
+
+
+def check_recordable(config: TrainConfig, given: Any, logdir: Any) -> None:
+    """A one-line ValueError for an env no name can record in a run folder.
+
+    An env given as an object, a class or function the running script defines, or a
+    Gymnasium id that it registered (`gym.register` in `__main__`): the train command's
+    resume and `evaluate` run in a process that never runs that script, so the folder's
+    name would find no env.
+    """
+    if logdir is None or given is None:
+        return
+    if not config.jax_native and registered_in_main(config.env) is not None:
+        raise ValueError(
+            f"env {config.env!r} is registered by this script, which the train command and "
+            "evaluate never run: register it in a module and give env='module:"
+            f"{config.env}', or logdir=None"
+        )
+    if getattr(given, "__module__", None) == "__main__":
+        raise ValueError(
+            f"env {config.env!r} is defined in this script, which the train command and "
+            f"evaluate never run: define it in a module and give env='module:{config.env}', "
+            "or logdir=None"
+        )
+    if isinstance(given, functools.partial) and given.func is gym.make:
+        raise ValueError(
+            f"env {config.env!r} was wrapped or changed after gym.make, which a run folder "
+            "cannot record: give a constructor defined at a module's top level, or logdir=None"
+        )
+    raise ValueError(
+        f"env {config.env!r} has no importable module:qualname to record in a run folder: "
+        "give a function or class defined at a module's top level, or logdir=None"
+    )
+
+
+def registered_in_main(name: str) -> Callable[..., gym.Env] | None:
+    """A constructor of `name` when it is a Gymnasium id the running script registered.
+
+    Worker processes need not run the script (a notebook, `python -c`), so the id would
+    find no env there: its registration travels to them whole, with cloudpickle. None
+    for every other name.
+    """
+    spec = None if ":" in name else gym.registry.get(name)
+    if spec is None:
+        return None
+    entry_point = spec.entry_point
+    if isinstance(entry_point, str):
+        if entry_point.partition(":")[0] != "__main__":
+            return None
+        entry_point = registration.load_env_creator(entry_point)
+    elif getattr(entry_point, "__module__", None) != "__main__":
+        return None
+    return functools.partial(gym.make, dataclasses.replace(spec, entry_point=entry_point))
+
+
+def with_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, Any]:
+    """`config` with `env` in place of its env, and `env` itself when no name can say it."""
+    if isinstance(env, str):
+        return train_config.replace(config, env=env), None
+    from batchrl.envs.jax import jax_env
+
+    if not isinstance(env, type) and isinstance(env, jax_env.Env):
+        backend = config.backend if config.jax_native else "jax"
+        label = type(getattr(env, "env", env)).__name__  # Within its time limit's wrapper.
+        return train_config.replace(config, backend=backend, env=label), env
+    if isinstance(env, gym.Env):
+        return _with_instance(config, env)
+    if not callable(env):
+        raise TypeError(
+            "env is a name, a constructor, a Gymnasium env or a JAX-native env, "
+            f"got {type(env).__name__}"
+        )
+    name = _importable_name(env)
+    if name is not None:
+        return train_config.replace(config, env=name), None
+    label = getattr(env, "__qualname__", type(env).__name__)
+    return train_config.replace(config, env=label), env
+
+
+def _with_instance(config: TrainConfig, env: gym.Env) -> tuple[TrainConfig, Any]:
+    """`config` with the env `gym.make` made `env` as, for one copy of it a run's env.
+
+    As `model = PPO("MlpPolicy", env)` takes one: an env that its id and keywords make
+    again is recorded by them, its step limit as `max_length`; one wrapped after
+    `gym.make` is made again from its spec (`gym.make(env.spec)`), which no run folder
+    records.
+    """
+    spec = env.spec
+    backend = "processes" if config.jax_native else config.backend
+    if spec is None:
+        raise TypeError(
+            f"env is a {type(env.unwrapped).__name__} that gym.make did not make, so it cannot "
+            f"be made again for each of the run's envs: give its constructor or id"
+        )
+    unknown = [w.name for w in spec.additional_wrappers if w.kwargs is None]
+    if unknown:
+        raise TypeError(
+            f"env's wrapper {unknown[0]} does not record its arguments, so gym.make cannot "
+            "make the env again for each of the run's envs: give a constructor"
+        )
+    registered = gym.registry.get(spec.id)
+    changes = {"backend": backend, "env": spec.id, "env_kwargs": {}}
+    if spec.max_episode_steps is not None and (
+        registered is None or spec.max_episode_steps != registered.max_episode_steps
+    ):
+        changes["max_length"] = spec.max_episode_steps  # The run's step limit.
+    same = ("order_enforce", "disable_env_checker", "entry_point")
+    if (
+        registered is None
+        or spec.additional_wrappers
+        or any(getattr(spec, field) != getattr(registered, field) for field in same)
+    ):
+        return train_config.replace(config, **changes), functools.partial(gym.make, spec)
+    missing = object()
+    kwargs = {k: v for k, v in spec.kwargs.items() if registered.kwargs.get(k, missing) != v}
+    return train_config.replace(config, **{**changes, "env_kwargs": kwargs}), None
+
+
+def _importable_name(constructor: Any) -> str | None:
+    """`module:qualname` of a top-level function or class that importing finds again."""
+    module = getattr(constructor, "__module__", None)
+    qualname = getattr(constructor, "__qualname__", "")
+    if not module or module == "__main__" or not qualname.isidentifier():
+        return None
+    try:
+        found = make.resolve(f"{module}:{qualname}")
+    except ValueError:
+        return None
+    return f"{module}:{qualname}" if found is constructor else None

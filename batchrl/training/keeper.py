@@ -1,0 +1,227 @@
+"""What a run keeps of its phases in its folder, and what a resume restores from it.
+
+`Keeper` writes each phase's row, checkpoint and best state (and the tail of parameters
+a final policy averages); `restore` places the newest good checkpoint into a freshly
+built state and writes `best.bin` again where an interrupt left it unwritten. Solo and
+together runs (`run`, `together_run`) keep their phases through these.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import math
+import pathlib
+from typing import Any
+
+import numpy as np
+
+from batchrl import algorithm as algorithm_lib
+from batchrl.configs import TrainConfig
+from batchrl.training import checkpoint, loop, metrics_log, results, run_folder, tail_average
+
+logger = logging.getLogger("batchrl.training")
+
+
+class Keeper:
+    """What one run keeps of its phases: rows, logs, checkpoints, the best state, the tail.
+
+    The tail is the parameters of its last `average_last` - 1 phases, for the final
+    policy's mean. `logged` is the state whose metrics row is written: an interrupt
+    between a phase's return and its row must not checkpoint that phase, or a resumed
+    run would lack the row for good. What its checkpoint leaves out is found with it, so
+    that an interrupt's checkpoint runs no JAX computation: an interrupt that lands in
+    JAX's dispatch can leave its caches unusable by that thread (a RecursionError).
+    """
+
+    def __init__(
+        self,
+        rundir: pathlib.Path | None,
+        config: TrainConfig,
+        state: loop.RunState,
+        algorithm: algorithm_lib.Algorithm,
+    ):
+        self.rundir, self.config, self.algorithm = rundir, config, algorithm
+        self.directory = None if rundir is None else run_folder.checkpoints(rundir)
+        self.best = -math.inf if rundir is None else _best_return(rundir, state)
+        # TensorBoard drops the rows past the state it re-does them from: past a checkpoint,
+        # or all of them when the run starts again with rows but no checkpoint (killed first).
+        written = rundir is not None and run_folder.metrics(rundir).exists()
+        redone = int(state.env_steps) + 1 if int(state.phases) or written else None
+        self.writer = None if rundir is None else metrics_log.Writer(rundir, redone)
+        self.rows: list[dict[str, float]] = []
+        self.kept = (state, () if self.directory is None else _fresh(self.algorithm, state))
+        self.tail = collections.deque(maxlen=config.average_last - 1)
+        self.tail.extend(_earlier_params(self.directory, state, config.average_last))
+        if int(state.phases):
+            self.tail.append(tail_average.params(state.agent))
+
+    def __enter__(self) -> Keeper:
+        if self.writer is not None:
+            self.writer.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self.writer is not None:
+            self.writer.__exit__(*exc_info)
+
+    def average_with(self, final: bool) -> list | None:
+        """The earlier phases' parameters the final phase's policy averages; None before it."""
+        return list(self.tail) if final and self.config.average_last > 1 else None
+
+    def record(self, state: loop.RunState, metrics: dict[str, float]) -> int:
+        """Keeps the phase that left `state`: its row, checkpoint, best; returns its env steps."""
+        self.tail.append(tail_average.params(state.agent))
+        done, env_steps = int(state.phases), int(state.env_steps)
+        fresh = () if self.directory is None else _fresh(self.algorithm, state)  # Before the row.
+        if self.writer is not None:
+            self.writer.write(env_steps, metrics)
+        self.rows.append({"step": env_steps, **metrics})
+        self.kept = (state, fresh)  # One store: an interrupt sees the pair or the one before.
+        if self.directory is not None:
+            score = metrics.get("eval/return", math.nan)
+            best = score > self.best  # False for NaN: a phase that was not evaluated.
+            every = done % self.config.checkpoint_every == 0 or done == self.config.phases
+            if best or every:
+                self.writer.sync()  # A checkpoint on disk has its rows on disk before it.
+            # The best first: a kill between the two then re-does this phase, best and all.
+            if best:
+                checkpoint.save_best(self.directory, done, state, fresh, score)
+                self.best = score
+            if every:
+                checkpoint.save(self.directory, done, state, self.config.keep_checkpoints, fresh)
+        return env_steps
+
+    def save_stopped(self) -> None:
+        """Checkpoints the last logged state, where a callback stopped the run."""
+        if self.directory is None:
+            return
+        logged, fresh = self.kept
+        done = int(logged.phases)
+        if done not in checkpoint.steps(self.directory):  # Between `checkpoint_every`s.
+            checkpoint.save(self.directory, done, logged, self.config.keep_checkpoints, fresh)
+        print(f"stopped by the callback at env step {int(logged.env_steps)}", flush=True)
+
+    def save_interrupted(self, named: bool = False) -> None:
+        """Checkpoints the last logged state, on Ctrl-C or SIGTERM; `named`: says whose."""
+        if self.directory is None:
+            return
+        logged, fresh = self.kept
+        checkpoint.save(
+            self.directory, int(logged.phases), logged, self.config.keep_checkpoints, fresh
+        )
+        whose = f" in {self.rundir}" if named else ""  # One of a together-run's seeds.
+        steps = int(logged.env_steps)
+        print(f"interrupted: saved a checkpoint at env step {steps}{whose}", flush=True)
+
+    @property
+    def logged(self) -> loop.RunState:
+        """The state whose metrics row was written last, or the one the run began with."""
+        return self.kept[0]
+
+
+def restore(
+    rundir: pathlib.Path | None, programs: loop.Programs, state: loop.RunState, spec: Any
+) -> loop.RunState:
+    """The run folder's newest good checkpoint placed as `state` is; `state` when none.
+
+    Writes the env's spec into the folder first, as every run does. Checkpoints of which
+    none loads are a CheckpointError that says what to do.
+    """
+    if rundir is None:
+        return state
+    run_folder.remove_partial_files(rundir)  # A killed run's; this one holds the folder.
+    run_folder.write_spec(rundir, spec)
+    directory = run_folder.checkpoints(rundir)
+    try:
+        restored = checkpoint.load_latest(directory, state)
+    except checkpoint.CheckpointError as error:  # What to do, after what is wrong.
+        raise checkpoint.CheckpointError(
+            f"{error}; move {str(directory)!r} away to train the run again from its start"
+        ) from None
+    if restored is None:
+        return state
+    state = loop.place(programs, restored[1])
+    logger.warning(
+        "resumed %s at env step %d (phase %d)", rundir.name, int(state.env_steps), int(state.phases)
+    )
+    _keep_best_of(rundir, state, programs.algorithm)
+    return state
+
+
+def _keep_best_of(
+    rundir: pathlib.Path, restored: loop.RunState, algorithm: algorithm_lib.Algorithm
+) -> None:
+    """Writes `best.bin` from the restored phase if that scored best and `best.bin` lacks it.
+
+    A second Ctrl-C that lands in `Keeper.record` before the phase's `best.bin` is
+    written still checkpoints that phase (`save_interrupted`), which a resume does not
+    train again: its best is lost unless written here.
+    """
+    env_steps = int(restored.env_steps)
+    scores = _eval_returns(rundir, env_steps)
+    if env_steps not in scores or scores[env_steps] < max(scores.values()):
+        return
+    directory = run_folder.checkpoints(rundir)
+    try:
+        held = checkpoint.step_of(directory / checkpoint.BEST)
+    except (OSError, checkpoint.CheckpointError):
+        held = None
+    if held != int(restored.phases):
+        fresh = _fresh(algorithm, restored)
+        checkpoint.save_best(directory, int(restored.phases), restored, fresh, scores[env_steps])
+
+
+def _fresh(algorithm: algorithm_lib.Algorithm, state: loop.RunState) -> tuple[tuple[str, ...], ...]:
+    """What a checkpoint of `state` leaves out: an emptied storage, rebuilt on resume."""
+    if bool(np.any(algorithm.holds_steps(state.agent))):
+        return ()
+    return (("agent", "storage"),)
+
+
+def _earlier_params(
+    directory: pathlib.Path | None, state: loop.RunState, average_last: int
+) -> list:
+    """The parameters of the kept phases before `state`'s that its final policy may average.
+
+    A resumed run's last phases average these with their own (`tail_average`); a fresh
+    run, or one without a folder, has none.
+    """
+    done = int(state.phases)
+    if directory is None or average_last < 2 or not done:
+        return []
+    target = tail_average.params(state.agent)
+    wanted = [phase for phase in checkpoint.steps(directory) if done - average_last < phase < done]
+    part = ("agent", "learner", "params")
+    return [
+        checkpoint.load(checkpoint.path_for(directory, phase), target, part) for phase in wanted
+    ]
+
+
+def _best_return(rundir: pathlib.Path, state: loop.RunState) -> float:
+    """The highest evaluation return of the phases up to `state`'s; -inf before any.
+
+    A resumed run re-does the phases after its checkpoint, and `best.bin` follows their
+    rows. A `best.bin` of a phase up to `state`'s counts with the score it holds: rows
+    that said it may be gone (a deleted metrics.jsonl), and a later phase that scored
+    less would replace the best policy the run had.
+    """
+    scores = list(_eval_returns(rundir, int(state.env_steps)).values())
+    try:
+        phase, score = checkpoint.best_of(run_folder.checkpoints(rundir) / checkpoint.BEST)
+    except (OSError, checkpoint.CheckpointError):  # None yet, or unreadable: rows decide.
+        phase, score = None, None
+    if score is not None and phase <= int(state.phases):
+        scores.append(score)
+    return max(scores, default=-math.inf)
+
+
+def _eval_returns(rundir: pathlib.Path, env_steps: int) -> dict[int, float]:
+    """The evaluation return of each evaluated phase up to `env_steps`, by its env steps."""
+    path = run_folder.metrics(rundir)
+    rows = results.phases(metrics_log.read_jsonl(path)) if path.exists() else []
+    return {
+        row["step"]: row["eval/return"]
+        for row in rows
+        if row["step"] <= env_steps and row.get("eval/return") is not None
+    }
