@@ -182,7 +182,7 @@ class RemoteGroup:
             self._call_done()
         buffers = self.buffers
         if self._any_fresh:
-            infos = stepper.report_restarted(buffers, self._fresh, infos)
+            infos = _report_restarted(buffers, self._fresh, infos)
             self._any_fresh = False
         return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
 
@@ -310,3 +310,18 @@ class RemoteGroup:
         self._fresh[:] = True
         self._any_fresh = True
         return infos
+
+
+def _report_restarted(buffers: stepper.Buffers, fresh: np.ndarray, infos: Any) -> list[dict]:
+    """Infos where envs restarted since their last step (`fresh`, then cleared) report it.
+
+    Their step reads truncated with zero reward, and `info["restarted"]` is True.
+    """
+    infos = list(infos_lib.Infos([infos], [len(fresh)]))
+    buffers.reward[fresh] = 0.0
+    buffers.terminated[fresh] = False
+    buffers.truncated[fresh] = True
+    for i in np.flatnonzero(fresh):
+        infos[i] = {**infos[i], "restarted": True}
+    fresh[:] = False
+    return infos

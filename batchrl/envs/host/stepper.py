@@ -370,21 +370,6 @@ def check_same_spaces(
         )
 
 
-def report_restarted(buffers: Buffers, fresh: np.ndarray, infos: Any) -> list[dict]:
-    """Infos where envs restarted since their last step (`fresh`, then cleared) report it.
-
-    Their step reads truncated with zero reward, and `info["restarted"]` is True.
-    """
-    infos = list(infos_lib.Infos([infos], [len(fresh)]))
-    buffers.reward[fresh] = 0.0
-    buffers.terminated[fresh] = False
-    buffers.truncated[fresh] = True
-    for i in np.flatnonzero(fresh):
-        infos[i] = {**infos[i], "restarted": True}
-    fresh[:] = False
-    return infos
-
-
 def collect_all(requests: Sequence[tuple[Any, Any]], collect: Callable) -> None:
     """Calls `collect(group, part)` for every request, even after one fails, then raises.
 
