@@ -286,7 +286,7 @@ def test_a_gymnasium_env_wrapped_after_gym_make_trains_as_wrapped_in_memory_only
 
 
 @pytest.mark.slow
-def test_a_run_stopped_in_python_resumes_there_as_if_never_stopped(tmp_path, monkeypatch):
+def test_a_run_stopped_in_python_resumes_there_as_if_never_stopped(tmp_path, monkeypatch, capsys):
     # Ctrl-C in a notebook stops `batchrl.train`; `batchrl.resume` goes on from its folder.
     from batchrl.testing import interrupt
     from batchrl.training import loop
@@ -298,7 +298,12 @@ def test_a_run_stopped_in_python_resumes_there_as_if_never_stopped(tmp_path, mon
         pytest.raises(KeyboardInterrupt),
     ):
         batchrl.train("pendulum_jax", logdir=tmp_path / "stopped", **settings)
-    resumed = batchrl.resume(interrupt.only_folder(tmp_path / "stopped"))
+    stopped = interrupt.only_folder(tmp_path / "stopped")
+    # The folder a resume takes, named where the run said it stopped.
+    assert (
+        f"interrupted: saved a checkpoint at env step 400 in {stopped}\n" in capsys.readouterr().out
+    )
+    resumed = batchrl.resume(stopped)
     last, (whole_bytes, resumed_bytes) = interrupt.last_checkpoints(
         tmp_path / "whole", tmp_path / "stopped"
     )

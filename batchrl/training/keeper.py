@@ -102,17 +102,19 @@ class Keeper:
             checkpoint.save(self.directory, done, logged, self.config.keep_checkpoints, fresh)
         print(f"stopped by the callback at env step {int(logged.env_steps)}", flush=True)
 
-    def save_interrupted(self, named: bool = False) -> None:
-        """Checkpoints the last logged state, on Ctrl-C or SIGTERM; `named`: says whose."""
+    def save_interrupted(self) -> None:
+        """Checkpoints the last logged state, on Ctrl-C or SIGTERM, and says in which folder.
+
+        The folder is what a resume takes (`batchrl.resume(rundir)`, or its timestamp).
+        """
         if self.directory is None:
             return
         logged, fresh = self.kept
         checkpoint.save(
             self.directory, int(logged.phases), logged, self.config.keep_checkpoints, fresh
         )
-        whose = f" in {self.rundir}" if named else ""  # One of a together-run's seeds.
         steps = int(logged.env_steps)
-        print(f"interrupted: saved a checkpoint at env step {steps}{whose}", flush=True)
+        print(f"interrupted: saved a checkpoint at env step {steps} in {self.rundir}", flush=True)
 
     @property
     def logged(self) -> loop.RunState:

@@ -152,7 +152,7 @@ def _train(
         for writer in writers:
             writer.shutdown()
         for keeper in keepers:
-            keeper.save_interrupted(named=True)
+            keeper.save_interrupted()
         raise
     return [run.finished(kept, programs) for kept in keepers]
 
