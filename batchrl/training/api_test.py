@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import batchrl
+from batchrl import configs
 from batchrl.envs.jax import classic
 from batchrl.scripts import evaluate, train
 from batchrl.testing import cue, mock
@@ -262,6 +263,16 @@ def test_a_gymnasium_env_made_by_gym_make_is_recorded_by_its_id_keywords_and_ste
         {"render_mode": "rgb_array"},
         200,
     )
+    import ale_py
+
+    gym.register_envs(ale_py)  # ale-py's ids; the `ale` backend's options stay the preset's.
+    game = gym.make("ALE/Breakout-v5", repeat_action_probability=0.1)
+    config, _, given = api.configure("breakout", env=game)
+    assert (given, config.backend, config.env) == (None, "ale", "ALE/Breakout-v5")
+    assert config.env_kwargs == {
+        **configs.get("breakout").env_kwargs,
+        "repeat_action_probability": 0.1,
+    }
 
 
 @pytest.mark.slow

@@ -134,6 +134,8 @@ def _with_instance(config: TrainConfig, env: gym.Env) -> tuple[TrainConfig, Any]
         return train_config.replace(config, **changes), functools.partial(gym.make, spec)
     missing = object()
     kwargs = {k: v for k, v in spec.kwargs.items() if registered.kwargs.get(k, missing) != v}
+    if backend == "ale":  # Its env_kwargs hold ale-py's options too (reward clipping): kept.
+        kwargs = {**config.env_kwargs, **kwargs}
     return train_config.replace(config, **{**changes, "env_kwargs": kwargs}), None
 
 
