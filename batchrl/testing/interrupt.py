@@ -1,4 +1,4 @@
-"""A Ctrl-C at a chosen call: a run stopped between phases, and its resume checked."""
+"""A Ctrl-C at a chosen call or wait: a run stopped between phases, and its resume checked."""
 
 from __future__ import annotations
 
@@ -6,6 +6,9 @@ import contextlib
 import os
 import pathlib
 import signal
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -61,6 +64,40 @@ def sigint_at_call(
             yield
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+@contextlib.contextmanager
+def sigint_while_waiting(seconds: float = 60.0) -> Iterator[None]:
+    """A SIGINT sent once this (main) thread waits on a worker (`polling.Poller.poll`).
+
+    Not at a guessed time: a thread looks at the main thread's stack until it is in the
+    wait, so the Ctrl-C lands there, as a user's during a slow step does.
+    """
+    main = threading.main_thread().ident
+
+    def waiting() -> bool:
+        frame = sys._current_frames().get(main)
+        while frame is not None:
+            code = frame.f_code
+            if code.co_name == "poll" and code.co_filename.endswith("polling.py"):
+                return True
+            frame = frame.f_back
+        return False
+
+    def watch() -> None:
+        deadline = time.monotonic() + seconds
+        while not waiting():
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.001)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        watcher.join()
 
 
 def last_checkpoints(*logdirs: pathlib.Path) -> tuple[int, list[bytes]]:

@@ -206,10 +206,18 @@ class FailingEnv(CountingEnv):
 
     `how`: "raise" (a ValueError), "exit" (`os._exit(3)`), "sigkill", "segv" or "hang".
     Calls before the `at`-th one behave normally, so a batch can start and then fail.
+    `mark`, a file's path, is made as it fails: a test knows the failure came.
     """
 
-    def __init__(self, where: str = "step", how: str = "raise", at: int = 1, **kwargs: Any):
-        self.where, self.how, self.at = where, how, at
+    def __init__(
+        self,
+        where: str = "step",
+        how: str = "raise",
+        at: int = 1,
+        mark: str | None = None,
+        **kwargs: Any,
+    ):
+        self.where, self.how, self.at, self.mark = where, how, at, mark
         self.calls = {"reset": 0, "step": 0}
         if where == "init":
             self._fail()
@@ -229,6 +237,9 @@ class FailingEnv(CountingEnv):
             self._fail()
 
     def _fail(self) -> None:
+        if self.mark is not None:
+            with open(self.mark, "a"):
+                pass
         if self.how == "raise":
             raise ValueError(f"FailingEnv failed on purpose in {self.where}")
         if self.how == "exit":

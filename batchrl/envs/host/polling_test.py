@@ -113,18 +113,19 @@ def test_a_watched_fd_wakes_a_wait_in_any_thread_which_its_function_may_end():
     own_read, own_write = os.pipe()
     watched_read, watched_write = os.pipe()
     poller = polling.Poller(0.0, own_read)  # Made before the watch began.
-    heard = []
+    heard, results = [], []
+    first_heard, first_returned = threading.Event(), threading.Event()
 
     def on_ready():
         heard.append(os.read(watched_read, 16))
+        first_heard.set()
         if len(heard) == 2:
             raise KeyboardInterrupt("second")
-
-    results = []
 
     def wait():
         try:
             results.append(poller.poll(10.0))
+            first_returned.set()
             os.read(own_read, 1)
             results.append(poller.poll(10.0))
         except KeyboardInterrupt as error:
@@ -134,11 +135,11 @@ def test_a_watched_fd_wakes_a_wait_in_any_thread_which_its_function_may_end():
         thread = threading.Thread(target=wait)
         thread.start()
         os.write(watched_write, b"\x02")  # Heard; the wait goes on for its own fd.
-        time.sleep(0.2)
+        assert first_heard.wait(10.0)
         os.write(own_write, b"x")
-        time.sleep(0.2)
+        assert first_returned.wait(10.0)
         os.write(watched_write, b"\x02")
-        thread.join(5.0)
+        thread.join(10.0)
     assert heard == [b"\x02", b"\x02"]
     assert [fd for fd, _ in results[0]] == [own_read]
     assert isinstance(results[1], KeyboardInterrupt)

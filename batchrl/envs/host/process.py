@@ -193,17 +193,13 @@ class ProcessGroup(remote.RemoteGroup):
         Returns the byte, which says whether the step's infos hold anything
         (`stepper.ANSWERS`).
         """
-        try:
-            events = self._step_poller.poll(self._left(self.timeout))
-            if self._answer in dict(events):
-                answer = os.read(self._answer, 1)
-                if answer:
-                    return answer
-                events = [(self._process.sentinel, select.POLLIN)]  # End of file: it died.
-        except (KeyboardInterrupt, SystemExit):
-            # The answer may still come and be read as the next step's: retire the worker.
-            self._retire_interrupted("step")
-            raise
+        # A KeyboardInterrupt here retires the worker (`RemoteGroup.step_wait`).
+        events = self._step_poller.poll(self._left(self.timeout))
+        if self._answer in dict(events):
+            answer = os.read(self._answer, 1)
+            if answer:
+                return answer
+            events = [(self._process.sentinel, select.POLLIN)]  # End of file: it died.
         # An error from the env, the worker's death or silence: reported as for any command.
         self._receive("step", self.timeout, events)
         raise errors.EnvError(f"{self._describe()} answered a step out of turn", self.name)

@@ -336,9 +336,8 @@ def test_a_worker_a_ctrl_c_cut_off_is_replaced_by_the_next_reset(tmp_path):
     # Ctrl-C in a notebook's loop over `step`, then `reset`: a SyncVectorEnv goes on, an
     # AsyncVectorEnv stays stuck with its step in flight; the worker whose answer was cut
     # off is replaced, since its late answer would be read as the next call's.
-    import threading
-
     from batchrl.envs import BatchEnv
+    from batchrl.testing import interrupt
 
     gate = str(tmp_path / "gate")
     make = functools.partial(mock.CountingEnv, duration=50, step_gate=gate)
@@ -346,8 +345,7 @@ def test_a_worker_a_ctrl_c_cut_off_is_replaced_by_the_next_reset(tmp_path):
     try:
         env.reset(seed=0)
         held = [group.pid for group in env.groups]
-        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt), interrupt.sigint_while_waiting():
             env.step(np.zeros((4, 2), np.float32))  # Every env held at the gate.
         pathlib.Path(gate).touch()
         with pytest.raises(errors.EnvError, match=r"interrupted while waiting for step \(a reset"):

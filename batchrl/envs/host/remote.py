@@ -178,6 +178,10 @@ class RemoteGroup:
             if not self.restart:
                 raise
             infos = self._recover(error)
+        except (KeyboardInterrupt, SystemExit):
+            if self._interrupted is None:  # Cut anywhere in the wait: its answer comes late.
+                self._retire_interrupted("step")
+            raise
         finally:
             self._call_done()
         buffers = self.buffers
@@ -213,6 +217,10 @@ class RemoteGroup:
             self._recover(error)
             self._send_reset(indices, seeds, options)
             infos = self._receive_reset(indices)
+        except (KeyboardInterrupt, SystemExit):
+            if self._interrupted is None:  # Cut anywhere in the wait: its answer comes late.
+                self._retire_interrupted("reset")
+            raise
         finally:
             self._call_done()
         self._fresh[indices] = False
