@@ -23,6 +23,7 @@ log2(B) + 1 calls, each env reset once, as ale-py resets each env on its own).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -252,10 +253,18 @@ class AleFfiBatch:
         return outputs
 
     def _wait_for_calls(self) -> None:
-        """Blocks until the newest dispatched call or program of this env has run."""
+        """Blocks until the newest dispatched call or program of this env has run.
+
+        A program whose wait a second Ctrl-C cut (`training.run_signals`) never returned
+        its outputs to be noted, and runs on: every program with effects (ale-py's calls
+        have them) is waited for too, or the games would be freed under it. An error of
+        such a program is the interrupted phase's, whose work is dropped.
+        """
         newest, self._newest = self._newest, None
         if newest is not None and not newest.is_deleted():
             newest.block_until_ready()
+        with contextlib.suppress(jax.errors.JaxRuntimeError):
+            jax.effects_barrier()
 
     def _expect_open(self) -> None:
         if self.closed:

@@ -31,6 +31,7 @@ import gymnasium as gym
 from batchrl import configs
 from batchrl.envs import spaces
 from batchrl.envs.host import errors as env_errors
+from batchrl.scripts import exiting
 from batchrl.training import api, compile_signals, device_memory, run_folder
 
 # Settings a resume may change: how the run meets a hung or crashed worker, not what it
@@ -207,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 run.train(rundir, config)
         return 0
     except KeyboardInterrupt:  # The run saved a checkpoint of its last logged state.
-        return 130
+        return exiting.INTERRUPTED
     except (UsageError, run_folder.RunFolderError) as error:
         print(f"batchrl: error: {error}", file=sys.stderr)
         return 2
@@ -306,4 +307,4 @@ if __name__ == "__main__":
     from batchrl.envs.host import mujoco_warnings
 
     mujoco_warnings.route()  # The command's own process: each of MuJoCo's warnings once.
-    sys.exit(main())
+    exiting.leave(main())

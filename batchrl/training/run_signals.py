@@ -3,12 +3,13 @@
 `signals_kept` keeps the first signal for the run loop, which calls `raise_received`
 between phases; a second stops the run at once. Solo and together runs share them.
 
-A phase on worker envs runs in one call of the main thread into XLA, whose threads step
-the envs: Python runs the main thread's handler only when the phase returns, so a
-Ctrl-C said nothing for a phase's length, and a second could not stop a phase (nor one
-a hung worker holds, until its timeout). So the run also gives Python a wakeup fd
-(`signal.set_wakeup_fd`: a byte a signal, written as it comes), on which every wait on a
-worker also waits (`polling.watching`): the wait that reads it counts the signal at once,
+A phase on worker envs or the MuJoCo batch runs in one call of the main thread into
+XLA, whose threads step the envs: Python runs the main thread's handler only when the
+phase returns, so a Ctrl-C said nothing for a phase's length, and a second could not
+stop a phase (nor one a hung worker holds, until its timeout). So the run also gives
+Python a wakeup fd (`signal.set_wakeup_fd`: a byte a signal, written as it comes), on
+which every wait on a worker also waits (`polling.watching`), and which the MuJoCo
+batch reads before each step (`polling.hear`): what reads it counts the signal at once,
 says so, and on the second raises KeyboardInterrupt out of the phase.
 """
 
@@ -122,9 +123,9 @@ def signals_kept() -> Iterator[list[int]]:
 
     The first is kept in the list it yields, for the run loop's `raise_received` after
     the phase in flight, which is then kept, not dropped. A KeyboardInterrupt stops a
-    phase only where Python runs in the main thread (a host env's call, a rollout
-    actor's wait) and loses its work; a JAX-native phase ran to its end whatever came,
-    and was dropped after (a phase of the seed's `humanoid` is a minute). The second
+    phase where Python runs (a wait on a worker or on XLA, the MuJoCo batch's step, a
+    rollout actor's wait) and loses its work (a phase of the seed's `humanoid` is a
+    minute); a program whose wait it cuts runs on in XLA's threads. The second
     raises at once, in whatever runs when it comes, or when an XLA compile it comes in
     returns (`compile_signals`); in a garbage collector's callback (JAX has one) Python
     prints it and drops it, and `raise_received` raises it again.

@@ -48,6 +48,19 @@ def watching(fd: int, on_ready: Callable[[], None]) -> Iterator[None]:
         _watch = before
 
 
+def hear() -> None:
+    """Calls `watching`'s `on_ready` now if its fd is readable: for a wait on no pipe.
+
+    The MuJoCo batch steps in its C threads and waits on no worker; it asks here each
+    step, so that a Ctrl-C in its phase is answered at once too (a poll of one fd,
+    microseconds, against a batch step's milliseconds).
+    """
+    if _watch is not None:
+        fd, on_ready = _watch
+        if select.select([fd], [], [], 0)[0]:
+            on_ready()
+
+
 class Poller:
     """`select.poll` over `fds` that polls without blocking for up to `spin` s, then blocks.
 

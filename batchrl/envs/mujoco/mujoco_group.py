@@ -23,7 +23,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 
 from batchrl.envs import spaces
-from batchrl.envs.host import arguments, forwarding, mujoco_warnings, split, stepper
+from batchrl.envs.host import arguments, forwarding, mujoco_warnings, polling, split, stepper
 from batchrl.envs.host import autoreset as autoreset_lib
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host.group import Step
@@ -109,6 +109,7 @@ class MujocoGroup(forwarding.EnvForwarding):
 
     def step_wait(self) -> Step:
         """Steps every env (NEXT_STEP: resets those that ended instead); results in the buffers."""
+        polling.hear()  # A run's second Ctrl-C stops its phase here, before the step.
         buffers, state, task = self.buffers, self._state, self.task
         action = buffers.action.copy()
         due = self._autoreset.due(self._mode)

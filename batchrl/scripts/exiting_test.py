@@ -1,0 +1,82 @@
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+# The train command run as `python -m batchrl.scripts.train` runs it, with a thread that
+# sends SIGTERM twice once the main thread waits for a phase's program (compiled: not
+# during its compile), as a user's Ctrl-C twice in a long phase.
+SCRIPT = textwrap.dedent(
+    """
+    import os, runpy, signal, sys, threading, time
+    from batchrl.training import compile_signals
+
+    def in_phase():
+        frame = sys._current_frames().get(threading.main_thread().ident)
+        if compile_signals.in_compile(frame):
+            return False
+        while frame is not None:
+            if frame.f_code.co_name == "finished" and frame.f_code.co_filename.endswith(
+                "phase.py"
+            ):
+                return True
+            frame = frame.f_back
+        return False
+
+    def stop(wait):
+        while not in_phase():
+            time.sleep(0.01)
+        time.sleep(wait)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.5)  # Counted on its own: not merged with the second by the kernel.
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=stop, args=(float(sys.argv[1]),), daemon=True).start()
+    sys.argv = ["batchrl.scripts.train", *sys.argv[2:]]
+    runpy.run_module("batchrl.scripts.train", run_name="__main__", alter_sys=True)
+    """
+)
+SMALL = ["policy_layers=16", "value_layers=16", "eval_every=1000", "num_envs=2"]
+
+
+def _stopped(tmp_path, preset, settings, wait, timeout=120):
+    (tmp_path / "stop.py").write_text(SCRIPT)
+    command = [sys.executable, "stop.py", str(wait), "--logdir", "runs", "--config", preset]
+    done = subprocess.run(
+        [*command, "--set", *SMALL, *settings],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 130, done.stderr[-2000:]
+    return done
+
+
+# A phase of 100M env steps, hours long: the command must not wait for its end.
+@pytest.mark.parametrize(
+    ("preset", "settings"),
+    [
+        ("pendulum_jax", ["max_length=50"]),  # One XLA program, its wait cut in Python.
+        ("hopper", ["backend=mujoco", "max_length=50", "update_every=2"]),  # Stepped in host calls.
+    ],
+)
+def test_a_second_stop_in_a_long_phase_exits_at_once(tmp_path, preset, settings):
+    endless = ["steps=100000000", "phase_steps=100000000"]
+    # 2 s into it: a stop as it begins lands before its program runs, where Python runs.
+    done = _stopped(tmp_path, preset, [*settings, *endless], wait=2.0)
+    assert "stopping after this phase; again to stop now" in done.stderr
+    assert "interrupted: saved a checkpoint at env step 0 in runs/" in done.stdout
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_second_stop_in_an_atari_phase_frees_the_games_once_it_has_run(tmp_path):
+    # ale-py's calls run in its C++ threads, which no signal stops: the command waits for
+    # the phase, then frees the games; freed under it, the phase failed at the exit with
+    # "Action id buffer is the wrong size".
+    settings = ["backend=ale", "cnn=minatar", "steps=2048", "phase_steps=1024"]
+    done = _stopped(tmp_path, "breakout", settings, wait=0.2)
+    assert "interrupted: saved a checkpoint at env step 0 in runs/" in done.stdout
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
