@@ -95,6 +95,11 @@ class Algorithm(NamedTuple):
         evaluation_agent: (networks, sample=False) -> simulate.Agent that takes the mode of
             the policy's distribution (a sample of it with `sample`) and learns nothing.
         metrics: learner -> {name: [] array}: the last update's metrics and summaries.
+        update_metrics: the names among `metrics` that an update writes: a phase's row
+            holds them only when an update trained in the phase (before the first, they
+            are zeros; after it, the last update's again).
+        updates: learner -> [] int array: the updates trained so far ([N] for N stacked
+            learners).
         check_finite: (learner, metrics, env_steps) -> None: a FloatingPointError naming
             every non-finite quantity.
         shares: how its acting splits over rollout actors (`Shares`); None where it
@@ -114,6 +119,8 @@ class Algorithm(NamedTuple):
     sampling_agent: Callable[[Networks], simulate.Agent]
     evaluation_agent: Callable[..., simulate.Agent]
     metrics: Callable[[Learner], dict[str, jax.Array]]
+    update_metrics: tuple[str, ...]
+    updates: Callable[[Learner], jax.Array]
     check_finite: Callable[[Learner, dict[str, float], int], None]
     shares: Shares | None = None
 

@@ -40,6 +40,11 @@ def metrics(learner: learner_lib.Learner) -> dict[str, jax.Array]:
     return {**learner.metrics, **learner_lib.normalizer_metrics(learner)}
 
 
+def updates(learner: learner_lib.Learner) -> jax.Array:
+    """The updates `learner` has trained."""
+    return learner.updates
+
+
 # The clipped objective's rollout fills after a fixed number of steps, which every share
 # of the envs knows; the penalty objective's episode memory fills when the batch's
 # episodes say, so only the clipped one acts in shares.
@@ -67,6 +72,8 @@ def _algorithm(objective: ModuleType, shares: algorithm.Shares | None) -> algori
         sampling_agent=acting.sampling_agent,
         evaluation_agent=acting.evaluation_agent,
         metrics=metrics,
+        update_metrics=objective.METRICS,
+        updates=updates,
         check_finite=learner_lib.check_finite,
         shares=shares,
     )

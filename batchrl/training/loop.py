@@ -343,6 +343,9 @@ def finish_phase(
     phase_steps = programs.train_steps * programs.num_envs
     env_steps = int(state.env_steps) + phase_steps
     programs.algorithm.check_finite(agent_state.learner, metrics, env_steps)
+    updates = programs.algorithm.updates
+    if int(updates(trained.agent.learner)) == int(updates(state.agent.learner)):
+        drop_update_metrics(metrics, programs.algorithm)
     metrics["perf/env_steps"] = float(env_steps)
     metrics["perf/env_steps_per_sec"] = phase_steps / train_seconds
     metrics["perf/train_seconds"] = train_seconds
@@ -357,6 +360,16 @@ def finish_phase(
         phases=jnp.asarray(int(state.phases) + 1, jnp.int32),
     )
     return new_state, metrics
+
+
+def drop_update_metrics(row: dict[str, float], algorithm: algorithm_lib.Algorithm) -> None:
+    """Leaves out of the row of a phase that trained no update the metrics updates write.
+
+    They are the last update's (zeros before the first), not the phase's: a row holds a
+    loss only where an update computed it, as Stable-Baselines3 logs one.
+    """
+    for name in algorithm.update_metrics:
+        row.pop(name, None)
 
 
 def summary_as(part: str, summary: dict[str, Any]) -> dict[str, Any]:

@@ -168,10 +168,13 @@ def _phase(
     """Phase `done` of every seed, as `loop.run_phase` runs one: their states and rows."""
     programs = group.solo
     final = done == config.phases
+    updates = programs.algorithm.updates
+    before = jax.device_get(updates(stacked.agent.learner))  # Each seed's; the phase may donate.
     start = time.perf_counter()
     reset = jax.numpy.asarray(restart)
     train_state, agent = group.train(simulate.clear_summary(stacked.train), stacked.agent, reset)
     seconds = time.perf_counter() - start
+    updated = jax.device_get(updates(agent.learner)) != before
     tails = [keeper.average_with(final) for keeper in keepers]
     if tails[0]:  # Each seed's earlier parameters, stacked phase by phase.
         agent = tail_average.averaged(
@@ -184,7 +187,9 @@ def _phase(
     phase_steps = programs.train_steps * programs.num_envs
     env_steps = int(stacked.env_steps[0]) + phase_steps
     _check_finite(group, agent.learner, rows, env_steps, [k.config.seed for k in keepers])
-    for row in rows:
+    for row, learned in zip(rows, updated, strict=True):
+        if not learned:
+            loop.drop_update_metrics(row, programs.algorithm)
         row["perf/env_steps"] = float(env_steps)
         row["perf/env_steps_per_sec"] = phase_steps / seconds
         row["perf/train_seconds"] = seconds
