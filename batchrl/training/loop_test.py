@@ -136,3 +136,22 @@ def test_a_resume_whose_checkpoints_none_load_says_what_to_do(tmp_path):
     message = str(raised.value)
     assert message.startswith(f"none of the 1 checkpoints in {directory} loads; the newest, ")
     assert message.endswith(f"move {str(directory)!r} away to train the run again from its start")
+
+
+@pytest.mark.parametrize("objective", ["kl_penalty", "clipped"])
+def test_a_row_holds_an_updates_metrics_only_when_its_phase_trained_one(objective):
+    # Phases of 10 steps an env: the first and third train nothing. The penalty
+    # objective's memory of 4 episodes (20 steps each) fills in the second and fourth, as
+    # the clipped objective's 20 steps an env do.
+    if objective == "clipped":
+        config = config_lib.ClippedConfig(steps_per_update=20, num_minibatches=1, update_epochs=1)
+    else:
+        config = config_lib.PenaltyConfig(update_every=4, update_epochs=1)
+    config = dataclasses.replace(config, policy_layers=(8,), value_layers=(8,))
+    env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 20), 4)
+    rows, _ = loop.train(config, env, 10, 20, phases=4, max_length=20)
+    updated = [row for row in rows if "train/policy_loss" in row]
+    assert [rows.index(row) + 1 for row in updated] == [2, 4]
+    for name in ("train/value_loss", "train/entropy", "train/kl", "train/grad_norm"):
+        assert [name in row for row in rows] == [row in updated for row in rows], name
+    assert all("normalizer/reward_std" in row and "train/count" in row for row in rows)
