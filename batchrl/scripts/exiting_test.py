@@ -1,3 +1,4 @@
+import re
 import subprocess
 import sys
 import textwrap
@@ -78,5 +79,5 @@ def test_a_second_stop_in_an_atari_phase_frees_the_games_once_it_has_run(tmp_pat
     # "Action id buffer is the wrong size".
     settings = ["backend=ale", "cnn=minatar", "steps=2048", "phase_steps=1024"]
     done = _stopped(tmp_path, "breakout", settings, wait=0.2)
-    assert "interrupted: saved a checkpoint at env step 0 in runs/" in done.stdout
+    assert re.search(r"interrupted: saved a checkpoint at env step \d+ in runs/", done.stdout)
     assert "Traceback" not in done.stderr, done.stderr[-2000:]

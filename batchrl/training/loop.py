@@ -28,7 +28,7 @@ from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
 from batchrl.configs import train_config
 from batchrl.envs.jax import jax_env
-from batchrl.training import device_memory, placement, reuse, tail_average
+from batchrl.training import device_memory, phase_row, placement, reuse, tail_average
 from batchrl.training import overlap as overlap_lib
 from batchrl.training import phase as phase_lib
 
@@ -331,12 +331,12 @@ def finish_phase(
     """
     train_state, agent_state = trained.train, trained.agent
     agent_state = tail_average.averaged(agent_state, average_with or [])
-    metrics = summary_as("train", simulate.summary(train_state))
+    metrics = phase_row.summary_as("train", simulate.summary(train_state))
     eval_state, eval_seconds = state.eval, 0.0
     if eval_episodes:
         start = time.perf_counter()
         eval_state, summary = evaluate(programs, eval_state, agent_state, eval_episodes)
-        metrics.update(summary_as("eval", summary))
+        metrics.update(phase_row.summary_as("eval", summary))
         eval_seconds = time.perf_counter() - start
     metrics.update(programs.algorithm.metrics(agent_state.learner))
     metrics = {name: float(value) for name, value in metrics.items()}
@@ -345,13 +345,13 @@ def finish_phase(
     programs.algorithm.check_finite(agent_state.learner, metrics, env_steps)
     updates = programs.algorithm.updates
     if int(updates(trained.agent.learner)) == int(updates(state.agent.learner)):
-        drop_update_metrics(metrics, programs.algorithm)
+        phase_row.drop_update_metrics(metrics, programs.algorithm)
     metrics["perf/env_steps"] = float(env_steps)
     metrics["perf/env_steps_per_sec"] = phase_steps / train_seconds
     metrics["perf/train_seconds"] = train_seconds
     metrics["perf/eval_seconds"] = eval_seconds
     if final:
-        add_final(metrics, average_with)
+        phase_row.add_final(metrics, average_with)
     new_state = RunState(
         agent=agent_state,
         train=train_state,
@@ -360,29 +360,6 @@ def finish_phase(
         phases=jnp.asarray(int(state.phases) + 1, jnp.int32),
     )
     return new_state, metrics
-
-
-def drop_update_metrics(row: dict[str, float], algorithm: algorithm_lib.Algorithm) -> None:
-    """Leaves out of the row of a phase that trained no update the metrics updates write.
-
-    They are the last update's (zeros before the first), not the phase's: a row holds a
-    loss only where an update computed it, as Stable-Baselines3 logs one.
-    """
-    for name in algorithm.update_metrics:
-        row.pop(name, None)
-
-
-def summary_as(part: str, summary: dict[str, Any]) -> dict[str, Any]:
-    """A simulation summary's `episode/...` keys as a phase row's `<part>/...` ones."""
-    return {f"{part}/{name.split('/')[1]}": value for name, value in summary.items()}
-
-
-def add_final(metrics: dict[str, float], average_with: Sequence[Any] | None) -> None:
-    """Adds the final phase's `final/...` keys to its `metrics`, which hold its evaluation."""
-    metrics["final/return"] = metrics["eval/return"]
-    metrics["final/episodes"] = metrics["eval/count"]
-    if average_with is not None:
-        metrics["final/averaged_phases"] = float(len(average_with) + 1)
 
 
 def train(

@@ -28,7 +28,7 @@ import numpy as np
 from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
 from batchrl.configs import train_config
-from batchrl.training import loop, placement, together_memory
+from batchrl.training import loop, phase_row, placement, together_memory
 from batchrl.training import phase as phase_lib
 
 
@@ -157,7 +157,10 @@ def make(
         return first_episodes(env, evaluation, state, acting, programs.eval_steps)
 
     def metrics(state: simulate.SimState, learner: Any) -> dict[str, jax.Array]:
-        return {**loop.summary_as("train", simulate.summary(state)), **algorithm.metrics(learner)}
+        return {
+            **phase_row.summary_as("train", simulate.summary(state)),
+            **algorithm.metrics(learner),
+        }
 
     compiled_train, compiled_evaluate = jax.jit(train), jax.jit(evaluate)
     return Together(

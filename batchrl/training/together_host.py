@@ -27,7 +27,7 @@ import jax.numpy as jnp
 
 from batchrl import simulate
 from batchrl.configs import train_config
-from batchrl.training import loop, together, together_memory
+from batchrl.training import loop, phase_row, together, together_memory
 from batchrl.training import phase as phase_lib
 
 
@@ -148,7 +148,7 @@ def make(programs: loop.Programs, env: simulate.CompiledBatch, runs: int) -> tog
         return state, acting, together.split_runs(first, runs)
 
     # Apart: on a split placement the simulation is on the acting device, the learner not.
-    summary = jax.jit(lambda state: loop.summary_as("train", simulate.summary(state)))
+    summary = jax.jit(lambda state: phase_row.summary_as("train", simulate.summary(state)))
     learned = jax.jit(jax.vmap(algorithm.metrics))
 
     def metrics(state: simulate.SimState, learner: Any) -> dict[str, jax.Array]:

@@ -27,6 +27,7 @@ from batchrl.training import (
     device_memory,
     environments,
     loop,
+    phase_row,
     run,
     run_folder,
     run_signals,
@@ -189,7 +190,7 @@ def _phase(
     _check_finite(group, agent.learner, rows, env_steps, [k.config.seed for k in keepers])
     for row, learned in zip(rows, updated, strict=True):
         if not learned:
-            loop.drop_update_metrics(row, programs.algorithm)
+            phase_row.drop_update_metrics(row, programs.algorithm)
         row["perf/env_steps"] = float(env_steps)
         row["perf/env_steps_per_sec"] = phase_steps / seconds
         row["perf/train_seconds"] = seconds
@@ -209,10 +210,10 @@ def _phase(
         seconds = time.perf_counter() - start
         stacked = stacked.replace(eval=eval_state)
         for row, summary, tail in zip(rows, summaries, tails, strict=True):
-            row.update(loop.summary_as("eval", summary))
+            row.update(phase_row.summary_as("eval", summary))
             row["perf/eval_seconds"] = seconds
             if final:
-                loop.add_final(row, tail)
+                phase_row.add_final(row, tail)
     return stacked, rows
 
 
