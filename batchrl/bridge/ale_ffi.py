@@ -256,9 +256,10 @@ class AleFfiBatch:
         """Blocks until the newest dispatched call or program of this env has run.
 
         A program whose wait a second Ctrl-C cut (`training.run_signals`) never returned
-        its outputs to be noted, and runs on: every program with effects (ale-py's calls
-        have them) is waited for too, or the games would be freed under it. An error of
-        such a program is the interrupted phase's, whose work is dropped.
+        its outputs to be noted, and runs on: every program with effects is waited for
+        too (`jax.effects_barrier`; a phase holds the reset call, which has them), or the
+        games would be freed under it. An error of such a program is the interrupted
+        phase's, whose work is dropped.
         """
         newest, self._newest = self._newest, None
         if newest is not None and not newest.is_deleted():
