@@ -6,7 +6,7 @@ and which step produced it. `SpaceEnv` draws observations of any given space on 
 schedule. `FailingEnv` raises, exits, kills itself or hangs at a chosen step, to test
 how workers report and recover. `UnstableEnv` makes MuJoCo warn at its first step.
 `StartCostEnv` observes the CPU time its process had spent when it was built: a
-worker's cost to start.
+worker's cost to start. `WitnessEnv` shows the reset options and the closes it got.
 """
 
 from __future__ import annotations
@@ -91,6 +91,27 @@ class CountingEnv(gym.Env):
                 return False
             time.sleep(0.01)
         return True
+
+
+class WitnessEnv(CountingEnv):
+    """A `CountingEnv` that shows what reached it: its options and its closes.
+
+    Its reset's `options` go into the reset's infos, and each `close` is a line in the
+    file `closes` names.
+    """
+
+    def __init__(self, closes: str | None = None, **settings: Any):
+        super().__init__(**settings)
+        self.closes = closes
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        obs, info = super().reset(seed=seed)
+        return obs, {**info, "options": repr(options)}
+
+    def close(self) -> None:
+        if self.closes is not None:
+            with open(self.closes, "a") as log:
+                log.write(f"{os.getpid()}-{id(self)}\n")
 
 
 class SpaceEnv(gym.Env):

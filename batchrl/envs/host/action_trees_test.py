@@ -54,6 +54,27 @@ def test_action_trees_step_as_sync_vector_env_steps_them(name, build):
                 np.testing.assert_array_equal(a, b, err_msg=f"{what} at step {t}")
 
 
+# SyncVectorEnv's envs get the lists themselves, which Gymnasium's `Box.contains` warns of.
+@pytest.mark.filterwarnings("ignore:.*Casting input x to numpy array")
+@pytest.mark.parametrize("build", ["external", "from_envs"])
+def test_leaves_given_as_lists_step_as_sync_vector_env_steps_them(build):
+    # A leaf's values as a list were read as a node of the tree, and the step failed.
+    space = ACTION_SPACES["nested"]
+    make = functools.partial(mock.ActionEcho, space)
+    if build == "external":
+        ours = BatchEnv.external([make] * 2)
+    else:
+        ours = BatchEnv.from_envs([make() for _ in range(2)])
+    theirs = gym.vector.SyncVectorEnv([make] * 2)
+    with ours, contextlib.closing(theirs):
+        ours.reset(seed=0), theirs.reset(seed=0)
+        arm = ([[0.5, 1.0, 1.5], [0.0, 2.0, 1.0]], [[1, 4], [0, 2]])
+        actions = {"arm": arm, "grip": [[[1, 0], [0, 1]], [[0, 0], [1, 1]]]}
+        got, want = ours.step(actions), theirs.step(actions)
+        for a, b in zip(got[:4], want[:4], strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_an_action_tree_that_does_not_fit_names_the_leaf():
     space = ACTION_SPACES["dict"]
     with BatchEnv.from_envs([mock.ActionEcho(space) for _ in range(2)]) as batch:

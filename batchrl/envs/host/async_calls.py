@@ -70,7 +70,8 @@ class AsyncCalls:
         # read the dict after the reset (RecordEpisodeStatistics starts every env's
         # statistics afresh where no mask is left, and only the masked envs' otherwise).
         mask = None if options is None else options.pop("reset_mask", None)
-        options = dict(options or {})
+        # The envs get what is left of the caller's dict, `{}` included, or None as given.
+        options = None if options is None else dict(options)
         others = None
         if mask is None:
             indices = np.arange(self.num_envs)
@@ -78,7 +79,7 @@ class AsyncCalls:
             indices = arguments.check_mask(mask, self.num_envs)
             others = self._all_obs()  # The others' obs as they are, read before any resets.
             seeds = [seeds[i] for i in indices]
-        requests = self._send_reset(indices, seeds, options or None)
+        requests = self._send_reset(indices, seeds, options)
         self._waiting = ("reset", indices, requests, others)
 
     def reset_wait(self, timeout: float | None = None) -> tuple[Any, dict[str, Any]]:

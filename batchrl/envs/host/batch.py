@@ -382,9 +382,9 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         if self._action_shapes is None:  # A flat space: one array.
             return arguments.check_flat_actions(actions, self.single_action_space, self.num_envs)
         actions = obs_tree.from_gymnasium(actions, self._action_kinds)
-        actions = env_spec.map_tree(np.asarray, actions)
         obs_tree.check(actions, self._action_shapes, "actions")
-        return actions
+        # The space's tree leads: a leaf's values given as a list are one array, not a node.
+        return env_spec.map_tree(lambda _, leaf: np.asarray(leaf), self._action_shapes, actions)
 
     def _batched(self, envs: Sequence[int], infos: Sequence[dict]) -> Callable[[], dict]:
         """Builds Gymnasium's vector infos from the infos of `envs`, decoding them then."""

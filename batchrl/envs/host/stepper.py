@@ -198,22 +198,23 @@ class EnvStepper(forwarding.EnvForwarding):
         self, constructors: Sequence[Callable[[], gym.Env]], observation_mode: Any = "same"
     ):
         self.envs: list[gym.Env] = []
-        try:
+        self._closed = False
+        try:  # Envs built before one fails, or before their spaces are refused, are closed.
             for constructor in constructors:
                 self.envs.append(constructor())
+            first = self.envs[0]
+            self.name = spaces.env_name(first)
+            self.observation_space = first.observation_space
+            self.action_space = first.action_space
+            spaces.action_tree(self.action_space, self.name, variable=True)  # Refuses the rest.
+            self._observation = spaces.observation_tree(
+                self.observation_space, self.name, variable=True
+            )
+            for env in self.envs[1:]:
+                check_same_spaces(self.name, first, spaces.env_name(env), env, observation_mode)
         except BaseException:
             self.close()
             raise
-        first = self.envs[0]
-        self.name = spaces.env_name(first)
-        self.observation_space = first.observation_space
-        self.action_space = first.action_space
-        spaces.action_tree(self.action_space, self.name, variable=True)  # Refuses the rest.
-        self._observation = spaces.observation_tree(
-            self.observation_space, self.name, variable=True
-        )
-        for env in self.envs[1:]:
-            check_same_spaces(self.name, first, spaces.env_name(env), env, observation_mode)
         self.buffers: Buffers | None = None
         self._autoreset = autoreset_lib.Autoreset(len(self.envs))
 
@@ -269,7 +270,14 @@ class EnvStepper(forwarding.EnvForwarding):
         return self.envs[index]
 
     def close(self) -> None:
-        """Closes every env; an env that fails to close does not stop the others."""
+        """Closes every env once; an env that fails to close does not stop the others.
+
+        A worker closes its envs on the parent's command and again as it exits, which must
+        not call an env's `close` twice (Gymnasium's vector envs call it once).
+        """
+        if self._closed:
+            return
+        self._closed = True
         for env in self.envs:
             with contextlib.suppress(Exception):
                 env.close()

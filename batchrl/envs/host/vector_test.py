@@ -183,6 +183,28 @@ def test_a_reset_mask_is_taken_from_the_options_as_gymnasium_takes_it():
     theirs.close()
 
 
+@pytest.mark.parametrize("build", ["external", "from_envs"])
+def test_envs_get_the_reset_options_and_the_one_close_sync_vector_env_gives_them(build, tmp_path):
+    # An empty dict reached the envs as None; a worker closed each env twice (on the
+    # parent's command, then again as it exited).
+    closes = {name: tmp_path / name for name in ("ours", "theirs")}
+    makers = {name: functools.partial(mock.WitnessEnv, str(path)) for name, path in closes.items()}
+    if build == "external":
+        ours = BatchEnv.external([makers["ours"]] * 3, envs_per_worker=2)
+    else:
+        ours = BatchEnv.from_envs([makers["ours"]() for _ in range(3)])
+    disabled = AutoresetMode.DISABLED
+    theirs = gym.vector.SyncVectorEnv([makers["theirs"]] * 3, autoreset_mode=disabled)
+    with ours:
+        for options in (None, {}, {"level": 2}, {"reset_mask": np.array([True, False, True])}):
+            got = ours.reset(seed=0, options=None if options is None else dict(options))[1]
+            want = theirs.reset(seed=0, options=None if options is None else dict(options))[1]
+            np.testing.assert_array_equal(got["options"], want["options"], err_msg=f"{options}")
+    theirs.close()
+    for path in closes.values():
+        assert len(path.read_text().split()) == 3, path.name
+
+
 def test_bad_autoreset_modes_seeds_and_masks_are_named():
     with pytest.raises(ValueError, match="unknown autoreset_mode 'sometimes': use one of NEXT"):
         BatchEnv.external("Pendulum-v1", 2, autoreset_mode="sometimes")
