@@ -247,10 +247,11 @@ class Infos(Sequence):
         if layout is None:
             return {}
         # Gymnasium keeps Python scalars and NumPy numbers in arrays of their type, arrays
-        # stacked, and anything else (NumPy's bool scalars among them) in arrays of objects.
+        # stacked, and anything else (NumPy's bool scalars among them) in arrays of objects,
+        # as it keeps an env's own `final_obs` whatever it holds.
         numbers = (
-            python or shape is not None or np.dtype(dtype).kind in "iuf"
-            for _, dtype, python, shape in layout
+            key != "final_obs" and (python or shape is not None or np.dtype(dtype).kind in "iuf")
+            for key, dtype, python, shape in layout
         )
         if not all(numbers):
             return None

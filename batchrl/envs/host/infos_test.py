@@ -148,6 +148,7 @@ def test_vector_infos_from_columns_equal_gymnasiums_env_by_env(chunks, sizes, en
         [[{"x": 1.0}], [{"x": np.float32(1.0)}]],  # Another type.
         [[{"done": np.bool_(True)}]],  # Gymnasium keeps NumPy bools as objects.
         [[{"x": 1.0, "name": "a"}]],  # Not all numeric.
+        [[{"final_obs": np.zeros(2, np.float32)}]],  # Gymnasium keeps an env's own as objects.
     ],
 )
 def test_infos_not_all_in_equal_numeric_columns_are_left_to_gymnasium(chunks):
