@@ -37,8 +37,27 @@ def test_kl_penalty_loss_matches_the_formula_and_masks_padding():
     ratio = np.exp(log_prob - old)[mask]
     mean_kl = kl[mask].mean()
     expected = -(ratio * advantage[mask]).mean() + 2.0 * mean_kl
-    expected += 1000.0 * max(0.0, mean_kl - 0.02) ** 2
+    held = [row for row in range(4) if mask[row].any()]
+    expected += 1000.0 * np.mean([max(0.0, kl[r][mask[r]].mean() - 0.02) ** 2 for r in held])
     assert float(loss) == pytest.approx(expected, rel=1e-5)
+
+
+def test_the_kl_cutoff_holds_back_a_chunk_that_drifts_while_the_others_hold_still():
+    # As the seed's, each row's (an episode's chunk's) mean KL is cut off: one of 30 rows
+    # at 0.3 a step, the others at 0.001, leave the batch's mean KL (0.011) under the
+    # cutoff of 0.02, which the cutoff on that mean never passed.
+    kl = np.full((30, 50), 0.001, np.float32)
+    kl[0] = 0.3
+    zeros = np.zeros_like(kl)
+
+    def cutoff(kl):
+        return losses.kl_penalty_policy_loss(
+            zeros, zeros, zeros, kl, jnp.array(0.0), 0.01, 2.0, 1000.0
+        )
+
+    assert float(cutoff(jnp.asarray(kl))) == pytest.approx(1000.0 * 0.28**2 / 30, rel=1e-5)
+    gradient = jax.grad(cutoff)(jnp.asarray(kl))
+    assert float(gradient[0, 0]) > 0.0 and float(gradient[1, 0]) == 0.0
 
 
 @pytest.mark.parametrize("objective", ["kl_penalty", "clipped"])

@@ -4,7 +4,8 @@ The envs write their episodes straight into the episode memory as they act
 (`recorder`); once it holds `update_every` finished episodes, acting stops at that very
 step and `learn` trains on them, then clears the memory. The objective is
 -ratio * advantage + beta * KL(old||new) + kl_cutoff_coef * max(0, KL - cutoff)^2 with
-cutoff = kl_cutoff_factor * kl_target; beta adapts after each update
+cutoff = kl_cutoff_factor * kl_target, the last term on each chunk's mean KL, as the
+seed's; beta adapts after each update
 (`losses.update_penalty`). Advantages are Monte-Carlo returns minus values (GAE when
 gae_lambda is set), standardised; a truncated episode (or one cut by the memory's
 max_length) is bootstrapped from the value of the observation after its last stored
@@ -291,16 +292,16 @@ def update(
     )
 
     def loss_fn(params: dict, batch: Batch) -> tuple[jax.Array, dict]:
-        mask = flat(batch.valid)
+        mask = batch.valid  # [rows, chunk]: the policy loss's KL cutoff is a row's.
         obs = features(batch.obs)
         dist = jax.tree.map(flat, networks.episode_distribution(params, obs))
         old = jax.tree.map(flat, batch.dist)
-        log_prob = networks.log_prob(dist, flat(batch.action))
-        kl = networks.kl(old, dist)
+        log_prob = networks.log_prob(dist, flat(batch.action)).reshape(mask.shape)
+        kl = networks.kl(old, dist).reshape(mask.shape)
         policy_loss = losses.kl_penalty_policy_loss(
             log_prob,
-            flat(batch.old_log_prob),
-            flat(batch.advantage),
+            batch.old_log_prob,
+            batch.advantage,
             kl,
             penalty,
             config.kl_target,
@@ -308,9 +309,9 @@ def update(
             config.kl_cutoff_coef,
             mask,
         )
-        value = networks.value(params, flat(obs))
-        value_loss = losses.value_loss(value, flat(batch.target), mask=mask)
-        entropy = losses.masked_mean(networks.entropy(dist), mask)
+        value = networks.value(params, flat(obs)).reshape(mask.shape)
+        value_loss = losses.value_loss(value, batch.target, mask=mask)
+        entropy = losses.masked_mean(networks.entropy(dist).reshape(mask.shape), mask)
         total = policy_loss + value_loss - config.entropy_coef * entropy
         return total, {
             "train/policy_loss": policy_loss,
