@@ -125,9 +125,11 @@ class TrainConfig:
             return max(1, math.ceil(self.phase_steps / self.num_envs))
         if isinstance(algorithm, ppo_config.ClippedConfig):
             return algorithm.steps_per_update
-        # At least one: more envs than a memory's steps (num_envs=300, update_every=1,
-        # max_length=2) made phases of none, and a ZeroDivisionError of the budget.
-        return max(1, algorithm.update_every * self.max_length // self.num_envs)
+        # Long enough for every env to end episodes of max_length until the memory holds
+        # update_every of them: a phase of update_every * max_length env steps had too few
+        # when num_envs did not divide update_every (16 envs on pendulum_jax ended 16 of 30
+        # episodes, and a short run trained nothing), and none with more envs than that.
+        return math.ceil(algorithm.update_every / self.num_envs) * self.max_length
 
     @property
     def eval_batch_steps(self) -> int:

@@ -9,6 +9,7 @@ import yaml
 
 from batchrl.configs import backends, overrides, presets, train_config
 from batchrl.ppo import config as ppo_config
+from batchrl.training import environments, loop
 
 
 def test_the_algorithms_type_picks_the_objective():
@@ -24,13 +25,24 @@ def test_a_budget_rounds_up_to_whole_phases_and_the_schedules_follow_it():
     config = dataclasses.replace(presets.get("cheetah_clipped"), steps=30_000)
     assert (config.batch_steps_per_phase, config.phases) == (1280, 2)  # 20,480 env steps each.
     assert config.shape.steps == 40_960  # The learning rate anneals over what it trains.
-    # More envs than the penalty objective's memory holds steps: phases of one batch step,
-    # not of none (a ZeroDivisionError of the budget before).
+    # More envs than the penalty objective's memory holds episodes: phases of one episode's
+    # steps, not of none (a ZeroDivisionError of the budget once).
     config = dataclasses.replace(presets.get("pendulum_jax"), num_envs=300, max_length=2)
     config = dataclasses.replace(
         config, algorithm=dataclasses.replace(config.algorithm, update_every=1)
     )
-    assert (config.batch_steps_per_phase, config.phases, config.shape.steps) == (1, 3334, 1_000_200)
+    assert (config.batch_steps_per_phase, config.phases, config.shape.steps) == (2, 1667, 1_000_200)
+
+
+@pytest.mark.parametrize("num_envs", [16, 30, 64])
+def test_a_phase_of_the_penalty_objective_trains_one_update_whatever_the_env_count(num_envs):
+    # 16 envs took phases of 375 batch steps, in which they ended 16 of the 30 episodes an
+    # update waits for: a short run ended before its first update, its policy untrained.
+    config = dataclasses.replace(presets.get("pendulum_jax"), num_envs=num_envs, steps=6000)
+    env, _ = environments.build(config)
+    steps = (config.batch_steps_per_phase, config.eval_batch_steps)
+    _, state = loop.train(config.algorithm, env, *steps, 1, max_length=config.max_length)
+    assert int(state.agent.learner.updates) == 1
 
 
 def test_set_reaches_the_algorithm_by_its_key_or_a_dotted_one():
