@@ -227,7 +227,12 @@ def find(logdir: str | os.PathLike, timestamp: str) -> pathlib.Path:
             + (hint if seeds else "")
         )
     if len(found) > 1:
-        raise RunFolderError(f"several runs match timestamp {timestamp!r}: {found}")
+        names = ", ".join(repr(path.name) for path in found)
+        configs = " or ".join(parse(path.name)[1] for path in found)
+        raise RunFolderError(
+            f"several runs in {str(logdir)!r} have timestamp {timestamp!r} ({names}): "
+            f"name its config too (--config {configs})"
+        )
     return found[0]
 
 

@@ -41,6 +41,13 @@ def test_a_new_folder_holds_its_config_and_never_takes_anothers(tmp_path):
     with pytest.raises(run_folder.RunFolderError, match="no run with timestamp 't1'"):
         run_folder.find(tmp_path, "t1")
     assert not list(tmp_path.rglob("*.tmp"))
+    run_folder.create(tmp_path, presets.get("cartpole_jax"), "cartpole_jax", "t0")
+    with pytest.raises(run_folder.RunFolderError) as error:
+        run_folder.find(tmp_path, "t0")
+    assert str(error.value).endswith(
+        "have timestamp 't0' ('t0-cartpole', 't0-cartpole_jax'): name its config too "
+        "(--config cartpole or cartpole_jax)"
+    )
 
 
 def test_one_process_at_a_time_trains_a_folder_and_a_killed_one_frees_it(tmp_path):
