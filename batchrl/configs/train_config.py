@@ -16,6 +16,7 @@ import dataclasses
 import difflib
 import logging
 import math
+import numbers
 import operator
 import types
 import typing
@@ -182,12 +183,22 @@ def typed(name: str, kind: Any, value: Any) -> Any:
             return operator.index(value)
         except TypeError:
             pass
-    if kind is float and isinstance(value, int | float) and not isinstance(value, bool):
+    if kind is float and _real(value):  # numpy's and JAX's scalars too (`np.float32(1e-3)`).
         return float(value)
     if kind is str and isinstance(value, str):
         return value
     expected = getattr(kind, "__name__", str(kind))
     raise ValueError(f"{name}={value!r}: expected {expected}")
+
+
+def _real(value: Any) -> bool:
+    """Whether `value` is one real number: a Python, numpy or JAX int or float, not a bool."""
+    if isinstance(value, bool | str | bytes):
+        return False
+    if isinstance(value, numbers.Real):
+        return True
+    dtype = getattr(value, "dtype", None)
+    return getattr(value, "shape", None) == () and getattr(dtype, "kind", None) in ("i", "u", "f")
 
 
 def _with_objective(config: TrainConfig, objective: str) -> TrainConfig:

@@ -183,6 +183,17 @@ def test_numpy_and_jax_integers_are_ints_and_other_numbers_are_refused():
             train_config.set_field(config, "num_envs", value, train_config.typed)
 
 
+def test_numpy_and_jax_numbers_are_floats_and_bools_strings_and_arrays_are_refused():
+    config = presets.get("pendulum_jax")
+    for value in (np.float32(0.25), jnp.float32(0.25), np.float64(0.25), np.int64(2), 2):
+        rate = train_config.set_field(config, "learning_rate", value, train_config.typed)
+        assert type(rate.algorithm.learning_rate) is float
+        assert rate.algorithm.learning_rate == float(value)
+    for value in (np.True_, True, "0.25", np.zeros(2), jnp.zeros(1)):
+        with pytest.raises(ValueError, match=r"^learning_rate=.+: expected float$"):
+            train_config.set_field(config, "learning_rate", value, train_config.typed)
+
+
 def test_a_flat_config_is_refused_in_one_line_naming_the_misplaced_key():
     data = train_config.flat(presets.get("acrobot_gymnax"))
     with pytest.raises(ValueError) as error:
