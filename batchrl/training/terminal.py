@@ -228,11 +228,15 @@ def _columns(stream: TextIO) -> int:
     """The width of the terminal `stream` draws on; COLUMNS, where set, as shutil reads it.
 
     Not shutil.get_terminal_size's own: it measures stdout, which `train ... | tee log`
-    makes a pipe, and then says 80 columns however wide stderr's terminal is.
+    makes a pipe, and then says 80 columns however wide stderr's terminal is. A terminal
+    that says 0 columns (some containers' exec sessions) gets shutil's, 80 where it knows
+    no other.
     """
     if "COLUMNS" not in os.environ:
         with contextlib.suppress(AttributeError, OSError, ValueError):
-            return os.get_terminal_size(stream.fileno()).columns
+            columns = os.get_terminal_size(stream.fileno()).columns
+            if columns > 0:
+                return columns
     return shutil.get_terminal_size().columns
 
 

@@ -159,7 +159,7 @@ def test_the_line_fits_the_terminal_it_is_drawn_on_when_stdout_is_piped():
     import termios
 
     terminals = {}
-    for columns in (200, 50):
+    for columns in (200, 50, 0):  # 0: a terminal that knows no width, drawn on as 80.
         main, terminal = pty.openpty()
         fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
         terminals[columns] = main, terminal
@@ -191,6 +191,7 @@ def test_the_line_fits_the_terminal_it_is_drawn_on_when_stdout_is_piped():
         "train return 227.5  eval return 500.0  ETA 0:02:20"
     )
     assert lines[50] == "30%  eval return 500.0  ETA 0:02:20"  # Within 50, not wrapped.
+    assert lines[0] == "30%  5,000 steps/s  train return 227.5  eval return 500.0  ETA 0:02:20"
 
 
 def _drawn_in_three_ticks(stream) -> str:
