@@ -51,7 +51,7 @@ def _parse(name: str, kind: Any, text: str) -> Any:
             value = text
         return train_config.typed(name, kind, value)
     if origin is tuple:
-        inner = text.strip("()[] ")
+        inner = _unbracketed(name, text)
         parts = [part.strip() for part in inner.split(",")] if inner else []
         if parts and not parts[-1]:
             parts.pop()  # A trailing comma, as Python's (64,).
@@ -81,6 +81,16 @@ def _parse(name: str, kind: Any, text: str) -> Any:
         except ValueError:
             raise ValueError(f"{name}={text!r}: expected a number") from None
     return text
+
+
+def _unbracketed(name: str, text: str) -> str:
+    """A sequence's items: `text` inside one pair of () or [], or bare; a ValueError else."""
+    inner = text.strip()
+    if inner[:1] + inner[-1:] in ("()", "[]"):
+        inner = inner[1:-1]
+    if any(bracket in inner for bracket in "()[]"):
+        raise ValueError(f"{name}={text!r}: expected items such as 64,64 or (64, 64)")
+    return inner
 
 
 def add_argument(parser: argparse.ArgumentParser) -> None:

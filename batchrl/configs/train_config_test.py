@@ -66,6 +66,12 @@ def test_set_reads_no_layers_and_a_trailing_comma(text, layers):
     assert changed.algorithm.policy_layers == layers
 
 
+@pytest.mark.parametrize("text", ["[64, 64", "[[64]]", "64]]]", "(64, 64]", "64)"])
+def test_set_refuses_brackets_that_do_not_pair(text):
+    with pytest.raises(ValueError, match=r"^policy_layers=.*: expected items such as 64,64"):
+        overrides.parse_override(presets.get("reacher_clipped"), f"policy_layers={text}")
+
+
 @pytest.mark.parametrize("text", ["64,,64", ",64", "(64, ,64)"])
 def test_set_refuses_an_empty_item_between_commas(text):
     with pytest.raises(ValueError, match=r"^policy_layers=.*: an empty item; expected items"):
