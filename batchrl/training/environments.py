@@ -15,6 +15,7 @@ env constructor, or a JAX-native env (`jax_env.Env`).
 from __future__ import annotations
 
 import contextlib
+import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -65,14 +66,27 @@ def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:
         try:
             with mujoco_warnings.routed():
                 one = make.Make(env or config.env, config.max_length, kwargs=config.env_kwargs)()
-        except TypeError as error:  # A keyword an env of **kwargs passes on and refuses.
-            if not config.env_kwargs:
-                raise
-            raise ValueError(f"env {config.env!r} refused env_kwargs: {error}") from None
+        except ImportError:
+            raise  # An extra not installed: named in one line by _extra_named.
+        except make.NotAnEnvError as error:
+            raise ValueError(str(error)) from None
+        except Exception as error:
+            if isinstance(error, TypeError) and config.env_kwargs:
+                # A keyword an env of **kwargs passes on and refuses.
+                raise ValueError(f"env {config.env!r} refused env_kwargs: {error}") from None
+            raise ValueError(_build_failed(env or config.env, error)) from error
         try:
             return spaces.env_spec(one.observation_space, one.action_space, spaces.env_name(one))
         finally:
             one.close()
+
+
+def _build_failed(env: Any, error: Exception) -> str:
+    """One line for an env that raised as it was built: the env, the error, where it rose."""
+    name = env if isinstance(env, str) else getattr(env, "__name__", type(env).__name__)
+    frames = traceback.extract_tb(error.__traceback__)
+    where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"env {name!r} raised {type(error).__name__} as it was built: {error}{where}"
 
 
 def _check_ray(config: TrainConfig) -> None:

@@ -105,6 +105,34 @@ def test_an_extra_not_installed_is_one_line_naming_it(
         environments.check_env(config)
 
 
+NOT_AN_ENV = 2.0
+
+
+def not_an_env():
+    return "an env"
+
+
+class FailingToBuild(gym.Env):
+    def __init__(self):
+        raise KeyError("no such level")
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("NOT_AN_ENV", "is a float, not an env class or a function that returns an env"),
+        ("not_an_env", "returned a str, not a gymnasium.Env"),
+        # A traceback for these two; the env's own ValueError read as batchrl's refusal.
+        ("FailingToBuild", r"raised KeyError as it was built: 'no such level' \(.*_test\.py:\d+\)"),
+    ],
+)
+def test_an_env_that_cannot_be_built_is_named_in_one_line(name, message):
+    env = f"{__name__}:{name}"
+    config = dataclasses.replace(presets.get("pendulum"), env=env)
+    with pytest.raises(ValueError, match=f"^env '{env}' {message}$"):
+        environments.check_env(config)
+
+
 class HangingPendulum(gym.Wrapper):
     """Pendulum-v1 whose `at`-th step never returns; it writes its pid to `marker` first."""
 

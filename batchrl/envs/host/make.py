@@ -145,16 +145,35 @@ class Make:
             kwargs["render_mode"] = self.render_mode
         name = self.name
         if callable(name):
-            return wrappers.apply(name(**kwargs), duration=self.max_length)
+            return wrappers.apply(_built(name, kwargs, name), duration=self.max_length)
         if ":" in name:
-            module_name, _, name = name.partition(":")
+            module_name, _, attribute = name.partition(":")
             module = importlib.import_module(module_name)
-            if hasattr(module, name):
-                return wrappers.apply(getattr(module, name)(**kwargs), duration=self.max_length)
+            if hasattr(module, attribute):
+                maker = getattr(module, attribute)
+                return wrappers.apply(_built(maker, kwargs, name), duration=self.max_length)
         if self.max_length is None:
             return gym.make(name, **kwargs)
         limit = time_limit(name, self.max_length)
         return gym.make(name, max_episode_steps=limit, **kwargs)
+
+
+class NotAnEnvError(TypeError):
+    """What an env's name or constructor gives is no env (or makes none)."""
+
+
+def _built(maker: Any, kwargs: dict, name: Any) -> gym.Env:
+    """The env `maker` builds; a one-line NotAnEnvError where it cannot build one."""
+    shown = name if isinstance(name, str) else getattr(name, "__name__", repr(name))
+    if not callable(maker):
+        raise NotAnEnvError(
+            f"env {shown!r} is a {type(maker).__name__}, not an env class or a function "
+            "that returns an env"
+        )
+    env = maker(**kwargs)
+    if not isinstance(env, gym.Env):
+        raise NotAnEnvError(f"env {shown!r} returned a {type(env).__name__}, not a gymnasium.Env")
+    return env
 
 
 def time_limit(env_id: str, max_length: int) -> int:
