@@ -1,4 +1,4 @@
-"""A stopped command exits at once, not when the XLA program it left running ends.
+"""How a command's process ends: at once when stopped, and with the sweep that started it.
 
 A second Ctrl-C or SIGTERM stops a run inside its phase (`training/run_signals`). A
 JAX-native phase is one XLA program: the wait for it is cut, but the program runs on in
@@ -8,17 +8,25 @@ before). By then the run has saved its checkpoint and closed its envs and files,
 interrupted command runs the exit functions (Ray's shutdown, multiprocessing's,
 logging's) and ends the process, skipping only the rest of Python's teardown.
 (`atexit._run_exitfuncs` is CPython's own, the call its exit makes.)
+
+A sweep's run gets SIGTERM from the kernel when the sweep dies (`terminate_with_parent`,
+Linux), so it saves its checkpoint and ends as on Ctrl-C.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
+import signal
 import sys
 from typing import NoReturn
 
 INTERRUPTED = 130  # The shell's status for a command Ctrl-C stopped.
+# Set by a parent to its pid: the command it starts is to end when that parent dies.
+PARENT = "BATCHRL_TERMINATE_WITH_PARENT"
+_PR_SET_PDEATHSIG = 1
 
 
 def leave(status: int) -> NoReturn:
@@ -30,3 +38,18 @@ def leave(status: int) -> NoReturn:
         with contextlib.suppress(Exception):  # Closed, or a pipe whose reader is gone.
             stream.flush()
     os._exit(status)
+
+
+def terminate_with_parent() -> None:
+    """SIGTERM to this process when the parent `PARENT` names dies (Linux), if it asked.
+
+    Set in the command itself, not in a `preexec_fn` between fork and exec: Python code
+    there is unsafe where threads run (JAX's, once a sweep evaluated a kept best), and JAX
+    warned of the fork.
+    """
+    parent = os.environ.pop(PARENT, None)
+    if parent is None or not sys.platform.startswith("linux"):
+        return
+    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != int(parent):  # It died before the kernel was asked: as if after.
+        os.kill(os.getpid(), signal.SIGTERM)

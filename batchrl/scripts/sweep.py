@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import dataclasses
 import json
 import os
@@ -46,7 +45,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from batchrl import configs
-from batchrl.scripts import evaluate, provenance, train
+from batchrl.scripts import evaluate, exiting, provenance, train
 from batchrl.training import checkpoint, metrics_log, results, run_folder, terminal, together
 
 RESULTS = "results.jsonl"
@@ -54,7 +53,6 @@ RESULTS = "results.jsonl"
 SKIPPED = os.EX_TEMPFAIL
 KEPT = ("kept_best_return", "kept_best_phase", "kept_best_episodes")  # --evaluate-best's.
 CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"  # JAX reads its persistent cache's folder here.
-_PR_SET_PDEATHSIG = 1
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -169,12 +167,12 @@ def run_one(
     start = time.perf_counter()
     with log.open("a") as out:
         # Its own process group, so a Ctrl-C reaches it once, through us; SIGTERM if we die.
+        env = {**os.environ, exiting.PARENT: str(os.getpid())}
         process = subprocess.Popen(
             [sys.executable, "-m", "batchrl.scripts.train", *argv],
-            env={**os.environ, CACHE_VARIABLE: cache} if cache else None,
+            env={**env, CACHE_VARIABLE: cache} if cache else env,
             stdout=out,
             process_group=0,
-            preexec_fn=_terminate_with_parent,
         )
         try:
             code = process.wait()
@@ -248,12 +246,6 @@ def compilation_cache() -> Iterator[str | None]:
         return
     with tempfile.TemporaryDirectory(prefix="batchrl-sweep-xla-") as directory:
         yield directory
-
-
-def _terminate_with_parent() -> None:
-    """In the child before exec: the kernel sends it SIGTERM when the sweep dies (Linux)."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _interrupt(signum: int, frame: Any) -> None:

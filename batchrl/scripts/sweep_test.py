@@ -12,7 +12,9 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 
+import jax
 import pytest
 
 from batchrl.configs import presets
@@ -198,6 +200,16 @@ def test_a_hundred_seeds_together_log_to_a_file_named_by_the_first_and_last(tmp_
     assert [path.name for path in tmp_path.iterdir()] == ["seeds0_..._99-pendulum_jax.log"]
 
 
+def test_a_sweep_with_jax_running_starts_its_runs_without_a_fork_jax_warns_of(tmp_path, recwarn):
+    # After --evaluate-best had run JAX in the sweep, each later run was started with a
+    # preexec_fn (fork, Python code, exec), and JAX warned "os.fork() was called".
+    jax.numpy.zeros(1).block_until_ready()  # JAX's threads run, as after an evaluation.
+    warnings.simplefilter("always")
+    argv = ["--logdir", str(tmp_path), "--configs", "pendulum_jax", "--seeds", "0"]
+    assert sweep.main([*argv, "--steps", "200", *TINY]) == 0
+    assert [str(w.message) for w in recwarn if "os.fork()" in str(w.message)] == []
+
+
 @pytest.mark.slow
 def test_evaluate_best_adds_the_kept_best_policy_on_more_episodes(swept, tmp_path, capsys):
     logdir, argv, rows, _ = swept
@@ -325,10 +337,11 @@ def test_a_second_ctrl_c_waits_for_the_run_it_stops(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("start", "stop"),
-    [([], signal.SIGINT), (_AS_BACKGROUND_JOB, signal.SIGTERM)],
-    ids=["ctrl-c", "kill-a-background-sweep"],
+    [([], signal.SIGINT), (_AS_BACKGROUND_JOB, signal.SIGTERM), ([], signal.SIGKILL)],
+    ids=["ctrl-c", "kill-a-background-sweep", "sigkill-the-sweep"],
 )
 def test_an_interrupted_sweep_resumes_its_run_where_it_stopped(tmp_path, start, stop):
+    # A killed sweep's run gets SIGTERM from the kernel, and saves its phase as on Ctrl-C.
     argv = ["--logdir", str(tmp_path), "--configs", "pendulum_jax", "--seeds", "3"]
     argv += ["--steps", "8000", *TINY]  # 40 phases: the signal comes after the second.
     process = subprocess.Popen(
@@ -343,8 +356,10 @@ def test_an_interrupted_sweep_resumes_its_run_where_it_stopped(tmp_path, start, 
         time.sleep(0.02)
     process.send_signal(stop)
     out, err = process.communicate(timeout=60)
-    assert process.returncode == 130, err[-2000:]
+    assert process.returncode == (-stop if stop == signal.SIGKILL else 130), err[-2000:]
     assert out == ""  # No line for a run that did not finish.
+    while run_folder.busy(rundir) and time.monotonic() < deadline + 60:
+        time.sleep(0.02)  # The killed sweep's run ends on its own.
     stopped = results.phases(metrics_log.read_jsonl(rundir / "metrics.jsonl"))
     assert 2 <= len(stopped) < 40 and not results.read(rundir).finished
     result = run_sweep(argv)
