@@ -296,6 +296,16 @@ def test_a_gymnasium_env_wrapped_after_gym_make_trains_as_wrapped_in_memory_only
     )
 
 
+def test_a_budget_that_rounds_up_to_whole_phases_says_so_in_the_first_line(capsys):
+    # 250 steps trained 400 and said nothing of it (6,000 once trained 199,980).
+    run = batchrl.train("pendulum_jax", steps=250, **TINY_PENALTY)
+    assert run.metrics[-1]["step"] == 400
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "; steps=250 rounded up to 2 whole phases of 200: 400 env steps; " in first
+    batchrl.train("pendulum_jax", steps=400, **TINY_PENALTY)
+    assert "rounded" not in capsys.readouterr().out
+
+
 @pytest.mark.slow
 def test_a_run_stopped_in_python_resumes_there_as_if_never_stopped(tmp_path, monkeypatch, capsys):
     # Ctrl-C in a notebook stops `batchrl.train`; `batchrl.resume` goes on from its folder.

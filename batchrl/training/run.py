@@ -132,7 +132,9 @@ def train(
             total_steps=total * programs.train_steps * programs.num_envs,
             initial_steps=int(state.env_steps),
         )
-        _announce(rundir, programs, config.rollout_actors)
+        phase_steps = programs.train_steps * programs.num_envs
+        budget = terminal.rounded_budget(config.steps, total, phase_steps)
+        _announce(rundir, programs, config.rollout_actors, budget)
         keeper = Keeper(rundir, config, state, programs.algorithm)
         restart = first_restart(programs, config, state)
         try:
@@ -196,10 +198,13 @@ def finished(kept: Keeper, programs: loop.Programs) -> Run:
     return Run(kept.rundir, kept.config, kept.rows, kept.logged, programs)
 
 
-def _announce(rundir: pathlib.Path | None, programs: loop.Programs, rollout_actors: int) -> None:
-    """The first line a run prints: where it is kept, its devices, overlap, its storage's size.
+def _announce(
+    rundir: pathlib.Path | None, programs: loop.Programs, rollout_actors: int, budget: str
+) -> None:
+    """The first line a run prints: where it is kept, its devices, overlap, its storage.
 
-    Rollout actors act on their own nodes' devices, not on the acting device here.
+    `budget` says how its steps round up to whole phases, where they do. Rollout actors
+    act on their own nodes' devices, not on the acting device here.
     """
     storage = device_memory.human(programs.storage_bytes)
     where = "in memory" if rundir is None else f"run folder {rundir}"
@@ -212,4 +217,4 @@ def _announce(rundir: pathlib.Path | None, programs: loop.Programs, rollout_acto
     compiling = "compiling the first phase"
     if reuse.taken_again(programs):
         compiling = "programs an earlier run here compiled"
-    print(f"{where}; {devices}; storage {storage}; {compiling}", flush=True)
+    print(f"{where}; {devices}; storage {storage}{budget}; {compiling}", flush=True)

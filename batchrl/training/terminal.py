@@ -31,6 +31,15 @@ def counted(number: int, noun: str) -> str:
     return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
+def rounded_budget(asked: int, phases: int, phase_steps: int) -> str:
+    """Where `asked` env steps round up to whole phases, a clause of the first line saying so."""
+    trained = phases * phase_steps
+    if trained == asked:
+        return ""
+    whole = counted(phases, "whole phase")
+    return f"; steps={asked:,} rounded up to {whole} of {phase_steps:,}: {trained:,} env steps"
+
+
 # (metric key, label, format) in the order `summary_line` shows them.
 _SUMMARY_FIELDS = (
     ("train/return", "train return", return_text),

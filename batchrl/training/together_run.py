@@ -104,7 +104,7 @@ def _train(
     progress = terminal.Progress(
         total_steps=count * total * phase_steps, initial_steps=count * begun * phase_steps
     )
-    _announce(rundirs, group)
+    _announce(rundirs, group, terminal.rounded_budget(configs[0].steps, total, phase_steps))
     keepers = [
         Keeper(rundir, seed_config, state, programs.algorithm)
         for rundir, seed_config, state in zip(rundirs, configs, states, strict=True)
@@ -312,15 +312,17 @@ def _check_memory(
         together_memory.check_phase(peak, group.seeds, held, group.solo.where.learner)
 
 
-def _announce(rundirs: Sequence[pathlib.Path | None], group: together.Together) -> None:
-    """The first line: the folders, the devices, the storage of all seeds."""
+def _announce(
+    rundirs: Sequence[pathlib.Path | None], group: together.Together, budget: str
+) -> None:
+    """The first line: the folders, the devices, the storage of all seeds, `budget`'s clause."""
     programs = group.solo
     storage = device_memory.human(group.seeds * programs.storage_bytes)
     folders = [str(rundir) for rundir in rundirs if rundir is not None]
     where = f"run folders {folders[0]} ... {folders[-1]}" if folders else "in memory"
     print(
         f"{terminal.counted(group.seeds, 'seed')} together, {where}; {programs.where.describe()}; "
-        f"storage {storage} ({device_memory.human(programs.storage_bytes)} a seed); "
+        f"storage {storage} ({device_memory.human(programs.storage_bytes)} a seed){budget}; "
         "compiling the first phase",
         flush=True,
     )
