@@ -49,14 +49,17 @@ class Writer:
     def __init__(self, logdir: str | os.PathLike, purge_step: int | None = None) -> None:
         """Opens the folder's files.
 
-        `purge_step`: TensorBoard drops the earlier files' events from that step on (a
-        resumed run redoes the phases after its checkpoint).
+        `purge_step`: the rows of that step on are dropped, from metrics.jsonl and (by
+        TensorBoard) from the earlier event files: a resumed run redoes the phases after
+        its checkpoint, and writes their rows again.
         """
         event_file_writer, self._event_pb2, self._summary_pb2 = _import_tensorboardx()
         self.logdir = Path(logdir)
         self.logdir.mkdir(parents=True, exist_ok=True)
         jsonl_path = self.logdir / JSONL_NAME
         drop_partial_line(jsonl_path)
+        if purge_step is not None:
+            drop_rows_from(jsonl_path, purge_step)
         self._jsonl = jsonl_path.open("a", encoding="utf-8")
         # EventsWriter writes and flushes synchronously. SummaryWriter hands events to a
         # background thread, so its flush() can return before the last events are on disk.
@@ -209,6 +212,30 @@ def _json_number(value: float) -> float | int | None:
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return int(value)
     return number
+
+
+def drop_rows_from(path: Path, step: int) -> None:
+    """Rewrites `path` (atomically) without its rows of `step` on, where it holds any.
+
+    A run killed after its last checkpoint wrote rows that its resume writes again: the
+    file keeps one row a phase, as an uninterrupted run's.
+    """
+    if not path.exists():
+        return
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    kept = [line for line in lines if _step_of(line) < step]
+    if len(kept) < len(lines):
+        run_folder.write_atomic(path, "".join(kept))
+
+
+def _step_of(line: str) -> int:
+    """A row's step; -1 for a line of no step (kept as it is, for `read_jsonl` to judge)."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return -1
+    step = row.get("step") if isinstance(row, dict) else None
+    return step if isinstance(step, int) else -1
 
 
 def drop_partial_line(path: Path) -> None:

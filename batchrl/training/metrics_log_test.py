@@ -139,7 +139,7 @@ def test_write_rejects_a_step_metric(tmp_path):
         writer.write(0, {"step": 1.0})
 
 
-def test_a_resumed_writers_purge_step_drops_the_earlier_events_it_redoes(tmp_path):
+def test_a_resumed_writers_purge_step_drops_the_earlier_rows_it_redoes(tmp_path):
     with metrics_log.Writer(tmp_path) as writer:  # Killed after step 3, checkpointed at 1.
         for step in (1, 2, 3):
             writer.write(step, {"train/return": float(step)})
@@ -147,6 +147,11 @@ def test_a_resumed_writers_purge_step_drops_the_earlier_events_it_redoes(tmp_pat
         for step in (2, 3, 4):
             writer.write(step, {"train/return": 10.0 * step})
     assert read_scalars(tmp_path) == {"train/return": [(1, 1.0), (2, 20.0), (3, 30.0), (4, 40.0)]}
+    # metrics.jsonl too holds one row a step: it held steps 2 and 3 twice.
+    rows = metrics_log.read_jsonl(tmp_path / metrics_log.JSONL_NAME)
+    assert [(row["step"], row["train/return"]) for row in rows] == read_scalars(tmp_path)[
+        "train/return"
+    ]
 
 
 def test_event_files_of_writers_opened_in_one_second_read_in_the_order_they_were_written(
