@@ -32,9 +32,13 @@ def counted(number: int, noun: str) -> str:
 
 
 def rounded_budget(asked: int, phases: int, phase_steps: int) -> str:
-    """Where `asked` env steps round up to whole phases, a clause of the first line saying so."""
+    """Where `asked` env steps round up to whole phases, a clause of the first line saying so.
+
+    Said where it adds more than 1 % (`steps=6000` on 16 envs trains 6,400); `pendulum`'s
+    1M steps in phases of 6,000 (1,002,000) pass unsaid.
+    """
     trained = phases * phase_steps
-    if trained == asked:
+    if trained - asked <= asked // 100:
         return ""
     whole = counted(phases, "whole phase")
     return f"; steps={asked:,} rounded up to {whole} of {phase_steps:,}: {trained:,} env steps"
