@@ -190,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.list or args.list_keys:
         return _print_listing(list_presets() if args.list else list_keys())
+    rundir = None
     try:
         if not args.logdir:
             raise UsageError("give --logdir DIR: the folder that holds the runs")
@@ -208,6 +209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 run.train(rundir, config)
         return 0
     except KeyboardInterrupt:  # The run saved a checkpoint of its last logged state.
+        if rundir is not None and not run_folder.kept_anything(rundir):
+            print(f"interrupted before its first phase ended: nothing saved in {rundir}")
         return exiting.INTERRUPTED
     except (UsageError, run_folder.RunFolderError) as error:
         print(f"batchrl: error: {error}", file=sys.stderr)

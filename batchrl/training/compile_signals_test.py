@@ -104,3 +104,7 @@ def test_ctrl_c_before_the_first_phase_stops_training_with_130(tmp_path, how):
     )
     assert done.returncode == 130, done.stderr
     assert "batchrl: SIGINT: stopping when XLA's compile returns\n" in done.stderr
+    if how == "command":  # It said nothing of the run it stopped.
+        (rundir,) = tmp_path.iterdir()
+        said = f"interrupted before its first phase ended: nothing saved in {rundir}\n"
+        assert done.stdout.endswith(said), done.stdout

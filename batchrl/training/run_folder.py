@@ -131,7 +131,7 @@ def removed_if_refused(rundirs: Sequence[pathlib.Path | None]) -> Iterator[None]
         yield
     except Exception:
         for rundir in rundirs:
-            if rundir is not None and not _kept_anything(rundir) and _free(rundir):
+            if rundir is not None and not kept_anything(rundir) and _free(rundir):
                 shutil.rmtree(rundir, ignore_errors=True)
         raise
 
@@ -195,7 +195,7 @@ def _free(rundir: pathlib.Path) -> bool:
         return False
 
 
-def _kept_anything(rundir: pathlib.Path) -> bool:
+def kept_anything(rundir: pathlib.Path) -> bool:
     """Whether a run folder holds a metrics row or a checkpoint."""
     metrics = rundir / METRICS
     checkpoints = rundir / CHECKPOINTS
