@@ -230,6 +230,8 @@ def named_config(text: str) -> tuple[TrainConfig, str]:
     another YAML file (written as a config.yaml is) its stem.
     """
     path = pathlib.Path(text)
+    if text not in configs.PRESETS and not path.exists() and path.suffix in (".yaml", ".yml"):
+        raise ValueError(f"config file {text!r} does not exist")
     if text in configs.PRESETS or not path.exists():
         try:
             return configs.get(text), text

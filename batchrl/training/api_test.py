@@ -108,9 +108,12 @@ def test_a_run_folder_or_a_yaml_file_is_a_config_to_start_from(pendulum, tmp_pat
     (folder,) = logdir.iterdir()
     assert run_folder.parse(folder.name)[1] == "pendulum_jax"
     assert run_folder.read_config(folder) == dataclasses.replace(config, seed=4, steps=200)
-    unknown = r"^unknown config 'nope\.yaml': .*; or give a run folder or a config's YAML file$"
-    with pytest.raises(ValueError, match=unknown):
+    # A YAML file's name that names no file: that, not the list of presets.
+    with pytest.raises(ValueError, match=r"^config file 'nope\.yaml' does not exist$"):
         api.named_config("nope.yaml")
+    unknown = r"^unknown config 'nope': .*; or give a run folder or a config's YAML file$"
+    with pytest.raises(ValueError, match=unknown):
+        api.named_config("nope")
 
 
 def test_a_loaded_policy_acts_as_the_runs_on_one_observation_and_a_batch(pendulum):

@@ -300,8 +300,17 @@ def read_config_file(path: str | os.PathLike) -> train_config.TrainConfig:
     try:
         return train_config.from_dict(yaml.safe_load(pathlib.Path(path).read_text()))
     except (yaml.YAMLError, ValueError, TypeError, AttributeError) as error:
-        first = str(error).splitlines()[0]
-        raise RunFolderError(f"cannot read {str(path)!r}: {first}") from None
+        raise RunFolderError(f"cannot read {str(path)!r}: {_first_line(error)}") from None
+
+
+def _first_line(error: Exception) -> str:
+    """An error's first line; a YAML error's with what it met and where (line, column)."""
+    first = str(error).splitlines()[0]
+    mark = getattr(error, "problem_mark", None)
+    if isinstance(error, yaml.MarkedYAMLError) and error.problem and mark is not None:
+        context = f"{error.context}: " if error.context else ""
+        return f"{context}{error.problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return first
 
 
 def _holds_config(folder: pathlib.Path) -> bool:

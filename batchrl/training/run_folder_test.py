@@ -137,10 +137,13 @@ def test_unreadable_configs_are_one_line(tmp_path):
         run_folder.read_config(tmp_path / "nope")
     with pytest.raises(run_folder.RunFolderError, match="is missing: not a batchrl run folder"):
         run_folder.read_config(tmp_path)
-    (tmp_path / run_folder.CONFIG).write_text("steps: [1\n")
+    (tmp_path / run_folder.CONFIG).write_text("env: Pendulum-v1\nsteps: [1\nseed: 2\n")
     with pytest.raises(run_folder.RunFolderError, match="cannot read") as error:
         run_folder.read_config(tmp_path)
-    assert "\n" not in str(error.value)
+    # YAML's own error, with where it met it (it said "while parsing a flow sequence").
+    assert str(error.value).endswith(
+        "while parsing a flow sequence: expected ',' or ']', but got ':' (line 3, column 5)"
+    )
 
 
 @pytest.mark.parametrize(
