@@ -98,4 +98,5 @@ def test_floats_for_a_discrete_leaf_are_refused_naming_the_leaf():
         force = np.zeros((2, 2), np.float32)
         with pytest.raises(TypeError, match=r'^actions\["move"\] of dtype float64 do not fit'):
             batch.step({"move": np.array([0.9, 2.0]), "force": force})
-        batch.step({"move": np.array([0, 2]), "force": force.astype(np.float64)})
+        # Floats as a list for a float leaf: cast to the space's, as `Box.contains` casts them.
+        batch.step({"move": np.array([0, 2]), "force": force.astype(np.float64).tolist()})

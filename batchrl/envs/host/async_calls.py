@@ -38,7 +38,7 @@ class AsyncCalls:
         self._expect_no_call("step_async")
         # Infos built at once are read at once: workers send them with their answers.
         read = not infos_lib.lazy_on(self.lazy_infos)
-        self._send_step(actions, self.autoreset_mode, read, strict=True)
+        self._send_step(actions, self.autoreset_mode, read, strict=True, as_given=True)
         self._waiting = ("step",)
 
     def step_wait(

@@ -249,6 +249,7 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         truncated: np.ndarray,
         autoreset_mode: AutoresetMode = AutoresetMode.DISABLED,
         read_infos: bool = False,
+        as_given: bool = False,
     ) -> infos_lib.Infos:
         """A step written into the given arrays [B, ...], by default without autoreset.
 
@@ -257,30 +258,42 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         result memory and reset envs themselves (the in-graph bridge writes into XLA's
         buffers): no array allocated or copied a step. Values are cast to the arrays'
         dtypes. `read_infos`: the caller reads the infos at once, so workers send them.
+        `as_given`: the envs get the actions in the dtypes given, as `step` passes them.
         """
         mode = arguments.check_autoreset_mode(autoreset_mode)
         self._expect_no_call("step_into")
         obs_tree.check(obs, self._obs_shapes)
-        self._send_step(actions, mode, read_infos)
+        self._send_step(actions, mode, read_infos, as_given=as_given)
         return self._collect_step(obs, reward, terminated, truncated)
 
     def _send_step(
-        self, actions: Any, mode: AutoresetMode, read_infos: bool = False, strict: bool = False
+        self,
+        actions: Any,
+        mode: AutoresetMode,
+        read_infos: bool = False,
+        strict: bool = False,
+        as_given: bool = False,
     ) -> None:
         """Sends every group its actions; `_collect_step` collects their results.
 
         `strict` refuses actions that a cast to the space's dtypes would change, as
-        Gymnasium's vector envs refuse them (`step`); `step_into` casts them.
+        Gymnasium's vector envs refuse them (`step`); `step_into` casts them. `as_given`:
+        arrays reach the envs in their own dtypes (float64 for a float32 `Box`), as
+        Gymnasium's envs get them; lists and numbers, which have none, in the space's
+        (where a `Box` checks its actions, it casts a list so); else all in the space's.
         """
+        given = actions
         actions = self._check_actions(actions)
+        like = self._groups[0].buffers.action
         if strict:
-            arguments.check_action_kinds(actions, self._groups[0].buffers.action)
+            arguments.check_action_kinds(actions, like)
         self._expect_open()
-        if len(self._groups) > 1:
-            # Cast for every group before any steps: an action a later group cannot take
-            # would otherwise leave the groups before it stepping, never collected.
-            like = self._groups[0].buffers.action
-            actions = env_spec.map_tree(lambda a, b: np.asarray(a, b.dtype), actions, like)
+        # Cast for every group before any steps: an action a later group cannot take
+        # would otherwise leave the groups before it stepping, never collected.
+        cast = env_spec.map_tree(lambda a, b: np.asarray(a, b.dtype), actions, like)
+        if as_given:
+            cast = env_spec.map_tree(_typed_as_given, like, given, actions, cast)
+        actions = cast
         for g, part in zip(self._groups, self._slices, strict=True):
             g.step_async(obs_tree.take(actions, part), mode, read_infos)
 
@@ -393,6 +406,11 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
     def _expect_open(self) -> None:
         if self.closed:
             raise gym.error.ClosedEnvironmentError("this BatchEnv is closed")
+
+
+def _typed_as_given(_: Any, given: Any, checked: np.ndarray, cast: np.ndarray) -> np.ndarray:
+    """A leaf's actions in the dtype given, where given as an array; else in the space's."""
+    return checked if hasattr(given, "dtype") else cast
 
 
 def _is_group(value: Any) -> bool:

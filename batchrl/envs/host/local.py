@@ -28,6 +28,7 @@ class LocalGroup(forwarding.EnvForwarding):
         )
         self.restarts = 0
         self._autoreset = AutoresetMode.DISABLED
+        self._given: Any = None  # The step's actions, where the caller gave other dtypes.
         self._reset: tuple | None = None
 
     def step_async(
@@ -37,10 +38,11 @@ class LocalGroup(forwarding.EnvForwarding):
         read_infos: bool = False,
     ) -> None:
         obs_tree.put(self.buffers.action, Ellipsis, actions)
+        self._given = stepper.as_given(actions, self.buffers.action)
         self._autoreset = autoreset
 
     def step_wait(self) -> Step:
-        infos = self._group.step(self._autoreset)
+        infos = self._group.step(self._autoreset, self._given)
         buffers = self.buffers
         return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
 

@@ -118,6 +118,7 @@ class ProcessGroup(remote.RemoteGroup):
         self.buffers = stepper.Buffers.over(mapping, self.num_envs, observation_space, action_space)
         buffers = self.buffers
         self._variable = bool(stepper.objects(buffers.obs) or stepper.objects(buffers.action))
+        self._piped = self._variable  # Whether the step in flight went through the pipe.
 
     def close(self) -> None:
         """Stops the worker: asks it to close its envs, kills it if it does not exit in 1 s.
@@ -150,15 +151,19 @@ class ProcessGroup(remote.RemoteGroup):
         """
         obs_tree.put(self.buffers.action, Ellipsis, actions)
         self._sent = time.monotonic()
-        if self._variable:  # Values of no fixed size go through the command pipe.
+        given = stepper.as_given(actions, self.buffers.action)
+        # Values of no fixed size, and actions of other dtypes, go through the command pipe.
+        self._piped = self._variable or given is not None
+        if self._piped:
             values = stepper.objects(self.buffers.action)
-            self._send(lifecycle.Pending.STEP, ("step", values, stepper.STEP_BYTES[autoreset]))
+            ring = stepper.STEP_BYTES[autoreset]
+            self._send(lifecycle.Pending.STEP, ("step", values, ring, given))
             return
         with contextlib.suppress(OSError):  # The worker is gone: step_wait reports it.
             os.write(self._bell, (stepper.READ_BYTES if read else stepper.STEP_BYTES)[autoreset])
 
     def _receive_step(self) -> Any:
-        if self._variable:
+        if self._piped:
             stepper.put_objects(self.buffers.obs, self._receive("step", self.timeout, since=True))
         else:
             answer = self._wait_answer()

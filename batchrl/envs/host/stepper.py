@@ -171,6 +171,21 @@ def put_objects(tree: Any, values: list[np.ndarray], index: Any = Ellipsis) -> N
         target[index] = value
 
 
+def as_given(actions: Any, buffers: Any) -> Any:
+    """`actions` where a leaf's dtype is not its buffer's, for the envs to get as given; else None.
+
+    Gymnasium's vector envs hand each env its action as the caller gave it, and an env
+    computes in that dtype: float64 actions on Pendulum's float32 `Box` give other
+    results than the same actions rounded to float32. Shared memory holds the space's
+    dtypes, so a step of other dtypes carries its actions with it.
+    """
+    differ: list[bool] = []
+    env_spec.map_tree(
+        lambda given, held: differ.append(given.dtype != held.dtype), actions, buffers
+    )
+    return actions if any(differ) else None
+
+
 def _per_env(action: Any, num_envs: int) -> list[Any]:
     """Each env's own copy of its action from the batch's tree of action arrays."""
     if isinstance(action, np.ndarray):
@@ -218,14 +233,17 @@ class EnvStepper(forwarding.EnvForwarding):
         self.buffers: Buffers | None = None
         self._autoreset = autoreset_lib.Autoreset(len(self.envs))
 
-    def step(self, autoreset: AutoresetMode = AutoresetMode.DISABLED) -> list[dict]:
-        """Steps every env with its action from the buffers; returns their infos.
+    def step(
+        self, autoreset: AutoresetMode = AutoresetMode.DISABLED, given: Any = None
+    ) -> list[dict]:
+        """Steps every env with its action from the buffers (or `given`'s); returns their infos.
 
         Each env gets its own copy of its action (an env may keep it), and the results
         are written to the buffers once for all envs, which is several times cheaper.
+        `given`: the actions in the dtypes the caller gave them (`as_given`).
         """
         buffers = self.buffers
-        actions = _per_env(buffers.action, len(self.envs))
+        actions = _per_env(buffers.action if given is None else given, len(self.envs))
         due = self._autoreset.due(autoreset)
         if due is not None:
             results = [

@@ -48,7 +48,8 @@ def main(
     parent reads the step's infos at once: they follow the answer on `conn`) and answered by
     one byte on `answer`, the actions and results being in shared memory; every other
     command goes through `conn`, and so does a step of spaces of no fixed size, whose
-    values (`stepper.objects`) cannot lie in shared memory.
+    values (`stepper.objects`) cannot lie in shared memory, or of actions in dtypes other
+    than the space's (`stepper.as_given`).
     """
     _die_with_parent(parent_pid, bell)
     # Ctrl-C at a terminal and a scheduler's SIGTERM reach every process of the job: the
@@ -110,12 +111,12 @@ def _serve(
             continue
         command, *args = conn.recv()
         try:
-            if command == "step":  # Leaves of no fixed size: their values cross the pipe.
-                values, ring = args
+            if command == "step":  # Leaves of no fixed size, or actions of other dtypes.
+                values, ring, given = args
                 stepper.put_objects(envs.buffers.action, values)
                 steps += 1
                 kept.pop(steps - infos_lib.KEPT_STEPS, None)
-                kept[steps] = envs.step(stepper.RINGS[ring][0])
+                kept[steps] = envs.step(stepper.RINGS[ring][0], given)
                 conn.send(("ok", stepper.objects(envs.buffers.obs)))
             elif command == "infos":
                 conn.send(("ok", infos_lib.encode(kept[args[0]])))

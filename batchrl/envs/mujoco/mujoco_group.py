@@ -94,6 +94,7 @@ class MujocoGroup(forwarding.EnvForwarding):
         self._elapsed = np.zeros(num_envs, np.int64)
         self._autoreset = autoreset_lib.Autoreset(num_envs)
         self._mode = AutoresetMode.DISABLED
+        self._given: np.ndarray | None = None  # The step's actions, of another dtype.
         self._pending_reset: tuple | None = None
 
     # -- the group interface ----------------------------------------------------------------
@@ -105,13 +106,16 @@ class MujocoGroup(forwarding.EnvForwarding):
         read_infos: bool = False,
     ) -> None:
         self.buffers.action[...] = actions
+        # Actions of another dtype (float64) act as given, as on Gymnasium's env: its control
+        # cost is computed in their dtype.
+        self._given = stepper.as_given(np.asarray(actions), self.buffers.action)
         self._mode = autoreset
 
     def step_wait(self) -> Step:
         """Steps every env (NEXT_STEP: resets those that ended instead); results in the buffers."""
         polling.hear()  # A run's second Ctrl-C stops its phase here, before the step.
         buffers, state, task = self.buffers, self._state, self.task
-        action = buffers.action.copy()
+        action = buffers.action.copy() if self._given is None else np.array(self._given)
         due = self._autoreset.due(self._mode)
         stepped = None if due is None else np.flatnonzero(~due)
         before = task.position(state)

@@ -60,7 +60,8 @@ class Host:
         # Counted as the parent counts it, even if an env raises: step numbers name infos.
         self._steps += 1
         self._kept.pop(self._steps - infos_lib.KEPT_STEPS, None)
-        self._kept[self._steps] = self._batch.step_into(actions, *results, autoreset)
+        # As the parent's batch sent them: in the space's dtypes when it trains.
+        self._kept[self._steps] = self._batch.step_into(actions, *results, autoreset, as_given=True)
         return (*results, self._batch.restarts)
 
     def infos(self, step: int) -> Any:
