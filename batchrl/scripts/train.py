@@ -65,7 +65,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     configs.overrides.add_argument(parser)
     parser.add_argument("--list", action="store_true", help="list the presets and exit")
-    parser.add_argument("--list-keys", action="store_true", help="list the config keys and exit")
+    parser.add_argument(
+        "--list-keys",
+        action="store_true",
+        help="list the config keys, with --config's and --set's values, and exit",
+    )
     return parser.parse_args(argv)
 
 
@@ -91,19 +95,22 @@ def _print_listing(text: str) -> int:
     return 0
 
 
-def list_keys() -> str:
-    """The run's keys, then each objective's (`objective=NAME` chooses one), with defaults.
+def list_keys(base: configs.TrainConfig | None = None) -> str:
+    """The run's keys, then each objective's (`objective=NAME` chooses one), with values.
 
-    The clipped objective's values are those `--set objective=clipped` gives the default
-    run: the settings both objectives share keep the default run's values.
+    The values are `base`'s (the command's --config and --set), or the defaults. The other
+    objective's are those `--set objective=NAME` gives it: the settings both objectives
+    share keep `base`'s values.
     """
+    base = base or configs.TrainConfig()
     lines = ["# the run"]
-    for name, value in configs.to_dict(configs.TrainConfig()).items():
+    for name, value in configs.to_dict(base).items():
         if name != "algorithm":
             lines.append(f"{name} = {value!r}")
-    for objective in ("kl_penalty", "clipped"):
-        config = configs.parse_override(configs.TrainConfig(), f"objective={objective}")
-        kept = ", shared settings kept" if objective == "clipped" else ""
+    own = base.algorithm.objective
+    for objective in (own, *(name for name in ("kl_penalty", "clipped") if name != own)):
+        config = configs.parse_override(base, f"objective={objective}")
+        kept = "" if objective == own else ", shared settings kept"
         lines.append(f"# objective={objective} (also as algorithm.KEY{kept})")
         algorithm = configs.to_dict(config)["algorithm"]
         lines += [f"{name} = {value!r}" for name, value in algorithm.items() if name != "objective"]
@@ -188,8 +195,14 @@ def load_config(rundir: pathlib.Path) -> configs.TrainConfig:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; returns the exit status."""
     args = parse_args(argv)
-    if args.list or args.list_keys:
-        return _print_listing(list_presets() if args.list else list_keys())
+    if args.list:
+        return _print_listing(list_presets())
+    if args.list_keys:  # With the values --config and --set give.
+        try:
+            return _print_listing(list_keys(requested_config(args, configs.TrainConfig())))
+        except UsageError as error:
+            print(f"batchrl: error: {error}", file=sys.stderr)
+            return 2
     rundir = None
     try:
         if not args.logdir:

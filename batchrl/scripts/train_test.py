@@ -602,6 +602,19 @@ def test_list_shows_every_preset(capsys):
     assert len({re.match(r"\S+\s+", line).end() for line in out.splitlines()}) == 1  # Aligned.
 
 
+def test_list_keys_shows_the_values_config_and_set_give(capsys):
+    # It showed the defaults whatever --config and --set said.
+    argv = ["--list-keys", "--config", "cheetah_clipped", "--set", "num_envs=8"]
+    assert train.main(argv) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "env = 'HalfCheetah-v5'" in out and "num_envs = 8" in out
+    mine = out.index("# objective=clipped (also as algorithm.KEY)")
+    other = out.index("# objective=kl_penalty (also as algorithm.KEY, shared settings kept)")
+    assert out[mine + 1 : other].count("policy_layers = [256, 256]") == 1
+    assert train.main(["--list-keys", "--set", "num_envz=8"]) == 2
+    assert "unknown config key 'num_envz'" in capsys.readouterr().err
+
+
 def test_saved_config_reads_back_without_executing_code(finished_run):
     text = (finished_run / "config.yaml").read_text()
     assert "!!python" not in text
