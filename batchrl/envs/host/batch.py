@@ -256,8 +256,8 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         `obs` is a tree of arrays [B, *leaf_shape] nested as the batch's observations (dict
         keys matched by name); returns one info dict per env. For callers that own the
         result memory and reset envs themselves (the in-graph bridge writes into XLA's
-        buffers): no array allocated or copied a step. Values are cast to the arrays'
-        dtypes. `read_infos`: the caller reads the infos at once, so workers send them.
+        buffers): no result array allocated or copied a step. Values are cast to the
+        arrays' dtypes. `read_infos`: the caller reads the infos at once, so workers send them.
         `as_given`: the envs get the actions in the dtypes given, as `step` passes them.
         """
         mode = arguments.check_autoreset_mode(autoreset_mode)
@@ -409,8 +409,14 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
 
 
 def _typed_as_given(_: Any, given: Any, checked: np.ndarray, cast: np.ndarray) -> np.ndarray:
-    """A leaf's actions in the dtype given, where given as an array; else in the space's."""
-    return checked if hasattr(given, "dtype") else cast
+    """A leaf's actions in the dtype given, where given as an array; else in the space's.
+
+    Copied where the dtype differs: those do not go into shared memory at once, and the
+    caller may write its array again before `step_wait`.
+    """
+    if not hasattr(given, "dtype") or checked.dtype == cast.dtype:
+        return cast
+    return np.array(checked)
 
 
 def _is_group(value: Any) -> bool:

@@ -154,17 +154,20 @@ class ProcessGroup(remote.RemoteGroup):
         given = stepper.as_given(actions, self.buffers.action)
         # Values of no fixed size, and actions of other dtypes, go through the command pipe.
         self._piped = self._variable or given is not None
-        if self._piped:
+        ring = (stepper.READ_BYTES if read else stepper.STEP_BYTES)[autoreset]
+        if self._piped:  # Its answer carries the step's infos where they are read at once.
             values = stepper.objects(self.buffers.action)
-            ring = stepper.STEP_BYTES[autoreset]
             self._send(lifecycle.Pending.STEP, ("step", values, ring, given))
             return
         with contextlib.suppress(OSError):  # The worker is gone: step_wait reports it.
-            os.write(self._bell, (stepper.READ_BYTES if read else stepper.STEP_BYTES)[autoreset])
+            os.write(self._bell, ring)
 
     def _receive_step(self) -> Any:
         if self._piped:
-            stepper.put_objects(self.buffers.obs, self._receive("step", self.timeout, since=True))
+            objects, sent, infos = self._receive("step", self.timeout, since=True)
+            stepper.put_objects(self.buffers.obs, objects)
+            if sent:
+                return infos  # None where every env's infos are empty.
         else:
             answer = self._wait_answer()
             if answer == stepper.ANSWERS[False]:

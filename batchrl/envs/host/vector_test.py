@@ -100,6 +100,23 @@ def test_float64_actions_reach_the_envs_as_sync_vector_env_passes_them(build):
     theirs.close()
 
 
+@pytest.mark.parametrize("build", ["external", "from_envs"])
+def test_actions_of_another_dtype_are_taken_at_step_async(build):
+    # Kept by reference until step_wait, they were read after the caller wrote them again.
+    make = functools.partial(mock.ActionEcho, gym.spaces.Box(-9.0, 9.0, (2,), np.float64))
+    ours = (
+        BatchEnv.external([make] * 2)
+        if build == "external"
+        else BatchEnv.from_envs([make() for _ in range(2)])
+    )
+    with ours:
+        ours.reset(seed=0)
+        actions = np.ones((2, 2), np.float32)
+        ours.step_async(actions)
+        actions[:] = 7.0
+        np.testing.assert_array_equal(ours.step_wait()[0], np.ones((2, 2)))
+
+
 def test_vector_env_attributes_match_sync_vector_env():
     theirs = gym.vector.SyncVectorEnv([lambda: gym.make("Pendulum-v1")] * 3)
     with BatchEnv.external("Pendulum-v1", 3) as ours:

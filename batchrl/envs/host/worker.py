@@ -116,8 +116,10 @@ def _serve(
                 stepper.put_objects(envs.buffers.action, values)
                 steps += 1
                 kept.pop(steps - infos_lib.KEPT_STEPS, None)
-                kept[steps] = envs.step(stepper.RINGS[ring][0], given)
-                conn.send(("ok", stepper.objects(envs.buffers.obs)))
+                autoreset, read = stepper.RINGS[ring]
+                kept[steps] = envs.step(autoreset, given)
+                infos = infos_lib.encode(kept[steps]) if read else None  # Read at once.
+                conn.send(("ok", (stepper.objects(envs.buffers.obs), read, infos)))
             elif command == "infos":
                 conn.send(("ok", infos_lib.encode(kept[args[0]])))
             elif command == "reset":
