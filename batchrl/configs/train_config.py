@@ -44,7 +44,7 @@ class TrainConfig:
     # Keywords of the env's constructor, as gym.make(env, **env_kwargs); Gymnasium envs only.
     env_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
     action_repeat: int = 1  # Gymnasium envs: each action held this many env steps.
-    phase_steps: int = 0  # Env steps per train phase; 0: one update's worth.
+    phase_steps: int = 0  # Env steps per train phase; 0: enough for one update.
     eval_episodes: int = 30  # At least this many episodes per evaluation.
     eval_every: int = 10  # Train phases between evaluations; the last phase always evaluates.
     final_episodes: int = 10  # At least this many episodes evaluate the final policy.

@@ -47,8 +47,8 @@ def terminate_with_parent() -> None:
     there is unsafe where threads run (JAX's, once a sweep evaluated a kept best), and JAX
     warned of the fork.
     """
-    parent = os.environ.pop(PARENT, None)
-    if parent is None or not sys.platform.startswith("linux"):
+    parent = os.environ.pop(PARENT, "")
+    if not parent.isdigit() or not sys.platform.startswith("linux"):
         return
     ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     if os.getppid() != int(parent):  # It died before the kernel was asked: as if after.

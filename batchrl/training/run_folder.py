@@ -228,10 +228,9 @@ def find(logdir: str | os.PathLike, timestamp: str) -> pathlib.Path:
         )
     if len(found) > 1:
         names = ", ".join(repr(path.name) for path in found)
-        configs = " or ".join(parse(path.name)[1] for path in found)
         raise RunFolderError(
             f"several runs in {str(logdir)!r} have timestamp {timestamp!r} ({names}): "
-            f"name its config too (--config {configs})"
+            "give the --config (and --set) that started the one to resume"
         )
     return found[0]
 
