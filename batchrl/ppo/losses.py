@@ -46,16 +46,18 @@ def kl_penalty_policy_loss(
     """The seed's objective: -ratio*advantage + penalty*KL + cutoff_coef*max(0, KL - c*target)^2.
 
     Arrays are [rows, steps], a row a chunk of an episode (one row where 1-D); kl is
-    KL(old || new) per step. The cutoff applies to each row's mean KL, as the seed's to
-    each chunk's, and is averaged over the rows that hold steps: on the minibatch's mean
-    KL it stayed silent while a few chunks drifted far and the rest held still.
+    KL(old || new) per step. The cutoff applies to each row's KL, summed over its steps
+    and divided by the row's length, padding included, as the seed's (a chunk's short
+    tail weighs as little as its steps), and is averaged over the rows that hold steps:
+    on the minibatch's mean KL it stayed silent while a few chunks drifted far and the
+    rest held still.
     """
     ratio = probability_ratio(log_prob, old_log_prob, mask)
     surrogate = -masked_mean(ratio * advantage, mask)
     mean_kl = masked_mean(kl, mask)
     rows = jnp.atleast_2d(kl)
     held = jnp.ones(rows.shape, bool) if mask is None else jnp.atleast_2d(mask)
-    row_kl = jnp.where(held, rows, 0.0).sum(-1) / jnp.maximum(held.sum(-1), 1)
+    row_kl = jnp.where(held, rows, 0.0).sum(-1) / rows.shape[-1]
     over = jnp.maximum(0.0, row_kl - cutoff_factor * kl_target) ** 2
     cutoff = cutoff_coef * masked_mean(over, held.any(-1))
     return surrogate + penalty * mean_kl + cutoff

@@ -37,8 +37,8 @@ def test_kl_penalty_loss_matches_the_formula_and_masks_padding():
     ratio = np.exp(log_prob - old)[mask]
     mean_kl = kl[mask].mean()
     expected = -(ratio * advantage[mask]).mean() + 2.0 * mean_kl
-    held = [row for row in range(4) if mask[row].any()]
-    expected += 1000.0 * np.mean([max(0.0, kl[r][mask[r]].mean() - 0.02) ** 2 for r in held])
+    held = [row for row in range(4) if mask[row].any()]  # A row's KL over its 5 steps:
+    expected += 1000.0 * np.mean([max(0.0, kl[r][mask[r]].sum() / 5 - 0.02) ** 2 for r in held])
     assert float(loss) == pytest.approx(expected, rel=1e-5)
 
 

@@ -4,8 +4,8 @@ The envs write their episodes straight into the episode memory as they act
 (`recorder`); once it holds `update_every` finished episodes, acting stops at that very
 step and `learn` trains on them, then clears the memory. The objective is
 -ratio * advantage + beta * KL(old||new) + kl_cutoff_coef * max(0, KL - cutoff)^2 with
-cutoff = kl_cutoff_factor * kl_target, the last term on each chunk's mean KL, as the
-seed's; beta adapts after each update
+cutoff = kl_cutoff_factor * kl_target, the last term on each row's KL (a chunk's, or a
+recurrent policy's episode's), as the seed's; beta adapts after each update
 (`losses.update_penalty`). Advantages are Monte-Carlo returns minus values (GAE when
 gae_lambda is set), standardised; a truncated episode (or one cut by the memory's
 max_length) is bootstrapped from the value of the observation after its last stored
