@@ -19,8 +19,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
-from batchrl import env_spec
 from batchrl.envs import spaces
+from batchrl.envs.host import actions as actions_lib
 from batchrl.envs.host import arguments, async_calls, env_requests, errors, local, obs_tree, stepper
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host.group import Group
@@ -282,18 +282,13 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         Gymnasium's envs get them; lists and numbers, which have none, in the space's
         (where a `Box` checks its actions, it casts a list so); else all in the space's.
         """
-        given = actions
-        actions = self._check_actions(actions)
+        space, shapes, kinds = self.single_action_space, self._action_shapes, self._action_kinds
+        checked = actions_lib.checked(actions, space, self.num_envs, shapes, kinds)
         like = self._groups[0].buffers.action
         if strict:
-            arguments.check_action_kinds(actions, like)
+            arguments.check_action_kinds(checked, like)
         self._expect_open()
-        # Cast for every group before any steps: an action a later group cannot take
-        # would otherwise leave the groups before it stepping, never collected.
-        cast = env_spec.map_tree(lambda a, b: np.asarray(a, b.dtype), actions, like)
-        if as_given:
-            cast = env_spec.map_tree(_typed_as_given, like, given, actions, cast)
-        actions = cast
+        actions = actions_lib.sent(actions, checked, like, as_given)
         for g, part in zip(self._groups, self._slices, strict=True):
             g.step_async(obs_tree.take(actions, part), mode, read_infos)
 
@@ -386,19 +381,6 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         """A copy of every env's latest obs, as the groups' buffers hold them."""
         return obs_tree.concatenate([g.buffers.obs for g in self._groups])
 
-    def _check_actions(self, actions: Any) -> Any:
-        """`actions` as arrays [B, *leaf_shape] nested as the space, or Gymnasium's error.
-
-        A scalar is a TypeError (it cannot be split among envs), a wrong shape or nesting
-        a ValueError naming the leaf.
-        """
-        if self._action_shapes is None:  # A flat space: one array.
-            return arguments.check_flat_actions(actions, self.single_action_space, self.num_envs)
-        actions = obs_tree.from_gymnasium(actions, self._action_kinds)
-        obs_tree.check(actions, self._action_shapes, "actions")
-        # The space's tree leads: a leaf's values given as a list are one array, not a node.
-        return env_spec.map_tree(lambda _, leaf: np.asarray(leaf), self._action_shapes, actions)
-
     def _batched(self, envs: Sequence[int], infos: Sequence[dict]) -> Callable[[], dict]:
         """Builds Gymnasium's vector infos from the infos of `envs`, decoding them then."""
         return lambda: infos_lib.vector(infos, envs, self.num_envs, self._add_info)
@@ -406,17 +388,6 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
     def _expect_open(self) -> None:
         if self.closed:
             raise gym.error.ClosedEnvironmentError("this BatchEnv is closed")
-
-
-def _typed_as_given(_: Any, given: Any, checked: np.ndarray, cast: np.ndarray) -> np.ndarray:
-    """A leaf's actions in the dtype given, where given as an array; else in the space's.
-
-    Copied where the dtype differs: those do not go into shared memory at once, and the
-    caller may write its array again before `step_wait`.
-    """
-    if not hasattr(given, "dtype") or checked.dtype == cast.dtype:
-        return cast
-    return np.array(checked)
 
 
 def _is_group(value: Any) -> bool:

@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from batchrl.envs.host import actions as actions_lib
 from batchrl.envs.host import forwarding, obs_tree, stepper
 from batchrl.envs.host.group import Step
 
@@ -38,7 +39,7 @@ class LocalGroup(forwarding.EnvForwarding):
         read_infos: bool = False,
     ) -> None:
         obs_tree.put(self.buffers.action, Ellipsis, actions)
-        self._given = stepper.as_given(actions, self.buffers.action)
+        self._given = actions_lib.as_given(actions, self.buffers.action)
         self._autoreset = autoreset
 
     def step_wait(self) -> Step:

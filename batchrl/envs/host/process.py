@@ -27,6 +27,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from batchrl.envs.host import actions as actions_lib
 from batchrl.envs.host import (
     arguments,
     errors,
@@ -151,7 +152,7 @@ class ProcessGroup(remote.RemoteGroup):
         """
         obs_tree.put(self.buffers.action, Ellipsis, actions)
         self._sent = time.monotonic()
-        given = stepper.as_given(actions, self.buffers.action)
+        given = actions_lib.as_given(actions, self.buffers.action)
         # Values of no fixed size, and actions of other dtypes, go through the command pipe.
         self._piped = self._variable or given is not None
         ring = (stepper.READ_BYTES if read else stepper.STEP_BYTES)[autoreset]

@@ -19,6 +19,7 @@ from gymnasium.vector import AutoresetMode
 
 from batchrl import env_spec
 from batchrl.envs import spaces
+from batchrl.envs.host import actions as actions_lib
 from batchrl.envs.host import autoreset as autoreset_lib
 from batchrl.envs.host import errors, forwarding
 from batchrl.envs.host import infos as infos_lib
@@ -171,33 +172,6 @@ def put_objects(tree: Any, values: list[np.ndarray], index: Any = Ellipsis) -> N
         target[index] = value
 
 
-def as_given(actions: Any, buffers: Any) -> Any:
-    """`actions` where a leaf's dtype is not its buffer's, for the envs to get as given; else None.
-
-    Gymnasium's vector envs hand each env its action as the caller gave it, and an env
-    computes in that dtype: float64 actions on Pendulum's float32 `Box` give other
-    results than the same actions rounded to float32. Shared memory holds the space's
-    dtypes, so a step of other dtypes carries its actions with it.
-    """
-    differ: list[bool] = []
-    env_spec.map_tree(
-        lambda given, held: differ.append(given.dtype != held.dtype), actions, buffers
-    )
-    return actions if any(differ) else None
-
-
-def _per_env(action: Any, num_envs: int) -> list[Any]:
-    """Each env's own copy of its action from the batch's tree of action arrays."""
-    if isinstance(action, np.ndarray):
-        return [copy.copy(a) for a in action] if action.dtype == object else list(action.copy())
-    return [env_spec.map_tree(lambda leaf, i=i: _own(leaf[i]), action) for i in range(num_envs)]
-
-
-def _own(value: Any) -> Any:
-    """A copy of one env's action leaf: an array's, or a value's of no fixed shape."""
-    return value.copy() if isinstance(value, np.ndarray | np.generic) else copy.copy(value)
-
-
 def _aligned(offset: int) -> int:
     return -(-offset // _ALIGN) * _ALIGN
 
@@ -240,10 +214,10 @@ class EnvStepper(forwarding.EnvForwarding):
 
         Each env gets its own copy of its action (an env may keep it), and the results
         are written to the buffers once for all envs, which is several times cheaper.
-        `given`: the actions in the dtypes the caller gave them (`as_given`).
+        `given`: the actions in the dtypes the caller gave them (`actions.as_given`).
         """
         buffers = self.buffers
-        actions = _per_env(buffers.action if given is None else given, len(self.envs))
+        actions = actions_lib.per_env(buffers.action if given is None else given, len(self.envs))
         due = self._autoreset.due(autoreset)
         if due is not None:
             results = [

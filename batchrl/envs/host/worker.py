@@ -49,7 +49,7 @@ def main(
     one byte on `answer`, the actions and results being in shared memory; every other
     command goes through `conn`, and so does a step of spaces of no fixed size, whose
     values (`stepper.objects`) cannot lie in shared memory, or of actions in dtypes other
-    than the space's (`stepper.as_given`).
+    than the space's (`actions.as_given`).
     """
     _die_with_parent(parent_pid, bell)
     # Ctrl-C at a terminal and a scheduler's SIGTERM reach every process of the job: the

@@ -23,6 +23,7 @@ from gymnasium.utils import seeding
 from gymnasium.vector import AutoresetMode
 
 from batchrl.envs import spaces
+from batchrl.envs.host import actions as actions_lib
 from batchrl.envs.host import arguments, forwarding, mujoco_warnings, polling, split, stepper
 from batchrl.envs.host import autoreset as autoreset_lib
 from batchrl.envs.host import infos as infos_lib
@@ -108,7 +109,7 @@ class MujocoGroup(forwarding.EnvForwarding):
         self.buffers.action[...] = actions
         # Actions of another dtype (float64) act as given, as on Gymnasium's env: its control
         # cost is computed in their dtype.
-        self._given = stepper.as_given(np.asarray(actions), self.buffers.action)
+        self._given = actions_lib.as_given(np.asarray(actions), self.buffers.action)
         self._mode = autoreset
 
     def step_wait(self) -> Step:
