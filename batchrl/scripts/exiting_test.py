@@ -68,7 +68,7 @@ def test_a_second_stop_in_a_long_phase_exits_at_once(tmp_path, preset, settings)
     # 2 s into it: a stop as it begins lands before its program runs, where Python runs.
     done = _stopped(tmp_path, preset, [*settings, *endless], wait=2.0)
     assert "stopping after this phase; again to stop now" in done.stderr
-    assert "interrupted: saved a checkpoint at env step 0 in runs/" in done.stdout
+    assert "interrupted before its first phase ended: nothing saved in runs/" in done.stdout
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
 
 
@@ -79,5 +79,8 @@ def test_a_second_stop_in_an_atari_phase_frees_the_games_once_it_has_run(tmp_pat
     # "Action id buffer is the wrong size".
     settings = ["backend=ale", "cnn=minatar", "steps=2048", "phase_steps=1024"]
     done = _stopped(tmp_path, "breakout", settings, wait=0.2)
-    assert re.search(r"interrupted: saved a checkpoint at env step \d+ in runs/", done.stdout)
+    # The first phase may end before the second stop: then it is saved, else nothing is.
+    saved = r"interrupted: saved a checkpoint at env step 1024 in runs/"
+    nothing = r"interrupted before its first phase ended: nothing saved in runs/"
+    assert re.search(f"{saved}|{nothing}", done.stdout), done.stdout
     assert "Traceback" not in done.stderr, done.stderr[-2000:]

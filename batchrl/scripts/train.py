@@ -302,8 +302,14 @@ def _train_together(args: argparse.Namespace) -> int:
 
         rundirs = [rundir for rundir, _ in runs]
         new = [rundir for rundir in rundirs if rundir not in before]
-        with run_folder.removed_if_refused(new):
-            together_run.train(rundirs, [config for _, config in runs])
+        try:
+            with run_folder.removed_if_refused(new):
+                together_run.train(rundirs, [config for _, config in runs])
+        except KeyboardInterrupt:
+            if not any(run_folder.kept_anything(rundir) for rundir in rundirs):
+                folders = ", ".join(str(rundir) for rundir in rundirs)
+                print(f"interrupted before the first phase ended: nothing saved in {folders}")
+            raise
     return 0
 
 

@@ -106,10 +106,12 @@ class Keeper:
         """Checkpoints the last logged state, on Ctrl-C or SIGTERM, and says in which folder.
 
         The folder is what a resume takes (`batchrl.resume(rundir)`, or its timestamp).
+        Before a run's first phase ended it saves nothing: a run folder without a
+        checkpoint starts again where the run began, as its checkpoint would.
         """
-        if self.directory is None:
-            return
         logged, fresh = self.kept
+        if self.directory is None or int(logged.phases) == 0:
+            return
         checkpoint.save(
             self.directory, int(logged.phases), logged, self.config.keep_checkpoints, fresh
         )

@@ -111,6 +111,31 @@ def test_ctrl_c_in_a_together_run_keeps_the_phase_for_every_seed(tmp_path, monke
     assert "stopping after this phase" in capfd.readouterr().err
 
 
+@pytest.mark.parametrize("seeds", [[], ["--seeds", "1", "2"]], ids=["one", "together"])
+def test_twice_in_the_first_phase_saves_nothing_and_the_same_command_starts_again(
+    tmp_path, monkeypatch, capfd, seeds
+):
+    # A checkpoint of the state a run began with would hold what a new start makes.
+    from batchrl.training import together_run
+
+    owner, name = (together_run, "_phase") if seeds else (loop, "run_phase")
+    argv = ["--logdir", str(tmp_path), "--config", "pendulum_jax", *seeds, *TINY]
+    argv += ["--timestamp", "s{seed}" if seeds else "t", "--set", "steps=400"]
+    with interrupt.sigint_at_call(monkeypatch, owner, name, 1, signals=2):
+        assert train.main(argv) == 130
+    folders = sorted(tmp_path.iterdir())
+    assert len(folders) == (2 if seeds else 1)
+    assert not any(checkpoint.steps(folder / "checkpoints") for folder in folders)
+    out = capfd.readouterr().out
+    assert "phase ended: nothing saved in " + ", ".join(map(str, folders)) in out
+    assert "interrupted: saved" not in out
+    assert train.main(argv) == 0
+    for folder in folders:
+        assert checkpoint.steps(folder / "checkpoints")[-1] == 2
+        rows = metrics_log.read_jsonl(folder / "metrics.jsonl")
+        assert [row["step"] for row in rows] == [200, 400]
+
+
 def test_a_ctrl_c_as_the_best_phase_is_kept_leaves_its_best_policy_after_the_resume(
     tmp_path, monkeypatch
 ):
