@@ -317,7 +317,16 @@ def first_episodes(
 
 
 def stack(trees: Sequence[Any]) -> Any:
-    """The trees of one structure stacked leafwise on a new leading axis."""
+    """The trees of one structure stacked leafwise on a new leading axis.
+
+    One program for the whole tree: stacked leaf by leaf outside `jit`, each leaf's shape
+    compiled a program of its own (an agent's state, 40 of them).
+    """
+    return _stacked(list(trees))
+
+
+@jax.jit
+def _stacked(trees: list[Any]) -> Any:
     return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
 
 

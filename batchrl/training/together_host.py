@@ -56,8 +56,12 @@ def split_simulation(state: simulate.SimState, runs: int) -> list[simulate.SimSt
 
 
 def join_simulations(states: Sequence[simulate.SimState]) -> simulate.SimState:
-    """The simulation state of one batch of the seeds' envs, from each seed's."""
+    """The simulation state of one batch of the seeds' envs, from each seed's (one program)."""
+    return _joined(list(states))
 
+
+@jax.jit
+def _joined(states: list[simulate.SimState]) -> simulate.SimState:
     def join(*leaves: jax.Array) -> jax.Array:
         return jnp.concatenate(leaves) if leaves[0].ndim else leaves[0]
 
