@@ -1,7 +1,7 @@
 """Tricks: the performance tricks that bend a library, each with the switch that turns it off.
 
-A trick lives in one module named for it and is listed in docs/architecture.md
-("Tricks behind a fence") with the benchmark that justifies it. `BATCHRL_TRICKS_OFF`
+A trick lives in one module, named in docs/architecture.md's table ("Tricks behind a
+fence") with the benchmark that justifies it. `BATCHRL_TRICKS_OFF`
 turns tricks off by name, comma-separated, or all of them with "all": to check that a
 result does not hang on one, or to run on where a new version of the library it bends
 breaks it. Each trick asks `on` where it applies (compiled ones when they are traced),

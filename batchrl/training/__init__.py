@@ -1,1 +1,1 @@
-"""The imperative shell: training phases, evaluation, and (later) logging and checkpoints."""
+"""The imperative shell: a run's phases, evaluation, logging, checkpoints and resume."""
