@@ -214,6 +214,11 @@ def test_load_without_a_good_checkpoint_is_one_line(pendulum, tmp_path):
         f"none of the 1 checkpoints in {corrupt.parent} loads; "
         f"the newest, {corrupt}: checksum mismatch: the payload is corrupted"
     )
+    # A resume that raises the budget and fails to restore leaves the config as it was.
+    config = (copy / run_folder.CONFIG).read_bytes()
+    with pytest.raises(checkpoint.CheckpointError, match="none of the 1 checkpoints"):
+        batchrl.resume(copy, steps=2 * run_folder.read_config(copy).steps)
+    assert (copy / run_folder.CONFIG).read_bytes() == config
     (corrupt.parent / run_folder.BEST).write_bytes(bytes(data))
     with pytest.raises(checkpoint.CheckpointError, match="checksum mismatch"):
         batchrl.load(copy, best=True)

@@ -239,16 +239,29 @@ def _step_of(line: str) -> int:
 
 
 def drop_partial_line(path: Path) -> None:
-    """Cuts off a last line left without its newline, so that appended lines start clean.
+    """Cuts off a last line that does not parse or has no newline: appended rows start clean.
 
-    A line appended to a cut one would join it into a line no reader parses, in the
-    middle of the file, where `read_jsonl` refuses it.
+    A row appended after it would leave it in the middle of the file, where `read_jsonl`
+    refuses it and the next resume, or a plot, stops on it.
     """
     if not path.exists():
         return
     data = path.read_bytes()
     end = data.rfind(b"\n") + 1
+    what = "a truncated last line"
+    if end == len(data):  # Ends with its newline: the last line is one row, or garbage.
+        start = data.rfind(b"\n", 0, max(end - 1, 0)) + 1
+        if data[start:end].strip() and not _parses(data[start:end]):
+            end, what = start, "a last line that does not parse"
     if end < len(data):
-        _log.warning("%s: dropped a truncated last line of %d bytes", path, len(data) - end)
+        _log.warning("%s: dropped %s, of %d bytes", path, what, len(data) - end)
         with path.open("r+b") as file:
             file.truncate(end)
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True

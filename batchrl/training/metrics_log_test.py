@@ -118,11 +118,13 @@ def test_read_jsonl_rejects_a_bad_line_before_the_last(tmp_path):
         metrics_log.read_jsonl(path)
 
 
-def test_resumed_writer_appends_after_cutting_a_truncated_line(tmp_path):
+# Killed mid-write, or a whole line of garbage: appended after, it stopped every reader.
+@pytest.mark.parametrize("last", ['{"step": 1, "train/ret', "garbage{not json\n"])
+def test_resumed_writer_appends_after_cutting_a_truncated_line(tmp_path, last):
     with metrics_log.Writer(tmp_path) as writer:
         writer.write(0, {"train/return": 1.0})
     with (tmp_path / "metrics.jsonl").open("a") as file:
-        file.write('{"step": 1, "train/ret')  # Killed mid-write.
+        file.write(last)
     with metrics_log.Writer(tmp_path) as writer:
         writer.write(1, {"train/return": 2.0})
 

@@ -106,7 +106,6 @@ def train(
     """
     with contextlib.ExitStack() as opened:
         opened.enter_context(run_folder.held(rundir))  # Before any env worker starts.
-        run_folder.record_budget(rundir, config)
         if config.rollout_actors:  # The envs, and acting on them, in Ray actors.
             from batchrl.training import rollout_actors  # Ray is an optional dependency.
 
@@ -123,6 +122,7 @@ def train(
             eval_env = None if evaluation is None else evaluation[0]
         programs, state = loop.build(config, env, eval_env=eval_env)
         state = restore(rundir, programs, state, env.env_spec)
+        run_folder.record_budget(rundir, config)  # Once restored: a failed resume writes none.
         total = config.phases
         if int(state.phases) >= total:  # Resumed after its last phase: nothing to write.
             trained = f"all its {total} phases" if total > 1 else "its 1 phase"

@@ -59,8 +59,6 @@ def train(
     with contextlib.ExitStack() as opened:
         for rundir in rundirs:
             opened.enter_context(run_folder.held(rundir))
-        for rundir, seed_config in zip(rundirs, configs, strict=True):
-            run_folder.record_budget(rundir, seed_config)
         if config.jax_native:
             env, _ = environments.build(config, env=env)
             group, states = together.build(configs, env)
@@ -90,6 +88,8 @@ def _train(
         for rundir, state in zip(rundirs, states, strict=True)
     ]
     states = _common_phase(rundirs, configs, programs, states, restored)
+    for rundir, seed_config in zip(rundirs, configs, strict=True):
+        run_folder.record_budget(rundir, seed_config)  # Once restored, as `run.train`.
     begun = int(states[0].phases)
     total, count = config.phases, len(configs)
     if begun >= total:  # Resumed after its last phase, as `run.train`: nothing to write.
