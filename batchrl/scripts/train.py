@@ -173,7 +173,8 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
     if differ:
         raise UsageError(
             f"run {rundir.name!r} was started with other settings: {', '.join(differ)}; "
-            "resume it with the command that started it"
+            "a resume keeps them, and may raise steps and set "
+            f"{' and '.join(RESUME_MAY_CHANGE)} anew"
         )
     if requested.steps != saved.steps:
         try:

@@ -150,7 +150,11 @@ def test_a_resume_may_change_how_it_meets_a_hung_or_crashed_worker_and_nothing_e
         rundir, config = train.resumed_run(train.parse_args([*resume, *changes]))
         assert rundir == run and (config.worker_timeout, config.restart_workers) == (300.0, True)
         assert config == dataclasses.replace(saved, worker_timeout=300.0, restart_workers=True)
-    with pytest.raises(train.UsageError, match=r"other settings: num_envs=4 \(saved 30\); resume"):
+    with pytest.raises(
+        train.UsageError,
+        match=r"other settings: num_envs=4 \(saved 30\); a resume keeps them, and may raise "
+        r"steps and set worker_timeout and restart_workers anew$",
+    ):
         train.resumed_run(train.parse_args([*start, *changes, "--set", "num_envs=4"]))
     assert run_folder_lib.read_config(run).worker_timeout == 60.0  # The folder keeps its start.
 
