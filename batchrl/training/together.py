@@ -2,15 +2,12 @@
 
 The seeds of a together-run share all that is static (the config but for its seed, the
 env, the networks, the compiled phase) and nothing else: each seed's parameters,
-optimiser, normalisers, episode memory or rollout buffer, simulation and keys are its
-solo run's, stacked on a leading axis of N. A train phase and an evaluation round map
-the solo programs over that axis (`jax.vmap`), so the N seeds act and learn in one
-program: one dispatch, one batch of N x B envs for the device. Mapped, a seed's lane
-keeps its own loop counts and conditionals (a while loop runs each lane until its own
-end), so every seed steps, updates and draws its keys as its solo run does.
-
-On JAX-native envs the env's steps map over the seeds like the rest; envs the host steps
-share one batch of N x B instead (`training.together_host`).
+optimiser, normalisers, memory, simulation and keys are its solo run's, stacked on a
+leading axis of N. A train phase and an evaluation round map the solo programs over it
+(`jax.vmap`): one program, one dispatch, one batch of N x B envs. A mapped seed's lane
+keeps its own loop counts and conditionals, so every seed steps, updates and draws its
+keys as its solo run does. JAX-native envs' steps map over the seeds like the rest;
+envs the host steps share one batch of N x B instead (`training.together_host`).
 """
 
 from __future__ import annotations
@@ -317,17 +314,14 @@ def first_episodes(
 
 
 def stack(trees: Sequence[Any]) -> Any:
-    """The trees of one structure stacked leafwise on a new leading axis.
+    """The trees of one structure stacked leafwise on a new leading axis, in one program.
 
-    One program for the whole tree: stacked leaf by leaf outside `jit`, each leaf's shape
-    compiled a program of its own (an agent's state, 40 of them).
+    Outside `jit` each leaf's shape compiled a program (an agent's state, 40 of them).
     """
     return _stacked(list(trees))
 
 
-@jax.jit
-def _stacked(trees: list[Any]) -> Any:
-    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees)
+_stacked = jax.jit(lambda trees: jax.tree.map(lambda *leaves: jnp.stack(leaves), *trees))
 
 
 def unstack(tree: Any, count: int) -> list[Any]:
