@@ -223,8 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 run.train(rundir, config)
         return 0
     except KeyboardInterrupt:  # The run saved a checkpoint of its last logged state.
-        if rundir is not None and not run_folder.kept_anything(rundir):
-            print(f"interrupted before its first phase ended: nothing saved in {rundir}")
+        if rundir is not None:
+            _say_if_nothing_saved([rundir])
         return exiting.INTERRUPTED
     except (UsageError, run_folder.RunFolderError) as error:
         print(f"batchrl: error: {error}", file=sys.stderr)
@@ -307,11 +307,16 @@ def _train_together(args: argparse.Namespace) -> int:
             with run_folder.removed_if_refused(new):
                 together_run.train(rundirs, [config for _, config in runs])
         except KeyboardInterrupt:
-            if not any(run_folder.kept_anything(rundir) for rundir in rundirs):
-                folders = ", ".join(str(rundir) for rundir in rundirs)
-                print(f"interrupted before the first phase ended: nothing saved in {folders}")
+            _say_if_nothing_saved(rundirs)
             raise
     return 0
+
+
+def _say_if_nothing_saved(rundirs: list[pathlib.Path]) -> None:
+    """Says so where an interrupted run's folders hold no row and no checkpoint yet."""
+    if not any(run_folder.kept_anything(rundir) for rundir in rundirs):
+        folders = ", ".join(str(rundir) for rundir in rundirs)
+        print(f"interrupted before its first phase ended: nothing saved in {folders}")
 
 
 def _folders(logdir: str) -> set[pathlib.Path]:

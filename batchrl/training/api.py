@@ -83,7 +83,8 @@ def train(
     Raises:
         ValueError: One line for a bad preset, setting or env (before a folder exists).
         KeyboardInterrupt: Ctrl-C, once the phase in flight is finished and logged (and
-            checkpointed, with `logdir`); a second Ctrl-C at once, the phase before kept.
+            checkpointed, with `logdir`); a second Ctrl-C at once, the phase before kept
+            (none in the first).
     """
     if seeds is not None:
         if seed is not None:

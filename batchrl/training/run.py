@@ -101,7 +101,8 @@ def train(
     the mean of those its last K phases ended with (`tail_average`), read back from the
     checkpoints of a resumed run. Ctrl-C or SIGTERM lets the phase in flight finish and
     be kept (`run_signals.signals_kept`), saves a checkpoint of it and raises KeyboardInterrupt; a
-    second one stops at once, with a checkpoint of the phase before. A folder that
+    second one stops at once, with a checkpoint of the phase before (none in the first
+    phase: the folder then starts again where it began). A folder that
     another process trains is refused in one line (`run_folder.held`).
     """
     with contextlib.ExitStack() as opened:
