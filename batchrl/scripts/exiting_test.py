@@ -11,19 +11,12 @@ import pytest
 SCRIPT = textwrap.dedent(
     """
     import os, runpy, signal, sys, threading, time
-    from batchrl.training import compile_signals
+    from batchrl.training import compile_signals, thread_stack
 
     def in_phase():
-        frame = sys._current_frames().get(threading.main_thread().ident)
-        if compile_signals.in_compile(frame):
-            return False
-        while frame is not None:
-            if frame.f_code.co_name == "finished" and frame.f_code.co_filename.endswith(
-                "phase.py"
-            ):
-                return True
-            frame = frame.f_back
-        return False
+        functions = thread_stack.functions(threading.main_thread().ident)
+        finished = (file.endswith("phase.py") and name == "finished" for file, name in functions)
+        return any(finished) and not compile_signals.compiling(functions)
 
     def stop(wait):
         while not in_phase():

@@ -6,7 +6,6 @@ import contextlib
 import os
 import pathlib
 import signal
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from batchrl.training import checkpoint
+from batchrl.training import checkpoint, thread_stack
 
 
 @contextlib.contextmanager
@@ -75,18 +74,9 @@ def sigint_while_waiting(seconds: float = 60.0) -> Iterator[None]:
     """
     main = threading.main_thread().ident
 
-    def waiting() -> bool:
-        frame = sys._current_frames().get(main)
-        while frame is not None:
-            code = frame.f_code
-            if code.co_name == "poll" and code.co_filename.endswith("polling.py"):
-                return True
-            frame = frame.f_back
-        return False
-
     def watch() -> None:
         deadline = time.monotonic() + seconds
-        while not waiting():
+        while not thread_stack.runs(main, "polling.py", "poll"):
             if time.monotonic() > deadline:
                 return
             time.sleep(0.001)

@@ -9,13 +9,13 @@ import pytest
 PRESS = textwrap.dedent(
     """
     import signal, sys, threading, time
-    from batchrl.training import compile_signals
+    from batchrl.training import compile_signals, thread_stack
 
     main = threading.main_thread().ident
 
     def press():
         deadline = time.monotonic() + 120
-        while not compile_signals.in_compile(sys._current_frames().get(main)):
+        while not compile_signals.compiling(thread_stack.functions(main)):
             if time.monotonic() > deadline:
                 return
             time.sleep(0.001)

@@ -33,34 +33,35 @@ class _Counted:
     """The run's stop signals, each counted once: by the handler, or by a wait that read it.
 
     `ends` are the wakeup fd's socket pair, reading end first (None without one: a handler
-    call counts one signal). Once a wait has stopped the phase, every wait stops at once
-    (the fd is kept readable), retiring its worker, not waiting on it to its timeout.
+    call counts one signal). Once a second signal has stopped the run, counted by a wait
+    or a handler, every wait stops at once (the fd is kept readable), retiring its worker,
+    not waiting on it to its timeout. The phase's own waits too: counted by a handler, a
+    MuJoCo-batch phase ran on in XLA's threads, and the exit waited for it.
     """
 
     def __init__(self, received: list[int], ends: tuple[socket.socket, socket.socket] | None):
         self.received, self.ends = received, ends
-        self.stopped: int | None = None  # The signal a wait stopped the phase on.
+        self.stopped: int | None = None  # The second signal, which stopped the run.
         self._lock = threading.RLock()  # A handler may come inside `from_wait`, on its thread.
 
-    def from_handler(self, signum: int) -> bool | None:
-        """Counts the signals a handler call stands for; whether the run stops now.
+    def from_handler(self, signum: int) -> bool:
+        """Counts the signals a handler call stands for; whether the handler stops the run.
 
-        None: a wait counted them already, and acted.
+        False once the run is stopped: a wait, or a handler, acted on it already.
         """
         with self._lock:
             if self.stopped is not None:
-                return None
+                return False
             signums = self._read() if self.ends is not None else [signum]
-            return self._count(signums) if signums else None
+            return bool(signums) and self._count(signums)
 
     def from_wait(self) -> None:
         """Counts what the wakeup fd holds; KeyboardInterrupt on a second stop signal."""
         with self._lock:
             if self.stopped is None:
                 signums = self._read()
-                if signums and self._count(signums):
-                    self.stopped = signums[-1]
-                    self.ends[1].send(b"\0")  # Readable still: the next wait stops too.
+                if signums:
+                    self._count(signums)
         if self.stopped is not None:
             raise KeyboardInterrupt(f"signal {signal.Signals(self.stopped).name}")
 
@@ -77,10 +78,16 @@ class _Counted:
             signums += [number for number in data if number in _STOPS]
 
     def _count(self, signums: list[int]) -> bool:
+        """Counts `signums`; on a second signal, stops the run: whether it did."""
         if not self.received:
             _announce(signums[0])
         self.received.extend(signums)
-        return len(self.received) > 1
+        if len(self.received) < 2:
+            return False
+        self.stopped = signums[-1]
+        if self.ends is not None:  # Readable still: every wait stops too, the phase's own.
+            self.ends[1].send(b"\0")
+        return True
 
 
 def _announce(signum: int) -> None:
@@ -127,8 +134,9 @@ def signals_kept() -> Iterator[list[int]]:
     rollout actor's wait) and loses its work (a phase of the seed's `humanoid` is a
     minute); a program whose wait it cuts runs on in XLA's threads. The second
     raises at once, in whatever runs when it comes, or when an XLA compile it comes in
-    returns (`compile_signals`); in a garbage collector's callback (JAX has one) Python
-    prints it and drops it, and `raise_received` raises it again.
+    returns (`compile_signals`); dropped by Python in a garbage collector's callback (JAX
+    has one), it is sent again at once, and dropped without a word, `raise_received`
+    raises it after the phase.
     In the main thread only, where Python takes signals; the handlers before are restored.
     """
     received: list[int] = []
@@ -141,8 +149,10 @@ def signals_kept() -> Iterator[list[int]]:
         counted = _Counted(received, ends)
 
         def interrupt(signum: int, frame: Any) -> None:
-            if counted.from_handler(signum) and not compile_signals.deferred(signum, frame):
-                raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+            # The run's stop, sent again (after a compile, or dropped), raises as it is.
+            stops = compile_signals.sent_again(signum) or counted.from_handler(signum)
+            if stops and not compile_signals.deferred(signum, frame):
+                raise compile_signals.interrupt(signum)
 
         stack.enter_context(compile_signals.stopping(interrupt))
         if ends is not None:

@@ -1,14 +1,24 @@
 """Ctrl-C and SIGTERM stop a run after the phase in flight, kept; a second one at once."""
 
+import contextlib
+import gc
 import os
 import signal
+import time
 
 import pytest
 
+from batchrl.envs.host import polling
 from batchrl.scripts import train
 from batchrl.scripts.train_test import TINY, run_folder, saved_state
 from batchrl.testing import interrupt
 from batchrl.training import checkpoint, compile_signals, loop, metrics_log, run_signals
+
+
+def _spin(seconds=0.05):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:  # A signal's handler runs at the next bytecode.
+        pass
 
 
 def test_the_first_signal_waits_for_the_phase_and_the_second_raises_at_once():
@@ -27,6 +37,23 @@ def test_the_first_signal_waits_for_the_phase_and_the_second_raises_at_once():
     assert signal.signal(signal.SIGINT, before) is signal.default_int_handler
 
 
+def test_a_second_signal_its_handler_counts_stops_the_phases_host_calls_too():
+    # Counted by the handler (the main thread ran Python), a second SIGTERM in a long
+    # MuJoCo-batch phase left the phase running in XLA's threads, and the exit waited.
+    before = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        with run_signals.signals_kept():
+            os.kill(os.getpid(), signal.SIGTERM)
+            _spin()
+            with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+                os.kill(os.getpid(), signal.SIGTERM)
+                _spin(10)
+            with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+                polling.hear()  # As the MuJoCo batch asks before each step.
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def test_a_second_ctrl_c_dropped_on_its_way_is_raised_at_the_next_phase():
     before = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
@@ -42,6 +69,40 @@ def test_a_second_ctrl_c_dropped_on_its_way_is_raised_at_the_next_phase():
                 run_signals.raise_received(received)
     finally:
         assert signal.signal(signal.SIGINT, before) is signal.default_int_handler
+
+
+@pytest.mark.parametrize("block", ["run", "compile"])
+def test_a_ctrl_c_python_drops_in_a_gc_callback_is_sent_again_and_stops(block, capsys):
+    # A second Ctrl-C in a long MuJoCo-batch phase came in JAX's gc callback: Python printed
+    # its traceback, dropped it, and the phase ran on.
+    pressed = []
+
+    def press_in(phase, info):
+        if phase == "start" and not pressed:
+            pressed.append(1)
+            os.kill(os.getpid(), signal.SIGINT)
+            _spin()  # Raised here, in the callback.
+
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with contextlib.ExitStack() as blocks:
+            if block == "run":
+                blocks.enter_context(run_signals.signals_kept())
+                os.kill(os.getpid(), signal.SIGINT)  # The first: kept for the phase's end.
+                _spin()
+            else:
+                blocks.enter_context(compile_signals.stopping())
+            gc.callbacks.append(press_in)
+            try:
+                with pytest.raises(KeyboardInterrupt, match="SIGINT"):
+                    gc.collect()
+                    _spin(10)  # Sent again from a thread.
+            finally:
+                gc.callbacks.remove(press_in)
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert pressed
+    assert "Exception ignored" not in capsys.readouterr().err
 
 
 def test_a_ctrl_c_of_the_runs_start_dropped_on_its_way_is_raised_as_its_phases_begin():
