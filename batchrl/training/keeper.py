@@ -135,6 +135,8 @@ def restore(
     if rundir is None:
         return state
     run_folder.remove_partial_files(rundir)  # A killed run's; this one holds the folder.
+    # A row it was writing: cut here, said once, before the readers below would skip it.
+    metrics_log.drop_partial_line(run_folder.metrics(rundir))
     run_folder.write_spec(rundir, spec)
     directory = run_folder.checkpoints(rundir)
     try:
