@@ -14,7 +14,7 @@ SCRIPT = textwrap.dedent(
     from batchrl.training import compile_signals, thread_stack
 
     def in_phase():
-        functions = thread_stack.functions(threading.main_thread().ident)
+        functions = thread_stack.functions(threading.main_thread().ident) or []
         finished = (file.endswith("phase.py") and name == "finished" for file, name in functions)
         return any(finished) and not compile_signals.compiling(functions)
 

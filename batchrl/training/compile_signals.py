@@ -12,8 +12,7 @@ A handler's KeyboardInterrupt (`interrupt`) can land in a garbage collector's ca
 (JAX has one), where Python prints it and drops it: a Ctrl-C pressed twice in a long
 phase then printed a traceback and stopped nothing. In a `stopping` block the signal is
 sent again at once instead, its handler raising outside the callback. One dropped without
-a word is raised again by `raise_dropped`, called where a run begins its phases. A
-handler that counts signals (`run_signals`) tells a signal sent again by `sent_again`.
+a word is raised again by `raise_dropped`, called where a run begins its phases.
 """
 
 from __future__ import annotations
@@ -37,15 +36,19 @@ _COMPILE_FRAMES = frozenset({"backend_compile_and_load", "backend_compile"})
 _resending = threading.Lock()  # Held while a signal waits to be sent again.
 _raised: list[int] = []  # The signals `raise_interrupt` raised in a `stopping` block.
 _last: list[tuple[KeyboardInterrupt, int]] = []  # `interrupt`'s last, and its signal.
-_again: list[int] = []  # Signals sent again, on their way to the main thread's handler.
-_blocks = [0]  # `stopping` blocks ended: a signal is sent again in its own block only.
-_blocks_lock = threading.Lock()
+# `stopping` blocks ended, and `interrupt`s made: a signal is sent again only in the block
+# it came in, and only while no stop was raised since (one raised in its place ends the
+# block, whose cleanup a stop sent again would cut short).
+_count = {"blocks": 0, "stops": 0}
+_count_lock = threading.Lock()
 
 
 def interrupt(signum: int) -> KeyboardInterrupt:
-    """The KeyboardInterrupt a handler raises for `signum`: sent again if Python drops it."""
+    """The KeyboardInterrupt that stops the run for `signum`: sent again if Python drops it."""
     raised = KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-    _last[:] = [(raised, signum)]
+    with _count_lock:
+        _count["stops"] += 1
+        _last[:] = [(raised, signum)]
     return raised
 
 
@@ -54,32 +57,24 @@ def raise_interrupt(signum: int, frame: FrameType | None) -> None:
 
     Python's own Ctrl-C raises in the compile, and the process crashes.
     """
-    sent_again(signum)  # Taken: this handler raises for any signal.
     if not deferred(signum, frame):
         _raised.append(signum)
         raise interrupt(signum)
 
 
-def sent_again(signum: int) -> bool:
-    """Whether `signum`, come to a handler, is one this module sent again (taken once).
+def _counts() -> tuple[int, int]:
+    with _count_lock:
+        return _count["blocks"], _count["stops"]
 
-    A handler that counts signals must raise for it, not count it anew.
+
+def _send(signum: int, counts: tuple[int, int]) -> None:
+    """Sends `signum` again to the main thread if `_count` is still `counts`.
+
+    As `_thread.interrupt_main` does: the handler in place when it comes runs, and never a
+    default action (sent after its block, SIGTERM killed the process: exit 143).
     """
-    if signum in _again:
-        _again.remove(signum)
-        return True
-    return False
-
-
-def _send(signum: int, block: int) -> None:
-    """Sends `signum` again to the main thread, marked, if `stopping` block `block` runs.
-
-    As `_thread.interrupt_main` does, which runs the handler in place when it comes, and
-    no default action: sent after its block, SIGTERM killed the process (exit 143).
-    """
-    with _blocks_lock:
-        if block == _blocks[0]:
-            _again.append(signum)
+    with _count_lock:
+        if (_count["blocks"], _count["stops"]) == counts:
             _thread.interrupt_main(signum)
 
 
@@ -116,14 +111,30 @@ def stopping(
     try:
         yield
     finally:
-        with _blocks_lock:
-            _blocks[0] += 1
+        with _count_lock:
+            _count["blocks"] += 1  # Nothing is sent again from here on.
         sys.unraisablehook = hook
-        for number, old in kept.items():
-            signal.signal(number, old)
+        stop = _restore(kept)
         _raised.clear()  # Raised out of the block, or dropped in it: the block is over.
         _last.clear()
-        _again.clear()
+    if stop is not None:  # Sent just before the block ended, it ran as it ended.
+        raise stop
+
+
+def _restore(kept: dict[int, Any]) -> KeyboardInterrupt | None:
+    """Puts back the handlers `kept`; returns the stop a handler pending there raised.
+
+    `signal.signal` runs the handlers of signals that came first, which may raise.
+    """
+    stop = None
+    for number, old in kept.items():
+        while True:
+            try:
+                signal.signal(number, old)
+                break
+            except KeyboardInterrupt as raised:
+                stop = raised
+    return stop
 
 
 def _send_again_if_dropped(hook: Callable[[Any], None], unraisable: Any) -> None:
@@ -136,17 +147,23 @@ def _send_again_if_dropped(hook: Callable[[Any], None], unraisable: Any) -> None
         signum = _last.pop()[1]
         _raised.clear()  # Sent again: raised again, not also by `raise_dropped`.
         # Sent from here, its handler would run at once, in here, where it is dropped too.
-        arguments = (threading.main_thread().ident, signum, _blocks[0])
+        arguments = (threading.main_thread().ident, signum, _counts())
         threading.Thread(target=_send_out_of_hook, args=arguments, daemon=True).start()
     else:
         hook(unraisable)
 
 
-def _send_out_of_hook(main: int, signum: int, block: int) -> None:
+def _send_out_of_hook(main: int, signum: int, counts: tuple[int, int]) -> None:
     """Sends `signum` again once thread `main` has left `_send_again_if_dropped`."""
-    while any(name == "_send_again_if_dropped" for _, name in thread_stack.functions(main)):
+    while _runs(main, lambda file, name: name == "_send_again_if_dropped"):
         time.sleep(0.001)
-    _send(signum, block)
+    _send(signum, counts)
+
+
+def _runs(thread: int, match: Callable[[str, str], bool]) -> bool:
+    """Whether `thread` runs a function `match`es; True while its stack cannot be read."""
+    functions = thread_stack.functions(thread)
+    return functions is None or any(match(file, name) for file, name in functions)
 
 
 def in_compile(frame: FrameType | None) -> bool:
@@ -161,9 +178,12 @@ def in_compile(frame: FrameType | None) -> bool:
     return False
 
 
-def compiling(functions: list[tuple[str, str]]) -> bool:
-    """Whether a thread running `functions` (`thread_stack.functions`) waits for a compile."""
-    return any(_is_compile(file, name) for file, name in functions)
+def compiling(functions: list[tuple[str, str]] | None) -> bool:
+    """Whether a thread running `functions` (`thread_stack.functions`) waits for a compile.
+
+    True where they could not be read (None).
+    """
+    return functions is None or any(_is_compile(file, name) for file, name in functions)
 
 
 def _is_compile(file: str, function: str) -> bool:
@@ -179,7 +199,7 @@ def deferred(signum: int, frame: FrameType | None) -> bool:
     if not in_compile(frame):
         return False
     if _resending.acquire(blocking=False):
-        arguments = (threading.main_thread().ident, signum, _blocks[0])
+        arguments = (threading.main_thread().ident, signum, _counts())
         threading.Thread(target=_resend, args=arguments, daemon=True).start()
         line = f"batchrl: {signal.Signals(signum).name}: stopping when XLA's compile returns\n"
         with contextlib.suppress(OSError):  # os.write: the handler may run inside a print.
@@ -187,11 +207,11 @@ def deferred(signum: int, frame: FrameType | None) -> bool:
     return True
 
 
-def _resend(main: int, signum: int, block: int) -> None:
+def _resend(main: int, signum: int, counts: tuple[int, int]) -> None:
     """Sends `signum` again once thread `main`'s compile has returned."""
     try:
-        while compiling(thread_stack.functions(main)):
+        while _runs(main, _is_compile):
             time.sleep(0.02)
     finally:
         _resending.release()
-    _send(signum, block)
+    _send(signum, counts)

@@ -42,18 +42,21 @@ class _Counted:
     def __init__(self, received: list[int], ends: tuple[socket.socket, socket.socket] | None):
         self.received, self.ends = received, ends
         self.stopped: int | None = None  # The second signal, which stopped the run.
+        self.by_handler = False  # Whether a handler counted it (not a wait, which raised).
         self._lock = threading.RLock()  # A handler may come inside `from_wait`, on its thread.
 
     def from_handler(self, signum: int) -> bool:
         """Counts the signals a handler call stands for; whether the handler stops the run.
 
-        False once the run is stopped: a wait, or a handler, acted on it already.
+        Once a handler stopped it, every call does (a signal sent again, a third press);
+        once a wait did, none: the wait raised for the signal this call stands for.
         """
         with self._lock:
             if self.stopped is not None:
-                return False
+                return self.by_handler
             signums = self._read() if self.ends is not None else [signum]
-            return bool(signums) and self._count(signums)
+            self.by_handler = bool(signums) and self._count(signums)
+            return self.by_handler
 
     def from_wait(self) -> None:
         """Counts what the wakeup fd holds; KeyboardInterrupt on a second stop signal."""
@@ -63,7 +66,7 @@ class _Counted:
                 if signums:
                     self._count(signums)
         if self.stopped is not None:
-            raise KeyboardInterrupt(f"signal {signal.Signals(self.stopped).name}")
+            raise compile_signals.interrupt(self.stopped)
 
     def _read(self) -> list[int]:
         """The stop signals the wakeup fd holds, read empty; others' bytes dropped."""
@@ -149,9 +152,7 @@ def signals_kept() -> Iterator[list[int]]:
         counted = _Counted(received, ends)
 
         def interrupt(signum: int, frame: Any) -> None:
-            # The run's stop, sent again (after a compile, or dropped), raises as it is.
-            stops = compile_signals.sent_again(signum) or counted.from_handler(signum)
-            if stops and not compile_signals.deferred(signum, frame):
+            if counted.from_handler(signum) and not compile_signals.deferred(signum, frame):
                 raise compile_signals.interrupt(signum)
 
         stack.enter_context(compile_signals.stopping(interrupt))

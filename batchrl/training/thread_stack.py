@@ -18,20 +18,23 @@ _HEADER = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]+)")
 _FRAME = re.compile(r'^  File "(.*)", line (?:\d+|\?\?\?) in (.+)$')
 
 
-def functions(thread: int) -> list[tuple[str, str]]:
+def functions(thread: int) -> list[tuple[str, str]] | None:
     """(file, function) of each frame that thread `thread` (its ident) runs, innermost first.
 
-    Empty where it runs no Python or has ended. faulthandler writes a thread's 100
-    innermost frames at most.
+    Empty where it runs no Python. None where it is not in the dump: it has ended, or
+    more than 100 threads run Python (faulthandler writes 100, the main thread last). A
+    thread's 100 innermost frames at most.
     """
     with tempfile.TemporaryFile() as out:
         faulthandler.dump_traceback(out, all_threads=True)
         out.seek(0)
         lines = out.read().decode("utf-8", "replace").splitlines()
-    found, current = [], None
+    found, current = None, None
     for line in lines:
         if header := _HEADER.match(line):
             current = int(header.group(1), 16)
+            if current == thread:
+                found = []
         elif current == thread and (frame := _FRAME.match(line)):
             found.append((frame.group(1), frame.group(2)))
     return found
@@ -39,4 +42,5 @@ def functions(thread: int) -> list[tuple[str, str]]:
 
 def runs(thread: int, file_suffix: str, function: str) -> bool:
     """Whether thread `thread` runs `function` of a file whose path ends in `file_suffix`."""
-    return any(name == function and file.endswith(file_suffix) for file, name in functions(thread))
+    found = functions(thread) or []
+    return any(name == function and file.endswith(file_suffix) for file, name in found)

@@ -36,8 +36,8 @@ def test_another_thread_reads_what_a_thread_runs_innermost_first():
     assert not thread_stack.runs(threading.get_ident(), "thread_stack_test.py", "_waits_here")
 
 
-def test_a_thread_that_ended_runs_nothing():
+def test_a_thread_that_ended_is_not_read():
     ended = threading.Thread(target=lambda: None)
     ended.start()
     ended.join()
-    assert thread_stack.functions(ended.ident) == []
+    assert thread_stack.functions(ended.ident) is None
