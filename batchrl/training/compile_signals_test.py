@@ -1,9 +1,13 @@
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
+
+from batchrl.training import compile_signals
 
 # A thread that presses Ctrl-C PRESSES times once the main thread waits for an XLA compile.
 PRESS = textwrap.dedent(
@@ -111,3 +115,35 @@ def test_ctrl_c_before_the_first_phase_stops_training_with_130(tmp_path, how):
         (rundir,) = tmp_path.iterdir()
         said = f"interrupted before its first phase ended: nothing saved in {rundir}\n"
         assert done.stdout.endswith(said), done.stdout
+
+
+def test_a_stop_is_sent_again_only_in_its_block_and_only_if_none_came_since():
+    # Sent after its block, a SIGTERM met the default action and killed the process (143);
+    # sent while another stop ended the block, it cut the block's cleanup short.
+    calls = []
+
+    def record(signum, frame):
+        calls.append(signum)
+
+    def spin():
+        deadline = time.monotonic() + 0.2
+        while time.monotonic() < deadline:  # The handler runs at the next bytecode.
+            pass
+
+    before = signal.signal(signal.SIGINT, record)
+    try:
+        with compile_signals.stopping(record):
+            ended = compile_signals._counts()
+        with compile_signals.stopping(record):
+            compile_signals._send(signal.SIGINT, ended)  # Another block's.
+            spin()
+            came = compile_signals._counts()
+            compile_signals.interrupt(signal.SIGINT)  # A stop raised since.
+            compile_signals._send(signal.SIGINT, came)
+            spin()
+            assert calls == []
+            compile_signals._send(signal.SIGINT, compile_signals._counts())
+            spin()
+            assert calls == [signal.SIGINT]
+    finally:
+        signal.signal(signal.SIGINT, before)
