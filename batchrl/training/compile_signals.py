@@ -40,7 +40,7 @@ _last: list[tuple[KeyboardInterrupt, int]] = []  # `interrupt`'s last, and its s
 # it came in, and only while no stop was raised since (one raised in its place ends the
 # block, whose cleanup a stop sent again would cut short).
 _count = {"blocks": 0, "stops": 0}
-_count_lock = threading.Lock()
+_count_lock = threading.RLock()  # A handler may come while this thread holds it.
 
 
 def interrupt(signum: int) -> KeyboardInterrupt:
