@@ -76,7 +76,10 @@ def sigint_while_waiting(seconds: float = 60.0) -> Iterator[None]:
 
     def watch() -> None:
         deadline = time.monotonic() + seconds
-        while not thread_stack.runs(main, "polling.py", "poll"):
+        while not any(
+            name == "poll" and file.endswith("polling.py")
+            for file, name in thread_stack.functions(main) or []
+        ):
             if time.monotonic() > deadline:
                 return
             time.sleep(0.001)

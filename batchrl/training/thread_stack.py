@@ -38,9 +38,3 @@ def functions(thread: int) -> list[tuple[str, str]] | None:
         elif current == thread and (frame := _FRAME.match(line)):
             found.append((frame.group(1), frame.group(2)))
     return found
-
-
-def runs(thread: int, file_suffix: str, function: str) -> bool:
-    """Whether thread `thread` runs `function` of a file whose path ends in `file_suffix`."""
-    found = functions(thread) or []
-    return any(name == function and file.endswith(file_suffix) for file, name in found)

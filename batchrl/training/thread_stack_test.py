@@ -28,12 +28,13 @@ def test_another_thread_reads_what_a_thread_runs_innermost_first():
     assert all(
         file.endswith("thread_stack_test.py") for file, name in functions if name == "_waits_here"
     )
-    assert thread_stack.runs(
-        threading.get_ident(),
-        "thread_stack_test.py",
-        "test_another_thread_reads_what_a_thread_runs_innermost_first",
-    )
-    assert not thread_stack.runs(threading.get_ident(), "thread_stack_test.py", "_waits_here")
+    here = thread_stack.functions(threading.get_ident())
+    assert ("thread_stack_test.py", "_waits_here") not in [
+        (file.rsplit("/", 1)[-1], name) for file, name in here
+    ]
+    assert here[0][1] == "functions" and here[1][1] == (
+        "test_another_thread_reads_what_a_thread_runs_innermost_first"
+    ), here
 
 
 def test_a_thread_that_ended_is_not_read():
