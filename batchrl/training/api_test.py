@@ -494,6 +494,9 @@ def test_a_worker_env_preset_trains_loads_and_acts_on_tuple_observations(tmp_pat
     actions = policy.act(batch)
     assert actions.shape == (3,) and all(env.action_space.contains(a) for a in actions)
     vector.close()
+    # Three observations in a list, read as one, were a batch of three of its first item.
+    with pytest.raises(ValueError, match=r"^obs is a list of 3 items of tuples: one observat"):
+        policy.act([obs, obs, obs])
 
 
 @pytest.mark.slow
@@ -514,6 +517,11 @@ def test_a_dict_observation_env_given_by_its_class(tmp_path):
         ({**obs, "cue": 7}, 'obs["cue"] holds 7: this leaf takes whole numbers from 0 to '),
         ({**obs, "cue": 0.5}, 'obs["cue"] holds 0.5: this leaf takes whole numbers from 0 to '),
         ({**obs, "left": [-1]}, 'obs["left"] holds -1: this leaf takes whole numbers from 0 to '),
+        (
+            [obs, obs],
+            "obs is a dict of keys ['cue', 'left', 'noise'], got a list of 2 items; a "
+            "batch is one dict of [N, ...] arrays",
+        ),
     ]
     for observation, message in bad:
         with pytest.raises(ValueError) as error:

@@ -256,6 +256,13 @@ def _arrays(spec: Any, obs: Any, path: str = "obs") -> Any:
         if not isinstance(obs, tuple | list) or len(obs) != len(spec):
             got = f"{_described(obs)}{_hint(obs)}"
             raise ValueError(f"{path} is a tuple of {len(spec)} items, got {got}")
+        if isinstance(obs, list) and all(isinstance(item, tuple) for item in obs):
+            # Read as one observation, a list of N observations became a batch of N of its
+            # first item's leaves, envs and items crossed.
+            raise ValueError(
+                f"{path} is {_described(obs)} of tuples: one observation is one tuple, a "
+                f"batch one tuple of [N, ...] arrays, as a vector env gives them"
+            )
         return tuple(_arrays(child, obs[i], f"{path}[{i}]") for i, child in enumerate(spec))
     try:
         array = np.asarray(obs)
@@ -282,7 +289,9 @@ def _described(obs: Any) -> str:
 
 
 def _hint(obs: Any) -> str:
-    """Where `obs` is `env.reset()`'s (obs, info) or `env.step()`'s five: give their obs."""
+    """What to give instead: a batch of trees as one tree, or `env.reset()`'s obs alone."""
+    if isinstance(obs, list) and obs and all(isinstance(item, Mapping) for item in obs):
+        return "; a batch is one dict of [N, ...] arrays, as a vector env gives them"
     if isinstance(obs, tuple | list) and obs and isinstance(obs[-1], Mapping):
         return "; env.reset() returns (obs, info) and env.step() five values: give their obs"
     return ""
@@ -300,6 +309,11 @@ def _check_values(path: str, leaf: env_spec_lib.ObsLeaf, array: np.ndarray) -> N
         raise ValueError(
             f"{path} holds nan: no observation space holds it, and its action would be nan"
         )
+    if leaf.kind == env_spec_lib.BINARY:  # As Gymnasium's MultiBinary holds, in any dtype.
+        bad = (array != 0) & (array != 1)
+        if np.any(bad):
+            raise ValueError(f"{path} holds {array[bad][0].item()!r}: this leaf takes 0 or 1")
+        return
     if leaf.kind not in (env_spec_lib.DISCRETE, env_spec_lib.MULTI_DISCRETE):
         dtype = np.dtype(leaf.dtype)
         if dtype.kind not in "iu" or array.dtype.kind not in "iuf":

@@ -1,10 +1,13 @@
 import dataclasses
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
 import batchrl
 from batchrl import algorithm as algorithm_lib
+from batchrl.configs import presets, train_config
+from batchrl.envs import spaces
 from batchrl.training import api_test, run_folder
 from batchrl.training import policy as policy_lib
 
@@ -60,3 +63,22 @@ def test_predict_starts_the_episodes_episode_start_marks_of_a_recurrent_policy()
     started, _ = policy.predict(first, episode_start=[False, True], deterministic=True)
     np.testing.assert_array_equal(started[1], fresh[1])
     assert not np.allclose(started[0], fresh[0], atol=1e-4)
+
+
+def test_a_multi_binary_leaf_takes_zeros_and_ones_in_any_dtype_and_nothing_else():
+    # Gymnasium's MultiBinary holds 1.0 and 0.0 and not 2 or -1, which were read as numbers.
+    space = gym.spaces.Dict({"bits": gym.spaces.MultiBinary(2), "x": gym.spaces.Box(-1, 1, (2,))})
+    spec = spaces.env_spec(space, gym.spaces.Discrete(3))
+    config = train_config.replace(presets.get("cartpole_jax"), objective="clipped")
+    algorithm = algorithm_lib.of(config.algorithm)
+    networks = algorithm.networks(config.algorithm, spec)
+    learner = algorithm_lib.zeros(
+        algorithm_lib.init_shapes(algorithm, networks, config.shape).learner
+    )
+    policy = policy_lib.Policy(algorithm, networks, learner)
+    obs = {"bits": np.array([1, 0], np.int8), "x": np.array([0.5, -0.5], np.float32)}
+    assert policy.act(obs) == policy.act({**obs, "bits": np.array([1.0, 0.0])})
+    for bits, said in (([2, 0], "2"), ([[0, 1], [-1, 0]], "-1"), ([0.5, 1.0], "0.5")):
+        with pytest.raises(ValueError) as error:
+            policy.act({**obs, "bits": np.array(bits, np.asarray(bits).dtype)})
+        assert str(error.value) == f'obs["bits"] holds {said}: this leaf takes 0 or 1'
