@@ -83,6 +83,24 @@ def test_an_action_tree_that_does_not_fit_names_the_leaf():
             batch.step({"move": np.zeros(2, np.int64), "force": np.zeros(2)})
         with pytest.raises(ValueError, match=r"^actions must be a dict of 2 entries"):
             batch.step(np.zeros((2, 3)))
+        with pytest.raises(ValueError) as error:
+            batch.step({"move": np.zeros(2, np.int64)})
+        said = "actions lacks key 'force': this batch's action space has keys ['force', 'move']"
+        assert str(error.value) == said
+
+
+def test_a_key_the_action_space_lacks_is_not_read_as_sync_vector_env_reads_none():
+    space = ACTION_SPACES["dict"]
+    make = functools.partial(mock.ActionEcho, space)
+    ours = BatchEnv.external([make] * 2)
+    theirs = gym.vector.SyncVectorEnv([make] * 2)
+    with ours, contextlib.closing(theirs):
+        ours.reset(seed=0), theirs.reset(seed=0)
+        actions = {"move": np.array([2, -1]), "force": np.ones((2, 2), np.float32)}
+        actions["log_prob"] = np.zeros(2)  # Beside the action, as a policy may return it.
+        got, want = ours.step(actions), theirs.step(actions)
+        for a, b in zip(got[:4], want[:4], strict=True):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_an_action_leaf_no_batch_steps_is_refused_in_one_line():

@@ -27,7 +27,11 @@ def checked(actions: Any, space: Any, num_envs: int, shapes: Any, kinds: Any) ->
     """
     if shapes is None:  # A flat space: one array.
         return arguments.check_flat_actions(actions, space, num_envs)
-    actions = obs_tree.from_gymnasium(actions, kinds)
+    try:
+        actions = obs_tree.from_gymnasium(actions, kinds)
+    except (KeyError, IndexError, TypeError):  # Not nested as the space: say where.
+        obs_tree.check(actions, shapes, "actions")
+        raise
     obs_tree.check(actions, shapes, "actions")
     # The space's tree leads: a leaf's values given as a list are one array, not a node.
     return env_spec.map_tree(lambda _, leaf: np.asarray(leaf), shapes, actions)

@@ -114,7 +114,8 @@ def shapes(space: gym.Space, n: int) -> Any:
 def check(batch: Any, expected: Any, path: str = "obs") -> None:
     """Raises a ValueError naming the first leaf of `batch` whose place or shape differs.
 
-    `expected`: the tree of `shapes`, made once.
+    `expected`: the tree of `shapes`, made once. A dict's keys its space lacks are not
+    read, as Gymnasium's vector envs read only the space's; a key it lacks is named.
     """
     if isinstance(expected, Shape):
         if np.shape(batch) != expected.shape:
@@ -124,7 +125,13 @@ def check(batch: Any, expected: Any, path: str = "obs") -> None:
             )
         return
     if isinstance(expected, dict):
-        fits = isinstance(batch, dict) and batch.keys() == expected.keys()
+        fits = isinstance(batch, dict)
+        missing = [key for key in expected if fits and key not in batch]
+        if missing:
+            raise ValueError(
+                f"{path} lacks key {missing[0]!r}: this batch's {_what(path)[:-1]} space has "
+                f"keys {list(expected)}"
+            )
         names = {key: env_spec.key_path(key) for key in expected}
     else:
         fits = isinstance(batch, tuple | list) and len(batch) == len(expected)
