@@ -188,6 +188,23 @@ class MujocoGroup(forwarding.EnvForwarding):
         value = super().attribute(index, name)
         return copy.copy(value) if value is self._template.unwrapped.data else value
 
+    def call(self, index: int, name: str, args: tuple = (), kwargs: dict | None = None) -> Any:
+        """Runs method `name` on the shared env in env `index`'s state; keeps what it changed.
+
+        A method that moves the simulation (`set_state`, `do_simulation`) moved the shared
+        env alone, and env `index` stepped on from where it was: its state goes back into
+        env `index`'s simulation. `reset` and `step` are the batch's: it counts their steps.
+        """
+        if name in ("reset", "step"):
+            raise ValueError(
+                f"BatchEnv.mujoco {name}s its envs in the batch, not by call({name!r}): use "
+                f"its {name}()"
+                + (', options={"reset_mask": mask} for some' if name == "reset" else "")
+            )
+        value = super().call(index, name, args, kwargs)
+        self._store(index)
+        return value
+
     def set_attr(self, index: int, name: str, value: Any) -> None:
         raise AttributeError(
             f"envs of BatchEnv.mujoco share one {self.name} and cannot set {name!r} per env; "
@@ -259,6 +276,25 @@ class MujocoGroup(forwarding.EnvForwarding):
         self._batch.get_data(int(index), env.data)
         mujoco.mj_forward(env.model, env.data)
 
+    def _store(self, index: int) -> None:
+        """Writes the shared env's integration state into env `index`'s, where they differ.
+
+        Loaded, the two are equal to the bit; a call that changed one field of it changed
+        the state env `index` steps on.
+        """
+        data, batch = self._template.unwrapped.data, self._batch
+        views = [(batch.bind(name), getattr(data, name)) for name in _stored_fields(batch)]
+        if all(np.array_equal(view[index], value) for view, value in views):
+            return
+        if self._initial_rows is None:  # The views do not hold the whole state.
+            raise ValueError(
+                f"this MuJoCo's state has parts BatchEnv.mujoco cannot set: a call that "
+                f"changes the state of {self.name} cannot be kept"
+            )
+        for view, value in views:
+            view[index] = value
+        batch.forward(np.array([index]))
+
 
 # MjData's fields of one simulation's integration state (mjSTATE_INTEGRATION).
 _INTEGRATION_STATE = (
@@ -280,6 +316,12 @@ _INTEGRATION_STATE = (
 )
 
 
+def _stored_fields(batch: mujoco.batch.Batch) -> list[str]:
+    """The names of `_INTEGRATION_STATE` that this batch holds, each of some size."""
+    names = [name for name in _INTEGRATION_STATE if name in mujoco.batch.DATA_FIELDS]
+    return [name for name in names if batch.bind(name)[0].size]
+
+
 def _initial_rows(batch: mujoco.batch.Batch, model: mujoco.MjModel) -> list | None:
     """The batch's state views but qpos and qvel, each with the row `Batch.reset` writes.
 
@@ -290,10 +332,7 @@ def _initial_rows(batch: mujoco.batch.Batch, model: mujoco.MjModel) -> list | No
     state (a MuJoCo with a state component this list lacks).
     """
     batch.reset()
-    views = {
-        name: batch.bind(name) for name in _INTEGRATION_STATE if name in mujoco.batch.DATA_FIELDS
-    }
-    views = {name: v for name, v in views.items() if v[0].size}
+    views = {name: batch.bind(name) for name in _stored_fields(batch)}
     size = sum(v[0].size for v in views.values())
     if size != mujoco.mj_stateSize(model, mujoco.mjtState.mjSTATE_INTEGRATION):
         return None

@@ -148,6 +148,25 @@ def test_each_env_answers_with_its_own_state():
     theirs.close()
 
 
+def test_a_call_that_sets_the_state_moves_its_env_as_on_gymnasiums():
+    # It ran on the envs' shared Gymnasium env alone: each env stepped on from its old state.
+    theirs = gym.vector.SyncVectorEnv([lambda: gym.make("Hopper-v5")] * 2)
+    actions = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    with BatchEnv.mujoco("Hopper-v5", 2, threads=1) as ours:
+        qpos, qvel = np.array([0.0, 1.3, 0.2, 0.0, 0.0, 0.0]), np.full(6, 0.1)
+        for env in (ours, theirs):
+            env.reset(seed=2)
+            env.step(actions)
+            assert env.call("set_state", qpos, qvel) == (None, None)
+        for _ in range(3):
+            got, want = ours.step(actions), theirs.step(actions)
+            for a, b in zip(got[:4], want[:4], strict=True):
+                np.testing.assert_array_equal(a, b)
+        with pytest.raises(ValueError, match=r"^BatchEnv.mujoco resets its envs in the batch, "):
+            ours.call("reset", seed=3)
+    theirs.close()
+
+
 RENDER = """
 from batchrl.scripts import visualize
 visualize.choose_headless_gl()  # Before MuJoCo loads, as the visualize script does.
