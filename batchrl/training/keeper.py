@@ -52,7 +52,7 @@ class Keeper:
         self.rows: list[dict[str, float]] = []
         self.kept = (state, () if self.directory is None else _fresh(self.algorithm, state))
         self.tail = collections.deque(maxlen=config.average_last - 1)
-        self.tail.extend(_earlier_params(self.directory, state, config.average_last))
+        self.tail.extend(_earlier_params(self.directory, state, config))
         if int(state.phases):
             self.tail.append(tail_average.params(state.agent))
 
@@ -186,22 +186,31 @@ def _fresh(algorithm: algorithm_lib.Algorithm, state: loop.RunState) -> tuple[tu
 
 
 def _earlier_params(
-    directory: pathlib.Path | None, state: loop.RunState, average_last: int
+    directory: pathlib.Path | None, state: loop.RunState, config: TrainConfig
 ) -> list:
-    """The parameters of the kept phases before `state`'s that its final policy may average.
+    """The parameters of the kept phases before `state`'s that its final policy averages.
 
     A resumed run's last phases average these with their own (`tail_average`); a fresh
-    run, or one without a folder, has none.
+    run, or one without a folder, has none. Only phases of the final average are read,
+    the newest first and without a gap: a checkpoint that does not load ends them, said
+    in one line, and the final policy averages fewer phases, as its row says.
     """
-    done = int(state.phases)
-    if directory is None or average_last < 2 or not done:
+    done, count = int(state.phases), config.average_last
+    if directory is None or count < 2 or not done:
         return []
     target = tail_average.params(state.agent)
-    wanted = [phase for phase in checkpoint.steps(directory) if done - average_last < phase < done]
     part = ("agent", "learner", "params")
-    return [
-        checkpoint.load(checkpoint.path_for(directory, phase), target, part) for phase in wanted
-    ]
+    kept = []
+    for phase in range(done - 1, max(done - count + 1, config.phases - count + 1, 1) - 1, -1):
+        try:
+            kept.append(checkpoint.load(checkpoint.path_for(directory, phase), target, part))
+        except (OSError, checkpoint.CheckpointError) as error:
+            averaged = len(kept) + 1 + config.phases - done
+            logger.warning(
+                "%s: the final policy averages its last %d phases, not %d", error, averaged, count
+            )
+            break
+    return kept[::-1]
 
 
 def _best_return(rundir: pathlib.Path, state: loop.RunState) -> float:

@@ -164,13 +164,33 @@ def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except json.JSONDecodeError as error:
             if number == len(lines):
                 _log.warning("%s: skipped a truncated last line %d", path, number)
                 break
             raise ValueError(f"{path}: line {number} is not valid JSON: {error}") from error
+        _check_record(path, number, record)
+        records.append(record)
     return records
+
+
+def _check_record(path: str | os.PathLike, number: int, record: Any) -> None:
+    """A ValueError naming a line that is no row: not an object, or a step not a whole number.
+
+    Readers sort and compare rows by step; such a line was a traceback in each of them.
+    """
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: line {number} is {_kind(record)}, not a row (an object)")
+    step = record.get("step")
+    if step is not None and (not isinstance(step, int) or isinstance(step, bool)):
+        raise ValueError(f"{path}: line {number} has step {step!r}: a row's step is a whole number")
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, in a word or two: "a list", "a number"."""
+    names = {list: "a list", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
 
 
 def _import_tensorboardx() -> tuple[ModuleType, ModuleType, ModuleType]:
@@ -239,7 +259,9 @@ def _step_of(line: str) -> int:
 
 
 def drop_partial_line(path: Path) -> None:
-    """Cuts off a last line that does not parse or has no newline: appended rows start clean.
+    """Cuts off a last line cut short or that does not parse: appended rows start clean.
+
+    A whole row that lacks only its newline (an editor strips it) gets it, and stays.
 
     A row appended after it would leave it in the middle of the file, where `read_jsonl`
     refuses it and the next resume, or a plot, stops on it.
@@ -248,6 +270,10 @@ def drop_partial_line(path: Path) -> None:
         return
     data = path.read_bytes()
     end = data.rfind(b"\n") + 1
+    if end < len(data) and _is_row(data[end:]):  # Whole but for its newline (an editor's).
+        with path.open("ab") as file:
+            file.write(b"\n")
+        return
     what = "a truncated last line"
     if end == len(data):  # Ends with its newline: the last line is one row, or garbage.
         start = data.rfind(b"\n", 0, max(end - 1, 0)) + 1
@@ -265,3 +291,11 @@ def _parses(line: bytes) -> bool:
     except ValueError:
         return False
     return True
+
+
+def _is_row(line: bytes) -> bool:
+    """Whether `line` is one whole row: a JSON object."""
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False

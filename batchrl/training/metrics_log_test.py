@@ -118,6 +118,33 @@ def test_read_jsonl_rejects_a_bad_line_before_the_last(tmp_path):
         metrics_log.read_jsonl(path)
 
 
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("42", "line 2 is a number, not a row (an object)"),
+        ("[]", "line 2 is a list, not a row (an object)"),
+        ('{"step": "3600"}', "line 2 has step '3600': a row's step is a whole number"),
+        ('{"step": 3600.0}', "line 2 has step 3600.0: a row's step is a whole number"),
+    ],
+)
+def test_read_jsonl_names_a_line_that_is_no_row(tmp_path, line, said):
+    # Each was a traceback in the resume, plot and results, which compare rows by step.
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(f'{{"step": 0}}\n{line}\n{{"step": 2}}\n')
+    with pytest.raises(ValueError) as error:
+        metrics_log.read_jsonl(path)
+    assert str(error.value) == f"{path}: {said}"
+
+
+def test_a_whole_last_row_without_its_newline_is_kept(tmp_path, caplog):
+    # An editor that strips the file's last newline: the run's final row was cut as partial.
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 0}\n{"step": 1, "final/return": 5.0}')
+    metrics_log.drop_partial_line(path)
+    assert path.read_text() == '{"step": 0}\n{"step": 1, "final/return": 5.0}\n'
+    assert not caplog.records
+
+
 # Killed mid-write, or a whole line of garbage: appended after, it stopped every reader.
 @pytest.mark.parametrize("last", ['{"step": 1, "train/ret', "garbage{not json\n"])
 def test_resumed_writer_appends_after_cutting_a_truncated_line(tmp_path, last):

@@ -1,4 +1,6 @@
+import logging
 import pathlib
+import shutil
 
 import jax
 import numpy as np
@@ -85,8 +87,11 @@ def test_the_final_policy_averages_the_last_phases_and_changes_nothing_before(ru
 
 
 @pytest.mark.slow
-def test_a_run_resumed_in_its_last_phases_averages_the_same_ones(runs, tmp_path, monkeypatch):
+def test_a_run_resumed_in_its_last_phases_averages_the_same_ones(
+    runs, tmp_path, monkeypatch, caplog
+):
     original, calls = terminal.summary_line, []
+    stopped = tmp_path / "stopped"
 
     def interrupted(*args, **kwargs):  # After phase 4 was checkpointed.
         calls.append(1)
@@ -96,11 +101,27 @@ def test_a_run_resumed_in_its_last_phases_averages_the_same_ones(runs, tmp_path,
 
     with monkeypatch.context() as patch:
         patch.setattr(terminal, "summary_line", interrupted)
-        assert train.main(command(tmp_path, average_last=3)) == 130
-    assert checkpoint.steps(folder(tmp_path) / "checkpoints") == [1, 2, 3, 4]
-    assert train.main(command(tmp_path, average_last=3)) == 0
+        assert train.main(command(stopped, average_last=3)) == 130
+    assert checkpoint.steps(folder(stopped) / "checkpoints") == [1, 2, 3, 4]
+    gap = tmp_path / "gap"
+    shutil.copytree(stopped, gap)
+    # Phase 2, which the final policy does not average, was read and stopped the resume.
+    checkpoint.path_for(folder(stopped) / "checkpoints", 2).write_bytes(b"cut")
+    assert train.main(command(stopped, average_last=3)) == 0
     whole = checkpoint.path_for(runs["averaged"] / "checkpoints", 5).read_bytes()
-    assert checkpoint.path_for(folder(tmp_path) / "checkpoints", 5).read_bytes() == whole
+    assert checkpoint.path_for(folder(stopped) / "checkpoints", 5).read_bytes() == whole
+    # Without phase 3's checkpoint the final policy averaged phases 2, 4 and 5, and said 3.
+    checkpoint.path_for(folder(gap) / "checkpoints", 3).unlink()
+    with caplog.at_level(logging.WARNING, "batchrl.training"):
+        assert train.main(command(gap, average_last=3)) == 0
+    said = [r.getMessage() for r in caplog.records if "final policy averages" in r.getMessage()]
+    assert len(said) == 1 and said[0].endswith(
+        ": the final policy averages its last 2 phases, not 3"
+    )
+    assert metrics_log.read_jsonl(folder(gap) / "metrics.jsonl")[-1]["final/averaged_phases"] == 2
+    expected = tail_average.mean([params(runs["plain"], phase) for phase in (4, 5)])
+    final = params(folder(gap), 5)
+    assert jax.tree.all(jax.tree.map(lambda a, b: np.allclose(a, b, atol=1e-6), final, expected))
 
 
 def test_average_last_needs_every_phase_it_averages_kept():
