@@ -142,10 +142,14 @@ def restore(
     try:
         restored = checkpoint.load_latest(directory, state)
     except checkpoint.CheckpointError as error:  # What to do, after what is wrong.
+        # Every checkpoint of another structure: the config that shapes the state changed.
+        edited = ": structure mismatch" in str(error)
+        config = f"put back what was changed in {run_folder.CONFIG}, or " if edited else ""
         raise checkpoint.CheckpointError(
-            f"{error}; move {str(directory)!r} away to train the run again from its start"
+            f"{error}; {config}move {str(directory)!r} away to train the run again from its start"
         ) from None
     if restored is None:
+        _say_rows_replaced(rundir)
         return state
     state = loop.place(programs, restored[1])
     logger.warning(
@@ -153,6 +157,22 @@ def restore(
     )
     _keep_best_of(rundir, state, programs.algorithm)
     return state
+
+
+def _say_rows_replaced(rundir: pathlib.Path) -> None:
+    """Says so where rows of phases stand in a folder of no checkpoint: the run redoes them.
+
+    Killed before its first checkpoint (`checkpoint_every` > 1), or its checkpoints deleted.
+    """
+    path = run_folder.metrics(rundir)
+    rows = results.phases(metrics_log.read_jsonl(path)) if path.exists() else []
+    if rows:
+        logger.warning(
+            "%s holds %d phases' rows but no checkpoint: the run trains again from its start "
+            "and writes them anew",
+            rundir.name,
+            len(rows),
+        )
 
 
 def _keep_best_of(

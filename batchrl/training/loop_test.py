@@ -1,4 +1,5 @@
 import dataclasses
+import logging
 
 import jax
 import numpy as np
@@ -136,6 +137,30 @@ def test_a_resume_whose_checkpoints_none_load_says_what_to_do(tmp_path):
     message = str(raised.value)
     assert message.startswith(f"none of the 1 checkpoints in {directory} loads; the newest, ")
     assert message.endswith(f"move {str(directory)!r} away to train the run again from its start")
+    # Checkpoints of a config since edited (another env count): the config is what to mend.
+    other = jax_mock.CountingBatch(DURATIONS[:2])
+    checkpoint.save(directory, 2, built(other, max_length=4)[1], 3)
+    with pytest.raises(checkpoint.CheckpointError) as raised:
+        keeper.restore(tmp_path, programs, state, env.env_spec)
+    message = str(raised.value)
+    assert ": structure mismatch at /" in message
+    assert message.endswith(
+        f"; put back what was changed in config.yaml, or move {str(directory)!r} away to train "
+        "the run again from its start"
+    )
+
+
+def test_rows_in_a_folder_of_no_checkpoint_are_said_to_be_written_anew(tmp_path, caplog):
+    env = jax_mock.CountingBatch(DURATIONS)
+    programs, state = built(env, max_length=4)
+    rows = "".join(f'{{"step": {step}, "train/return": 1.0}}\n' for step in (8, 16))
+    run_folder.metrics(tmp_path).write_text(rows)  # Its checkpoints deleted, say.
+    with caplog.at_level(logging.WARNING, "batchrl.training"):
+        assert keeper.restore(tmp_path, programs, state, env.env_spec) is state
+    said = f"{tmp_path.name} holds 2 phases' rows but no checkpoint: the run trains again"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{said} from its start and writes them anew"
+    ]
 
 
 @pytest.mark.parametrize("objective", ["kl_penalty", "clipped"])

@@ -53,14 +53,17 @@ class WriteError(OSError):
     """
 
 
-def write_error(
-    path: pathlib.Path, error: OSError, then: str = "resume the run (--timestamp)"
-) -> WriteError:
-    """The WriteError for `error`, met writing `path`: the file, why, and what to do."""
+def write_error(path: pathlib.Path, error: OSError, started: bool = True) -> WriteError:
+    """The WriteError for `error`, met writing `path`: the file, why, and what to do.
+
+    `started`: the run folder holds a run to resume; else the command starts it again.
+    """
     reason = error.strerror or str(error)
+    kept = "the run folder keeps its last good files: " if started else ""
+    then = "resume the run (--timestamp)" if started else "run the command again"
     return WriteError(
-        f"cannot write {str(path)!r}: {reason}; the run folder keeps its last good files: "
-        f"make room or make {str(path.parent)!r} writable, then {then}"
+        f"cannot write {str(path)!r}: {reason}; {kept}make room or make "
+        f"{str(path.parent)!r} writable, then {then}"
     )
 
 
@@ -101,10 +104,12 @@ def create(
     folder = logdir / name(stamp, config_name)
     try:
         logdir.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise
+    except FileExistsError:  # A file where the folder of runs goes, or above it.
+        raise RunFolderError(
+            f"logdir {str(logdir)!r} is a file, not a folder of runs: give a folder"
+        ) from None
     except OSError as error:  # A read-only parent, say.
-        raise write_error(logdir, error, "run the command again") from error
+        raise write_error(logdir, error, started=False) from error
     for count in range(1, 1000):
         try:
             folder.mkdir()
@@ -114,8 +119,13 @@ def create(
                 raise
             folder = logdir / name(f"{stamp}.{count}", config_name)
         except OSError as error:  # A read-only logdir, say.
-            raise write_error(folder, error, "run the command again") from error
-    write_config(folder, config)
+            raise write_error(folder, error, started=False) from error
+    try:
+        write_config(folder, config)
+    except WriteError as error:  # A full disk: a folder without its config resumes never.
+        shutil.rmtree(folder, ignore_errors=True)
+        cause = error.__cause__ if isinstance(error.__cause__, OSError) else error
+        raise write_error(folder / CONFIG, cause, started=False) from None
     return folder
 
 

@@ -110,9 +110,21 @@ def test_a_run_folder_the_command_cannot_write_is_one_line(tmp_path, monkeypatch
     argv = ["--config", "pendulum_jax", "--logdir", str(tmp_path), "--timestamp", "t"]
     assert train.main(argv) == 1
     error = capsys.readouterr().err
-    config = tmp_path / "t-pendulum_jax" / "config.yaml"
-    assert error.startswith(f"batchrl: error: cannot write '{config}': Permission denied; ")
-    assert error.count("\n") == 1
+    folder = tmp_path / "t-pendulum_jax"
+    assert error == (
+        f"batchrl: error: cannot write '{folder / 'config.yaml'}': Permission denied; make room "
+        f"or make '{folder}' writable, then run the command again\n"
+    )
+    # A folder without its config, which no command resumed or started again, is not left.
+    assert not folder.exists()
+    monkeypatch.undo()
+    assert train.main([*argv, "--set", "steps=1"]) == 0
+    (tmp_path / "file").write_text("")
+    with pytest.raises(run_folder.RunFolderError) as refused:
+        run_folder.create(tmp_path / "file", presets.get("pendulum_jax"), "pendulum_jax")
+    said = f"logdir '{tmp_path / 'file'}' is a file, not a folder of runs: give a folder"
+    assert str(refused.value) == said
+    monkeypatch.setattr(run_folder.tempfile, "mkstemp", refuse)
     mkdir = pathlib.Path.mkdir
 
     def refuse_new(path, *args, **kwargs):  # A logdir of no writes: it exists, nothing new.
