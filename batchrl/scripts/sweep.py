@@ -6,9 +6,9 @@
 Run (config, seed) lives in LOGDIR/seed<seed>-<config>/ (a CONFIG given as a run folder
 or YAML file, as the train command takes it, is named as its runs are) and is trained by
 the train command with `--timestamp seed<seed>`, so a sweep can be stopped at any moment
-and run again: finished runs are skipped, interrupted ones resume from their last
-checkpoint, and the CPU hours of a table add up across sessions. Every config and seed is
-checked before the first run trains. A run another process trains (the same
+and run again: finished runs are skipped (trained on to a raised `--steps`), interrupted
+ones resume from their last checkpoint, and the CPU hours of a table add up across
+sessions. Each config's settings and seeds are checked before the first run trains. A run another process trains (the same
 sweep started in a second terminal) is left to it, said in one line, and the sweep goes on;
 it then exits with status 75 (`SKIPPED`), not 0, as that run's line is missing.
 Each run's line (stdout, and appended to LOGDIR/results.jsonl) gives its evaluation
@@ -31,6 +31,7 @@ whole list makes too long a file name).
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import dataclasses
 import json
@@ -89,9 +90,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     }
     if "seed" in keys:
         parser.error("--set seed=... would give every run one seed: choose them with --seeds")
-    twice = sorted({seed for seed in args.seeds if args.seeds.count(seed) > 1})
+    counts = collections.Counter(args.seeds)
+    twice = sorted(seed for seed, count in counts.items() if count > 1)
     if twice:
         parser.error(f"--seeds must be distinct seeds (a folder each), got {twice} twice")
+    named = collections.Counter(args.configs)
+    if max(named.values()) > 1:
+        twice = [config for config, count in named.items() if count > 1]
+        parser.error(f"--configs must be distinct configs (a run each), got {twice} twice")
     if "steps" in keys and args.steps is not None:
         parser.error("--steps and --set steps=... both set the budget: give one")
     if pathlib.Path(args.logdir).exists() and not pathlib.Path(args.logdir).is_dir():
@@ -148,9 +154,12 @@ def run_one(
     """
     unfinished = []
     for seed in seeds:
-        if results.read(rundir_of(args, config, seed)).finished:
-            # Refuses a finished run of other settings.
-            train.resumed_run(train.parse_args(train_argv(args, config, [seed])))
+        done = results.read(rundir_of(args, config, seed))
+        if done.finished:
+            # Refuses a finished run of other settings; one of a raised budget trains on.
+            _, asked = train.resumed_run(train.parse_args(train_argv(args, config, [seed])))
+            if done.env_steps < asked.shape.steps:
+                unfinished.append(seed)
         elif run_folder.busy(rundir_of(args, config, seed)):  # A second sweep, say.
             print(
                 f"sweep: {rundir_of(args, config, seed)} is being trained by another "
@@ -310,9 +319,10 @@ def _sweep(
             print("sweep: interrupted; run it again to resume", file=sys.stderr)
             return 130
         if code != 0:
-            named = " ".join(map(str, seeds))
-            print(f"sweep: error: {config} seed {named} exited with {code}", file=sys.stderr)
-            return code
+            named = " ".join(map(str, seeds)) if len(seeds) < 8 else f"{seeds[0]} ... {seeds[-1]}"
+            said = f"exited with {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
+            print(f"sweep: error: {config} seed {named} {said}", file=sys.stderr)
+            return code if code > 0 else 128 - code  # A shell's status for a signal.
         try:
             written = _lines_written(pathlib.Path(args.logdir) / RESULTS)
         except ValueError as error:  # A line other than the last that is not JSON.

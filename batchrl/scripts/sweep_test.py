@@ -161,6 +161,7 @@ def test_a_results_file_cut_mid_line_is_read_whole_after_the_next_sweep(swept, t
         (["--steps", "10", "--set", "steps=20"], "--steps and --set steps=... both set"),
         (["--evaluate-best", "0"], "--evaluate-best takes episodes, at least 1: got 0"),
         (["--seeds", "0", "1", "0"], "--seeds must be distinct seeds (a folder each), got [0]"),
+        (["pendulum_jax"], "--configs must be distinct configs (a run each), got ['pendulum_jax']"),
     ],
 )
 def test_settings_the_sweep_cannot_honour_are_refused_before_any_run(
@@ -262,6 +263,20 @@ def test_a_run_that_evaluates_sampled_actions_says_so_and_scores_its_best_so(
     (sampled,) = evaluate.evaluate(rundir, 8, best=True, sample=True)
     (mean,) = evaluate.evaluate(rundir, 8, best=True, sample=False)
     assert row["kept_best_return"] == sampled["return"] != mean["return"]
+
+
+@pytest.mark.slow
+def test_finished_runs_asked_for_a_raised_budget_train_on_to_it(swept, tmp_path, capsys):
+    # They were skipped as finished, their lines those of the old budget, and it exited 0.
+    logdir, argv, rows, _ = swept
+    shutil.copytree(logdir, tmp_path / "sweep")
+    argv = [*argv[:1], str(tmp_path / "sweep"), *argv[2:]]
+    budget = argv.index("--steps") + 1
+    argv[budget] = str(int(argv[budget]) + 400)
+    assert sweep.main(argv) == 0
+    again = lines(capsys.readouterr().out)
+    assert [row["env_steps"] for row in again] == [row["env_steps"] + 400 for row in rows]
+    assert all(row["seconds_this_invocation"] is not None for row in again)
 
 
 @pytest.mark.slow

@@ -23,6 +23,7 @@ import argparse
 import dataclasses
 import os
 import pathlib
+import shutil
 import sys
 from collections.abc import Sequence
 
@@ -264,7 +265,15 @@ def name_of(config: str) -> str:
 
 def seed_timestamp(timestamp: str, seed: int) -> str:
     """The timestamp of seed `seed`'s folder in a together-run stamped `timestamp`."""
-    return timestamp.format(seed=seed) if "{seed}" in timestamp else f"{timestamp}-seed{seed}"
+    if "{seed}" not in timestamp:
+        return f"{timestamp}-seed{seed}"
+    try:
+        return timestamp.format(seed=seed)
+    except (KeyError, IndexError, ValueError):  # Another field, or a lone brace.
+        raise UsageError(
+            f"--timestamp {timestamp!r}: a together-run's timestamp may hold {{seed}}, and no "
+            "other braces"
+        ) from None
 
 
 def _train_together(args: argparse.Namespace) -> int:
@@ -286,9 +295,15 @@ def _train_together(args: argparse.Namespace) -> int:
     before = _folders(args.logdir)
     if args.timestamp:
         runs = []
-        for one in ones:
-            one.timestamp = seed_timestamp(args.timestamp, one.seed)
-            runs.append(resumed_run(one))
+        try:
+            for one in ones:
+                one.timestamp = seed_timestamp(args.timestamp, one.seed)
+                runs.append(resumed_run(one))
+        except Exception:  # A seed refused: the folders made for the seeds before it go.
+            for rundir, _ in runs:
+                if rundir not in before:
+                    shutil.rmtree(rundir, ignore_errors=True)
+            raise
     else:
         if not args.config:
             raise UsageError(

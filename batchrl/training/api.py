@@ -17,6 +17,7 @@ horizon follow from it.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
 import logging
@@ -169,10 +170,11 @@ def check_seeds(seeds: Any) -> list[int]:
     except TypeError:  # seeds=5: a count of seeds, or one seed, meant.
         raise ValueError(f"seeds is a list of seeds such as [0, 1, 2], got {seeds!r}") from None
     seeds = [train_config.typed("seed", int, seed) for seed in seeds]  # np.arange(3)'s as ints.
-    twice = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+    twice = sorted(seed for seed, count in collections.Counter(seeds).items() if count > 1)
     if not seeds or twice:
-        why = "none given" if not seeds else f"{twice} given twice"
-        raise ValueError(f"seeds must be one or more distinct seeds, got {seeds}: {why}")
+        given = seeds if len(seeds) <= 20 else f"{len(seeds)} seeds"
+        why = "none given" if not seeds else f"{twice[:20]} given twice"
+        raise ValueError(f"seeds must be one or more distinct seeds, got {given}: {why}")
     return seeds
 
 

@@ -348,6 +348,18 @@ def test_seeds_with_set_seed_are_refused_in_one_line(tmp_path, capsys):
         "batchrl: error: --set seed=5 would give every run one seed: choose them with --seeds\n"
     )
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
+    assert train.main([*argv, "--timestamp", "a{seed}{x}"]) == 2  # Was a KeyError's traceback.
+    assert capsys.readouterr().err == (
+        "batchrl: error: --timestamp 'a{seed}{x}': a together-run's timestamp may hold {seed}, "
+        "and no other braces\n"
+    )
+    # Seed 2 of other settings refused: seed 1's new folder, holding only its config, was left
+    # behind, and the corrected command then refused seed 1 as started with other settings.
+    config = configs.parse_override(configs.get("pendulum_jax"), "seed=2")
+    run_folder.create(tmp_path, config, "pendulum_jax", "a-seed2")
+    assert train.main([*argv, "--timestamp", "a", "--set", "eval_every=3"]) == 2
+    assert "was started with other settings: eval_every=3" in capsys.readouterr().err
+    assert [path.name for path in tmp_path.iterdir()] == ["a-seed2-pendulum_jax"]
 
 
 def test_refused_seeds_leave_no_folder_and_same_second_runs_take_the_next_stamp(
