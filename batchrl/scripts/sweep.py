@@ -8,9 +8,10 @@ or YAML file, as the train command takes it, is named as its runs are) and is tr
 the train command with `--timestamp seed<seed>`, so a sweep can be stopped at any moment
 and run again: finished runs are skipped (trained on to a raised `--steps`), interrupted
 ones resume from their last checkpoint, and the CPU hours of a table add up across
-sessions. Each config's settings and seeds are checked before the first run trains. A run another process trains (the same
-sweep started in a second terminal) is left to it, said in one line, and the sweep goes on;
-it then exits with status 75 (`SKIPPED`), not 0, as that run's line is missing.
+sessions. Each config's settings and seeds are checked before the first run trains. A
+run another process trains (the same sweep started in a second terminal) is left to it,
+said in one line, and the sweep goes on; it then exits with status 75 (`SKIPPED`), not 0,
+as that run's line is missing.
 Each run's line (stdout, and appended to LOGDIR/results.jsonl) gives its evaluation
 curve, the final policy's return, the mean of the last 5 evaluations, wall-clock,
 env-steps/s, the machine and the versions; its returns are of the mean action, or of

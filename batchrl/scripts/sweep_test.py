@@ -15,6 +15,7 @@ import time
 import warnings
 
 import jax
+import psutil
 import pytest
 
 from batchrl.configs import presets
@@ -319,7 +320,6 @@ def test_a_second_ctrl_c_waits_for_the_run_it_stops(tmp_path):
     # Phases of 2-3 s: the first Ctrl-C lets the run end its phase, the second stops it
     # at once; the sweep returns only once its run has saved its checkpoint and exited
     # (it returned with its run still in its phase, when that ended after the second).
-    import psutil
 
     argv = ["--logdir", str(tmp_path), "--configs", "pendulum_jax", "--seeds", "3"]
     argv += ["--steps", "400000", *TINY, "--set", "phase_steps=40000"]
@@ -388,3 +388,21 @@ def test_an_interrupted_sweep_resumes_its_run_where_it_stopped(tmp_path, start, 
     assert [
         r["step"] for r in results.phases(metrics_log.read_jsonl(rundir / "metrics.jsonl"))
     ] == [200 * n for n in range(1, 41)]
+
+
+@pytest.mark.slow
+def test_a_run_killed_by_a_signal_is_named_so_and_the_sweep_exits_as_a_shell_would(tmp_path):
+    # It said "exited with -9" and exited with 247.
+    argv = ["--logdir", str(tmp_path), "--configs", "pendulum_jax", "--seeds", "3"]
+    argv += ["--steps", "8000", *TINY]
+    command = [sys.executable, "-m", "batchrl.scripts.sweep", *argv]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    rundir = tmp_path / "seed3-pendulum_jax"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not checkpoint.steps(rundir / "checkpoints"):
+        time.sleep(0.02)
+    (run,) = psutil.Process(process.pid).children()
+    run.kill()
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGKILL, err[-2000:]
+    assert err.endswith("sweep: error: pendulum_jax seed 3 killed by SIGKILL\n")
