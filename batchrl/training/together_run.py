@@ -290,9 +290,16 @@ def _common_phase(
                 for config, phase in zip(configs, phases, strict=True)
             )
             each = " and ".join(f"--timestamp {run_folder.parse(f.name)[0]}" for f in rundirs)
+            # A seed new to the run, or whose folder is gone, is the one to name.
+            new = [str(c.seed) for c, p in zip(configs, phases, strict=True) if p == common == 0]
+            why = (
+                f"seed {' and '.join(new)} trained none"
+                if new
+                else f"seed {configs[i].seed} keeps no checkpoint of phase {common}"
+            )
             raise ValueError(
-                f"the seeds resume from different phases ({found}) and seed {configs[i].seed} "
-                f"keeps no checkpoint of phase {common}: resume each on its own ({each})"
+                f"the seeds resume from different phases ({found}) and {why}: resume each on "
+                f"its own ({each}; a sweep: without --together)"
             ) from None
         logger.warning("%s goes back to phase %d, as the other seeds", rundir.name, common)
     return states

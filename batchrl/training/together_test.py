@@ -133,7 +133,7 @@ def test_seeds_that_keep_no_common_phase_are_refused_in_one_line(tmp_path, capsy
     assert capsys.readouterr().err == (
         "batchrl: error: the seeds resume from different phases (seed 1 at phase 1, seed 2 at "
         "phase 2) and seed 2 keeps no checkpoint of phase 1: resume each on its own "
-        "(--timestamp s1 and --timestamp s2)\n"
+        "(--timestamp s1 and --timestamp s2; a sweep: without --together)\n"
     )
     assert train.main(["--logdir", str(tmp_path), "--timestamp", "s1"]) == 0
 
@@ -149,8 +149,8 @@ def test_a_deleted_seed_folder_does_not_send_the_other_seeds_back_to_the_start(t
     assert train.main(args) == 1  # Seed 1's two phases kept, not trained again from phase 0.
     assert capsys.readouterr().err == (
         "batchrl: error: the seeds resume from different phases (seed 1 at phase 2, seed 2 at "
-        "phase 0) and seed 1 keeps no checkpoint of phase 0: resume each on its own "
-        "(--timestamp s1 and --timestamp s2)\n"
+        "phase 0) and seed 2 trained none: resume each on its own "
+        "(--timestamp s1 and --timestamp s2; a sweep: without --together)\n"
     )
     assert (tmp_path / "s1-pendulum_jax" / "metrics.jsonl").read_text() == rows
     assert not (tmp_path / "s2-pendulum_jax").exists()
