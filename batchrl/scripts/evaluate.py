@@ -165,7 +165,15 @@ def evaluate(
         state = loop.initial_state(programs, config, env, fresh_agent=False)
 
         def load(path: pathlib.Path):
-            return loop.place(programs, checkpoint.load(path, state))
+            try:
+                return loop.place(programs, checkpoint.load(path, state))
+            except checkpoint.CheckpointError:
+                if path.exists() or not run_folder.busy(rundir):
+                    raise
+                raise checkpoint.CheckpointError(  # Listed, then dropped as the run kept newer.
+                    f"{path} was removed as the run trains on (keep_checkpoints): evaluate its "
+                    "phases still kept, or evaluate once it ends"
+                ) from None
 
         obs_norm = None
         if normalizer_from is not None:

@@ -219,3 +219,25 @@ def test_a_corrupt_checkpoint_is_named_in_one_line(run, tmp_path, capsys):
     out, err = capsys.readouterr()
     assert err.startswith(f"evaluate: error: {path}: truncated") and "\n" not in err.strip()
     assert [json.loads(line)["phase"] for line in out.splitlines()] == [5]  # Kept: the rows before.
+
+
+def test_a_checkpoint_the_training_run_drops_meanwhile_is_said_so(run, tmp_path, capsys):
+    # Listed, then removed by the run's retention before its turn: "unreadable: No such file".
+    copy = tmp_path / run.name
+    shutil.copytree(run, copy)
+    load = checkpoint.load
+
+    def dropped_first(path, *args, **kwargs):  # As the run's next phase keeps a newer one.
+        if path.name.startswith("ckpt-"):
+            for kept in run_folder.checkpoints(copy).glob("ckpt-*"):
+                kept.unlink()
+        return load(path, *args, **kwargs)
+
+    with run_folder.held(copy), pytest.MonkeyPatch.context() as patch:
+        patch.setattr(checkpoint, "load", dropped_first)
+        assert evaluate.main(["--logdir", str(copy), "--episodes", "2"]) == 1
+    path = checkpoint.path_for(run_folder.checkpoints(copy), 4)
+    assert capsys.readouterr().err == (
+        f"evaluate: error: {path} was removed as the run trains on (keep_checkpoints): evaluate "
+        "its phases still kept, or evaluate once it ends\n"
+    )
