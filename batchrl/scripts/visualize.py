@@ -26,7 +26,8 @@ import os
 import pathlib
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import gymnasium as gym
 
@@ -135,8 +136,13 @@ def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
     """
     import imageio
 
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise UsageError(f"--outdir {str(outdir)!r} is a file, not a folder") from None
+    except OSError as error:
+        raise run_folder.write_error(outdir, error, started=False) from None
     env = film_env(config)
-    outdir.mkdir(parents=True, exist_ok=True)
     fps = env.metadata.get("render_fps", 30)
     if config.backend != "ale":  # One frame a policy step: `action_repeat` env steps.
         fps /= config.action_repeat
@@ -155,12 +161,22 @@ def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
             # imageio starts ffmpeg with fork+exec; exec follows at once, so JAX's threads
             # cannot deadlock the child.
             warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")
-            imageio.mimwrite(path, frames, fps=fps, macro_block_size=1)
+            written(path, imageio.mimwrite, path, frames, fps=fps, macro_block_size=1)
         row = {"episode": episode, "return": score, "length": length, "video": path.name}
         stats.append(row if deterministic else {**row, "sampled": True})
     env.close()
-    (outdir / "episodes.json").write_text(json.dumps(stats, indent=2) + "\n")
+    path = outdir / "episodes.json"
+    written(path, path.write_text, json.dumps(stats, indent=2) + "\n")
     return stats
+
+
+def written(path: pathlib.Path, write: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """Calls `write`, which writes `path`; a full disk's part of it is removed, the file named."""
+    try:
+        write(*args, **kwargs)
+    except OSError as error:
+        path.unlink(missing_ok=True)
+        raise run_folder.write_error(path, error, started=False) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -180,6 +196,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, run_folder.RunFolderError) as error:
         print(f"visualize: error: {error}", file=sys.stderr)
         return 2
+    except run_folder.WriteError as error:
+        print(f"visualize: error: {error}", file=sys.stderr)
+        return 1
     except Exception as error:
         name = type(error).__name__
         print(f"visualize: error: {name}: {str(error).splitlines()[0]}", file=sys.stderr)

@@ -220,3 +220,27 @@ def test_envs_without_a_tracking_camera_keep_theirs():
             assert not visualize.follow_the_agent(env)
         finally:
             env.close()
+
+
+@pytest.mark.slow
+def test_an_outdir_it_cannot_write_is_one_line_naming_the_file(run, tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    args = ["--logdir", str(run), "--outdir", str(tmp_path / "file")]
+    assert visualize.main(args) == 2  # Was FileExistsError's own words.
+    said = f"visualize: error: --outdir '{tmp_path / 'file'}' is a file, not a folder\n"
+    assert capsys.readouterr().err == said
+    import imageio
+
+    def full(path, *args, **kwargs):  # As a full disk stops ffmpeg part way.
+        pathlib.Path(path).write_bytes(b"part")
+        raise OSError(28, "No space left on device")
+
+    out = tmp_path / "videos"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(imageio, "mimwrite", full)
+        assert visualize.main(["--logdir", str(run), "--outdir", str(out)]) == 1
+    assert capsys.readouterr().err == (
+        f"visualize: error: cannot write '{out / 'episode-0.mp4'}': No space left on device; "
+        f"make room or make '{out}' writable, then run the command again\n"
+    )
+    assert list(out.iterdir()) == []  # No part of a video, and no episodes.json.
