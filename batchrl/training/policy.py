@@ -78,7 +78,9 @@ class Policy:
         if self._acting is None or _num_envs(self._acting) != size:
             self._acting = self._start(self._learner, size)  # One program, not an op each.
         perform = self._perform[bool(deterministic)]
-        self._acting, action, self._key = perform(self._acting, batch, self._key)
+        self._acting, action, key = perform(self._acting, batch, self._key)
+        if not deterministic:  # The mode draws nothing: samples do not depend on its calls.
+            self._key = key
         if self.env_spec.action is not None:  # A tree: each leaf in the dtype its space has.
             dtypes = env_spec_lib.map_tree(lambda leaf: leaf.dtype, self.env_spec.action)
             action = env_spec_lib.map_tree(_host_action, dtypes, action)

@@ -49,6 +49,10 @@ def test_predict_samples_by_default_and_acts_as_act_when_deterministic(run):
     sampled = [policy.predict(obs)[0] for _ in range(2)]  # SB3's default: not deterministic.
     assert not np.array_equal(sampled[0], sampled[1])
     assert not np.array_equal(sampled[0], action)
+    # The mode draws nothing: a fresh policy samples the same after any deterministic calls.
+    fresh = batchrl.load(run.rundir)
+    fresh.act(obs), fresh.predict(obs, deterministic=True)
+    np.testing.assert_array_equal(fresh.predict(obs)[0], batchrl.load(run.rundir).predict(obs)[0])
 
 
 def test_predict_starts_the_episodes_episode_start_marks_of_a_recurrent_policy():
