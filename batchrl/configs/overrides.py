@@ -29,11 +29,26 @@ class _Loader(yaml.SafeLoader):
     """
 
 
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
+class _Dumper(yaml.SafeDumper):
+    """`yaml.safe_dump`'s YAML, quoting the text `_Loader` would read as a number ("1e5")."""
+
+
+for _kind in (_Loader, _Dumper):
+    _kind.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+        list("-+0123456789."),
+    )
+
+
+def load_yaml(text: str) -> Any:
+    """YAML as `--set` reads it: `yaml.safe_load`'s, with `1e-3` a number (`_Loader`)."""
+    return yaml.load(text, Loader=_Loader)  # A SafeLoader: no code runs.
+
+
+def dump_yaml(data: Any) -> str:
+    """`data` as YAML that `load_yaml` reads back equal, keys in their order."""
+    return yaml.dump(data, Dumper=_Dumper, sort_keys=False)
 
 
 def _parse(name: str, kind: Any, text: str) -> Any:
@@ -46,7 +61,7 @@ def _parse(name: str, kind: Any, text: str) -> Any:
         return _parse(name, options[0], text)
     if origin is dict:
         try:
-            value = yaml.load(text, Loader=_Loader)  # A SafeLoader: no code runs.
+            value = load_yaml(text)
         except yaml.YAMLError:
             value = text
         return train_config.typed(name, kind, value)

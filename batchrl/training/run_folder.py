@@ -31,7 +31,7 @@ from collections.abc import Iterator, Sequence
 import yaml
 
 from batchrl import env_spec as env_spec_lib
-from batchrl.configs import train_config
+from batchrl.configs import overrides, train_config
 
 CONFIG = "config.yaml"
 SPEC = "env_spec.json"
@@ -265,7 +265,7 @@ def metrics(rundir: str | os.PathLike) -> pathlib.Path:
 
 def write_config(rundir: str | os.PathLike, config: train_config.TrainConfig) -> None:
     """Writes the run's config as YAML, atomically."""
-    text = yaml.safe_dump(train_config.to_dict(config), sort_keys=False)
+    text = overrides.dump_yaml(train_config.to_dict(config))
     write_atomic(pathlib.Path(rundir) / CONFIG, text)
 
 
@@ -307,7 +307,8 @@ def read_config(rundir: str | os.PathLike) -> train_config.TrainConfig:
 def read_config_file(path: str | os.PathLike) -> train_config.TrainConfig:
     """A config in a YAML file as a run folder's config.yaml holds one; one-line errors."""
     try:
-        return train_config.from_dict(yaml.safe_load(pathlib.Path(path).read_text()))
+        # Numbers as `--set` reads them: `1e-3` in a hand-written file is a float, not text.
+        return train_config.from_dict(overrides.load_yaml(pathlib.Path(path).read_text()))
     except (yaml.YAMLError, ValueError, TypeError, AttributeError) as error:
         raise RunFolderError(f"cannot read {str(path)!r}: {_first_line(error)}") from None
 

@@ -1,3 +1,4 @@
+import dataclasses
 import os
 import pathlib
 import signal
@@ -142,6 +143,18 @@ def test_a_folder_written_when_num_envs_was_num_agents_reads_back_the_same(tmp_p
     path.write_text(path.read_text().replace("\nnum_envs:", "\nnum_agents:"))
     assert "num_envs" not in path.read_text()
     assert run_folder.read_config(folder) == config
+
+
+def test_numbers_in_a_hand_written_config_read_as_set_reads_them(tmp_path):
+    # `1e1` was the text "1e1", handed to the env's constructor; `1e-3` a refused float.
+    path = tmp_path / "mine.yaml"
+    path.write_text("env: Pendulum-v1\nalgorithm: {learning_rate: 1e-3}\nenv_kwargs: {g: 1e1}\n")
+    config = run_folder.read_config_file(path)
+    assert config.algorithm.learning_rate == 0.001 and config.env_kwargs == {"g": 10.0}
+    # Text that reads as a number is written quoted, and reads back as text.
+    config = dataclasses.replace(config, env_kwargs={"name": "1e5", "g": 1e-05})
+    run_folder.write_config(tmp_path, config)
+    assert run_folder.read_config(tmp_path) == config
 
 
 def test_unreadable_configs_are_one_line(tmp_path):
