@@ -224,6 +224,14 @@ def test_annealing_and_recomputing_are_settings_of_the_clipped_objective():
         config_lib.ClippedConfig(learning_rate=0.0)
     with pytest.raises(ValueError, match=r"^value_coef must be a finite number, got inf$"):
         config_lib.ClippedConfig(value_coef=float("inf"))
+    # Negative weights trained without a word, pushing the value error and entropy the
+    # wrong way.
+    with pytest.raises(ValueError, match=r"^value_coef must be 0 or more, got -1\.0$"):
+        config_lib.ClippedConfig(value_coef=-1.0)
+    with pytest.raises(ValueError, match=r"^entropy_coef must be 0 or more, got -5\.0$"):
+        overrides.parse_override(clipped_preset, "entropy_coef=-5")
+    with pytest.raises(ValueError, match=r"^kl_cutoff_coef must be 0 or more, got -1000\.0$"):
+        config_lib.PenaltyConfig(kl_cutoff_coef=-1000.0)
 
 
 def python_gae(reward, value, next_value, terminated, done, discount, lambda_):

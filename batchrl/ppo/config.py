@@ -106,6 +106,7 @@ class Common:
             )
         _finite(self, "learning_rate", "init_std", allowed="a positive, finite number")
         _finite(self, "init_output_factor", "entropy_coef")  # Infinite: NaN losses.
+        _not_negative(self, "entropy_coef")
         _positive(self, "learning_rate", "init_std", "observation_clip", "reward_clip")
         _positive(self, "max_grad_norm")
         if not 0.0 < self.discount <= 1.0:
@@ -138,6 +139,7 @@ class PenaltyConfig(Common):
         _at_least_one(self, "update_every", "batch_size", "chunk_length")
         _finite(self, "kl_init_penalty", allowed="a positive, finite number")
         _finite(self, "kl_cutoff_coef")
+        _not_negative(self, "kl_cutoff_coef")
         _positive(self, "kl_target", "kl_init_penalty", "kl_cutoff_factor")
 
     def chunk(self, max_length: int) -> int:
@@ -200,6 +202,7 @@ class ClippedConfig(Common):
         super().__post_init__()
         _at_least_one(self, "steps_per_update", "num_minibatches")
         _finite(self, "value_coef")
+        _not_negative(self, "value_coef")
         _positive(self, "clip_ratio", "clip_value", "target_kl")
         if self.final_discount is not None and not 0.0 < self.final_discount <= 1.0:
             raise ValueError(f"final_discount must be in (0, 1] or None, got {self.final_discount}")
@@ -224,6 +227,14 @@ def _positive(config: object, *names: str) -> None:
         value = getattr(config, name)
         if value is not None and not value > 0:
             raise ValueError(f"{name} must be positive, got {value}")
+
+
+def _not_negative(config: object, *names: str) -> None:
+    """A one-line ValueError for a weight of `names` below 0: it would push its loss up."""
+    for name in names:
+        value = getattr(config, name)
+        if value < 0:
+            raise ValueError(f"{name} must be 0 or more, got {value}")
 
 
 def _finite(config: object, *names: str, allowed: str = "a finite number") -> None:

@@ -259,6 +259,7 @@ def start(
     A refused env or space leaves no folder behind; a setting the backend ignores, and
     evaluations that cut every training episode short, are one-line warnings.
     """
+    _check_logdir(logdir)
     for line in [*backends.unused(config), *backends.episodes_cut_short(config)]:
         logger.warning("%s", line)
     limit_xla_threads(config)
@@ -280,6 +281,7 @@ def start_together(
     A refused config or env leaves no folder behind; `overlap=on`, which a together-run's
     one program never does, is a one-line warning.
     """
+    _check_logdir(logdir)
     limit_xla_threads(configs[0])
     from batchrl.training import together  # After the limit.
 
@@ -306,6 +308,12 @@ def start_together(
             for folder in made:
                 shutil.rmtree(folder)
     raise FileExistsError(f"no free timestamp for {name} in {logdir} after {stamp}.999")
+
+
+def _check_logdir(logdir: str | os.PathLike | None) -> None:
+    """A one-line ValueError for a logdir of no name, which put runs in the working folder."""
+    if logdir is not None and not os.fspath(logdir):
+        raise ValueError("logdir '' names no folder: give one, or None to keep no run folder")
 
 
 def limit_xla_threads(config: TrainConfig) -> None:

@@ -456,6 +456,16 @@ def test_a_bad_value_is_one_line_before_any_folder(settings, message, tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_a_logdir_or_timestamp_no_folder_can_be_named_by_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # logdir="" put the run's folder here.
+    with pytest.raises(ValueError, match=r"^logdir '' names no folder: give one, or None to"):
+        batchrl.train("pendulum_jax", steps=200, logdir="")
+    for stamp in ("a\nb", "x" * 250):  # A newline split lines; a long name was an OSError.
+        with pytest.raises(ValueError, match=r"^a run's timestamp is a non-empty name without"):
+            run_folder.create(tmp_path, configs.get("pendulum_jax"), "pendulum_jax", stamp)
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.slow
 def test_a_recurrent_policy_keeps_its_carry_until_reset():
     run = batchrl.train("pendulum_jax", steps=200, recurrent=True, **TINY_PENALTY)

@@ -71,9 +71,14 @@ def name(timestamp: str, config: str) -> str:
     """The folder name `<timestamp>-<config>`; a ValueError for a config name with "-"."""
     if not _CONFIG_NAME.fullmatch(config):
         raise ValueError(f"a run's config name holds letters, digits, '_' and '.', got {config!r}")
-    if not timestamp or "/" in timestamp:
-        raise ValueError(f"a run's timestamp is a non-empty name without '/', got {timestamp!r}")
-    return f"{timestamp}-{config}"
+    folder = f"{timestamp}-{config}"
+    printable = timestamp.isprintable()  # A newline split the command's lines.
+    if not timestamp or "/" in timestamp or not printable or len(folder.encode()) > 255:
+        raise ValueError(
+            f"a run's timestamp is a non-empty name without '/' or control characters, its "
+            f"folder's name at most 255 bytes, got {timestamp!r}"
+        )
+    return folder
 
 
 def parse(folder: str) -> tuple[str, str]:
