@@ -210,7 +210,8 @@ def configure(
     if isinstance(config, str):
         config, name = named_config(config)
     elif isinstance(config, TrainConfig):
-        name = None
+        # Each value's type checked as a config file's are: eval_sample="no" acted as True.
+        config, name = train_config.from_dict(train_config.to_dict(config)), None
     else:
         raise TypeError(f"config is a preset's name or a TrainConfig, got {type(config).__name__}")
     config = train_config.set_fields(config, settings.items(), train_config.typed)
