@@ -110,8 +110,12 @@ def list_keys(base: configs.TrainConfig | None = None) -> str:
             lines.append(f"{name} = {value!r}")
     own = base.algorithm.objective
     for objective in (own, *(name for name in ("kl_penalty", "clipped") if name != own)):
-        config = configs.parse_override(base, f"objective={objective}")
         kept = "" if objective == own else ", shared settings kept"
+        try:
+            config = configs.parse_override(base, f"objective={objective}")
+        except ValueError as error:  # This run's settings need its own objective.
+            config = configs.parse_override(configs.TrainConfig(), f"objective={objective}")
+            kept = f", defaults: {str(error).splitlines()[0]}"
         lines.append(f"# objective={objective} (also as algorithm.KEY{kept})")
         algorithm = configs.to_dict(config)["algorithm"]
         lines += [f"{name} = {value!r}" for name, value in algorithm.items() if name != "objective"]

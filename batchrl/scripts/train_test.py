@@ -635,6 +635,15 @@ def test_list_keys_shows_the_values_config_and_set_give(capsys):
     assert out[mine + 1 : other].count("policy_layers = [256, 256]") == 1
     assert train.main(["--list-keys", "--set", "num_envz=8"]) == 2
     assert "unknown config key 'num_envz'" in capsys.readouterr().err
+    # Settings only its own objective takes were a traceback, in the other's section.
+    assert train.main(["--list-keys", "--config", "pendulum_jax", "--set", "recurrent=true"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "recurrent = True" in out
+    other = [line for line in out if line.startswith("# objective=clipped")]
+    assert other == [
+        "# objective=clipped (also as algorithm.KEY, defaults: recurrent=True is a setting of "
+        "objective 'kl_penalty': objective=clipped trains no recurrent policy (drop one of them))"
+    ]
 
 
 def test_saved_config_reads_back_without_executing_code(finished_run):
