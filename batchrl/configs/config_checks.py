@@ -47,6 +47,11 @@ def check(config: Any) -> None:
         raise ValueError(
             f"local_envs must be at most num_envs={config.num_envs}, got {config.local_envs}"
         )
+    # A count's own range first: action_repeat=0 was refused as needing another backend.
+    names = ("eval_episodes", "eval_every", "final_episodes", "checkpoint_every")
+    for name in (*names, "action_repeat", "keep_checkpoints", "average_last"):
+        if getattr(config, name) < 1:
+            raise ValueError(f"{name} must be at least 1, got {getattr(config, name)}")
     backends.check(config)
     for name in ("device", "acting_device"):
         if not _DEVICE.fullmatch(getattr(config, name)):
@@ -56,10 +61,6 @@ def check(config: Any) -> None:
             )
     if config.overlap not in OVERLAP:
         raise ValueError(f"unknown overlap {config.overlap!r}: use one of {OVERLAP}")
-    names = ("eval_episodes", "eval_every", "final_episodes", "checkpoint_every")
-    for name in (*names, "action_repeat", "keep_checkpoints", "average_last"):
-        if getattr(config, name) < 1:
-            raise ValueError(f"{name} must be at least 1, got {getattr(config, name)}")
     if config.average_last > 1 and (
         config.checkpoint_every != 1 or config.keep_checkpoints < config.average_last
     ):

@@ -320,6 +320,9 @@ def test_the_mujoco_backend_is_one_override_and_refuses_what_it_cannot_do():
         overrides.parse_override(config, "restart_workers=true")
     with pytest.raises(ValueError, match=r"backend='mujoco' needs action_repeat=1, got 2"):
         overrides.parse_override(config, "action_repeat=2")
+    # 0 is no count on any backend: it was refused as needing the processes or Ray.
+    with pytest.raises(ValueError, match=r"^action_repeat must be at least 1, got 0$"):
+        overrides.parse_override(config, "action_repeat=0")
     assert overrides.parse_override(config, "env_threads=1").env_threads == 1
     on_ray = overrides.parse_override(presets.get("cheetah_clipped"), "backend=ray")
     with pytest.raises(
