@@ -35,6 +35,11 @@ def check_name(
     `make_keywords`: an id may take gym.make's own keywords (`max_episode_steps`, ...), as a
     BatchEnv builder's do; training sets those itself.
     """
+    if not name.strip():  # Gymnasium's "Malformed environment ID" led to a module hint.
+        raise ValueError(
+            f"env {name!r} names no env: give a Gymnasium id such as 'Pendulum-v1', or "
+            "'module:Class'"
+        )
     if ":" in name:
         module_name, _, class_name = name.partition(":")
         try:

@@ -28,6 +28,7 @@ def test_entry_point_builds_the_class_with_a_time_limit():
         ("Nope-v0", "unknown env 'Nope-v0'"),
         ("no_such_module:X", "cannot import 'no_such_module'"),
         ("batchrl.testing.mock:Nope", "module 'batchrl.testing.mock' has no 'Nope'"),
+        ("", r"^env '' names no env: give a Gymnasium id such as 'Pendulum-v1', or 'module:"),
     ],
 )
 def test_bad_names_are_one_line_errors_before_any_worker_starts(name, message):
