@@ -320,7 +320,7 @@ def _sweep(
             print("sweep: interrupted; run it again to resume", file=sys.stderr)
             return 130
         if code != 0:
-            named = " ".join(map(str, seeds)) if len(seeds) < 8 else f"{seeds[0]} ... {seeds[-1]}"
+            named = " ".join(map(str, seeds)) if len(seeds) <= 20 else f"{seeds[0]} ... {seeds[-1]}"
             said = f"exited with {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
             print(f"sweep: error: {config} seed {named} {said}", file=sys.stderr)
             return code if code > 0 else 128 - code  # A shell's status for a signal.

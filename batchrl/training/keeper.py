@@ -224,7 +224,7 @@ def _earlier_params(
     for phase in range(done - 1, max(done - count + 1, config.phases - count + 1, 1) - 1, -1):
         try:
             kept.append(checkpoint.load(checkpoint.path_for(directory, phase), target, part))
-        except (OSError, checkpoint.CheckpointError) as error:
+        except checkpoint.CheckpointError as error:  # A missing file is one too.
             averaged = len(kept) + 1 + config.phases - done
             logger.warning(
                 "%s: the final policy averages its last %d phases, not %d", error, averaged, count
