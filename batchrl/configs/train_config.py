@@ -16,15 +16,12 @@ import dataclasses
 import difflib
 import logging
 import math
-import numbers
-import operator
-import types
-import typing
 from collections.abc import Iterable
 from typing import Any
 
 from batchrl.configs import backends, config_checks
 from batchrl.ppo import config as ppo_config
+from batchrl.setting_types import read_fields, type_of, typed
 
 logger = logging.getLogger("batchrl.configs")
 
@@ -93,6 +90,8 @@ class TrainConfig:
     average_last: int = 1
 
     def __post_init__(self):
+        if isinstance(self.algorithm, ppo_config.Common):  # Else `config_checks` names it.
+            read_fields(self, skip=("algorithm",))
         config_checks.check(self)
 
     @property
@@ -152,53 +151,11 @@ def _fields(kind: type) -> dict[str, dataclasses.Field]:
     return {f.name: f for f in dataclasses.fields(kind)}
 
 
-def _type(kind: type, name: str) -> Any:
-    return typing.get_type_hints(kind)[name]
-
-
 def _all_keys() -> set[str]:
     keys = set(_run_fields()) | {"objective"}
     for kind in ppo_config.OBJECTIVES.values():
         keys |= set(_fields(kind))
     return keys
-
-
-def typed(name: str, kind: Any, value: Any) -> Any:
-    """`value` as read from YAML, checked against type `kind`; a ValueError naming both."""
-    origin, args = typing.get_origin(kind), typing.get_args(kind)
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        return typed(name, next(a for a in args if a is not type(None)), value)
-    if origin is tuple and isinstance(value, list | tuple):
-        return tuple(typed(name, args[0], v) for v in value)
-    if origin is dict:
-        if isinstance(value, dict) and all(isinstance(key, str) for key in value):
-            return dict(value)
-        raise ValueError(f"{name}={value!r}: expected a mapping such as {{key: value, ...}}")
-    if kind is bool and isinstance(value, bool):
-        return value
-    if kind is int and not isinstance(value, bool):
-        try:  # numpy's and JAX's integer scalars too (`np.arange(3)`'s seeds), as an int.
-            return operator.index(value)
-        except TypeError:
-            pass
-    if kind is float and _real(value):  # numpy's and JAX's scalars too (`np.float32(1e-3)`).
-        return float(value)
-    if kind is str and isinstance(value, str):
-        return value
-    expected = getattr(kind, "__name__", str(kind))
-    raise ValueError(f"{name}={value!r}: expected {expected}")
-
-
-def _real(value: Any) -> bool:
-    """Whether `value` is one real number: a Python, numpy or JAX int or float, not a bool."""
-    if isinstance(value, bool | str | bytes):
-        return False
-    if isinstance(value, numbers.Real):
-        return True
-    dtype = getattr(value, "dtype", None)
-    return getattr(value, "shape", None) == () and getattr(dtype, "kind", None) in ("i", "u", "f")
 
 
 def _with_objective(config: TrainConfig, objective: str) -> TrainConfig:
@@ -250,12 +207,12 @@ def set_field(config: TrainConfig, name: str, value: Any, parse: Any) -> TrainCo
         logger.warning("%s=%s is deprecated: set backend=%s instead", name, value, backend)
         return dataclasses.replace(config, backend=backend)
     if name == bare and name in _run_fields():
-        return dataclasses.replace(config, **{name: parse(name, _type(TrainConfig, name), value)})
+        return dataclasses.replace(config, **{name: parse(name, type_of(TrainConfig, name), value)})
     algorithm = config.algorithm
     kind = type(algorithm)
     if bare not in _fields(kind):
         _check_key(name, algorithm)
-    typed = parse(bare, _type(kind, bare), value)
+    typed = parse(bare, type_of(kind, bare), value)
     return dataclasses.replace(config, algorithm=dataclasses.replace(algorithm, **{bare: typed}))
 
 
@@ -276,9 +233,9 @@ def set_fields(config: TrainConfig, settings: Iterable[tuple[str, Any]], parse: 
             config = set_field(dataclasses.replace(config, **runs), name, value, parse)
             runs = {}
         elif name == bare and name in _run_fields():
-            runs[name] = parse(name, _type(TrainConfig, name), value)
+            runs[name] = parse(name, type_of(TrainConfig, name), value)
         elif bare in _fields(type(config.algorithm)):
-            algorithm[bare] = parse(bare, _type(type(config.algorithm), bare), value)
+            algorithm[bare] = parse(bare, type_of(type(config.algorithm), bare), value)
         else:
             _check_key(name, config.algorithm)
     if algorithm:
@@ -363,12 +320,12 @@ def from_dict(data: dict[str, Any]) -> TrainConfig:
     for name, value in nested.items():
         if name not in _fields(kind):
             _check_key(f"{_PREFIX}{name}", config.algorithm)
-        algorithm[name] = typed(name, _type(kind, name), value)
+        algorithm[name] = typed(name, type_of(kind, name), value)
     run = {}
     for name, value in data.items():
         if name not in _run_fields():
             if name in _all_keys():
                 raise ValueError(f"{name} is a setting of the algorithm: put it under 'algorithm:'")
             _check_key(name, config.algorithm)
-        run[name] = typed(name, _type(TrainConfig, name), value)
+        run[name] = typed(name, type_of(TrainConfig, name), value)
     return TrainConfig(algorithm=kind(**algorithm), **run)

@@ -189,6 +189,24 @@ def test_numpy_and_jax_integers_are_ints_and_other_numbers_are_refused():
             train_config.set_field(config, "num_envs", value, train_config.typed)
 
 
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: train_config.TrainConfig(num_envs="8"), "num_envs='8': expected int"),
+        (lambda: train_config.TrainConfig(overlap=1), "overlap=1: expected str"),
+        (lambda: train_config.TrainConfig(env_kwargs=[1]), r"env_kwargs=\[1\]: expected a mapping"),
+        (lambda: ppo_config.ClippedConfig(learning_rate="3e-4"), "learning_rate='3e-4': expected"),
+        (lambda: ppo_config.PenaltyConfig(policy_layers=(64, "x")), "policy_layers='x': expected"),
+    ],
+)
+def test_a_config_made_in_python_names_a_value_of_the_wrong_type(make, message):
+    with pytest.raises(ValueError, match=f"^{message}"):
+        make()
+    # numpy's numbers are read as Python's, as in a config file: uint8 envs overflowed.
+    config = train_config.TrainConfig(seed=np.int64(3), num_envs=np.uint8(2))
+    assert type(config.num_envs) is int and config.shape.steps > 255
+
+
 def test_numpy_and_jax_numbers_are_floats_and_bools_strings_and_arrays_are_refused():
     config = presets.get("pendulum_jax")
     for value in (np.float32(0.25), jnp.float32(0.25), np.float64(0.25), np.int64(2), 2):

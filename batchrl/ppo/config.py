@@ -16,6 +16,8 @@ import dataclasses
 import math
 from typing import ClassVar
 
+from batchrl import setting_types
+
 REWARD_SCALES = ("reward", "return")
 # When acting's normalisers take in the statistics of the steps it takes: "step", every
 # batch step (the seed's); "segment", once a segment of acting ends, the normalisers
@@ -83,6 +85,7 @@ class Common:
     learner_devices: int = 1
 
     def __post_init__(self):
+        setting_types.read_fields(self)
         if self.activation not in ("relu", "tanh"):
             raise ValueError(f"unknown activation {self.activation!r}: use 'relu' or 'tanh'")
         _at_least_one(self, "update_epochs", "learner_devices")

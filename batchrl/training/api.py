@@ -209,9 +209,8 @@ def configure(
     """The run's config, its folder's config name, and the env to pass when no name says it."""
     if isinstance(config, str):
         config, name = named_config(config)
-    elif isinstance(config, TrainConfig):
-        # Each value's type checked as a config file's are: eval_sample="no" acted as True.
-        config, name = train_config.from_dict(train_config.to_dict(config)), None
+    elif isinstance(config, TrainConfig):  # Its values read as a file's as it was made.
+        name = None
     else:
         raise TypeError(f"config is a preset's name or a TrainConfig, got {type(config).__name__}")
     config = train_config.set_fields(config, settings.items(), train_config.typed)
