@@ -188,7 +188,8 @@ def _check_key(name: str, algorithm: ppo_config.Common) -> None:
             )
     close = difflib.get_close_matches(bare, _all_keys(), n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    raise ValueError(f"unknown config key {name!r}{hint} (see --list-keys)")
+    listed = "python -m batchrl.scripts.train --list-keys lists them"  # Also from Python.
+    raise ValueError(f"unknown config key {name!r}{hint} ({listed})")
 
 
 def _bare(name: str) -> str:

@@ -256,7 +256,8 @@ def test_num_agents_is_no_setting_and_the_error_names_num_envs():
     with pytest.raises(ValueError) as error:
         overrides.parse_override(presets.get("pendulum"), "num_agents=8")
     assert str(error.value) == (
-        "unknown config key 'num_agents'; did you mean 'num_envs'? (see --list-keys)"
+        "unknown config key 'num_agents'; did you mean 'num_envs'? (python -m "
+        "batchrl.scripts.train --list-keys lists them)"
     )
 
 
