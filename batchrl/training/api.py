@@ -213,10 +213,11 @@ def configure(
         name = None
     else:
         raise TypeError(f"config is a preset's name or a TrainConfig, got {type(config).__name__}")
-    config = train_config.set_fields(config, settings.items(), train_config.typed)
     given = None
     if env is not None:
         config, given = given_env.with_env(config, env)
+    # After the env: what it sets (its own time limit as max_length) is the keywords' to change.
+    config = train_config.set_fields(config, settings.items(), train_config.typed)
     for key, value in (("steps", steps), ("seed", seed)):
         if value is not None:
             config = train_config.set_field(config, key, value, train_config.typed)

@@ -25,7 +25,7 @@ from batchrl.configs import TrainConfig
 from batchrl.env_spec import EnvSpec
 from batchrl.envs import BatchEnv, spaces
 from batchrl.envs.host import lifecycle, make, mujoco_warnings
-from batchrl.envs.jax import classic, gymnax_env, jax_env
+from batchrl.envs.jax import classic, env_check, gymnax_env, jax_env
 from batchrl.training import placement
 
 # Eval envs of their own draw their seeds from the run's seed plus this, so they start
@@ -131,16 +131,15 @@ def _check_given(config: TrainConfig, env: Any) -> None:
 
 def _jax_native(config: TrainConfig, env: Any = None) -> jax_env.Env:
     """The JAX-native env: `env`, or the one `config.env` names, with its own time limit."""
-    if env is not None:
-        return env
-    if ":" in config.env:
-        made = make.resolve(config.env)()
-        if not isinstance(made, jax_env.Env):
-            raise ValueError(
-                f"env {config.env!r} made a {type(made).__name__}, not a JAX-native env"
-            )
-        return made
-    return JAX_NATIVE[config.backend](config.env)
+    if env is None and ":" not in config.env:
+        return JAX_NATIVE[config.backend](config.env)
+    if env is None:
+        env = make.resolve(config.env)()
+        if not isinstance(env, jax_env.Env):
+            made = type(env).__name__
+            raise ValueError(f"env {config.env!r} made a {made}, not a JAX-native env")
+    env_check.check(env)  # A user's env: what its reset and step return, against its spec.
+    return env
 
 
 def build(

@@ -78,14 +78,23 @@ def with_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, Any]:
     """`config` with `env` in place of its env, and `env` itself when no name can say it."""
     if isinstance(env, str):
         return train_config.replace(config, env=env), None
-    from batchrl.envs.jax import jax_env
+    from batchrl.envs.jax import env_check, jax_env
 
     if not isinstance(env, type) and isinstance(env, jax_env.Env):
         backend = config.backend if config.jax_native else "jax"
         label = type(getattr(env, "env", env)).__name__  # Within its time limit's wrapper.
-        return train_config.replace(config, backend=backend, env=label), env
+        env_check.check(env)  # Before any folder: what its reset and step return.
+        # Its own time limit, as a Gymnasium env's step limit: the preset's cut it silently.
+        changes = {"backend": backend, "env": label, "max_length": env.max_length}
+        return train_config.replace(config, **changes), env
     if isinstance(env, gym.Env):
         return _with_instance(config, env)
+    if not isinstance(env, type) and hasattr(env, "reset") and hasattr(env, "step"):
+        lacks = [name for name in ("env_spec", "max_length") if not hasattr(env, name)]
+        raise TypeError(
+            f"env {type(env).__name__} has reset and step but no {' or '.join(lacks)}: a "
+            f"JAX-native env has env_spec, max_length, reset and step (jax_env.Env)"
+        )
     if not callable(env):
         raise TypeError(
             "env is a name, a constructor, a Gymnasium env or a JAX-native env, "
