@@ -11,10 +11,10 @@ run folders: a logdir, a sweep's) and draws each metric against "perf/env_steps"
 run. With `--seeds`, runs whose folder names share the config part after the last "-"
 (`training.run_folder`: the seeds of one sweep, `seed0-cheetah_clipped`, `seed1-...`)
 are drawn as one curve: the mean over seeds and a band from the lowest to the highest,
-as in Figures 1 and 2 of the seed's paper. Metrics of one quantity (`train/return` and
-`eval/return`) share one axes; others get a panel each (`--panels`, `--no-panels`).
-Draws headless with matplotlib's Agg canvas. A missing or unreadable run ends with one
-line on stderr and exit status 2.
+as in Figures 1 and 2 of the seed's paper, at each x over the seeds whose runs reach it.
+Metrics of one quantity (`train/return` and `eval/return`) share one axes; others get a
+panel each (`--panels`, `--no-panels`). Draws headless with matplotlib's Agg canvas. A
+missing or unreadable run ends with one line on stderr and exit status 2.
 """
 
 from __future__ import annotations
@@ -105,11 +105,14 @@ def series(
 def seed_band(
     curves: Sequence[tuple[list[float], list[float]]],
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Mean, lowest and highest of several seeds' curves at common x values.
+    """Mean, lowest and highest of several seeds' curves, at each x over the seeds there.
 
-    The curves are interpolated linearly onto every x value of any curve that lies within
-    every curve's range, so seeds evaluated at the same steps are not moved at all, and
-    seeds that ran at different speeds (against wall-clock) keep all their points.
+    The curves are interpolated linearly onto every x value of any curve, each within its
+    own range only, so seeds evaluated at the same steps are not moved at all, and a seed
+    still training, or seeds that ran at different speeds (against wall-clock), keep all
+    their points: past a seed's last point the band is the others'. (The band over the
+    range all seeds shared cut a sweep to its slowest seed, and to nothing by hours when
+    a later seed's compiles were cached.)
 
     Args:
         curves: (x, y) of each seed, x increasing.
@@ -121,11 +124,14 @@ def seed_band(
     if not curves:
         empty = np.zeros(0)
         return empty, empty, empty, empty
-    start = max(x[0] for x, _ in curves)
-    stop = min(x[-1] for x, _ in curves)
-    grid = np.unique(np.concatenate([x[(x >= start) & (x <= stop)] for x, _ in curves]))
-    values = np.stack([np.interp(grid, x, y) for x, y in curves])
-    return grid, values.mean(0), values.min(0), values.max(0)
+    grid = np.unique(np.concatenate([x for x, _ in curves]))
+    values = np.stack(
+        [
+            np.where((grid >= x[0]) & (grid <= x[-1]), np.interp(grid, x, y), np.nan)
+            for x, y in curves
+        ]
+    )
+    return grid, np.nanmean(values, 0), np.nanmin(values, 0), np.nanmax(values, 0)
 
 
 def seed_count(members: Sequence[list[dict[str, Any]]], metrics: Sequence[str], x: str) -> str:

@@ -302,9 +302,22 @@ def test_hours_on_x_add_up_the_phases_train_and_eval_seconds(tmp_path):
 
 def test_seed_band_interpolates_seeds_evaluated_at_other_points():
     grid, mean, low, high = plot.seed_band([([0, 2, 4], [0, 2, 4]), ([1, 3, 5], [10, 30, 50])])
-    assert list(grid) == [1.0, 2.0, 3.0, 4.0]  # Both seeds' points within both ranges.
-    assert list(low) == [1.0, 2.0, 3.0, 4.0] and list(high) == [10.0, 20.0, 30.0, 40.0]
-    assert list(mean) == [5.5, 11.0, 16.5, 22.0]
+    assert list(grid) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]  # Every seed's points.
+    assert list(low) == [0.0, 1.0, 2.0, 3.0, 4.0, 50.0]  # At 0 and 5, the one seed there.
+    assert list(high) == [0.0, 10.0, 20.0, 30.0, 40.0, 50.0]
+    assert list(mean) == [0.0, 5.5, 11.0, 16.5, 22.0, 50.0]
+
+
+def test_seeds_keep_every_point_where_their_ranges_part():
+    # A seed still training cut the others to its one point; seeds sharing no hours (a
+    # later seed's compiles cached) drew nothing at all.
+    live = [([6, 12, 18, 24], [1, 2, 3, 4]), ([6, 12, 18, 24], [3, 4, 5, 6]), ([6], [5])]
+    grid, mean, low, high = plot.seed_band(live)
+    assert list(grid) == [6, 12, 18, 24] and list(mean) == [3.0, 3.0, 4.0, 5.0]
+    assert list(low) == [1, 2, 3, 4] and list(high) == [5, 4, 5, 6]
+    apart = [([2.6, 4.9], [1, 2]), ([7.1, 10.2], [3, 4]), ([25.1, 28.8], [5, 6])]
+    grid, mean, _, _ = plot.seed_band(apart)
+    assert list(grid) == [2.6, 4.9, 7.1, 10.2, 25.1, 28.8] and list(mean) == [1, 2, 3, 4, 5, 6]
 
 
 def test_command_line_draws_seeds_against_hours(tmp_path):
