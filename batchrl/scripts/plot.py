@@ -118,20 +118,22 @@ def seed_band(
         curves: (x, y) of each seed, x increasing.
 
     Returns:
-        x, mean, low, high: [N] each.
+        x, mean, low, high: [N] each; NaN at an x between points no seed spans both of.
     """
     curves = [(np.asarray(x, float), np.asarray(y, float)) for x, y in curves if len(x)]
     if not curves:
         empty = np.zeros(0)
         return empty, empty, empty, empty
     grid = np.unique(np.concatenate([x for x, _ in curves]))
-    values = np.stack(
-        [
-            np.where((grid >= x[0]) & (grid <= x[-1]), np.interp(grid, x, y), np.nan)
-            for x, y in curves
-        ]
-    )
-    return grid, np.nanmean(values, 0), np.nanmin(values, 0), np.nanmax(values, 0)
+    present = np.stack([(grid >= x[0]) & (grid <= x[-1]) for x, _ in curves])
+    values = np.where(present, np.stack([np.interp(grid, x, y) for x, y in curves]), np.nan)
+    band = [grid, np.nanmean(values, 0), np.nanmin(values, 0), np.nanmax(values, 0)]
+    # Between points no seed spans, a gap (NaN), not a line from one seed to another.
+    apart = np.flatnonzero(~(present[:, 1:] & present[:, :-1]).any(0)) + 1
+    middle = (grid[apart - 1] + grid[apart]) / 2
+    grid, mean, low, high = (np.insert(row, apart, np.nan) for row in band)
+    grid[apart + np.arange(len(apart))] = middle
+    return grid, mean, low, high
 
 
 def seed_count(members: Sequence[list[dict[str, Any]]], metrics: Sequence[str], x: str) -> str:

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from batchrl.scripts import plot
@@ -315,9 +316,12 @@ def test_seeds_keep_every_point_where_their_ranges_part():
     grid, mean, low, high = plot.seed_band(live)
     assert list(grid) == [6, 12, 18, 24] and list(mean) == [3.0, 3.0, 4.0, 5.0]
     assert list(low) == [1, 2, 3, 4] and list(high) == [5, 4, 5, 6]
-    apart = [([2.6, 4.9], [1, 2]), ([7.1, 10.2], [3, 4]), ([25.1, 28.8], [5, 6])]
-    grid, mean, _, _ = plot.seed_band(apart)
-    assert list(grid) == [2.6, 4.9, 7.1, 10.2, 25.1, 28.8] and list(mean) == [1, 2, 3, 4, 5, 6]
+    apart = [([2.5, 4.5], [1, 2]), ([7.5, 10.5], [3, 4]), ([25.5, 28.5], [5, 6])]
+    grid, mean, low, _ = plot.seed_band(apart)
+    assert list(grid) == [2.5, 4.5, 6.0, 7.5, 10.5, 18.0, 25.5, 28.5]
+    # No line from one seed's last point to the next seed's first: a gap between.
+    assert np.array_equal(mean, [1, 2, np.nan, 3, 4, np.nan, 5, 6], equal_nan=True)
+    assert np.array_equal(low, mean, equal_nan=True)
 
 
 def test_command_line_draws_seeds_against_hours(tmp_path):
