@@ -19,6 +19,9 @@ the best of many noisy evaluations is. `--score kept` reads the policy the run k
 its best (`best.bin`), evaluated again on many episodes (`sweep --evaluate-best`): what a
 user who takes the best policy gets.
 
+A run (config and seed) listed in several files counts its last line; a note on stderr
+names the runs a later file lists again.
+
     python -m batchrl.scripts.stats runs/sweep/results.jsonl --out profile.png
 """
 
@@ -134,6 +137,28 @@ def read(paths: Sequence[pathlib.Path], score: str = "final") -> dict[str, dict[
             )
         runs[config][seed] = float(record[field])
     return dict(runs)
+
+
+def replaced(paths: Sequence[pathlib.Path]) -> list[str]:
+    """Notes of runs a later file lists again, whose earlier file's lines `read` leaves out.
+
+    One note a pair of files, naming their runs: `stats runs/results.jsonl tog/results.jsonl`
+    counted only the second file's seeds 0-2, the first's without a word.
+    """
+    where: dict[tuple[str, int], pathlib.Path] = {}
+    moved: dict[tuple[pathlib.Path, pathlib.Path], list[str]] = {}
+    for path in paths:
+        for _, record in json_lines.read(path):
+            if record.get("benchmark") == "learning" and record.get("finished"):
+                run = (record["config"], int(record["seed"]))
+                if where.get(run, path) != path:
+                    moved.setdefault((where[run], path), []).append(f"{run[0]} seed {run[1]}")
+                where[run] = path
+    return [
+        f"{len(runs)} run(s) of {old} are listed again in {new}, whose lines count "
+        f"(a run listed twice counts its last line): {', '.join(dict.fromkeys(runs))}"
+        for (old, new), runs in moved.items()
+    ]
 
 
 def folder_error(paths: Sequence[pathlib.Path]) -> str | None:
@@ -273,6 +298,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for where in json_lines.cut(args.results):
         print(f"stats: note: {where} was cut short while written; left out", file=sys.stderr)
     try:
+        for note in replaced(args.results):
+            print(f"stats: note: {note}", file=sys.stderr)
         runs = read(args.results, args.score)
         if not runs:
             raise ValueError("no finished run in the files given")
@@ -280,12 +307,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             config: summarize(seeds, TARGETS.get(task_of(config)), args.reps)
             for config, seeds in sorted(runs.items())
         }
-        if args.out is not None:
-            draw_profile(runs, args.out, args.reps, args.score)
     except (OSError, ValueError) as error:
         print(f"stats: error: {error}", file=sys.stderr)
         return 2
+    # The statistics first: a profile that cannot be drawn took them with it.
     print(json.dumps({"benchmark": "seed_statistics", "score": args.score, "configs": tasks}))
+    if args.out is None:
+        return 0
+    untargeted = [config for config in sorted(runs) if task_of(config) not in TARGETS]
+    if untargeted and len(untargeted) < len(runs):
+        print(
+            f"stats: note: the profile leaves out {', '.join(untargeted)}: no target "
+            f"(stats.TARGETS) to divide their scores by",
+            file=sys.stderr,
+        )
+    try:
+        draw_profile(runs, args.out, args.reps, args.score)
+    except (OSError, ValueError) as error:
+        print(f"stats: error: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -153,3 +153,34 @@ def test_a_sweeps_folder_given_for_its_lines_is_refused_naming_the_file(tmp_path
         assert exit_.value.code == 2
         error = capsys.readouterr().err.splitlines()[-1]
         assert f"error: {folder} is a folder, not a file of JSON lines: {give}" in error
+
+
+def test_runs_a_later_file_lists_again_are_said_and_counted_from_it(tmp_path, capsys):
+    # Counted from the second file only, the first file's three runs left out in silence.
+    solo, together = tmp_path / "solo.jsonl", tmp_path / "together.jsonl"
+    write_runs(solo, "pendulum_jax", [-1000.0, -1100.0, -1200.0])
+    write_runs(solo, "cartpole_jax", [500.0])
+    write_runs(together, "pendulum_jax", [-300.0, -400.0])
+    assert stats.main([str(solo), str(together), "--reps", "50"]) == 0
+    captured = capsys.readouterr()
+    scores = json.loads(captured.out)["configs"]["pendulum_jax"]["scores"]
+    assert scores == [-300.0, -400.0, -1200.0]
+    assert captured.err == (
+        f"stats: note: 2 run(s) of {solo} are listed again in {together}, whose lines count (a "
+        "run listed twice counts its last line): pendulum_jax seed 0, pendulum_jax seed 1\n"
+    )
+
+
+def test_statistics_print_when_the_profile_cannot_be_drawn(tmp_path, capsys):
+    results = tmp_path / "results.jsonl"
+    write_runs(results, "pendulum_jax", [-300.0, -400.0])
+    assert stats.main([str(results), "--reps", "50", "--out", str(tmp_path / "p.png")]) == 2
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["configs"]["pendulum_jax"]["worst"] == -400.0
+    assert captured.err == "stats: error: no run of a task with a target: nothing to profile\n"
+    write_runs(results, "hopper_clipped", [2000.0, 2500.0])  # Drawn, the other named.
+    assert stats.main([str(results), "--reps", "50", "--out", str(tmp_path / "p.png")]) == 0
+    assert capsys.readouterr().err == (
+        "stats: note: the profile leaves out pendulum_jax: no target (stats.TARGETS) to "
+        "divide their scores by\n"
+    )

@@ -341,6 +341,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for where in json_lines.cut(args.paths):
         print(f"table: note: {where} was cut short while written; left out", file=sys.stderr)
     try:
+        for note in [] if args.columns else stats.replaced(args.paths):  # Runs, counted once.
+            print(f"table: note: {note}", file=sys.stderr)
         if args.paths and args.columns:
             print(columns.columns_table(args.paths, args.columns, args.rows, args.where))
             return 0
