@@ -104,10 +104,15 @@ class Column:
             text = ""
         elif isinstance(value, bool):
             text = "yes" if value else "no"
-        elif "{" in self.format:
-            text = self.format.format(value)
         elif self.format:
-            text = format(value, self.format)
+            braced = "{" in self.format
+            try:  # `:.2f` on a string, a lone brace: named with the column.
+                text = self.format.format(value) if braced else format(value, self.format)
+            except (ValueError, TypeError, IndexError, KeyError) as error:
+                raise ValueError(
+                    f"column {self.header!r}: format {self.format!r} does not take "
+                    f"{json.dumps(value)} ({error})"
+                ) from None
         else:
             text = f"{value:,}" if isinstance(value, int) else str(value)
         return text.replace("|", "\\|")
@@ -153,6 +158,11 @@ def columns_table(
     parsed = [Column.parse(spec) for spec in columns]
     found = _rows(paths, rows, where)
     if not found:
+        every = _rows(paths, rows, ())
+        for condition in where:
+            path = condition.partition("=")[0]
+            if every and all(Value(path).read(row) is None for row in every):
+                raise ValueError(f"--where {condition!r}: no row has {path!r}")
         raise ValueError(f"no row in {', '.join(map(str, paths))} has what --where asks")
     values = [[column.read(row) for column in parsed] for row in found]
     lines = ["| " + " | ".join(c.header.replace("|", "\\|") for c in parsed) + " |"]
@@ -160,7 +170,8 @@ def columns_table(
     for index, column in enumerate(parsed):
         present = [row[index] for row in values if row[index] is not None]
         if not present:
-            missing = (column.whole or column.values[0]).path
+            lacking = [v.path for v in column.values if all(v.read(row) is None for row in found)]
+            missing = lacking[-1] if lacking else (column.whole or column.values[0]).path
             raise ValueError(f"column {column.header!r}: no row has {missing!r}")
         numbers = all(isinstance(x, int | float) and not isinstance(x, bool) for x in present)
         alignment.append("---:" if numbers else "---")

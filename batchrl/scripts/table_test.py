@@ -1,4 +1,5 @@
 import json
+import re
 
 import numpy as np
 import pytest
@@ -260,6 +261,27 @@ def test_a_column_no_row_has_or_a_line_with_no_rows_is_an_error(tmp_path):
         columns_lib.columns_table([path], ["backend"], rows="result")
     with pytest.raises(ValueError, match="reads a dict"):
         columns_lib.columns_table([path], ["results"], where=["run=2"])
+    # Each named what it lacks: the ratio's missing part, the key no row has.
+    with pytest.raises(ValueError, match=r"^column 'r': no row has 'rat'$"):
+        columns_lib.columns_table([path], ["r=rate/rat"], rows="results")
+    with pytest.raises(ValueError, match=r"^--where 'rn=2': no row has 'rn'$"):
+        columns_lib.columns_table([path], ["backend"], rows="results", where=["rn=2"])
+    with pytest.raises(ValueError, match=r"has what --where asks$"):  # Held by no row.
+        columns_lib.columns_table([path], ["backend"], rows="results", where=["run=3"])
+
+
+@pytest.mark.parametrize(
+    ("column", "message"),
+    [
+        ("b=backend:.2f", """format '.2f' does not take "mujoco" (Unknown format code 'f'"""),
+        ("b=ratio:{", "format '{' does not take 0.794 (Single '{' encountered"),
+    ],
+)
+def test_a_format_its_values_do_not_take_is_named_with_its_column(tmp_path, column, message):
+    path = tmp_path / "overlap.jsonl"
+    write_records(path, RUNS)
+    with pytest.raises(ValueError, match=f"^column 'b': {re.escape(message)}"):
+        columns_lib.columns_table([path], [column], rows="results")
 
 
 def test_a_block_of_columns_is_made_from_its_words_as_the_command_would(tmp_path, capsys):

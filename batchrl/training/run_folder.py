@@ -259,7 +259,10 @@ def best(rundir: str | os.PathLike) -> pathlib.Path:
     """The run's best-evaluated state; a RunFolderError when no phase was evaluated yet."""
     path = checkpoints(rundir) / BEST
     if not path.exists():
-        raise RunFolderError(f"run folder {str(rundir)!r} has no best policy: no phase evaluated")
+        raise RunFolderError(
+            f"run folder {str(rundir)!r} has no best policy: no phase evaluated, or "
+            f"{CHECKPOINTS}/{BEST} was removed"
+        )
     return path
 
 
