@@ -283,6 +283,11 @@ def draw(
     return figure
 
 
+def has_points(records: list[dict[str, Any]], args: argparse.Namespace) -> bool:
+    """Whether a run has a value of any metric asked for (a run just started has none)."""
+    return any(series(records, metric, args.x)[0] for metric in args.metrics)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Plots the runs named on the command line; returns the exit status.
 
@@ -318,15 +323,24 @@ def main(argv: list[str] | None = None) -> int:
             hint = "the runs have no rows yet"
         print(f"plot: error: no run has a value of metric {missing[0]!r}; {hint}", file=sys.stderr)
         return 2
+    for label in [label for label, records in runs.items() if not has_points(records, args)]:
+        note = f"plot: note: {label} has no value of {', '.join(args.metrics)} yet; left out"
+        print(note, file=sys.stderr)
+        del runs[label]  # A legend entry with no line, or "(1 seed)" of none.
     panels = args.panels
     if panels is None:  # A KL beside a return on one axes would read as a flat line at 0.
         panels = len({quantity(metric) for metric in args.metrics}) > 1
     figure = draw(runs, args.metrics, args.x, args.seeds, panels)
     out = Path(args.out)
+    file = next((folder for folder in out.parents if folder.is_file()), None)
+    if file is not None:
+        print(f"plot: error: --out {out}: {file} is a file, not a folder", file=sys.stderr)
+        return 2
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         figure.savefig(out)
-    except (OSError, ValueError) as error:  # A folder not writable, an unknown format.
+    # A folder not writable, an unknown format, pgf without LaTeX installed.
+    except (OSError, ValueError, RuntimeError) as error:
         print(f"plot: error: {out}: {error}", file=sys.stderr)
         return 2
     print(f"wrote {out}")

@@ -354,3 +354,23 @@ def test_a_folder_of_runs_plots_its_runs_and_a_file_is_named_as_one(tmp_path, ca
         f"plot: error: {named[0]} is a file, not a run folder; "
         f"`plot {sweep}` plots the runs in it\n"
     )
+
+
+def test_a_run_with_no_value_yet_is_named_and_left_out_of_the_legend(runs, tmp_path, capsys):
+    started = tmp_path / "runs" / "seed0-started"
+    started.mkdir()
+    (started / "metrics.jsonl").write_text("")  # Its first phase not yet written.
+    out = tmp_path / "curves.png"
+    assert plot.main([str(runs[0]), str(started), "--seeds", "--out", str(out)]) == 0
+    assert capsys.readouterr().err == (
+        "plot: note: seed0-started has no value of train/return, eval/return yet; left out\n"
+    )
+
+
+def test_an_out_below_a_file_is_one_line_naming_the_file(runs, tmp_path, capsys):
+    (tmp_path / "sweep.out").write_text("a sweep's log\n")
+    out = tmp_path / "sweep.out" / "curves.png"
+    assert plot.main([str(runs[0]), "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        f"plot: error: --out {out}: {tmp_path / 'sweep.out'} is a file, not a folder\n"
+    )
