@@ -90,9 +90,14 @@ def test_the_clipped_objective_learns_the_same_on_two_devices_as_on_one():
     assert out["uneven"] == "minibatches of 15 rows do not split over learner_devices=2"
 
 
-def test_more_devices_than_the_process_has_is_named():
+def test_more_devices_than_the_process_has_is_named(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"learner_devices=2, but this process has 1 local"):
         sgd.data_parallel(2, 64)
+    # Before the run's first line, which named a run folder the error then removed.
+    argv = ["--config", "pendulum_jax", "--logdir", str(tmp_path), "--set", "learner_devices=2"]
+    assert train.main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == "" and "learner_devices=2, but this process has 1" in captured.err
     with pytest.raises(ValueError, match="learner_devices must be at least 1, got 0"):
         config_lib.ClippedConfig(learner_devices=0)
 

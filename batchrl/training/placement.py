@@ -24,6 +24,7 @@ from typing import Any
 import jax
 
 from batchrl.configs import TrainConfig
+from batchrl.ppo import sgd
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +139,7 @@ def check_data_parallel(config: TrainConfig, where: Placement) -> None:
     devices = config.algorithm.learner_devices
     if devices == 1:
         return
+    sgd.check_devices(devices)  # Before the run's first line, not at its compile.
     first = jax.local_devices()[0]
     if where.learner != first:
         used = ", ".join(name_of(d) for d in jax.local_devices()[:devices])
