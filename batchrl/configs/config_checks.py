@@ -73,5 +73,9 @@ def check(config: Any) -> None:
     for name in (*names, "rollout_actors"):
         if getattr(config, name) < 0:
             raise ValueError(f"{name} must be 0 or more, got {getattr(config, name)}")
+    if config.ray_actors > config.num_envs:  # Named as BatchEnv.ray's `actors` at its start.
+        raise ValueError(
+            f"ray_actors must be at most num_envs={config.num_envs}, got {config.ray_actors}"
+        )
     if config.rollout_actors:
         backends.check_rollout_actors(config)

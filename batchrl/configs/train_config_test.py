@@ -144,6 +144,7 @@ def test_set_reads_integers_exactly_and_in_scientific_notation():
         ("entropy_coef=-inf", r"^entropy_coef must be a finite number, got -inf$"),
         ("init_output_factor=inf", r"^init_output_factor must be a finite number, got inf$"),
         ("kl_cutoff_coef=inf", r"^kl_cutoff_coef must be a finite number, got inf$"),
+        ("ray_actors=31", r"^ray_actors must be at most num_envs=30, got 31$"),
     ],
 )
 def test_bad_settings_are_one_line_errors(assignment, message):

@@ -14,12 +14,52 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import threading
 from typing import Any
 
+# How long an address in RAY_ADDRESS may take to answer before it is said unreachable.
+REACH_SECONDS = 10.0
+
 
 def init(ray: Any, **options: Any) -> None:
-    """`ray.init(**options)`, the signals that come in it held until it has returned."""
+    """`ray.init(**options)`, the signals that come in it held until it has returned.
+
+    A cluster that `RAY_ADDRESS` names is reached first: `ray.init` waits on an address
+    nothing answers at for minutes, deaf to Ctrl-C. A refused connection (a cluster that
+    takes a token the process lacks) is one line too, not Ray's traceback.
+    """
+    address = os.environ.get("RAY_ADDRESS", "")
+    reach(address)
+    try:
+        _init(ray, **options)
+    except ConnectionError as error:
+        raise ValueError(
+            f"Ray refused to connect to the cluster at RAY_ADDRESS={address!r} "
+            f"({str(error).splitlines()[0]}); a cluster started with RAY_AUTH_MODE=token "
+            f"needs it set here too (docs/cluster.md)"
+        ) from None
+
+
+def reach(address: str) -> None:
+    """A one-line ValueError when `address` (RAY_ADDRESS: host:port) does not answer.
+
+    "auto", "local" and no address are Ray's to find or start.
+    """
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), REACH_SECONDS).close()
+    except OSError as error:
+        why = error.strerror or type(error).__name__  # A timeout has no strerror.
+        raise ValueError(
+            f"cannot reach the Ray cluster at RAY_ADDRESS={address!r} ({why}): start it "
+            f"(ray start --head) or unset RAY_ADDRESS to start Ray in this process"
+        ) from None
+
+
+def _init(ray: Any, **options: Any) -> None:
     if threading.current_thread() is not threading.main_thread():  # No signals come here.
         ray.init(**options)
         return

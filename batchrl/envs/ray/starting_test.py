@@ -1,0 +1,40 @@
+"""Reaching the cluster RAY_ADDRESS names: an address nothing answers at is one line."""
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from batchrl.envs.ray import starting
+
+
+def closed_port() -> int:
+    """A port of this machine nothing listens on (bound, then let go)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_an_address_nothing_answers_at_is_one_line_naming_it():
+    address = f"127.0.0.1:{closed_port()}"
+    with pytest.raises(ValueError) as error:
+        starting.reach(address)
+    assert str(error.value) == (
+        f"cannot reach the Ray cluster at RAY_ADDRESS={address!r} (Connection refused): start "
+        "it (ray start --head) or unset RAY_ADDRESS to start Ray in this process"
+    )
+    for left_to_ray in ("", "auto", "local"):
+        starting.reach(left_to_ray)
+
+
+def test_the_train_command_stops_at_once_on_an_address_nothing_answers_at(tmp_path):
+    # ray.init waited there for minutes, deaf to Ctrl-C, and left a run folder behind.
+    env = {**os.environ, "RAY_ADDRESS": f"127.0.0.1:{closed_port()}"}
+    command = [sys.executable, "-m", "batchrl.scripts.train", "--config", "pendulum"]
+    command += ["--logdir", str(tmp_path), "--set", "backend=ray", "steps=1000", "num_envs=2"]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("batchrl: error: cannot reach the Ray cluster at RAY_ADDRESS")
+    assert len(result.stderr.splitlines()) == 1 and not any(tmp_path.iterdir())
