@@ -30,7 +30,7 @@ def init(ray: Any, **options: Any) -> None:
     takes a token the process lacks) is one line too, not Ray's traceback.
     """
     address = os.environ.get("RAY_ADDRESS", "")
-    reach(address)
+    reach(address or _last_cluster(), named=bool(address))
     try:
         _init(ray, **options)
     except ConnectionError as error:
@@ -41,10 +41,12 @@ def init(ray: Any, **options: Any) -> None:
         ) from None
 
 
-def reach(address: str) -> None:
-    """A one-line ValueError when `address` (RAY_ADDRESS: host:port) does not answer.
+def reach(address: str, named: bool = True) -> None:
+    """A one-line ValueError when `address` (host:port) does not answer.
 
-    "auto", "local" and no address are Ray's to find or start.
+    `named`: RAY_ADDRESS names it; else it is the cluster Ray last started on this
+    machine, which `ray.init` joins. "auto", "local" and no address are Ray's to find or
+    start.
     """
     host, colon, port = address.removeprefix("ray://").rpartition(":")
     if not colon or not port.isdigit():
@@ -53,10 +55,30 @@ def reach(address: str) -> None:
         socket.create_connection((host.strip("[]"), int(port)), REACH_SECONDS).close()
     except OSError as error:
         why = error.strerror or type(error).__name__  # A timeout has no strerror.
+        if named:
+            raise ValueError(
+                f"cannot reach the Ray cluster at RAY_ADDRESS={address!r} ({why}): start it "
+                f"(ray start --head) or unset RAY_ADDRESS to start Ray in this process"
+            ) from None
         raise ValueError(
-            f"cannot reach the Ray cluster at RAY_ADDRESS={address!r} ({why}): start it "
-            f"(ray start --head) or unset RAY_ADDRESS to start Ray in this process"
+            f"cannot reach the Ray cluster at {address!r} ({why}), which Ray joins as the "
+            f"last one started on this machine: `ray stop` forgets it, RAY_ADDRESS=local "
+            f"starts Ray in this process"
         ) from None
+
+
+def _last_cluster() -> str:
+    """The address of the cluster Ray last started on this machine ("" if none or unknown).
+
+    Ray's own lookup (a file in its temp folder), which `ray.init()` follows: a cluster
+    killed without `ray stop` left it naming an address nothing answers at.
+    """
+    try:
+        from ray._private import services
+
+        return services.find_bootstrap_address(None) or ""
+    except Exception:  # A Ray whose private module moved: `ray.init` finds it alone.
+        return ""
 
 
 def _init(ray: Any, **options: Any) -> None:

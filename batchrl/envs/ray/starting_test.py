@@ -27,6 +27,9 @@ def test_an_address_nothing_answers_at_is_one_line_naming_it():
     )
     for left_to_ray in ("", "auto", "local"):
         starting.reach(left_to_ray)
+    # The cluster Ray last started here, killed without `ray stop`: ray.init waited on it.
+    with pytest.raises(ValueError, match=r"which Ray joins as the last one started on this"):
+        starting.reach(address, named=False)
 
 
 def test_the_train_command_stops_at_once_on_an_address_nothing_answers_at(tmp_path):
