@@ -57,8 +57,13 @@ class ObsLeaf:
 
     @property
     def normalized(self) -> bool:
-        """Whether the streaming normaliser scales this leaf: float vectors only."""
-        return self.kind == VECTOR and np.issubdtype(np.dtype(self.dtype), np.floating)
+        """Whether the streaming normaliser scales this leaf: vectors of numbers, not of bools.
+
+        Integer ones too: an Atari game's RAM (128 uint8) or a frame of rank 2 reached
+        the MLP as raw 0..255 floats, and its policy collapsed where float32 ones learned.
+        """
+        dtype = np.dtype(self.dtype)
+        return self.kind == VECTOR and dtype != np.bool_ and np.issubdtype(dtype, np.number)
 
     @property
     def size(self) -> int:

@@ -3,8 +3,9 @@
 This is the one place that reads what an observation leaf is (`ObsLeaf.kind`); every
 other layer moves observation trees leaf by leaf. Per leaf, over its own dims:
 
-- vector: float leaves centred, scaled and clipped by their own streaming normaliser
-  (when observations are normalised), other dtypes cast to float; flattened.
+- vector: numbers (floats and integers) centred, scaled and clipped by their own
+  streaming normaliser (when observations are normalised), bools cast to float;
+  flattened.
 - discrete: one-hot of (obs - start) over n.
 - multi_discrete: one one-hot per element, concatenated in C order.
 - binary: zeros and ones as floats.
@@ -13,8 +14,8 @@ other layer moves observation trees leaf by leaf. Per leaf, over its own dims:
 
 The leaves' features are concatenated in `jax.tree.leaves` order: [..., F] with
 F = `EnvSpec.feature_size`, for any leading axes ([B], [T, B], [E, L]). The observation
-normaliser is a tree like the observation: a `NormalizerState` at each float vector leaf
-(`ObsLeaf.normalized`), None elsewhere. `layout` says which stretch of the features is
+normaliser is a tree like the observation: a `NormalizerState` at each vector leaf of
+numbers (`ObsLeaf.normalized`), None elsewhere. `layout` says which stretch of the features is
 an image and which CNN (`networks.cnn`) reads it; the networks apply the CNNs.
 """
 
@@ -92,7 +93,7 @@ def layout(observation: Any, channels: str = "auto", network: str = "auto") -> t
 
 
 def init_normalizer(observation: Any) -> NormTree:
-    """Empty statistics of each float vector leaf of the observation spec; None elsewhere."""
+    """Empty statistics of each vector leaf of numbers of the observation spec; None elsewhere."""
     return env_spec_lib.map_tree(
         lambda leaf: normalizer.init(leaf.shape) if leaf.normalized else None, observation
     )
@@ -130,7 +131,7 @@ def features(
         obs_norm: The normaliser tree (`init_normalizer`'s structure).
         obs: Observations, the spec's structure, leaves [..., *leaf.shape] with the same
             leading axes.
-        normalize: Scale float vector leaves by their statistics; else only cast them.
+        normalize: Scale vector leaves of numbers by their statistics; else only cast them.
         clip: Clip normalised leaves to [-clip, clip]; None leaves them unclipped.
         channels: Where images' channels are (`channels_first`): their features are
             [..., H * W * C] in (height, width, channels) order either way.

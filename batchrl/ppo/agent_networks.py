@@ -205,7 +205,7 @@ class Networks:
     def features(self, obs_norm: encoder.NormTree, obs: encoder.ObsTree) -> jax.Array:
         """Observations [..., *leaf shapes] as the networks see them: [..., F] float32.
 
-        Float vector leaves are centred, scaled and clipped by their statistics when the
+        Vector leaves of numbers are centred, scaled and clipped by their statistics when the
         config normalises observations; see `encoder` for the other kinds.
         """
         config = self.config

@@ -27,7 +27,7 @@ class Learner:
     Attributes:
         params: {"policy": ..., "value": ...} network parameters.
         opt_state: The optimiser's state.
-        obs_norm: Streaming statistics of each float vector leaf of the observation (the
+        obs_norm: Streaming statistics of each vector leaf of numbers of the observation (the
             policy sees them normalised), a tree like the observation: a
             `NormalizerState` at each such leaf, None elsewhere (`encoder.init_normalizer`).
         reward_norm: Streaming statistics of rewards, or of discounted returns.
