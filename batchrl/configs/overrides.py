@@ -135,4 +135,6 @@ def parse_overrides(
             raise ValueError(f"--set {assignment!r}: expected key=value")
         name, text = (part.strip() for part in assignment.split("=", 1))
         settings.append((name, text))
-    return train_config.set_fields(config, settings, _parse)
+    changed = train_config.set_fields(config, settings, _parse)
+    train_config.say_dropped_env_kwargs(config, changed)
+    return changed

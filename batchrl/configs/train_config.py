@@ -244,6 +244,22 @@ def set_fields(config: TrainConfig, settings: Iterable[tuple[str, Any]], parse: 
     return dataclasses.replace(config, **runs) if runs else config
 
 
+def say_dropped_env_kwargs(before: TrainConfig, after: TrainConfig) -> None:
+    """A one-line warning when a user's `env_kwargs` left out keywords the config had.
+
+    The setting replaces the whole mapping: `env_kwargs={frameskip: 2}` on an Atari preset
+    silently brought back sticky actions and per-game episodes.
+    """
+    dropped = {k: v for k, v in before.env_kwargs.items() if k not in after.env_kwargs}
+    if dropped and after.env_kwargs != before.env_kwargs:
+        listed = ", ".join(f"{key}: {value!r}" for key, value in dropped.items())
+        logger.warning(
+            "env_kwargs replaces the config's whole mapping, dropping {%s}: give them "
+            "too to keep them",
+            listed,
+        )
+
+
 def replace(config: TrainConfig, **fields: Any) -> TrainConfig:
     """`config` with typed values set, each a field of the run or of its algorithm."""
     return set_fields(config, fields.items(), lambda _name, _kind, value: value)

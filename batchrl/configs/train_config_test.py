@@ -427,3 +427,20 @@ def test_clipped_presets_score_the_final_policy_on_exactly_32_episodes(name):
 def test_clipped_presets_average_the_last_three_phases_into_the_final_policy(name):
     config = presets.get(name)
     assert config.average_last == 3 and config.keep_checkpoints >= 3
+
+
+def test_env_kwargs_that_leave_out_the_configs_own_are_said_to_drop_them(caplog):
+    # An Atari preset's ale-py options went without a word: sticky actions came back.
+    breakout = presets.get("breakout")
+    changed = overrides.parse_override(breakout, "env_kwargs={frameskip: 2}")
+    assert changed.env_kwargs == {"frameskip": 2}
+    (record,) = caplog.records
+    assert record.getMessage() == (
+        "env_kwargs replaces the config's whole mapping, dropping {repeat_action_probability: "
+        "0.0, life_loss_info: True, reward_clipping: True}: give them too to keep them"
+    )
+    caplog.clear()
+    kept = {**breakout.env_kwargs, "frameskip": 2}
+    overrides.parse_override(breakout, f"env_kwargs={kept}")
+    overrides.parse_override(presets.get("pendulum"), "env_kwargs={g: 5.0}")
+    assert not caplog.records

@@ -217,7 +217,9 @@ def configure(
     if env is not None:
         config, given = given_env.with_env(config, env)
     # After the env: what it sets (its own time limit as max_length) is the keywords' to change.
-    config = train_config.set_fields(config, settings.items(), train_config.typed)
+    keywords = train_config.set_fields(config, settings.items(), train_config.typed)
+    train_config.say_dropped_env_kwargs(config, keywords)
+    config = keywords
     for key, value in (("steps", steps), ("seed", seed)):
         if value is not None:
             config = train_config.set_field(config, key, value, train_config.typed)
