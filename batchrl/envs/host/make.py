@@ -11,6 +11,7 @@ truncation.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 from collections.abc import Callable
@@ -25,6 +26,22 @@ from batchrl.envs.host import wrappers
 _MAKE_KEYWORDS = frozenset(inspect.signature(gym.make).parameters) - {"id", "kwargs"}
 # Env packages of batchrl's extras (pyproject.toml): a missing one is named with its extra.
 _EXTRAS = {"gymnasium_robotics": "robotics", "minigrid": "minigrid", "ale_py": "atari"}
+# Namespaces of ids a package registers when imported, as Gymnasium 1 loads no plugins.
+_NAMESPACES = {"ALE": "ale_py"}
+
+
+def register_namespace(name: str) -> None:
+    """Imports the package that registers id `name`'s namespace (`ALE/...`: ale-py), if any.
+
+    A worker, or a run on worker processes, that never imported ale-py said "Namespace ALE
+    not found. Have you installed the proper package?" with ale-py installed.
+    """
+    namespace, slash, _ = name.partition("/")
+    module = _NAMESPACES.get(namespace) if slash else None
+    if module is None or any(key.startswith(f"{namespace}/") for key in gym.registry):
+        return
+    with contextlib.suppress(ImportError):  # Not installed: Gymnasium's words say so.
+        gym.register_envs(importlib.import_module(module))
 
 
 def check_name(
@@ -55,6 +72,7 @@ def check_name(
                 f"for env {name!r}"
             )
         name = class_name
+    register_namespace(name)
     try:
         spec = gym.spec(name)
     except gym.error.Error as error:
@@ -157,6 +175,7 @@ class Make:
             if hasattr(module, attribute):
                 maker = getattr(module, attribute)
                 return wrappers.apply(_built(maker, kwargs, name), duration=self.max_length)
+        register_namespace(name)
         if self.max_length is None:
             return gym.make(name, **kwargs)
         limit = time_limit(name, self.max_length)

@@ -1,4 +1,5 @@
 import pickle
+import subprocess
 import sys
 
 import gymnasium as gym
@@ -124,3 +125,21 @@ def test_env_kwargs_reach_the_env_in_its_worker():
 def test_unknown_env_kwargs_are_one_line_errors_before_any_worker_starts(name, kwargs, message):
     with pytest.raises(ValueError, match=message):
         make.check_name(name, kwargs)
+
+
+def test_an_ale_id_is_made_where_ale_py_was_never_imported():
+    # Gymnasium 1 loads no plugins: "Namespace ALE not found. Have you installed the proper
+    # package?" with ale-py installed, in a worker or a run on worker processes.
+    script = (
+        "import sys\n"
+        "from batchrl.envs.host import make\n"
+        "assert 'ale_py' not in sys.modules\n"
+        "make.check_name('ALE/Pong-v5')\n"
+        "env = make.Make('ALE/Pong-v5', max_length=100)()\n"
+        "print(env.spec.id, env.spec.max_episode_steps)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "ALE/Pong-v5 100\n"
