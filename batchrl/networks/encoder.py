@@ -80,7 +80,12 @@ def layout(observation: Any, channels: str = "auto", network: str = "auto") -> t
             parts.append(cnn.Part(leaf.feature_size))
             continue
         image = image_shape(leaf, channels)
-        chosen = cnn.choose(network, image, path)
+        read = (
+            path
+            if channels == "auto"
+            else f"{path} {leaf.shape} read with image_channels={channels!r}"
+        )
+        chosen = cnn.choose(network, image, read)
         parts.append(cnn.Part(leaf.feature_size, image if chosen else None, chosen))
     if network in cnn.SMALLEST and not any(part.network for part in parts):
         shapes = ", ".join(f"{path} {leaf.shape}" for path, leaf in leaves)

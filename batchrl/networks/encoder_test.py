@@ -166,3 +166,15 @@ def test_images_are_scaled_by_their_own_bounds_and_never_normalised():
     np.testing.assert_allclose(features[0, 4:8], features[0, 8:], rtol=1e-6)
     np.testing.assert_array_equal(features[0, [4, 5, 7]], features[0, [8, 9, 11]])  # Exactly.
     np.testing.assert_array_equal(features[0, :4], [1.0, 0.0, 0.0, 1.0])
+
+
+def test_an_image_too_small_as_image_channels_reads_it_names_the_setting():
+    # Atari's (4, 84, 84) stack read channels last is 4 x 84: the cause was the setting.
+    stack = {"frames": env_spec.ObsLeaf((4, 84, 84), "uint8", env_spec.IMAGE, low=0.0, high=255.0)}
+    assert encoder.layout(stack, "first", "nature")[0].network == "nature"
+    with pytest.raises(ValueError) as error:
+        encoder.layout(stack, "last", "nature")
+    assert str(error.value) == (
+        "cnn='nature' needs images of at least 36 pixels a side, obs[\"frames\"] (4, 84, 84) read "
+        "with image_channels='last' is 4 x 84; use cnn='auto' or a smaller network"
+    )
