@@ -155,16 +155,6 @@ def used_minibatches(valid_rows: jax.Array, batch_size: int) -> jax.Array:
     return jnp.arange(num_batches) * batch_size < valid_rows.sum()
 
 
-def check_devices(devices: int) -> None:
-    """A one-line ValueError when this process has fewer than `devices` local devices."""
-    available = jax.local_device_count()
-    if not 1 <= devices <= available:
-        raise ValueError(
-            f"learner_devices={devices}, but this process has {available} local device(s) "
-            f"(on CPU, XLA_FLAGS=--xla_force_host_platform_device_count=N makes N)"
-        )
-
-
 @dataclasses.dataclass(frozen=True)
 class Split:
     """How a minibatch is laid out over devices: rows split, parameters copied."""
@@ -177,7 +167,12 @@ def data_parallel(devices: int, batch_size: int) -> Split | None:
     """The layout of minibatches of `batch_size` rows over `devices` local devices (None: one)."""
     if devices == 1:
         return None
-    check_devices(devices)
+    available = jax.local_device_count()
+    if not 1 <= devices <= available:
+        raise ValueError(
+            f"learner_devices={devices}, but this process has {available} local device(s) "
+            f"(on CPU, XLA_FLAGS=--xla_force_host_platform_device_count=N makes N)"
+        )
     if batch_size % devices:
         raise ValueError(
             f"minibatches of {batch_size} rows do not split over learner_devices={devices}"

@@ -24,7 +24,6 @@ from typing import Any
 import jax
 
 from batchrl.configs import TrainConfig
-from batchrl.ppo import sgd
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +138,12 @@ def check_data_parallel(config: TrainConfig, where: Placement) -> None:
     devices = config.algorithm.learner_devices
     if devices == 1:
         return
-    sgd.check_devices(devices)  # Before the run's first line, not at its compile.
+    available = jax.local_device_count()  # Before the run's first line, not at its compile.
+    if devices > available:
+        raise ValueError(
+            f"learner_devices={devices}, but this process has {available} local device(s) "
+            f"(on CPU, XLA_FLAGS=--xla_force_host_platform_device_count=N makes N)"
+        )
     first = jax.local_devices()[0]
     if where.learner != first:
         used = ", ".join(name_of(d) for d in jax.local_devices()[:devices])
