@@ -257,7 +257,9 @@ class RayGroup(remote.RemoteGroup):
             return ray.get(ref, timeout=timeout)
         except ray.exceptions.RayTaskError as error:
             cause = error.cause
-            if isinstance(cause, errors.EnvRaisedError):
+            if isinstance(cause, errors.EnvRaisedError):  # Its worker's pid, and the node.
+                first, newline, rest = str(cause).partition("\n")
+                cause.args = (f"{first} (in the {self._where()}){newline}{rest}",)
                 raise cause from None
             if isinstance(cause, errors.SpaceMismatchError):  # The batch's, not an env's.
                 self._finalizer()
