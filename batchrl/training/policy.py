@@ -73,6 +73,8 @@ class Policy:
 
     def act(self, obs: Any, deterministic: bool = True) -> Any:
         """The action for one env's observation, or actions [N, ...] for a batch of N."""
+        if not isinstance(deterministic, bool | np.bool_):  # "False" took the mean action.
+            raise ValueError(f"deterministic is True or False, got {deterministic!r}")
         batch, single = _batch(self.env_spec.observation, obs)
         size = jax.tree.leaves(batch)[0].shape[0]
         if self._acting is None or _num_envs(self._acting) != size:

@@ -53,6 +53,10 @@ def test_predict_samples_by_default_and_acts_as_act_when_deterministic(run):
     fresh = batchrl.load(run.rundir)
     fresh.act(obs), fresh.predict(obs, deterministic=True)
     np.testing.assert_array_equal(fresh.predict(obs)[0], batchrl.load(run.rundir).predict(obs)[0])
+    # A string read from a flag or a file: "False" was true, the mean action taken.
+    with pytest.raises(ValueError, match=r"^deterministic is True or False, got 'False'$"):
+        policy.act(obs, deterministic="False")
+    np.testing.assert_array_equal(policy.act(obs, deterministic=np.True_), action)
 
 
 def test_predict_starts_the_episodes_episode_start_marks_of_a_recurrent_policy():
