@@ -58,6 +58,9 @@ class MujocoGroup(forwarding.EnvForwarding):
         self.restarts = 0
         self._max_steps = self._template.spec.max_episode_steps
         self._frame_skip = env.frame_skip
+        if self._frame_skip < 1:  # Gymnasium's env steps back in time; MuJoCo's batch stops.
+            self._template.close()
+            raise ValueError(f"frame_skip must be at least 1, got {self._frame_skip}")
         self.threads = threads or split.cores()
         self._batch = mujoco.batch.Batch(
             env.model, num_envs, nthread=self.threads, persistent=self.task.contact_forces
@@ -106,6 +109,8 @@ class MujocoGroup(forwarding.EnvForwarding):
         autoreset: AutoresetMode = AutoresetMode.DISABLED,
         read_infos: bool = False,
     ) -> None:
+        if any(rng is None for rng in self._rngs):  # As Gymnasium's envs: OrderEnforcing's.
+            raise gym.error.ResetNeeded(f"{self.name}: cannot step before reset: call reset()")
         self.buffers.action[...] = actions
         # Actions of another dtype (float64) act as given, as on Gymnasium's env: its control
         # cost is computed in their dtype.

@@ -232,3 +232,15 @@ def test_close_ends_the_batch_threads_while_the_env_is_still_held():
     env.close()
     assert _threads() == before
     env.close()
+
+
+def test_a_step_before_reset_and_a_frame_skip_below_one_are_refused():
+    # The step ran every env from the model's initial state, without reset noise, alike;
+    # frame_skip=-1 was MuJoCo's FatalError at the first step.
+    with BatchEnv.mujoco("Hopper-v5", 2) as env:
+        with pytest.raises(gym.error.ResetNeeded, match="Hopper-v5: cannot step before reset"):
+            env.step(np.zeros((2, 3), np.float32))
+        env.reset(seed=0)
+        env.step(np.zeros((2, 3), np.float32))
+    with pytest.raises(ValueError, match=r"^frame_skip must be at least 1, got -1$"):
+        BatchEnv.mujoco("Hopper-v5", 2, frame_skip=-1)
