@@ -31,9 +31,10 @@ from collections.abc import Callable, Sequence
 
 import gymnasium as gym
 
+from batchrl.configs import TrainConfig
 from batchrl.envs.host import errors as env_errors
 from batchrl.scripts.train import UsageError
-from batchrl.training import checkpoint, environments, loop, run_folder, tail_average
+from batchrl.training import checkpoint, environments, loop, placement, run_folder, tail_average
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -119,6 +120,7 @@ def evaluate(
         config = run_folder.read_config(rundir)
     except run_folder.RunFolderError as error:
         raise UsageError(str(error)) from None
+    config = here(config)
     if normalizer_from is not None and not config.algorithm.normalize_observations:
         raise UsageError(
             f"--normalizer-from swaps the observation normaliser, and run folder {str(rundir)!r}"
@@ -229,6 +231,23 @@ def _averaged_with(phase: int, average_last: int) -> range:
     phase 1 is the first a run keeps, so a mean never reaches back past it.
     """
     return range(max(1, phase - average_last + 1), phase)
+
+
+def here(config: TrainConfig) -> TrainConfig:
+    """`config` with a device this machine lacks (a run trained on a GPU) as its default.
+
+    Scoring a policy needs no particular device: a GPU run was refused on a CPU machine,
+    its advice (set device=cpu) a setting `evaluate` takes none of.
+    """
+    for name in ("device", "acting_device"):
+        value = getattr(config, name)
+        try:
+            placement.device(value, name)
+        except ValueError:
+            note = f"evaluate: note: the run's {name}={value!r} is not here; on JAX's default"
+            print(note, file=sys.stderr)
+            config = dataclasses.replace(config, **{name: "auto"})
+    return config
 
 
 def main(argv: Sequence[str] | None = None) -> int:

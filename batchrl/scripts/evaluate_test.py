@@ -245,3 +245,23 @@ def test_a_checkpoint_the_training_run_drops_meanwhile_is_said_so(run, tmp_path,
         f"evaluate: error: {path} was removed as the run trains on (keep_checkpoints): evaluate "
         "its phases still kept, or evaluate once it ends\n"
     )
+
+
+def test_a_run_trained_on_a_device_this_machine_lacks_is_scored_on_its_default(
+    run, tmp_path, capsys
+):
+    # Refused, its advice (set device=cpu) a setting evaluate takes none of.
+    gpu = tmp_path / run.name
+    shutil.copytree(run, gpu)
+    config = (gpu / "config.yaml").read_text()
+    assert "\ndevice: auto\n" in config
+    (gpu / "config.yaml").write_text(config.replace("\ndevice: auto\n", "\ndevice: gpu\n"))
+    capsys.readouterr()
+    args = ["--episodes", "2", "--phases", "6"]
+    assert evaluate.main(["--logdir", str(gpu), *args]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == (
+        "evaluate: note: the run's device='gpu' is not here; on JAX's default\n"
+    )
+    assert evaluate.main(["--logdir", str(run), *args]) == 0
+    assert [json.loads(captured.out)["return"]] == [row["return"] for row in lines(capsys)]

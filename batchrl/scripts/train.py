@@ -38,7 +38,9 @@ from batchrl.training import api, compile_signals, device_memory, run_folder
 # Settings a resume may change: how the run meets a hung or crashed worker, not what it
 # learns while none does; the errors that stop a run name them ("raise the timeout",
 # "restart_workers=true"). Every other setting must be the saved one.
-RESUME_MAY_CHANGE = ("worker_timeout", "restart_workers")  # Settings a resume gives anew.
+# Settings a resume gives anew: how it meets a hung worker, and where it runs (a run begun
+# on a GPU goes on where there is none: `device=cpu`, as the missing GPU's error advises).
+RESUME_MAY_CHANGE = ("worker_timeout", "restart_workers", "device", "acting_device")
 
 
 class UsageError(Exception):

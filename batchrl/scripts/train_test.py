@@ -140,7 +140,7 @@ def test_one_set_takes_several_fields_as_one_set_for_each_does(tmp_path):
     assert together == apart and (together.num_envs, together.worker_timeout) == (4, 300.0)
 
 
-def test_a_resume_may_change_how_it_meets_a_hung_or_crashed_worker_and_nothing_else(tmp_path):
+def test_a_resume_may_change_how_it_meets_a_hung_worker_and_where_it_runs_only(tmp_path):
     # The errors that stop a run advise "raise the timeout" and restart_workers=true: the
     # resume of that run takes them. Folders made, nothing trained.
     start = ["--logdir", str(tmp_path), "--config", "cartpole", "--timestamp", "t"]
@@ -154,10 +154,14 @@ def test_a_resume_may_change_how_it_meets_a_hung_or_crashed_worker_and_nothing_e
     with pytest.raises(
         train.UsageError,
         match=r"other settings: num_envs=4 \(saved 30\); a resume keeps them, and may raise "
-        r"steps and set worker_timeout and restart_workers anew$",
+        r"steps and set worker_timeout and restart_workers and device and acting_device anew$",
     ):
         train.resumed_run(train.parse_args([*start, *changes, "--set", "num_envs=4"]))
     assert run_folder_lib.read_config(run).worker_timeout == 60.0  # The folder keeps its start.
+    # A run begun on a GPU goes on where there is none, as the missing GPU's error advises.
+    cpu = ["--set", "device=cpu", "acting_device=cpu"]
+    _, config = train.resumed_run(train.parse_args([*start, *cpu]))
+    assert (config.device, config.acting_device) == ("cpu", "cpu")
 
 
 def test_a_resume_that_raises_steps_trains_on_as_a_run_started_with_that_budget(

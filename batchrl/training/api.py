@@ -108,12 +108,15 @@ def resume(
     steps: int | None = None,
     worker_timeout: float | None = None,
     restart_workers: bool | None = None,
+    device: str | None = None,
+    acting_device: str | None = None,
     callback: Callable[[dict[str, Any]], Any] | None = None,
 ) -> Run:
     """Trains the run in `rundir` on from its newest good checkpoint, as `--timestamp` does.
 
-    With its saved config, but for a raised budget (`steps`, as `--set steps=N`) and how
-    it meets a hung or crashed worker, the settings a resume may give anew. A run trained
+    With its saved config, but for a raised budget (`steps`, as `--set steps=N`), how it
+    meets a hung or crashed worker and where it runs (`device="cpu"` for a run begun on
+    a GPU), the settings a resume may give anew. A run trained
     with `batchrl.train` and stopped (Ctrl-C in a notebook) goes on from here; `callback`
     is `train`'s.
 
@@ -128,7 +131,13 @@ def resume(
     config = saved = run_folder.read_config(rundir)
     if steps is not None and steps != saved.steps:
         check_raised_budget(rundir.name, saved, train_config.typed("steps", int, steps))
-    given = {"steps": steps, "worker_timeout": worker_timeout, "restart_workers": restart_workers}
+    given = {
+        "steps": steps,
+        "worker_timeout": worker_timeout,
+        "restart_workers": restart_workers,
+        "device": device,
+        "acting_device": acting_device,
+    }
     given = [(key, value) for key, value in given.items() if value is not None]
     config = train_config.set_fields(config, given, train_config.typed)
     limit_xla_threads(config)
