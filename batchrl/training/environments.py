@@ -26,6 +26,7 @@ from batchrl.env_spec import EnvSpec
 from batchrl.envs import BatchEnv, spaces
 from batchrl.envs.host import lifecycle, make, mujoco_warnings
 from batchrl.envs.jax import classic, env_check, gymnax_env, jax_env
+from batchrl.envs.mujoco import tasks as mujoco_tasks
 from batchrl.training import placement
 
 # Eval envs of their own draw their seeds from the run's seed plus this, so they start
@@ -46,6 +47,8 @@ def check_env_name(config: TrainConfig, env: Any = None) -> None:
             atari_options(config)  # Names the game or option that is not ale-py's.
         else:
             make.check_name(config.env, config.env_kwargs)
+            if config.env in mujoco_tasks.TASKS:  # Its v5 env takes **kwargs on to MujocoEnv.
+                mujoco_tasks.check_keywords(config.env, config.env_kwargs)
 
 
 def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:

@@ -13,7 +13,7 @@ import pytest
 import batchrl
 from batchrl import env_spec
 from batchrl.bridge import ale_ffi
-from batchrl.configs import TrainConfig, presets
+from batchrl.configs import TrainConfig, presets, train_config
 from batchrl.conftest import wait_gone
 from batchrl.envs import EnvTimeoutError
 from batchrl.envs.atari import atari_group
@@ -167,3 +167,13 @@ def test_a_hung_worker_is_reported_after_the_runs_worker_timeout_and_killed(tmp_
     # Workers are the fork server's children (`lifecycle.DEFAULT_CONTEXT`): none is left.
     servers = [c for c in psutil.Process().children() if "forkserver" in " ".join(c.cmdline())]
     assert servers and not wait_gone([c.pid for s in servers for c in s.children()])
+
+
+@pytest.mark.parametrize("backend", ["processes", "mujoco"])
+def test_a_keyword_a_mujoco_task_does_not_take_is_named_with_those_it_takes(backend):
+    # Its v5 env passes **kwargs on to MujocoEnv, whose TypeError named neither.
+    config = train_config.replace(
+        presets.get("cheetah_clipped"), backend=backend, env_kwargs={"ctrl_cost": 1.0}
+    )
+    with pytest.raises(ValueError, match=r"^HalfCheetah-v5 takes no keyword 'ctrl_cost': it "):
+        environments.check_env_name(config)
