@@ -259,10 +259,8 @@ def best(rundir: str | os.PathLike) -> pathlib.Path:
     """The run's best-evaluated state; a RunFolderError when no phase was evaluated yet."""
     path = checkpoints(rundir) / BEST
     if not path.exists():
-        raise RunFolderError(
-            f"run folder {str(rundir)!r} has no best policy: no phase evaluated, or "
-            f"{CHECKPOINTS}/{BEST} was removed"
-        )
+        why = f"no phase evaluated, or {CHECKPOINTS}/{BEST} was removed"
+        raise RunFolderError(f"run folder {str(rundir)!r} has no best policy: {why}")
     return path
 
 
