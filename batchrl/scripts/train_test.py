@@ -309,9 +309,13 @@ def test_a_run_another_process_trains_is_refused_in_one_line(finished_run, tmp_p
             ["--config", "pendulum_jax", "--set", "policy_layers=2000000,2000000"],
             "out of memory allocating 14.6 TiB on the device: lower num_envs, policy_layers",
         ),
-        (  # MuJoCo's envs take **kwargs: gym.make's TypeError, in one line.
+        (  # MuJoCo's envs take **kwargs: a task's keywords named, as BatchEnv.mujoco's.
             ["--config", "cheetah", "--set", "env_kwargs={bogus: 1}"],
-            "env 'HalfCheetah-v5' refused env_kwargs: ",
+            "HalfCheetah-v5 takes no keyword 'bogus': it takes xml_file, ",
+        ),
+        (  # Another env taking **kwargs: gym.make's TypeError, in one line.
+            ["--config", "cheetah", "--set", "env=HumanoidStandup-v5", "env_kwargs={bogus: 1}"],
+            "env 'HumanoidStandup-v5' refused env_kwargs: ",
         ),
     ],
 )
