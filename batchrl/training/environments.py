@@ -133,15 +133,20 @@ def _check_given(config: TrainConfig, env: Any) -> None:
 
 
 def _jax_native(config: TrainConfig, env: Any = None) -> jax_env.Env:
-    """The JAX-native env: `env`, or the one `config.env` names, with its own time limit."""
-    if env is None and ":" not in config.env:
+    """The JAX-native env: `env`, or the one `config.env` names, with its own time limit.
+
+    An env object given was checked as it was given (`given_env.with_env`); one a
+    `module:Class` name makes is checked here, each a user's own.
+    """
+    if env is not None:
+        return env
+    if ":" not in config.env:
         return JAX_NATIVE[config.backend](config.env)
-    if env is None:
-        env = make.resolve(config.env)()
-        if not isinstance(env, jax_env.Env):
-            made = type(env).__name__
-            raise ValueError(f"env {config.env!r} made a {made}, not a JAX-native env")
-    env_check.check(env)  # A user's env: what its reset and step return, against its spec.
+    env = make.resolve(config.env)()
+    if not isinstance(env, jax_env.Env):
+        made = type(env).__name__
+        raise ValueError(f"env {config.env!r} made a {made}, not a JAX-native env")
+    env_check.check(env)  # What its reset and step return, against its spec.
     return env
 
 

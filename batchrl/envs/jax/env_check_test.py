@@ -9,6 +9,7 @@ import pytest
 
 import batchrl
 from batchrl.envs.jax import classic, env_check, jax_env
+from batchrl.scripts import train
 from batchrl.training import api
 
 
@@ -89,3 +90,18 @@ def test_an_object_with_reset_and_step_but_no_time_limit_is_named():
 
     with pytest.raises(TypeError, match=r"^env NoLimit has reset and step but no max_length: a"):
         batchrl.train("pendulum_jax", env=NoLimit(), logdir=None)
+
+
+@dataclasses.dataclass(frozen=True)
+class IntObs(Broken):
+    fault: str = "obs int32"
+
+
+def test_an_env_a_module_class_name_makes_is_checked_too(tmp_path, capsys):
+    env = f"env={__name__}:IntObs"
+    argv = ["--config", "pendulum_jax", "--logdir", str(tmp_path), "--set", env, "backend=jax"]
+    assert train.main(argv) == 1
+    assert capsys.readouterr().err == (
+        "batchrl: error: env IntObs's step returns obs int32[3]: its env_spec says float32[3]\n"
+    )
+    assert not any(tmp_path.iterdir())
