@@ -1,25 +1,28 @@
 """Reaching the cluster RAY_ADDRESS names: an address nothing answers at is one line."""
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import pytest
 
 from batchrl.envs.ray import starting
 
 
-def closed_port() -> int:
-    """A port of this machine nothing listens on (bound, then let go)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+@contextlib.contextmanager
+def closed_port() -> Iterator[int]:
+    """A port of this machine nothing listens on: held bound, not listening, so none can."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield held.getsockname()[1]
 
 
 def test_an_address_nothing_answers_at_is_one_line_naming_it():
-    address = f"127.0.0.1:{closed_port()}"
-    with pytest.raises(ValueError) as error:
+    with closed_port() as port, pytest.raises(ValueError) as error:
+        address = f"127.0.0.1:{port}"
         starting.reach(address)
     assert str(error.value) == (
         f"cannot reach the Ray cluster at RAY_ADDRESS={address!r} (Connection refused): start "
@@ -28,16 +31,17 @@ def test_an_address_nothing_answers_at_is_one_line_naming_it():
     for left_to_ray in ("", "auto", "local"):
         starting.reach(left_to_ray)
     # The cluster Ray last started here, killed without `ray stop`: ray.init waited on it.
-    with pytest.raises(ValueError, match=r"which Ray joins as the last one started on this"):
-        starting.reach(address, named=False)
+    with closed_port() as port, pytest.raises(ValueError, match=r"which Ray joins as the last"):
+        starting.reach(f"127.0.0.1:{port}", named=False)
 
 
 def test_the_train_command_stops_at_once_on_an_address_nothing_answers_at(tmp_path):
     # ray.init waited there for minutes, deaf to Ctrl-C, and left a run folder behind.
-    env = {**os.environ, "RAY_ADDRESS": f"127.0.0.1:{closed_port()}"}
     command = [sys.executable, "-m", "batchrl.scripts.train", "--config", "pendulum"]
     command += ["--logdir", str(tmp_path), "--set", "backend=ray", "steps=1000", "num_envs=2"]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    with closed_port() as port:
+        env = {**os.environ, "RAY_ADDRESS": f"127.0.0.1:{port}"}
+        result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith("batchrl: error: cannot reach the Ray cluster at RAY_ADDRESS")
     assert len(result.stderr.splitlines()) == 1 and not any(tmp_path.iterdir())
