@@ -37,6 +37,9 @@ def typed(name: str, kind: Any, value: Any) -> Any:
             return operator.index(value)
         except TypeError:
             pass
+        # A whole number written as a float (`steps=1e6`), as `--set steps=1e6` reads it.
+        if _real(value) and float(value).is_integer():
+            return int(value)
     if kind is float and _real(value):  # numpy's and JAX's scalars too (`np.float32(1e-3)`).
         return float(value)
     if kind is str and isinstance(value, str):

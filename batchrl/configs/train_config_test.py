@@ -180,12 +180,14 @@ def test_badly_typed_yaml_is_a_one_line_error(change, message):
         train_config.from_dict(data)
 
 
-def test_numpy_and_jax_integers_are_ints_and_other_numbers_are_refused():
+def test_numpy_and_jax_integers_and_whole_floats_are_ints_and_other_values_are_refused():
     config = presets.get("pendulum_jax")
-    for value in (np.int64(3), np.uint8(3), jnp.int32(3), np.arange(5)[3]):
+    for value in (np.int64(3), np.uint8(3), jnp.int32(3), np.arange(5)[3], 3.0, np.float64(3)):
         seed = train_config.set_field(config, "seed", value, train_config.typed).seed
         assert seed == 3 and type(seed) is int  # YAML writes it as a plain int.
-    for value in (np.float64(3.0), np.True_, True, "3"):
+    # `steps=1e6`, as `--set steps=1e6` and a config file's `steps: 1e6` read it.
+    assert train_config.set_field(config, "steps", 1e6, train_config.typed).steps == 10**6
+    for value in (3.5, np.float64(3.5), float("nan"), float("inf"), np.True_, True, "3"):
         with pytest.raises(ValueError, match=r"^num_envs=\S+: expected int$"):
             train_config.set_field(config, "num_envs", value, train_config.typed)
 
