@@ -162,7 +162,8 @@ class ClippedConfig(Common):
     """The clipped objective: fixed steps per env per update, shuffled minibatches, GAE.
 
     Defaults are SB3's and CleanRL's MuJoCo settings, but for `observation_clip`: the
-    seed's 5 standard deviations, where both clip at 10 (the held-out results were run so).
+    seed's 5 standard deviations, where both clip at 10 (the held-out results were run so);
+    and `init_std` is in the [-1, 1] units the Gaussian acts in, mapped onto a Box's bounds.
     """
 
     objective: ClassVar[str] = "clipped"
@@ -220,8 +221,12 @@ class ClippedConfig(Common):
             )
 
     def total_updates(self, shape: RunShape) -> int:
-        """Updates in the run's `steps` env steps."""
-        return -(-shape.steps // (shape.num_envs * self.steps_per_update))
+        """Updates in the run's `steps` env steps: whole rollouts, as the run trains them.
+
+        Rounded up, a budget of 7.8 rollouts (`phase_steps` not a multiple of one) left
+        the last of its 7 updates at a quarter of the rate where annealing reaches 1/7.
+        """
+        return max(1, shape.steps // (shape.num_envs * self.steps_per_update))
 
 
 def _positive(config: object, *names: str) -> None:

@@ -379,6 +379,10 @@ def test_the_learning_rate_decays_over_the_whole_phases_a_budget_rounds_up_to():
     learning_rate = run.config.algorithm.learning_rate
     # The last update's: 1 - 7/8 of the rate, annealed linearly over the 8.
     assert run.metrics[-1]["train/learning_rate"] == pytest.approx(learning_rate / 8, rel=0.2)
+    # Two phases of 30 batch steps: 7 whole updates of 8, the last at 1/7 of the rate.
+    run = batchrl.train("cartpole_jax", steps=240, **{**settings, "phase_steps": 120})
+    assert int(run.state.agent.learner.updates) == 7
+    assert run.metrics[-1]["train/learning_rate"] == pytest.approx(learning_rate / 7, rel=0.05)
 
 
 def test_settings_of_the_chosen_objective_may_come_before_it():
