@@ -138,6 +138,13 @@ class ActionLeaf:
                 f"largest a float32 row holds exactly: num_values={self.num_values}, "
                 f"start={self.start}"
             )
+        whole = self.kind == VECTOR and np.dtype(self.dtype).kind in "iu"
+        bounds = (self.low or ()) + (self.high or ())
+        if whole and any(abs(bound) > LARGEST_INTEGER_ACTION for bound in bounds):
+            raise ValueError(
+                f"an integer Box's bounds reach past {LARGEST_INTEGER_ACTION}, the largest a "
+                f"float32 row holds exactly: low={min(self.low)}, high={max(self.high)}"
+            )
 
     @property
     def size(self) -> int:

@@ -15,6 +15,7 @@ envs whose spaces are Gymnasium's (gymnax).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -203,19 +204,19 @@ def _action_leaf(
     shape, dtype = tuple(space.shape), np.dtype(space.dtype).name
     if kind is gym.spaces.Box and space.dtype == np.bool_:  # Bits: a Bernoulli each.
         return env_spec_lib.ActionLeaf(shape, dtype, env_spec_lib.BINARY)
-    if kind is gym.spaces.Box:
-        low, high = _bounds(space)
-        return env_spec_lib.ActionLeaf(shape, dtype, env_spec_lib.VECTOR, low=low, high=high)
     if kind is gym.spaces.MultiBinary:
         return env_spec_lib.ActionLeaf(shape, dtype, env_spec_lib.BINARY)
-    if kind is gym.spaces.Discrete:
-        counts, starts = (int(space.n),), (int(space.start),)
-    else:
-        counts = tuple(int(n) for n in space.nvec.flat)
-        starts = tuple(int(s) for s in space.start.flat)
-    one = kind is gym.spaces.Discrete
-    categorical = env_spec_lib.DISCRETE if one else env_spec_lib.MULTI_DISCRETE
     try:
+        if kind is gym.spaces.Box:
+            low, high = _bounds(space)
+            return env_spec_lib.ActionLeaf(shape, dtype, env_spec_lib.VECTOR, low=low, high=high)
+        if kind is gym.spaces.Discrete:
+            counts, starts = (int(space.n),), (int(space.start),)
+        else:
+            counts = tuple(int(n) for n in space.nvec.flat)
+            starts = tuple(int(s) for s in space.start.flat)
+        one = kind is gym.spaces.Discrete
+        categorical = env_spec_lib.DISCRETE if one else env_spec_lib.MULTI_DISCRETE
         return env_spec_lib.ActionLeaf(shape, dtype, categorical, counts, starts)
     except ValueError as error:
         raise UnsupportedSpaceError(f"{path} of {env_name}: {error}") from None
@@ -293,8 +294,14 @@ def env_spec(
 ) -> EnvSpec:
     """The spec of an env with these Gymnasium spaces; unsupported spaces are refused."""
     observation = observation_tree(observation_space, env_name)
+    if not sum(math.prod(leaf.shape) for leaf in env_spec_lib.leaves(observation)):
+        raise UnsupportedSpaceError(
+            f"observation space {observation_space} of {env_name} holds no element to observe: "
+            f"batchrl needs one or more (an env that observes nothing may show a constant "
+            f"Box(0, 1, (1,)))"
+        )
     tree = action_tree(action_space, env_name)
-    if not _one_array(action_space):
+    if not _one_array(action_space) or not math.prod(action_space.shape or (1,)):
         width = sum(leaf.size for leaf in env_spec_lib.leaves(tree))
         if not width:
             raise UnsupportedSpaceError(

@@ -114,6 +114,24 @@ def test_an_action_space_of_no_array_is_refused_naming_it():
             spaces.env_spec(box, empty)
 
 
+def test_spaces_of_no_element_are_refused_naming_them():
+    box = Box(-1, 1, (2,), np.float32)
+    with pytest.raises(spaces.UnsupportedSpaceError, match=r"^action space Box.* holds no arr"):
+        spaces.env_spec(box, Box(0, 1, (0,)), "Empty")
+    for empty in (Box(0, 1, (0,)), Dict({}), Dict({"a": Box(0, 1, (3, 0))})):
+        with pytest.raises(spaces.UnsupportedSpaceError, match=r"^observation space .* of Empty"):
+            spaces.env_spec(empty, box, "Empty")
+
+
+def test_an_integer_box_past_what_a_float32_row_holds_is_refused_in_one_line():
+    # Its actions were cast to int32 and saturated: every one came out 2147483647.
+    wide = Box(0, 2**40, (1,), np.int64)
+    with pytest.raises(spaces.UnsupportedSpaceError, match=r"^action of E: an integer Box's"):
+        spaces.env_spec(Box(-1, 1, (2,)), wide, "E")
+    inside = spaces.env_spec(Box(-1, 1, (2,)), Box(-(2**24), 2**24, (1,), np.int64), "E")
+    assert inside.action.high == (2.0**24,)
+
+
 BITS = {"bits": env_spec.ActionLeaf((3,), "int8", env_spec.BINARY)}
 
 

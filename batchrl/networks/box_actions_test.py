@@ -28,6 +28,15 @@ def test_a_float64_bound_float32_cannot_hold_is_not_crossed():
     assert mapped.max() > 0.1 - 1e-8  # The bound itself, as near as float32 gets inside.
 
 
+def test_bounds_further_apart_than_float32_holds_pass_the_draw_as_unbounded_ones_do():
+    # float32's largest value each way, a common "unbounded": the span overflowed, and
+    # every action came out at a bound (a draw of exactly -1 as NaN).
+    largest = float(np.finfo(np.float32).max)
+    for low, high in ((-largest, largest), (0.0, 1e300)):
+        mapped = np.asarray(box_actions.onto_box(X, (low,), (high,)))[:, 0]
+        np.testing.assert_array_equal(mapped, np.clip(np.asarray(X[:, 0]), low, None))
+
+
 def test_each_integer_of_a_box_gets_an_equal_share_of_the_policys_range():
     inside = jnp.linspace(-1.0, 1.0, 100_001)[:, None]
     values = np.asarray(box_actions.onto_box(inside, (0.0,), (4.0,), integers=True))[:, 0]

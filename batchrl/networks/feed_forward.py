@@ -91,20 +91,24 @@ class GaussianHead(nn.Module):
     std equals `init_std` up to float32 rounding. With `squash_mean` (the seed's head) the
     mean lies in (-1, 1): a policy that wants an action at the bound can only get there by
     shrinking its std. A linear mean can move past the bound, where the env clips it.
+    `squash_mean` may name the elements it squashes, one bool each: an element without
+    bounds to map onto keeps a linear mean, which tanh would hold inside (-1, 1).
     """
 
     action_size: int
     init_output_factor: float = 0.1
     init_std: float = 0.35
     orthogonal: bool = False
-    squash_mean: bool = True
+    squash_mean: bool | tuple[bool, ...] = True
 
     @nn.compact
     def __call__(self, features: jax.Array) -> tuple[jax.Array, jax.Array]:
         kernel_init = policy_output_init(self.orthogonal, self.init_output_factor)
         mean = nn.Dense(self.action_size, kernel_init=kernel_init)(features)
-        if self.squash_mean:
+        if self.squash_mean is True:
             mean = jnp.tanh(mean)
+        elif self.squash_mean:
+            mean = jnp.where(jnp.asarray(self.squash_mean), jnp.tanh(mean), mean)
         raw_std = self.param(
             "raw_std",
             nn.initializers.constant(inverse_softplus(self.init_std)),
@@ -125,7 +129,8 @@ class GaussianPolicy(nn.Module):
             initial means near zero. Ignored when `orthogonal`.
         init_std: Initial standard deviation of every action dimension.
         orthogonal: Use the orthogonal PPO init (see the module docstring).
-        squash_mean: Keep the mean in (-1, 1) with tanh, as the seed did; else linear.
+        squash_mean: Keep the mean in (-1, 1) with tanh, as the seed did; else linear. A
+            tuple: a bool for each element (`GaussianHead`).
     """
 
     action_size: int
@@ -134,7 +139,7 @@ class GaussianPolicy(nn.Module):
     init_output_factor: float = 0.1
     init_std: float = 0.35
     orthogonal: bool = False
-    squash_mean: bool = True
+    squash_mean: bool | tuple[bool, ...] = True
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -207,7 +212,7 @@ class TreePolicy(nn.Module):
     init_output_factor: float = 0.1
     init_std: float = 0.35
     orthogonal: bool = False
-    squash_mean: bool = True
+    squash_mean: bool | tuple[bool, ...] = True
 
     @nn.compact
     def __call__(self, obs: jax.Array) -> dict[str, jax.Array]:

@@ -32,7 +32,8 @@ class RecurrentGaussianPolicy(nn.Module):
         init_std: Initial standard deviation of every action dimension.
         orthogonal: Orthogonal init for the Dense layers and the mean layer (see
             `feed_forward`); the GRU keeps flax's default init.
-        squash_mean: Keep the mean in (-1, 1) with tanh, as the seed did; else linear.
+        squash_mean: Keep the mean in (-1, 1) with tanh, as the seed did; else linear. A
+            tuple: a bool for each element (`feed_forward.GaussianHead`).
     """
 
     action_size: int
@@ -41,7 +42,7 @@ class RecurrentGaussianPolicy(nn.Module):
     init_output_factor: float = 0.1
     init_std: float = 0.35
     orthogonal: bool = False
-    squash_mean: bool = True
+    squash_mean: bool | tuple[bool, ...] = True
 
     @nn.nowrap
     def initial_carry(self, batch_size: int) -> jax.Array:

@@ -107,7 +107,7 @@ class Networks:
         )
         if self.discrete:
             return feed_forward.CategoricalPolicy(self.action_size, **shared)
-        gaussian_head = dict(init_std=config.init_std, squash_mean=config.squash_mean)
+        gaussian_head = dict(init_std=config.init_std, squash_mean=self.squashed)
         if self.tree is not None:
             means, logits = action_tree.sizes(self.tree)
             return feed_forward.TreePolicy(means, logits, **gaussian_head, **shared)
@@ -115,6 +115,25 @@ class Networks:
             recurrent.RecurrentGaussianPolicy if self.recurrent else feed_forward.GaussianPolicy
         )
         return gaussian(self.action_size, **gaussian_head, **shared)
+
+    @property
+    def squashed(self) -> bool | tuple[bool, ...]:
+        """`squash_mean` for the Gaussian head: False on the elements with no two bounds.
+
+        A tanh mean of an element that passes to the env as drawn (no bound, one, or
+        bounds float32 cannot span) held its action inside (-1, 1): an unbounded action
+        of 1.5 was never taken by the policy's mean.
+        """
+        if not self.config.squash_mean:
+            return False
+        if self.tree is None:
+            spec = self.env_spec
+            parts = [box_actions.linear(spec.action_low, spec.action_high, self.action_size)]
+        else:
+            heads = [h.leaf for h in action_tree.heads(self.tree) if h.gaussian]
+            parts = [box_actions.linear(leaf.low, leaf.high, leaf.size) for leaf in heads]
+        squashed = tuple(bool(b) for part in parts for b in part)
+        return True if all(squashed) else squashed if any(squashed) else False
 
     @property
     def value_module(self) -> nn.Module:

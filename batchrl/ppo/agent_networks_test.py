@@ -99,6 +99,33 @@ def test_a_box_action_of_any_rank_comes_out_in_its_shape_and_bounds(shape):
     assert all(space.contains(np.asarray(action, np.float32)) for action in actions)
 
 
+def test_a_squashed_mean_stays_linear_on_elements_the_box_does_not_bound():
+    # Bounded, unbounded, bounded on one side, and bounds float32 cannot span: a tanh mean
+    # held the unbounded ones' actions inside (-1, 1).
+    largest = np.finfo(np.float32).max
+    space = gym.spaces.Box(
+        np.array([-2.0, -np.inf, 0.0, -largest], np.float32),
+        np.array([2.0, np.inf, np.inf, largest], np.float32),
+    )
+    tree = gym.spaces.Dict({"box": space, "pick": gym.spaces.Discrete(3)})
+    for action_space in (space, tree):
+        spec = spaces.env_spec(gym.spaces.Box(-1.0, 1.0, (3,)), action_space)
+        config = config_lib.ClippedConfig(
+            squash_mean=True, orthogonal_init=False, init_output_factor=100.0
+        )
+        networks = agent_networks.Networks(config, spec)
+        assert networks.squashed == (True, False, False, False)
+        params = networks.init(jax.random.key(0))
+        obs = jax.random.normal(jax.random.key(1), (256, 3))
+        out = networks.policy_module.apply(params["policy"], obs)
+        mean = np.asarray(out["mean"] if isinstance(out, dict) else out[0])
+        assert np.abs(mean[:, 0]).max() <= 1.0 < np.abs(mean[:, 1:]).max(axis=0).min()
+    bounded = spaces.env_spec(gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Box(-1.0, 1.0, (2,)))
+    assert agent_networks.Networks(config, bounded).squashed is True
+    unbounded = spaces.env_spec(gym.spaces.Box(-1.0, 1.0, (3,)), gym.spaces.Box(-np.inf, np.inf))
+    assert agent_networks.Networks(config, unbounded).squashed is False
+
+
 def image_networks(frame, **settings):
     """Networks for {"frame": frame, "speed": a 2-vector} and 3 discrete actions."""
     spec = env_spec.EnvSpec(
