@@ -15,6 +15,8 @@ env constructor, or a JAX-native env (`jax_env.Env`).
 from __future__ import annotations
 
 import contextlib
+import logging
+import threading
 import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -28,6 +30,8 @@ from batchrl.envs.host import lifecycle, make, mujoco_warnings
 from batchrl.envs.jax import classic, env_check, gymnax_env, jax_env
 from batchrl.envs.mujoco import tasks as mujoco_tasks
 from batchrl.training import placement
+
+logger = logging.getLogger("batchrl.training")
 
 # Eval envs of their own draw their seeds from the run's seed plus this, so they start
 # no game as any run's training envs do (whose seeds come from seeds below it).
@@ -81,15 +85,44 @@ def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:
         try:
             return spaces.env_spec(one.observation_space, one.action_space, spaces.env_name(one))
         finally:
+            _close(one, env or config.env, config.worker_timeout)
+
+
+def _close(one: Any, env: Any, timeout: float) -> None:
+    """Closes the env built to read its spaces; one that raises or hangs is said, not fatal.
+
+    Its `close` raised with a traceback before any training, or hung the command for
+    good, where the same `close` in a worker is one the run goes on past.
+    """
+    failed: list[BaseException] = []
+
+    def close() -> None:
+        try:
             one.close()
+        except Exception as error:  # Said below, as a worker's close is passed.
+            failed.append(error)
+
+    closing = threading.Thread(target=close, name="batchrl-env-close", daemon=True)
+    closing.start()
+    closing.join(timeout)
+    name = _named(env)
+    if closing.is_alive():
+        logger.warning("env %r did not return from close() within %s s; left open", name, timeout)
+    elif failed:
+        error = failed[0]
+        logger.warning("env %r raised %s in close(): %s", name, type(error).__name__, error)
 
 
 def _build_failed(env: Any, error: Exception) -> str:
     """One line for an env that raised as it was built: the env, the error, where it rose."""
-    name = env if isinstance(env, str) else getattr(env, "__name__", type(env).__name__)
     frames = traceback.extract_tb(error.__traceback__)
     where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-    return f"env {name!r} raised {type(error).__name__} as it was built: {error}{where}"
+    return f"env {_named(env)!r} raised {type(error).__name__} as it was built: {error}{where}"
+
+
+def _named(env: Any) -> str:
+    """An env as a user named it: its id, or its constructor's name."""
+    return env if isinstance(env, str) else getattr(env, "__name__", type(env).__name__)
 
 
 def _check_ray(config: TrainConfig) -> None:

@@ -3,6 +3,7 @@ import functools
 import os
 import pathlib
 import sys
+import threading
 import time
 
 import gymnasium as gym
@@ -131,6 +132,45 @@ def test_an_env_that_cannot_be_built_is_named_in_one_line(name, message):
     config = dataclasses.replace(presets.get("pendulum"), env=env)
     with pytest.raises(ValueError, match=f"^env '{env}' {message}$"):
         environments.check_env(config)
+
+
+class ClosingBadly(gym.Wrapper):
+    """Pendulum-v1 whose `close` raises, or hangs until `released` is set."""
+
+    released = threading.Event()
+
+    def __init__(self, hang: bool = False):
+        super().__init__(gym.make("Pendulum-v1"))
+        self.hang = hang
+
+    def close(self):
+        if self.hang:
+            ClosingBadly.released.wait()
+        raise RuntimeError("boom in close")
+
+
+@pytest.mark.parametrize(
+    ("hang", "said"),
+    [
+        (False, "raised RuntimeError in close(): boom in close"),
+        (True, "did not return from close() within 0.5 s; left open"),
+    ],
+)
+def test_an_env_whose_close_raises_or_hangs_is_said_and_the_run_goes_on(caplog, hang, said):
+    # The env built to read the spaces: its close's traceback stopped the train command,
+    # and a hang kept it for good, where a worker's close is one the run goes on past.
+    env = f"{__name__}:ClosingBadly"
+    config = dataclasses.replace(
+        presets.get("pendulum"), env=env, env_kwargs={"hang": hang}, worker_timeout=0.5
+    )
+    ClosingBadly.released.clear()
+    start = time.monotonic()
+    try:
+        spec = environments.check_env(config)
+    finally:
+        ClosingBadly.released.set()
+    assert spec.action_shape == (1,) and time.monotonic() - start < 30
+    assert [record.getMessage() for record in caplog.records] == [f"env {env!r} {said}"]
 
 
 class HangingPendulum(gym.Wrapper):
