@@ -106,9 +106,17 @@ def check_finite(learner: Learner, metrics: dict[str, float], env_steps: int) ->
     quantities.update({name: metrics[name] for name in learner.metrics})
     bad = [f"{name} ({value})" for name, value in quantities.items() if not math.isfinite(value)]
     if bad:
+        # A normaliser's statistics read the env's own numbers: a NaN, inf or None there.
+        read = [
+            what for what, ok in zip(("observations", "rewards"), finite[1:], strict=True) if not ok
+        ]
+        hint = (
+            f"the env's {' and '.join(read)} reached the normaliser non-finite: check them"
+            if read
+            else "lower the learning rate or check the env's observations and rewards"
+        )
         raise FloatingPointError(
-            f"{', '.join(bad)} became non-finite by env step {env_steps}; lower the learning "
-            f"rate or check the env's observations and rewards"
+            f"{', '.join(bad)} became non-finite by env step {env_steps}; {hint}"
         )
 
 

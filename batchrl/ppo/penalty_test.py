@@ -14,6 +14,7 @@ from batchrl.envs.jax import classic, jax_env
 from batchrl.parts import episode_memory
 from batchrl.ppo import acting, agent_networks, clipped_test, penalty
 from batchrl.ppo import config as config_lib
+from batchrl.ppo import learner as learner_lib
 from batchrl.training import loop
 
 
@@ -67,6 +68,23 @@ def test_a_nan_stops_training_with_the_quantity_and_step():
     with pytest.raises(FloatingPointError, match=message):
         for _ in range(20):
             state, _ = loop.run_phase(programs, state, eval_episodes=1)
+
+
+def test_a_non_finite_normaliser_points_at_the_envs_numbers_not_the_learning_rate():
+    # An env's None reward reached the normaliser as NaN, and the error said to lower the
+    # learning rate first.
+    env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 10), 2)
+    run = loop.config_for(config_lib.PenaltyConfig(update_every=2), env, max_length=10, steps=40)
+    learner = loop.build(run, env, train_steps=10, eval_steps=10)[1].agent.learner
+    nan = lambda x: jnp.full_like(x, jnp.nan) if jnp.issubdtype(x.dtype, jnp.floating) else x  # noqa: E731
+    zeros = {name: 0.0 for name in learner.metrics}
+    broken = learner.replace(reward_norm=jax.tree.map(nan, learner.reward_norm))
+    said = r"^reward_norm statistics \(nan\) became .*; the env's rewards reached the normaliser"
+    with pytest.raises(FloatingPointError, match=said):
+        learner_lib.check_finite(broken, zeros, 40)
+    broken = learner.replace(params=jax.tree.map(nan, learner.params))
+    with pytest.raises(FloatingPointError, match=r"^parameters \(nan\) .*; lower the learning"):
+        learner_lib.check_finite(broken, zeros, 40)
 
 
 # gym.make itself, not a function of this module, which each worker would import (and JAX).
