@@ -385,6 +385,14 @@ def test_the_learning_rate_decays_over_the_whole_phases_a_budget_rounds_up_to():
     assert run.metrics[-1]["train/learning_rate"] == pytest.approx(learning_rate / 7, rel=0.05)
 
 
+def test_each_evaluation_runs_its_eval_episodes_in_whole_rounds_the_last_its_final_ones():
+    # eval_episodes asked one round of the envs whatever it said: blackjack's 200 were 8.
+    settings = {**TINY_CLIPPED, "eval_episodes": 10, "final_episodes": 5}
+    run = batchrl.train("cartpole_jax", steps=128, objective="clipped", **settings)
+    assert [row["eval/count"] for row in run.metrics] == [12, 8]  # 3 rounds of 4, then 2.
+    assert run.metrics[-1]["final/episodes"] == 8
+
+
 def test_settings_of_the_chosen_objective_may_come_before_it():
     config, _, _ = api.configure("cartpole_jax", steps_per_update=64, objective="clipped")
     assert config.algorithm.objective == "clipped" and config.algorithm.steps_per_update == 64

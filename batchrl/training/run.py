@@ -188,10 +188,15 @@ def restart_after(programs: loop.Programs, config: TrainConfig, done: int) -> bo
 
 
 def eval_episodes(config: TrainConfig, done: int) -> int:
-    """The episodes phase `done` is evaluated on: `final_episodes` for the last, else 0 or 1."""
+    """The episodes phase `done` is evaluated on, at least; 0: none.
+
+    `final_episodes` for the last phase, `eval_episodes` every `eval_every`-th, each in
+    whole rounds of the envs (`loop.evaluate`). Before, `eval_episodes` asked one round,
+    whatever it said: blackjack's 200 were 8.
+    """
     if done == config.phases:
         return config.final_episodes
-    return int(done % config.eval_every == 0)
+    return config.eval_episodes if done % config.eval_every == 0 else 0
 
 
 def finished(kept: Keeper, programs: loop.Programs) -> Run:
