@@ -223,7 +223,7 @@ class ValueEcho(SpaceEnv):
 
 
 class FailingEnv(CountingEnv):
-    """A CountingEnv that fails in `where` ("init", "reset", "step") on its `at`-th call.
+    """A CountingEnv that fails in `where` ("init", "reset", "step", "close") on its `at`-th call.
 
     `how`: "raise" (a ValueError), "exit" (`os._exit(3)`), "sigkill", "segv" or "hang".
     Calls before the `at`-th one behave normally, so a batch can start and then fail.
@@ -251,6 +251,10 @@ class FailingEnv(CountingEnv):
     def step(self, action):
         self._maybe_fail("step")
         return super().step(action)
+
+    def close(self) -> None:
+        if self.where == "close":
+            self._fail()
 
     def _maybe_fail(self, where: str) -> None:
         self.calls[where] += 1

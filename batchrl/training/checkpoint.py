@@ -253,7 +253,10 @@ def _read(path: pathlib.Path) -> tuple[int, Any, float | None]:
         score = contents.get("score")
         return int(contents["step"]), contents["state"], None if score is None else float(score)
     except Exception as error:  # A valid checksum over bytes that were never a checkpoint.
-        raise CheckpointError(f"undecodable payload: {type(error).__name__}") from None
+        said = str(error).splitlines()[0] if str(error) else ""
+        raise CheckpointError(
+            f"undecodable payload: {type(error).__name__} {said}".strip()
+        ) from None
 
 
 def _is_key(leaf: Any) -> bool:

@@ -185,7 +185,6 @@ def _jax_native(config: TrainConfig, env: Any = None) -> jax_env.Env:
 
 def build(
     config: TrainConfig,
-    local: bool = False,
     env: Any = None,
     seeds: Sequence[int] = (),
     share: tuple[int, int] | None = None,
@@ -194,10 +193,9 @@ def build(
     """The batched env for `config` and the BatchEnv behind it (None when JAX-native).
 
     `env`, when given, is the env in place of the one `config.env` names: a Gymnasium
-    env constructor, or a JAX-native env. `local` steps Gymnasium envs in this process
-    instead of workers (for tools that only need the env's structure). `seeds`: the
-    host envs of that many runs in one batch, `config.num_envs` a run, each run's envs
-    seeded as that run alone seeds them (not on Atari). `share` (first, count): envs
+    env constructor, or a JAX-native env. `seeds`: the host envs of that many runs in one
+    batch, `config.num_envs` a run, each run's envs seeded as that run alone seeds them
+    (not on Atari). `share` (first, count): envs
     first.. first + count - 1 of the run's batch alone, each seeded as in the whole
     batch (a rollout actor's; backend "ray" is then worker processes here), or as a
     restarted worker's are after `replaced` restarts (`lifecycle.restart_seed`).
@@ -220,8 +218,6 @@ def build(
     )
     if config.backend == "ale":  # Already in this process, and only as ale-py builds it.
         batch_env = _atari(config, atari_options(config), count)
-    elif local:
-        batch_env = BatchEnv.from_envs([constructor() for _ in range(count)])
     elif config.backend == "mujoco":
         batch_env = BatchEnv.mujoco(
             config.env,

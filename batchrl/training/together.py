@@ -88,7 +88,7 @@ def check_configs(configs: Sequence[train_config.TrainConfig]) -> None:
             )
 
 
-def check_env(where: Any, config: train_config.TrainConfig) -> None:
+def check_placement(where: Any, config: train_config.TrainConfig) -> None:
     """A one-line ValueError for a placement whose seeds cannot map together.
 
     Names the settings `config` placed `where` by and the values that put both on one device.
@@ -114,7 +114,7 @@ def build(
     check_configs(configs)
     first = dataclasses.replace(configs[0], overlap="off")  # One program: nothing to overlap.
     programs, state = loop.build(first, env)
-    check_env(programs.where, first)
+    check_placement(programs.where, first)
     together_memory.check_storage(programs, len(configs))
     states = [state] + [loop.initial_state(programs, config, env) for config in configs[1:]]
     return make(programs, env, len(configs)), states

@@ -249,7 +249,7 @@ def test_a_split_placement_is_refused_naming_the_settings_to_change():
     where = placement.Placement(acting=acting, learner=learner)
     config = config_of("pendulum_jax", ["acting_device=cpu:0", "device=cpu:1"], 0)
     with pytest.raises(ValueError) as raised:
-        together.check_env(where, config)
+        together.check_placement(where, config)
     assert str(raised.value) == (
         "seeds on a JAX-native env train together only acting and learning on one device, got "
         "acting_device='cpu:0' (acting on cpu:0) and device='cpu:1' (learning on cpu:1): "

@@ -6,9 +6,9 @@ The same loop runs inside a worker process (over shared memory) and in the paren
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -23,6 +23,8 @@ from batchrl.envs.host import actions as actions_lib
 from batchrl.envs.host import autoreset as autoreset_lib
 from batchrl.envs.host import errors, forwarding
 from batchrl.envs.host import infos as infos_lib
+
+logger = logging.getLogger("batchrl.envs")
 
 _ALIGN = 64
 
@@ -265,14 +267,18 @@ class EnvStepper(forwarding.EnvForwarding):
         """Closes every env once; an env that fails to close does not stop the others.
 
         A worker closes its envs on the parent's command and again as it exits, which must
-        not call an env's `close` twice (Gymnasium's vector envs call it once).
+        not call an env's `close` twice (Gymnasium's vector envs call it once). One that
+        raises is said in a warning, as the env built to read a run's spaces is.
         """
         if self._closed:
             return
         self._closed = True
         for env in self.envs:
-            with contextlib.suppress(Exception):
+            try:
                 env.close()
+            except Exception as error:  # The others still close.
+                name = spaces.env_name(env)
+                logger.warning("env %s raised %s in close(): %s", name, type(error).__name__, error)
 
     def _write_scalars(self, field: str, values: list) -> None:
         """Writes each env's `field` (its reward, say); a ValueError names one not a number."""

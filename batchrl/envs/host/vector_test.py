@@ -240,6 +240,21 @@ def test_envs_get_the_reset_options_and_the_one_close_sync_vector_env_gives_them
         assert len(path.read_text().split()) == 3, path.name
 
 
+@pytest.mark.parametrize("build", ["external", "from_envs"])
+def test_an_env_whose_close_raises_is_said_and_the_others_close(build, capfd, caplog):
+    # Its error was suppressed, in a worker and here alike.
+    failing = functools.partial(mock.FailingEnv, where="close")
+    if build == "external":
+        batch = BatchEnv.external([failing] * 2, envs_per_worker=2)
+    else:
+        batch = BatchEnv.from_envs([failing() for _ in range(2)])
+    batch.reset(seed=0)
+    batch.close()
+    said = capfd.readouterr().err + "\n".join(r.getMessage() for r in caplog.records)
+    failed = "raised ValueError in close(): FailingEnv failed on purpose in close"
+    assert said.count(f"env 'FailingEnv' {failed}") == 2, said
+
+
 def test_bad_autoreset_modes_seeds_and_masks_are_named():
     with pytest.raises(ValueError, match="unknown autoreset_mode 'sometimes': use one of NEXT"):
         BatchEnv.external("Pendulum-v1", 2, autoreset_mode="sometimes")
