@@ -346,10 +346,7 @@ def finish_phase(
     updates = programs.algorithm.updates
     if int(updates(trained.agent.learner)) == int(updates(state.agent.learner)):
         phase_row.drop_update_metrics(metrics, programs.algorithm)
-    metrics["perf/env_steps"] = float(env_steps)
-    metrics["perf/env_steps_per_sec"] = phase_steps / train_seconds
-    metrics["perf/train_seconds"] = train_seconds
-    metrics["perf/eval_seconds"] = eval_seconds
+    phase_row.add_perf(metrics, env_steps, phase_steps, train_seconds, eval_seconds)
     if final:
         phase_row.add_final(metrics, average_with)
     new_state = RunState(

@@ -34,3 +34,17 @@ def add_final(metrics: dict[str, float], average_with: Sequence[Any] | None) -> 
     metrics["final/episodes"] = metrics["eval/count"]
     if average_with is not None:
         metrics["final/averaged_phases"] = float(len(average_with) + 1)
+
+
+def add_perf(
+    row: dict[str, float],
+    env_steps: int,
+    phase_steps: int,
+    train_seconds: float,
+    eval_seconds: float,
+) -> None:
+    """The phase's `perf/` keys: the env steps after it, its train speed and times."""
+    row["perf/env_steps"] = float(env_steps)
+    row["perf/env_steps_per_sec"] = phase_steps / train_seconds
+    row["perf/train_seconds"] = train_seconds
+    row["perf/eval_seconds"] = eval_seconds

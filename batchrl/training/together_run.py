@@ -191,10 +191,7 @@ def _phase(
     for row, learned in zip(rows, updated, strict=True):
         if not learned:
             phase_row.drop_update_metrics(row, programs.algorithm)
-        row["perf/env_steps"] = float(env_steps)
-        row["perf/env_steps_per_sec"] = phase_steps / seconds
-        row["perf/train_seconds"] = seconds
-        row["perf/eval_seconds"] = 0.0
+        phase_row.add_perf(row, env_steps, phase_steps, seconds, 0.0)
         row["perf/seeds_together"] = float(group.seeds)
     stacked = loop.RunState(
         agent=agent,
