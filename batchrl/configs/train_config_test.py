@@ -9,7 +9,8 @@ import yaml
 
 from batchrl.configs import backends, overrides, presets, train_config
 from batchrl.ppo import config as ppo_config
-from batchrl.training import environments, loop
+from batchrl.testing import loop_runs
+from batchrl.training import environments
 
 
 def test_the_algorithms_type_picks_the_objective():
@@ -41,7 +42,7 @@ def test_a_phase_of_the_penalty_objective_trains_one_update_whatever_the_env_cou
     config = dataclasses.replace(presets.get("pendulum_jax"), num_envs=num_envs, steps=6000)
     env, _ = environments.build(config)
     steps = (config.batch_steps_per_phase, config.eval_batch_steps)
-    _, state = loop.train(config.algorithm, env, *steps, 1, max_length=config.max_length)
+    _, state = loop_runs.train(config.algorithm, env, *steps, 1, max_length=config.max_length)
     assert int(state.agent.learner.updates) == 1
 
 

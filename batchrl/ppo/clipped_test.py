@@ -12,7 +12,7 @@ from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import agent_networks, clipped
 from batchrl.ppo import config as config_lib
-from batchrl.training import loop
+from batchrl.testing import loop_runs
 
 PENDULUM = config_lib.ClippedConfig(
     steps_per_update=128, num_minibatches=16, update_epochs=10, discount=0.95
@@ -31,7 +31,8 @@ CARTPOLE = config_lib.ClippedConfig(
 @pytest.mark.optimized
 def test_pendulum_learns_to_swing_up():
     env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 32)
-    metrics, _ = loop.train(PENDULUM, env, 1280, 200, phases=8, max_length=200)  # 328k env steps
+    # 328k env steps.
+    metrics, _ = loop_runs.train(PENDULUM, env, 1280, 200, phases=8, max_length=200)
     assert metrics[-1]["eval/count"] == env.num_envs
     assert metrics[-1]["eval/return"] >= -250, [m["eval/return"] for m in metrics]
 
@@ -39,7 +40,8 @@ def test_pendulum_learns_to_swing_up():
 @pytest.mark.slow
 def test_cartpole_learns_to_balance():
     env = jax_env.VmapBatch(classic.make("CartPole-v1"), 16)
-    metrics, _ = loop.train(CARTPOLE, env, 1280, 500, phases=5, max_length=500)  # 102k env steps
+    # 102k env steps.
+    metrics, _ = loop_runs.train(CARTPOLE, env, 1280, 500, phases=5, max_length=500)
     assert metrics[-1]["eval/return"] >= 475, [m["eval/return"] for m in metrics]
 
 
@@ -47,8 +49,8 @@ def test_cartpole_learns_to_balance():
 def test_same_seed_same_results():
     config = dataclasses.replace(PENDULUM, steps_per_update=16, num_minibatches=4)
     env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 4)
-    first, state_a = loop.train(config, env, 32, 10, phases=2, max_length=200)
-    second, state_b = loop.train(config, env, 32, 10, phases=2, max_length=200)
+    first, state_a = loop_runs.train(config, env, 32, 10, phases=2, max_length=200)
+    second, state_b = loop_runs.train(config, env, 32, 10, phases=2, max_length=200)
     assert state_a.agent.learner.updates == 4
     leaves = [
         jax.tree.leaves(p.agent.replace(learner=p.agent.learner.replace(key=0)))
@@ -103,7 +105,7 @@ def test_a_time_limit_is_bootstrapped_not_treated_as_terminal(end, low, high):
         learning_rate=3e-3,
     )
     env = ConstantReward(8, end)
-    _, state = loop.train(config, env, 400, 5, phases=3, max_length=5)
+    _, state = loop_runs.train(config, env, 400, 5, phases=3, max_length=5)
     networks = agent_networks.for_env(config, env)
     value = float(networks.value(state.agent.learner.params, jnp.zeros((1, 1)))[0])
     assert low < value < high

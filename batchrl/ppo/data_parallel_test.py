@@ -20,7 +20,7 @@ _SETUP = """
 import json, jax, numpy as np
 from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import config as config_lib, sgd
-from batchrl.training import loop
+from batchrl.testing import loop_runs
 """
 
 _TRAIN = """
@@ -29,12 +29,12 @@ def train(objective, devices):
         config = config_lib.ClippedConfig(steps_per_update=64, num_minibatches=4,
                                           update_epochs=2, learner_devices=devices)
         env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 4)
-        metrics, state = loop.train(config, env, 64, 200, phases=2, max_length=200)
+        metrics, state = loop_runs.train(config, env, 64, 200, phases=2, max_length=200)
     else:
         config = config_lib.PenaltyConfig(update_every=4, batch_size=4,
                                    update_epochs=2, learner_devices=devices)
         env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 20), 4)
-        metrics, state = loop.train(config, env, 40, 40, phases=2, max_length=40)
+        metrics, state = loop_runs.train(config, env, 40, 40, phases=2, max_length=40)
     params = jax.tree.leaves(state.agent.learner.params)
     return params, metrics[-1]["train/policy_loss"], str(params[0].sharding)
 

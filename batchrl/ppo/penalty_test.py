@@ -15,6 +15,7 @@ from batchrl.parts import episode_memory
 from batchrl.ppo import acting, agent_networks, clipped_test, penalty
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import learner as learner_lib
+from batchrl.testing import loop_runs
 from batchrl.training import loop
 
 
@@ -23,7 +24,7 @@ from batchrl.training import loop
 def test_pendulum_learns_with_the_seeds_objective():
     config = config_lib.PenaltyConfig(discount=0.95)
     env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 30)
-    metrics, _ = loop.train(
+    metrics, _ = loop_runs.train(
         config, env, 1000, 200, phases=12, max_length=200
     )  # 360k env steps, 12 updates
     assert metrics[-1]["train/count"] == 150  # 5 episodes of 30 envs per phase
@@ -35,7 +36,7 @@ def test_memory_fills_then_trains_and_the_penalty_adapts():
     config = config_lib.PenaltyConfig(update_every=4, batch_size=2, update_epochs=2)
     env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 4)
     env = dataclasses.replace(env, env=jax_env.TimeLimit(env.env.env, 20))
-    metrics, run_state = loop.train(config, env, 20, 20, phases=3, max_length=20)
+    metrics, run_state = loop_runs.train(config, env, 20, 20, phases=3, max_length=20)
     state = run_state.agent
     assert int(state.learner.updates) == 3  # One full memory (4 episodes of 20 steps) a phase.
     assert int(state.storage.count) == 0
@@ -51,7 +52,7 @@ def test_episodes_shorter_than_the_memory_train_without_nan():
     # episodes in the seed preset's max_length of 1000).
     config = config_lib.PenaltyConfig(update_every=4, update_epochs=2)
     env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 20), 4)
-    metrics, state = loop.train(config, env, 20, 20, phases=2, max_length=40)
+    metrics, state = loop_runs.train(config, env, 20, 20, phases=2, max_length=40)
     assert int(state.agent.learner.updates) == 2
     assert all(np.isfinite(v) for m in metrics for v in m.values()), metrics
     params = jax.tree.leaves(state.agent.learner.params)
@@ -62,7 +63,7 @@ def test_episodes_shorter_than_the_memory_train_without_nan():
 def test_a_nan_stops_training_with_the_quantity_and_step():
     config = config_lib.PenaltyConfig(update_every=2, learning_rate=1e30)
     env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 10), 2)
-    run = loop.config_for(config, env, max_length=10, steps=400)
+    run = loop_runs.config_for(config, env, max_length=10, steps=400)
     programs, state = loop.build(run, env, train_steps=10, eval_steps=10)
     message = r"^parameters \(nan\), .*train/policy_loss \(nan\).* became non-finite by env step"
     with pytest.raises(FloatingPointError, match=message):
@@ -74,7 +75,9 @@ def test_a_non_finite_normaliser_points_at_the_envs_numbers_not_the_learning_rat
     # An env's None reward reached the normaliser as NaN, and the error said to lower the
     # learning rate first.
     env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 10), 2)
-    run = loop.config_for(config_lib.PenaltyConfig(update_every=2), env, max_length=10, steps=40)
+    run = loop_runs.config_for(
+        config_lib.PenaltyConfig(update_every=2), env, max_length=10, steps=40
+    )
     learner = loop.build(run, env, train_steps=10, eval_steps=10)[1].agent.learner
     nan = lambda x: jnp.full_like(x, jnp.nan) if jnp.issubdtype(x.dtype, jnp.floating) else x  # noqa: E731
     zeros = {name: 0.0 for name in learner.metrics}
@@ -100,7 +103,7 @@ def test_short_run_on_halfcheetah_in_worker_processes(objective):
         config = config_lib.PenaltyConfig(update_every=4, update_epochs=2)
     with BatchEnv.external(_CHEETAH, 4) as batch_env:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
-        metrics, state = loop.train(config, env, 100, 50, phases=2, max_length=50)
+        metrics, state = loop_runs.train(config, env, 100, 50, phases=2, max_length=50)
     assert int(state.agent.learner.updates) == 4
     assert metrics[-1]["eval/count"] == 4 and metrics[-1]["train/count"] == 8
     assert all(np.isfinite(v) for m in metrics for v in m.values())
@@ -114,7 +117,7 @@ def test_recurrent_policy_trains_and_resets_its_state_at_episode_start():
         update_every=4, batch_size=2, update_epochs=2, recurrent=True, policy_layers=(32, 16)
     )
     env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 20), 4)
-    metrics, state = loop.train(config, env, 20, 20, phases=2, max_length=20)
+    metrics, state = loop_runs.train(config, env, 20, 20, phases=2, max_length=20)
     assert int(state.agent.learner.updates) == 2
     assert all(np.isfinite(m["train/policy_loss"]) for m in metrics)
     networks = agent_networks.for_env(config, env)
@@ -131,7 +134,9 @@ def test_recurrent_policy_trains_and_resets_its_state_at_episode_start():
 def test_recurrent_needs_the_penalty_objective_and_box_actions():
     env = jax_env.VmapBatch(classic.make("CartPole-v1"), 2)
     with pytest.raises(ValueError, match=r"^recurrent policies act in one Box of float32 or float"):
-        run = loop.config_for(config_lib.PenaltyConfig(recurrent=True), env, max_length=10, steps=1)
+        run = loop_runs.config_for(
+            config_lib.PenaltyConfig(recurrent=True), env, max_length=10, steps=1
+        )
         loop.build(run, env)
     # A Box of integers is a Box the user sees, which the message must not seem to allow.
     spec = spaces.env_spec(gym.spaces.Box(-1, 1, (3,)), gym.spaces.Box(0, 5, (2,), np.int64))
@@ -148,7 +153,7 @@ def test_chunks_must_divide_episodes():
     with pytest.raises(ValueError, match="chunk_length = 300 must divide max_length = 1000"):
         env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 4)
         config = config_lib.PenaltyConfig(chunk_length=300)
-        loop.build(loop.config_for(config, env, max_length=1000, steps=1), env)
+        loop.build(loop_runs.config_for(config, env, max_length=1000, steps=1), env)
     assert config_lib.PenaltyConfig(chunk_length=500).chunk(200) == 200
     assert config_lib.PenaltyConfig(chunk_length=50, recurrent=True).chunk(200) == 200
 
@@ -173,7 +178,7 @@ def test_updates_in_minibatches_of_the_chunks_that_hold_steps(
         chunk_length=chunk_length, update_every=4, batch_size=batch_size, update_epochs=2
     )
     env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, episode), 4)
-    metrics, state = loop.train(config, env, episode, episode, phases=2, max_length=max_length)
+    metrics, state = loop_runs.train(config, env, episode, episode, phases=2, max_length=max_length)
     assert int(state.agent.learner.updates) == 2
     assert int(optax.tree.get(state.agent.learner.opt_state, "count")) == 16
     assert all(np.isfinite(v) for m in metrics for v in m.values()), metrics

@@ -6,8 +6,7 @@ import pytest
 from batchrl import env_spec
 from batchrl.envs.jax import jax_env
 from batchrl.ppo import config as config_lib
-from batchrl.testing import cue, grid_cue
-from batchrl.training import loop
+from batchrl.testing import cue, grid_cue, loop_runs
 
 
 @pytest.mark.parametrize(("dtype", "bright"), [("float32", 1.0), ("uint8", 255)])
@@ -69,6 +68,8 @@ def test_clipped_ppo_learns_the_cue_from_pixels_through_the_minatar_network(dtyp
     config = config_lib.ClippedConfig(
         steps_per_update=32, num_minibatches=4, update_epochs=4, learning_rate=1e-3
     )
-    rows, state = loop.train(config, env, train_steps=128, eval_steps=10, phases=2, max_length=10)
+    rows, state = loop_runs.train(
+        config, env, train_steps=128, eval_steps=10, phases=2, max_length=10
+    )
     assert set(state.agent.learner.params) == {"policy", "value", "policy_encoder", "value_encoder"}
     assert rows[-1]["eval/return"] > 8.0, rows

@@ -8,7 +8,7 @@ import pytest
 from batchrl import configs
 from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import config as config_lib
-from batchrl.testing import interrupt, jax_mock
+from batchrl.testing import interrupt, jax_mock, loop_runs
 from batchrl.training import checkpoint, keeper, loop, reuse, run, run_folder
 
 DURATIONS = (1, 2, 3, 4)
@@ -16,7 +16,7 @@ DURATIONS = (1, 2, 3, 4)
 
 def built(env, *, max_length, seed=0, eval_sample=False):
     config = config_lib.ClippedConfig(steps_per_update=8, num_minibatches=1, update_epochs=1)
-    run = loop.config_for(config, env, max_length=max_length, steps=64, seed=seed)
+    run = loop_runs.config_for(config, env, max_length=max_length, steps=64, seed=seed)
     run = dataclasses.replace(run, eval_sample=eval_sample)
     return loop.build(run, env, train_steps=8)
 
@@ -70,7 +70,7 @@ def test_evaluation_steps_the_eval_env_when_the_run_has_one():
     # Training envs end episodes every 1 to 4 steps; the eval envs every 3.
     env, eval_env = jax_mock.CountingBatch(DURATIONS), jax_mock.CountingBatch((3, 3, 3, 3))
     config = config_lib.ClippedConfig(steps_per_update=8, num_minibatches=1, update_epochs=1)
-    run = loop.config_for(config, env, max_length=4, steps=64)
+    run = loop_runs.config_for(config, env, max_length=4, steps=64)
     programs, state = loop.build(run, env, eval_env=eval_env, train_steps=8)
     assert not programs.shared_envs  # Training's episodes go on across evaluations.
     _, summary = loop.evaluate(programs, state.eval, state.agent, 4)
@@ -92,7 +92,7 @@ def test_the_host_runs_a_jax_native_run_as_whole_programs_not_op_by_op():
 
     env = pendulum(10)
     config = config_lib.PenaltyConfig(update_every=4, update_epochs=1, policy_layers=(7,))
-    run = loop.config_for(config, env, max_length=10, steps=80, seed=3)
+    run = loop_runs.config_for(config, env, max_length=10, steps=80, seed=3)
     jax.monitoring.register_event_duration_secs_listener(count)
     try:
         programs, state = loop.build(run, env, train_steps=10, eval_steps=10)
@@ -174,7 +174,7 @@ def test_a_row_holds_an_updates_metrics_only_when_its_phase_trained_one(objectiv
         config = config_lib.PenaltyConfig(update_every=4, update_epochs=1)
     config = dataclasses.replace(config, policy_layers=(8,), value_layers=(8,))
     env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 20), 4)
-    rows, _ = loop.train(config, env, 10, 20, phases=4, max_length=20)
+    rows, _ = loop_runs.train(config, env, 10, 20, phases=4, max_length=20)
     updated = [row for row in rows if "train/policy_loss" in row]
     assert [rows.index(row) + 1 for row in updated] == [2, 4]
     for name in ("train/value_loss", "train/entropy", "train/kl", "train/grad_norm"):

@@ -9,7 +9,7 @@ from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import clipped
 from batchrl.ppo import config as config_lib
 from batchrl.scripts import train
-from batchrl.testing import interrupt
+from batchrl.testing import interrupt, loop_runs
 from batchrl.training import environments, loop, overlap, placement
 
 # Without observation normalisation a stored log-prob is a function of the parameters,
@@ -121,7 +121,9 @@ def test_the_seeds_objective_learns_pendulum_one_version_behind():
     # The threshold and budget of penalty_test's run without overlap.
     algorithm = config_lib.PenaltyConfig(discount=0.95)
     env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 30)
-    metrics, state = loop.train(algorithm, env, 1000, 200, phases=12, max_length=200, overlap="on")
+    metrics, state = loop_runs.train(
+        algorithm, env, 1000, 200, phases=12, max_length=200, overlap="on"
+    )
     assert int(state.agent.learner.updates) == 60  # 5 memories a phase, the last settled.
     assert metrics[-1]["eval/return"] >= -250, [m["eval/return"] for m in metrics]
 
@@ -131,7 +133,7 @@ def test_the_acrobot_preset_learns_one_version_behind_as_without():
     config = presets.get("acrobot_gymnax")  # 40,960 env steps a phase: one update each.
     env, _ = environments.build(config)
     steps = (config.batch_steps_per_phase, config.eval_batch_steps)
-    metrics, _ = loop.train(
+    metrics, _ = loop_runs.train(
         config.algorithm, env, *steps, 2, max_length=config.max_length, overlap="on"
     )
     # The threshold of gymnax_env_test's run without overlap.
@@ -202,7 +204,7 @@ def test_a_memory_of_short_episodes_trains_one_version_behind_without_nan():
         update_every=4, update_epochs=2, batch_size=3, chunk_length=20
     )
     env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 20), 4)
-    metrics, state = loop.train(algorithm, env, 20, 20, phases=3, max_length=40, overlap="on")
+    metrics, state = loop_runs.train(algorithm, env, 20, 20, phases=3, max_length=40, overlap="on")
     assert int(state.agent.learner.updates) == 3
     assert all(np.isfinite(v) for m in metrics for v in m.values()), metrics
     assert all(bool(np.isfinite(p).all()) for p in jax.tree.leaves(state.agent.learner.params))

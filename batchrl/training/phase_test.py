@@ -17,7 +17,7 @@ from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import agent_networks
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import learner as learner_lib
-from batchrl.testing import cue, jax_mock, step_copies
+from batchrl.testing import cue, jax_mock, loop_runs, step_copies
 from batchrl.training import loop
 from batchrl.training import phase as phase_lib
 
@@ -28,7 +28,7 @@ def updates_by_phase(config, env, phase_steps, max_length):
     Phases split anywhere train exactly as one (test below), and a phase whose last step
     fills the storage learns before it returns.
     """
-    run = loop.config_for(config, env, max_length=max_length, steps=1)
+    run = loop_runs.config_for(config, env, max_length=max_length, steps=1)
     build = functools.partial(loop.build, run, env, eval_steps=1)
     programs = {n: build(train_steps=n)[0] for n in set(phase_steps)}
     state = build(train_steps=1)[1]
@@ -70,7 +70,7 @@ def test_phases_split_anywhere_train_exactly_as_one(objective):
     else:
         config = config_lib.PenaltyConfig(update_every=6, chunk_length=5, update_epochs=2)
     env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 10), 4)
-    run = loop.config_for(config, env, max_length=10, steps=160)
+    run = loop_runs.config_for(config, env, max_length=10, steps=160)
     build = functools.partial(loop.build, run, env, eval_steps=1)
     whole, state = build(train_steps=40)
     _, one = whole.train(state.train, state.agent, False)
@@ -141,7 +141,7 @@ def test_a_dict_observation_is_stored_in_its_own_dtypes_and_trains(objective):
     else:
         config = config_lib.PenaltyConfig(update_every=4, update_epochs=2, chunk_length=4)
     env = jax_mock.DictCountingBatch((2, 3, 4, 5), end="truncated")
-    run = loop.config_for(config, env, max_length=8, steps=96)
+    run = loop_runs.config_for(config, env, max_length=8, steps=96)
     programs, state = loop.build(run, env, train_steps=24, eval_steps=1)
     storage = state.agent.storage
     obs = storage.rollout.obs if objective == "clipped" else storage.steps.obs
@@ -217,7 +217,7 @@ def test_multi_discrete_actions_learn_a_discrete_cue():
         steps_per_update=16, num_minibatches=4, update_epochs=4, learning_rate=3e-3,
         policy_layers=(32,), value_layers=(32,),
     )  # fmt: skip
-    metrics, state = loop.train(config, Guess(16), 64, 5, phases=4, max_length=5)
+    metrics, state = loop_runs.train(config, Guess(16), 64, 5, phases=4, max_length=5)
     rollout = state.agent.storage.rollout
     assert rollout.obs["cue"].dtype == jnp.int32 and rollout.obs["bits"].dtype == jnp.bool_
     assert rollout.action.shape == (16, 16, 2) and rollout.action.dtype == jnp.int32

@@ -12,7 +12,8 @@ import pytest
 from batchrl import env_spec as env_spec_lib
 from batchrl.configs import TrainConfig, presets
 from batchrl.envs.jax import gymnax_env, jax_env
-from batchrl.training import environments, loop
+from batchrl.testing import loop_runs
+from batchrl.training import environments
 
 
 def random_action(env_spec, key):
@@ -128,7 +129,7 @@ def test_the_acrobot_preset_learns_within_two_phases():
     config = presets.get("acrobot_gymnax")  # 40,960 env steps a phase.
     env, _ = environments.build(config)
     steps = (config.batch_steps_per_phase, config.eval_batch_steps)
-    metrics, _ = loop.train(config.algorithm, env, *steps, 2, max_length=config.max_length)
+    metrics, _ = loop_runs.train(config.algorithm, env, *steps, 2, max_length=config.max_length)
     # A random policy scores about -500 (no swing-up in 500 steps). Seeds 0-4 scored -82
     # to -88 after two phases (seed 1 was still at -269 after one); the full preset ends
     # near -83 (seeds 0-2: -82.8, -83.6, -82.1).
