@@ -15,11 +15,13 @@ training does.
 
 A recurrent policy keeps each env's carry from one call to the next, as the envs step
 on: call `reset()` when every env starts an episode (or `reset(mask)` for some of them);
-a call with another number of envs starts them all afresh.
+a call with another number of envs starts them all afresh, with a warning. `predict`
+takes and returns the carry instead, as Stable-Baselines3's recurrent policies do.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import pathlib
 from collections.abc import Callable, Mapping
@@ -33,6 +35,8 @@ from batchrl import algorithm as algorithm_lib
 from batchrl import env_spec as env_spec_lib
 from batchrl.configs import TrainConfig
 from batchrl.training import checkpoint, run_folder
+
+logger = logging.getLogger("batchrl.training")
 
 LEARNER = ("agent", "learner")  # Where the policy sits in a checkpoint's `loop.RunState`.
 
@@ -76,9 +80,7 @@ class Policy:
         if not isinstance(deterministic, bool | np.bool_):  # "False" took the mean action.
             raise ValueError(f"deterministic is True or False, got {deterministic!r}")
         batch, single = _batch(self.env_spec.observation, obs)
-        size = jax.tree.leaves(batch)[0].shape[0]
-        if self._acting is None or _num_envs(self._acting) != size:
-            self._acting = self._start(self._learner, size)  # One program, not an op each.
+        self._ready(jax.tree.leaves(batch)[0].shape[0])
         perform = self._perform[bool(deterministic)]
         self._acting, action, key = perform(self._acting, batch, self._key)
         if not deterministic:  # The mode draws nothing: samples do not depend on its calls.
@@ -96,20 +98,55 @@ class Policy:
         state: Any = None,
         episode_start: Any = None,
         deterministic: bool = False,
-    ) -> tuple[Any, None]:
-        """`act` as Stable-Baselines3's `model.predict` is called: (action, None).
+    ) -> tuple[Any, Any]:
+        """`act` as Stable-Baselines3's `model.predict` is called: (action, state).
 
-        So SB3's tools run a batchrl policy (`evaluate_policy(policy, env)`). A recurrent
-        policy keeps its carry itself, so `state` is not read and None comes back;
-        `episode_start` [N] starts those envs' episodes first, as SB3's recurrent
-        policies do. `deterministic` is False by default, as in SB3.
+        So SB3's tools run a batchrl policy (`evaluate_policy(policy, env)`). A feed-forward
+        policy reads no `state` and returns None. A recurrent one's `state` is each env's
+        carry, [N, H] ([H] for one env), as SB3's RecurrentPPO takes its LSTM states:
+        None starts every env afresh, and the carry after the step comes back to pass in
+        next time, so two loops of envs keep their own; `episode_start` [N] starts those
+        envs' episodes first. `deterministic` is False by default, as in SB3.
         """
-        del state
-        if episode_start is not None and self._acting is not None:
-            starts = np.asarray(episode_start, bool).reshape(-1)
-            if starts.any() and starts.size == _num_envs(self._acting):
-                self.reset(starts)
-        return self.act(observation, deterministic), None
+        if not self._networks.recurrent:
+            return self.act(observation, deterministic), None
+        batch, single = _batch(self.env_spec.observation, observation)
+        size = jax.tree.leaves(batch)[0].shape[0]
+        self._ready(size)
+        carry = self._acting.running.carry
+        if state is None:
+            self._acting = self._begin(self._acting, jnp.ones(size, bool))
+        else:
+            given = np.asarray(state, np.float32)
+            given = given[None] if single and given.ndim == carry.ndim - 1 else given
+            if given.shape != carry.shape:
+                want = carry.shape[1:] if single else carry.shape
+                raise ValueError(f"state has shape {np.shape(state)}: this policy's is {want}")
+            running = self._acting.running.replace(carry=jnp.asarray(given))
+            self._acting = self._acting.replace(running=running)
+        if episode_start is not None:
+            starts = np.asarray(episode_start, bool)
+            if starts.size != size:  # Its reset was skipped, and the carry went on.
+                raise ValueError(
+                    f"episode_start has shape {starts.shape}: the policy acts on {size} envs"
+                )
+            self.reset(starts.reshape(size))
+        action = self.act(observation, deterministic)
+        carry = np.array(self._acting.running.carry)
+        return action, carry[0] if single else carry
+
+    def _ready(self, size: int) -> None:
+        """An acting state for `size` envs: the last call's, or every env's afresh."""
+        if self._acting is not None and _num_envs(self._acting) == size:
+            return
+        if self._acting is not None and self._networks.recurrent:
+            logger.warning(
+                "a recurrent policy acted on %d envs and now on %d: every env's carry starts "
+                "afresh (predict(obs, state) keeps each env's)",
+                _num_envs(self._acting),
+                size,
+            )
+        self._acting = self._start(self._learner, size)  # One program, not an op each.
 
     def reset(self, mask: Any = None) -> None:
         """Starts the episodes of every env, or of those `mask` [N] marks (a recurrent policy)."""

@@ -59,18 +59,34 @@ def test_predict_samples_by_default_and_acts_as_act_when_deterministic(run):
     np.testing.assert_array_equal(policy.act(obs, deterministic=np.True_), action)
 
 
-def test_predict_starts_the_episodes_episode_start_marks_of_a_recurrent_policy():
+def test_predict_carries_the_state_it_is_given_as_sb3s_recurrent_policies_do(caplog):
+    # predict read no state: two loops of envs on one policy acted on each other's carry,
+    # and an episode_start of the wrong size was skipped without a word.
     policy = batchrl.train("pendulum_jax", steps=400, recurrent=True, **TINY).policy
     first = np.array([[0.6, -0.8, 1.5], [1.0, 0.0, -8.0]], np.float32)
     later = np.array([[-0.2, 0.98, 0.3], [0.0, 1.0, 2.0]], np.float32)
-    fresh = policy.act(first)
-    policy.act(later)
-    carried, _ = policy.predict(first, deterministic=True)
-    assert not np.allclose(carried, fresh, atol=1e-4)  # The carry of `later` acted.
-    policy.act(later)
-    started, _ = policy.predict(first, episode_start=[False, True], deterministic=True)
+    fresh, state = policy.predict(first, deterministic=True)
+    assert state.shape == (2, 16)  # The last of TINY's policy layers: its GRU.
+    alone, _ = policy.predict(later, state, deterministic=True)
+    # Another loop between the two calls, on its own state: the first loop's action holds.
+    policy.predict(later[::-1], deterministic=True)
+    np.testing.assert_array_equal(policy.predict(later, state, deterministic=True)[0], alone)
+    assert not np.allclose(alone, policy.predict(later, deterministic=True)[0], atol=1e-4)
+    # The carry after `later`; episode_start starts env 1's episode first.
+    _, carried = policy.predict(later, state, deterministic=True)
+    started, _ = policy.predict(first, carried, [False, True], deterministic=True)
     np.testing.assert_array_equal(started[1], fresh[1])
     assert not np.allclose(started[0], fresh[0], atol=1e-4)
+    one, one_state = policy.predict(first[0], deterministic=True)  # One env: [H].
+    assert one_state.shape == (16,) and np.allclose(one, fresh[0])
+    with pytest.raises(ValueError, match=r"^episode_start has shape \(3,\): the policy acts on 2"):
+        policy.predict(first, state, [True, True, True])
+    with pytest.raises(ValueError, match=r"^state has shape \(2, 7\): this policy's is \(2, 16\)"):
+        policy.predict(first, np.zeros((2, 7)))
+    # act keeps the carry inside: another number of envs starts every env afresh, said.
+    policy.act(first)
+    policy.act(first[:1])
+    assert "a recurrent policy acted on 2 envs and now on 1" in caplog.text
 
 
 def test_a_multi_binary_leaf_takes_zeros_and_ones_in_any_dtype_and_nothing_else():
