@@ -163,13 +163,12 @@ def test_an_env_whose_close_raises_or_hangs_is_said_and_the_run_goes_on(caplog, 
     config = dataclasses.replace(
         presets.get("pendulum"), env=env, env_kwargs={"hang": hang}, worker_timeout=0.5
     )
-    ClosingBadly.released.clear()
-    start = time.monotonic()
+    ClosingBadly.released.clear()  # A close that hangs returns once the check is over.
     try:
         spec = environments.check_env(config)
     finally:
         ClosingBadly.released.set()
-    assert spec.action_shape == (1,) and time.monotonic() - start < 30
+    assert spec.action_shape == (1,)
     assert [record.getMessage() for record in caplog.records] == [f"env {env!r} {said}"]
 
 
