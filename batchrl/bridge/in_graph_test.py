@@ -182,6 +182,26 @@ def test_wrong_action_shape_is_refused_at_trace_time():
             env.step(state, jnp.zeros((3, 2)))
 
 
+def test_floats_for_integer_actions_are_refused_at_trace_time_as_batch_env_refuses_them():
+    # Cast, 0.9 stepped CartPole with 0: an agent returning floats trained on action 0.
+    refused = r"^actions of dtype float32 do not fit this batch's action dtype int32: give int"
+    with BatchEnv.external("CartPole-v1", 2) as batch_env:
+        env = bridge.InGraphBatchEnv(batch_env, seed=0)
+        state, _ = env.init(jax.random.key(0))
+        with pytest.raises(TypeError, match=refused):
+            env.step(state, jnp.full((2,), 0.9))
+        env.step(state, jnp.ones((2,), jnp.int32))
+    tree = gym.spaces.Dict({"pick": gym.spaces.Discrete(3), "x": gym.spaces.Box(-1, 1, (1,))})
+    maker = functools.partial(mock.ActionEcho, tree)
+    with BatchEnv.external(maker, 2) as batch_env:
+        env = bridge.InGraphBatchEnv(batch_env, seed=0)
+        state, _ = env.init(jax.random.key(0))
+        x = jnp.zeros((2, 1))
+        with pytest.raises(TypeError, match=r"^actions\["):
+            env.step(state, {"pick": jnp.full((2,), 1.5), "x": x})
+        env.step(state, {"pick": jnp.ones((2,), jnp.int32), "x": x})
+
+
 def test_a_wrapped_batch_or_gymnasiums_own_vector_env_is_refused_in_one_line():
     # The bridge steps the batch beneath Gymnasium's API: a wrapper would be passed by.
     with BatchEnv.from_envs([gym.make("Pendulum-v1") for _ in range(2)]) as batch_env:

@@ -23,6 +23,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import flax.struct
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from batchrl import env_spec as env_spec_lib
 from batchrl.env_spec import EnvSpec
@@ -168,7 +169,23 @@ def step_batch(env: Env, state: EnvState, action: jax.Array) -> tuple[EnvState, 
         got = [leaf.shape for leaf in jax.tree.leaves(action)]
     if got != expected:
         raise ValueError(f"action has shape {got}, expected {expected}")
+    _check_integers(spec, action)
     return jax.vmap(env.step)(state, action)
+
+
+def _check_integers(spec: EnvSpec, action: Any) -> None:
+    """A TypeError for floats where the env takes integers: its cast stepped 0.9 as 0."""
+    if spec.action is None:
+        integral = [(spec.discrete, action)]
+    else:
+        kinds = [np.dtype(leaf.dtype).kind in "biu" for leaf in env_spec_lib.leaves(spec.action)]
+        integral = list(zip(kinds, jax.tree.leaves(action), strict=True))
+    for integers, given in integral:
+        if integers and jnp.issubdtype(given.dtype, jnp.floating):
+            raise TypeError(
+                f"actions of dtype {given.dtype} do not fit this env's integer actions: give "
+                f"integers (a cast would truncate them)"
+            )
 
 
 def rollout_batch(env: Env, state: EnvState, actions: jax.Array) -> tuple[EnvState, TimeStep]:

@@ -172,6 +172,15 @@ def test_batch_helpers_check_the_batch_size():
         jax_env.reset_where(env, state, obs, jax.random.key(1), jnp.ones(2, bool))
 
 
+def test_floats_for_integer_actions_are_refused_not_truncated():
+    # Cast by the env, 0.9 stepped CartPole with 0.
+    env = jax_env.VmapBatch(cartpole.CartPole(), 2)
+    state, _ = env.init(jax.random.key(0))
+    with pytest.raises(TypeError, match=r"^actions of dtype float32 do not fit this env's int"):
+        env.step(state, jnp.full((2,), 0.9))
+    env.step(state, jnp.ones((2,), jnp.int32))
+
+
 def _actions(env, key, shape):
     if env.env_spec.discrete:
         return jax.random.randint(key, shape, 0, env.env_spec.num_actions)
