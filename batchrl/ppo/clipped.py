@@ -126,7 +126,7 @@ def recorder(networks: agent_networks.Networks) -> simulate.Recorder:
         return Storage(rollout=rollout, position=t + 1)
 
     def ready(stored: Storage) -> jax.Array:
-        return stored.position >= networks.config.steps_per_update
+        return _full(networks, stored)
 
     return simulate.Recorder(record=record, ready=ready)
 
@@ -158,9 +158,8 @@ def learn(
     against the learner's policy at the update's start.
     """
     del behind
-    full = state.storage.position >= networks.config.steps_per_update
     learner = jax.lax.cond(
-        full,
+        _full(networks, state.storage),
         lambda: update(networks, state.learner, state.storage.rollout, state.total_updates),
         lambda: state.learner,
     )
@@ -169,9 +168,13 @@ def learn(
 
 def clear(networks: agent_networks.Networks, state: ClippedState) -> ClippedState:
     """The rollout emptied where it is full, as `learn` leaves it, untrained."""
-    full = state.storage.position >= networks.config.steps_per_update
-    position = jnp.where(full, 0, state.storage.position)
+    position = jnp.where(_full(networks, state.storage), 0, state.storage.position)
     return state.replace(storage=state.storage.replace(position=position))
+
+
+def _full(networks: agent_networks.Networks, stored: Storage) -> jax.Array:
+    """Whether the rollout holds `steps_per_update` steps: an update's worth."""
+    return stored.position >= networks.config.steps_per_update
 
 
 def holds_steps(state: ClippedState) -> jax.Array:
