@@ -245,7 +245,8 @@ def test_an_env_whose_close_raises_is_said_and_the_others_close(build, capfd, ca
     # Its error was suppressed, in a worker and here alike.
     failing = functools.partial(mock.FailingEnv, where="close")
     if build == "external":
-        batch = BatchEnv.external([failing] * 2, envs_per_worker=2)
+        # Spawned: a fork server started by an earlier test keeps that test's stderr.
+        batch = BatchEnv.external([failing] * 2, envs_per_worker=2, context="spawn")
     else:
         batch = BatchEnv.from_envs([failing() for _ in range(2)])
     batch.reset(seed=0)
