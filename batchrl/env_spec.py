@@ -359,3 +359,25 @@ def _node(data: Any) -> Any:
         leaf = ObsLeaf if kind == "leaf" else ActionLeaf
         return leaf(**{k: tuple(v) if isinstance(v, list) else v for k, v in value.items()})
     raise ValueError(f"a spec's tree node is one of leaf, action_leaf, tuple, dict, got {kind!r}")
+
+
+# The dtype kinds an action leaf of each kind takes: a cast from another kind would change
+# the values (1.7 steps as 1), where Gymnasium's spaces refuse them.
+_TAKES = {"b": "biu", "i": "biu", "u": "biu", "f": "biuf"}
+
+
+def check_action_kinds(actions: Any, like: Any) -> None:
+    """A TypeError naming the first leaf of `actions` whose values its leaf's dtype would change.
+
+    `like` is a tree of arrays in the action leaves' dtypes. Floats for a `Discrete`, say,
+    are refused as Gymnasium's spaces refuse them, not truncated. Object arrays are left to
+    the cast, which names a value it cannot take.
+    """
+    for (path, given), target in zip(leaf_paths(actions, "actions"), leaves(like), strict=True):
+        takes = _TAKES.get(target.dtype.kind)
+        if takes is not None and given.dtype.kind not in takes + "O":
+            raise TypeError(
+                f"{path} of dtype {given.dtype} do not fit this batch's action dtype "
+                f"{target.dtype}: give {'numbers' if 'f' in takes else 'integers'} (Gymnasium's "
+                f"spaces refuse others, and a cast would truncate them)"
+            )

@@ -41,8 +41,8 @@ from batchrl import env_spec as env_spec_lib
 from batchrl.bridge import one_block, surfaced, thread_state
 from batchrl.bridge.seeds import check_env_seeds, run_env_seeds
 from batchrl.envs import spaces
-from batchrl.envs.host import arguments, batch_taken
 from batchrl.envs.host import batch as batch_lib
+from batchrl.envs.host import batch_taken
 from batchrl.envs.jax import jax_env
 
 try:  # Present in the JAX versions pyproject.toml allows; kept optional on purpose.
@@ -230,7 +230,7 @@ class InGraphBatchEnv:
         program is traced: cast, 0.9 stepped a `Discrete` env with 0.
         """
         like = self._action_types or np.zeros((), self._action_dtype)
-        arguments.check_action_kinds(action, like)
+        env_spec_lib.check_action_kinds(action, like)
         if self.env_spec.action is None:
             expected = (self.num_envs, *self.env_spec.action_shape)
             if action.shape != expected:

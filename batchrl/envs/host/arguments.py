@@ -14,7 +14,6 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
-from batchrl import env_spec
 from batchrl.envs.host import make as make_lib
 from batchrl.envs.host import split
 
@@ -245,27 +244,3 @@ def check_flat_actions(actions: Any, space: gym.Space, num_envs: int) -> np.ndar
             f"{expected} ({num_envs} envs, action shape {space.shape})"
         )
     return actions
-
-
-# The dtype kinds an action leaf of each kind takes: a cast from another kind would change
-# the values (1.7 steps as 1), where Gymnasium's spaces refuse them.
-_TAKES = {"b": "biu", "i": "biu", "u": "biu", "f": "biuf"}
-
-
-def check_action_kinds(actions: Any, like: Any) -> None:
-    """A TypeError naming the first leaf of `actions` whose values its leaf's dtype would change.
-
-    `like` is a tree of arrays in the action leaves' dtypes. Floats for a `Discrete`, say,
-    are refused as Gymnasium's spaces refuse them, not truncated. Object arrays are left to
-    the cast, which names a value it cannot take.
-    """
-    for (path, given), target in zip(
-        env_spec.leaf_paths(actions, "actions"), env_spec.leaves(like), strict=True
-    ):
-        takes = _TAKES.get(target.dtype.kind)
-        if takes is not None and given.dtype.kind not in takes + "O":
-            raise TypeError(
-                f"{path} of dtype {given.dtype} do not fit this batch's action dtype "
-                f"{target.dtype}: give {'numbers' if 'f' in takes else 'integers'} (Gymnasium's "
-                f"spaces refuse others, and a cast would truncate them)"
-            )

@@ -19,6 +19,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
+from batchrl import env_spec
 from batchrl.envs import spaces
 from batchrl.envs.host import actions as actions_lib
 from batchrl.envs.host import arguments, async_calls, env_requests, errors, local, obs_tree, stepper
@@ -286,7 +287,7 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         checked = actions_lib.checked(actions, space, self.num_envs, shapes, kinds)
         like = self._groups[0].buffers.action
         if strict:
-            arguments.check_action_kinds(checked, like)
+            env_spec.check_action_kinds(checked, like)
         self._expect_open()
         actions = actions_lib.sent(actions, checked, like, as_given)
         for g, part in zip(self._groups, self._slices, strict=True):

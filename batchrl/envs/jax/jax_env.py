@@ -176,16 +176,10 @@ def step_batch(env: Env, state: EnvState, action: jax.Array) -> tuple[EnvState, 
 def _check_integers(spec: EnvSpec, action: Any) -> None:
     """A TypeError for floats where the env takes integers: its cast stepped 0.9 as 0."""
     if spec.action is None:
-        integral = [(spec.discrete, action)]
+        like = np.zeros((), np.int32 if spec.discrete else np.float32)
     else:
-        kinds = [np.dtype(leaf.dtype).kind in "biu" for leaf in env_spec_lib.leaves(spec.action)]
-        integral = list(zip(kinds, jax.tree.leaves(action), strict=True))
-    for integers, given in integral:
-        if integers and jnp.issubdtype(given.dtype, jnp.floating):
-            raise TypeError(
-                f"actions of dtype {given.dtype} do not fit this env's integer actions: give "
-                f"integers (a cast would truncate them)"
-            )
+        like = env_spec_lib.map_tree(lambda leaf: np.zeros((), leaf.dtype), spec.action)
+    env_spec_lib.check_action_kinds(action, like)
 
 
 def rollout_batch(env: Env, state: EnvState, actions: jax.Array) -> tuple[EnvState, TimeStep]:

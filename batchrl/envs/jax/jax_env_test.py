@@ -176,7 +176,9 @@ def test_floats_for_integer_actions_are_refused_not_truncated():
     # Cast by the env, 0.9 stepped CartPole with 0.
     env = jax_env.VmapBatch(cartpole.CartPole(), 2)
     state, _ = env.init(jax.random.key(0))
-    with pytest.raises(TypeError, match=r"^actions of dtype float32 do not fit this env's int"):
+    with pytest.raises(
+        TypeError, match=r"^actions of dtype float32 do not fit this batch's action dtype int"
+    ):
         env.step(state, jnp.full((2,), 0.9))
     env.step(state, jnp.ones((2,), jnp.int32))
 
