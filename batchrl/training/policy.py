@@ -112,7 +112,7 @@ class Policy:
             return self.act(observation, deterministic), None
         batch, single = _batch(self.env_spec.observation, observation)
         size = jax.tree.leaves(batch)[0].shape[0]
-        self._ready(size)
+        self._ready(size, said=False)  # The carry comes from `state`, whatever the size.
         carry = self._acting.running.carry
         if state is None:
             self._acting = self._begin(self._acting, jnp.ones(size, bool))
@@ -135,11 +135,14 @@ class Policy:
         carry = np.array(self._acting.running.carry)
         return action, carry[0] if single else carry
 
-    def _ready(self, size: int) -> None:
-        """An acting state for `size` envs: the last call's, or every env's afresh."""
+    def _ready(self, size: int, said: bool = True) -> None:
+        """An acting state for `size` envs: the last call's, or every env's afresh.
+
+        `said`: a recurrent policy's carries started afresh are a warning.
+        """
         if self._acting is not None and _num_envs(self._acting) == size:
             return
-        if self._acting is not None and self._networks.recurrent:
+        if said and self._acting is not None and self._networks.recurrent:
             logger.warning(
                 "a recurrent policy acted on %d envs and now on %d: every env's carry starts "
                 "afresh (predict(obs, state) keeps each env's)",

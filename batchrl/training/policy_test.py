@@ -83,6 +83,7 @@ def test_predict_carries_the_state_it_is_given_as_sb3s_recurrent_policies_do(cap
         policy.predict(first, state, [True, True, True])
     with pytest.raises(ValueError, match=r"^state has shape \(2, 7\): this policy's is \(2, 16\)"):
         policy.predict(first, np.zeros((2, 7)))
+    assert "a recurrent policy acted on" not in caplog.text  # predict's carry is `state`.
     # act keeps the carry inside: another number of envs starts every env afresh, said.
     policy.act(first)
     policy.act(first[:1])
