@@ -1,4 +1,5 @@
 import dataclasses
+import inspect
 import json
 import os
 import pathlib
@@ -15,7 +16,7 @@ import pytest
 
 from batchrl.conftest import wait_gone
 from batchrl.scripts import train
-from batchrl.testing import interrupt
+from batchrl.testing import interrupt, mock
 from batchrl.training import checkpoint, metrics_log
 from batchrl.training import run_folder as run_folder_lib
 
@@ -326,6 +327,20 @@ def test_bad_input_is_one_line_without_traceback(tmp_path, capsys, args, message
     assert message in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert not any(tmp_path.iterdir())  # No folder a corrected command would be refused by.
+
+
+def test_an_env_raising_in_its_worker_is_one_line_naming_the_line_that_raised(tmp_path, capsys):
+    # The line kept the error and the env but dropped the worker's traceback: where in
+    # the user's env it rose was nowhere in what the command printed.
+    settings = ["env=batchrl.testing.mock:FailingEnv", "env_kwargs={where: step, at: 3}"]
+    settings += ["num_envs=2", "max_length=20", "policy_layers=8", "value_layers=8"]
+    code = train.main(["--logdir", str(tmp_path), "--config", "pendulum", "--set", *settings])
+    err = capsys.readouterr().err.strip()
+    lines, first = inspect.getsourcelines(mock.FailingEnv._fail)
+    raising = first + next(i for i, line in enumerate(lines) if "raise ValueError" in line)
+    assert code == 1 and len(err.splitlines()) == 1, err
+    assert err.startswith("batchrl: error: ValueError: FailingEnv failed on purpose in step")
+    assert err.endswith(f"during step at {mock.__file__}:{raising})"), err
 
 
 def test_a_corrupt_checkpoint_is_reported_and_the_previous_one_used(finished_run, tmp_path, capsys):

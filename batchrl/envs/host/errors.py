@@ -5,7 +5,10 @@ They pickle with every field, so they cross processes and Ray actors as they are
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+_FRAME = re.compile(r'^\s*File "(.+?)", line (\d+)', re.MULTILINE)
 
 
 class SpaceMismatchError(ValueError, RuntimeError):
@@ -53,6 +56,16 @@ class EnvAttributeError(EnvRaisedError, AttributeError):
     So a check written for envs in this process (`hasattr`, Stable-Baselines3's
     `has_attr`, Gymnasium's wrappers) reads it as missing.
     """
+
+
+def rose_at(text: str) -> str:
+    """The text " at file:line" naming traceback `text`'s last frame ("" for no frame).
+
+    The one line of an env's error then says where in the user's code it rose, which
+    the train command's one line kept nowhere else.
+    """
+    frames = _FRAME.findall(text)
+    return f" at {frames[-1][0]}:{frames[-1][1]}" if frames else ""
 
 
 def raised(message: str, env: str, command: str, error_type: str, text: str) -> EnvRaisedError:

@@ -287,7 +287,8 @@ class ProcessGroup(remote.RemoteGroup):
                 if error_type == errors.SpaceMismatchError.__name__:  # The batch's, not the env's.
                     raise errors.SpaceMismatchError(message)
                 raise errors.raised(
-                    f"{error_type}: {message} (raised by {self._describe()} during {command})"
+                    f"{error_type}: {message} (raised by {self._describe()} during {command}"
+                    f"{errors.rose_at(text)})"
                     f"\n\nTraceback in the worker:\n{text}",
                     self.name,
                     command,

@@ -91,7 +91,7 @@ def test_exception_reaches_parent_with_traceback_and_env_name(where):
                 env.reset(seed=0)
         message = str(caught.value)
         assert message.startswith(f"ValueError: FailingEnv failed on purpose in {where}")
-        assert "'FailingEnv'" in message and f"during {where}" in message
+        assert "'FailingEnv'" in message and f"during {where} at {mock.__file__}:" in message
         assert f"in {where}" in caught.value.remote_traceback
         assert "_fail" in caught.value.remote_traceback
         # The worker survives an exception in its env.

@@ -270,7 +270,7 @@ class RayGroup(remote.RemoteGroup):
             text = str(error)  # Ray's text of the error, with the actor's traceback.
             raise errors.raised(
                 f"{type(cause).__name__}: {cause} (raised by {self._describe()} during "
-                f"{command})\n\nIn the actor:\n{text}",
+                f"{command}{errors.rose_at(text)})\n\nIn the actor:\n{text}",
                 self.name,
                 command,
                 type(cause).__name__,
