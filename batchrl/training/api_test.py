@@ -454,6 +454,22 @@ def test_an_id_registered_by_the_script_trains_in_memory_only(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+def test_an_id_a_module_registered_is_refused_with_a_folder_before_training(tmp_path):
+    # gym.make of an id that a module of the user's registers: the folder recorded the id,
+    # which the train command's resume and `evaluate` then called unknown.
+    gym.register(id="ModuleCue-v0", entry_point="batchrl.testing.cue:Cue", max_episode_steps=5)
+    try:
+        with pytest.raises(ValueError) as refused:
+            batchrl.train("blackjack", env=gym.make("ModuleCue-v0"), logdir=tmp_path)
+    finally:
+        gym.registry.pop("ModuleCue-v0")
+    assert str(refused.value) == (
+        "env 'ModuleCue-v0' is registered by a module the train command and evaluate would "
+        "not import: give env='module:ModuleCue-v0' naming that module, or logdir=None"
+    )
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize(
     ("settings", "message"),
     [

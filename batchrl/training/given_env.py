@@ -25,11 +25,21 @@ def check_recordable(config: TrainConfig, given: Any, logdir: Any) -> None:
     """A one-line ValueError for an env no name can record in a run folder.
 
     An env given as an object, a class or function the running script defines, or a
-    Gymnasium id that it registered (`gym.register` in `__main__`): the train command's
-    resume and `evaluate` run in a process that never runs that script, so the folder's
-    name would find no env.
+    Gymnasium id that it or a module it imported registered: the train command's resume
+    and `evaluate` run in a process that never runs that script, so the folder's name
+    would find no env.
     """
-    if logdir is None or given is None:
+    if logdir is None:
+        return
+    if given is None:
+        # An id a module of the caller's registered (`gym.make(id)` after importing it).
+        known = not config.jax_native and config.env in gym.registry
+        if known and not make.found_afresh(config.env):
+            raise ValueError(
+                f"env {config.env!r} is registered by a module the train command and "
+                "evaluate would not import: give env='module:"
+                f"{config.env}' naming that module, or logdir=None"
+            )
         return
     if not config.jax_native and registered_in_main(config.env) is not None:
         raise ValueError(

@@ -14,6 +14,8 @@ from __future__ import annotations
 import contextlib
 import importlib
 import inspect
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -42,6 +44,24 @@ def register_namespace(name: str) -> None:
         return
     with contextlib.suppress(ImportError):  # Not installed: Gymnasium's words say so.
         gym.register_envs(importlib.import_module(module))
+
+
+def found_afresh(name: str) -> bool:
+    """Whether a process that imported none of the caller's modules finds Gymnasium id `name`.
+
+    Gymnasium's own ids and those of the namespaces it imports (`ALE/`) are found; an id
+    that a module of the caller's registered is found by its train command's resume and
+    `evaluate` only where that module registers it too, asked of a fresh interpreter.
+    """
+    spec = gym.registry.get(name)
+    entry_point = spec.entry_point if spec is not None else None
+    if isinstance(entry_point, str) and entry_point.startswith("gymnasium.envs."):
+        return True
+    if name.partition("/")[0] in _NAMESPACES and "/" in name:
+        return True
+    code = "import sys; from batchrl.envs.host import make; make.check_name(sys.argv[1])"
+    fresh = subprocess.run([sys.executable, "-c", code, name], capture_output=True, timeout=300)
+    return fresh.returncode == 0
 
 
 def check_name(
