@@ -63,8 +63,8 @@ def train(
             only); or a JAX-native env object (the backend becomes "jax"). A run
             folder records the env by name, so a constructor without an importable
             `module:qualname`, a JAX-native env object, a Gymnasium env wrapped after
-            `gym.make`, or an id the script registers itself (`gym.register` in
-            `__main__`) trains only with `logdir=None`.
+            `gym.make`, or an id the script or a module of its registers (not
+            `module:Id`) trains only with `logdir=None`.
         steps: The budget in env steps.
         seed: The run's seed.
         seeds: Seeds to train together in one program (`training.together`), each a run
