@@ -21,6 +21,8 @@ import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import gymnasium as gym
+
 from batchrl import bridge
 from batchrl.bridge import seeds as seeds_lib
 from batchrl.configs import TrainConfig
@@ -83,9 +85,32 @@ def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:
                 raise ValueError(f"env {config.env!r} refused env_kwargs: {error}") from None
             raise ValueError(_build_failed(env or config.env, error)) from error
         try:
+            _say_normalised_twice(config, one, env or config.env)
             return spaces.env_spec(one.observation_space, one.action_space, spaces.env_name(one))
         finally:
             _close(one, env or config.env, config.worker_timeout)
+
+
+def _say_normalised_twice(config: TrainConfig, one: Any, env: Any) -> None:
+    """A warning for each Gymnasium normaliser in the env's wrappers that batchrl repeats.
+
+    The learner normalises inside the compiled program; a `NormalizeReward` of the
+    user's made the returns reported its normalised ones, and both learned on twice.
+    """
+    normalisers = {"NormalizeObservation": "normalize_observations"}
+    normalisers["NormalizeReward"] = "normalize_rewards"
+    while isinstance(one, gym.Wrapper):
+        setting = normalisers.get(type(one).__name__)
+        if setting is not None and getattr(config.algorithm, setting, False):
+            logger.warning(
+                "env %r is wrapped in %s and %s=true normalises again: set %s=false or drop "
+                "the wrapper",
+                _named(env),
+                type(one).__name__,
+                setting,
+                setting,
+            )
+        one = one.env
 
 
 def _close(one: Any, env: Any, timeout: float) -> None:

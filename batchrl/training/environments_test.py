@@ -172,6 +172,32 @@ def test_an_env_whose_close_raises_or_hangs_is_said_and_the_run_goes_on(caplog, 
     assert [record.getMessage() for record in caplog.records] == [f"env {env!r} {said}"]
 
 
+def normalised_pendulum():
+    """Pendulum-v1 in Gymnasium's normalisers, as a user's make function may return it."""
+    return gym.wrappers.NormalizeObservation(gym.wrappers.NormalizeReward(gym.make("Pendulum-v1")))
+
+
+@pytest.mark.parametrize("normalize_rewards", [True, False])
+def test_a_normaliser_in_the_envs_wrappers_that_batchrl_repeats_is_said(caplog, normalize_rewards):
+    # The learner normalises inside the program: a user's NormalizeReward made the
+    # returns reported its normalised ones, and rewards were normalised twice, unsaid.
+    env = f"{__name__}:normalised_pendulum"
+    config = presets.get("pendulum")
+    config = train_config.set_fields(
+        config, [("env", env), ("normalize_rewards", normalize_rewards)], train_config.typed
+    )
+    assert environments.check_env(config).action_shape == (1,)
+    said = [
+        f"env {env!r} is wrapped in {wrapper} and {setting}=true normalises again: set "
+        f"{setting}=false or drop the wrapper"
+        for wrapper, setting in [
+            ("NormalizeObservation", "normalize_observations"),
+            ("NormalizeReward", "normalize_rewards"),
+        ]
+    ]
+    assert [record.getMessage() for record in caplog.records] == said[: 1 + normalize_rewards]
+
+
 class HangingPendulum(gym.Wrapper):
     """Pendulum-v1 whose `at`-th step never returns; it writes its pid to `marker` first."""
 
