@@ -164,3 +164,14 @@ def test_an_atari_preset_on_rgb_frames_is_refused_before_a_run_folder(tmp_path):
             "breakout", steps=64, max_length=100, logdir=tmp_path, env_kwargs=options, **SMALL
         )
     assert list(tmp_path.iterdir()) == []
+
+
+# pointmaze's env is in the robotics extra, which the test extras leave out.
+@pytest.mark.parametrize("name", [name for name in presets.PRESETS if name != "pointmaze"])
+def test_a_preset_sets_nothing_its_env_leaves_unread(name, caplog):
+    # A setting no code reads on the preset's env is said at start (`unread`, and a
+    # max_length beyond the env's own limit): reacher_clipped's max_length=1000 was one.
+    config = presets.get(name)
+    spec = environments.check_env(config)
+    assert config.algorithm.unread(spec) == []
+    assert [record.getMessage() for record in caplog.records] == []

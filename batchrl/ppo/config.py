@@ -16,7 +16,7 @@ import dataclasses
 import math
 from typing import ClassVar
 
-from batchrl import setting_types
+from batchrl import env_spec, setting_types
 
 REWARD_SCALES = ("reward", "return")
 # When acting's normalisers take in the statistics of the steps it takes: "step", every
@@ -119,6 +119,36 @@ class Common:
 
     def check(self, shape: RunShape) -> None:
         """Raises a one-line ValueError when a run of `shape` cannot train this config."""
+
+    def unread(self, spec: env_spec.EnvSpec) -> list[str]:
+        """A line for each setting changed from its default that nothing reads on `spec`.
+
+        Accepted, as a backend's unused settings are (`configs.backends.unused`), but
+        said: `init_std=5` on a categorical policy changed nothing, unsaid.
+        """
+        lines = []
+
+        def say(names: tuple[str, ...], why: str) -> None:
+            for name in names:
+                value = getattr(self, name)
+                # Either objective's default is none of the user's: a seed preset's
+                # init_std carries over to `objective=clipped`.
+                if value not in [getattr(kind, name) for kind in (PenaltyConfig, ClippedConfig)]:
+                    shown = repr(value) if isinstance(value, str) else value
+                    lines.append(f"{name}={shown} is not used {why}")
+
+        if self.orthogonal_init:
+            say(("init_output_factor",), "with orthogonal_init: the policy's output starts at 0.01")
+        if not self.normalize_rewards:
+            say(("reward_clip", "reward_scale"), "with normalize_rewards off: rewards stay raw")
+        if not self.normalize_observations:
+            say(("observation_clip",), "with normalize_observations off: observations stay raw")
+        if spec.discrete and spec.action is None:
+            say(("init_std", "squash_mean"), "on discrete actions: a categorical policy has no std")
+        leaves = env_spec.leaves(spec.observation)
+        if not any(leaf.kind == env_spec.IMAGE for leaf in leaves):
+            say(("shared_encoder", "image_channels"), "on observations without images")
+        return lines
 
 
 @dataclasses.dataclass(frozen=True)

@@ -277,7 +277,8 @@ def start(
     limit_xla_threads(config)
     from batchrl.training import environments  # Starts JAX's backends: after the limit.
 
-    environments.check_env(config, env)
+    for line in config.algorithm.unread(environments.check_env(config, env)):
+        logger.warning("%s", line)
     if logdir is None:
         return None
     return run_folder.create(logdir, config, name, timestamp)

@@ -34,6 +34,7 @@ from batchrl.envs.mujoco import tasks as mujoco_tasks
 from batchrl.training import placement
 
 logger = logging.getLogger("batchrl.training")
+_NO_LIMIT = 2**62  # Above any max_length: an id registered with no step limit.
 
 # Eval envs of their own draw their seeds from the run's seed plus this, so they start
 # no game as any run's training envs do (whose seeds come from seeds below it).
@@ -67,7 +68,9 @@ def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:
     _check_ray(config)
     with _extra_named():
         if config.jax_native:
-            return _jax_native(config, env).env_spec
+            native = _jax_native(config, env)
+            _say_beyond_limit(config, native.max_length)
+            return native.env_spec
         if config.backend == "ale" and env is None:
             with BatchEnv.atari(config.env, 1, threads=1, **config.env_kwargs) as game:
                 observed = game.single_observation_space, game.single_action_space
@@ -84,11 +87,37 @@ def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:
                 # A keyword an env of **kwargs passes on and refuses.
                 raise ValueError(f"env {config.env!r} refused env_kwargs: {error}") from None
             raise ValueError(_build_failed(env or config.env, error)) from error
+        if env is None:
+            _say_beyond_limit(config, _registered_limit(config.env))
         try:
             _say_normalised_twice(config, one, env or config.env)
             return spaces.env_spec(one.observation_space, one.action_space, spaces.env_name(one))
         finally:
             _close(one, env or config.env, config.worker_timeout)
+
+
+def _registered_limit(name: str) -> int | None:
+    """The step limit Gymnasium registered for id (or `module:EnvId`) `name`, if any."""
+    try:
+        limit = make.time_limit(name, _NO_LIMIT)
+    except gym.error.Error:  # A `module:Class`: no registered limit.
+        return None
+    return None if limit == _NO_LIMIT else limit
+
+
+def _say_beyond_limit(config: TrainConfig, limit: int | None) -> None:
+    """A warning where `max_length` asks episodes longer than the env's own limit allows.
+
+    Episodes end at the smaller of the two, where `gym.make(id, max_episode_steps=...)`
+    would lift the registered limit: a user asking for more got the env's, unsaid.
+    """
+    if limit is not None and config.max_length > limit:
+        logger.warning(
+            "max_length=%d is above the %d steps env %r ends its episodes at: they end there",
+            config.max_length,
+            limit,
+            config.env,
+        )
 
 
 def _say_normalised_twice(config: TrainConfig, one: Any, env: Any) -> None:

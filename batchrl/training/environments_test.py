@@ -198,6 +198,48 @@ def test_a_normaliser_in_the_envs_wrappers_that_batchrl_repeats_is_said(caplog, 
     assert [record.getMessage() for record in caplog.records] == said[: 1 + normalize_rewards]
 
 
+@pytest.mark.parametrize("preset", ["pendulum", "pendulum_jax"])
+def test_a_max_length_beyond_the_envs_own_limit_is_said(caplog, preset):
+    # Gymnasium's max_episode_steps lifts an id's limit; max_length ended episodes at the
+    # smaller of the two, unsaid, so a run asking for 400 steps got Pendulum's 200.
+    config = train_config.replace(presets.get(preset), max_length=400)
+    environments.check_env(config)
+    assert [record.getMessage() for record in caplog.records] == [
+        "max_length=400 is above the 200 steps env 'Pendulum-v1' ends its episodes at: they "
+        "end there"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("preset", "settings", "said"),
+    [
+        (
+            "cartpole_jax",
+            {"init_std": 5.0, "squash_mean": False, "shared_encoder": True},
+            [
+                "init_std=5.0 is not used on discrete actions: a categorical policy has no std",
+                # squash_mean=False, the clipped objective's default, is nobody's choice.
+                "shared_encoder=True is not used on observations without images",
+            ],
+        ),
+        (
+            "cheetah_clipped",
+            {"init_output_factor": 7.0, "normalize_rewards": False, "reward_clip": 0.1},
+            [
+                "init_output_factor=7.0 is not used with orthogonal_init: the policy's output "
+                "starts at 0.01",
+                "reward_clip=0.1 is not used with normalize_rewards off: rewards stay raw",
+            ],
+        ),
+        ("breakout", {"image_channels": "first", "shared_encoder": False}, []),
+    ],
+)
+def test_a_setting_nothing_reads_on_the_env_is_said(preset, settings, said):
+    # Each was accepted and changed nothing: init_std=5 on CartPole's categorical policy.
+    config = train_config.set_fields(presets.get(preset), settings.items(), train_config.typed)
+    assert config.algorithm.unread(environments.check_env(config)) == said
+
+
 class HangingPendulum(gym.Wrapper):
     """Pendulum-v1 whose `at`-th step never returns; it writes its pid to `marker` first."""
 
