@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import logging
+import math
 import pathlib
 import time
 from collections.abc import Callable, Sequence
@@ -140,7 +141,7 @@ def _train(
                     writer.submit(keeper.record, host, row)
                     for writer, keeper, host, row in zip(writers, keepers, hosts, rows, strict=True)
                 ]
-                mean = {key: float(np.mean([row[key] for row in rows])) for key in rows[0]}
+                mean = _mean_row(rows)
                 env_steps = int(rows[0]["perf/env_steps"])
                 progress.update(count * env_steps, mean)
                 line = terminal.summary_line(done, env_steps, mean)
@@ -330,3 +331,18 @@ def _announce(
         "compiling the first phase",
         flush=True,
     )
+
+
+def _mean_row(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Each key's mean over the seeds that have it, for the terminal's line.
+
+    Seeds of the penalty objective update in phases of their own, so some seeds' rows
+    lack the update's keys (a KeyError ended the run); a seed whose episodes all ran on
+    has a NaN return, left out as a solo line leaves it out.
+    """
+    mean = {}
+    for key in dict.fromkeys(key for row in rows for key in row):
+        values = [float(row[key]) for row in rows if row.get(key) is not None]
+        values = [value for value in values if not math.isnan(value)]
+        mean[key] = float(np.mean(values)) if values else math.nan
+    return mean

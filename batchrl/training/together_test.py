@@ -43,6 +43,24 @@ def config_of(preset: str, settings: list[str], seed: int) -> train_config.Train
     return config
 
 
+def test_seeds_that_update_in_different_phases_train_on_with_the_mean_of_those_that_did(capsys):
+    # The penalty objective updates once a seed's memory holds its episodes: CartPole's
+    # seeds fill theirs apart, and the terminal's mean of a row key some seeds lacked
+    # was a KeyError that ended the run.
+    settings = ["num_envs=4", "phase_steps=200", "steps=1600", "policy_layers=16"]
+    settings += ["value_layers=16", "final_episodes=4", "eval_every=4"]
+    runs = together_run.train(
+        [None] * 4, [config_of("cartpole_jax", settings, s) for s in range(4)]
+    )
+    updated = [["train/kl" in row for row in result.metrics] for result in runs]
+    apart = [phase for phase, row in enumerate(zip(*updated, strict=True)) if 0 < sum(row) < 4]
+    assert apart, updated  # Some seeds updated in a phase where others did not.
+    rows = [result.metrics[apart[0]] for result in runs]
+    kl = np.mean([row["train/kl"] for row in rows if "train/kl" in row])  # Of those that did.
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("phase ")]
+    assert f"  kl {kl:.4g}  " in lines[apart[0]], lines[apart[0]]
+
+
 def assert_each_seed_trains_as_its_solo_run(preset, settings, seeds, rel, abs_):
     solo_configs = [config_of(preset, settings, seed) for seed in seeds]
     runs = together_run.train([None] * len(seeds), solo_configs)
