@@ -111,7 +111,9 @@ def _train(
         for rundir, seed_config, state in zip(rundirs, configs, states, strict=True)
     ]
     stacked = group.stack(states)
-    _check_memory(group, stacked, states)
+    compiling = time.perf_counter()
+    _check_memory(group, stacked, states)  # Compiles the phase: its time is the first's.
+    compiled = time.perf_counter() - compiling
     # A thread a seed, so the seeds' checkpoints are written side by side.
     writers = [
         concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="batchrl-keeper")
@@ -129,7 +131,8 @@ def _train(
             restart = run.first_restart(group.solo, config, states[0])  # As `run.train`'s.
             for done in range(begun + 1, total + 1):
                 run_signals.raise_received(received)
-                stacked, rows = _phase(group, stacked, keepers, config, done, restart)
+                stacked, rows = _phase(group, stacked, keepers, config, done, restart, compiled)
+                compiled = 0.0
                 restart = run.restart_after(group.solo, config, done)  # As `run.train`'s.
                 if restarts is not None:  # Every seed's env workers replaced so far.
                     for row in rows:
@@ -166,8 +169,13 @@ def _phase(
     config: TrainConfig,
     done: int,
     restart: bool = False,
+    compiled: float = 0.0,
 ) -> tuple[loop.RunState, list[dict[str, float]]]:
-    """Phase `done` of every seed, as `loop.run_phase` runs one: their states and rows."""
+    """Phase `done` of every seed, as `loop.run_phase` runs one: their states and rows.
+
+    `compiled`: seconds the phase's program took to compile before it, which its train
+    seconds count, as a solo run's first phase counts its compile.
+    """
     programs = group.solo
     final = done == config.phases
     updates = programs.algorithm.updates
@@ -175,7 +183,7 @@ def _phase(
     start = time.perf_counter()
     reset = jax.numpy.asarray(restart)
     train_state, agent = group.train(simulate.clear_summary(stacked.train), stacked.agent, reset)
-    seconds = time.perf_counter() - start
+    seconds = time.perf_counter() - start + compiled
     updated = jax.device_get(updates(agent.learner)) != before
     tails = [keeper.average_with(final) for keeper in keepers]
     if tails[0]:  # Each seed's earlier parameters, stacked phase by phase.

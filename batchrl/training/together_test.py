@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import types
 
 import jax
@@ -243,6 +244,20 @@ def test_a_phase_too_big_for_memory_is_refused_naming_seeds_that_do_fit(monkeypa
     assert 1 <= most < 10, message
     runs = together_run.train([None] * most, seeds[:most])  # As many as it names do fit.
     assert [len(result.metrics) for result in runs] == [seeds[0].phases] * most
+
+
+def test_the_first_phases_train_seconds_count_the_compile_before_it(monkeypatch):
+    # The memory check compiles the phase before its timer starts: a together-run's
+    # wall-clock (sweep lines, `plot --x hours`) left its compile out, a solo run's not.
+    real_peak = together_memory.peak
+
+    def slow_peak(*args):
+        time.sleep(2.0)  # A compile of 2 s more.
+        return real_peak(*args)
+
+    monkeypatch.setattr(together_memory, "peak", slow_peak)
+    runs = together_run.train([None] * 2, [config_of("pendulum_jax", PENALTY, s) for s in (0, 1)])
+    assert all(result.metrics[0]["perf/train_seconds"] >= 2.0 for result in runs)
 
 
 def test_configs_that_differ_beyond_their_seed_are_refused():
