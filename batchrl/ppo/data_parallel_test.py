@@ -13,7 +13,7 @@ import pytest
 
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import sgd
-from batchrl.scripts import train
+from batchrl.scripts import evaluate, train
 from batchrl.training import metrics_log
 
 _SETUP = """
@@ -127,6 +127,14 @@ def test_the_train_command_with_worker_envs_on_two_devices(tmp_path):
     for one, two_devices in zip(rows[1], rows[2], strict=True):
         for key in ("train/return", "train/policy_loss", "train/value_loss", "eval/return"):
             assert two_devices[key] == pytest.approx(one[key], rel=1e-3), key
+    # Here, on one device: evaluate scores it (its update's devices are no concern of
+    # scoring), and a resume goes on with learner_devices=1 (both were refused).
+    (folder,) = (tmp_path / "2").iterdir()
+    assert evaluate.main(["--logdir", str(folder), "--episodes", "4"]) == 0
+    resume = ["--logdir", str(tmp_path / "2"), "--timestamp", folder.name.split("-")[0]]
+    assert train.main([*resume, "--set", "steps=1600", "--set", "learner_devices=1"]) == 0
+    resumed = metrics_log.read_jsonl(folder / "metrics.jsonl")
+    assert [row["step"] for row in resumed] == [800, 1600]
     # An env that raises mid-phase: its one line, not an abort of XLA's devices waiting
     # for each other in the update.
     command[command.index(str(tmp_path / "2"))] = str(tmp_path / "3")

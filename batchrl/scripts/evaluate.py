@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 
 import gymnasium as gym
 
-from batchrl.configs import TrainConfig
+from batchrl.configs import TrainConfig, train_config
 from batchrl.envs.host import errors as env_errors
 from batchrl.scripts.train import UsageError
 from batchrl.training import checkpoint, environments, loop, placement, run_folder, tail_average
@@ -247,7 +247,9 @@ def here(config: TrainConfig) -> TrainConfig:
             note = f"evaluate: note: the run's {name}={value!r} is not here; on JAX's default"
             print(note, file=sys.stderr)
             config = dataclasses.replace(config, **{name: "auto"})
-    return config
+    # Scoring updates nothing: the devices a run's update split its minibatches over
+    # need not be here.
+    return train_config.replace(config, learner_devices=1)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -20,7 +20,6 @@ at once). Bad input ends with one line.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import pathlib
 import shutil
@@ -30,6 +29,7 @@ from collections.abc import Sequence
 import gymnasium as gym
 
 from batchrl import configs
+from batchrl.configs import train_config
 from batchrl.envs import spaces
 from batchrl.envs.host import errors as env_errors
 from batchrl.scripts import exiting
@@ -39,8 +39,15 @@ from batchrl.training import api, compile_signals, device_memory, run_folder
 # learns while none does; the errors that stop a run name them ("raise the timeout",
 # "restart_workers=true"). Every other setting must be the saved one.
 # Settings a resume gives anew: how it meets a hung worker, and where it runs (a run begun
-# on a GPU goes on where there is none: `device=cpu`, as the missing GPU's error advises).
-RESUME_MAY_CHANGE = ("worker_timeout", "restart_workers", "device", "acting_device")
+# on a GPU goes on where there is none: `device=cpu`, as the missing GPU's error advises;
+# one that split its minibatches over devices goes on with fewer, equal within float error).
+RESUME_MAY_CHANGE = (
+    "worker_timeout",
+    "restart_workers",
+    "device",
+    "acting_device",
+    "learner_devices",
+)
 
 
 class UsageError(Exception):
@@ -181,15 +188,15 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
         raise UsageError(
             f"run {rundir.name!r} was started with other settings: {', '.join(differ)}; "
             "a resume keeps them, and may raise steps and set "
-            f"{' and '.join(RESUME_MAY_CHANGE)} anew"
+            f"{', '.join(RESUME_MAY_CHANGE[:-1])} and {RESUME_MAY_CHANGE[-1]} anew"
         )
     if requested.steps != saved.steps:
         try:
             api.check_raised_budget(rundir.name, saved, requested.steps)
         except ValueError as error:
             raise UsageError(str(error)) from None
-    changed = {name: getattr(requested, name) for name in may_change}
-    return rundir, dataclasses.replace(saved, **changed)
+    changed = {name: asked[name] for name in may_change}
+    return rundir, train_config.replace(saved, **changed)
 
 
 def load_config(rundir: pathlib.Path) -> configs.TrainConfig:

@@ -110,13 +110,15 @@ def resume(
     restart_workers: bool | None = None,
     device: str | None = None,
     acting_device: str | None = None,
+    learner_devices: int | None = None,
     callback: Callable[[dict[str, Any]], Any] | None = None,
 ) -> Run:
     """Trains the run in `rundir` on from its newest good checkpoint, as `--timestamp` does.
 
     With its saved config, but for a raised budget (`steps`, as `--set steps=N`), how it
     meets a hung or crashed worker and where it runs (`device="cpu"` for a run begun on
-    a GPU), the settings a resume may give anew. A run trained
+    a GPU; `learner_devices`, equal within float error), the settings a resume may give
+    anew. A run trained
     with `batchrl.train` and stopped (Ctrl-C in a notebook) goes on from here; `callback`
     is `train`'s.
 
@@ -137,6 +139,7 @@ def resume(
         "restart_workers": restart_workers,
         "device": device,
         "acting_device": acting_device,
+        "learner_devices": learner_devices,
     }
     given = [(key, value) for key, value in given.items() if value is not None]
     config = train_config.set_fields(config, given, train_config.typed)
