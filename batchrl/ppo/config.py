@@ -180,10 +180,15 @@ class PenaltyConfig(Common):
         return max_length if self.recurrent else min(self.chunk_length, max_length)
 
     def check(self, shape: RunShape) -> None:
-        """Chunks must divide the longest episode."""
+        """Chunks must divide the longest episode, and minibatches the learner's devices."""
         if shape.max_length % self.chunk(shape.max_length):
             raise ValueError(
                 f"chunk_length = {self.chunk_length} must divide max_length = {shape.max_length}"
+            )
+        if self.batch_size % self.learner_devices:  # Before any folder, naming the setting.
+            raise ValueError(
+                f"minibatches of batch_size = {self.batch_size} rows do not split over "
+                f"learner_devices = {self.learner_devices}"
             )
 
 
@@ -248,6 +253,12 @@ class ClippedConfig(Common):
             raise ValueError(
                 f"num_envs * steps_per_update = {batch_steps} must divide into "
                 f"num_minibatches = {self.num_minibatches}"
+            )
+        rows = batch_steps // self.num_minibatches
+        if rows % self.learner_devices:  # Before any folder, naming the settings.
+            raise ValueError(
+                f"minibatches of num_envs * steps_per_update / num_minibatches = {rows} rows "
+                f"do not split over learner_devices = {self.learner_devices}"
             )
 
     def total_updates(self, shape: RunShape) -> int:

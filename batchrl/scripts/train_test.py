@@ -288,6 +288,10 @@ def test_a_run_another_process_trains_is_refused_in_one_line(finished_run, tmp_p
     assert not partial.exists()  # Removed by the run that held the folder.
 
 
+# 5 envs of 6 steps in 2 minibatches: 15 rows each, which 2 devices cannot split.
+UNEVEN = ["num_envs=5", "steps_per_update=6", "num_minibatches=2", "learner_devices=2"]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -303,6 +307,15 @@ def test_a_run_another_process_trains_is_refused_in_one_line(finished_run, tmp_p
         (
             ["--config", "pendulum_jax", "--set", "learning_rate=inf"],
             "learning_rate must be a positive, finite number, got inf",
+        ),
+        (
+            ["--config", "cartpole_jax", "--set", "objective=clipped", *UNEVEN],
+            "minibatches of num_envs * steps_per_update / num_minibatches = 15 rows do not "
+            "split over learner_devices = 2",
+        ),
+        (
+            ["--config", "pendulum", "--set", "batch_size=15", "learner_devices=2"],
+            "minibatches of batch_size = 15 rows do not split over learner_devices = 2",
         ),
         (["--timestamp", "19990101T000000"], "no run with timestamp '19990101T000000'"),
         # Refused once the run began: its folder goes too.
