@@ -49,6 +49,20 @@ def test_progress_prints_plain_lines_on_a_stream_that_is_not_a_tty():
     assert "ETA 0:00:20" in second
 
 
+def test_the_speed_and_eta_leave_out_the_first_phase_and_its_compile_once_past_it():
+    # From the start, the compile in the first phase read 318 steps/s where the phases
+    # after ran at 6,000-8,000, and the ETA stayed twice too long through a 1M-step run.
+    stream, clock = io.StringIO(), FakeClock()
+    progress = terminal.Progress(100_000, stream=stream, clock=clock)
+    clock.now += 17.0  # The first phase: its compile, then a second of stepping.
+    progress.update(10_000, {})
+    clock.now += 1.0
+    progress.update(20_000, {})
+    first, second = stream.getvalue().splitlines()
+    assert "588 steps/s" in first  # No phase but the first to go by yet.
+    assert "10,000 steps/s" in second and "ETA 0:00:08" in second
+
+
 def test_progress_speed_counts_only_steps_after_initial_steps():
     stream, clock = io.StringIO(), FakeClock()
     progress = terminal.Progress(1_000, initial_steps=600, stream=stream, clock=clock)
