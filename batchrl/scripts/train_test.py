@@ -568,9 +568,23 @@ def test_restart_workers_trains_on_through_killed_workers(tmp_path):
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130, err
     assert kills == 2 and len(after) >= 3, err
-    last = metrics_log.read_jsonl(run_folder(tmp_path) / "metrics.jsonl")[-1]
-    assert last["perf/worker_restarts"] == 2 and np.isfinite(last["train/return"])
+    folder = run_folder(tmp_path)
+    kept = metrics_log.read_jsonl(folder / "metrics.jsonl")
+    assert kept[-1]["perf/worker_restarts"] == 2 and np.isfinite(kept[-1]["train/return"])
     assert wait_gone(list(seen)) == []
+    # Resumed, its rows count the workers replaced before: the count went back to 0.
+    resumed = launch(
+        "--logdir", str(tmp_path), "--timestamp", folder.name.split("-")[0], cwd=tmp_path
+    )
+    deadline = time.monotonic() + 120
+    while resumed.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+        if len(metrics_log.read_jsonl(folder / "metrics.jsonl")) > len(kept):
+            break
+    resumed.send_signal(signal.SIGINT)
+    _, err = resumed.communicate(timeout=60)
+    rows = metrics_log.read_jsonl(folder / "metrics.jsonl")[len(kept) :]
+    assert rows and [row["perf/worker_restarts"] for row in rows] == [2.0] * len(rows), err
 
 
 @pytest.mark.slow

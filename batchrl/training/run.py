@@ -30,6 +30,7 @@ from batchrl.training import (
     device_memory,
     environments,
     loop,
+    metrics_log,
     reuse,
     run_folder,
     run_signals,
@@ -138,6 +139,7 @@ def train(
         _announce(rundir, programs, config.rollout_actors, budget)
         keeper = Keeper(rundir, config, state, programs.algorithm)
         restart = first_restart(programs, config, state)
+        restarted = restarts_before(rundir, int(state.env_steps))
         try:
             with keeper, progress.ticking(), run_signals.signals_kept() as received:
                 for done in range(int(state.phases) + 1, total + 1):
@@ -152,8 +154,8 @@ def train(
                         restart=restart,
                     )
                     restart = restart_after(programs, config, done)
-                    if batch_env is not None:  # Env workers replaced so far in this process.
-                        metrics["perf/worker_restarts"] = float(batch_env.restarts)
+                    if batch_env is not None:  # Env workers replaced so far.
+                        metrics["perf/worker_restarts"] = restarted + batch_env.restarts
                     env_steps = keeper.record(state, metrics)
                     progress.update(env_steps, metrics)
                     progress.print(terminal.summary_line(done, env_steps, metrics))
@@ -168,6 +170,18 @@ def train(
             keeper.save_interrupted()
             raise
         return finished(keeper, programs)
+
+
+def restarts_before(rundir: pathlib.Path | None, env_steps: int) -> float:
+    """The env workers a run replaced before the phase it resumes at, as its rows say.
+
+    A process counts those it replaces; a resumed run's count went back to 0.
+    """
+    path = None if rundir is None else run_folder.metrics(rundir)
+    if path is None or not path.exists():
+        return 0.0
+    rows = [row for row in metrics_log.read_jsonl(path) if row.get("step", 0) <= env_steps]
+    return float(rows[-1].get("perf/worker_restarts", 0.0)) if rows else 0.0
 
 
 def first_restart(programs: loop.Programs, config: TrainConfig, state: loop.RunState) -> bool:

@@ -129,6 +129,7 @@ def _train(
             opened.enter_context(progress.ticking())
             received = opened.enter_context(run_signals.signals_kept())
             restart = run.first_restart(group.solo, config, states[0])  # As `run.train`'s.
+            restarted = run.restarts_before(rundirs[0], int(states[0].env_steps))
             for done in range(begun + 1, total + 1):
                 run_signals.raise_received(received)
                 stacked, rows = _phase(group, stacked, keepers, config, done, restart, compiled)
@@ -136,7 +137,7 @@ def _train(
                 restart = run.restart_after(group.solo, config, done)  # As `run.train`'s.
                 if restarts is not None:  # Every seed's env workers replaced so far.
                     for row in rows:
-                        row["perf/worker_restarts"] = float(restarts())
+                        row["perf/worker_restarts"] = restarted + restarts()
                 for future in kept:
                     future.result()  # Raises what the last phase's records raised.
                 hosts = _to_host(group, stacked, storages)
