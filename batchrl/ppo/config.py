@@ -144,7 +144,7 @@ class Common:
         if not self.normalize_observations:
             say(("observation_clip",), "with normalize_observations off: observations stay raw")
         if spec.discrete and spec.action is None:
-            say(("init_std", "squash_mean"), "on discrete actions: a categorical policy has no std")
+            say(("init_std",), "on discrete actions: a categorical policy has no std")
         leaves = env_spec.leaves(spec.observation)
         if not any(leaf.kind == env_spec.IMAGE for leaf in leaves):
             say(("shared_encoder", "image_channels"), "on observations without images")
@@ -185,10 +185,16 @@ class PenaltyConfig(Common):
             raise ValueError(
                 f"chunk_length = {self.chunk_length} must divide max_length = {shape.max_length}"
             )
-        if self.batch_size % self.learner_devices:  # Before any folder, naming the setting.
+        # The update's minibatches: batch_size rows, or every row of a smaller memory
+        # (`penalty.update`: a slot an episode to keep and one an env, in chunks).
+        chunk = self.chunk(shape.max_length)
+        rows = (self.update_every + shape.num_envs) * (shape.max_length // chunk)
+        batch = min(self.batch_size, rows)
+        if batch % self.learner_devices:  # Before any folder, naming the settings.
             raise ValueError(
-                f"minibatches of batch_size = {self.batch_size} rows do not split over "
-                f"learner_devices = {self.learner_devices}"
+                f"minibatches of min(batch_size = {self.batch_size}, (update_every + "
+                f"num_envs) * max_length / chunk_length = {rows}) = {batch} rows do not "
+                f"split over learner_devices = {self.learner_devices}"
             )
 
 

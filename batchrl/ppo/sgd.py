@@ -171,7 +171,8 @@ def data_parallel(devices: int, batch_size: int) -> Split | None:
     if not 1 <= devices <= available:
         raise ValueError(
             f"learner_devices={devices}, but this process has {available} local device(s) "
-            f"(on CPU, XLA_FLAGS=--xla_force_host_platform_device_count=N makes N)"
+            f"(on CPU, XLA_FLAGS=--xla_force_host_platform_device_count=N makes N; a resume "
+            f"may set learner_devices anew)"
         )
     if batch_size % devices:
         raise ValueError(

@@ -315,7 +315,8 @@ UNEVEN = ["num_envs=5", "steps_per_update=6", "num_minibatches=2", "learner_devi
         ),
         (
             ["--config", "pendulum", "--set", "batch_size=15", "learner_devices=2"],
-            "minibatches of batch_size = 15 rows do not split over learner_devices = 2",
+            "minibatches of min(batch_size = 15, (update_every + num_envs) * max_length / "
+            "chunk_length = 240) = 15 rows do not split over learner_devices = 2",
         ),
         (["--timestamp", "19990101T000000"], "no run with timestamp '19990101T000000'"),
         # Refused once the run began: its folder goes too.

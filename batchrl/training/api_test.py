@@ -464,8 +464,9 @@ def test_an_id_a_module_registered_is_refused_with_a_folder_before_training(tmp_
     finally:
         gym.registry.pop("ModuleCue-v0")
     assert str(refused.value) == (
-        "env 'ModuleCue-v0' is registered by a module the train command and evaluate would "
-        "not import: give env='module:ModuleCue-v0' naming that module, or logdir=None"
+        "env 'ModuleCue-v0' is registered in this process only, which the train command and "
+        "evaluate never run: register it in a module and give env='module:ModuleCue-v0', or "
+        "logdir=None"
     )
     assert not any(tmp_path.iterdir())
 

@@ -108,15 +108,16 @@ def _registered_limit(name: str) -> int | None:
 def _say_beyond_limit(config: TrainConfig, limit: int | None) -> None:
     """A warning where `max_length` asks episodes longer than the env's own limit allows.
 
-    Episodes end at the smaller of the two, where `gym.make(id, max_episode_steps=...)`
-    would lift the registered limit: a user asking for more got the env's, unsaid.
+    Episodes end at the smaller of the two: a run asking for more (`max_length`, or a
+    `gym.make` env's `max_episode_steps`) got the env's limit, unsaid.
     """
     if limit is not None and config.max_length > limit:
         logger.warning(
-            "max_length=%d is above the %d steps env %r ends its episodes at: they end there",
-            config.max_length,
-            limit,
+            "env %r ends its episodes at its own limit of %d steps, below max_length=%d: "
+            "a limit above the env's is not taken",
             config.env,
+            limit,
+            config.max_length,
         )
 
 

@@ -205,8 +205,8 @@ def test_a_max_length_beyond_the_envs_own_limit_is_said(caplog, preset):
     config = train_config.replace(presets.get(preset), max_length=400)
     environments.check_env(config)
     assert [record.getMessage() for record in caplog.records] == [
-        "max_length=400 is above the 200 steps env 'Pendulum-v1' ends its episodes at: they "
-        "end there"
+        "env 'Pendulum-v1' ends its episodes at its own limit of 200 steps, below "
+        "max_length=400: a limit above the env's is not taken"
     ]
 
 

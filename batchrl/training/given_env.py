@@ -36,9 +36,9 @@ def check_recordable(config: TrainConfig, given: Any, logdir: Any) -> None:
         known = not config.jax_native and config.env in gym.registry
         if known and not make.found_afresh(config.env):
             raise ValueError(
-                f"env {config.env!r} is registered by a module the train command and "
-                "evaluate would not import: give env='module:"
-                f"{config.env}' naming that module, or logdir=None"
+                f"env {config.env!r} is registered in this process only, which the train "
+                "command and evaluate never run: register it in a module and give "
+                f"env='module:{config.env}', or logdir=None"
             )
         return
     if not config.jax_native and registered_in_main(config.env) is not None:

@@ -5,10 +5,17 @@ They pickle with every field, so they cross processes and Ray actors as they are
 
 from __future__ import annotations
 
+import pathlib
 import re
+import sysconfig
 from typing import Any
 
 _FRAME = re.compile(r'^\s*File "(.+?)", line (\d+)', re.MULTILINE)
+# Where code that is not the user's lives: Python's library, installed packages, batchrl.
+_LIBRARIES = tuple(
+    {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    | {str(pathlib.Path(__file__).parents[2])}
+)
 
 
 class SpaceMismatchError(ValueError, RuntimeError):
@@ -59,13 +66,17 @@ class EnvAttributeError(EnvRaisedError, AttributeError):
 
 
 def rose_at(text: str) -> str:
-    """The text " at file:line" naming traceback `text`'s last frame ("" for no frame).
+    """The text " at file:line" naming traceback `text`'s last frame of the user's code.
 
-    The one line of an env's error then says where in the user's code it rose, which
-    the train command's one line kept nowhere else.
+    The one line of an env's error then says where in the user's env it rose, which the
+    train command's one line kept nowhere else: the last frame outside Python's library,
+    installed packages and batchrl (an env's `json.loads` failing names the env's call),
+    or the last frame where every frame is theirs (a Gymnasium env's own check).
     """
     frames = _FRAME.findall(text)
-    return f" at {frames[-1][0]}:{frames[-1][1]}" if frames else ""
+    own = [frame for frame in frames if not frame[0].startswith(_LIBRARIES)]
+    file, line = (own or frames or [("", "")])[-1]
+    return f" at {file}:{line}" if file else ""
 
 
 def raised(message: str, env: str, command: str, error_type: str, text: str) -> EnvRaisedError:

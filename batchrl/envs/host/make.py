@@ -59,9 +59,17 @@ def found_afresh(name: str) -> bool:
         return True
     if name.partition("/")[0] in _NAMESPACES and "/" in name:
         return True
-    code = "import sys; from batchrl.envs.host import make; make.check_name(sys.argv[1])"
-    fresh = subprocess.run([sys.executable, "-c", code, name], capture_output=True, timeout=300)
-    return fresh.returncode == 0
+    # Exit status 3: the id is unknown there; anything else (another failure) is no
+    # evidence either way, and refuses nothing.
+    code = (
+        "import sys\nfrom batchrl.envs.host import make\n"
+        "try:\n    make.check_name(sys.argv[1])\nexcept ValueError:\n    sys.exit(3)"
+    )
+    try:
+        fresh = subprocess.run([sys.executable, "-c", code, name], capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    return fresh.returncode != 3
 
 
 def check_name(

@@ -1,4 +1,5 @@
 import functools
+import json
 import multiprocessing
 import os
 import pathlib
@@ -69,6 +70,21 @@ def test_a_second_request_before_collecting_the_first_is_refused():
         with pytest.raises(errors.EnvError, match="its step is still in flight"):
             env.step(np.zeros(1, np.float32))
         promise()
+
+
+def test_an_envs_error_is_placed_at_the_last_line_of_the_users_code():
+    # An env whose step called json.loads on bad text was placed in json's decoder.
+    json_file = os.path.join(os.path.dirname(json.__file__), "decoder.py")
+    text = (
+        "Traceback (most recent call last):\n"
+        f'  File "{errors.__file__}", line 9, in run\n'
+        '  File "/home/me/envs/walk.py", line 17, in step\n'
+        f'  File "{json_file}", line 353, in raw_decode\n'
+    )
+    assert errors.rose_at(text) == " at /home/me/envs/walk.py:17"
+    # Every frame a library's (a Gymnasium env's own check): the last one.
+    assert errors.rose_at(text.replace("/home/me/envs/walk.py", json_file)).endswith(":353")
+    assert errors.rose_at("no traceback") == ""
 
 
 @pytest.mark.parametrize("where", ["init", "reset", "step"])
