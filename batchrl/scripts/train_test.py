@@ -218,6 +218,27 @@ def test_a_resume_that_raises_steps_trains_on_as_a_run_started_with_that_budget(
         )
 
 
+def test_a_raised_budget_past_a_final_phase_that_changed_the_state_is_refused(tmp_path, capsys):
+    # With overlap the last phase trains the update left pending, and average_last keeps
+    # averaged parameters: trained on, such a run learned other updates than a run
+    # started with the larger budget, unsaid.
+    settings = ["--set", "steps=400", "overlap=on", "average_last=2"]
+    assert (
+        train.main(["--logdir", str(tmp_path), "--config", "pendulum_jax", *TINY, *settings]) == 0
+    )
+    folder = run_folder(tmp_path)
+    capsys.readouterr()
+    resume = ["--logdir", str(tmp_path), "--timestamp", folder.name.split("-")[0]]
+    assert train.main([*resume, "--set", "steps=800"]) == 1
+    assert capsys.readouterr().err == (
+        f"batchrl: error: run {folder.name!r} finished its budget of steps=400 with overlap, "
+        "whose last phase trained the update left pending and average_last=2, which averaged "
+        "its last phases' parameters: trained on, it would learn other updates than a run "
+        "started with the larger budget; start a new run\n"
+    )
+    assert run_folder_lib.read_config(folder).steps == 400
+
+
 def test_each_checkpoint_reaches_the_disk_after_the_rows_before_it(tmp_path, monkeypatch):
     # A flushed row outlives the process, not a power cut: a checkpoint fsynced after
     # unsynced rows would resume past rows that were lost.

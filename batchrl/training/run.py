@@ -124,6 +124,7 @@ def train(
             eval_env = None if evaluation is None else evaluation[0]
         programs, state = loop.build(config, env, eval_env=eval_env)
         state = restore(rundir, programs, state, env.env_spec)
+        check_raised_after_final(rundir, config, programs, int(state.phases))
         run_folder.record_budget(rundir, config)  # Once restored: a failed resume writes none.
         total = config.phases
         if int(state.phases) >= total:  # Resumed after its last phase: nothing to write.
@@ -170,6 +171,35 @@ def train(
             keeper.save_interrupted()
             raise
         return finished(keeper, programs)
+
+
+def check_raised_after_final(
+    rundir: pathlib.Path | None, config: TrainConfig, programs: loop.Programs, done: int
+) -> None:
+    """A one-line ValueError for a raised budget past a final phase that changed the state.
+
+    A run that finished its budget with overlap trained the update left pending in its
+    last phase, and one with `average_last` keeps averaged parameters: trained on, either
+    learns other updates than a run started with the larger budget.
+    """
+    if rundir is None or not (rundir / run_folder.CONFIG).exists():
+        return
+    saved = run_folder.read_config(rundir)
+    if config.steps <= saved.steps or done < saved.phases:
+        return
+    what = [
+        "overlap, whose last phase trained the update left pending" if programs.overlap else "",
+        f"average_last={config.average_last}, which averaged its last phases' parameters"
+        if config.average_last > 1
+        else "",
+    ]
+    what = [part for part in what if part]
+    if what:
+        raise ValueError(
+            f"run {rundir.name!r} finished its budget of steps={saved.steps} with "
+            f"{' and '.join(what)}: trained on, it would learn other updates than a run "
+            "started with the larger budget; start a new run"
+        )
 
 
 def restarts_before(rundir: pathlib.Path | None, env_steps: int) -> float:
