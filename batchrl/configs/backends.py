@@ -187,7 +187,8 @@ def episodes_cut_short(config: Any) -> list[str]:
     Pendulum's penalty objective on cut fragments, no episode ever ending.
     """
     span = config.batch_steps_per_phase * config.eval_every
-    if not evaluation_shares_envs(config) or span >= config.max_length:
+    longest = math.ceil(config.max_length / config.action_repeat)  # In the policy's steps.
+    if not evaluation_shares_envs(config) or span >= longest:
         return []
     if config.phases <= config.eval_every:  # No evaluation before the last phase.
         return []

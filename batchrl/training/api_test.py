@@ -669,6 +669,12 @@ def test_a_setting_its_backend_never_reads_is_a_one_line_warning(preset, setting
             "batch step 10 of max_length=200: raise phase_steps or eval_every",
         ),
         ("pendulum", {"phase_steps": 7, "eval_every": 200}, None),
+        # 150 of the policy's steps a phase, each 2 of the env's: episodes of 100 end.
+        (
+            "pendulum",
+            {"action_repeat": 2, "num_envs": 4, "phase_steps": 600, "eval_every": 1},
+            None,
+        ),
         ("pendulum_jax", {"phase_steps": 7}, None),  # Evaluation has its own envs.
         ("pendulum", {}, None),
     ],
