@@ -312,6 +312,7 @@ def _train_together(args: argparse.Namespace) -> int:
             for one in ones:
                 one.timestamp = seed_timestamp(args.timestamp, one.seed)
                 runs.append(resumed_run(one))
+            api.say_overlap_together(runs[0][1])  # New folders skip `api.start_together`.
         except Exception:  # A seed refused: the folders made for the seeds before it go.
             for rundir, _ in runs:
                 if rundir not in before:

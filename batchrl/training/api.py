@@ -302,11 +302,7 @@ def start_together(
     from batchrl.training import together  # After the limit.
 
     together.check_configs(configs)
-    if configs[0].overlap == "on":
-        logger.warning(
-            "overlap='on' is not used when seeds train together: their one program acts "
-            "and learns in turn (train each seed on its own to overlap)"
-        )
+    say_overlap_together(configs[0])
     start(configs[0], name, None, env=env)  # The env checked once: the seeds share it.
     if logdir is None:
         return [None] * len(configs)
@@ -324,6 +320,15 @@ def start_together(
             for folder in made:
                 shutil.rmtree(folder)
     raise FileExistsError(f"no free timestamp for {name} in {logdir} after {stamp}.999")
+
+
+def say_overlap_together(config: TrainConfig) -> None:
+    """A one-line warning for `overlap=on`, which seeds together never do."""
+    if config.overlap == "on":
+        logger.warning(
+            "overlap='on' is not used when seeds train together: their one program acts "
+            "and learns in turn (train each seed on its own to overlap)"
+        )
 
 
 def _check_logdir(logdir: str | os.PathLike | None) -> None:

@@ -175,16 +175,22 @@ def test_a_deleted_seed_folder_does_not_send_the_other_seeds_back_to_the_start(t
     assert not (tmp_path / "s2-pendulum_jax").exists()
 
 
-def test_a_together_run_resumes_with_its_folders_timestamp_added(tmp_path, capsys):
+def test_a_together_run_resumes_with_its_folders_timestamp_added(tmp_path, capsys, caplog):
     args = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--seeds", "1", "2"]
-    args += [*(x for a in PENALTY for x in ("--set", a)), "--set", "steps=400"]
+    args += [*(x for a in PENALTY for x in ("--set", a)), "--set", "steps=400", "overlap=on"]
     assert train.main(args) == 0
     folders = sorted(path.name for path in tmp_path.iterdir())
     stamp = folders[0].split("-seed")[0]
     assert folders == [f"{stamp}-seed1-pendulum_jax", f"{stamp}-seed2-pendulum_jax"]
     files = sorted(tmp_path.glob("*/*"))
     capsys.readouterr()
+    caplog.clear()
     assert train.main([*args, "--timestamp", stamp]) == 0  # As docs/training.md says.
+    # overlap=on, which seeds together never do, is said on this path too.
+    assert [r.getMessage() for r in caplog.records if "overlap='on'" in r.getMessage()] == [
+        "overlap='on' is not used when seeds train together: their one program acts and "
+        "learns in turn (train each seed on its own to overlap)"
+    ]
     assert sorted(path.name for path in tmp_path.iterdir()) == folders
     for folder in folders:  # Finished: resumed at its last phase, nothing trained again.
         assert len((tmp_path / folder / "metrics.jsonl").read_text().splitlines()) == 2
