@@ -147,7 +147,7 @@ def test_an_env_exception_keeps_the_workers_traceback(cluster):
         # Its worker's pid is on the actor's node, which the first line names.
         first = str(caught.value).splitlines()[0]
         node = r"\(in the Ray actor on node [0-9a-f]{8}\)$"
-        assert re.search(r"worker pid \d+\) during step\) " + node, first), first
+        assert re.search(r"worker pid \d+\) during step at \S+mock\.py:\d+\) " + node, first), first
         env.reset(seed=1)  # The batch steps on, each later step's infos its own.
         for _ in range(3):
             assert env.step(np.zeros((2, 2), np.float32))[4] == {}
