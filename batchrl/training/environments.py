@@ -35,6 +35,11 @@ from batchrl.training import placement
 
 logger = logging.getLogger("batchrl.training")
 _NO_LIMIT = 2**62  # Above any max_length: an id registered with no step limit.
+# Gymnasium's normalising wrappers, by the setting that has batchrl normalise the same.
+_NORMALISERS = {
+    "NormalizeObservation": "normalize_observations",
+    "NormalizeReward": "normalize_rewards",
+}
 
 # Eval envs of their own draw their seeds from the run's seed plus this, so they start
 # no game as any run's training envs do (whose seeds come from seeds below it).
@@ -127,10 +132,8 @@ def _say_normalised_twice(config: TrainConfig, one: Any, env: Any) -> None:
     The learner normalises inside the compiled program; a `NormalizeReward` of the
     user's made the returns reported its normalised ones, and both learned on twice.
     """
-    normalisers = {"NormalizeObservation": "normalize_observations"}
-    normalisers["NormalizeReward"] = "normalize_rewards"
     while isinstance(one, gym.Wrapper):
-        setting = normalisers.get(type(one).__name__)
+        setting = _NORMALISERS.get(type(one).__name__)
         if setting is not None and getattr(config.algorithm, setting, False):
             logger.warning(
                 "env %r is wrapped in %s and %s=true normalises again: set %s=false or drop "
