@@ -172,6 +172,7 @@ def test_a_preset_sets_nothing_its_env_leaves_unread(name, caplog):
     # A setting no code reads on the preset's env is said at start (`unread`, and a
     # max_length beyond the env's own limit): reacher_clipped's max_length=1000 was one.
     config = presets.get(name)
-    spec = environments.check_env(config)
+    checked, spec = environments.check_run(config)
+    assert checked == config
     assert config.algorithm.unread(spec) == []
     assert [record.getMessage() for record in caplog.records] == []

@@ -151,7 +151,7 @@ def new_run(
         raise UsageError("give --config NAME for a new run (see --list), or --timestamp to resume")
     config = requested_config(args)
     try:
-        rundir = api.start(config, config_name(args), args.logdir, timestamp)
+        config, rundir = api.start(config, config_name(args), args.logdir, timestamp)
     except FileExistsError as error:
         raise UsageError(f"run folder {error.filename!r} exists already") from None
     return rundir, config
@@ -324,7 +324,7 @@ def _train_together(args: argparse.Namespace) -> int:
                 "give --config NAME for a new run (see --list), or --timestamp to resume"
             )
         seed_configs = [requested_config(one) for one in ones]
-        rundirs = api.start_together(seed_configs, config_name(args), args.logdir)
+        seed_configs, rundirs = api.start_together(seed_configs, config_name(args), args.logdir)
         runs = list(zip(rundirs, seed_configs, strict=True))
     with compile_signals.stopping():
         api.limit_xla_threads(runs[0][1])

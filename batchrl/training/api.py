@@ -95,7 +95,7 @@ def train(
         return _train_together(config, env, steps, check_seeds(seeds), logdir, settings)
     config, name, given = configure(config, env=env, steps=steps, seed=seed, **settings)
     given_env.check_recordable(config, given, logdir)
-    rundir = start(config, name, logdir, env=given)
+    config, rundir = start(config, name, logdir, env=given)
     from batchrl.training import run  # Starts JAX's backends: after `start`'s thread limit.
 
     with compile_signals.stopping(), run_folder.removed_if_refused([rundir]):
@@ -203,7 +203,7 @@ def _train_together(
     configs = [config for config, _, _ in made]
     _, name, given = made[0]
     given_env.check_recordable(configs[0], given, logdir)
-    rundirs = start_together(configs, name, logdir, env=given)
+    configs, rundirs = start_together(configs, name, logdir, env=given)
     from batchrl.training import together_run  # Starts JAX's backends: after the limit.
 
     with compile_signals.stopping(), run_folder.removed_if_refused(rundirs):
@@ -268,29 +268,33 @@ def start(
     logdir: str | os.PathLike | None,
     timestamp: str | None = None,
     env: Any = None,
-) -> pathlib.Path | None:
+) -> tuple[TrainConfig, pathlib.Path | None]:
     """Checks the env, then makes the run folder `<logdir>/<timestamp>-<name>` (None without).
 
-    A refused env or space leaves no folder behind; a setting the backend ignores, and
-    evaluations that cut every training episode short, are one-line warnings.
+    Returns the config as the run trains it (`max_length` at most the env's own limit)
+    and the folder. A refused env or space leaves no folder behind; a setting the backend
+    ignores, and evaluations that cut every training episode short, are one-line warnings.
     """
     _check_logdir(logdir)
-    for line in [*backends.unused(config), *backends.episodes_cut_short(config)]:
+    for line in backends.unused(config):
         logger.warning("%s", line)
     limit_xla_threads(config)
     from batchrl.training import environments  # Starts JAX's backends: after the limit.
 
-    for line in config.algorithm.unread(environments.check_env(config, env)):
+    config, spec = environments.check_run(config, env)  # Episodes as long as they run:
+    for line in [*backends.episodes_cut_short(config), *config.algorithm.unread(spec)]:
         logger.warning("%s", line)
     if logdir is None:
-        return None
-    return run_folder.create(logdir, config, name, timestamp)
+        return config, None
+    return config, run_folder.create(logdir, config, name, timestamp)
 
 
 def start_together(
     configs: list[TrainConfig], name: str, logdir: str | os.PathLike | None, env: Any = None
-) -> list[pathlib.Path | None]:
+) -> tuple[list[TrainConfig], list[pathlib.Path | None]]:
     """Checks the seeds' configs and env, then makes a folder a seed, stamped alike.
+
+    Returns the configs as the seeds train them (`start`'s) and their folders.
 
     `<logdir>/<timestamp>-seed<seed>-<name>`; the timestamp gets `.1`, `.2`, ... when
     a folder of it exists (a together-run started in the same second), as a solo run's.
@@ -303,9 +307,10 @@ def start_together(
 
     together.check_configs(configs)
     say_overlap_together(configs[0])
-    start(configs[0], name, None, env=env)  # The env checked once: the seeds share it.
+    checked, _ = start(configs[0], name, None, env=env)  # Once: the seeds share the env.
+    configs = [dataclasses.replace(one, max_length=checked.max_length) for one in configs]
     if logdir is None:
-        return [None] * len(configs)
+        return configs, [None] * len(configs)
     stamp = datetime.datetime.now().strftime(run_folder.TIMESTAMP_FORMAT)
     for count in range(1000):
         timestamp = f"{stamp}.{count}" if count else stamp
@@ -315,7 +320,7 @@ def start_together(
                 made.append(
                     run_folder.create(logdir, config, name, f"{timestamp}-seed{config.seed}")
                 )
-            return made
+            return configs, made
         except FileExistsError:  # Another run took this timestamp: none of ours keeps it.
             for folder in made:
                 shutil.rmtree(folder)

@@ -653,7 +653,7 @@ def test_a_box_action_of_rank_two_trains_and_acts_in_its_shape():
 def test_a_setting_its_backend_never_reads_is_a_one_line_warning(preset, settings, lines, caplog):
     config, name, _ = api.configure(preset, **settings)
     caplog.set_level("WARNING", logger="batchrl")
-    assert api.start(config, name, None) is None
+    assert api.start(config, name, None) == (config, None)
     said = [record.getMessage() for record in caplog.records]
     assert [line for line in said if " is not used " in line] == lines
 
@@ -676,6 +676,8 @@ def test_a_setting_its_backend_never_reads_is_a_one_line_warning(preset, setting
             None,
         ),
         ("pendulum_jax", {"phase_steps": 7}, None),  # Evaluation has its own envs.
+        # Phases of 300 batch steps: Pendulum's episodes end at its own 200, not at 400.
+        ("pendulum", {"max_length": 400, "phase_steps": 9000, "eval_every": 1}, None),
         ("pendulum", {}, None),
     ],
 )
@@ -684,7 +686,7 @@ def test_evaluations_that_cut_every_training_episode_short_are_a_one_line_warnin
 ):
     config, name, _ = api.configure(preset, **settings)
     caplog.set_level("WARNING", logger="batchrl")
-    assert api.start(config, name, None) is None
+    assert api.start(config, name, None)[1] is None
     said = [record.getMessage() for record in caplog.records]
     assert [text for text in said if text.startswith("evaluation every")] == [line] * bool(line)
 
@@ -693,7 +695,7 @@ def test_overlap_on_with_seeds_together_is_a_one_line_warning(caplog):
     # A together-run is one program with overlap off: `on` was dropped without a word.
     configs = [api.configure("pendulum_jax", seed=seed, overlap="on")[0] for seed in (0, 1)]
     caplog.set_level("WARNING", logger="batchrl")
-    assert api.start_together(configs, "pendulum_jax", None) == [None, None]
+    assert api.start_together(configs, "pendulum_jax", None) == (configs, [None, None])
     assert [record.getMessage() for record in caplog.records] == [
         "overlap='on' is not used when seeds train together: their one program acts and "
         "learns in turn (train each seed on its own to overlap)"

@@ -15,6 +15,7 @@ env constructor, or a JAX-native env (`jax_env.Env`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import threading
 import traceback
@@ -69,17 +70,42 @@ def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:
     Unknown names, missing extras and unsupported spaces are refused with one line before
     a run folder or a worker exists.
     """
+    return _checked(config, env)[0]
+
+
+def check_run(config: TrainConfig, env: Any = None) -> tuple[TrainConfig, EnvSpec]:
+    """`check_env`'s spec, and `config` with `max_length` no longer than the env's own limit.
+
+    Episodes end at the smaller of the two, but `max_length` sizes the phases, the episode
+    memory and each eval round: pendulum_jax with `max_length=10000000` ran out of memory
+    for episodes of 200 steps. Taking the env's limit is a one-line warning.
+    """
+    spec, limit = _checked(config, env)
+    if limit is None or config.max_length <= limit:
+        return config, spec
+    logger.warning(
+        "env %r ends its episodes at its own limit of %d steps, below max_length=%d: "
+        "max_length=%d is taken",
+        config.env,
+        limit,
+        config.max_length,
+        limit,
+    )
+    return dataclasses.replace(config, max_length=limit), spec
+
+
+def _checked(config: TrainConfig, env: Any) -> tuple[EnvSpec, int | None]:
+    """The env's spec and its own step limit (None: none, or a given Gymnasium env's)."""
     check_env_name(config, env)
     _check_ray(config)
     with _extra_named():
         if config.jax_native:
             native = _jax_native(config, env)
-            _say_beyond_limit(config, native.max_length)
-            return native.env_spec
+            return native.env_spec, native.max_length
         if config.backend == "ale" and env is None:
             with BatchEnv.atari(config.env, 1, threads=1, **config.env_kwargs) as game:
                 observed = game.single_observation_space, game.single_action_space
-                return spaces.env_spec(*observed, config.env)
+                return spaces.env_spec(*observed, config.env), None
         try:
             with mujoco_warnings.routed():
                 one = make.Make(env or config.env, config.max_length, kwargs=config.env_kwargs)()
@@ -92,11 +118,11 @@ def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:
                 # A keyword an env of **kwargs passes on and refuses.
                 raise ValueError(f"env {config.env!r} refused env_kwargs: {error}") from None
             raise ValueError(_build_failed(env or config.env, error)) from error
-        if env is None:
-            _say_beyond_limit(config, _registered_limit(config.env))
+        limit = _registered_limit(config.env) if env is None else None
         try:
             _say_normalised_twice(config, one, env or config.env)
-            return spaces.env_spec(one.observation_space, one.action_space, spaces.env_name(one))
+            spec = spaces.env_spec(one.observation_space, one.action_space, spaces.env_name(one))
+            return spec, limit
         finally:
             _close(one, env or config.env, config.worker_timeout)
 
@@ -108,22 +134,6 @@ def _registered_limit(name: str) -> int | None:
     except gym.error.Error:  # A `module:Class`: no registered limit.
         return None
     return None if limit == _NO_LIMIT else limit
-
-
-def _say_beyond_limit(config: TrainConfig, limit: int | None) -> None:
-    """A warning where `max_length` asks episodes longer than the env's own limit allows.
-
-    Episodes end at the smaller of the two: a run asking for more (`max_length`, or a
-    `gym.make` env's `max_episode_steps`) got the env's limit, unsaid.
-    """
-    if limit is not None and config.max_length > limit:
-        logger.warning(
-            "env %r ends its episodes at its own limit of %d steps, below max_length=%d: "
-            "a limit above the env's is not taken",
-            config.env,
-            limit,
-            config.max_length,
-        )
 
 
 def _say_normalised_twice(config: TrainConfig, one: Any, env: Any) -> None:

@@ -199,15 +199,24 @@ def test_a_normaliser_in_the_envs_wrappers_that_batchrl_repeats_is_said(caplog, 
 
 
 @pytest.mark.parametrize("preset", ["pendulum", "pendulum_jax"])
-def test_a_max_length_beyond_the_envs_own_limit_is_said(caplog, preset):
+@pytest.mark.parametrize("max_length", [400, 10_000_000])
+def test_a_max_length_beyond_the_envs_own_limit_is_said_and_the_limit_taken(
+    caplog, preset, max_length
+):
     # Gymnasium's max_episode_steps lifts an id's limit; max_length ended episodes at the
-    # smaller of the two, unsaid, so a run asking for 400 steps got Pendulum's 200.
-    config = train_config.replace(presets.get(preset), max_length=400)
-    environments.check_env(config)
+    # smaller of the two, unsaid, so a run asking for 400 steps got Pendulum's 200. And
+    # max_length still sized phases and eval rounds: 10,000,000 ran out of memory.
+    config = train_config.replace(presets.get(preset), max_length=max_length)
+    checked, spec = environments.check_run(config)
     assert [record.getMessage() for record in caplog.records] == [
         "env 'Pendulum-v1' ends its episodes at its own limit of 200 steps, below "
-        "max_length=400: a limit above the env's is not taken"
+        f"max_length={max_length}: max_length=200 is taken"
     ]
+    assert spec == environments.check_env(config)
+    own = presets.get(preset)  # Its max_length is the env's own limit.
+    assert (checked.max_length, own.max_length) == (200, 200)
+    assert checked.batch_steps_per_phase == own.batch_steps_per_phase
+    assert checked.eval_batch_steps == own.eval_batch_steps == 200
 
 
 @pytest.mark.parametrize(
