@@ -117,7 +117,13 @@ def update_normalizer(observation: Any, obs_norm: NormTree, obs: ObsTree) -> Nor
 
 def normalized_states(obs_norm: NormTree) -> list[normalizer.NormalizerState]:
     """The statistics of the normalised leaves, in `jax.tree.leaves` order."""
-    return [state for state in env_spec_lib.leaves(obs_norm) if state is not None]
+    return [state for _, state in normalized_paths(obs_norm)]
+
+
+def normalized_paths(obs_norm: NormTree) -> list[tuple[str, normalizer.NormalizerState]]:
+    """(path, statistics) of the normalised leaves: `obs`, `obs["position"]`, ..."""
+    paths = env_spec_lib.leaf_paths(obs_norm)
+    return [(path, state) for path, state in paths if state is not None]
 
 
 def features(

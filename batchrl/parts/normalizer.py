@@ -21,6 +21,7 @@ from collections.abc import Sequence
 import flax.struct
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 VAR_FLOOR = 1e-8
 """The smallest variance `std` reports, so that a constant feature does not divide by zero."""
@@ -168,3 +169,22 @@ def check_finite(state: NormalizerState) -> jax.Array:
     """
     leaves = jax.tree.leaves(state)
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in leaves]))
+
+
+def non_finite(state: NormalizerState, name: str) -> str | None:
+    """What made the statistics of stream `name` non-finite, in words; None if they are not.
+
+    On the host, after a phase. A finite mean beside an infinite `var_sum` is a stream of
+    finite values too large for float32's squares (about 1.8e19 and above, 1e30
+    observations); any other is a NaN or inf in the stream itself. The elements named
+    are those of the stream's shape (`obs[1]` of a Box of shape (3,)).
+    """
+    mean, var_sum = np.asarray(state.mean), np.asarray(state.var_sum)
+    bad = ~np.isfinite(mean) | ~np.isfinite(var_sum)
+    if not bad.any():
+        return None
+    where = [name + "".join(f"[{i}]" for i in index) for index in np.argwhere(bad)[:3]]
+    named = ", ".join(where) + (f" ({int(bad.sum())} elements)" if bad.sum() > 3 else "")
+    if np.isfinite(mean[bad]).all():
+        return f"{named} reached the normaliser too large for float32 statistics: scale them"
+    return f"{named} reached the normaliser non-finite (NaN or inf): check them"

@@ -116,6 +116,28 @@ def test_check_finite():
     assert not bool(jax.jit(normalizer.check_finite)(bad))
 
 
+def test_non_finite_tells_a_nan_from_numbers_too_large_for_float32():
+    # Observations of 1e30 are finite, but their squares overflow float32: the error
+    # said the env's observations were non-finite, and named no element.
+    state = normalizer.update(normalizer.init((3,)), jnp.ones((4, 3)))
+    assert normalizer.non_finite(state, "obs") is None
+    huge = normalizer.update(state, jnp.array([[1.0, 1e30, 1.0]]))
+    assert not bool(normalizer.check_finite(huge))
+    assert normalizer.non_finite(huge, "obs") == (
+        "obs[1] reached the normaliser too large for float32 statistics: scale them"
+    )
+    nan = normalizer.update(state, jnp.array([[np.nan, 1.0, np.inf]]))
+    assert normalizer.non_finite(nan, 'obs["position"]') == (
+        'obs["position"][0], obs["position"][2] reached the normaliser non-finite (NaN or '
+        "inf): check them"
+    )
+    many = normalizer.update(normalizer.init((2, 3)), jnp.full((1, 2, 3), np.nan))
+    assert normalizer.non_finite(many, "obs") == (
+        "obs[0][0], obs[0][1], obs[0][2] (6 elements) reached the normaliser non-finite "
+        "(NaN or inf): check them"
+    )
+
+
 def test_rejects_wrong_shapes():
     state = normalizer.init(SHAPE)
     with pytest.raises(ValueError, match="batch"):

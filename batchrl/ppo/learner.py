@@ -106,18 +106,26 @@ def check_finite(learner: Learner, metrics: dict[str, float], env_steps: int) ->
     quantities.update({name: metrics[name] for name in learner.metrics})
     bad = [f"{name} ({value})" for name, value in quantities.items() if not math.isfinite(value)]
     if bad:
-        # A normaliser's statistics read the env's own numbers: a NaN, inf or None there.
-        read = [
-            what for what, ok in zip(("observations", "rewards"), finite[1:], strict=True) if not ok
-        ]
+        # A normaliser's statistics read the env's own numbers: a NaN, inf or None there,
+        # or finite numbers too large for float32 statistics.
+        said = [] if finite[1] else _normaliser_said(learner.obs_norm)
+        if not finite[2]:
+            said.append(normalizer.non_finite(jax.device_get(learner.reward_norm), "rewards"))
         hint = (
-            f"the env's {' and '.join(read)} reached the normaliser non-finite: check them"
-            if read
+            "the env's " + "; the env's ".join(said)
+            if said
             else "lower the learning rate or check the env's observations and rewards"
         )
         raise FloatingPointError(
             f"{', '.join(bad)} became non-finite by env step {env_steps}; {hint}"
         )
+
+
+def _normaliser_said(obs_norm: Any) -> list[str]:
+    """What made each non-finite observation leaf's statistics so (`normalizer.non_finite`)."""
+    paths = jax.device_get(encoder.normalized_paths(obs_norm))
+    said = [normalizer.non_finite(state, path) for path, state in paths]
+    return [f"observations {line}" for line in said if line is not None]
 
 
 @jax.jit

@@ -11,7 +11,7 @@ import pytest
 from batchrl import bridge
 from batchrl.envs import BatchEnv, spaces
 from batchrl.envs.jax import classic, jax_env
-from batchrl.parts import episode_memory
+from batchrl.parts import episode_memory, normalizer
 from batchrl.ppo import acting, agent_networks, clipped_test, penalty
 from batchrl.ppo import config as config_lib
 from batchrl.ppo import learner as learner_lib
@@ -85,6 +85,14 @@ def test_a_non_finite_normaliser_points_at_the_envs_numbers_not_the_learning_rat
     said = r"^reward_norm statistics \(nan\) became .*; the env's rewards reached the normaliser"
     with pytest.raises(FloatingPointError, match=said):
         learner_lib.check_finite(broken, zeros, 40)
+    # Observations of 1e30: finite, too large for float32 statistics, named by element.
+    huge = normalizer.update(learner.obs_norm, jnp.array([[1.0, 1e30, 0.0]]))
+    said = (
+        r"^obs_norm statistics \(nan\) became non-finite by env step 40; the env's "
+        r"observations obs\[1\] reached the normaliser too large for float32 statistics"
+    )
+    with pytest.raises(FloatingPointError, match=said):
+        learner_lib.check_finite(learner.replace(obs_norm=huge), zeros, 40)
     broken = learner.replace(params=jax.tree.map(nan, learner.params))
     with pytest.raises(FloatingPointError, match=r"^parameters \(nan\) .*; lower the learning"):
         learner_lib.check_finite(broken, zeros, 40)
