@@ -110,8 +110,18 @@ def test_settings_that_constrain_each_other_hold_in_any_order(order):
     assert config == train_config.replace(pendulum, objective="clipped", **typed)
     assert (config.num_envs, config.algorithm.num_minibatches) == (4, 2)
     assert config.algorithm.steps_per_update == 25
-    with pytest.raises(ValueError, match="must divide into num_minibatches = 3"):
+    with pytest.raises(ValueError, match=r"^num_minibatches = 3 must divide num_envs \* "):
         overrides.parse_overrides(pendulum, ["objective=clipped", *order, "num_minibatches=3"])
+
+
+def test_clipped_minibatches_of_one_row_are_refused_where_advantages_are_standardised():
+    # One advantage standardised is 0: with minibatches of one row the policy never moved.
+    pendulum = presets.get("pendulum")
+    one_row = ["objective=clipped", "num_envs=2", "steps_per_update=4", "num_minibatches=8"]
+    with pytest.raises(ValueError, match="= 1 row standardise each advantage to 0"):
+        overrides.parse_overrides(pendulum, one_row)
+    raw = overrides.parse_overrides(pendulum, [*one_row, "normalize_advantages=false"])
+    assert raw.algorithm.num_minibatches == 8
 
 
 def test_set_reads_integers_exactly_and_in_scientific_notation():

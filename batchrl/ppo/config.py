@@ -253,14 +253,23 @@ class ClippedConfig(Common):
             raise ValueError(f"final_discount must be in (0, 1] or None, got {self.final_discount}")
 
     def check(self, shape: RunShape) -> None:
-        """Minibatches must divide the rollout."""
+        """Minibatches must divide the rollout, and hold two rows to standardise advantages.
+
+        One row's advantage standardised is 0: every update's policy gradient was zero.
+        """
         batch_steps = shape.num_envs * self.steps_per_update
         if batch_steps % self.num_minibatches:
             raise ValueError(
-                f"num_envs * steps_per_update = {batch_steps} must divide into "
-                f"num_minibatches = {self.num_minibatches}"
+                f"num_minibatches = {self.num_minibatches} must divide num_envs * "
+                f"steps_per_update = {batch_steps} into minibatches of equal rows"
             )
         rows = batch_steps // self.num_minibatches
+        if rows == 1 and self.normalize_advantages:
+            raise ValueError(
+                f"minibatches of num_envs * steps_per_update / num_minibatches = 1 row "
+                f"standardise each advantage to 0, so the policy learns nothing: lower "
+                f"num_minibatches = {self.num_minibatches} or set normalize_advantages=false"
+            )
         if rows % self.learner_devices:  # Before any folder, naming the settings.
             raise ValueError(
                 f"minibatches of num_envs * steps_per_update / num_minibatches = {rows} rows "
