@@ -57,6 +57,7 @@ def linear(low: Sequence[float] | None, high: Sequence[float] | None, size: int)
 
 def _inward(bound: np.ndarray, toward: float) -> np.ndarray:
     """`bound` in float32, moved one step `toward` the inside where float32 rounded it out."""
-    rounded = bound.astype(np.float32)
+    with np.errstate(over="ignore"):  # A float64 bound past float32's range: inf, moved in.
+        rounded = bound.astype(np.float32)
     outside = rounded < bound if toward > 0 else rounded > bound
     return np.where(outside, np.nextafter(rounded, np.float32(toward)), rounded)

@@ -1,6 +1,7 @@
 """A policy's actions land inside every Box: half-bounded, float64, integer; trained and loaded."""
 
 import functools
+import warnings
 
 import gymnasium as gym
 import jax.numpy as jnp
@@ -31,9 +32,12 @@ def test_a_float64_bound_float32_cannot_hold_is_not_crossed():
 def test_bounds_further_apart_than_float32_holds_pass_the_draw_as_unbounded_ones_do():
     # float32's largest value each way, a common "unbounded": the span overflowed, and
     # every action came out at a bound (a draw of exactly -1 as NaN).
+    # And 1e300, past float32's range, without numpy's overflow warning to the user.
     largest = float(np.finfo(np.float32).max)
     for low, high in ((-largest, largest), (0.0, 1e300)):
-        mapped = np.asarray(box_actions.onto_box(X, (low,), (high,)))[:, 0]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            mapped = np.asarray(box_actions.onto_box(X, (low,), (high,)))[:, 0]
         np.testing.assert_array_equal(mapped, np.clip(np.asarray(X[:, 0]), low, None))
 
 
