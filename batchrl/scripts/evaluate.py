@@ -42,7 +42,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         prog="python -m batchrl.scripts.evaluate", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--logdir", required=True, help="the run folder, DIR/<timestamp>-<config>")
-    parser.add_argument("--episodes", type=int, default=64, help="episodes per checkpoint")
+    parser.add_argument(
+        "--episodes",
+        type=int,
+        default=64,
+        help="at least this many episodes per checkpoint, in whole rounds of the run's "
+        "num_envs (default: 64)",
+    )
     parser.add_argument(
         "--phases",
         type=int,
