@@ -129,15 +129,15 @@ def restore(
 ) -> loop.RunState:
     """The run folder's newest good checkpoint placed as `state` is; `state` when none.
 
-    Writes the env's spec into the folder first, as every run does. Checkpoints of which
-    none loads are a CheckpointError that says what to do.
+    Writes the env's spec into the folder once its checkpoints load (a resume refused for
+    an edited config left the other env's spec, and the folder would not load when put
+    back). Checkpoints of which none loads are a CheckpointError that says what to do.
     """
     if rundir is None:
         return state
     run_folder.remove_partial_files(rundir)  # A killed run's; this one holds the folder.
     # A row it was writing: cut here, said once, before the readers below would skip it.
     metrics_log.drop_partial_line(run_folder.metrics(rundir))
-    run_folder.write_spec(rundir, spec)
     directory = run_folder.checkpoints(rundir)
     try:
         restored = checkpoint.load_latest(directory, state)
@@ -148,6 +148,7 @@ def restore(
         raise checkpoint.CheckpointError(
             f"{error}; {config}move {str(directory)!r} away to train the run again from its start"
         ) from None
+    run_folder.write_spec(rundir, spec)
     if restored is None:
         _say_rows_replaced(rundir)
         return state

@@ -140,8 +140,13 @@ def test_a_resume_whose_checkpoints_none_load_says_what_to_do(tmp_path):
     # Checkpoints of a config since edited (another env count): the config is what to mend.
     other = jax_mock.CountingBatch(DURATIONS[:2])
     checkpoint.save(directory, 2, built(other, max_length=4)[1], 3)
+    # The run's own spec stays: rewritten with the edited config's, the folder put back
+    # would not load.
+    run_folder.write_spec(tmp_path, jax_mock.DictCountingBatch(DURATIONS[:2]).env_spec)
+    spec = (tmp_path / run_folder.SPEC).read_bytes()
     with pytest.raises(checkpoint.CheckpointError) as raised:
         keeper.restore(tmp_path, programs, state, env.env_spec)
+    assert (tmp_path / run_folder.SPEC).read_bytes() == spec
     message = str(raised.value)
     assert ": structure mismatch at /" in message
     assert message.endswith(
