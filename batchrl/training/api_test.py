@@ -596,9 +596,7 @@ def test_a_frame_not_as_the_env_gives_it_is_refused_not_cast(tmp_path):
     for scaled, start in bad:
         with pytest.raises(ValueError) as error:
             policy.act({**obs, "frame": scaled})
-        assert str(error.value).startswith(
-            f"{start}: this leaf is uint8, 0 to 255, as the env gives it"
-        )
+        assert str(error.value).startswith(f"{start}: this leaf takes uint8 values, 0 to 255")
 
 
 @pytest.mark.slow

@@ -156,10 +156,13 @@ class Policy:
         if self._acting is None:
             return
         size = _num_envs(self._acting)
-        mask = np.ones(size, bool) if mask is None else np.asarray(mask, bool)
-        if mask.size != size:
-            raise ValueError(f"reset's mask has shape {mask.shape}: the policy acts on {size} envs")
-        mask = mask.reshape(size)
+        raw = np.ones(size, bool) if mask is None else np.asarray(mask)
+        if raw.size != size:
+            raise ValueError(f"reset's mask has shape {raw.shape}: the policy acts on {size} envs")
+        other = raw[~np.isin(raw, (0, 1))] if raw.dtype != bool else ()
+        if len(other):  # 2 was read as True.
+            raise ValueError(f"reset's mask holds {other[0].item()!r}: True/False or 1/0 only")
+        mask = raw.astype(bool).reshape(size)
         self._acting = self._begin(self._acting, jnp.asarray(mask))
 
 
@@ -193,6 +196,8 @@ def load(rundir: str | os.PathLike, *, best: bool = False) -> Policy:
     rundir = pathlib.Path(rundir)
     config = run_folder.read_config(rundir)
     directory = run_folder.checkpoints(rundir)
+    if not isinstance(best, bool | np.bool_):  # "False", from a flag or a file, was true.
+        raise ValueError(f"best is True or False, got {best!r}")
     path = run_folder.best(rundir) if best else None
     if not best and not checkpoint.steps(directory):
         raise run_folder.RunFolderError(f"run folder {str(rundir)!r} has no checkpoint yet")
@@ -363,7 +368,8 @@ def _check_values(path: str, leaf: env_spec_lib.ObsLeaf, array: np.ndarray) -> N
         if dtype.kind not in "iu" or array.dtype.kind not in "iuf":
             return
         info = np.iinfo(dtype)
-        allowed = f"this leaf is {dtype}, {info.min} to {info.max}, as the env gives it"
+        # The policy's dtype: an int64 Box's leaf is int32, as compiled code takes it.
+        allowed = f"this leaf takes {dtype} values, {info.min} to {info.max}"
         if array.dtype.kind == "f":  # As Gymnasium's Box.contains refuses it.
             raise ValueError(f"{path} is {array.dtype}: {allowed} (not scaled)")
         bad = (array < info.min) | (array > info.max)

@@ -59,6 +59,17 @@ def test_predict_samples_by_default_and_acts_as_act_when_deterministic(run):
     np.testing.assert_array_equal(policy.act(obs, deterministic=np.True_), action)
 
 
+def test_a_flag_read_as_a_string_or_a_number_is_refused_not_taken_as_true(run):
+    # "False" from a command line or a file was true: the best checkpoint loaded.
+    with pytest.raises(ValueError, match=r"^best is True or False, got 'False'$"):
+        batchrl.load(run.rundir, best="False")
+    policy = batchrl.load(run.rundir, best=np.False_)
+    policy.act(np.zeros((3, 3), np.float32))
+    policy.reset([0, 1, 0])  # 1/0 as True/False, as a vector env's done flags come.
+    with pytest.raises(ValueError, match=r"^reset's mask holds 2: True/False or 1/0 only$"):
+        policy.reset(np.array([0, 2, 0]))
+
+
 def test_predict_carries_the_state_it_is_given_as_sb3s_recurrent_policies_do(caplog):
     # predict read no state: two loops of envs on one policy acted on each other's carry,
     # and an episode_start of the wrong size was skipped without a word.
