@@ -118,15 +118,39 @@ def film_env(config):
     check_filmable(config)
     from batchrl.envs.host import make
 
-    env = make.Make(
-        config.env,
-        config.max_length,
-        render_mode="rgb_array",
-        action_repeat=config.action_repeat,
-        kwargs=config.env_kwargs,
-    )()
+    try:
+        env = make.Make(
+            config.env,
+            config.max_length,
+            render_mode="rgb_array",
+            action_repeat=config.action_repeat,
+            kwargs=config.env_kwargs,
+        )()
+    except TypeError as error:  # A constructor of one's own without the keyword.
+        if "render_mode" not in str(error):
+            raise
+        raise UsageError(
+            f"env {config.env!r} takes no render_mode: visualize builds it with "
+            "render_mode='rgb_array' to film it"
+        ) from None
     follow_the_agent(env)
     return env
+
+
+def first_frame(env: gym.Env, config) -> Any:
+    """`env.render()` after a reset: an RGB frame, or a one-line UsageError before any episode.
+
+    An env that renders nothing played a whole episode, then failed in the MP4 writer.
+    """
+    frame = env.render()
+    if getattr(frame, "ndim", 0) != 3:
+        env.close()
+        shown = f"an array of shape {frame.shape}" if hasattr(frame, "shape") else repr(frame)
+        raise UsageError(
+            f"env {config.env!r} renders no RGB frame (render() gave {shown}): visualize "
+            "films an env that renders with render_mode='rgb_array'"
+        )
+    return frame
 
 
 def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
@@ -136,13 +160,21 @@ def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
     """
     import imageio
 
+    made = not outdir.exists()
     try:
         outdir.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
         raise UsageError(f"--outdir {str(outdir)!r} is a file, not a folder") from None
     except OSError as error:
         raise run_folder.write_error(outdir, error, started=False) from None
-    env = film_env(config)
+    try:
+        env = film_env(config)
+        env.reset(seed=config.seed)
+        first_frame(env, config)
+    except UsageError:
+        if made:  # No empty folder left behind.
+            outdir.rmdir()
+        raise
     fps = env.metadata.get("render_fps", 30)
     if config.backend != "ale":  # One frame a policy step: `action_repeat` env steps.
         fps /= config.action_repeat
@@ -151,7 +183,7 @@ def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
     for episode in range(episodes):
         obs, _ = env.reset(seed=config.seed + episode)
         policy.reset()
-        frames, score, length, done = [env.render()], 0.0, 0, False
+        frames, score, length, done = [first_frame(env, config)], 0.0, 0, False
         while not done:
             obs, reward, terminated, truncated, _ = env.step(policy.act(obs, deterministic))
             frames.append(env.render())

@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 
+import gymnasium as gym
 import imageio.v3 as iio
 import pytest
 
@@ -229,6 +230,11 @@ def test_an_outdir_it_cannot_write_is_one_line_naming_the_file(run, tmp_path, ca
     assert visualize.main(args) == 2  # Was FileExistsError's own words.
     said = f"visualize: error: --outdir '{tmp_path / 'file'}' is a file, not a folder\n"
     assert capsys.readouterr().err == said
+    inside = tmp_path / "file" / "videos"  # Was "make room or make 'file' writable".
+    assert visualize.main(["--logdir", str(run), "--outdir", str(inside)]) == 1
+    said = f"visualize: error: cannot write '{inside}': Not a directory; a file stands in its "
+    said += "path\n"
+    assert capsys.readouterr().err == said
     import imageio
 
     def full(path, *args, **kwargs):  # As a full disk stops ffmpeg part way.
@@ -244,3 +250,24 @@ def test_an_outdir_it_cannot_write_is_one_line_naming_the_file(run, tmp_path, ca
         f"make room or make '{out}' writable, then run the command again\n"
     )
     assert list(out.iterdir()) == []  # No part of a video, and no episodes.json.
+
+
+def test_an_env_of_ones_own_that_cannot_film_is_refused_before_any_episode(tmp_path):
+    # Built without the keyword, or rendering nothing: a raw TypeError, or a whole episode
+    # played before the MP4 writer failed on frames of None.
+    config = configs.replace(configs.get("pendulum"), env="batchrl.testing.mock:CountingEnv")
+    with pytest.raises(visualize.UsageError) as error:
+        visualize.film_env(config)
+    assert str(error.value) == (
+        "env 'batchrl.testing.mock:CountingEnv' takes no render_mode: visualize builds it "
+        "with render_mode='rgb_array' to film it"
+    )
+    env = gym.make("Pendulum-v1")  # No render mode: render() gives None.
+    env.reset(seed=0)
+    refused = pytest.raises(visualize.UsageError)
+    with pytest.warns(UserWarning, match="render_mode"), refused as error:  # Gymnasium warns.
+        visualize.first_frame(env, configs.get("pendulum"))
+    assert str(error.value) == (
+        "env 'Pendulum-v1' renders no RGB frame (render() gave None): visualize films an env "
+        "that renders with render_mode='rgb_array'"
+    )

@@ -61,6 +61,8 @@ def write_error(path: pathlib.Path, error: OSError, started: bool = True) -> Wri
     reason = error.strerror or str(error)
     kept = "the run folder keeps its last good files: " if started else ""
     then = "resume the run (--timestamp)" if started else "run the command again"
+    if isinstance(error, NotADirectoryError):  # A file where the path needs a folder.
+        return WriteError(f"cannot write {str(path)!r}: {reason}; a file stands in its path")
     return WriteError(
         f"cannot write {str(path)!r}: {reason}; {kept}make room or make "
         f"{str(path.parent)!r} writable, then {then}"
