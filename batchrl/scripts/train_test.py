@@ -167,7 +167,7 @@ def test_a_resume_may_change_how_it_meets_a_hung_worker_and_where_it_runs_only(t
 
 
 def test_a_resume_that_raises_steps_trains_on_as_a_run_started_with_that_budget(
-    finished_run, tmp_path
+    finished_run, tmp_path, capsys
 ):
     import shutil
 
@@ -177,6 +177,17 @@ def test_a_resume_that_raises_steps_trains_on_as_a_run_started_with_that_budget(
     resume = ["--logdir", str(extended.parent), "--timestamp", timestamp, "--set", "steps=2000"]
     assert train.main(resume) == 0
     assert run_folder_lib.read_config(extended).steps == 2000  # The next resume's budget.
+    # Lowered by hand in config.yaml: "has trained all its 5 phases" said of 10, and exit 0.
+    saved = extended / "config.yaml"
+    text = saved.read_text()
+    saved.write_text(text.replace("steps: 2000", "steps: 1000"))
+    capsys.readouterr()
+    assert train.main(resume[:4]) == 1
+    assert capsys.readouterr().err.endswith(
+        f"batchrl: error: run {extended.name!r} trained 10 phases, past steps=1000 (5) in its "
+        "config.yaml: a budget may be raised, not lowered\n"
+    )
+    saved.write_text(text)
     longer = ["--config", "pendulum_jax", *TINY, "--set", "eval_every=2", "steps=2000"]
     assert train.main(["--logdir", str(tmp_path / "whole"), *longer]) == 0
     trained = [

@@ -127,6 +127,12 @@ def train(
         check_raised_after_final(rundir, config, programs, int(state.phases))
         run_folder.record_budget(rundir, config)  # Once restored: a failed resume writes none.
         total = config.phases
+        if int(state.phases) > total:  # steps lowered in config.yaml by hand: said "all done".
+            raise ValueError(
+                f"run {rundir.name!r} trained {int(state.phases)} phases, past steps="
+                f"{config.steps} ({total}) in its {run_folder.CONFIG}: a budget may be raised, "
+                "not lowered"
+            )
         if int(state.phases) >= total:  # Resumed after its last phase: nothing to write.
             trained = f"all its {total} phases" if total > 1 else "its 1 phase"
             print(f"run folder {rundir} has trained {trained}", flush=True)
