@@ -234,6 +234,8 @@ def _read(path: pathlib.Path) -> tuple[int, Any, float | None]:
         data = path.read_bytes()
     except OSError as error:
         raise CheckpointError(f"unreadable: {error.strerror}") from None
+    if not data:
+        raise CheckpointError("empty: 0 bytes, not a checkpoint's header")
     if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
         raise CheckpointError("bad magic: not a batchrl checkpoint")
     if len(data) < _HEADER.size:

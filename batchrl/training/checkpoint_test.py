@@ -80,6 +80,8 @@ def _corrupt(path: pathlib.Path, how: str) -> None:
         data[-10] ^= 0xFF
     elif how == "magic":
         data[0] ^= 0xFF
+    elif how == "empty":  # A file copied or synced while it was written, say.
+        data = bytearray()
     path.write_bytes(bytes(data))
 
 
@@ -107,7 +109,12 @@ def test_keep_deletes_older(tmp_path):
 
 @pytest.mark.parametrize(
     ("how", "reason"),
-    [("truncate", "truncated"), ("flip", "checksum mismatch"), ("magic", "bad magic")],
+    [
+        ("truncate", "truncated"),
+        ("flip", "checksum mismatch"),
+        ("magic", "bad magic"),
+        ("empty", "empty: 0 bytes, not a checkpoint's header"),  # Was bad magic.
+    ],
 )
 def test_corrupt_newest_falls_back_with_warning(tmp_path, caplog, how, reason):
     old, new = _state(seed=1), _state(seed=2)
