@@ -58,15 +58,12 @@ def write_error(path: pathlib.Path, error: OSError, started: bool = True) -> Wri
 
     `started`: the run folder holds a run to resume; else the command starts it again.
     """
-    reason = error.strerror or str(error)
+    said = f"cannot write {str(path)!r}: {error.strerror or error}"
+    if isinstance(error, NotADirectoryError):  # A file where the path needs a folder.
+        return WriteError(f"{said}; a file stands in its path")
     kept = "the run folder keeps its last good files: " if started else ""
     then = "resume the run (--timestamp)" if started else "run the command again"
-    if isinstance(error, NotADirectoryError):  # A file where the path needs a folder.
-        return WriteError(f"cannot write {str(path)!r}: {reason}; a file stands in its path")
-    return WriteError(
-        f"cannot write {str(path)!r}: {reason}; {kept}make room or make "
-        f"{str(path.parent)!r} writable, then {then}"
-    )
+    return WriteError(f"{said}; {kept}make room or make {str(path.parent)!r} writable, then {then}")
 
 
 def name(timestamp: str, config: str) -> str:
