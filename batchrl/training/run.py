@@ -125,14 +125,9 @@ def train(
         programs, state = loop.build(config, env, eval_env=eval_env)
         state = restore(rundir, programs, state, env.env_spec)
         check_raised_after_final(rundir, config, programs, int(state.phases))
+        check_not_lowered(rundir, config, int(state.phases))
         run_folder.record_budget(rundir, config)  # Once restored: a failed resume writes none.
         total = config.phases
-        if int(state.phases) > total:  # steps lowered in config.yaml by hand: said "all done".
-            raise ValueError(
-                f"run {rundir.name!r} trained {int(state.phases)} phases, past steps="
-                f"{config.steps} ({total}) in its {run_folder.CONFIG}: a budget may be raised, "
-                "not lowered"
-            )
         if int(state.phases) >= total:  # Resumed after its last phase: nothing to write.
             trained = f"all its {total} phases" if total > 1 else "its 1 phase"
             print(f"run folder {rundir} has trained {trained}", flush=True)
@@ -177,6 +172,19 @@ def train(
             keeper.save_interrupted()
             raise
         return finished(keeper, programs)
+
+
+def check_not_lowered(rundir: pathlib.Path | None, config: TrainConfig, done: int) -> None:
+    """A one-line ValueError for a run that trained `done` phases, past its config's budget.
+
+    `steps` lowered in config.yaml by hand: the run was said to have trained "all its"
+    fewer phases, and the resume exited 0.
+    """
+    if rundir is not None and done > config.phases:
+        raise ValueError(
+            f"run {rundir.name!r} trained {done} phases, past steps={config.steps} "
+            f"({config.phases}) in its {run_folder.CONFIG}: a budget may be raised, not lowered"
+        )
 
 
 def check_raised_after_final(

@@ -88,6 +88,8 @@ def _train(
         restore(rundir, programs, state, env.env_spec)
         for rundir, state in zip(rundirs, states, strict=True)
     ]
+    for rundir, seed_config, state in zip(rundirs, configs, restored, strict=True):
+        run.check_not_lowered(rundir, seed_config, int(state.phases))
     states = _common_phase(rundirs, configs, programs, states, restored)
     for rundir, seed_config in zip(rundirs, configs, strict=True):
         run_folder.record_budget(rundir, seed_config)  # Once restored, as `run.train`.

@@ -198,6 +198,16 @@ def test_a_together_run_resumes_with_its_folders_timestamp_added(tmp_path, capsy
     assert capsys.readouterr().out == "".join(
         f"run folder {tmp_path / folder} has trained all its 2 phases\n" for folder in folders
     )
+    saved = [tmp_path / folder / "config.yaml" for folder in folders]
+    for path in saved:  # Lowered by hand in both: not "has trained all its 1 phase".
+        path.write_text(path.read_text().replace("steps: 400", "steps: 200"))
+    assert train.main([*args[:2], "--seeds", "1", "2", "--timestamp", stamp]) == 1
+    assert capsys.readouterr().err.endswith(
+        f"batchrl: error: run {folders[0]!r} trained 2 phases, past steps=200 (1) in its "
+        "config.yaml: a budget may be raised, not lowered\n"
+    )
+    for path in saved:
+        path.write_text(path.read_text().replace("steps: 200", "steps: 400"))
     assert train.main(["--logdir", str(tmp_path), "--timestamp", stamp]) == 2  # No --seeds.
     assert capsys.readouterr().err == (
         f"batchrl: error: no run with timestamp {stamp!r} in {str(tmp_path)!r} to resume; "
