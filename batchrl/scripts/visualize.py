@@ -167,10 +167,10 @@ def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
         raise UsageError(f"--outdir {str(outdir)!r} is a file, not a folder") from None
     except OSError as error:
         raise run_folder.write_error(outdir, error, started=False) from None
-    try:
+    try:  # The first episode's start, checked before any episode is played.
         env = film_env(config)
-        env.reset(seed=config.seed)
-        first_frame(env, config)
+        obs, _ = env.reset(seed=config.seed)
+        frame = first_frame(env, config)
     except UsageError:
         if made:  # No empty folder left behind.
             outdir.rmdir()
@@ -181,9 +181,11 @@ def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
     stats = []
     deterministic = not config.eval_sample
     for episode in range(episodes):
-        obs, _ = env.reset(seed=config.seed + episode)
+        if episode:
+            obs, _ = env.reset(seed=config.seed + episode)
+            frame = env.render()
         policy.reset()
-        frames, score, length, done = [first_frame(env, config)], 0.0, 0, False
+        frames, score, length, done = [frame], 0.0, 0, False
         while not done:
             obs, reward, terminated, truncated, _ = env.step(policy.act(obs, deterministic))
             frames.append(env.render())
