@@ -193,11 +193,11 @@ def load(rundir: str | os.PathLike, *, best: bool = False) -> Policy:
             "rundir is None: a run trained with logdir=None has no folder; its `run.policy` "
             "is the policy"
         )
+    if not isinstance(best, bool | np.bool_):  # "False", from a flag or a file, was true.
+        raise ValueError(f"best is True or False, got {best!r}")
     rundir = pathlib.Path(rundir)
     config = run_folder.read_config(rundir)
     directory = run_folder.checkpoints(rundir)
-    if not isinstance(best, bool | np.bool_):  # "False", from a flag or a file, was true.
-        raise ValueError(f"best is True or False, got {best!r}")
     path = run_folder.best(rundir) if best else None
     if not best and not checkpoint.steps(directory):
         raise run_folder.RunFolderError(f"run folder {str(rundir)!r} has no checkpoint yet")
