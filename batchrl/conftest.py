@@ -53,8 +53,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     """`-n auto`: one test process more than the cores, as xdist counts them.
 
     Tests wait on what they start (runs, env workers, Ray's actors and nodes) and a third
-    process on two cores fills those waits: a fresh clone's suite, 2 cores, passed in
-    968 s with three against 996-1,087 s in five runs with two.
+    process on two cores is there to fill those waits. A fresh clone's suite, 2 cores, passed in
+    968 s and 1,053 s in two runs with three against 996-1,087 s in five runs with two:
+    within this machine's noise, and never slower.
     PYTEST_XDIST_AUTO_NUM_WORKERS still says how many, as xdist's own count reads it.
     """
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
