@@ -17,6 +17,8 @@ A recurrent policy keeps each env's carry from one call to the next, as the envs
 on: call `reset()` when every env starts an episode (or `reset(mask)` for some of them);
 a call with another number of envs starts them all afresh, with a warning. `predict`
 takes and returns the carry instead, as Stable-Baselines3's recurrent policies do.
+
+A policy pickles with its key and carries, so it acts in another process as it would here.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ class Policy:
         learner: algorithm_lib.Learner,
         seed: int = 0,
     ):
-        self._networks, self._learner = networks, learner
+        self._algorithm, self._networks, self._learner = algorithm, networks, learner
         self._key = jax.random.key(seed)
         self._acting = None  # The acting state of the envs of the last call.
         self._agents = {
@@ -64,6 +66,27 @@ class Policy:
         self._start = jax.jit(
             lambda learner, size: algorithm.acting(networks, learner, size), static_argnums=1
         )
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What it acts from, as host arrays: its key and its envs' acting state too.
+
+        So a policy pickles, to another process (multiprocessing, Ray) or a file, and loads
+        where the run's device is not; its compiled functions are built again there.
+        """
+        return {
+            "algorithm": self._algorithm,
+            "networks": self._networks,
+            "learner": jax.device_get(self._learner),
+            "key": (jax.random.key_impl(self._key), np.asarray(jax.random.key_data(self._key))),
+            "acting": jax.device_get(self._acting),
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        learner = jax.tree.map(jnp.asarray, state["learner"])
+        self.__init__(state["algorithm"], state["networks"], learner)
+        impl, data = state["key"]
+        self._key = jax.random.wrap_key_data(data, impl=impl)
+        self._acting = jax.tree.map(jnp.asarray, state["acting"])  # None stays None.
 
     @property
     def env_spec(self) -> env_spec_lib.EnvSpec:

@@ -1,4 +1,7 @@
+import concurrent.futures
 import dataclasses
+import multiprocessing
+import pickle
 
 import gymnasium as gym
 import numpy as np
@@ -59,6 +62,20 @@ def test_predict_samples_by_default_and_acts_as_act_when_deterministic(run):
     np.testing.assert_array_equal(policy.act(obs, deterministic=np.True_), action)
 
 
+def test_a_policy_pickles_and_acts_in_another_process_as_here(run):
+    # Its compiled functions are local objects: a process pool or a Ray task could not take it.
+    policy = batchrl.load(run.rundir)
+    obs = np.array([[0.6, -0.8, 1.5], [1.0, 0.0, -8.0]], np.float32)
+    policy.predict(obs)  # A sample drawn: the key has moved on from the seed's.
+    copy = pickle.loads(pickle.dumps(policy))
+    np.testing.assert_array_equal(copy.act(obs), policy.act(obs))
+    np.testing.assert_array_equal(copy.predict(obs)[0], policy.predict(obs)[0])  # Same draws.
+    spawn = multiprocessing.get_context("spawn")  # No JAX state forked: all of it pickled.
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
+        there = pool.submit(policy.predict, obs).result(timeout=120)[0]
+    np.testing.assert_array_equal(there, policy.predict(obs)[0])
+
+
 def test_a_flag_read_as_a_string_or_a_number_is_refused_not_taken_as_true(run):
     # "False" from a command line or a file was true: the best checkpoint loaded.
     with pytest.raises(ValueError, match=r"^best is True or False, got 'False'$"):
@@ -95,8 +112,11 @@ def test_predict_carries_the_state_it_is_given_as_sb3s_recurrent_policies_do(cap
     with pytest.raises(ValueError, match=r"^state has shape \(2, 7\): this policy's is \(2, 16\)"):
         policy.predict(first, np.zeros((2, 7)))
     assert "a recurrent policy acted on" not in caplog.text  # predict's carry is `state`.
-    # act keeps the carry inside: another number of envs starts every env afresh, said.
+    # act keeps the carry inside, and a pickled copy carries it on.
     policy.act(first)
+    copy = pickle.loads(pickle.dumps(policy))
+    np.testing.assert_array_equal(copy.act(later), policy.act(later))
+    # Another number of envs starts every env afresh, said.
     policy.act(first[:1])
     assert "a recurrent policy acted on 2 envs and now on 1" in caplog.text
 
