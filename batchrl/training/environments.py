@@ -35,7 +35,6 @@ from batchrl.envs.mujoco import tasks as mujoco_tasks
 from batchrl.training import placement
 
 logger = logging.getLogger("batchrl.training")
-_NO_LIMIT = 2**62  # Above any max_length: an id registered with no step limit.
 # Gymnasium's normalising wrappers, by the setting that has batchrl normalise the same.
 _NORMALISERS = {
     "NormalizeObservation": "normalize_observations",
@@ -95,7 +94,7 @@ def check_run(config: TrainConfig, env: Any = None) -> tuple[TrainConfig, EnvSpe
 
 
 def _checked(config: TrainConfig, env: Any) -> tuple[EnvSpec, int | None]:
-    """The env's spec and its own step limit (None: none, or a given Gymnasium env's)."""
+    """The env's spec and its own step limit (None: none)."""
     check_env_name(config, env)
     _check_ray(config)
     with _extra_named():
@@ -118,7 +117,7 @@ def _checked(config: TrainConfig, env: Any) -> tuple[EnvSpec, int | None]:
                 # A keyword an env of **kwargs passes on and refuses.
                 raise ValueError(f"env {config.env!r} refused env_kwargs: {error}") from None
             raise ValueError(_build_failed(env or config.env, error)) from error
-        limit = _registered_limit(config.env) if env is None else None
+        limit = _own_limit(one)
         try:
             _say_normalised_twice(config, one, env or config.env)
             spec = spaces.env_spec(one.observation_space, one.action_space, spaces.env_name(one))
@@ -127,13 +126,18 @@ def _checked(config: TrainConfig, env: Any) -> tuple[EnvSpec, int | None]:
             _close(one, env or config.env, config.worker_timeout)
 
 
-def _registered_limit(name: str) -> int | None:
-    """The step limit Gymnasium registered for id (or `module:EnvId`) `name`, if any."""
-    try:
-        limit = make.time_limit(name, _NO_LIMIT)
-    except gym.error.Error:  # A `module:Class`: no registered limit.
-        return None
-    return None if limit == _NO_LIMIT else limit
+def _own_limit(one: gym.Env) -> int | None:
+    """The smallest step limit among the `TimeLimit`s of a built env's wrappers, if any.
+
+    An id's registered one, or one a constructor put there (`gym.make(..., max_episode_steps=50)`
+    returned from a function), beside the one `max_length` adds.
+    """
+    limits = []
+    while isinstance(one, gym.Wrapper):
+        if isinstance(one, gym.wrappers.TimeLimit):
+            limits.append(one._max_episode_steps)
+        one = one.env
+    return min(limits, default=None)
 
 
 def _say_normalised_twice(config: TrainConfig, one: Any, env: Any) -> None:

@@ -219,6 +219,28 @@ def test_a_max_length_beyond_the_envs_own_limit_is_said_and_the_limit_taken(
     assert checked.eval_batch_steps == own.eval_batch_steps == 200
 
 
+def cartpole_of_50() -> gym.Env:
+    """CartPole with a step limit of its own, below the `cartpole` preset's 500."""
+    return gym.make("CartPole-v1", max_episode_steps=50)
+
+
+@pytest.mark.parametrize("given", ["constructor", "name"])
+def test_the_step_limit_a_constructor_sets_is_taken_as_an_ids_is(caplog, given):
+    # Only an id's registered limit was read: a constructor's env of 50 steps kept the
+    # preset's 500, and its phases, episode memory and eval rounds were sized ten times over.
+    config = presets.get("cartpole")
+    env = cartpole_of_50
+    if given == "name":
+        config, env = train_config.replace(config, env=f"{__name__}:cartpole_of_50"), None
+    checked, _ = environments.check_run(config, env)
+    assert [record.getMessage() for record in caplog.records] == [
+        f"env {config.env!r} ends its episodes at its own limit of 50 steps, below "
+        "max_length=500: max_length=50 is taken"
+    ]
+    assert checked.max_length == 50
+    assert checked.batch_steps_per_phase < config.batch_steps_per_phase
+
+
 @pytest.mark.parametrize(
     ("preset", "settings", "said"),
     [
