@@ -14,7 +14,8 @@ evaluation does (`atari.single`): whole games scored by the game's own rewards, 
 in the game's RGB frames. A frame is filmed a policy step,
 so a run that repeats actions plays at its env's fps over `action_repeat`; a JAX-native
 env with no Gymnasium env (MinAtar's, or one of your own named `module:qualname`) is
-refused in one line (`evaluate` scores it).
+refused in one line (`evaluate` scores it). Into a folder of an earlier recording, the
+videos its episodes.json named that this one does not write again are removed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import ctypes.util
 import json
 import os
 import pathlib
+import re
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -175,6 +177,7 @@ def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
         if made:  # No empty folder left behind.
             outdir.rmdir()
         raise
+    stale = _videos_named(outdir)  # An earlier recording's, removed once this one is written.
     fps = env.metadata.get("render_fps", 30)
     if config.backend != "ale":  # One frame a policy step: `action_repeat` env steps.
         fps /= config.action_repeat
@@ -201,7 +204,29 @@ def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
     env.close()
     path = outdir / "episodes.json"
     written(path, path.write_text, json.dumps(stats, indent=2) + "\n")
+    for name in stale - {row["video"] for row in stats}:
+        (outdir / name).unlink(missing_ok=True)
     return stats
+
+
+def _videos_named(outdir: pathlib.Path) -> set[str]:
+    """The videos an earlier recording's episodes.json in `outdir` names, if any.
+
+    A recording of fewer episodes into its folder left the earlier one's later videos
+    beside an episodes.json that no longer named them. Only names visualize writes count.
+    """
+    try:
+        rows = json.loads((outdir / "episodes.json").read_text())
+    except (OSError, ValueError):
+        return set()
+    names = (
+        [row.get("video") for row in rows if isinstance(row, dict)]
+        if isinstance(rows, list)
+        else []
+    )
+    return {
+        name for name in names if isinstance(name, str) and re.fullmatch(r"episode-\d+\.mp4", name)
+    }
 
 
 def written(path: pathlib.Path, write: Callable[..., Any], *args: Any, **kwargs: Any) -> None:

@@ -54,6 +54,15 @@ def test_writes_videos_that_read_back_with_every_frame(run, tmp_path):
         frames = iio.imread(out / row["video"])
         assert frames.shape[0] == row["length"] + 1  # The reset frame, then one per step.
         assert frames.shape[-1] == 3 and frames.std() > 0
+    # Fewer episodes into the same folder: the earlier recording's later video went on
+    # lying beside an episodes.json that no longer named it. A file of the user's stays.
+    (out / "mine.mp4").write_bytes(b"")
+    assert visualize.main(["--logdir", str(run), "--outdir", str(out), "--episodes", "1"]) == 0
+    assert sorted(path.name for path in out.iterdir()) == [
+        "episode-0.mp4",
+        "episodes.json",
+        "mine.mp4",
+    ]
 
 
 @pytest.mark.slow
