@@ -266,6 +266,24 @@ def _replace(obs, path, value):
             r'^env \'SpaceEnv\' returned an observation without obs\["parts"\]\[2\]\["image"\] ',
         ),
         (lambda obs: obs["vector"], r'without obs\["vector"\] \(ndarray array\(\['),
+        # Values a counted leaf's space does not hold, which training one-hot encoded
+        # into zeros without a word (the policy refused them when loaded).
+        (
+            lambda obs: {**obs, "parts": (7, *obs["parts"][1:])},
+            r"^env 'SpaceEnv' returned an observation that holds 7: this leaf takes whole "
+            r'numbers from -2 to 2 at obs\["parts"\]\[0\], as its observation_space says$',
+        ),
+        (
+            lambda obs: _replace(obs, "multi", np.array([[0, 1], [2, 9]])),
+            r"holds 9: this leaf takes whole numbers from 3 to 7 at obs\[\"parts\"\]\[1\]",
+        ),
+        (
+            lambda obs: {
+                **obs,
+                "parts": (*obs["parts"][:2], {**obs["parts"][2], "bits": np.full((2, 2), 2)}),
+            },
+            r'holds 2: this leaf takes 0 or 1 at obs\["parts"\]\[2\]\["bits"\]',
+        ),
     ],
 )
 def test_an_observation_that_does_not_fit_its_space_names_the_leaf(misfit, message):

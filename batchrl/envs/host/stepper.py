@@ -331,6 +331,13 @@ class EnvStepper(forwarding.EnvForwarding):
                 f"env {self.name} returned an observation of shape {shape}{at}, but its "
                 f"observation_space has shape {tree.shape}{there}"
             )
+        outside = env_spec.outside_space(tree, array)  # Counted leaves only: a one-hot index.
+        if outside is not None:
+            at = "" if path == "obs" else f" at {path}"
+            raise ValueError(
+                f"env {self.name} returned an observation that {outside}{at}, as its "
+                "observation_space says"
+            )
         target[where] = array
 
     def _part(self, obs: Any, key: Any, tree: Any, path: str) -> Any:
