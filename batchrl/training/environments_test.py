@@ -113,6 +113,11 @@ def not_an_env():
     return "an env"
 
 
+class NoSpaces(gym.Env):
+    def __init__(self):
+        self.action_space = gym.spaces.Discrete(2)
+
+
 class FailingToBuild(gym.Env):
     def __init__(self):
         raise KeyError("no such level")
@@ -123,6 +128,7 @@ class FailingToBuild(gym.Env):
     [
         ("NOT_AN_ENV", "is a float, not an env class or a function that returns an env"),
         ("not_an_env", "returned a str, not a gymnasium.Env"),
+        ("NoSpaces", "has no observation_space: a Gymnasium env sets both in its __init__"),
         # A traceback for these two; the env's own ValueError read as batchrl's refusal.
         ("FailingToBuild", r"raised KeyError as it was built: 'no such level' \(.*_test\.py:\d+\)"),
     ],

@@ -225,6 +225,11 @@ def _built(maker: Any, kwargs: dict, name: Any) -> gym.Env:
     env = maker(**kwargs)
     if not isinstance(env, gym.Env):
         raise NotAnEnvError(f"env {shown!r} returned a {type(env).__name__}, not a gymnasium.Env")
+    lacks = [name for name in ("observation_space", "action_space") if not hasattr(env, name)]
+    if lacks:  # Read first where the spaces are checked: an AttributeError's traceback.
+        raise NotAnEnvError(
+            f"env {shown!r} has no {' or '.join(lacks)}: a Gymnasium env sets both in its __init__"
+        )
     return env
 
 

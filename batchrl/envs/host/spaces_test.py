@@ -16,7 +16,7 @@ from gymnasium.vector import AutoresetMode
 
 from batchrl import env_spec
 from batchrl.envs import BatchEnv
-from batchrl.envs.host import external, obs_tree, stepper
+from batchrl.envs.host import errors, external, obs_tree, stepper
 from batchrl.testing import mock
 
 MODES = list(AutoresetMode)
@@ -291,6 +291,59 @@ def test_an_observation_that_does_not_fit_its_space_names_the_leaf(misfit, messa
         env.reset(seed=0)
         with pytest.raises(ValueError, match=message):
             env.step(np.zeros((2, 2), np.float32))
+
+
+class _OldApi(mock.SpaceEnv):
+    """An env of the old Gym API, in one of its calls: a 4-tuple step, a bare reset's obs."""
+
+    def __init__(self, call):
+        super().__init__(Box(-1.0, 1.0, (2,), np.float32), duration=5)
+        self.call = call
+
+    def reset(self, *, seed=None, options=None):
+        obs, info = super().reset(seed=seed, options=options)
+        return obs if self.call == "reset" else (obs, info)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self.call == "info":
+            return obs, reward, terminated, truncated, None
+        return (obs, reward, terminated or truncated, info) if self.call == "step" else obs
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        # Unpacked inside Gymnasium's TimeLimit: "not enough values to unpack", no env named.
+        (
+            "step",
+            r"env '_OldApi' returned 4 values from step, as the old Gym API did: Gymnasium's "
+            r"step returns \(obs, reward, terminated, truncated, info\)",
+        ),
+        # An obs of shape (2,) unpacked as (obs, info): "an observation of shape ()".
+        (
+            "reset",
+            r"env '_OldApi' returned a ndarray from reset: Gymnasium's reset returns "
+            r"\(obs, info\)",
+        ),
+        ("info", r"env '_OldApi' returned info None from step: Gymnasium's info is a dict"),
+    ],
+)
+@pytest.mark.parametrize("build", [from_envs, workers], ids=["here", "in_a_worker"])
+def test_an_env_of_the_old_gym_api_is_named_in_one_line(build, call, message):
+    limited = functools.partial(_limited, call)
+    refused = (ValueError, TypeError, errors.EnvRaisedError)  # The last: from its worker.
+    with (
+        build([limited, limited], AutoresetMode.NEXT_STEP) as env,
+        pytest.raises(refused, match=message),
+    ):
+        env.reset(seed=0)
+        env.step(np.zeros((2, 2), np.float32))
+
+
+def _limited(call):
+    """`_OldApi` in the TimeLimit training wraps each env in."""
+    return gym.wrappers.TimeLimit(_OldApi(call), max_episode_steps=50)
 
 
 class _Squares(Box):

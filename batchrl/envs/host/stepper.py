@@ -24,6 +24,9 @@ from batchrl.envs.host import autoreset as autoreset_lib
 from batchrl.envs.host import errors, forwarding
 from batchrl.envs.host import infos as infos_lib
 
+# What unpacking a step of the old Gym API (obs, reward, done, info) raises.
+_FOUR_VALUES = "not enough values to unpack (expected 5, got 4)"
+
 logger = logging.getLogger("batchrl.envs")
 
 _ALIGN = 64
@@ -221,32 +224,63 @@ class EnvStepper(forwarding.EnvForwarding):
         buffers = self.buffers
         actions = actions_lib.per_env(buffers.action if given is None else given, len(self.envs))
         due = self._autoreset.due(autoreset)
-        if due is not None:
-            results = [
-                self._reset_for_step(env) if reset else env.step(a)
-                for env, a, reset in zip(self.envs, actions, due, strict=True)
-            ]
-        else:
-            results = [env.step(a) for env, a in zip(self.envs, actions, strict=True)]
-        obs, reward, terminated, truncated, infos = map(list, zip(*results, strict=True))
+        try:
+            if due is not None:
+                results = [
+                    self._reset_for_step(env) if reset else env.step(a)
+                    for env, a, reset in zip(self.envs, actions, due, strict=True)
+                ]
+            else:
+                results = [env.step(a) for env, a in zip(self.envs, actions, strict=True)]
+            obs, reward, terminated, truncated, infos = map(list, zip(*results, strict=True))
+        except ValueError as error:
+            if str(error) != _FOUR_VALUES:  # An error of the env's own.
+                raise
+            raise ValueError(
+                f"env {self.name} returned 4 values from step, as the old Gym API did: "
+                "Gymnasium's step returns (obs, reward, terminated, truncated, info)"
+            ) from None
         for i in self._autoreset.stepped(autoreset, terminated, truncated):
             # Copies, taken before the reset: an env may reuse its arrays (MuJoCo's infos
             # are views of its data, which the reset rewrites), and the infos may be read
             # steps later.
             final_obs, final_info = copy.deepcopy(obs[i]), copy.deepcopy(infos[i])
-            obs[i], reset_info = self.envs[i].reset()
+            obs[i], reset_info = self._reset(self.envs[i])
             infos[i] = autoreset_lib.final(final_obs, final_info, reset_info)
         self._write_obs(slice(None), obs)
-        infos = [infos_lib.owned(info) for info in infos]
+        try:
+            infos = [infos_lib.owned(info) for info in infos]
+        except AttributeError:  # An info with no `values`: said if it is not a dict.
+            for info in infos:
+                self._info(info, "step")
+            raise
         self._write_scalars("reward", reward)
         self._write_scalars("terminated", terminated)
         self._write_scalars("truncated", truncated)
         return infos
 
-    @staticmethod
-    def _reset_for_step(env: gym.Env) -> tuple:
-        obs, info = env.reset()
+    def _reset_for_step(self, env: gym.Env) -> tuple:
+        obs, info = self._reset(env)
         return obs, 0.0, False, False, info
+
+    def _reset(self, env: gym.Env, **kwargs: Any) -> tuple[Any, dict]:
+        """`env.reset(**kwargs)`; a one-line ValueError where it returns no (obs, info)."""
+        result = env.reset(**kwargs)
+        if not (isinstance(result, tuple) and len(result) == 2):  # The old Gym API: obs alone.
+            raise ValueError(
+                f"env {self.name} returned a {type(result).__name__} from reset: "
+                "Gymnasium's reset returns (obs, info)"
+            )
+        return result[0], self._info(result[1], "reset")
+
+    def _info(self, info: Any, call: str) -> dict:
+        """`info`; a one-line TypeError where it is not a dict."""
+        if not isinstance(info, dict):
+            raise TypeError(
+                f"env {self.name} returned info {info!r:.40} from {call}: Gymnasium's info "
+                "is a dict"
+            )
+        return info
 
     def reset(
         self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
@@ -254,7 +288,7 @@ class EnvStepper(forwarding.EnvForwarding):
         """Resets the envs at `indices` (positions in this group); writes obs to the buffers."""
         infos = []
         for i, seed in zip(indices, seeds, strict=True):
-            obs, info = self.envs[i].reset(seed=seed, options=options)
+            obs, info = self._reset(self.envs[i], seed=seed, options=options)
             self._write_obs(i, obs)
             infos.append(infos_lib.owned(info))
         self._autoreset.reset(list(indices))
