@@ -1,5 +1,6 @@
 import dataclasses
 import functools
+import os
 import re
 import subprocess
 import sys
@@ -469,6 +470,31 @@ def test_an_id_a_module_registered_is_refused_with_a_folder_before_training(tmp_
         "logdir=None"
     )
     assert not any(tmp_path.iterdir())
+
+
+def test_an_env_made_as_module_colon_id_is_refused_naming_that_name(tmp_path, monkeypatch):
+    # gym.make("cues:FolderCue-v0") keeps no "cues:" in the env's spec: the refusal told a
+    # user who had registered the id in a module to register it in a module.
+    (tmp_path / "cues.py").write_text(
+        "import gymnasium as gym\n"
+        "from batchrl.testing.cue import Cue\n"
+        "gym.register(id='FolderCue-v0', entry_point='cues:Cue', max_episode_steps=5)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    paths = [str(tmp_path), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))  # For the fresh interpreter.
+    logdir = tmp_path / "runs"
+    try:
+        with pytest.raises(ValueError) as refused:
+            batchrl.train("blackjack", env=gym.make("cues:FolderCue-v0"), logdir=logdir)
+    finally:
+        gym.registry.pop("FolderCue-v0", None)
+        sys.modules.pop("cues", None)
+    assert str(refused.value) == (
+        "env 'FolderCue-v0' is found only where its module is imported, which an env object "
+        "does not record: give env='cues:FolderCue-v0', or logdir=None"
+    )
+    assert not logdir.exists() or not any(logdir.iterdir())
 
 
 @pytest.mark.parametrize(

@@ -35,6 +35,12 @@ def check_recordable(config: TrainConfig, given: Any, logdir: Any) -> None:
         # An id a module of the caller's registered (`gym.make(id)` after importing it).
         known = not config.jax_native and config.env in gym.registry
         if known and not make.found_afresh(config.env):
+            named = _registering_name(config.env)
+            if named is not None:  # gym.make("module:id") made it: the module is not kept.
+                raise ValueError(
+                    f"env {config.env!r} is found only where its module is imported, which "
+                    f"an env object does not record: give env={named!r}, or logdir=None"
+                )
             raise ValueError(
                 f"env {config.env!r} is registered in this process only, which the train "
                 "command and evaluate never run: register it in a module and give "
@@ -156,6 +162,16 @@ def _with_instance(config: TrainConfig, env: gym.Env) -> tuple[TrainConfig, Any]
     if backend == "ale":  # Its env_kwargs hold ale-py's options too (reward clipping): kept.
         kwargs = {**config.env_kwargs, **kwargs}
     return train_config.replace(config, **{**changes, "env_kwargs": kwargs}), None
+
+
+def _registering_name(env_id: str) -> str | None:
+    """`module:env_id` where the module of the id's entry point registers it; else None."""
+    entry_point = gym.registry[env_id].entry_point
+    module = entry_point.partition(":")[0] if isinstance(entry_point, str) else None
+    if not module or module == "__main__":
+        return None
+    named = f"{module}:{env_id}"
+    return named if make.found_afresh(named) else None
 
 
 def _importable_name(constructor: Any) -> str | None:
