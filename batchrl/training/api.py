@@ -21,6 +21,7 @@ import collections
 import dataclasses
 import datetime
 import logging
+import math
 import os
 import pathlib
 import shutil
@@ -123,7 +124,8 @@ def resume(
     is `train`'s.
 
     Returns:
-        The `Run`; its metrics are every phase's row the folder holds, not only this call's.
+        The `Run`; its metrics are every phase's row the folder holds, not only this call's
+        (NaN where the file holds null, as `train`'s rows).
 
     Raises:
         run_folder.RunFolderError: One line for a path that is no run folder.
@@ -149,6 +151,8 @@ def resume(
     with compile_signals.stopping():
         done = run.train(rundir, config, callback=callback)
     rows = results.phases(metrics_log.read_jsonl(run_folder.metrics(rundir)))
+    # The file's null (no episode ended in the phase) as `train` gives it: NaN, a float.
+    rows = [{key: math.nan if v is None else v for key, v in row.items()} for row in rows]
     return dataclasses.replace(done, metrics=rows)
 
 

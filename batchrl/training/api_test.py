@@ -1,5 +1,6 @@
 import dataclasses
 import functools
+import math
 import os
 import re
 import subprocess
@@ -346,6 +347,16 @@ def test_a_run_stopped_in_python_resumes_there_as_if_never_stopped(tmp_path, mon
         batchrl.resume(resumed.rundir, steps=600)
     with pytest.raises(run_folder.RunFolderError, match=r"holds 1 run folder\(s\), not a run"):
         batchrl.resume(tmp_path / "whole")
+
+
+def test_a_resumed_runs_rows_hold_nan_where_no_episode_ended_as_a_trained_runs(tmp_path):
+    # The file's null came back as None from `resume`, where `train` gives NaN: a float.
+    settings = dict(TINY_CLIPPED, objective="clipped", max_length=50, eval_every=4)
+    run = batchrl.train("pendulum_jax", steps=256, logdir=tmp_path, **settings)
+    longer = batchrl.resume(run.rundir, steps=320)
+    # 16 steps an env a phase: Pendulum's episodes of 50 end in the fourth phase first.
+    for rows in (run.metrics, longer.metrics[:4]):
+        assert [math.isnan(row["train/return"]) for row in rows] == [True] * 3 + [False]
 
 
 def test_a_callback_sees_each_kept_row_and_false_stops_the_run_checkpointed(tmp_path, capsys):
