@@ -81,31 +81,6 @@ class ObsLeaf:
         return self.size * np.dtype(self.dtype).itemsize
 
 
-def outside_space(leaf: ObsLeaf, array: np.ndarray) -> str | None:
-    """What `array` [..., *leaf.shape] holds that its counted leaf's space does not, in words.
-
-    For DISCRETE, MULTI_DISCRETE and BINARY leaves (None for the others, and where all
-    fit): "holds 7: this leaf takes whole numbers from 0 to 2". Their values are one-hot
-    indices or bits: one outside, encoded, became zeros or a number no space holds.
-    """
-    if leaf.kind == BINARY:  # As Gymnasium's MultiBinary holds, in any dtype.
-        bad = (array != 0) & (array != 1)
-        return f"holds {array[bad][0].item()!r}: this leaf takes 0 or 1" if bad.any() else None
-    if leaf.kind not in (DISCRETE, MULTI_DISCRETE):
-        return None
-    values = np.asarray(array).reshape(-1, max(len(leaf.num_values), 1))
-    low = np.asarray(leaf.start)
-    high = low + np.asarray(leaf.num_values) - 1
-    bad = (values < low) | (values > high) | (values != np.round(values))
-    if not bad.any():
-        return None
-    row, column = np.argwhere(bad)[0]
-    return (
-        f"holds {values[row, column].item()!r}: this leaf takes whole numbers "
-        f"from {int(low[column])} to {int(high[column])}"
-    )
-
-
 def _check_leaf(leaf: Any, side: str, kinds: tuple[str, ...]) -> None:
     """Refuses an observation or action leaf of an unknown kind, or counts that do not fit it."""
     if leaf.kind not in kinds:

@@ -25,6 +25,8 @@ import numpy as np
 from batchrl import env_spec as env_spec_lib
 from batchrl.env_spec import EnvSpec
 
+# The leaves whose values are counts (one-hot indices) or bits, not measurements.
+COUNTED = (env_spec_lib.BINARY, env_spec_lib.DISCRETE, env_spec_lib.MULTI_DISCRETE)
 SUPPORTED_OBSERVATION = (
     "Box, Discrete, MultiDiscrete and MultiBinary observations, nested in Dict and Tuple"
 )
@@ -333,4 +335,29 @@ def env_spec(
         action_shape=tuple(action_space.shape),
         action_low=low,
         action_high=high,
+    )
+
+
+def outside_space(leaf: env_spec_lib.ObsLeaf, array: np.ndarray) -> str | None:
+    """What `array` [..., *leaf.shape] holds that its counted leaf's space does not, in words.
+
+    For DISCRETE, MULTI_DISCRETE and BINARY leaves (None for the others, and where all
+    fit): "holds 7: this leaf takes whole numbers from 0 to 2". Their values are one-hot
+    indices or bits: one outside, encoded, became zeros or a number no space holds.
+    """
+    if leaf.kind == env_spec_lib.BINARY:  # As Gymnasium's MultiBinary holds, in any dtype.
+        bad = (array != 0) & (array != 1)
+        return f"holds {array[bad][0].item()!r}: this leaf takes 0 or 1" if bad.any() else None
+    if leaf.kind not in (env_spec_lib.DISCRETE, env_spec_lib.MULTI_DISCRETE):
+        return None
+    values = np.asarray(array).reshape(-1, max(len(leaf.num_values), 1))
+    low = np.asarray(leaf.start)
+    high = low + np.asarray(leaf.num_values) - 1
+    bad = (values < low) | (values > high) | (values != np.round(values))
+    if not bad.any():
+        return None
+    row, column = np.argwhere(bad)[0]
+    return (
+        f"holds {values[row, column].item()!r}: this leaf takes whole numbers "
+        f"from {int(low[column])} to {int(high[column])}"
     )

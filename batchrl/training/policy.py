@@ -36,6 +36,7 @@ import numpy as np
 from batchrl import algorithm as algorithm_lib
 from batchrl import env_spec as env_spec_lib
 from batchrl.configs import TrainConfig
+from batchrl.envs import spaces
 from batchrl.training import checkpoint, run_folder
 
 logger = logging.getLogger("batchrl.training")
@@ -381,12 +382,11 @@ def _check_values(path: str, leaf: env_spec_lib.ObsLeaf, array: np.ndarray) -> N
         raise ValueError(
             f"{path} holds nan: no observation space holds it, and its action would be nan"
         )
-    outside = env_spec_lib.outside_space(leaf, array)
+    outside = spaces.outside_space(leaf, array)
     if outside is not None:
         raise ValueError(f"{path} {outside}")
     dtype = np.dtype(leaf.dtype)
-    counted = (env_spec_lib.BINARY, env_spec_lib.DISCRETE, env_spec_lib.MULTI_DISCRETE)
-    if leaf.kind in counted or dtype.kind not in "iu" or array.dtype.kind not in "iuf":
+    if leaf.kind in spaces.COUNTED or dtype.kind not in "iu" or array.dtype.kind not in "iuf":
         return
     info = np.iinfo(dtype)
     # The policy's dtype: an int64 Box's leaf is int32, as compiled code takes it.

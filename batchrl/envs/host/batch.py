@@ -20,9 +20,16 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_differing_spaces, batch_space
 
 from batchrl import env_spec
-from batchrl.envs import spaces
 from batchrl.envs.host import actions as actions_lib
-from batchrl.envs.host import arguments, async_calls, env_requests, errors, local, obs_tree, stepper
+from batchrl.envs.host import (
+    arguments,
+    async_calls,
+    env_checks,
+    env_requests,
+    local,
+    obs_tree,
+    stepper,
+)
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host.group import Group
 
@@ -84,7 +91,7 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         self.observation_mode = arguments.check_observation_mode(observation_mode)
         first = groups[0]
         for other in groups[1:]:
-            stepper.check_same_spaces(first.name, first, other.name, other, observation_mode)
+            env_checks.same_spaces(first.name, first, other.name, other, observation_mode)
         self.num_envs = sum(g.num_envs for g in groups)
         self.single_action_space: gym.Space = first.action_space
         self.action_space = batch_space(self.single_action_space, self.num_envs)
@@ -113,12 +120,7 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         mode, first = self.observation_mode, self._groups[0]
         if isinstance(mode, tuple):
             batched, single = mode
-            if not spaces.same_layout(single, first.observation_space):
-                raise errors.SpaceMismatchError(
-                    f"the single observation space of observation_mode, {single}, does not "
-                    f"share its kinds, shapes and dtypes with {first.name}'s, "
-                    f"{first.observation_space}"
-                )
+            env_checks.same_layout_as_given(single, first.name, first.observation_space)
             return batched, single
         if mode == "same":
             return batch_space(first.observation_space, self.num_envs), first.observation_space

@@ -21,11 +21,8 @@ from batchrl import env_spec
 from batchrl.envs import spaces
 from batchrl.envs.host import actions as actions_lib
 from batchrl.envs.host import autoreset as autoreset_lib
-from batchrl.envs.host import errors, forwarding
+from batchrl.envs.host import env_checks, forwarding
 from batchrl.envs.host import infos as infos_lib
-
-# What unpacking a step of the old Gym API (obs, reward, done, info) raises.
-_FOUR_VALUES = "not enough values to unpack (expected 5, got 4)"
 
 logger = logging.getLogger("batchrl.envs")
 
@@ -205,7 +202,9 @@ class EnvStepper(forwarding.EnvForwarding):
                 self.observation_space, self.name, variable=True
             )
             for env in self.envs[1:]:
-                check_same_spaces(self.name, first, spaces.env_name(env), env, observation_mode)
+                env_checks.same_spaces(
+                    self.name, first, spaces.env_name(env), env, observation_mode
+                )
         except BaseException:
             self.close()
             raise
@@ -234,53 +233,27 @@ class EnvStepper(forwarding.EnvForwarding):
                 results = [env.step(a) for env, a in zip(self.envs, actions, strict=True)]
             obs, reward, terminated, truncated, infos = map(list, zip(*results, strict=True))
         except ValueError as error:
-            if str(error) != _FOUR_VALUES:  # An error of the env's own.
+            said = env_checks.step_error(error, self.name)
+            if said is None:
                 raise
-            raise ValueError(
-                f"env {self.name} returned 4 values from step, as the old Gym API did: "
-                "Gymnasium's step returns (obs, reward, terminated, truncated, info)"
-            ) from None
+            raise said from None
         for i in self._autoreset.stepped(autoreset, terminated, truncated):
             # Copies, taken before the reset: an env may reuse its arrays (MuJoCo's infos
             # are views of its data, which the reset rewrites), and the infos may be read
             # steps later.
             final_obs, final_info = copy.deepcopy(obs[i]), copy.deepcopy(infos[i])
-            obs[i], reset_info = self._reset(self.envs[i])
+            obs[i], reset_info = env_checks.reset(self.envs[i], self.name)
             infos[i] = autoreset_lib.final(final_obs, final_info, reset_info)
         self._write_obs(slice(None), obs)
-        try:
-            infos = [infos_lib.owned(info) for info in infos]
-        except AttributeError:  # An info with no `values`: said if it is not a dict.
-            for info in infos:
-                self._info(info, "step")
-            raise
+        infos = env_checks.owned_infos(infos, self.name)
         self._write_scalars("reward", reward)
         self._write_scalars("terminated", terminated)
         self._write_scalars("truncated", truncated)
         return infos
 
     def _reset_for_step(self, env: gym.Env) -> tuple:
-        obs, info = self._reset(env)
+        obs, info = env_checks.reset(env, self.name)
         return obs, 0.0, False, False, info
-
-    def _reset(self, env: gym.Env, **kwargs: Any) -> tuple[Any, dict]:
-        """`env.reset(**kwargs)`; a one-line ValueError where it returns no (obs, info)."""
-        result = env.reset(**kwargs)
-        if not (isinstance(result, tuple) and len(result) == 2):  # The old Gym API: obs alone.
-            raise ValueError(
-                f"env {self.name} returned a {type(result).__name__} from reset: "
-                "Gymnasium's reset returns (obs, info)"
-            )
-        return result[0], self._info(result[1], "reset")
-
-    def _info(self, info: Any, call: str) -> dict:
-        """`info`; a one-line TypeError where it is not a dict."""
-        if not isinstance(info, dict):
-            raise TypeError(
-                f"env {self.name} returned info {info!r:.40} from {call}: Gymnasium's info "
-                "is a dict"
-            )
-        return info
 
     def reset(
         self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
@@ -288,7 +261,7 @@ class EnvStepper(forwarding.EnvForwarding):
         """Resets the envs at `indices` (positions in this group); writes obs to the buffers."""
         infos = []
         for i, seed in zip(indices, seeds, strict=True):
-            obs, info = self._reset(self.envs[i], seed=seed, options=options)
+            obs, info = env_checks.reset(self.envs[i], self.name, seed=seed, options=options)
             self._write_obs(i, obs)
             infos.append(infos_lib.owned(info))
         self._autoreset.reset(list(indices))
@@ -365,7 +338,7 @@ class EnvStepper(forwarding.EnvForwarding):
                 f"env {self.name} returned an observation of shape {shape}{at}, but its "
                 f"observation_space has shape {tree.shape}{there}"
             )
-        outside = env_spec.outside_space(tree, array)  # Counted leaves only: a one-hot index.
+        outside = spaces.outside_space(tree, array) if tree.kind in spaces.COUNTED else None
         if outside is not None:
             at = "" if path == "obs" else f" at {path}"
             raise ValueError(
@@ -384,36 +357,6 @@ class EnvStepper(forwarding.EnvForwarding):
         raise ValueError(
             f"env {self.name} returned an observation without {path} ({type(obs).__name__} "
             f"{obs!r:.80}), but its observation_space has it"
-        )
-
-
-def check_same_spaces(
-    name_a: str, env_a: Any, name_b: str, env_b: Any, observation_mode: Any = "same"
-) -> None:
-    """Raises a `SpaceMismatchError` naming both envs when their spaces do not batch together.
-
-    Action spaces must be equal; observation spaces too with `observation_mode` "same",
-    else they need only the same kinds, shapes and dtypes (bounds and counts may differ).
-    """
-    space_a, space_b = env_a.action_space, env_b.action_space
-    if not spaces.same_space(space_a, space_b):
-        raise errors.SpaceMismatchError(
-            f"envs in one batch must share spaces, but action_space of {name_a} is {space_a} "
-            f"and of {name_b} is {space_b}"
-        )
-    space_a, space_b = env_a.observation_space, env_b.observation_space
-    differ = "same" if observation_mode == "same" else "layout"
-    if differ == "same" and not spaces.same_space(space_a, space_b):
-        raise errors.SpaceMismatchError(
-            f"envs in one batch must share spaces, but observation_space of {name_a} is "
-            f"{space_a} and of {name_b} is {space_b}: the sub-environments observation spaces "
-            f"are not equivalent. If this is intentional, use `observation_mode='different'` "
-            f"instead."
-        )
-    if differ == "layout" and not spaces.same_layout(space_a, space_b):
-        raise errors.SpaceMismatchError(
-            f"envs in one batch must share their observations' kinds, shapes and dtypes, but "
-            f"observation_space of {name_a} is {space_a} and of {name_b} is {space_b}"
         )
 
 
