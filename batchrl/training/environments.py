@@ -135,7 +135,7 @@ def _own_limit(one: gym.Env) -> int | None:
     limits = []
     while isinstance(one, gym.Wrapper):
         if isinstance(one, gym.wrappers.TimeLimit):
-            limits.append(one._max_episode_steps)
+            limits.append(one._max_episode_steps)  # Its own; `spec` gives the outermost only.
         one = one.env
     return min(limits, default=None)
 

@@ -72,7 +72,7 @@ def test_a_policy_pickles_and_acts_in_another_process_as_here(run):
     np.testing.assert_array_equal(copy.predict(obs)[0], policy.predict(obs)[0])  # Same draws.
     spawn = multiprocessing.get_context("spawn")  # No JAX state forked: all of it pickled.
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
-        there = pool.submit(policy.predict, obs).result(timeout=120)[0]
+        there = pool.submit(policy.predict, obs).result(timeout=300)[0]  # A hang, not a race.
     np.testing.assert_array_equal(there, policy.predict(obs)[0])
 
 
