@@ -17,7 +17,9 @@ from the policy's distribution, as training does, whatever the config says: whet
 fallen mean action is a fallen policy; `--mean-action` takes the mean action (the mode) on
 a run that samples. Sampled rows carry "sampled": true. `--average-last K` scores the mean
 of the parameters of each checkpoint's phase and the K - 1 kept before it, the final policy
-a run with `average_last=K` would have ended with (`training.tail_average`).
+a run with `average_last=K` would have ended with (`training.tail_average`). `--seed S`
+starts the episodes where a run of seed S would start its evaluations, not where this run
+did: whether a return holds on other starting states. Rows so scored carry their "seed".
 """
 
 from __future__ import annotations
@@ -79,6 +81,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="K",
         help="average each checkpoint's parameters with those of the K - 1 kept phases before it",
     )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        help="start the episodes as a run of this seed would (default: the run's own seed)",
+    )
     actions = parser.add_mutually_exclusive_group()
     actions.add_argument(
         "--sample",
@@ -104,6 +111,7 @@ def evaluate(
     sample: bool | None = None,
     average_last: int = 1,
     each: Callable[[dict], None] | None = None,
+    seed: int | None = None,
 ) -> list[dict]:
     """The mean return and length over at least `episodes` episodes of each checkpoint.
 
@@ -116,7 +124,8 @@ def evaluate(
     evaluations of the same parameters differ. `sample` True scores sampled actions (rows
     carry "sampled": true), False the mean action, None as the run's `eval_sample` says.
     `average_last` K scores each phase's parameters averaged with the K - 1 kept phases'
-    before it (rows carry "averaged").
+    before it (rows carry "averaged"). `seed` starts every evaluation's episodes as a run
+    of that seed would, its envs seeded and its keys drawn from it (rows carry "seed").
     """
     if episodes < 1:
         raise UsageError(f"--episodes must be at least 1, got {episodes}")
@@ -127,6 +136,10 @@ def evaluate(
     except run_folder.RunFolderError as error:
         raise UsageError(str(error)) from None
     config = here(config)
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
+            raise UsageError(f"--seed must be a whole number in [0, 2**31), got {seed!r}")
+        config = train_config.replace(config, seed=seed)
     if normalizer_from is not None and not config.algorithm.normalize_observations:
         raise UsageError(
             f"--normalizer-from swaps the observation normaliser, and run folder {str(rundir)!r}"
@@ -214,6 +227,8 @@ def evaluate(
                     row["repeat"] = repeat
                 if sample:
                     row["sampled"] = True
+                if seed is not None:
+                    row["seed"] = seed
                 if average_last > 1:
                     row["averaged"] = len(_averaged_with(int(saved.phases), average_last)) + 1
                 row |= {
@@ -271,6 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             True if args.sample else False if args.mean_action else None,
             args.average_last,
             each=lambda row: print(json.dumps(row), flush=True),
+            seed=args.seed,
         )
     except UsageError as error:
         print(f"evaluate: error: {error}", file=sys.stderr)

@@ -55,6 +55,14 @@ def test_every_kept_checkpoint_on_the_same_episodes(config, request, tmp_path, c
     # Each checkpoint starts from the same states: evaluated again alone, the same return.
     assert evaluate.main(["--logdir", str(run), "--episodes", "8", "--phases", "6"]) == 0
     assert lines(capsys)[0]["return"] == rows[2]["return"]
+    # Another seed's starting states: another return, the same again for the same seed;
+    # the run's own seed (0) is the run's own starts.
+    for seed in ("3", "3", "0"):
+        args = ["--logdir", str(run), "--episodes", "8", "--phases", "6", "--seed", seed]
+        assert evaluate.main(args) == 0
+    other, again, own = lines(capsys)
+    assert other["seed"] == 3 and other["return"] != rows[2]["return"]
+    assert again["return"] == other["return"] and own["return"] == rows[2]["return"]
 
 
 def test_repeats_score_the_same_parameters_on_new_episodes(run, capsys):
@@ -181,6 +189,7 @@ def test_bad_input_is_one_line(run, tmp_path, capsys):
         (["--phases", "1"], f"no checkpoint of phase 1 in {str(run)!r}: it keeps [4, 5, 6]"),
         (["--normalizer-from", "2"], "no checkpoint of phase 2"),
         (["--episodes", "0"], "--episodes must be at least 1, got 0"),
+        (["--seed", "-1"], "--seed must be a whole number in [0, 2**31), got -1"),
     ]:
         assert evaluate.main(["--logdir", str(run), *args]) == 2
         err = capsys.readouterr().err.strip()

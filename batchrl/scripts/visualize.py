@@ -14,14 +14,17 @@ evaluation does (`atari.single`): whole games scored by the game's own rewards, 
 in the game's RGB frames. A frame is filmed a policy step,
 so a run that repeats actions plays at its env's fps over `action_repeat`; a JAX-native
 env with no Gymnasium env (MinAtar's, or one of your own named `module:qualname`) is
-refused in one line (`evaluate` scores it). Into a folder of an earlier recording, the
-videos its episodes.json named that this one does not write again are removed.
+refused in one line (`evaluate` scores it). Episode i starts as `reset(seed=S + i)` puts
+it, S the run's seed or `--seed S`, which also seeds the sampled actions. Into a folder
+of an earlier recording, the videos its episodes.json named that this one does not write
+again are removed.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes.util
+import dataclasses
 import json
 import os
 import pathlib
@@ -67,6 +70,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--episodes", type=int, default=1, help="episodes to record")
     parser.add_argument(
         "--best", action="store_true", help="the run's best-evaluated policy, not its last"
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        help="episode i starts at reset(seed=SEED + i) (default: the run's own seed)",
     )
     return parser.parse_args(argv)
 
@@ -159,6 +167,7 @@ def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
     """Runs `episodes` episodes as the run evaluates; writes one MP4 each; returns stats.
 
     The policy takes its mean action, or samples where `config.eval_sample` says so.
+    Episode i starts at `reset(seed=config.seed + i)`.
     """
     import imageio
 
@@ -244,13 +253,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.episodes < 1:
             raise UsageError(f"--episodes must be at least 1, got {args.episodes}")
+        if args.seed is not None and not 0 <= args.seed < 2**31:
+            raise UsageError(f"--seed must be a whole number in [0, 2**31), got {args.seed}")
         choose_headless_gl()
         rundir = pathlib.Path(args.logdir)
         config = run_folder.read_config(rundir)
         check_filmable(config)
         from batchrl.training import policy  # Imports JAX: after the GL backend is chosen.
 
-        loaded = policy.load(rundir, best=args.best)
+        if args.seed is not None:
+            config = dataclasses.replace(config, seed=args.seed)
+        loaded = policy.load(rundir, best=args.best, seed=args.seed)
         stats = record(config, loaded, args.episodes, pathlib.Path(args.outdir))
     except (UsageError, run_folder.RunFolderError) as error:
         print(f"visualize: error: {error}", file=sys.stderr)

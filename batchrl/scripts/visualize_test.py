@@ -54,6 +54,12 @@ def test_writes_videos_that_read_back_with_every_frame(run, tmp_path):
         frames = iio.imread(out / row["video"])
         assert frames.shape[0] == row["length"] + 1  # The reset frame, then one per step.
         assert frames.shape[-1] == 3 and frames.std() > 0
+    # Episode i starts at the seed plus i: seed 1's first episode is the run's second.
+    seeded = tmp_path / "seeded"
+    args = ["--logdir", str(run), "--outdir", str(seeded), "--seed", "1"]
+    assert visualize.main(args) == 0
+    (first,) = json.loads((seeded / "episodes.json").read_text())
+    assert first["return"] == stats[1]["return"] != stats[0]["return"]
     # Fewer episodes into the same folder: the earlier recording's later video went on
     # lying beside an episodes.json that no longer named it. A file of the user's stays.
     (out / "mine.mp4").write_bytes(b"")
@@ -149,6 +155,10 @@ def test_missing_run_or_checkpoint_is_one_line(tmp_path, capsys):
     assert "has no checkpoint yet" in capsys.readouterr().err
     assert visualize.main(["--logdir", str(empty), "--outdir", str(tmp_path), "--best"]) == 2
     assert "has no best policy: no phase evaluated" in capsys.readouterr().err
+    args = ["--logdir", str(empty), "--outdir", str(tmp_path), "--seed", "-2"]
+    assert visualize.main(args) == 2
+    err = capsys.readouterr().err
+    assert err == "visualize: error: --seed must be a whole number in [0, 2**31), got -2\n"
 
 
 def test_a_gymnax_run_without_a_gymnasium_env_is_one_line(tmp_path, capsys):

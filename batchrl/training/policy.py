@@ -204,8 +204,10 @@ def _performs(agent: Any) -> Callable[[Any, Any, jax.Array], tuple[Any, Any, jax
     return jax.jit(perform)
 
 
-def load(rundir: str | os.PathLike, *, best: bool = False) -> Policy:
+def load(rundir: str | os.PathLike, *, best: bool = False, seed: int | None = None) -> Policy:
     """The policy of the run in `rundir`: its newest good checkpoint, or with `best` its best.
+
+    Sampled actions draw from a key of `seed`, by default the run's own.
 
     Reads the run's config, its env spec and the checkpoint's learner, and builds no env
     (a folder written before runs kept their spec builds one, in this process, to read
@@ -219,6 +221,10 @@ def load(rundir: str | os.PathLike, *, best: bool = False) -> Policy:
         )
     if not isinstance(best, bool | np.bool_):  # "False", from a flag or a file, was true.
         raise ValueError(f"best is True or False, got {best!r}")
+    if seed is not None and (
+        isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**31
+    ):
+        raise ValueError(f"seed is a whole number in [0, 2**31) or None, got {seed!r}")
     rundir = pathlib.Path(rundir)
     config = run_folder.read_config(rundir)
     directory = run_folder.checkpoints(rundir)
@@ -237,7 +243,7 @@ def load(rundir: str | os.PathLike, *, best: bool = False) -> Policy:
         learner = checkpoint.load(path, target, LEARNER)
     else:
         learner = checkpoint.load_latest(directory, target, LEARNER)[1]
-    return Policy(algorithm, networks, learner, seed=config.seed)
+    return Policy(algorithm, networks, learner, seed=config.seed if seed is None else int(seed))
 
 
 def _learner_example(
