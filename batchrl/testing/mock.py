@@ -97,18 +97,27 @@ class WitnessEnv(CountingEnv):
     """A `CountingEnv` that shows what reached it: its options and its closes.
 
     Its reset's `options` go into the reset's infos, and each `close` is a line in the
-    file `closes` names.
+    file `closes` names, written after `close_seconds` (a video's last frames, say).
+    `build_seconds` makes it slow to build.
     """
 
-    def __init__(self, closes: str | None = None, **settings: Any):
+    def __init__(
+        self,
+        closes: str | None = None,
+        close_seconds: float = 0.0,
+        build_seconds: float = 0.0,
+        **settings: Any,
+    ):
+        time.sleep(build_seconds)
         super().__init__(**settings)
-        self.closes = closes
+        self.closes, self.close_seconds = closes, close_seconds
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         obs, info = super().reset(seed=seed)
         return obs, {**info, "options": repr(options)}
 
     def close(self) -> None:
+        time.sleep(self.close_seconds)
         if self.closes is not None:
             with open(self.closes, "a") as log:
                 log.write(f"{os.getpid()}-{id(self)}\n")

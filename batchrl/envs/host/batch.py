@@ -229,9 +229,17 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         """Closes every env and ends every worker; `close()` calls it once.
 
         A call in flight is warned of, as `AsyncVectorEnv` does, and dropped: collected
-        within `timeout` s (None: the workers' own), with `terminate` not; a busy worker is killed.
+        within `timeout` s (None: the workers' own), with `terminate` not; a busy worker is
+        killed. Workers are waited for as their envs close (a video's last frames written),
+        each up to its timeout; with `terminate`, killed at once.
         """
         self._drop_pending(0.0 if terminate else timeout)
+        if terminate:
+            for g in self._groups:
+                getattr(g, "kill", g.close)()
+            return
+        for g in self._groups:  # Every worker closes its envs at once, not one after another.
+            getattr(g, "close_begin", lambda: None)()
         for g in self._groups:
             g.close()
 

@@ -35,8 +35,8 @@ _QUIET_PACKAGES = frozenset({"batchrl", "flax", "gymnasium", "jax", "numpy", "op
 # 34.7k env-steps/s against 30.1k); polling yields the core, so a process that has work
 # on the same core is not starved.
 DEFAULT_SPIN = 0.002
-START_TIMEOUT = 120.0  # Seconds a worker gets to start and build its envs.
-CLOSE_TIMEOUT = 1.0  # Seconds a worker gets to close its envs before it is killed.
+START_TIMEOUT = 120.0  # Seconds a worker gets to build its envs, or its timeout if longer.
+CLOSE_TIMEOUT = 1.0  # Seconds a worker gets to end once it is told to, at exit or GC.
 # What a worker that died running the main script again is told, and its parent.
 MAIN_GUARD = (
     "worker processes run the main script again as they start (Python's multiprocessing), "
@@ -157,6 +157,11 @@ def restart_seed(seed: int | None, index: int, restarts: int) -> int:
     """The seed of env `index` after its worker's `restarts`-th restart: fixed by all three."""
     entropy = [0 if seed is None else seed, index, restarts]
     return int(np.random.SeedSequence(entropy).generate_state(1)[0])
+
+
+def start_timeout(timeout: float | None) -> float | None:
+    """Seconds a worker of `timeout` gets to start: `START_TIMEOUT` or more (None: no limit)."""
+    return None if timeout is None else max(START_TIMEOUT, timeout)
 
 
 def constructor_name(constructor: Callable[[], gym.Env]) -> str:

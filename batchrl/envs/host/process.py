@@ -72,6 +72,7 @@ class ProcessGroup(remote.RemoteGroup):
         self._blob = cloudpickle.dumps((list(constructors), observation_mode))
         self._init_remote(self.num_envs)
         self._process = None
+        self._closing = False  # Whether the worker was asked to close its envs.
         self._start()
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -102,7 +103,7 @@ class ProcessGroup(remote.RemoteGroup):
             self, lifecycle.terminate, process, parent_conn, (bell_out, answer_in)
         )
         try:
-            name, *spaces = self._receive("start", lifecycle.START_TIMEOUT)
+            name, *spaces = self._receive("start", lifecycle.start_timeout(self.timeout))
             observation_space, action_space = spaces
             if self.restarts == 0:
                 self.name, self.observation_space, self.action_space = name, *spaces
@@ -110,7 +111,7 @@ class ProcessGroup(remote.RemoteGroup):
             path, mapping = shared.create(nbytes)
             try:
                 self._conn.send(("attach", path, nbytes))
-                self._receive("attach", lifecycle.START_TIMEOUT)
+                self._receive("attach", lifecycle.start_timeout(self.timeout))
             finally:
                 shared.unlink(path)
         except BaseException:
@@ -121,20 +122,49 @@ class ProcessGroup(remote.RemoteGroup):
         self._variable = bool(stepper.objects(buffers.obs) or stepper.objects(buffers.action))
         self._piped = self._variable  # Whether the step in flight went through the pipe.
 
-    def close(self) -> None:
-        """Stops the worker: asks it to close its envs, kills it if it does not exit in 1 s.
+    def close_begin(self) -> None:
+        """Asks the worker to close its envs, without waiting: a batch asks every worker first.
 
         A worker whose call was dropped unanswered (a batch closed with `terminate`) is
-        busy with it: killed at once, the infos it still owes lost with it.
+        busy with it: `close` kills it, the infos it still owes lost with it.
+        """
+        if self._closed or self._closing or self._pending is not lifecycle.Pending.NONE:
+            return
+        if self._process.is_alive():
+            self._fetch_owed(keep_newest=0, timeout=lifecycle.CLOSE_TIMEOUT)
+            with contextlib.suppress(OSError, ValueError):
+                self._conn.send(("close",))
+            self._closing = True
+
+    def kill(self) -> None:
+        """Ends the worker at once, its envs not closed (`close(terminate=True)`)."""
+        if not self._closed:
+            self._closed = True
+            self._process.kill()
+            self._finalizer()
+
+    def close(self) -> None:
+        """Stops the worker once its envs have closed, as Gymnasium's vector envs wait.
+
+        An env's `close` may write files (a video's last frames): the worker gets the
+        timeout a step gets (None: no limit), and is then killed with a warning.
         """
         if self._closed:
             return
-        if self._pending is lifecycle.Pending.NONE:
-            self._fetch_owed(keep_newest=0, timeout=lifecycle.CLOSE_TIMEOUT)
-        elif self._process.is_alive():
-            self._process.kill()
-        self._closed = True
-        self._finalizer()
+        try:
+            self.close_begin()
+            if self._closing and not multiprocessing.connection.wait(
+                [self._process.sentinel], self.timeout
+            ):
+                logger.warning(
+                    "%s did not close its envs within %s s and was killed",
+                    self._describe(),
+                    self.timeout,
+                )
+                self._process.kill()
+        finally:
+            self._closed = True
+            self._finalizer()  # Kills a worker still running, then joins it.
 
     @property
     def pid(self) -> int | None:
@@ -300,10 +330,16 @@ class ProcessGroup(remote.RemoteGroup):
             raise self._fail(self._died(command))
         self._process.kill()
         self._process.join()
+        advice = "raise the timeout" + self._advice(" or {restart}")
+        if command in ("start", "attach"):  # A replacement would start as slowly.
+            advice = (
+                f"a worker gets {lifecycle.START_TIMEOUT:g} s to build its envs, or the "
+                "timeout if longer: raise the timeout"
+            )
         raise self._fail(
             errors.EnvTimeoutError(
                 f"{self._describe()} did not answer {command} within {timeout} s and was killed; "
-                "raise the timeout" + self._advice(" or {restart}"),
+                + advice,
                 self.name,
                 command,
             )

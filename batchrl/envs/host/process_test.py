@@ -225,6 +225,46 @@ def test_close_is_idempotent_and_ends_the_worker():
         env.reset()
 
 
+def test_close_waits_for_envs_that_take_their_time_to_close(tmp_path):
+    # An env's close may write files (RecordVideo's last video): its worker was killed
+    # 1 s after the close was asked, the file never written, nothing said.
+    from batchrl.envs import BatchEnv
+
+    closes = tmp_path / "closes"
+    env = functools.partial(mock.WitnessEnv, closes=str(closes), close_seconds=1.5)
+    batch = BatchEnv.external([env] * 2, envs_per_worker=1)
+    pids = [g.pid for g in batch.groups]
+    batch.close()
+    assert len(closes.read_text().splitlines()) == 2 and not wait_gone(pids)
+
+
+def test_a_close_past_the_timeout_is_killed_with_a_warning(tmp_path, caplog):
+    closes = tmp_path / "closes"
+    env = functools.partial(mock.WitnessEnv, closes=str(closes), close_seconds=60)
+    remote = external.ExternalProcess(env, timeout=0.5)
+    pid = remote.pid
+    remote.close()
+    assert not wait_gone([pid]) and not closes.exists()
+    (record,) = [r for r in caplog.records if "did not close" in r.getMessage()]
+    assert record.getMessage().endswith("did not close its envs within 0.5 s and was killed")
+
+
+def test_a_slow_start_gets_the_timeout_where_it_is_longer(monkeypatch):
+    # The start's limit was fixed: a worker building envs for longer than it failed
+    # whatever timeout was given, and was told to raise the timeout.
+    monkeypatch.setattr(lifecycle, "START_TIMEOUT", 0.2)
+    slow = functools.partial(mock.WitnessEnv, build_seconds=1.0)
+    with external.ExternalProcess(slow, timeout=10) as remote:
+        remote.reset(seed=0)
+    with pytest.raises(errors.EnvTimeoutError) as caught:
+        external.ExternalProcess(slow, timeout=0.3, restart=False)
+    message = str(caught.value)
+    assert message.endswith(
+        "did not answer start within 0.3 s and was killed; a worker gets 0.2 s to build "
+        "its envs, or the timeout if longer: raise the timeout"
+    )
+
+
 def test_unknown_start_method_is_refused():
     with pytest.raises(ValueError, match="unknown start method 'fork'"):
         external.ExternalProcess(make_pendulum, context="fork")

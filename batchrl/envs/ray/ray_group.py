@@ -154,7 +154,7 @@ class RayGroup(remote.RemoteGroup):
     def wait_ready(self) -> None:
         """Waits for the actor to start its workers; raises what stopped it."""
         try:
-            started = self._get(self._ready, "start", lifecycle.START_TIMEOUT)
+            started = self._get(self._ready, "start", lifecycle.start_timeout(self.timeout))
         except errors.EnvError as error:
             self._broken = str(error).splitlines()[0]
             self._finalizer()
