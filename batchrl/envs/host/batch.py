@@ -193,8 +193,16 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         """
         return self._ask(indices, "call", name, args, kwargs).results()
 
-    def get_attr(self, name: str, indices: Sequence[int] | None = None) -> tuple[Any, ...]:
-        """The attribute `name` of every env (or of those at `indices`), through its wrappers."""
+    def get_attr(
+        self, name: str, indices: Sequence[int] | None = None, *, call_methods: bool = True
+    ) -> tuple[Any, ...]:
+        """The attribute `name` of every env (or of those at `indices`), through its wrappers.
+
+        A method is called, as Gymnasium's vector envs call it (`get_attr("render")` gives
+        frames); with `call_methods=False` it comes back uncalled, as SB3's `get_attr` reads it.
+        """
+        if call_methods:
+            return self._ask(indices, "call", name, (), {}).results()
         return self._ask(indices, "attribute", name).results()
 
     def set_attr(self, name: str, values: Any, indices: Sequence[int] | None = None) -> None:

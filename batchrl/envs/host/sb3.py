@@ -118,7 +118,8 @@ class VecEnv(vec_env.VecEnv):
         self.batch_env.close()
 
     def get_attr(self, attr_name: str, indices: Indices = None) -> list[Any]:
-        return list(self.batch_env.get_attr(attr_name, indices=self._get_indices(indices)))
+        targets = self._get_indices(indices)
+        return list(self.batch_env.get_attr(attr_name, indices=targets, call_methods=False))
 
     def set_attr(self, attr_name: str, value: Any, indices: Indices = None) -> None:
         """Sets the attribute where the env's wrappers hold it, so the env steps with it.

@@ -146,6 +146,10 @@ def test_call_get_attr_set_attr_and_render_reach_every_env():
         env.reset(seed=0)
         frames = env.render()
         assert len(frames) == 3 and frames[0].shape == (500, 500, 3) and frames[0].std() > 0
+        # A method is called, as SyncVectorEnv's get_attr calls it: it gave the method of a
+        # pickled copy, which never reached the env.
+        got = env.get_attr("render", indices=[1])[0]
+        np.testing.assert_array_equal(got, frames[1])
         with pytest.raises(ValueError, match=r"set_attr needs one value or 3 .*got 2"):
             env.set_attr("max_speed", [1.0, 2.0])
 
@@ -159,6 +163,7 @@ def test_the_envs_of_every_worker_answer_a_call_at_once_and_an_error_leaves_none
         with pytest.raises((AttributeError, EnvRaisedError), match="no_such_attribute"):
             env.get_attr("no_such_attribute")  # In this process, or in a worker.
         assert env.get_attr("duration") == (3,) * 4  # Every worker answered before the raise.
+        assert all(map(callable, env.get_attr("meet", call_methods=False)))  # As SB3 reads it.
 
 
 def test_gymnasium_vector_wrappers_run_over_it():

@@ -73,7 +73,7 @@ class Host:
         return self._batch.reset_at(indices, seed=seeds, options=options)
 
     def attribute(self, index: int, name: str) -> Any:
-        return self._batch.get_attr(name, indices=[index])[0]
+        return self._batch.get_attr(name, indices=[index], call_methods=False)[0]
 
     def call(self, index: int, name: str, args: tuple, kwargs: dict) -> Any:
         return self._batch.call(name, *args, indices=[index], **kwargs)[0]
