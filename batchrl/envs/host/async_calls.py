@@ -66,6 +66,8 @@ class AsyncCalls:
         """Sends the resets `reset` makes (every env, or `options["reset_mask"]`'s)."""
         self._expect_no_call("reset_async")
         seeds = arguments.check_seeds(seed, self.num_envs)
+        if options is not None and not isinstance(options, dict):
+            raise TypeError(f"options must be a dict or None, got {options!r:.60}")
         # Popped from the caller's dict, as Gymnasium's vector envs pop it: their wrappers
         # read the dict after the reset (RecordEpisodeStatistics starts every env's
         # statistics afresh where no mask is left, and only the masked envs' otherwise).

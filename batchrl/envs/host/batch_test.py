@@ -523,12 +523,26 @@ class _ArrayReward(mock.CountingEnv):
         return obs, np.array([reward]), *rest
 
 
+class _ArrayTerminated(mock.CountingEnv):
+    """Returns terminated as an array of one, as a comparison of a state of shape (1,) gives."""
+
+    def step(self, action):
+        obs, reward, terminated, *rest = super().step(action)
+        return obs, reward, np.array([terminated]), *rest
+
+
 @pytest.mark.parametrize("workers", [True, False], ids=["workers", "local"])
-def test_a_reward_that_is_not_one_number_is_named(workers):
-    envs = [_ArrayReward, _ArrayReward]
+@pytest.mark.parametrize(
+    ("env", "field"), [(_ArrayReward, "reward"), (_ArrayTerminated, "terminated")]
+)
+def test_a_reward_or_flag_that_is_not_one_value_is_named(workers, env, field):
+    # A terminated of shape (1,) failed inside the autoreset's logical_or, in numpy's words.
+    envs = [env, env]
     build = BatchEnv.external(envs) if workers else BatchEnv.from_envs([e() for e in envs])
-    with build as env:
-        env.reset(seed=0)
-        message = r"env '_ArrayReward' returned a reward of shape \(1,\) \(ndarray\), but a reward"
+    with build as batch:
+        batch.reset(seed=0)
+        message = (
+            rf"env '{env.__name__}' returned a {field} of shape \(1,\) \(ndarray\), but a {field}"
+        )
         with pytest.raises(errors.EnvRaisedError if workers else ValueError, match=message):
-            env.step(np.zeros((2, 2), np.float32))
+            batch.step(np.zeros((2, 2), np.float32))

@@ -237,7 +237,12 @@ class EnvStepper(forwarding.EnvForwarding):
             if said is None:
                 raise
             raise said from None
-        for i in self._autoreset.stepped(autoreset, terminated, truncated):
+        # Written first: a flag that is not one bool is named before the autoreset reads it.
+        self._write_scalars("reward", reward)
+        self._write_scalars("terminated", terminated)
+        self._write_scalars("truncated", truncated)
+        ended = self._autoreset.stepped(autoreset, buffers.terminated, buffers.truncated)
+        for i in ended:
             # Copies, taken before the reset: an env may reuse its arrays (MuJoCo's infos
             # are views of its data, which the reset rewrites), and the infos may be read
             # steps later.
@@ -245,11 +250,7 @@ class EnvStepper(forwarding.EnvForwarding):
             obs[i], reset_info = env_checks.reset(self.envs[i], self.name)
             infos[i] = autoreset_lib.final(final_obs, final_info, reset_info)
         self._write_obs(slice(None), obs)
-        infos = env_checks.owned_infos(infos, self.name)
-        self._write_scalars("reward", reward)
-        self._write_scalars("terminated", terminated)
-        self._write_scalars("truncated", truncated)
-        return infos
+        return env_checks.owned_infos(infos, self.name)
 
     def _reset_for_step(self, env: gym.Env) -> tuple:
         obs, info = env_checks.reset(env, self.name)

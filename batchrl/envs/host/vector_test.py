@@ -240,6 +240,8 @@ def test_envs_get_the_reset_options_and_the_one_close_sync_vector_env_gives_them
             got = ours.reset(seed=0, options=None if options is None else dict(options))[1]
             want = theirs.reset(seed=0, options=None if options is None else dict(options))[1]
             np.testing.assert_array_equal(got["options"], want["options"], err_msg=f"{options}")
+        with pytest.raises(TypeError, match=r"^options must be a dict or None, got 5$"):
+            ours.reset(options=5)  # An AttributeError from inside the reset.
     theirs.close()
     for path in closes.values():
         assert len(path.read_text().split()) == 3, path.name
