@@ -212,11 +212,27 @@ def check_mask(mask: Any, num_envs: int) -> np.ndarray:
     return np.flatnonzero(mask)
 
 
+def whole_indices(indices: Any) -> np.ndarray:
+    """`indices` (one or many) as int64 [k], or a TypeError naming them.
+
+    A mask of bools is refused: read as numbers, [False, True] named envs 0 and 1.
+    """
+    given = np.asarray(indices).reshape(-1)
+    if given.dtype == bool:
+        raise TypeError(
+            f"env indices are env numbers, got a mask of bools {given.tolist()!r:.80}: "
+            "give np.flatnonzero(mask)"
+        )
+    if given.size and given.dtype.kind not in "iu":
+        raise TypeError(f"env indices must be whole numbers, got {given.tolist()!r:.80}")
+    return given.astype(np.int64)
+
+
 def check_indices(indices: Any, num_envs: int) -> np.ndarray:
     """Distinct env indices in range as an array; all envs when None."""
     if indices is None:
         return np.arange(num_envs)
-    indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+    indices = whole_indices(indices)
     bad = indices[(indices < 0) | (indices >= num_envs)]
     if len(bad):
         raise IndexError(

@@ -25,4 +25,10 @@ def expect_batch(value: Any, taker: str) -> None:
             f"{value.unwrapped!r}: it steps the BatchEnv beneath any wrapper, so the "
             f"wrapper would do nothing; pass the BatchEnv itself"
         )
+    if isinstance(value, list | tuple) and value and all(map(callable, value)):
+        # SubprocVecEnv's argument, or make_vec_env(vec_env_cls=...)'s call.
+        raise TypeError(
+            f"{taker} a batchrl BatchEnv, got a {got} of env constructors: "
+            "build the batch of them first, BatchEnv.external(env_fns)"
+        )
     raise TypeError(f"{taker} a batchrl BatchEnv, got {got}")

@@ -190,6 +190,13 @@ def test_bad_actions_and_indices_get_clear_errors():
             env.step(np.zeros((3, 1), np.float32))
         with pytest.raises(IndexError, match="env index 5 is out of range"):
             env.reset_at([5])
+        # A done mask read as numbers named envs 0 and 1; floats were cut to whole numbers.
+        with pytest.raises(TypeError, match=r"^env indices are env numbers, got a mask of bo"):
+            env.set_attr("max_speed", 1.0, indices=np.array([False, True]))
+        with pytest.raises(TypeError, match=r"^env indices must be whole numbers, got \[0.9\]$"):
+            env.reset_at([0.9])
+        assert env.get_attr("max_speed", indices=[]) == ()
+        assert env.get_attr("max_speed") == (8.0, 8.0)  # No env was set.
         env.step(np.zeros((2, 1), np.float32))  # Still usable after refused input.
 
 

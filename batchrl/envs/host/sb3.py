@@ -21,7 +21,7 @@ from gymnasium.vector import AutoresetMode
 from stable_baselines3.common import vec_env
 
 from batchrl import env_spec
-from batchrl.envs.host import batch, batch_taken, obs_tree
+from batchrl.envs.host import arguments, batch, batch_taken, obs_tree
 
 Indices = None | int | Iterable[int]
 
@@ -143,7 +143,8 @@ class VecEnv(vec_env.VecEnv):
     def _get_indices(self, indices: Indices) -> list[int]:
         """SB3's indices as a list; a negative one counts from the end, as DummyVecEnv's do."""
         n = self.num_envs
-        return [int(i) + n if -n <= int(i) < 0 else int(i) for i in super()._get_indices(indices)]
+        given = arguments.whole_indices(list(super()._get_indices(indices)))
+        return [int(i) + n if -n <= int(i) < 0 else int(i) for i in given]
 
     def get_images(self) -> Sequence[np.ndarray | None]:
         if self.render_mode != "rgb_array":

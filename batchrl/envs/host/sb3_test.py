@@ -106,10 +106,14 @@ def test_attributes_methods_and_wrappers_reach_the_chosen_envs():
         assert venv.has_attr("max_speed") and not venv.has_attr("no_such_attribute")
         with pytest.raises(AttributeError, match="no attribute 'no_such_attribute'"):
             venv.get_attr("no_such_attribute")
+        with pytest.raises(TypeError, match="got a mask of bools"):  # Set envs 0 and 1.
+            venv.set_attr("max_speed", 1.0, indices=[False, True, False])
     finally:
         venv.close()
     with pytest.raises(TypeError, match="VecEnv wraps a batchrl BatchEnv, got DummyVecEnv"):
         sb3.VecEnv(DummyVecEnv([lambda: gym.make("Pendulum-v1")]))
+    with pytest.raises(TypeError, match=r"got a list of env constructors: .*BatchEnv.external"):
+        sb3.VecEnv([lambda: gym.make("Pendulum-v1")] * 2)  # SubprocVecEnv's way.
     with BatchEnv.external("Pendulum-v1", 1) as batch_env:
         wrapped = gym.wrappers.vector.ClipAction(batch_env)
         refused = r"^VecEnv wraps a batchrl BatchEnv, got ClipAction, a Gymnasium vector wrapper"
