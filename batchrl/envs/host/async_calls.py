@@ -23,6 +23,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.vector import AutoresetMode
 
 from batchrl.envs.host import arguments, obs_tree
 from batchrl.envs.host import infos as infos_lib
@@ -47,11 +48,8 @@ class AsyncCalls:
         """The results of the step `step_async` sent, as `step` gives them."""
         self._expect_call("step", timeout)
         self._waiting = None
-        obs = obs_tree.empty(self.single_observation_space, self.num_envs)
-        reward = np.empty(self.num_envs, np.float64)
-        terminated = np.empty(self.num_envs, bool)
-        truncated = np.empty(self.num_envs, bool)
-        infos = self._collect_step(obs, reward, terminated, truncated)
+        obs, reward, terminated, truncated = results = self._result_arrays(np.float64)
+        infos = self._collect_step(*results)
         vector_infos = infos_lib.vector_infos(
             self._batched(range(self.num_envs), infos), self.lazy_infos
         )
@@ -111,6 +109,34 @@ class AsyncCalls:
         self._waiting = None
         return sent.results()
 
+    def step_into_async(
+        self,
+        actions: Any,
+        autoreset_mode: AutoresetMode = AutoresetMode.DISABLED,
+        read_infos: bool = False,
+        as_given: bool = False,
+    ) -> None:
+        """`step_into`'s first half: sends every env its action, for the caller to compute."""
+        mode = arguments.check_autoreset_mode(autoreset_mode)
+        self._expect_no_call("step_into_async")
+        self._send_step(actions, mode, read_infos, as_given=as_given)
+        self._waiting = ("step_into",)
+
+    def step_into_wait(
+        self, obs: Any, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray
+    ) -> infos_lib.Infos:
+        """`step_into`'s second half: the step written into the given arrays; its infos."""
+        self._expect_call("step_into", None)
+        obs_tree.check(obs, self._obs_shapes)  # Refused, the step stays in flight.
+        self._waiting = None
+        return self._collect_step(obs, reward, terminated, truncated)
+
+    def _result_arrays(self, reward_dtype: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        """Fresh obs, reward, terminated and truncated arrays for a step's results."""
+        n = self.num_envs
+        obs = obs_tree.empty(self.single_observation_space, n)
+        return obs, np.empty(n, reward_dtype), np.empty(n, bool), np.empty(n, bool)
+
     def _expect_no_call(self, call: str) -> None:
         """Gymnasium's `AlreadyPendingCallError` when a call is in flight."""
         if self._waiting is not None:
@@ -157,7 +183,9 @@ class AsyncCalls:
             stacklevel=4,
         )
         with contextlib.suppress(Exception):  # Closing anyway: its results are dropped.
-            if name != "call":
+            if name == "step_into":
+                self.step_into_wait(*self._result_arrays(np.float64))
+            elif name != "call":
                 getattr(self, f"{name}_wait")(timeout)
             elif timeout is None:  # Else a worker still busy with its call is killed.
                 self.call_wait()

@@ -34,7 +34,7 @@ from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host.group import Group
 
 
-class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
+class BatchEnvBase(async_calls.AsyncCalls, env_requests.EnvCalls, gym.vector.VectorEnv):
     """A batch of envs with shared spaces over groups already started: a Gymnasium `VectorEnv`.
 
     `step` and `reset` behave as Gymnasium's vector envs do, with `autoreset_mode`
@@ -184,55 +184,6 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         self.reset_async(seed=seed, options=options)
         return self.reset_wait()
 
-    def call(
-        self, name: str, /, *args: Any, indices: Sequence[int] | None = None, **kwargs: Any
-    ) -> tuple[Any, ...]:
-        """Calls method `name` of every env (or those at `indices`); a value is read as is.
-
-        `name` is positional only: the method may take a keyword `name` of its own.
-        """
-        return self._ask(indices, "call", name, args, kwargs).results()
-
-    def get_attr(
-        self, name: str, indices: Sequence[int] | None = None, *, call_methods: bool = True
-    ) -> tuple[Any, ...]:
-        """The attribute `name` of every env (or of those at `indices`), through its wrappers.
-
-        A method is called, as Gymnasium's vector envs call it (`get_attr("render")` gives
-        frames); with `call_methods=False` it comes back uncalled, as SB3's `get_attr` reads it.
-        """
-        if call_methods:
-            return self._ask(indices, "call", name, (), {}).results()
-        return self._ask(indices, "attribute", name).results()
-
-    def set_attr(self, name: str, values: Any, indices: Sequence[int] | None = None) -> None:
-        """Sets the attribute `name` of every env (or of those at `indices`).
-
-        `values` is one value for all, or a list or tuple of one per env.
-        """
-        targets = arguments.check_indices(indices, self.num_envs)
-        if not isinstance(values, list | tuple):
-            values = [values] * len(targets)
-        if len(values) != len(targets):
-            raise ValueError(
-                f"set_attr needs one value or {len(targets)} (one per env), got {len(values)}"
-            )
-        self._expect_no_call("set_attr")
-        self._expect_open()
-        for i, value in zip(targets, values, strict=True):
-            group, index = self._locate(i)
-            group.set_attr(index, name, value)
-
-    def is_wrapped(
-        self, wrapper_class: type, indices: Sequence[int] | None = None
-    ) -> tuple[bool, ...]:
-        """Whether each env (or those at `indices`) is wrapped by a `wrapper_class` at any depth."""
-        return self._ask(indices, "is_wrapped", wrapper_class).results()
-
-    def render(self) -> tuple[Any, ...]:
-        """Every env's rendering, in env order."""
-        return self.call("render")
-
     def close_extras(self, timeout: float | None = None, terminate: bool = False) -> None:
         """Closes every env and ends every worker; `close()` calls it once.
 
@@ -279,11 +230,10 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
         arrays' dtypes. `read_infos`: the caller reads the infos at once, so workers send them.
         `as_given`: the envs get the actions in the dtypes given, as `step` passes them.
         """
-        mode = arguments.check_autoreset_mode(autoreset_mode)
         self._expect_no_call("step_into")
         obs_tree.check(obs, self._obs_shapes)
-        self._send_step(actions, mode, read_infos, as_given=as_given)
-        return self._collect_step(obs, reward, terminated, truncated)
+        self.step_into_async(actions, autoreset_mode, read_infos, as_given)
+        return self.step_into_wait(obs, reward, terminated, truncated)
 
     def _send_step(
         self,
@@ -383,13 +333,6 @@ class BatchEnvBase(async_calls.AsyncCalls, gym.vector.VectorEnv):
 
         stepper.collect_all(local.local_first(sent), collect)
         return obs, infos
-
-    def _ask(self, indices: Any, method: str, *args: Any) -> env_requests.EnvRequests:
-        """`method(i, *args)` of each env at `indices` (all when None), its first round sent."""
-        self._expect_no_call("call_async")  # `AsyncVectorEnv.call` and `get_attr` are one.
-        self._expect_open()
-        located = [self._locate(i) for i in arguments.check_indices(indices, self.num_envs)]
-        return env_requests.EnvRequests(located, method, args)
 
     def _locate(self, env: int) -> tuple[Any, int]:
         """The group that holds env `env` of the batch, and the env's index in it."""

@@ -1,5 +1,8 @@
 """Requests to each env of a batch (`call`, `get_attr`, `render`): every host asked at once.
 
+`EnvCalls` is the batch's side: Gymnasium's `call`, `get_attr`, `set_attr` and `render`,
+and `is_wrapped`; `EnvRequests` asks the envs.
+
 A worker process or a Ray actor answers one request at a time, so its envs are asked in
 rounds, one env a host a round, and every host is asked before any answer is awaited:
 the hosts' envs compute at once, as `AsyncVectorEnv`'s workers do. Envs in this process
@@ -12,7 +15,69 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from batchrl.envs.host import remote
+from batchrl.envs.host import arguments, remote
+
+
+class EnvCalls:
+    """What a batch asks of its envs one by one, through each env's wrappers."""
+
+    num_envs: int
+
+    def call(
+        self, name: str, /, *args: Any, indices: Sequence[int] | None = None, **kwargs: Any
+    ) -> tuple[Any, ...]:
+        """Calls method `name` of every env (or those at `indices`); a value is read as is.
+
+        `name` is positional only: the method may take a keyword `name` of its own.
+        """
+        return self._ask(indices, "call", name, args, kwargs).results()
+
+    def get_attr(
+        self, name: str, indices: Sequence[int] | None = None, *, call_methods: bool = True
+    ) -> tuple[Any, ...]:
+        """The attribute `name` of every env (or of those at `indices`), through its wrappers.
+
+        A method is called, as Gymnasium's vector envs call it (`get_attr("render")` gives
+        frames); with `call_methods=False` it comes back uncalled, as SB3's `get_attr` reads it.
+        """
+        if call_methods:
+            return self._ask(indices, "call", name, (), {}).results()
+        return self._ask(indices, "attribute", name).results()
+
+    def set_attr(self, name: str, values: Any, indices: Sequence[int] | None = None) -> None:
+        """Sets the attribute `name` of every env (or of those at `indices`).
+
+        `values` is one value for all, or a list or tuple of one per env.
+        """
+        targets = arguments.check_indices(indices, self.num_envs)
+        if not isinstance(values, list | tuple):
+            values = [values] * len(targets)
+        if len(values) != len(targets):
+            raise ValueError(
+                f"set_attr needs one value or {len(targets)} (one per env), got {len(values)}"
+            )
+        self._expect_no_call("set_attr")
+        self._expect_open()
+        for i, value in zip(targets, values, strict=True):
+            group, index = self._locate(i)
+            group.set_attr(index, name, value)
+
+    def is_wrapped(
+        self, wrapper_class: type, indices: Sequence[int] | None = None
+    ) -> tuple[bool, ...]:
+        """Whether each env (or those at `indices`) is wrapped by a `wrapper_class` at any depth."""
+        return self._ask(indices, "is_wrapped", wrapper_class).results()
+
+    def render(self) -> tuple[Any, ...]:
+        """Every env's rendering, in env order."""
+        return self.call("render")
+
+    def _ask(self, indices: Any, method: str, *args: Any) -> EnvRequests:
+        """`method(i, *args)` of each env at `indices` (all when None), its first round sent."""
+        self._expect_no_call("call_async")  # `AsyncVectorEnv.call` and `get_attr` are one.
+        self._expect_open()
+        located = [self._locate(i) for i in arguments.check_indices(indices, self.num_envs)]
+        return EnvRequests(located, method, args)
 
 
 class EnvRequests:

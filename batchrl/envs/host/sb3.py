@@ -38,7 +38,7 @@ class VecEnv(vec_env.VecEnv):
         )
         # The env's own, as DummyVecEnv's: VecVideoRecorder reads its `render_fps`.
         self.metadata = {k: v for k, v in batch_env.metadata.items() if k != "autoreset_mode"}
-        self._actions: np.ndarray | None = None
+        self._stepping = False  # Whether a step_async's step is in flight.
 
     def set_options(self, options: Sequence[dict | None] | dict | None = None) -> None:
         """SB3's options for the next reset: one dict for all envs, or a list of one per env.
@@ -78,20 +78,21 @@ class VecEnv(vec_env.VecEnv):
         return obs
 
     def step_async(self, actions: np.ndarray) -> None:
-        self._actions = check_actions(np.asarray(actions), self.action_space)
+        """Starts every env's step, as SubprocVecEnv does: the caller computes meanwhile."""
+        actions = check_actions(np.asarray(actions), self.action_space)
+        self.batch_env.step_into_async(actions, AutoresetMode.SAME_STEP, read_infos=True)
+        self._stepping = True
 
     def step_wait(self) -> tuple[Any, np.ndarray, np.ndarray, list[dict]]:
         """Steps every env; the envs that finish reset in the same step, as SB3 expects."""
-        if self._actions is None:
+        if not self._stepping:
             raise RuntimeError("step_wait without step_async: call step_async(actions) first")
-        actions, self._actions = self._actions, None
+        self._stepping = False
         obs = obs_tree.empty(self.batch_env.single_observation_space, self.num_envs)
         reward = np.empty(self.num_envs, np.float32)
         terminated = np.empty(self.num_envs, bool)
         truncated = np.empty(self.num_envs, bool)
-        infos = self.batch_env.step_into(
-            actions, obs, reward, terminated, truncated, AutoresetMode.SAME_STEP, read_infos=True
-        )
+        infos = self.batch_env.step_into_wait(obs, reward, terminated, truncated)
         sb3_infos = [
             self._sb3_info(i, infos[i], obs, terminated, truncated) for i in range(self.num_envs)
         ]
