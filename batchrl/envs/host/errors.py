@@ -5,8 +5,10 @@ They pickle with every field, so they cross processes and Ray actors as they are
 
 from __future__ import annotations
 
+import functools
 import pathlib
 import re
+import sys
 import sysconfig
 from typing import Any
 
@@ -37,6 +39,9 @@ class EnvError(RuntimeError):
     def __reduce__(self) -> tuple:
         return _rebuild, (type(self), str(self), dict(self.__dict__))
 
+    def __str__(self) -> str:  # The message, not a second base's form (KeyError's repr).
+        return BaseException.__str__(self)
+
 
 def _rebuild(kind: type, message: str, fields: dict[str, Any]) -> EnvError:
     """An error of type `kind` with `message` and `fields`, whatever its constructor takes."""
@@ -47,7 +52,13 @@ def _rebuild(kind: type, message: str, fields: dict[str, Any]) -> EnvError:
 
 
 class EnvRaisedError(EnvError):
-    """The env raised inside its worker. `remote_traceback` is the worker's traceback."""
+    """The env raised inside its worker. `remote_traceback` is the worker's traceback.
+
+    Where the env's exception type is found here, the error is one of it too (`raised`),
+    so `except ValueError` written for envs in this process catches it.
+    """
+
+    own_type: type | None = None  # The env's exception type, where the error is one too.
 
     def __init__(
         self, message: str, env: str, command: str, error_type: str, remote_traceback: str
@@ -56,6 +67,11 @@ class EnvRaisedError(EnvError):
         self.error_type = error_type
         self.remote_traceback = remote_traceback
 
+    def __reduce__(self) -> tuple:  # Its class is made here: rebuilt from the env's type's name.
+        kind = self.own_type
+        named = None if kind is None else (kind.__module__, kind.__qualname__)
+        return _rebuild_raised, (named, str(self), dict(self.__dict__))
+
 
 class EnvAttributeError(EnvRaisedError, AttributeError):
     """The env has no such attribute: an AttributeError too, as a missing attribute is.
@@ -63,6 +79,50 @@ class EnvAttributeError(EnvRaisedError, AttributeError):
     So a check written for envs in this process (`hasattr`, Stable-Baselines3's
     `has_attr`, Gymnasium's wrappers) reads it as missing.
     """
+
+    own_type = AttributeError
+
+
+def _rebuild_raised(named: tuple | None, message: str, fields: dict[str, Any]) -> EnvError:
+    """An EnvRaisedError unpickled: one of the env's type too where that is found here."""
+    return _rebuild(raised_as(None if named is None else own_type(*named)), message, fields)
+
+
+@functools.cache
+def raised_as(own_type: type | None) -> type[EnvRaisedError]:
+    """The error class for an env's exception of `own_type`: an EnvRaisedError and one of it.
+
+    EnvRaisedError alone for None (not found here), one of batchrl's, or a type that
+    builds fields of its own from its arguments (OSError's errno and filename).
+    """
+    if own_type is AttributeError:
+        return EnvAttributeError
+    if (
+        not isinstance(own_type, type)
+        or not issubclass(own_type, Exception)
+        or issubclass(own_type, EnvError | OSError)
+    ):
+        return EnvRaisedError
+    try:
+        kind = type(
+            EnvRaisedError.__name__,  # Named as ever in tracebacks and error lines.
+            (EnvRaisedError, own_type),
+            {"__module__": __name__, "own_type": own_type, "__doc__": EnvRaisedError.__doc__},
+        )
+        if str(kind("message", "", "", "", "")) == "message":  # Built as an EnvRaisedError.
+            return kind
+    except Exception:  # Bases that cannot combine, or a constructor that wants its own.
+        pass
+    return EnvRaisedError
+
+
+def own_type(module: str, qualname: str) -> type | None:
+    """The exception type a worker names, where this process has its module; else None."""
+    # A worker runs the main script as __mp_main__; nothing is imported for the lookup.
+    found: Any = sys.modules.get("__main__" if module == "__mp_main__" else module)
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    return found if isinstance(found, type) and issubclass(found, BaseException) else None
 
 
 def rose_at(text: str) -> str:
@@ -79,10 +139,13 @@ def rose_at(text: str) -> str:
     return f" at {file}:{line}" if file else ""
 
 
-def raised(message: str, env: str, command: str, error_type: str, text: str) -> EnvRaisedError:
-    """The error for an exception of type `error_type` raised by an env in its worker."""
-    kind = EnvAttributeError if error_type == AttributeError.__name__ else EnvRaisedError
-    return kind(message, env, command, error_type, text)
+def raised(
+    message: str, env: str, command: str, error_type: str, text: str, kind: type | None = None
+) -> EnvRaisedError:
+    """The error for an env's exception of type `error_type` (`kind`, where known here)."""
+    if kind is None and error_type == AttributeError.__name__:
+        kind = AttributeError
+    return raised_as(kind)(message, env, command, error_type, text)
 
 
 class EnvCrashedError(EnvError):

@@ -313,7 +313,7 @@ class ProcessGroup(remote.RemoteGroup):
             except (EOFError, OSError):
                 raise self._fail(self._died(command)) from None
             if status == "error":
-                error_type, message, text = payload
+                error_type, message, text, module, qualname = payload
                 if error_type == errors.SpaceMismatchError.__name__:  # The batch's, not the env's.
                     raise errors.SpaceMismatchError(message)
                 raise errors.raised(
@@ -324,6 +324,7 @@ class ProcessGroup(remote.RemoteGroup):
                     command,
                     error_type,
                     text,
+                    errors.own_type(module, qualname),
                 )
             return payload
         if events:

@@ -3,6 +3,7 @@ import json
 import multiprocessing
 import os
 import pathlib
+import pickle
 import signal
 import time
 
@@ -112,6 +113,44 @@ def test_exception_reaches_parent_with_traceback_and_env_name(where):
         assert "_fail" in caught.value.remote_traceback
         # The worker survives an exception in its env.
         env.reset(seed=1)
+
+
+class _OwnError(Exception):
+    """An env's own exception type, in a module the parent has imported."""
+
+
+class _RaisesItsOwn(mock.CountingEnv):
+    """Raises what `kind` names at its first step."""
+
+    def __init__(self, kind: str):
+        super().__init__()
+        self.kind = kind
+
+    def step(self, action):
+        kinds = {"own": _OwnError, "reset needed": gym.error.ResetNeeded, "os": OSError}
+        raise kinds[self.kind]("on purpose")
+
+
+@pytest.mark.parametrize(
+    ("kind", "caught_as"),
+    [("own", _OwnError), ("reset needed", gym.error.ResetNeeded), ("os", errors.EnvRaisedError)],
+)
+def test_an_envs_exception_is_of_its_own_type_too(kind, caught_as):
+    # Only an EnvRaisedError: `except ValueError` written for envs in this process (as
+    # SyncVectorEnv and AsyncVectorEnv raise them) missed it.
+    with external.ExternalProcess(functools.partial(_RaisesItsOwn, kind)) as env:
+        env.reset(seed=0)
+        with pytest.raises(caught_as) as caught:
+            env.step(np.zeros(2, np.float32))
+    error = caught.value
+    assert isinstance(error, errors.EnvRaisedError) and str(error).endswith(error.remote_traceback)
+    assert type(error).__name__ == "EnvRaisedError"  # As error lines and tracebacks name it.
+    assert str(error).startswith(f"{error.error_type}: on purpose (raised by env '_RaisesItsOwn'")
+    # OSError builds its fields from its arguments: EnvRaisedError alone.
+    assert isinstance(error, OSError) is (kind != "os" and issubclass(caught_as, OSError))
+    again = pickle.loads(pickle.dumps(error))  # Across processes, as Ray's actors send it.
+    assert type(again) is type(error) and str(again) == str(error)
+    assert again.remote_traceback == error.remote_traceback
 
 
 def test_unsupported_space_is_named():

@@ -158,7 +158,8 @@ def _send_by_value(conn: Connection, message: tuple) -> None:
 def _send_error(conn: Connection, error: BaseException) -> None:
     text = "".join(traceback.format_exception(error))
     with contextlib.suppress(OSError, EOFError, ValueError):
-        conn.send(("error", (type(error).__name__, str(error), text)))
+        kind = type(error)
+        conn.send(("error", (kind.__name__, str(error), text, kind.__module__, kind.__qualname__)))
 
 
 def _die_with_parent(parent_pid: int, bell: Connection) -> None:

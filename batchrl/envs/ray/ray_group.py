@@ -275,6 +275,7 @@ class RayGroup(remote.RemoteGroup):
                 command,
                 type(cause).__name__,
                 text,
+                type(cause),
             ) from None
         except ray.exceptions.GetTimeoutError:
             if self.node_id in alive_nodes():
