@@ -39,6 +39,7 @@ class VecEnv(vec_env.VecEnv):
         # The env's own, as DummyVecEnv's: VecVideoRecorder reads its `render_fps`.
         self.metadata = {k: v for k, v in batch_env.metadata.items() if k != "autoreset_mode"}
         self._stepping = False  # Whether a step_async's step is in flight.
+        self._last_obs: Any = None  # The last obs returned, for a restarted env's last.
 
     def set_options(self, options: Sequence[dict | None] | dict | None = None) -> None:
         """SB3's options for the next reset: one dict for all envs, or a list of one per env.
@@ -75,6 +76,7 @@ class VecEnv(vec_env.VecEnv):
                 self.reset_infos[i] = info
         self._reset_seeds()
         self._reset_options()
+        self._last_obs = _copied(obs)
         return obs
 
     def step_async(self, actions: np.ndarray) -> None:
@@ -94,14 +96,18 @@ class VecEnv(vec_env.VecEnv):
         truncated = np.empty(self.num_envs, bool)
         infos = self.batch_env.step_into_wait(obs, reward, terminated, truncated)
         sb3_infos = [
-            self._sb3_info(i, infos[i], obs, terminated, truncated) for i in range(self.num_envs)
+            self._sb3_info(i, infos[i], terminated, truncated) for i in range(self.num_envs)
         ]
+        self._last_obs = _copied(obs)
         return obs, reward, terminated | truncated, sb3_infos
 
-    def _sb3_info(
-        self, i: int, info: dict, obs: Any, terminated: np.ndarray, truncated: np.ndarray
-    ) -> dict:
-        """Env i's info in SB3's form; its reset's info goes to `reset_infos` as SB3 does."""
+    def _sb3_info(self, i: int, info: dict, terminated: np.ndarray, truncated: np.ndarray) -> dict:
+        """Env i's info in SB3's form; its reset's info goes to `reset_infos` as SB3 does.
+
+        A restarted worker's episode was cut with no final obs: its terminal observation is
+        the last one the episode gave, which SB3 bootstraps a truncation from (the step's
+        obs begins the next episode).
+        """
         if not (terminated[i] or truncated[i]):
             return {**info, "TimeLimit.truncated": False}
         if "final_obs" in info:
@@ -110,7 +116,7 @@ class VecEnv(vec_env.VecEnv):
             }
             step_info, last_obs = dict(info["final_info"]), info["final_obs"]
         else:  # A restarted worker: its episode was cut, and obs already begins the next.
-            step_info, last_obs = dict(info), env_spec.map_tree(lambda a: a[i].copy(), obs)
+            step_info, last_obs = dict(info), env_spec.map_tree(lambda a: a[i], self._last_obs)
         step_info["terminal_observation"] = last_obs
         step_info["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
         return step_info
@@ -155,6 +161,11 @@ class VecEnv(vec_env.VecEnv):
             )
             return [None] * self.num_envs
         return list(self.batch_env.render())
+
+
+def _copied(obs: Any) -> Any:
+    """A copy of a tree of arrays."""
+    return env_spec.map_tree(np.copy, obs)
 
 
 def check_actions(actions: np.ndarray, space: gym.Space) -> np.ndarray:

@@ -161,6 +161,25 @@ def test_step_async_starts_the_envs_steps_as_subproc_vec_env_does(tmp_path):
         venv.close()
 
 
+def test_a_restarted_envs_terminal_observation_is_its_episodes_last(tmp_path):
+    # It was the next episode's first, which SB3 bootstraps a truncation from.
+    constructors = [
+        functools.partial(mock.CountingEnv, duration=100),
+        functools.partial(mock.FailingEnv, how="exit", at=2, duration=100),
+    ]
+    venv = sb3.VecEnv(BatchEnv.external(constructors, envs_per_worker=1, restart=True))
+    try:
+        venv.reset()
+        before, *_ = venv.step(np.zeros((2, 2), np.float32))
+        obs, _, done, infos = venv.step(np.zeros((2, 2), np.float32))
+        assert done.tolist() == [False, True] and infos[1]["restarted"]
+        assert infos[1]["TimeLimit.truncated"]
+        np.testing.assert_array_equal(infos[1]["terminal_observation"], before[1])
+        assert obs[1, 0] == 0  # The step's obs begins the next episode.
+    finally:
+        venv.close()
+
+
 def test_metadata_and_images_are_the_envs_as_on_dummy_vec_env():
     def make():
         return gym.make("CartPole-v1", render_mode="rgb_array")
