@@ -4,7 +4,9 @@ The loop knows only `gymnasium.vector.VectorEnv`: `--vector sync` runs it on
 `SyncVectorEnv`, `--vector async` on `AsyncVectorEnv`, `--vector batchrl` on
 batchrl's `BatchEnv` of worker processes, and `--vector mujoco` on `BatchEnv.mujoco`
 (MuJoCo tasks in C threads); the constructor in `make_envs` is the only difference. It
-prints one JSON line with env-steps/s and the last episodes' mean return.
+prints one JSON line with env-steps/s and the last episodes' mean return. Its Gaussian
+policy takes Box observations and actions (Pendulum, MuJoCo's tasks); batchrl's own PPO
+takes every space.
 
     python examples/ppo_vector.py --vector batchrl --env HalfCheetah-v5 --total-steps 100000
 """
@@ -59,6 +61,17 @@ def make_envs(vector: str, env_id: str, num_envs: int) -> gym.vector.VectorEnv:
         envs = BatchEnv.mujoco(env_id, num_envs)
     else:
         raise ValueError(f"unknown --vector {vector!r}: use sync, async, batchrl or mujoco")
+    spaces = {"observation": envs.single_observation_space, "action": envs.single_action_space}
+    other = [
+        (kind, space) for kind, space in spaces.items() if not isinstance(space, gym.spaces.Box)
+    ]
+    if other:
+        envs.close()
+        raise ValueError(
+            f"this example's Gaussian policy takes Box observations and actions, and "
+            f"{env_id}'s {other[0][0]} space is {other[0][1]}: batchrl's own PPO takes it "
+            "(python -m batchrl.scripts.train, README)"
+        )
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs)
     envs = gym.wrappers.vector.ClipAction(envs)
     envs = gym.wrappers.vector.NormalizeObservation(envs)
@@ -90,6 +103,11 @@ def log_prob(mean: jax.Array, log_std: jax.Array, action: jax.Array) -> jax.Arra
 
 def train(args: Args, make: Callable[[], gym.vector.VectorEnv] | None = None) -> dict:
     """Runs PPO for `args.total_steps`; returns what it measured."""
+    if args.total_steps < args.num_steps * args.num_envs:
+        raise ValueError(
+            f"--total-steps {args.total_steps} trains no update: one takes num_steps x "
+            f"num_envs = {args.num_steps * args.num_envs} steps"
+        )
     envs = make() if make is not None else make_envs(args.vector, args.env, args.num_envs)
     action_size = envs.single_action_space.shape[0]
     agent = Agent(action_size)
@@ -205,7 +223,10 @@ def main() -> None:
         flag = "--" + field.name.replace("_", "-")
         parser.add_argument(flag, type=type(field.default), default=field.default)
     args = Args(**vars(parser.parse_args()))
-    result = train(args)
+    try:
+        result = train(args)
+    except ValueError as error:
+        parser.error(str(error))
     print(json.dumps({k: v for k, v in result.items() if k not in ("returns", "params")}))
 
 

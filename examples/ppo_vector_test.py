@@ -31,3 +31,11 @@ def test_the_same_loop_learns_the_same_on_the_mujoco_batch_as_on_sync_vector_env
 def test_an_unknown_vector_env_is_named():
     with pytest.raises(ValueError, match="unknown --vector 'ray': use sync, async, batchrl or mu"):
         train(Args(vector="ray"))
+
+
+def test_a_discrete_env_and_a_budget_of_no_update_are_named():
+    # ClipAction's bare AssertionError, and a run of no update that said nothing.
+    with pytest.raises(ValueError, match=r"CartPole-v1's action space is Discrete\(2\): batchrl"):
+        train(Args(vector="sync", env="CartPole-v1", num_envs=2, total_steps=512))
+    with pytest.raises(ValueError, match=r"^--total-steps 100 trains no update: one takes"):
+        train(Args(vector="sync", env="Pendulum-v1", num_envs=2, total_steps=100))
