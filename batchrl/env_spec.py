@@ -129,6 +129,12 @@ class ActionLeaf:
 
     def __post_init__(self):
         _check_leaf(self, "action", ACTION_KINDS)
+
+    def check_float_row(self) -> None:
+        """A ValueError where a policy's float32 row cannot hold this leaf's values exactly.
+
+        Training's concern, not a batch's: a `BatchEnv` steps any integer range.
+        """
         if any(
             abs(s) + n > LARGEST_INTEGER_ACTION
             for s, n in zip(self.start, self.num_values, strict=True)

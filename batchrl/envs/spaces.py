@@ -188,13 +188,26 @@ def action_tree(space: gym.Space, env_name: str = "env", variable: bool = False)
     def leaf(child: gym.Space, where: str) -> Any:
         if variable and is_variable(child):
             return Variable(child)
-        return _action_leaf(child, where, env_name, ALSO_STEPPED if variable else "")
+        return _action_leaf(child, where, env_name, variable)
 
     return nested(space, leaf, "action")
 
 
 def _action_leaf(
-    space: gym.Space, path: str, env_name: str, also: str = ""
+    space: gym.Space, path: str, env_name: str, stepped: bool = False
+) -> env_spec_lib.ActionLeaf:
+    """The leaf of `space`; `stepped`: for a batch to step, not for a policy to act in."""
+    leaf = _fixed_action_leaf(space, path, env_name, ALSO_STEPPED if stepped else "")
+    if not stepped:
+        try:
+            leaf.check_float_row()
+        except ValueError as error:
+            raise UnsupportedSpaceError(f"{path} of {env_name}: {error}") from None
+    return leaf
+
+
+def _fixed_action_leaf(
+    space: gym.Space, path: str, env_name: str, also: str
 ) -> env_spec_lib.ActionLeaf:
     kind = _kind(space)
     if kind is None:

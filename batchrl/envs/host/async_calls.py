@@ -33,10 +33,22 @@ class AsyncCalls:
     """The split calls of `BatchEnvBase`, over its `_send_*` and `_collect_*` halves."""
 
     _waiting: tuple | None = None  # The call in flight: ("step",), ("reset", ...), ("call", ...).
+    # Envs whose episodes ended without autoreset (DISABLED), not reset since.
+    _unreset: np.ndarray | None = None
 
     def step_async(self, actions: Any) -> None:
-        """Sends every env its action; `step_wait` collects the step."""
+        """Sends every env its action; `step_wait` collects the step.
+
+        Without autoreset, an env whose episode ended must be reset first: stepped on, it
+        would step a finished episode, as Gymnasium's vector envs refuse.
+        """
         self._expect_no_call("step_async")
+        ended = [] if self._unreset is None else np.flatnonzero(self._unreset).tolist()
+        if ended and self.autoreset_mode is AutoresetMode.DISABLED:
+            raise gym.error.ResetNeeded(
+                f"envs {ended} ended and were not reset (autoreset_mode=DISABLED): reset "
+                "them first, reset(options={'reset_mask': terminated | truncated})"
+            )
         # Infos built at once are read at once: workers send them with their answers.
         read = not infos_lib.lazy_on(self.lazy_infos)
         self._send_step(actions, self.autoreset_mode, read, strict=True, as_given=True)
@@ -50,6 +62,8 @@ class AsyncCalls:
         self._waiting = None
         obs, reward, terminated, truncated = results = self._result_arrays(np.float64)
         infos = self._collect_step(*results)
+        if self.autoreset_mode is AutoresetMode.DISABLED:
+            self._unreset = terminated | truncated
         vector_infos = infos_lib.vector_infos(
             self._batched(range(self.num_envs), infos), self.lazy_infos
         )
@@ -130,6 +144,11 @@ class AsyncCalls:
         obs_tree.check(obs, self._obs_shapes)  # Refused, the step stays in flight.
         self._waiting = None
         return self._collect_step(obs, reward, terminated, truncated)
+
+    def _reset_done(self, indices: Any) -> None:
+        """The envs at `indices` were reset: none of them is due a reset."""
+        if self._unreset is not None:
+            self._unreset[indices] = False
 
     def _result_arrays(self, reward_dtype: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
         """Fresh obs, reward, terminated and truncated arrays for a step's results."""

@@ -332,6 +332,7 @@ class BatchEnvBase(async_calls.AsyncCalls, env_requests.EnvCalls, gym.vector.Vec
                 infos[row] = info
 
         stepper.collect_all(local.local_first(sent), collect)
+        self._reset_done(indices)
         return obs, infos
 
     def _locate(self, env: int) -> tuple[Any, int]:

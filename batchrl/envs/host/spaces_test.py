@@ -149,6 +149,7 @@ def test_multi_discrete_actions_reach_each_env(mode):
         action = ours.action_space.sample()
         reward = ours.step(action)[1]
         np.testing.assert_array_equal(reward, 1 + action.sum(axis=(1, 2)))  # Step 1 + actions.
+        ours.reset(seed=0)  # Episodes of one step: without autoreset, a reset is due.
         with pytest.raises(ValueError, match=r"actions of shape \(4, 2\) do not fit"):
             ours.step(action[:, 0])
 

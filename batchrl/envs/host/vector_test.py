@@ -117,6 +117,31 @@ def test_actions_of_another_dtype_are_taken_at_step_async(build):
         np.testing.assert_array_equal(ours.step_wait()[0], np.ones((2, 2)))
 
 
+@pytest.mark.parametrize("build", ["external", "from_envs"])
+def test_without_autoreset_an_ended_env_is_refused_a_step_until_reset(build):
+    # It stepped on in its ended episode, where SyncVectorEnv and AsyncVectorEnv refuse.
+    disabled = AutoresetMode.DISABLED
+    make = functools.partial(mock.CountingEnv, duration=2)
+    ours = (
+        BatchEnv.external([make] * 3, autoreset_mode=disabled)
+        if build == "external"
+        else BatchEnv.from_envs([make() for _ in range(3)], autoreset_mode=disabled)
+    )
+    actions = np.zeros((3, 2), np.float32)
+    with ours:
+        ours.reset(seed=0)
+        ours.step(actions)
+        *_, terminated, _, _ = ours.step(actions)
+        assert terminated.all()
+        with pytest.raises(gym.error.ResetNeeded, match=r"^envs \[0, 1, 2\] ended and were"):
+            ours.step(actions)
+        ours.reset(options={"reset_mask": np.array([True, True, False])})
+        with pytest.raises(gym.error.ResetNeeded, match=r"^envs \[2\] ended"):
+            ours.step(actions)
+        ours.reset_at([2])  # Beneath Gymnasium's API too.
+        assert not ours.step(actions)[2].any()
+
+
 def test_vector_env_attributes_match_sync_vector_env():
     theirs = gym.vector.SyncVectorEnv([lambda: gym.make("Pendulum-v1")] * 3)
     with BatchEnv.external("Pendulum-v1", 3) as ours:
