@@ -91,6 +91,15 @@ class AtariGroup:
         vector = self._open()
         if not self._reset_once:
             raise gym.error.ResetNeeded("BatchEnv.atari's games step only after a reset")
+        space = self.action_space
+        if isinstance(space, gym.spaces.Discrete):  # One outside hangs ale-py's threads.
+            outside = np.flatnonzero((actions < space.start) | (actions >= space.start + space.n))
+            if outside.size:
+                first = int(outside[0])
+                raise ValueError(
+                    f"env {first}'s action {actions[first]} is not in {space}: a game takes "
+                    f"{space.start} to {space.start + space.n - 1}"
+                )
         self.buffers.action[...] = actions
         self._mode = autoreset
         vector.send(self.buffers.action)

@@ -247,3 +247,8 @@ def test_bad_seeds_and_first_resets_are_refused_in_one_line():
         assert env.np_random_seed == (2**31 - 1, 7)
         with pytest.raises(AttributeError, match=r"have no 'ale'.*answer spec, render_mode"):
             env.get_attr("ale")
+        # An action outside the game's hung ale-py's threads, past Ctrl-C.
+        for bad in (6, -1):
+            with pytest.raises(ValueError, match=rf"^env 1's action {bad} is not in Discrete\(6\)"):
+                env.step(np.array([0, bad]))
+        env.step(np.array([0, 5]))  # The batch steps on.

@@ -206,6 +206,7 @@ class MujocoGroup(forwarding.EnvForwarding):
                 f"its {name}()"
                 + (', options={"reset_mask": mask} for some' if name == "reset" else "")
             )
+        self._load(index)  # Whatever `attribute` reads: what is stored back is env `index`'s.
         value = super().call(index, name, args, kwargs)
         self._store(index)
         return value

@@ -145,6 +145,11 @@ def test_each_env_answers_with_its_own_state():
                     np.testing.assert_array_equal(a, b, err_msg=f"{name} {field}")
         assert ours.get_attr("_elapsed_steps") == theirs.get_attr("_elapsed_steps") == (4,) * 3
         assert ours.call("np_random_seed") == theirs.call("np_random_seed") == (2, 3, 4)
+        assert ours.np_random_seed == theirs.np_random_seed and len(ours.np_random) == 3
+        # Read so, each env stepped on from the state last loaded, not its own.
+        for _ in range(3):
+            got, want = (env.step(np.full((3, 3), 0.5, np.float32))[0] for env in (ours, theirs))
+            np.testing.assert_array_equal(got, want)
     theirs.close()
 
 
