@@ -44,6 +44,9 @@ class MujocoGroup(forwarding.EnvForwarding):
         num_envs = arguments.check_num_envs(num_envs)
         threads = arguments.check_threads(threads)
         tasks.check_keywords(env_id, env_kwargs)
+        skip = env_kwargs.get("frame_skip", 1)  # 0 divides by zero in Gymnasium's env.
+        if isinstance(skip, bool) or not isinstance(skip, int | np.integer) or skip < 1:
+            raise ValueError(f"frame_skip must be a whole number, at least 1, got {skip!r}")
         # The task's settings, spaces, spec and renderer are those of Gymnasium's own env.
         with mujoco_warnings.routed():
             self._template = gym.make(env_id, **env_kwargs)
@@ -58,9 +61,6 @@ class MujocoGroup(forwarding.EnvForwarding):
         self.restarts = 0
         self._max_steps = self._template.spec.max_episode_steps
         self._frame_skip = env.frame_skip
-        if self._frame_skip < 1:  # Gymnasium's env steps back in time; MuJoCo's batch stops.
-            self._template.close()
-            raise ValueError(f"frame_skip must be at least 1, got {self._frame_skip}")
         self.threads = threads or split.cores()
         self._batch = mujoco.batch.Batch(
             env.model, num_envs, nthread=self.threads, persistent=self.task.contact_forces

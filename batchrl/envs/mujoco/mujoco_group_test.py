@@ -247,5 +247,8 @@ def test_a_step_before_reset_and_a_frame_skip_below_one_are_refused():
             env.step(np.zeros((2, 3), np.float32))
         env.reset(seed=0)
         env.step(np.zeros((2, 3), np.float32))
-    with pytest.raises(ValueError, match=r"^frame_skip must be at least 1, got -1$"):
-        BatchEnv.mujoco("Hopper-v5", 2, frame_skip=-1)
+    for skip in (-1, 0, 2.5):  # 0 was Gymnasium's ZeroDivisionError.
+        with pytest.raises(ValueError, match=rf"^frame_skip must be a whole .*, got {skip}$"):
+            BatchEnv.mujoco("Hopper-v5", 2, frame_skip=skip)
+    with pytest.raises(TypeError, match=r"takes a task's id, as 'Hopper-v5', got EnvSpec: give"):
+        BatchEnv.mujoco(gym.spec("Hopper-v5"), 2)  # As gym.make takes one.

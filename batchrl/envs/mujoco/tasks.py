@@ -27,6 +27,11 @@ TASKS: dict[str, type[task.Task]] = {
 
 def task_class(env_id: str) -> type[task.Task]:
     """The task of a Gymnasium id, or a ValueError naming the ids implemented."""
+    if not isinstance(env_id, str):  # An EnvSpec, as gym.make takes: unhashable.
+        raise TypeError(
+            f"BatchEnv.mujoco takes a task's id, as 'Hopper-v5', got {type(env_id).__name__}: "
+            "give an EnvSpec's id, its kwargs as keywords"
+        )
     if env_id not in TASKS:
         raise ValueError(
             f"BatchEnv.mujoco does not implement {env_id!r}: it implements {', '.join(TASKS)}"
