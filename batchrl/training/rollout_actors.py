@@ -12,10 +12,8 @@ The same results as the envs stepped here, within float error, for the same seed
 env is seeded as in the whole batch, each actor samples the noise the whole batch samples
 for its envs, the normalisers take in a segment's statistics at its end
 (`normalizer_updates="segment"`, which the local run then uses too), and an evaluation
-round steps every actor as long as the whole batch's round steps.
-
-The clipped objective only: its rollout fills after steps every actor knows; an episode
-memory fills at a step that all envs' episodes decide.
+round steps every actor as long as the whole batch's round steps. The clipped objective
+only: an episode memory fills at a step that all envs' episodes decide.
 """
 
 from __future__ import annotations
@@ -35,7 +33,7 @@ import numpy as np
 from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
 from batchrl.configs import TrainConfig
-from batchrl.envs.host import errors
+from batchrl.envs.host import errors, lifecycle
 from batchrl.envs.ray import ray_group
 from batchrl.training import placement, rollout_actor
 from batchrl.training.rollout_actor import join_rows, rows
@@ -93,15 +91,26 @@ class RolloutEnv:
         return self._remote.options(**options).remote(self._blob, lo, hi - lo, replaced)
 
     def _replace(self, number: int, error: Exception) -> None:
-        """Replaces lost actor `number`: its envs reseeded, as a restarted worker's are."""
+        """Replaces lost actor `number`: its envs reseeded, as a restarted worker's are.
+
+        One lost as it starts (on a node that died abruptly, which Ray still listed as
+        live) is replaced in turn, up to `lifecycle.RESTART_TRIES` times.
+        """
         ray = ray_group.import_ray()
-        with contextlib.suppress(Exception):
-            ray.kill(self._actors[number], no_restart=True)
-        self.replaced[number] += 1
-        logger.warning("%s; replacement %d of this actor", error, self.replaced[number])
-        self._actors[number] = self._launch(number)
-        (described,) = self._get([self._actors[number].describe.remote()], "start", number)
-        self.nodes[number] = described[0]
+        for tries_left in reversed(range(lifecycle.RESTART_TRIES)):
+            with contextlib.suppress(Exception):
+                ray.kill(self._actors[number], no_restart=True)
+            self.replaced[number] += 1
+            logger.warning("%s; replacement %d of this actor", error, self.replaced[number])
+            self._actors[number] = self._launch(number)
+            try:
+                (described,) = self._get([self._actors[number].describe.remote()], "start", number)
+                self.nodes[number] = described[0]
+                return
+            except errors.EnvCrashedError as lost:
+                if not tries_left:
+                    raise
+                error = lost
 
     # -- what simulate and the run read of a batch --------------------------------------------
 
@@ -117,11 +126,7 @@ class RolloutEnv:
         return join_rows(self._call("init", send))
 
     def eval_games(self) -> EvalGames | None:
-        """The actors' evaluation envs for `simulate.init`, where they are others.
-
-        Atari's whole games with their own rewards; None where evaluation steps the
-        training envs.
-        """
+        """The actors' evaluation envs (Atari's whole games), or None: the training envs."""
         return EvalGames(self) if self._eval_apart else None
 
     @staticmethod
@@ -358,23 +363,20 @@ class RolloutEnv:
                 cause = error.cause
                 if isinstance(cause, errors.EnvError):
                     raise cause from None
-                raise errors.EnvRaisedError(
-                    f"{type(cause).__name__}: {cause} (raised in {self._describe(number)} "
-                    f"during {command})\n\nIn the actor:\n{error}",
-                    "rollout actor",
-                    command,
-                    type(cause).__name__,
-                    str(error),
+                kind, where = type(cause), f"{self._describe(number)} during {command}"
+                said = f"{kind.__name__}: {cause} (raised in {where})\n\nIn the actor:\n{error}"
+                text = str(error)  # The error is the env's own type too, as a worker's is.
+                raise errors.raised(
+                    said, "rollout actor", command, kind.__name__, text, kind
                 ) from None
             except (ray.exceptions.RayError, TimeoutError) as error:
                 why = type(error).__name__
                 if number < len(self.nodes) and self.nodes[number] not in ray_group.alive_nodes():
                     why = f"{why}; its node is gone"
-                raise errors.EnvCrashedError(
-                    f"{self._describe(number)} died during {command} ({why})",
-                    "rollout actor",
-                    command,
-                ) from None
+                said = f"{self._describe(number)} died during {command} ({why})"
+                if not self._restart:
+                    said += "; set restart_workers=true to replace lost actors"
+                raise errors.EnvCrashedError(said, "rollout actor", command) from None
         return answers
 
     def _describe(self, number: int) -> str:
@@ -384,10 +386,7 @@ class RolloutEnv:
 
 
 class EvalGames:
-    """The evaluation envs in a `RolloutEnv`'s actors, as `simulate.init` reads a batch.
-
-    The evaluation rounds themselves run in the actors (`RolloutEnv.eval_program`).
-    """
+    """The evaluation envs in a `RolloutEnv`'s actors (which run its rounds), as a batch."""
 
     calls_host = True
     device = RolloutEnv.device

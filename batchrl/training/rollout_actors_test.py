@@ -276,7 +276,10 @@ def test_a_lost_actor_is_replaced_with_restart_and_the_run_trains_on():
 
 @RAY[0]
 @RAY[1]
-def test_an_actor_whose_node_is_gone_is_replaced_on_a_live_node(cluster):
+@pytest.mark.parametrize("graceful", [True, False], ids=["removed", "killed"])
+def test_an_actor_whose_node_is_gone_is_replaced_on_a_live_node(cluster, graceful):
+    # Killed, the node was still listed live: the replacement went there, died with it,
+    # and the run stopped.
     node = cluster.add_node(num_cpus=1)
     cluster.wait_for_nodes()
     config = train_config.replace(presets.get("cartpole"), **TYPED, restart_workers=True)
@@ -286,9 +289,10 @@ def test_an_actor_whose_node_is_gone_is_replaced_on_a_live_node(cluster):
             programs, state = loop.build(config, env)
             state, _ = loop.run_phase(programs, state, eval_episodes=4)
             lost = env.nodes.index(node.node_id)  # One actor a node.
-            cluster.remove_node(node)
+            cluster.remove_node(node, allow_graceful=graceful)
             state, metrics = loop.run_phase(programs, state, eval_episodes=4, final=True)
-            assert env.restarts == 1 and env.replaced[lost] == 1
+            assert env.restarts == sum(env.replaced) == env.replaced[lost]
+            assert env.replaced[lost] == 1 if graceful else env.replaced[lost] >= 1
             assert node.node_id not in env.nodes and set(env.nodes) <= set(ray_group.alive_nodes())
             assert int(state.env_steps) == 512 and np.isfinite(metrics["final/return"])
         finally:

@@ -324,10 +324,22 @@ class RayGroup(remote.RemoteGroup):
         self._finalizer()
         self._worker_restarts += self._current_restarts
         self._current_restarts = 0
-        self._generation += 1
-        self._launch()
-        self.wait_ready()
-        return self._replaced
+        tries_left = lifecycle.RESTART_TRIES
+        while True:
+            tries_left -= 1
+            self._generation += 1
+            self._launch()
+            try:
+                self.wait_ready()
+                return self._replaced
+            except errors.EnvCrashedError as lost:
+                # Placed on a node that died abruptly, which Ray still listed as live: its
+                # death is known now, and the next goes to a live node.
+                if not tries_left:
+                    raise
+                self._broken = None
+                self._replaced += 1
+                logger.warning("%s; replacement %d of this actor", lost, self._replaced)
 
     def _where(self) -> str:
         return f"Ray actor on node {self.node_id[:8]}"
