@@ -72,12 +72,13 @@ def check_configs(configs: Sequence[train_config.TrainConfig]) -> None:
         raise ValueError(
             "seeds train together on one batch of envs, each seed's seeded as its solo run's, "
             "and backend='ale' (Atari's batch) seeds all its games from one seed: train each "
-            "seed on its own (sweep without --together)"
+            "seed on its own (train without --seeds, or sweep without --together)"
         )
     if configs[0].rollout_actors:
         raise ValueError(
             f"seeds train together on this machine's envs, got rollout_actors="
-            f"{configs[0].rollout_actors}: train each seed on its own (sweep without --together)"
+            f"{configs[0].rollout_actors}: train each seed on its own (train without "
+            "--seeds, or sweep without --together)"
         )
     first = dataclasses.replace(configs[0], seed=0)
     for config in configs[1:]:

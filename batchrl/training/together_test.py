@@ -290,6 +290,11 @@ def test_seeds_on_rollout_actors_are_refused_in_one_line():
     configs = [config_of("cartpole", settings, seed) for seed in (0, 1)]
     with pytest.raises(ValueError, match=r"^seeds train together .*rollout_actors=2: train each"):
         together.check_configs(configs)
+    # Met in `train --seeds` too, not only in a sweep.
+    with pytest.raises(
+        ValueError, match=r"\(train without --seeds, or sweep without --together\)$"
+    ):
+        together.check_configs(configs)
 
 
 def test_a_split_placement_is_refused_naming_the_settings_to_change():

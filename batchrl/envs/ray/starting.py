@@ -34,10 +34,15 @@ def init(ray: Any, **options: Any) -> None:
     try:
         _init(ray, **options)
     except ConnectionError as error:
+        advice = (  # Set here: the token differs, or the address is not the cluster's own.
+            "the token here (RAY_AUTH_TOKEN, ~/.ray/auth_token) must be the cluster's, and "
+            "the address its head's HOST:6379, not its dashboard's or Ray Client's"
+            if os.environ.get("RAY_AUTH_MODE")
+            else "a cluster started with RAY_AUTH_MODE=token needs it set here too"
+        )
         raise ValueError(
             f"Ray refused to connect to the cluster at RAY_ADDRESS={address!r} "
-            f"({str(error).splitlines()[0]}); a cluster started with RAY_AUTH_MODE=token "
-            f"needs it set here too (docs/cluster.md)"
+            f"({str(error).splitlines()[0]}); {advice} (docs/cluster.md)"
         ) from None
 
 
@@ -48,6 +53,11 @@ def reach(address: str, named: bool = True) -> None:
     machine, which `ray.init` joins. "auto", "local" and no address are Ray's to find or
     start.
     """
+    if named and address.startswith(("http://", "https://")):  # What `ray job submit` takes.
+        raise ValueError(
+            f"RAY_ADDRESS={address!r} is a dashboard's address, which Ray's job CLI takes: "
+            "give the cluster's head as HOST:6379 (or ray://HOST:10001 for Ray Client)"
+        )
     host, colon, port = address.removeprefix("ray://").rpartition(":")
     if not colon or not port.isdigit():
         return

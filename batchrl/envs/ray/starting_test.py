@@ -30,6 +30,9 @@ def test_an_address_nothing_answers_at_is_one_line_naming_it():
     )
     for left_to_ray in ("", "auto", "local"):
         starting.reach(left_to_ray)
+    # The dashboard's address, as `ray job submit` takes it: "Name or service not known".
+    with pytest.raises(ValueError, match=r"^RAY_ADDRESS='http://127.0.0.1:8265' is a dashb"):
+        starting.reach("http://127.0.0.1:8265")
     # The cluster Ray last started here, killed without `ray stop`: ray.init waited on it.
     with closed_port() as port, pytest.raises(ValueError, match=r"which Ray joins as the last"):
         starting.reach(f"127.0.0.1:{port}", named=False)
@@ -45,3 +48,25 @@ def test_the_train_command_stops_at_once_on_an_address_nothing_answers_at(tmp_pa
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith("batchrl: error: cannot reach the Ray cluster at RAY_ADDRESS")
     assert len(result.stderr.splitlines()) == 1 and not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("auth_mode", ["", "token"])
+def test_a_refused_connection_says_what_to_check_by_whether_a_token_is_set(monkeypatch, auth_mode):
+    # With RAY_AUTH_MODE set it still said to set it: the token or the port was wrong.
+    def refused(ray, **options):
+        raise ConnectionError("Failed to connect to GCS: Unauthenticated\nmore of Ray's text")
+
+    monkeypatch.setattr(starting, "_init", refused)
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    if auth_mode:
+        monkeypatch.setenv("RAY_AUTH_MODE", auth_mode)
+    else:
+        monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    with pytest.raises(ValueError) as error:
+        starting.init(None)
+    said = str(error.value)
+    assert said.startswith("Ray refused to connect to the cluster at RAY_ADDRESS='auto' (Failed")
+    if auth_mode:
+        assert "must be the cluster's, and the address its head's HOST:6379" in said
+    else:
+        assert "started with RAY_AUTH_MODE=token needs it set here too" in said
