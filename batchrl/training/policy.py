@@ -16,9 +16,8 @@ training does.
 A recurrent policy keeps each env's carry from one call to the next, as the envs step
 on: call `reset()` when every env starts an episode (or `reset(mask)` for some of them);
 a call with another number of envs starts them all afresh, with a warning. `predict`
-takes and returns the carry instead, as Stable-Baselines3's recurrent policies do.
-
-A policy pickles with its key and carries, so it acts in another process as it would here.
+takes and returns the carry instead, as Stable-Baselines3's recurrent policies do. A
+policy pickles with its key and carries, so it acts in another process as it would here.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ import numpy as np
 
 from batchrl import algorithm as algorithm_lib
 from batchrl import env_spec as env_spec_lib
-from batchrl.configs import TrainConfig
+from batchrl.configs import TrainConfig, train_config
 from batchrl.envs import spaces
 from batchrl.training import checkpoint, run_folder
 
@@ -207,12 +206,11 @@ def _performs(agent: Any) -> Callable[[Any, Any, jax.Array], tuple[Any, Any, jax
 def load(rundir: str | os.PathLike, *, best: bool = False, seed: int | None = None) -> Policy:
     """The policy of the run in `rundir`: its newest good checkpoint, or with `best` its best.
 
-    Sampled actions draw from a key of `seed`, by default the run's own.
-
-    Reads the run's config, its env spec and the checkpoint's learner, and builds no env
-    (a folder written before runs kept their spec builds one, in this process, to read
-    it). One-line errors: `run_folder.RunFolderError` for a missing folder, config or
-    checkpoint, `checkpoint.CheckpointError` for a checkpoint that does not load.
+    Sampled actions draw from a key of `seed`, by default the run's own. Reads the run's
+    config, its env spec and the checkpoint's learner, and builds no env (a folder written
+    before runs kept their spec builds one, in this process, to read it). One-line errors:
+    `run_folder.RunFolderError` for a missing folder, config or checkpoint,
+    `checkpoint.CheckpointError` for a checkpoint that does not load.
     """
     if rundir is None:  # `run.rundir` of a run trained with logdir=None.
         raise run_folder.RunFolderError(
@@ -221,12 +219,10 @@ def load(rundir: str | os.PathLike, *, best: bool = False, seed: int | None = No
         )
     if not isinstance(best, bool | np.bool_):  # "False", from a flag or a file, was true.
         raise ValueError(f"best is True or False, got {best!r}")
-    if seed is not None and (
-        isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed < 2**31
-    ):
-        raise ValueError(f"seed is a whole number in [0, 2**31) or None, got {seed!r}")
     rundir = pathlib.Path(rundir)
     config = run_folder.read_config(rundir)
+    if seed is not None:  # Checked as a run's seed is.
+        config = train_config.replace(config, seed=seed)
     directory = run_folder.checkpoints(rundir)
     path = run_folder.best(rundir) if best else None
     if not best and not checkpoint.steps(directory):
@@ -243,7 +239,7 @@ def load(rundir: str | os.PathLike, *, best: bool = False, seed: int | None = No
         learner = checkpoint.load(path, target, LEARNER)
     else:
         learner = checkpoint.load_latest(directory, target, LEARNER)[1]
-    return Policy(algorithm, networks, learner, seed=config.seed if seed is None else int(seed))
+    return Policy(algorithm, networks, learner, seed=config.seed)
 
 
 def _learner_example(

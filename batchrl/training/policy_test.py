@@ -61,10 +61,10 @@ def test_predict_samples_by_default_and_acts_as_act_when_deterministic(run):
     np.testing.assert_array_equal(seeded[0], seeded[1])
     assert not np.array_equal(seeded[0], seeded[2])
     np.testing.assert_array_equal(seeded[2], batchrl.load(run.rundir).predict(obs)[0])
-    with pytest.raises(
-        ValueError, match=r"^seed is a whole number in \[0, 2\*\*31\) or None, got -1$"
-    ):
+    with pytest.raises(ValueError, match=r"^seed must be in \[0, 2\*\*31\), got -1$"):
         batchrl.load(run.rundir, seed=-1)
+    with pytest.raises(ValueError, match=r"^seed=True: expected int$"):
+        batchrl.load(run.rundir, seed=True)
     # A string read from a flag or a file: "False" was true, the mean action taken.
     with pytest.raises(ValueError, match=r"^deterministic is True or False, got 'False'$"):
         policy.act(obs, deterministic="False")

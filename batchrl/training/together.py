@@ -68,17 +68,16 @@ def check_configs(configs: Sequence[train_config.TrainConfig]) -> None:
     seeds = [config.seed for config in configs]
     if len(set(seeds)) != len(seeds):
         raise ValueError(f"the seeds of a together-run must differ, got {seeds}")
+    alone = "train each seed on its own (train without --seeds, or sweep without --together)"
     if configs[0].backend == "ale":
         raise ValueError(
             "seeds train together on one batch of envs, each seed's seeded as its solo run's, "
-            "and backend='ale' (Atari's batch) seeds all its games from one seed: train each "
-            "seed on its own (train without --seeds, or sweep without --together)"
+            f"and backend='ale' (Atari's batch) seeds all its games from one seed: {alone}"
         )
     if configs[0].rollout_actors:
+        actors = configs[0].rollout_actors
         raise ValueError(
-            f"seeds train together on this machine's envs, got rollout_actors="
-            f"{configs[0].rollout_actors}: train each seed on its own (train without "
-            "--seeds, or sweep without --together)"
+            f"seeds train together on this machine's envs, got rollout_actors={actors}: {alone}"
         )
     first = dataclasses.replace(configs[0], seed=0)
     for config in configs[1:]:
