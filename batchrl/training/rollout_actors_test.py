@@ -16,6 +16,7 @@ import ray
 
 from batchrl import algorithm as algorithm_lib
 from batchrl.configs import presets, train_config
+from batchrl.conftest import wait_gone
 from batchrl.envs import EnvCrashedError, EnvRaisedError
 from batchrl.envs.jax import classic, jax_env
 from batchrl.envs.ray import ray_group
@@ -289,7 +290,15 @@ def test_an_actor_whose_node_is_gone_is_replaced_on_a_live_node(cluster, gracefu
             programs, state = loop.build(config, env)
             state, _ = loop.run_phase(programs, state, eval_episodes=4)
             lost = env.nodes.index(node.node_id)  # One actor a node.
+            from ray._private import state as ray_state
+
+            pids = [
+                a["Pid"]
+                for a in ray_state.actors(actor_state_name="ALIVE").values()
+                if "Rollout" in a["ActorClassName"] and a["Address"]["NodeID"] == node.node_id
+            ]
             cluster.remove_node(node, allow_graceful=graceful)
+            assert len(pids) == 1 and not wait_gone(pids)  # Killed, it ends a moment later.
             state, metrics = loop.run_phase(programs, state, eval_episodes=4, final=True)
             assert env.restarts == sum(env.replaced) == env.replaced[lost]
             assert env.replaced[lost] == 1 if graceful else env.replaced[lost] >= 1
