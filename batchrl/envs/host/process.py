@@ -153,7 +153,9 @@ class ProcessGroup(remote.RemoteGroup):
             return
         try:
             self.close_begin()
-            if self._closing and not multiprocessing.connection.wait(
+            if self._pending is not lifecycle.Pending.NONE and self._process.is_alive():
+                self._process.kill()  # Busy with a call dropped unanswered.
+            elif self._closing and not multiprocessing.connection.wait(
                 [self._process.sentinel], self.timeout
             ):
                 logger.warning(
