@@ -1,9 +1,6 @@
 """The SB3 adapter: the same steps as SB3's DummyVecEnv, and SB3's PPO trains the same on it."""
 
 import functools
-import os
-import pathlib
-import time
 
 import gymnasium as gym
 import numpy as np
@@ -128,31 +125,19 @@ def _without_autoreset_mode(metadata: dict) -> dict:
     return {key: value for key, value in metadata.items() if key != "autoreset_mode"}
 
 
-class _StepMarks(mock.CountingEnv):
-    """Leaves a file in `marks` as each step begins."""
-
-    def __init__(self, marks: str):
-        super().__init__()
-        self.marks = pathlib.Path(marks)
-
-    def step(self, action):
-        (self.marks / f"{os.getpid()}-{self.steps}").touch()
-        return super().step(action)
-
-
 def test_step_async_starts_the_envs_steps_as_subproc_vec_env_does(tmp_path):
     # It kept the actions for step_wait: a loop that computed between the halves, as
-    # SubprocVecEnv lets it, waited for the whole step after.
-    make = functools.partial(_StepMarks, str(tmp_path))
+    # SubprocVecEnv lets it, waited for the whole step after. Each step waits for the gate.
+    gate = tmp_path / "gate"
+    make = functools.partial(mock.CountingEnv, step_gate=str(gate))
     venv = sb3.VecEnv(BatchEnv.external([make] * 2, envs_per_worker=1))
     try:
         venv.reset()
+        groups = venv.batch_env.groups
+        assert all(group.ready(0.0) for group in groups)  # Nothing in flight: ready at once.
         venv.step_async(np.zeros((2, 2), np.float32))
-        for _ in range(3000):  # Up to 30 s: the workers' steps begin without step_wait.
-            if len(list(tmp_path.iterdir())) == 2:
-                break
-            time.sleep(0.01)
-        assert len(list(tmp_path.iterdir())) == 2
+        assert not any(group.ready(0.0) for group in groups)  # Each worker's step in flight.
+        gate.touch()
         obs, reward, _, _ = venv.step_wait()
         assert reward.tolist() == [1.0, 1.0] and obs[:, 0].tolist() == [1.0, 1.0]
         with pytest.raises(RuntimeError, match=r"^step_wait without step_async"):
