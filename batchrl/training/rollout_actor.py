@@ -109,6 +109,10 @@ class RolloutActor:
             raise self._failure
         return ray.get_runtime_context().get_node_id(), os.getpid(), self._env.env_spec
 
+    def alive(self) -> bool:
+        """True: the learner's probe, answered while a call runs (`actor_answers`)."""
+        return True
+
     def init(self, key: jax.Array, evaluation: bool = False) -> tuple:
         """Every env reset, as `simulate.CompiledBatch.init`: (env_state, obs).
 

@@ -35,7 +35,7 @@ from batchrl import simulate
 from batchrl.configs import TrainConfig
 from batchrl.envs.host import errors, lifecycle
 from batchrl.envs.ray import ray_group
-from batchrl.training import placement, rollout_actor
+from batchrl.training import actor_answers, placement, rollout_actor
 from batchrl.training.rollout_actor import join_rows, rows
 
 logger = logging.getLogger("batchrl.training")
@@ -63,6 +63,7 @@ class RolloutEnv:
         count = config.rollout_actors
         self.bounds = [config.num_envs * k // count for k in range(count + 1)]
         self._restart = config.restart_workers
+        self._timeout = config.worker_timeout  # A silent actor's, as a worker's (`_get`).
         self.replaced = [0] * count  # Each actor's replacements so far.
         self._actors: list[Any] = []
         self._closed = False
@@ -70,7 +71,8 @@ class RolloutEnv:
         try:
             alive = ray_group.alive_nodes()
             self.nodes = [alive[number % len(alive)] for number in range(count)]
-            self._remote = ray.remote(rollout_actor.RolloutActor)
+            remote = ray.remote(concurrency_groups=actor_answers.PROBE_GROUPS)
+            self._remote = remote(rollout_actor.RolloutActor)
             self._blob = cloudpickle.dumps((config, env))
             self._actors = [self._launch(number) for number in range(count)]
             described = self._get([actor.describe.remote() for actor in self._actors], "start")
@@ -135,9 +137,9 @@ class RolloutEnv:
 
     @property
     def restarts(self) -> int:
-        """Actors replaced, and env workers replaced in those there now; a lost actor none."""
+        """Actors replaced, and env workers replaced in those now; a lost one the next call's."""
         workers = 0
-        lost = (errors.EnvCrashedError,) if self._restart else ()  # The next call replaces it.
+        lost = (errors.EnvCrashedError, errors.EnvTimeoutError) if self._restart else ()
         for number, ref in enumerate([actor.restarts.remote() for actor in self._actors]):
             with contextlib.suppress(*lost):  # Every actor asked at once, answers read in turn.
                 workers += self._get([ref], "restarts", number)[0]
@@ -343,7 +345,7 @@ class RolloutEnv:
         for number, ref in enumerate(refs):
             try:
                 (answer,) = self._get([ref], command, number)
-            except errors.EnvCrashedError as error:
+            except (errors.EnvCrashedError, errors.EnvTimeoutError) as error:
                 if not self._restart:
                     raise
                 self._replace(number, error)
@@ -354,29 +356,27 @@ class RolloutEnv:
     def _get(self, refs: list[Any], command: str, first: int = 0) -> list[Any]:
         """Actors `first`, `first` + 1, ...'s answers, or one line naming one that failed."""
         ray = ray_group.import_ray()
-        timeout = START_TIMEOUT if command == "start" else None
         answers = []
         for number, ref in enumerate(refs, first):
+            actor = self._actors[number]  # A probe would wait for __init__, building envs.
+            probe = None if command == "start" else actor.alive.options(concurrency_group="probe")
             try:
-                answers.append(ray.get(ref, timeout=timeout))
+                timeout = START_TIMEOUT if probe is None else self._timeout
+                answers.append(actor_answers.answer(ref, probe, timeout))
             except ray.exceptions.RayTaskError as error:
-                cause = error.cause
-                if isinstance(cause, errors.EnvError):
-                    raise cause from None
-                kind, where = type(cause), f"{self._describe(number)} during {command}"
-                said = f"{kind.__name__}: {cause} (raised in {where})\n\nIn the actor:\n{error}"
-                text = str(error)  # The error is the env's own type too, as a worker's is.
-                raise errors.raised(
-                    said, "rollout actor", command, kind.__name__, text, kind
-                ) from None
+                where = self._describe(number)
+                raise actor_answers.raised_in(error, where, command) from None
+            except actor_answers.HungError:
+                with contextlib.suppress(Exception):
+                    ray.kill(actor, no_restart=True)
+                where, restart = self._describe(number), self._restart
+                raise actor_answers.hung(where, command, self._timeout, restart) from None
             except (ray.exceptions.RayError, TimeoutError) as error:
                 why = type(error).__name__
                 if number < len(self.nodes) and self.nodes[number] not in ray_group.alive_nodes():
                     why = f"{why}; its node is gone"
-                said = f"{self._describe(number)} died during {command} ({why})"
-                if not self._restart:
-                    said += "; set restart_workers=true to replace lost actors"
-                raise errors.EnvCrashedError(said, "rollout actor", command) from None
+                where, restart = self._describe(number), self._restart
+                raise actor_answers.lost(where, command, why, restart) from None
         return answers
 
     def _describe(self, number: int) -> str:

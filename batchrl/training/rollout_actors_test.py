@@ -1,5 +1,6 @@
 """Rollout actors on a two-node Ray cluster on this machine: the local run's results, faults."""
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -11,13 +12,14 @@ import warnings
 
 import jax
 import numpy as np
+import psutil
 import pytest
 import ray
 
 from batchrl import algorithm as algorithm_lib
 from batchrl.configs import presets, train_config
 from batchrl.conftest import wait_gone
-from batchrl.envs import EnvCrashedError, EnvRaisedError
+from batchrl.envs import EnvCrashedError, EnvRaisedError, EnvTimeoutError
 from batchrl.envs.jax import classic, jax_env
 from batchrl.envs.ray import ray_group
 from batchrl.networks import encoder
@@ -270,6 +272,44 @@ def test_a_lost_actor_is_replaced_with_restart_and_the_run_trains_on():
         state, metrics = loop.run_phase(programs, state, eval_episodes=4, final=True)
         assert env.restarts == 1 and env.replaced == [0, 1]
         assert int(state.env_steps) == 512 and np.isfinite(metrics["final/return"])
+    finally:
+        env.close()
+    assert _actors_left() == []
+
+
+@pytest.mark.usefixtures("cluster")
+@RAY[0]
+@RAY[1]
+@pytest.mark.parametrize("restart", [False, True], ids=["named", "replaced"])
+def test_a_stopped_actor_answers_no_probe_and_is_killed_or_replaced(restart):
+    # A frozen process (SIGSTOP, a deadlock) Ray lists as alive: the segment's call waited
+    # for it for ever. Now a probe unanswered for worker_timeout finds it hung.
+    config = train_config.replace(presets.get("cartpole"), **TYPED, restart_workers=restart)
+    config = dataclasses.replace(config, rollout_actors=2, worker_timeout=5.0)
+    env = rollout_actors.RolloutEnv(config)
+    try:
+        programs, state = loop.build(config, env)
+        _, pid, _ = ray.get(env._actors[1].describe.remote())
+        workers = [child.pid for child in psutil.Process(pid).children(recursive=True)]
+        assert len(workers) >= 3  # Its forkserver, and the workers of envs 2 and 3 under it.
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            if restart:
+                state, metrics = loop.run_phase(programs, state, eval_episodes=4, final=True)
+                assert env.replaced == [0, 1] and env.restarts == 1
+                assert int(state.env_steps) == 256 and np.isfinite(metrics["final/return"])
+            else:
+                with pytest.raises(EnvTimeoutError) as raised:
+                    loop.run_phase(programs, state, eval_episodes=4)
+                assert str(raised.value) == (
+                    f"rollout actor 1 (envs 2-3) on node {env.nodes[1][:8]} answered neither "
+                    "act nor a probe within 5 s and was killed; raise worker_timeout or set "
+                    "restart_workers=true"
+                )
+            assert wait_gone([pid, *workers]) == []  # Killed, and its env workers ended.
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
     finally:
         env.close()
     assert _actors_left() == []
