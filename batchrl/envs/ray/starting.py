@@ -20,6 +20,9 @@ from typing import Any
 
 # How long an address in RAY_ADDRESS may take to answer before it is said unreachable.
 REACH_SECONDS = 10.0
+# How long it may take to answer HTTP/2's opening, its preface and an empty SETTINGS frame.
+ANSWER_SECONDS = 2.0
+HTTP2_OPENING = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 
 
 def init(ray: Any, **options: Any) -> None:
@@ -62,7 +65,8 @@ def reach(address: str, named: bool = True) -> None:
     if not colon or not port.isdigit():
         return
     try:
-        socket.create_connection((host.strip("[]"), int(port)), REACH_SECONDS).close()
+        with socket.create_connection((host.strip("[]"), int(port)), REACH_SECONDS) as head:
+            web = named and _answers_as_web_page(head)
     except OSError as error:
         why = error.strerror or type(error).__name__  # A timeout has no strerror.
         if named:
@@ -75,6 +79,28 @@ def reach(address: str, named: bool = True) -> None:
             f"last one started on this machine: `ray stop` forgets it, RAY_ADDRESS=local "
             f"starts Ray in this process"
         ) from None
+    if web:  # ray.init would wait on it for minutes, deaf to Ctrl-C.
+        raise ValueError(
+            f"RAY_ADDRESS={address!r} answers as a web server (a dashboard's port?), not as "
+            "a Ray cluster: give the cluster's head as HOST:6379 (ray://HOST:10001 for Ray "
+            "Client)"
+        )
+
+
+def _answers_as_web_page(head: socket.socket) -> bool:
+    """Whether the server at `head` answers HTTP/2's opening as an HTTP/1 server does.
+
+    A cluster's head (its GCS, or Ray Client's server) speaks gRPC, HTTP/2, and answers
+    with a frame; a dashboard answers "HTTP/1.x 400". Silence (a TLS cluster waits for
+    its handshake) or any other answer is left to `ray.init`.
+    """
+    head.settimeout(ANSWER_SECONDS)
+    try:
+        head.sendall(HTTP2_OPENING)
+        answer = head.recv(16)
+    except OSError:
+        return False
+    return answer.startswith((b"HTTP/", b"<"))  # A status line, or a bare HTML page.
 
 
 def _last_cluster() -> str:

@@ -1,10 +1,12 @@
 """Reaching the cluster RAY_ADDRESS names: an address nothing answers at is one line."""
 
 import contextlib
+import http.server
 import os
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -48,6 +50,43 @@ def test_the_train_command_stops_at_once_on_an_address_nothing_answers_at(tmp_pa
     assert result.returncode == 1, result.stderr
     assert result.stderr.startswith("batchrl: error: cannot reach the Ray cluster at RAY_ADDRESS")
     assert len(result.stderr.splitlines()) == 1 and not any(tmp_path.iterdir())
+
+
+@contextlib.contextmanager
+def web_server(dashboard: bool) -> Iterator[str]:
+    """The address of a web server: Python's own, or one answering as Ray's dashboard does."""
+
+    class Dashboard(http.server.BaseHTTPRequestHandler):
+        def handle(self) -> None:  # aiohttp's answer to HTTP/2's opening, which it reads.
+            self.request.recv(64)
+            self.request.sendall(b"HTTP/1.0 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+
+    handler = Dashboard if dashboard else http.server.SimpleHTTPRequestHandler
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as web:
+        threading.Thread(target=web.serve_forever, daemon=True).start()
+        try:
+            yield f"127.0.0.1:{web.server_address[1]}"
+        finally:
+            web.shutdown()
+
+
+@pytest.mark.parametrize("dashboard", [True, False], ids=["dashboard", "python"])
+def test_an_address_that_answers_as_a_web_server_is_one_line(dashboard):
+    # A dashboard's port given as HOST:PORT (8265, what `ray job submit` reads): ray.init
+    # waited on it for minutes, deaf to Ctrl-C. Python's server answers HTTP/2's opening
+    # with a bare HTML page, a status line being HTTP/1.0's.
+    with web_server(dashboard) as address, pytest.raises(ValueError) as error:
+        starting.reach(address)
+    assert str(error.value) == (
+        f"RAY_ADDRESS={address!r} answers as a web server (a dashboard's port?), not as a Ray "
+        "cluster: give the cluster's head as HOST:6379 (ray://HOST:10001 for Ray Client)"
+    )
+
+
+@pytest.mark.xdist_group("ray")
+@pytest.mark.slow
+def test_a_clusters_head_answers_as_one(cluster):
+    starting.reach(cluster.address)  # Its GCS answers HTTP/2's opening with a frame.
 
 
 @pytest.mark.parametrize("auth_mode", ["", "token"])
