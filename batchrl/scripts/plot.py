@@ -12,6 +12,8 @@ run. With `--seeds`, runs whose folder names share the config part after the las
 (`training.run_folder`: the seeds of one sweep, `seed0-cheetah_clipped`, `seed1-...`)
 are drawn as one curve: the mean over seeds and a band from the lowest to the highest,
 as in Figures 1 and 2 of the seed's paper, at each x over the seeds whose runs reach it.
+Runs of one name whose configs name different envs (`--set env=...` keeps a preset's
+name) are refused, not averaged.
 Metrics of one quantity (`train/return` and `eval/return`) share one axes; others get a
 panel each (`--panels`, `--no-panels`). Draws headless with matplotlib's Agg canvas. A
 missing or unreadable run ends with one line on stderr and exit status 2.
@@ -20,6 +22,7 @@ missing or unreadable run ends with one line on stderr and exit status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import itertools
 import sys
@@ -155,6 +158,26 @@ def groups(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[list[dict[st
     for label, records in runs.items():
         grouped.setdefault(run_folder.parse(Path(label).name)[1], []).append(records)
     return grouped
+
+
+def check_one_env(runs: dict[str, Path]) -> None:
+    """Raises a RunError where a seed group's runs trained different envs.
+
+    A run's folder is named after its config, and `--set env=...` keeps the name: two
+    runs of one preset on other envs would be averaged as seeds of one curve. A folder
+    whose config cannot be read is left to the name.
+    """
+    for name, members in groups({label: [path] for label, path in runs.items()}).items():
+        envs = {}
+        for (path,) in members:
+            with contextlib.suppress(run_folder.RunFolderError):
+                envs[path.name] = run_folder.read_config(path).env
+        if len(set(envs.values())) > 1:
+            said = ", ".join(f"{folder} ({env})" for folder, env in envs.items())
+            raise RunError(
+                f"--seeds would average runs named {name!r} of different envs: {said}; "
+                "plot them without --seeds"
+            )
 
 
 def labels(runs: Sequence[Path]) -> list[str]:
@@ -311,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     paths = list(unique.values())
     try:
         runs = {label: load(path) for label, path in zip(labels(paths), paths, strict=True)}
+        if args.seeds:
+            check_one_env(dict(zip(runs, paths, strict=True)))
     except RunError as error:
         print(f"plot: error: {error}", file=sys.stderr)
         return 2

@@ -9,7 +9,9 @@ import sys
 import numpy as np
 import pytest
 
+from batchrl.configs import presets, train_config
 from batchrl.scripts import plot
+from batchrl.training import run_folder
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -261,6 +263,25 @@ def test_seeds_of_a_config_are_drawn_as_their_mean_and_range(tmp_path):
     assert band[:, 1].min() == 0.0 and band[:, 1].max() == 120.0
     legend = [text.get_text() for text in axes.get_legend().get_texts()]
     assert legend[:2] == ["cheetah (3 seeds, mean and range)", "hopper (1 seed)"]
+
+
+def test_seeds_of_one_name_on_different_envs_are_refused_not_averaged(tmp_path, capsys):
+    # `--set env=...` keeps the preset's name: the two runs were one curve of two "seeds".
+    sweep = tmp_path / "sweep"
+    base = presets.get("pendulum")
+    for seed, env in enumerate(("Pendulum-v1", "MountainCarContinuous-v0", "Pendulum-v1")):
+        seed_run(sweep / f"seed{seed}-pendulum", 0.0, seconds=1.0)
+        run_folder.write_config(sweep / f"seed{seed}-pendulum", train_config.replace(base, env=env))
+    out = tmp_path / "c.png"
+    assert plot.main([str(sweep), "--seeds", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        "plot: error: --seeds would average runs named 'pendulum' of different envs: "
+        "seed0-pendulum (Pendulum-v1), seed1-pendulum (MountainCarContinuous-v0), "
+        "seed2-pendulum (Pendulum-v1); plot them without --seeds\n"
+    )
+    assert not out.exists()
+    metric = ["--metrics", "eval/return"]  # Each run a curve of its own:
+    assert plot.main([str(sweep), *metric, "--out", str(out)]) == 0
 
 
 def test_the_legend_counts_the_seeds_each_curve_averages(tmp_path):
