@@ -176,6 +176,8 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
     saved = load_config(rundir)
     requested = requested_config(args, saved)
     asked, kept = configs.flat(requested), configs.flat(saved)
+    if requested.max_length > saved.max_length:  # The start may have taken the env's limit.
+        asked["max_length"] = max_length_taken(requested)
     # `--set steps=N` raises the budget (`api.check_raised_budget`); a preset's steps do not.
     raised = any(assignment.partition("=")[0].strip() == "steps" for assignment in args.set)
     may_change = (*RESUME_MAY_CHANGE, "steps") if raised else RESUME_MAY_CHANGE
@@ -197,6 +199,19 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
             raise UsageError(str(error)) from None
     changed = {name: asked[name] for name in may_change}
     return rundir, train_config.replace(saved, **changed)
+
+
+def max_length_taken(config: configs.TrainConfig) -> int:
+    """The `max_length` a run of `config` trains with: at most its env's own step limit.
+
+    A run's start takes that limit (`environments.check_run`) and saves it, so the command
+    that started the run, given again to resume it, asks for more than the folder holds.
+    """
+    api.limit_xla_threads(config)
+    from batchrl.training import environments  # Starts JAX's backends: after the limit.
+
+    limit = environments.own_limit(config)
+    return config.max_length if limit is None else min(config.max_length, limit)
 
 
 def load_config(rundir: pathlib.Path) -> configs.TrainConfig:

@@ -166,6 +166,21 @@ def test_a_resume_may_change_how_it_meets_a_hung_worker_and_where_it_runs_only(t
     assert (config.device, config.acting_device) == ("cpu", "cpu")
 
 
+def test_the_command_that_started_a_run_above_its_envs_limit_resumes_it(tmp_path):
+    # Its start took the env's limit of 200 steps and saved it: the same command, given
+    # again to resume, was refused as "max_length=1000 (saved 200)", and a sweep's rerun.
+    start = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--timestamp", "t"]
+    run, saved = train.new_run(train.parse_args([*start, "--set", "max_length=1000"]), "t")
+    assert saved.max_length == run_folder_lib.read_config(run).max_length == 200
+    for asked in (1000, 200):
+        rundir, config = train.resumed_run(
+            train.parse_args([*start, "--set", f"max_length={asked}"])
+        )
+        assert rundir == run and config == saved
+    with pytest.raises(train.UsageError, match=r"other settings: max_length=100 \(saved 200\);"):
+        train.resumed_run(train.parse_args([*start, "--set", "max_length=100"]))
+
+
 def test_a_resume_that_raises_steps_trains_on_as_a_run_started_with_that_budget(
     finished_run, tmp_path, capsys
 ):

@@ -82,15 +82,14 @@ def check_run(config: TrainConfig, env: Any = None) -> tuple[TrainConfig, EnvSpe
     spec, limit = _checked(config, env)
     if limit is None or config.max_length <= limit:
         return config, spec
-    logger.warning(
-        "env %r ends its episodes at its own limit of %d steps, below max_length=%d: "
-        "max_length=%d is taken",
-        config.env,
-        limit,
-        config.max_length,
-        limit,
-    )
+    said = "env %r ends its episodes at its own limit of %d steps, below max_length=%d: "
+    logger.warning(said + "max_length=%d is taken", config.env, limit, config.max_length, limit)
     return dataclasses.replace(config, max_length=limit), spec
+
+
+def own_limit(config: TrainConfig, env: Any = None) -> int | None:
+    """The env's own step limit (None: none), the env checked as `check_run` checks it."""
+    return _checked(config, env)[1]
 
 
 def _checked(config: TrainConfig, env: Any) -> tuple[EnvSpec, int | None]:
