@@ -434,6 +434,21 @@ def test_a_resume_without_metrics_rows_keeps_the_best_policy(finished_run, tmp_p
     assert best.read_bytes() == (finished_run / "checkpoints" / checkpoint.BEST).read_bytes()
 
 
+def test_a_resume_from_a_phase_that_tied_the_best_keeps_the_first(finished_run, tmp_path):
+    # Training keeps the first phase of the best score; a resume from a later phase of the
+    # same score wrote that one into best.bin, which `evaluate --best` then scored.
+    copy = tmp_path / finished_run.name
+    shutil.copytree(finished_run, copy)
+    best = copy / "checkpoints" / checkpoint.BEST
+    assert checkpoint.step_of(best) == 2  # Phase 4 and the final phase 5 scored less.
+    rows = metrics_log.read_jsonl(copy / "metrics.jsonl")
+    rows[3]["eval/return"] = rows[1]["eval/return"]  # Phase 4 ties phase 2.
+    (copy / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    checkpoint.path_for(copy / "checkpoints", 5).unlink()  # It resumes from phase 4.
+    assert train.main(["--logdir", str(tmp_path), "--timestamp", copy.name.split("-")[0]]) == 0
+    assert best.read_bytes() == (finished_run / "checkpoints" / checkpoint.BEST).read_bytes()
+
+
 @pytest.mark.parametrize(
     ("where", "call"),
     [

@@ -187,7 +187,9 @@ def _keep_best_of(
     """
     env_steps = int(restored.env_steps)
     scores = _eval_returns(rundir, env_steps)
-    if env_steps not in scores or scores[env_steps] < max(scores.values()):
+    score = scores.get(env_steps)
+    # The first phase of the best score is the best, as in `Keeper.record`: not a tie.
+    if score is None or any(steps < env_steps and scores[steps] >= score for steps in scores):
         return
     directory = run_folder.checkpoints(rundir)
     try:
@@ -196,7 +198,7 @@ def _keep_best_of(
         held = None
     if held != int(restored.phases):
         fresh = _fresh(algorithm, restored)
-        checkpoint.save_best(directory, int(restored.phases), restored, fresh, scores[env_steps])
+        checkpoint.save_best(directory, int(restored.phases), restored, fresh, score)
 
 
 def _fresh(algorithm: algorithm_lib.Algorithm, state: loop.RunState) -> tuple[tuple[str, ...], ...]:
