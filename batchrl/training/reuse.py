@@ -4,7 +4,8 @@ A run's programs (its train phase, evaluation and agent init) follow from its co
 but for its seed, and from its envs. JAX-native envs are values: two runs of one config
 on equal JAX-native envs, in one process, would trace, lower and compile the same
 programs (the interrupted run resumed in the same notebook, a solo run beside a seed
-of a together-run, the same preset trained again), so the second takes the first's.
+of a together-run, the same preset trained again), so the second takes the first's. An
+env object changed in place since is another env (its pickle differs).
 Host envs belong to their run's processes and are never shared. A few runs' programs
 are kept, the last used; `clear` drops them (a test that counts compilations does).
 """
@@ -15,6 +16,7 @@ import collections
 import dataclasses
 import functools
 import json
+import pickle
 import weakref
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -37,8 +39,8 @@ def key(
     """What a run's programs follow from; None where they cannot be shared.
 
     The key is `config` but its seed, the algorithm record it names (`algorithm.of`, as
-    it is now), its `envs` and `sizes`. None where an env is not a JAX-native value: host
-    envs, or a JAX-native env with no hash.
+    it is now), its `envs` (and their contents, `_contents`) and `sizes`. None where an
+    env is not a JAX-native value: host envs, or a JAX-native env with no hash or pickle.
     """
     if not all(isinstance(env, jax_env.Compiled) for env in envs):
         return None
@@ -49,7 +51,21 @@ def key(
         hash(found)
     except TypeError:
         return None
-    return found
+    contents = _contents(envs)
+    return None if contents is None else (*found, contents)
+
+
+def _contents(values: tuple[Any, ...]) -> bytes | None:
+    """`values` as pickle writes them now; None where it cannot.
+
+    A plain object is equal to itself and hashes by its identity: an env changed in place
+    (`env.goal = 2`, in a notebook) would key the programs traced before the change.
+    Its pickle holds its attributes' values as they are now.
+    """
+    try:
+        return pickle.dumps(values, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # A lock, a lambda: nothing pickle can write.
+        return None
 
 
 def programs(found: Hashable | None, build: Callable[[], Any]) -> Any:
@@ -74,16 +90,19 @@ def taken_again(programs: Any) -> bool:
 def jit(function: Callable[..., Any], *args: Any) -> Callable[..., Any]:
     """`jax.jit` of `function` with `args` (envs, say) bound, compiled once for equal `args`.
 
-    The same jitted function is kept for equal `args` where they hash.
+    The same jitted function is kept for equal `args` where they hash and pickle alike.
     """
+    contents = _contents(args)
     try:
-        return _jitted(function, args)
+        if contents is not None:
+            return _jitted(function, args, contents)
     except TypeError:  # An argument with no hash.
-        return jax.jit(functools.partial(function, *args))
+        pass
+    return jax.jit(functools.partial(function, *args))
 
 
 @functools.lru_cache(maxsize=4 * KEPT)
-def _jitted(function: Callable[..., Any], args: tuple[Any, ...]) -> Callable[..., Any]:
+def _jitted(function: Callable[..., Any], args: tuple[Any, ...], contents: bytes) -> Callable:
     return jax.jit(functools.partial(function, *args))
 
 

@@ -5,7 +5,9 @@ import dataclasses
 import jax
 import pytest
 
+import batchrl
 from batchrl.configs import presets, train_config
+from batchrl.envs.jax import classic
 from batchrl.ppo import objectives
 from batchrl.training import environments, loop, reuse
 from batchrl.training import run as run_lib
@@ -98,3 +100,34 @@ def test_a_gymnax_preset_built_again_shares_its_programs_and_other_parameters_do
     gymnax = dataclasses.replace(limit.env, params=params)
     other = dataclasses.replace(env, env=dataclasses.replace(limit, env=gymnax))
     assert loop.build(config, other)[0] is not programs
+
+
+class Scaled:
+    """Pendulum with its torque scaled by `scale`: a plain object, equal to itself only."""
+
+    def __init__(self, scale: float):
+        self.inner = classic.make("Pendulum-v1")
+        self.env_spec, self.max_length = self.inner.env_spec, self.inner.max_length
+        self.scale = scale
+
+    def reset(self, key):
+        return self.inner.reset(key)
+
+    def step(self, state, action):
+        return self.inner.step(state, action * self.scale)
+
+
+def test_an_env_object_changed_in_place_builds_anew():
+    # In a notebook: train, change the env's setting, train again. The programs traced
+    # with the old setting were taken again, and the run trained the old env.
+    def train(env):
+        return learned(batchrl.train("pendulum_jax", env=env, logdir=None, **TINY))
+
+    reuse.clear()
+    env = Scaled(1.0)
+    first = train(env)
+    assert train(env) == first  # Unchanged, the same object trains as it did.
+    env.scale = 0.0
+    changed = train(env)
+    reuse.clear()
+    assert changed == train(Scaled(0.0)) != first
