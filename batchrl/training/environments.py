@@ -246,7 +246,11 @@ def _jax_native(config: TrainConfig, env: Any = None) -> jax_env.Env:
         return env
     if ":" not in config.env:
         return JAX_NATIVE[config.backend](config.env)
-    env = make.resolve(config.env)()
+    maker = make.resolve(config.env)
+    try:
+        env = maker()
+    except Exception as error:  # The user's own constructor: one line, where it rose.
+        raise ValueError(_build_failed(config.env, error)) from error
     if not isinstance(env, jax_env.Env):
         made = type(env).__name__
         raise ValueError(f"env {config.env!r} made a {made}, not a JAX-native env")

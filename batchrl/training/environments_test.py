@@ -123,6 +123,12 @@ class FailingToBuild(gym.Env):
         raise KeyError("no such level")
 
 
+class GymnaxLike:  # gymnax's `Environment`'s own methods.
+    def step_env(self, key, state, action, params): ...
+
+    def reset_env(self, key, params): ...
+
+
 @pytest.mark.parametrize(
     ("name", "message"),
     [
@@ -131,12 +137,43 @@ class FailingToBuild(gym.Env):
         ("NoSpaces", "has no observation_space: a Gymnasium env sets both in its __init__"),
         # A traceback for these two; the env's own ValueError read as batchrl's refusal.
         ("FailingToBuild", r"raised KeyError as it was built: 'no such level' \(.*_test\.py:\d+\)"),
+        (
+            "GymnaxLike",
+            "returned a GymnaxLike, not a gymnasium.Env: gymnax's envs train by "
+            "their id with backend=gymnax",
+        ),
+        (
+            "batchrl.envs.jax.classic:Pendulum",
+            "returned a Pendulum, not a gymnasium.Env: a JAX-native env trains with backend=jax",
+        ),
     ],
 )
 def test_an_env_that_cannot_be_built_is_named_in_one_line(name, message):
-    env = f"{__name__}:{name}"
+    env = name if ":" in name else f"{__name__}:{name}"
     config = dataclasses.replace(presets.get("pendulum"), env=env)
     with pytest.raises(ValueError, match=f"^env '{env}' {message}$"):
+        environments.check_env(config)
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        # Its traceback ran through batchrl's internals; a Gymnasium env's is one line.
+        (
+            f"{__name__}:FailingToBuild",
+            r"env '.*:FailingToBuild' raised KeyError as it was "
+            r"built: 'no such level' \(.*_test\.py:\d+\)",
+        ),
+        (
+            "Point",
+            r"unknown JAX-native env 'Point'; known: CartPole-v1, Pendulum-v1 \(gymnax's "
+            r"envs with backend=gymnax, an env of your own as module:Class\)",
+        ),
+    ],
+)
+def test_a_jax_native_env_that_cannot_be_made_is_named_in_one_line(name, message):
+    config = dataclasses.replace(presets.get("pendulum_jax"), env=name)
+    with pytest.raises(ValueError, match=f"^{message}$"):
         environments.check_env(config)
 
 

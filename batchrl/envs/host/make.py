@@ -224,7 +224,12 @@ def _built(maker: Any, kwargs: dict, name: Any) -> gym.Env:
         )
     env = maker(**kwargs)
     if not isinstance(env, gym.Env):
-        raise NotAnEnvError(f"env {shown!r} returned a {type(env).__name__}, not a gymnasium.Env")
+        said = f"env {shown!r} returned a {type(env).__name__}, not a gymnasium.Env"
+        if hasattr(env, "env_spec") and hasattr(env, "step"):  # `jax_env.Env`'s members.
+            said += ": a JAX-native env trains with backend=jax"
+        elif hasattr(env, "step_env"):  # gymnax's `Environment`.
+            said += ": gymnax's envs train by their id with backend=gymnax"
+        raise NotAnEnvError(said)
     lacks = [name for name in ("observation_space", "action_space") if not hasattr(env, name)]
     if lacks:  # Read first where the spaces are checked: an AttributeError's traceback.
         raise NotAnEnvError(

@@ -15,7 +15,11 @@ def make(name: str) -> jax_env.TimeLimit:
         ValueError: `name` is not a JAX-native env.
     """
     if name not in _ENVS:
-        raise ValueError(f"unknown JAX-native env {name!r}; known: {', '.join(sorted(_ENVS))}")
+        known = ", ".join(sorted(_ENVS))
+        raise ValueError(
+            f"unknown JAX-native env {name!r}; known: {known} (gymnax's envs with "
+            "backend=gymnax, an env of your own as module:Class)"
+        )
     return jax_env.TimeLimit(_ENVS[name]())
 
 
