@@ -14,7 +14,7 @@ import pytest
 
 import batchrl
 from batchrl import configs
-from batchrl.envs.jax import classic
+from batchrl.envs.jax import classic, gymnax_env
 from batchrl.scripts import evaluate, train
 from batchrl.testing import cue, mock
 from batchrl.training import api, checkpoint, run_folder
@@ -423,6 +423,16 @@ def test_an_env_without_a_name_needs_logdir_none(tmp_path):
         "env 'Corridor' is defined in this script, which the train command and evaluate "
         "never run: define it in a module and give env='module:Corridor', or logdir=None"
     )
+    # An env object of a module's class: its class by name records it, if built alike.
+    with pytest.raises(ValueError) as error:
+        batchrl.train("pendulum_jax", env=classic.Pendulum(), logdir=tmp_path)
+    assert str(error.value) == (
+        "env 'Pendulum' is an object, whose settings a run folder cannot record: give its "
+        "class by name, env='batchrl.envs.jax.classic.pendulum:Pendulum' (built with no "
+        "arguments), or logdir=None"
+    )
+    with pytest.raises(ValueError, match=r"^a gymnax env object's parameters cannot be rec"):
+        batchrl.train("acrobot_gymnax", env=gymnax_env.make("Acrobot-v1"), logdir=tmp_path)
     with pytest.raises(ValueError, match="unknown config key 'update_evry'"):
         batchrl.train("pendulum", update_evry=3, logdir=tmp_path)
     with pytest.raises(ValueError, match=r"num_envs=2\.5: expected int"):

@@ -64,6 +64,20 @@ def check_recordable(config: TrainConfig, given: Any, logdir: Any) -> None:
             f"env {config.env!r} was wrapped or changed after gym.make, which a run folder "
             "cannot record: give a constructor defined at a module's top level, or logdir=None"
         )
+    from batchrl.envs.jax import jax_env
+
+    kind = type(given.env if isinstance(given, jax_env.TimeLimit) else given)
+    if not callable(given) and "<" not in kind.__qualname__:  # An object of a module's class.
+        if kind.__module__ == "batchrl.envs.jax.gymnax_env":
+            raise ValueError(
+                "a gymnax env object's parameters cannot be recorded in a run folder: give "
+                "its gymnax id, env='Acrobot-v1' say, with backend='gymnax', or logdir=None"
+            )
+        raise ValueError(
+            f"env {config.env!r} is an object, whose settings a run folder cannot record: "
+            f"give its class by name, env='{kind.__module__}:{kind.__qualname__}' (built "
+            "with no arguments), or logdir=None"
+        )
     raise ValueError(
         f"env {config.env!r} has no importable module:qualname to record in a run folder: "
         "give a function or class defined at a module's top level, or logdir=None"
