@@ -210,7 +210,7 @@ def max_length_taken(config: configs.TrainConfig) -> int:
     api.limit_xla_threads(config)
     from batchrl.training import environments  # Starts JAX's backends: after the limit.
 
-    limit = environments.own_limit(config)
+    limit = environments.env_limit(config)
     return config.max_length if limit is None else min(config.max_length, limit)
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from batchrl.envs.host import errors
-from batchrl.envs.ray import ray_group
 
 PROBE_GROUPS = {"probe": 1}  # The actor's option `concurrency_groups`.
 
@@ -29,7 +28,8 @@ def answer(ref: Any, probe: Any, timeout: float) -> Any:
     where the actor died (a probe of a dead actor fails, and `ref`'s answer says how).
     `probe` None: `ray.get(ref, timeout=timeout)`.
     """
-    ray = ray_group.import_ray()
+    import ray  # Installed: the rollout actors calling here are Ray's.
+
     if probe is None:
         return ray.get(ref, timeout=timeout)
     while not ray.wait([ref], timeout=timeout)[0]:

@@ -6,10 +6,9 @@ whichever comes first. Atari games (backend 'ale') take `env_kwargs` as
 `BatchEnv.atari`'s options for training, and evaluation plays them on envs of its own
 (`build_eval`, and `visualize` on one Gymnasium env that plays as they do): whole games,
 rewards unclipped, so it scores the game's own score.
-JAX-native envs are named as their kind registers them, or as
-`module:qualname` of a function or class that makes one. Where no name can say what
-the env is (a lambda, an env object), the caller passes the env itself: a Gymnasium
-env constructor, or a JAX-native env (`jax_env.Env`).
+JAX-native envs are named as their kind registers them, or as `module:qualname` of a
+function or class that makes one. Where no name can say what the env is (a lambda, an
+env object), the caller passes it: a Gymnasium env constructor, or a `jax_env.Env`.
 """
 
 from __future__ import annotations
@@ -17,12 +16,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import threading
 import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any
-
-import gymnasium as gym
 
 from batchrl import bridge
 from batchrl.bridge import seeds as seeds_lib
@@ -32,15 +28,9 @@ from batchrl.envs import BatchEnv, spaces
 from batchrl.envs.host import lifecycle, make, mujoco_warnings
 from batchrl.envs.jax import classic, env_check, gymnax_env, jax_env
 from batchrl.envs.mujoco import tasks as mujoco_tasks
-from batchrl.training import placement
+from batchrl.training import env_probe, placement
 
 logger = logging.getLogger("batchrl.training")
-# Gymnasium's normalising wrappers, by the setting that has batchrl normalise the same.
-_NORMALISERS = {
-    "NormalizeObservation": "normalize_observations",
-    "NormalizeReward": "normalize_rewards",
-}
-
 # Eval envs of their own draw their seeds from the run's seed plus this, so they start
 # no game as any run's training envs do (whose seeds come from seeds below it).
 _EVAL_SEEDS = 2**32
@@ -77,17 +67,32 @@ def check_run(config: TrainConfig, env: Any = None) -> tuple[TrainConfig, EnvSpe
 
     Episodes end at the smaller of the two, but `max_length` sizes the phases, the episode
     memory and each eval round: pendulum_jax with `max_length=10000000` ran out of memory
-    for episodes of 200 steps. Taking the env's limit is a one-line warning.
+    for episodes of 200 steps. Taking the env's limit is a one-line warning, and so is a
+    `max_length` that cuts the env's episodes short.
     """
     spec, limit = _checked(config, env)
+    if limit is not None and config.max_length < limit:  # Cut as asked: said too.
+        logger.warning(
+            "env %r has its own limit of %d steps, above max_length=%d: its episodes are cut "
+            "(truncated) there",
+            config.env,
+            limit,
+            config.max_length,
+        )
     if limit is None or config.max_length <= limit:
         return config, spec
-    said = "env %r ends its episodes at its own limit of %d steps, below max_length=%d: "
-    logger.warning(said + "max_length=%d is taken", config.env, limit, config.max_length, limit)
+    logger.warning(
+        "env %r ends its episodes at its own limit of %d steps, below max_length=%d: "
+        "max_length=%d is taken",
+        config.env,
+        limit,
+        config.max_length,
+        limit,
+    )
     return dataclasses.replace(config, max_length=limit), spec
 
 
-def own_limit(config: TrainConfig, env: Any = None) -> int | None:
+def env_limit(config: TrainConfig, env: Any = None) -> int | None:
     """The env's own step limit (None: none), the env checked as `check_run` checks it."""
     return _checked(config, env)[1]
 
@@ -106,7 +111,8 @@ def _checked(config: TrainConfig, env: Any) -> tuple[EnvSpec, int | None]:
                 return spaces.env_spec(*observed, config.env), None
         try:
             with mujoco_warnings.routed():
-                one = make.Make(env or config.env, config.max_length, kwargs=config.env_kwargs)()
+                # No `max_length`: its own limit read, not the cut one (`check_run` says).
+                one = make.Make(env or config.env, None, kwargs=config.env_kwargs)()
         except ImportError:
             raise  # An extra not installed: named in one line by _extra_named.
         except make.NotAnEnvError as error:
@@ -116,72 +122,13 @@ def _checked(config: TrainConfig, env: Any) -> tuple[EnvSpec, int | None]:
                 # A keyword an env of **kwargs passes on and refuses.
                 raise ValueError(f"env {config.env!r} refused env_kwargs: {error}") from None
             raise ValueError(_build_failed(env or config.env, error)) from error
-        limit = _own_limit(one)
+        limit = env_probe.own_limit(one)
         try:
-            _say_normalised_twice(config, one, env or config.env)
+            env_probe.say_normalised_twice(config, one, _named(env or config.env))
             spec = spaces.env_spec(one.observation_space, one.action_space, spaces.env_name(one))
             return spec, limit
         finally:
-            _close(one, env or config.env, config.worker_timeout)
-
-
-def _own_limit(one: gym.Env) -> int | None:
-    """The smallest step limit among the `TimeLimit`s of a built env's wrappers, if any.
-
-    An id's registered one, or one a constructor put there (`gym.make(..., max_episode_steps=50)`
-    returned from a function), beside the one `max_length` adds.
-    """
-    limits = []
-    while isinstance(one, gym.Wrapper):
-        if isinstance(one, gym.wrappers.TimeLimit):
-            limits.append(one._max_episode_steps)  # Its own; `spec` gives the outermost only.
-        one = one.env
-    return min(limits, default=None)
-
-
-def _say_normalised_twice(config: TrainConfig, one: Any, env: Any) -> None:
-    """A warning for each Gymnasium normaliser in the env's wrappers that batchrl repeats.
-
-    The learner normalises inside the compiled program; a `NormalizeReward` of the
-    user's made the returns reported its normalised ones, and both learned on twice.
-    """
-    while isinstance(one, gym.Wrapper):
-        setting = _NORMALISERS.get(type(one).__name__)
-        if setting is not None and getattr(config.algorithm, setting, False):
-            logger.warning(
-                "env %r is wrapped in %s and %s=true normalises again: set %s=false or drop "
-                "the wrapper",
-                _named(env),
-                type(one).__name__,
-                setting,
-                setting,
-            )
-        one = one.env
-
-
-def _close(one: Any, env: Any, timeout: float) -> None:
-    """Closes the env built to read its spaces; one that raises or hangs is said, not fatal.
-
-    Its `close` raised with a traceback before any training, or hung the command for
-    good, where the same `close` in a worker is one the run goes on past.
-    """
-    failed: list[BaseException] = []
-
-    def close() -> None:
-        try:
-            one.close()
-        except Exception as error:  # Said below, as a worker's close is passed.
-            failed.append(error)
-
-    closing = threading.Thread(target=close, name="batchrl-env-close", daemon=True)
-    closing.start()
-    closing.join(timeout)
-    name = _named(env)
-    if closing.is_alive():
-        logger.warning("env %r did not return from close() within %s s; left open", name, timeout)
-    elif failed:
-        error = failed[0]
-        logger.warning("env %r raised %s in close(): %s", name, type(error).__name__, error)
+            env_probe.close(one, _named(env or config.env), config.worker_timeout)
 
 
 def _build_failed(env: Any, error: Exception) -> str:
