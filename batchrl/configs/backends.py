@@ -64,10 +64,6 @@ def check(config: Any) -> None:
         raise ValueError(
             f"restart_workers=True needs backend='processes' or 'ray', got {config.backend!r}"
         )
-    if config.env_kwargs and config.backend in JAX_NATIVE:
-        raise ValueError(
-            f"env_kwargs={config.env_kwargs!r} needs Gymnasium envs, got backend={config.backend!r}"
-        )
     if config.action_repeat != 1 and config.backend not in ("processes", "ray"):
         raise ValueError(
             f"action_repeat={config.action_repeat} needs backend='processes' or 'ray', "

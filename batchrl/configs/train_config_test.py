@@ -290,8 +290,9 @@ def test_env_kwargs_are_a_mapping_kept_in_the_run_folder():
     for text in ("3", "[g, 2]", "{g: 2"):
         with pytest.raises(ValueError, match="expected a mapping such as"):
             overrides.parse_override(config, f"env_kwargs={text}")
-    with pytest.raises(ValueError, match=r"env_kwargs=\{'g': 2.0\} needs Gymnasium envs, got "):
-        overrides.parse_override(presets.get("pendulum_jax"), "env_kwargs={g: 2.0}")
+    # A JAX-native env's settings too (`classic.make`'s, gymnax's parameters).
+    jax_native = overrides.parse_override(presets.get("pendulum_jax"), "env_kwargs={g: 2.0}")
+    assert jax_native.env_kwargs == {"g": 2.0}
 
 
 @pytest.mark.parametrize("text", ['{"g": 1e1, "dt": 5E-2}', "{g: 1e1, dt: 5e-2}"])

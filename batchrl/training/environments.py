@@ -192,12 +192,16 @@ def _jax_native(config: TrainConfig, env: Any = None) -> jax_env.Env:
     if env is not None:
         return env
     if ":" not in config.env:
-        return JAX_NATIVE[config.backend](config.env)
+        return JAX_NATIVE[config.backend](config.env, **config.env_kwargs)
     maker = make.resolve(config.env)
     try:
-        env = maker()
+        env = maker(**config.env_kwargs)
     except Exception as error:  # The user's own constructor: one line, where it rose.
+        if isinstance(error, TypeError) and config.env_kwargs:
+            raise ValueError(f"env {config.env!r} refused env_kwargs: {error}") from None
         raise ValueError(_build_failed(config.env, error)) from error
+    if gymnax_env.is_gymnax(env):  # A gymnax `Environment` of the user's, its defaults.
+        env = gymnax_env.wrap(env, name=config.env)
     if not isinstance(env, jax_env.Env):
         made = type(env).__name__
         raise ValueError(f"env {config.env!r} made a {made}, not a JAX-native env")

@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 import psutil
 import pytest
+from gymnax.environments.classic_control import acrobot
 
 import batchrl
 from batchrl import env_spec
@@ -371,3 +372,55 @@ def test_a_keyword_a_mujoco_task_does_not_take_is_named_with_those_it_takes(back
     )
     with pytest.raises(ValueError, match=r"^HalfCheetah-v5 takes no keyword 'ctrl_cost': it "):
         environments.check_env_name(config)
+
+
+@pytest.mark.parametrize(
+    ("preset", "kwargs", "read"),
+    [
+        ("pendulum_jax", {"g": 2.0}, lambda env: env.g),  # As gym.make("Pendulum-v1", g=2.0).
+        ("acrobot_gymnax", {"max_steps_in_episode": 20}, lambda env: env.max_length),
+    ],
+)
+def test_env_kwargs_set_a_jax_native_envs_settings(caplog, preset, kwargs, read):
+    # Refused before: a parameterised JAX-native env had a run folder only through a
+    # module-level factory of its own for each value.
+    config = train_config.replace(presets.get(preset), env_kwargs=kwargs)
+    checked, _ = environments.check_run(config)
+    env, batch_env = environments.build(checked)
+    assert batch_env is None and read(env.env.env) == next(iter(kwargs.values()))
+    if preset == "acrobot_gymnax":  # Its episodes' limit: the run's max_length too.
+        assert checked.max_length == 20 and "max_length=20 is taken" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("preset", "said"),
+    [
+        ("pendulum_jax", "env 'Pendulum-v1' takes no keyword 'gg'; its settings: g"),
+        ("cartpole_jax", "env 'CartPole-v1' takes no keyword 'gg'; it has no settings"),
+        ("acrobot_gymnax", "gymnax env 'Acrobot-v1' has no parameter 'gg'; its parameters: "),
+    ],
+)
+def test_a_jax_native_envs_unknown_keyword_is_one_line_naming_its_settings(preset, said):
+    config = train_config.replace(presets.get(preset), env_kwargs={"gg": 1.0})
+    with pytest.raises(ValueError) as error:
+        environments.check_env(config)
+    assert str(error.value).startswith(said) and "\n" not in str(error.value)
+
+
+class ShortAcrobot(acrobot.Acrobot):
+    """A gymnax `Environment` of a user's own: gymnax's Acrobot of 30 steps an episode."""
+
+    @property
+    def default_params(self):
+        return super().default_params.replace(max_steps_in_episode=30)
+
+
+def test_a_gymnax_environment_of_your_own_trains_by_name_and_as_an_object(tmp_path):
+    # By name it was "made a ShortAcrobot, not a JAX-native env", as an object "has reset
+    # and step but no env_spec or max_length"; wrapping it took batchrl's internals.
+    tiny = dict(num_envs=2, steps=120, policy_layers=(8,), value_layers=(8,), eval_episodes=2)
+    name = f"{__name__}:ShortAcrobot"
+    run = batchrl.train("acrobot_gymnax", env=name, logdir=tmp_path, **tiny)
+    assert run.config.max_length == 30 and run.metrics[-1]["eval/length"] == 30
+    given = batchrl.train("acrobot_gymnax", env=ShortAcrobot(), logdir=None, **tiny)
+    assert given.config.max_length == 30 and given.metrics[-1]["eval/length"] == 30

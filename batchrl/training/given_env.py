@@ -108,8 +108,10 @@ def with_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, Any]:
     """`config` with `env` in place of its env, and `env` itself when no name can say it."""
     if isinstance(env, str):
         return train_config.replace(config, env=env), None
-    from batchrl.envs.jax import env_check, jax_env
+    from batchrl.envs.jax import env_check, gymnax_env, jax_env
 
+    if gymnax_env.is_gymnax(env):  # A gymnax `Environment` of the user's: its defaults.
+        env = gymnax_env.wrap(env)
     if not isinstance(env, type) and isinstance(env, jax_env.Env):
         backend = config.backend if config.jax_native else "jax"
         label = type(getattr(env, "env", env)).__name__  # Within its time limit's wrapper.

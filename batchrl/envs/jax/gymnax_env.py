@@ -1,10 +1,12 @@
 """gymnax's envs as JAX-native envs of simulate: any env gymnax registers, by its name.
 
-`make("Acrobot-v1")` wraps gymnax's own env and default parameters. A step is gymnax's
-`step_env` (no reset inside: simulate resets finished envs itself); the episode's time
-limit, gymnax's `max_steps_in_episode`, is applied by `jax_env.TimeLimit`, so a
-time limit is `truncated` (bootstrapped) and only gymnax's own terminal states are
-`terminated`. The step's key travels in the state. Needs `pip install -e '.[gymnax]'`.
+`make("Acrobot-v1")` wraps gymnax's own env and default parameters (`make("Acrobot-v1",
+max_steps_in_episode=100)` others), `wrap(env)` a gymnax `Environment` of your own. A
+step is gymnax's `step_env` (no reset inside: simulate resets finished envs itself);
+the episode's time limit, gymnax's `max_steps_in_episode`, is applied by
+`jax_env.TimeLimit`, so a time limit is `truncated` (bootstrapped) and only gymnax's
+own terminal states are `terminated`. The step's key travels in the state. Needs
+`pip install -e '.[gymnax]'`.
 
 The spec's observation tree follows what `reset_env` returns, leaf by leaf (shape and
 dtype), keeping each leaf's kind from gymnax's space; some envs' spaces say otherwise.
@@ -102,24 +104,60 @@ def names() -> list[str]:
     return list(_gymnax().registered_envs)
 
 
-def make(name: str) -> jax_env.TimeLimit:
-    """The gymnax env `name` with its default parameters and time limit.
+def make(name: str, **params: Any) -> jax_env.TimeLimit:
+    """The gymnax env `name` with gymnax's default parameters but `params`, and its time limit.
 
     Raises:
-        ValueError: gymnax has no env `name` (the message lists those it has).
+        ValueError: gymnax has no env `name` (the message lists those it has), or its
+            parameters no field of a name in `params`.
         ImportError: gymnax is not installed, or a module it imports is missing (named).
     """
     if name not in names():
         raise ValueError(f"unknown gymnax env {name!r}; gymnax has: {', '.join(names())}")
-    env, params = _gymnax().make(name)
+    env, defaults = _gymnax().make(name)
+    return wrap(env, with_params(name, defaults, params), name)
+
+
+def wrap(env: Any, params: Any = None, name: str | None = None) -> jax_env.TimeLimit:
+    """A gymnax `Environment` (one of your own, say) as a JAX-native env, with its time limit.
+
+    The limit is its parameters' `max_steps_in_episode`; `params`: its EnvParams,
+    `env.default_params` where None; `name`: the env's in error messages.
+    """
+    params = env.default_params if params is None else params
+    named = f"'{name or type(env).__name__}' (gymnax)"
     to_gym = _gymnax().environments.spaces.gymnax_space_to_gym_space
     observation_space = to_gym(env.observation_space(params))
     action_space = to_gym(env.action_space(params))
-    env_spec = spaces.env_spec(observation_space, action_space, env_name=f"'{name}' (gymnax)")
+    env_spec = spaces.env_spec(observation_space, action_space, env_name=named)
     obs = jax.eval_shape(env.reset_env, jax.random.key(0), params)[0]
     env_spec = dataclasses.replace(env_spec, observation=returned(env_spec.observation, obs))
     limit = int(params.max_steps_in_episode)
     return jax_env.TimeLimit(GymnaxEnv(env, params, env_spec, limit))
+
+
+def with_params(name: str, params: Any, changes: dict[str, Any]) -> Any:
+    """`params` (an EnvParams) with `changes`, each in the type its field holds now."""
+    fields = [field.name for field in dataclasses.fields(params)]
+    unknown = [key for key in changes if key not in fields]
+    if unknown:
+        raise ValueError(
+            f"gymnax env {name!r} has no parameter {unknown[0]!r}; its parameters: "
+            f"{', '.join(fields)}"
+        )
+
+    def typed(key: str, value: Any) -> Any:
+        now = getattr(params, key)  # An array stays one of its dtype; a Python number, one.
+        return jnp.asarray(value, now.dtype) if hasattr(now, "dtype") else type(now)(value)
+
+    return params.replace(**{key: typed(key, value) for key, value in changes.items()})
+
+
+def is_gymnax(env: Any) -> bool:
+    """Whether `env` is a gymnax `Environment` (its `step_env` and `default_params`)."""
+    return not isinstance(env, type) and all(
+        hasattr(env, name) for name in ("step_env", "reset_env", "default_params")
+    )
 
 
 def returned(observation: Any, obs: Any) -> Any:

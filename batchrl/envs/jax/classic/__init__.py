@@ -1,5 +1,8 @@
 """JAX-native classic control envs, one per file, matching Gymnasium step for step."""
 
+import dataclasses
+from typing import Any
+
 from batchrl.envs.jax import jax_env
 from batchrl.envs.jax.classic import cartpole, pendulum
 from batchrl.envs.jax.classic.cartpole import CartPole
@@ -8,11 +11,14 @@ from batchrl.envs.jax.classic.pendulum import Pendulum
 _ENVS = {"CartPole-v1": CartPole, "Pendulum-v1": Pendulum}
 
 
-def make(name: str) -> jax_env.TimeLimit:
+def make(name: str, **kwargs: Any) -> jax_env.TimeLimit:
     """The JAX-native env registered as `name`, with its time limit, as `gym.make` adds.
 
+    `kwargs`: its settings, as `gym.make(name, **kwargs)` takes them (Pendulum's `g`).
+
     Raises:
-        ValueError: `name` is not a JAX-native env.
+        ValueError: `name` is not a JAX-native env, or it has no setting of a name in
+            `kwargs`.
     """
     if name not in _ENVS:
         known = ", ".join(sorted(_ENVS))
@@ -20,7 +26,12 @@ def make(name: str) -> jax_env.TimeLimit:
             f"unknown JAX-native env {name!r}; known: {known} (gymnax's envs with "
             "backend=gymnax, an env of your own as module:Class)"
         )
-    return jax_env.TimeLimit(_ENVS[name]())
+    settings = [field.name for field in dataclasses.fields(_ENVS[name])]
+    unknown = [key for key in kwargs if key not in settings]
+    if unknown:
+        takes = f"its settings: {', '.join(settings)}" if settings else "it has no settings"
+        raise ValueError(f"env {name!r} takes no keyword {unknown[0]!r}; {takes}")
+    return jax_env.TimeLimit(_ENVS[name](**kwargs))
 
 
 __all__ = ["CartPole", "Pendulum", "cartpole", "make", "pendulum"]
