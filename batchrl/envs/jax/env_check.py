@@ -8,13 +8,18 @@ wrong shape, dtype or return is one line naming the function and the value, not 
 
 from __future__ import annotations
 
+import os
+import traceback
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import jaxlib
 
 from batchrl import env_spec as env_spec_lib
 from batchrl.envs.jax import jax_env
+
+_JAX_FOLDERS = tuple(os.path.dirname(module.__file__) + os.sep for module in (jax, jaxlib))
 
 
 def check(env: jax_env.Env) -> None:
@@ -24,18 +29,21 @@ def check(env: jax_env.Env) -> None:
         got = env.max_length
         raise ValueError(f"env {name}'s max_length must be an int of at least 1, got {got!r}")
     spec = env.env_spec
-    reset = jax.eval_shape(env.reset, jax.random.key(0))
+    reset = _traced(f"env {name}'s reset", "", env.reset, jax.random.key(0))
     if not (isinstance(reset, tuple) and len(reset) == 2):
         raise ValueError(f"env {name}'s reset returns (env_state, obs), got {_said(reset)}")
     state, obs = reset
     _check_obs(f"env {name}'s reset", obs, spec.observation)
-    out = jax.eval_shape(env.step, state, _action(spec))
+    action = _action(spec)
+    # What the step was given: a step that read another action kind fails as a symptom.
+    given = f" (given action {_said(jax.eval_shape(lambda: action))}, as its env_spec says)"
+    out = _traced(f"env {name}'s step", given, env.step, state, action)
     if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], jax_env.TimeStep)):
         raise ValueError(
-            f"env {name}'s step returns (env_state, jax_env.TimeStep), got {_said(out)}"
+            f"env {name}'s step returns (env_state, jax_env.TimeStep), got {_said(out)}{given}"
         )
     new_state, step = out
-    _check_obs(f"env {name}'s step", step.obs, spec.observation)
+    _check_obs(f"env {name}'s step", step.obs, spec.observation, given)
     for field, kinds in (("reward", "iuf"), ("terminated", "b"), ("truncated", "b")):
         value = getattr(step, field)
         dtype = getattr(value, "dtype", None)
@@ -43,7 +51,7 @@ def check(env: jax_env.Env) -> None:
             wanted = "a number" if field == "reward" else "a bool"
             raise ValueError(
                 f"env {name}'s step returns {field} {_said(value)}: expected {wanted} of "
-                f"shape () (one env's)"
+                f"shape () (one env's){given}"
             )
     if jax.tree.structure(new_state) != jax.tree.structure(state) or any(
         (a.shape, a.dtype) != (b.shape, b.dtype)
@@ -51,24 +59,49 @@ def check(env: jax_env.Env) -> None:
     ):
         raise ValueError(
             f"env {name}'s step returns an env_state unlike reset's: {_said(new_state)} "
-            f"after {_said(state)}; a run steps it in a loop, so it keeps its shapes and dtypes"
+            f"after {_said(state)}; a run steps it in a loop, so it keeps its shapes and "
+            f"dtypes{given}"
         )
 
 
-def _check_obs(where: str, obs: Any, spec: Any) -> None:
+def _traced(where: str, given: str, function: Any, *args: Any) -> Any:
+    """`jax.eval_shape(function, *args)`; what it raises as one line, where it rose.
+
+    A step that cannot be traced (a Python `if` on a traced value, a NumPy call on one)
+    ran to JAX's error, a screen of traceback through batchrl in the train command.
+    """
+    try:
+        return jax.eval_shape(function, *args)
+    except Exception as error:
+        frames = [
+            frame
+            for frame in traceback.extract_tb(error.__traceback__)
+            if not frame.filename.startswith(_JAX_FOLDERS)  # The env's own line, not JAX's.
+        ]
+        at = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+        first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise ValueError(
+            f"{where} raised {type(error).__name__} as it was traced{at}: {first}{given}; a "
+            "JAX-native env's reset and step are pure JAX functions (jax.jit compiles them)"
+        ) from error
+
+
+def _check_obs(where: str, obs: Any, spec: Any, given: str = "") -> None:
     """A ValueError when `obs` is not a tree of arrays as `spec`'s leaves describe."""
     expected = env_spec_lib.map_tree(
         lambda leaf: jax.ShapeDtypeStruct(leaf.shape, jax.dtypes.canonicalize_dtype(leaf.dtype)),
         spec,
     )
     if jax.tree.structure(obs) != jax.tree.structure(expected):
-        raise ValueError(f"{where} returns obs {_said(obs)}: its env_spec says {_said(expected)}")
+        said = f"{where} returns obs {_said(obs)}: its env_spec says {_said(expected)}{given}"
+        raise ValueError(said)
     for (path, got), want in zip(
         jax.tree_util.tree_leaves_with_path(obs), jax.tree.leaves(expected), strict=True
     ):
         if (got.shape, got.dtype) != (want.shape, want.dtype):
             at = f"obs{jax.tree_util.keystr(path)}"
-            raise ValueError(f"{where} returns {at} {_said(got)}: its env_spec says {_said(want)}")
+            said = f"{where} returns {at} {_said(got)}: its env_spec says {_said(want)}{given}"
+            raise ValueError(said)
 
 
 def _action(spec: env_spec_lib.EnvSpec) -> Any:

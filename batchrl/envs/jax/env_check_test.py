@@ -34,6 +34,8 @@ class Broken(classic.Pendulum):
             "reward of shape (1,)": {"reward": step.reward[None]},
             "terminated float": {"terminated": jnp.float32(0.0)},
         }
+        if self.fault == "a Python if" and action[0] > 0:  # A traced value has no truth.
+            return state, step
         if self.fault == "state grows":
             return (state, 1), step
         if self.fault == "a Gymnasium tuple":
@@ -60,6 +62,8 @@ class NoSteps(classic.Pendulum):
         (Broken(fault="state grows"), "step returns an env_state unlike reset's: "),
         (Broken(fault="a Gymnasium tuple"), "step returns (env_state, jax_env.TimeStep), got "),
         (NoSteps(), "max_length must be an int of at least 1, got 0"),
+        # The train command printed JAX's traceback through batchrl, screens of it.
+        (Broken(fault="a Python if"), "step raised TracerBoolConversionError as it was traced at "),
     ],
 )
 def test_what_a_jax_envs_reset_or_step_returns_amiss_is_one_line_naming_it(env, message):
@@ -102,6 +106,7 @@ def test_an_env_a_module_class_name_makes_is_checked_too(tmp_path, capsys):
     argv = ["--config", "pendulum_jax", "--logdir", str(tmp_path), "--set", env, "backend=jax"]
     assert train.main(argv) == 1
     assert capsys.readouterr().err == (
-        "batchrl: error: env IntObs's step returns obs int32[3]: its env_spec says float32[3]\n"
+        "batchrl: error: env IntObs's step returns obs int32[3]: its env_spec says float32[3] "
+        "(given action float32[1], as its env_spec says)\n"
     )
     assert not any(tmp_path.iterdir())
