@@ -11,14 +11,26 @@ SIGTERM, so one sent to it waits unseen, and it ends, as ever, when the parent's
 pipe closes. Each process it forks unblocks SIGTERM at once: a user's own processes from
 the same server end at SIGTERM as before, one sent before the unblock included (blocked,
 it waited; ignored, it would have been lost). Workers ignore it themselves (`worker.main`).
+
+Every worker holds the server's "alive" pipe, so the server lives while they do, and the
+kernel kills a worker when the server dies (`worker._die_with_parent`). A worker stuck in
+a C call holding the GIL, or stopped, ran no watchdog: it outlived a killed parent, and
+the server with it, for good. A server started by the parent's main thread
+(`start_tied`) is killed by the kernel when the parent dies, and its workers with it.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing.forkserver
 import os
 import signal
 import sys
+import threading
+
+_PR_SET_PDEATHSIG = 1
+# Set while the parent's main thread starts the server: the pid the server's life is tied to.
+TIED_TO = "BATCHRL_FORK_SERVER_TIED_TO"
 
 
 def _in_fork_server() -> bool:
@@ -30,7 +42,36 @@ def _unblock_sigterm() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
 
 
+def start_tied() -> None:
+    """Starts multiprocessing's fork server, where none runs, tied to this process's life.
+
+    From the main thread only: the kernel's parent-death signal follows the thread that
+    started the server, and another thread may end long before the process does. A
+    server already running (a user's own) or started by another thread is left untied.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return
+    os.environ[TIED_TO] = str(os.getpid())
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        os.environ.pop(TIED_TO, None)
+
+
+def _tie_to_parent() -> None:
+    """SIGKILL from the kernel when the parent that asked for it (`start_tied`) dies."""
+    if os.environ.pop(TIED_TO, None) != str(os.getppid()):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return  # Not Linux: the alive pipe still ends the server after its workers.
+    if os.getppid() == 1:  # The parent died before the signal was asked for.
+        os._exit(1)
+
+
 if _in_fork_server():
     # The mask is the forking thread's, which a child starts with: the server's one thread.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     os.register_at_fork(after_in_child=_unblock_sigterm)
+    _tie_to_parent()

@@ -15,6 +15,8 @@ from multiprocessing import connection
 import gymnasium as gym
 import numpy as np
 
+from batchrl.envs.host import fork_server
+
 DEFAULT_TIMEOUT = 60.0  # Seconds without an answer before a worker counts as hung.
 # Workers fork from a fork server that imported what every worker needs once: a worker
 # then starts far faster than a fresh interpreter ("spawn": two HalfCheetah-v5 workers
@@ -61,8 +63,9 @@ def context(name: str | None) -> multiprocessing.context.BaseContext:
     _check_main_runs_again()
     method = multiprocessing.get_context(name)
     if name == "forkserver":
-        # Used when the server starts, if not yet.
+        # Used when the server starts, if not yet; started here, it dies with this process.
         method.set_forkserver_preload([*PRELOAD, *main_imports()])
+        fork_server.start_tied()
     return method
 
 

@@ -1,3 +1,4 @@
+import contextlib
 import functools
 import json
 import multiprocessing
@@ -324,6 +325,8 @@ def test_forkserver_start_method_works(context):
 
 
 ORPHAN_SCRIPT = """
+import os
+import re
 import signal
 import sys
 import threading
@@ -340,6 +343,8 @@ class Hangs(mock.FailingEnv):
 
     def _fail(self):
         print("hung", flush=True)
+        if os.environ.get("HOLD_GIL"):  # A C call that never returns the GIL: no watchdog runs.
+            re.match(r"(a+)+$", "a" * 64 + "b")
         super()._fail()
 
 
@@ -366,7 +371,19 @@ if __name__ == "__main__":
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "ending", ["raise", "sigint_to_group", "sigint", "sigint_to_a_thread", "sigterm", "sigkill"]
+    "ending",
+    [
+        "raise",
+        "sigint_to_group",
+        "sigint",
+        "sigint_to_a_thread",
+        "sigterm",
+        "sigkill",
+        # The OOM killer's end: workers holding the GIL, or stopped, ran no watchdog and
+        # lived on, the fork server with them, a core each at 100 % for good.
+        "sigkill_gil_held",
+        "sigkill_stopped",
+    ],
 )
 def test_no_worker_outlives_its_parent(ending, tmp_path):
     import os
@@ -378,6 +395,7 @@ def test_no_worker_outlives_its_parent(ending, tmp_path):
 
     script = tmp_path / "parent.py"
     script.write_text(ORPHAN_SCRIPT)
+    hold = {"HOLD_GIL": "1"} if ending == "sigkill_gil_held" else {}
     parent = subprocess.Popen(
         [sys.executable, str(script), ending],
         stdin=subprocess.PIPE,
@@ -385,7 +403,9 @@ def test_no_worker_outlives_its_parent(ending, tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        env={**os.environ, **hold},
     )
+    descendants = []
     try:
         assert parent.stdout.readline().strip() == "ready", parent.stderr.read()
         descendants = [p.pid for p in psutil.Process(parent.pid).children(recursive=True)]
@@ -395,6 +415,8 @@ def test_no_worker_outlives_its_parent(ending, tmp_path):
             "sigint_to_a_thread": signal.SIGINT,
             "sigterm": signal.SIGTERM,
             "sigkill": signal.SIGKILL,
+            "sigkill_gil_held": signal.SIGKILL,
+            "sigkill_stopped": signal.SIGKILL,
         }
         if ending == "raise":  # Only now: raising, it closed its workers before they were listed.
             parent.stdin.write("go\n")
@@ -404,6 +426,10 @@ def test_no_worker_outlives_its_parent(ending, tmp_path):
             wchan = pathlib.Path(f"/proc/{parent.pid}/wchan")  # Where the kernel has it wait.
             while "poll" not in wchan.read_text():
                 time.sleep(0.01)
+        if ending == "sigkill_stopped":  # Every worker, the fork server's children.
+            for worker in psutil.Process(parent.pid).children(recursive=True):
+                if worker.ppid() != parent.pid:
+                    worker.send_signal(signal.SIGSTOP)
         if ending == "sigint_to_group":  # What Ctrl-C in a terminal does.
             os.killpg(parent.pid, signal.SIGINT)
         elif ending in signals:
@@ -418,6 +444,9 @@ def test_no_worker_outlives_its_parent(ending, tmp_path):
         if parent.poll() is None:
             os.killpg(parent.pid, signal.SIGKILL)
             parent.wait()
+        for pid in descendants:  # Those a failing test found alive: not left for later tests.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_a_users_process_from_the_workers_fork_server_still_ends_at_sigterm():
