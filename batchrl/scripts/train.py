@@ -33,7 +33,7 @@ from batchrl.configs import train_config
 from batchrl.envs import spaces
 from batchrl.envs.host import errors as env_errors
 from batchrl.scripts import exiting
-from batchrl.training import api, compile_signals, device_memory, run_folder
+from batchrl.training import api, compile_signals, device_memory, run_folder, terminal
 
 # Settings a resume may change: how the run meets a hung or crashed worker, not what it
 # learns while none does; the errors that stop a run name them ("raise the timeout",
@@ -360,7 +360,7 @@ def _say_if_nothing_saved(rundirs: list[pathlib.Path]) -> None:
     """Says so where an interrupted run's folders hold no row and no checkpoint yet."""
     if not any(run_folder.kept_anything(rundir) for rundir in rundirs):
         folders = ", ".join(str(rundir) for rundir in rundirs)
-        print(f"interrupted before its first phase ended: nothing saved in {folders}")
+        terminal.say(f"interrupted before its first phase ended: nothing saved in {folders}\n")
 
 
 def _folders(logdir: str) -> set[pathlib.Path]:

@@ -651,6 +651,31 @@ def test_restart_workers_trains_on_through_killed_workers(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_run_whose_output_reader_went_away_trains_on_and_saves_at_ctrl_c(tmp_path):
+    # `train ... | tee log` and Ctrl-C: tee quits, the run's next line met a closed pipe,
+    # and the run died there (exit 1), its interrupt's checkpoint unsaved.
+    every = ["--set", "steps=1000000", "--set", "checkpoint_every=1000"]
+    process = launch(
+        "--logdir", str(tmp_path), "--config", "pendulum_jax", *TINY, *every, cwd=tmp_path
+    )
+    process.stdout.close()  # Before the run's first line.
+    try:
+        deadline = time.monotonic() + 120
+        while process.poll() is None and time.monotonic() < deadline:
+            rows = list(tmp_path.glob("*/metrics.jsonl"))
+            if rows and len(metrics_log.read_jsonl(rows[0])) >= 2:  # Two summary lines lost.
+                break
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        err = process.stderr.read()
+        assert process.wait(timeout=60) == 130, err
+    finally:
+        process.kill()
+    assert "Traceback" not in err and "Exception ignored" not in err, err
+    assert checkpoint.steps(run_folder(tmp_path) / "checkpoints")  # Saved at the interrupt.
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("how", "to_the_group"),
     [(signal.SIGTERM, False), (signal.SIGINT, False), (signal.SIGTERM, True)],

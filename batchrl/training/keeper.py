@@ -18,7 +18,15 @@ import numpy as np
 
 from batchrl import algorithm as algorithm_lib
 from batchrl.configs import TrainConfig
-from batchrl.training import checkpoint, loop, metrics_log, results, run_folder, tail_average
+from batchrl.training import (
+    checkpoint,
+    loop,
+    metrics_log,
+    results,
+    run_folder,
+    tail_average,
+    terminal,
+)
 
 logger = logging.getLogger("batchrl.training")
 
@@ -100,7 +108,7 @@ class Keeper:
         done = int(logged.phases)
         if done not in checkpoint.steps(self.directory):  # Between `checkpoint_every`s.
             checkpoint.save(self.directory, done, logged, self.config.keep_checkpoints, fresh)
-        print(f"stopped by the callback at env step {int(logged.env_steps)}", flush=True)
+        terminal.say(f"stopped by the callback at env step {int(logged.env_steps)}\n")
 
     def save_interrupted(self) -> None:
         """Checkpoints the last logged state, on Ctrl-C or SIGTERM, and says in which folder.
@@ -116,7 +124,7 @@ class Keeper:
             self.directory, int(logged.phases), logged, self.config.keep_checkpoints, fresh
         )
         steps = int(logged.env_steps)
-        print(f"interrupted: saved a checkpoint at env step {steps} in {self.rundir}", flush=True)
+        terminal.say(f"interrupted: saved a checkpoint at env step {steps} in {self.rundir}\n")
 
     @property
     def logged(self) -> loop.RunState:

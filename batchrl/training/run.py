@@ -130,7 +130,7 @@ def train(
         total = config.phases
         if int(state.phases) >= total:  # Resumed after its last phase: nothing to write.
             trained = f"all its {total} phases" if total > 1 else "its 1 phase"
-            print(f"run folder {rundir} has trained {trained}", flush=True)
+            terminal.say(f"run folder {rundir} has trained {trained}\n")
             return Run(rundir, config, [], state, programs)
         progress = terminal.Progress(
             total_steps=total * programs.train_steps * programs.num_envs,
@@ -281,4 +281,4 @@ def _announce(
     compiling = "compiling the first phase"
     if reuse.taken_again(programs):
         compiling = "programs an earlier run here compiled"
-    print(f"{where}; {devices}; storage {storage}{budget}; {compiling}", flush=True)
+    terminal.say(f"{where}; {devices}; storage {storage}{budget}; {compiling}\n")

@@ -18,6 +18,27 @@ from collections.abc import Callable, Mapping
 from typing import TextIO
 
 
+def say(text: str, stream: TextIO | None = None) -> None:
+    """Writes `text` and flushes it to `stream` (stdout); one whose reader is gone goes quiet.
+
+    A run outlives its output: `| tee` quits at the Ctrl-C the run stops on (EPIPE), and
+    an ssh connection that drops closes the terminal under a `disown`ed run (EIO). The
+    write failed and the run died at its phase's end, its interrupt's checkpoint unsaved.
+    Such a stream writes to /dev/null from then on, Python's own flush at exit included.
+    """
+    stream = sys.stdout if stream is None else stream
+    try:
+        stream.write(text)
+        stream.flush()
+    except OSError:
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, stream.fileno())  # A stream without a file (a notebook's) keeps its.
+            os.close(null)
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+
+
 def return_text(value: float) -> str:
     """A return as the terminal shows it: one decimal, three digits where it is below 10.
 
@@ -147,7 +168,7 @@ class Progress:
         """Ends the line drawn, prints `text` on a line of its own (stdout by default)."""
         with self._lock:
             self._end_line()
-            print(text, file=sys.stdout if stream is None else stream, flush=True)
+            say(text + "\n", stream)
 
     def close(self) -> None:
         """Ends the line drawn on a terminal, so what follows starts on a line of its own."""
@@ -156,17 +177,15 @@ class Progress:
 
     def _draw(self, line: str) -> None:
         if not self._tty:
-            self._stream.write(line + "\n")
+            say(line + "\n", self._stream)
         else:
             line = _fit(line.split("  "), max(_columns(self._stream) - 1, 1))
-            self._stream.write("\r" + line.ljust(len(self._line)))
+            say("\r" + line.ljust(len(self._line)), self._stream)
             self._line = line
-        self._stream.flush()
 
     def _end_line(self) -> None:
         if self._tty and self._line:
-            self._stream.write("\n")
-            self._stream.flush()
+            say("\n", self._stream)
         self._line = ""
 
     def _format(self, env_steps: int) -> str:

@@ -231,3 +231,19 @@ def test_a_count_of_one_reads_singular():
     assert terminal.counted(1, "seed") == "1 seed"
     assert terminal.counted(0, "seed") == "0 seeds"
     assert terminal.counted(3, "seed") == "3 seeds"
+
+
+def test_a_stream_whose_reader_went_away_goes_quiet_and_the_writer_goes_on():
+    # A pipe whose reader closed (`| tee` quit), as a terminal an ssh drop closed (EIO).
+    read, write = os.pipe()
+    os.close(read)
+    with open(write, "w") as stream:
+        with pytest.raises(BrokenPipeError):  # What a plain print met.
+            stream.write("lost\n")
+            stream.flush()
+        terminal.say("lost again\n", stream)  # Now /dev/null behind the same file.
+        terminal.say("and on\n", stream)
+        progress = terminal.Progress(total_steps=10, stream=stream)
+        progress.update(5, {})
+        progress.print("a phase's line", stream)
+        assert os.path.samestat(os.fstat(stream.fileno()), os.stat(os.devnull))
