@@ -29,6 +29,11 @@ def check(env: jax_env.Env) -> None:
         got = env.max_length
         raise ValueError(f"env {name}'s max_length must be an int of at least 1, got {got!r}")
     spec = env.env_spec
+    if not isinstance(spec, env_spec_lib.EnvSpec):
+        raise ValueError(
+            f"env {name}'s env_spec is a {type(spec).__name__}, not an EnvSpec: make one from "
+            "its Gymnasium spaces, batchrl.envs.spaces.env_spec(observation_space, action_space)"
+        )
     reset = _traced(f"env {name}'s reset", "", env.reset, jax.random.key(0))
     if not (isinstance(reset, tuple) and len(reset) == 2):
         raise ValueError(f"env {name}'s reset returns (env_state, obs), got {_said(reset)}")

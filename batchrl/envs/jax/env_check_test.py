@@ -48,6 +48,11 @@ class NoSteps(classic.Pendulum):
     max_length: ClassVar[int] = 0
 
 
+@dataclasses.dataclass(frozen=True)
+class SpacesForSpec(classic.Pendulum):  # A gymnax user's habit: spaces, no EnvSpec.
+    env_spec: ClassVar[None] = None
+
+
 @pytest.mark.parametrize(
     ("env", "message"),
     [
@@ -62,12 +67,14 @@ class NoSteps(classic.Pendulum):
         (Broken(fault="state grows"), "step returns an env_state unlike reset's: "),
         (Broken(fault="a Gymnasium tuple"), "step returns (env_state, jax_env.TimeStep), got "),
         (NoSteps(), "max_length must be an int of at least 1, got 0"),
+        (SpacesForSpec(), "env_spec is a NoneType, not an EnvSpec: make one from its Gymnasium"),
         # The train command printed JAX's traceback through batchrl, screens of it.
         (Broken(fault="a Python if"), "step raised TracerBoolConversionError as it was traced at "),
     ],
 )
 def test_what_a_jax_envs_reset_or_step_returns_amiss_is_one_line_naming_it(env, message):
-    with pytest.raises(ValueError, match=f"^env (Broken|NoSteps)'s {re.escape(message)}") as error:
+    named = "(Broken|NoSteps|SpacesForSpec)"
+    with pytest.raises(ValueError, match=f"^env {named}'s {re.escape(message)}") as error:
         env_check.check(env)
     assert "\n" not in str(error.value)
     with pytest.raises(ValueError, match=re.escape(message)):  # Before any folder or compile.
