@@ -397,12 +397,16 @@ def test_the_learning_rate_decays_over_the_whole_phases_a_budget_rounds_up_to():
     assert run.metrics[-1]["train/learning_rate"] == pytest.approx(learning_rate / 7, rel=0.05)
 
 
-def test_each_evaluation_runs_its_eval_episodes_in_whole_rounds_the_last_its_final_ones():
+def test_each_evaluation_runs_its_eval_episodes_in_whole_rounds_the_last_at_least_its_final():
     # eval_episodes asked one round of the envs whatever it said: blackjack's 200 were 8.
+    # The last took final_episodes alone: 8 episodes, where best.bin held others' 12.
     settings = {**TINY_CLIPPED, "eval_episodes": 10, "final_episodes": 5}
     run = batchrl.train("cartpole_jax", steps=128, objective="clipped", **settings)
-    assert [row["eval/count"] for row in run.metrics] == [12, 8]  # 3 rounds of 4, then 2.
-    assert run.metrics[-1]["final/episodes"] == 8
+    assert [row["eval/count"] for row in run.metrics] == [12, 12]  # 3 rounds of 4 each.
+    assert run.metrics[-1]["final/episodes"] == 12
+    settings["final_episodes"] = 14  # More than eval_episodes: 4 rounds.
+    run = batchrl.train("cartpole_jax", steps=128, objective="clipped", **settings)
+    assert [row["eval/count"] for row in run.metrics] == [12, 16]
 
 
 def test_settings_of_the_chosen_objective_may_come_before_it():

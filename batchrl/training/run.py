@@ -97,7 +97,7 @@ def train(
     `rundir` None trains in memory: no logs, no checkpoints. `env`, when given, is the
     env in place of the one `config.env` names (`environments.build`). Phase k is
     evaluated when k is a multiple of `eval_every`, and the last always, until at least
-    `final_episodes` episodes ended; its row also carries `final/return` and
+    `eval_episodes` and `final_episodes` episodes ended; its row also carries `final/return` and
     `final/episodes`. With `average_last` K above 1, the final policy's parameters are
     the mean of those its last K phases ended with (`tail_average`), read back from the
     checkpoints of a resumed run. Ctrl-C or SIGTERM lets the phase in flight finish and
@@ -248,12 +248,14 @@ def restart_after(programs: loop.Programs, config: TrainConfig, done: int) -> bo
 def eval_episodes(config: TrainConfig, done: int) -> int:
     """The episodes phase `done` is evaluated on, at least; 0: none.
 
-    `final_episodes` for the last phase, `eval_episodes` every `eval_every`-th, each in
+    `eval_episodes` every `eval_every`-th, and the last phase the larger of it and
+    `final_episodes` (an evaluation as every other, and the final policy's), each in
     whole rounds of the envs (`loop.evaluate`). Before, `eval_episodes` asked one round,
-    whatever it said: blackjack's 200 were 8.
+    whatever it said: blackjack's 200 were 8; and the last took `final_episodes` alone,
+    a score of 16 episodes that `best.bin` held against others' 32.
     """
     if done == config.phases:
-        return config.final_episodes
+        return max(config.final_episodes, config.eval_episodes)
     return config.eval_episodes if done % config.eval_every == 0 else 0
 
 
