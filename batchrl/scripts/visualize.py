@@ -128,20 +128,29 @@ def film_env(config):
     check_filmable(config)
     from batchrl.envs.host import make
 
+    kwargs = config.env_kwargs
+    if config.backend == "gymnax":  # Its step limit is `max_length`'s; others are refused.
+        kwargs = {k: v for k, v in kwargs.items() if k != "max_steps_in_episode"}
     try:
         env = make.Make(
             config.env,
             config.max_length,
             render_mode="rgb_array",
             action_repeat=config.action_repeat,
-            kwargs=config.env_kwargs,
+            kwargs=kwargs,
         )()
     except TypeError as error:  # A constructor of one's own without the keyword.
-        if "render_mode" not in str(error):
+        if "keyword argument 'render_mode'" in str(error):
+            raise UsageError(
+                f"env {config.env!r} takes no render_mode: visualize builds it with "
+                "render_mode='rgb_array' to film it"
+            ) from None
+        if not kwargs:
             raise
+        said = str(error).splitlines()[0]
         raise UsageError(
-            f"env {config.env!r} takes no render_mode: visualize builds it with "
-            "render_mode='rgb_array' to film it"
+            f"Gymnasium's env {config.env!r}, which visualize films the run in, refused its "
+            f"env_kwargs={kwargs!r}: {said}"
         ) from None
     follow_the_agent(env)
     return env

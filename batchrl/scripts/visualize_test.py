@@ -271,6 +271,23 @@ def test_an_outdir_it_cannot_write_is_one_line_naming_the_file(run, tmp_path, ca
     assert list(out.iterdir()) == []  # No part of a video, and no episodes.json.
 
 
+def test_a_jax_native_runs_env_kwargs_film_in_its_gymnasium_twin_or_say_why_not():
+    # A gymnax run's parameters went to Gymnasium's Acrobot, which refused them, and the
+    # line blamed render_mode, which Gymnasium's message listed among the keywords.
+    pendulum = configs.replace(configs.get("pendulum_jax"), env_kwargs={"g": 2.0})
+    assert visualize.film_env(pendulum).unwrapped.g == 2.0  # Gymnasium's Pendulum takes g.
+    limited = {"max_steps_in_episode": 100}  # The run's max_length already: dropped.
+    acrobot = configs.replace(configs.get("acrobot_gymnax"), env_kwargs=limited)
+    assert visualize.film_env(acrobot).spec.id == "Acrobot-v1"
+    acrobot = configs.replace(acrobot, env_kwargs={"dt": 0.1})
+    with pytest.raises(visualize.UsageError) as error:
+        visualize.film_env(acrobot)
+    assert str(error.value).startswith(
+        "Gymnasium's env 'Acrobot-v1', which visualize films the run in, refused its "
+        "env_kwargs={'dt': 0.1}: "
+    )
+
+
 def test_an_env_of_ones_own_that_cannot_film_is_refused_before_any_episode(tmp_path):
     # Built without the keyword, or rendering nothing: a raw TypeError, or a whole episode
     # played before the MP4 writer failed on frames of None.
