@@ -263,7 +263,12 @@ def _check_finite(
         try:
             group.solo.algorithm.check_finite(learner, row, env_steps)
         except FloatingPointError as error:
-            raise FloatingPointError(f"seed {seed}: {error}") from None
+            others = [str(other) for other in seeds if other != seed]
+            rest = (  # They stopped with it, their folders at their last checkpoint.
+                f"; the other seeds train on from their last checkpoints without it: the "
+                f"train command with --seeds {' '.join(others)} and the same --timestamp"
+            )
+            raise FloatingPointError(f"seed {seed}: {error}{rest}") from None
 
 
 def _common_phase(

@@ -484,6 +484,13 @@ def test_a_non_finite_seed_is_named():
     together_run._check_finite(group, learners, rows, 200, [4, 7])  # All finite: no error.
     with pytest.raises(FloatingPointError, match=r"^seed 7: parameters \(nan\) became non-finite"):
         together_run._check_finite(group, learners.replace(params=broken), rows, 200, [4, 7])
+    # The others stopped with it: the line says how they train on without it.
+    with pytest.raises(FloatingPointError) as error:
+        together_run._check_finite(group, learners.replace(params=broken), rows, 200, [4, 7])
+    assert str(error.value).endswith(
+        "; the other seeds train on from their last checkpoints without it: the train "
+        "command with --seeds 4 and the same --timestamp"
+    )
 
 
 @pytest.mark.slow
