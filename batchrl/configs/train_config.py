@@ -27,6 +27,20 @@ logger = logging.getLogger("batchrl.configs")
 
 _PREFIX = "algorithm."
 
+# Settings a resume gives anew, and that runs of one config may differ in: how the run
+# meets a hung or crashed worker, not what it learns while none does (the errors that stop
+# a run name them: "raise the timeout", "restart_workers=true"), and where it runs (a run
+# begun on a GPU goes on where there is none: `device=cpu`, as the missing GPU's error
+# advises; one that split its minibatches over devices goes on with fewer, equal within
+# float error). Every other setting must be the saved one.
+RESUME_MAY_CHANGE = (
+    "worker_timeout",
+    "restart_workers",
+    "device",
+    "acting_device",
+    "learner_devices",
+)
+
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:

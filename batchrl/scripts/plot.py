@@ -12,8 +12,8 @@ run. With `--seeds`, runs whose folder names share the config part after the las
 (`training.run_folder`: the seeds of one sweep, `seed0-cheetah_clipped`, `seed1-...`)
 are drawn as one curve: the mean over seeds and a band from the lowest to the highest,
 as in Figures 1 and 2 of the seed's paper, at each x over the seeds whose runs reach it.
-Runs of one name whose configs name different envs (`--set env=...` keeps a preset's
-name) are refused, not averaged.
+Runs of one name whose configs differ beyond their seed (`--set` keeps a preset's name)
+are refused, not averaged; a seed given twice is drawn once, its last run.
 Metrics of one quantity (`train/return` and `eval/return`) share one axes; others get a
 panel each (`--panels`, `--no-panels`). Draws headless with matplotlib's Agg canvas. A
 missing or unreadable run ends with one line on stderr and exit status 2.
@@ -35,6 +35,7 @@ from matplotlib import lines, ticker
 from matplotlib.backends import backend_agg
 from matplotlib.figure import Figure
 
+from batchrl.configs import train_config
 from batchrl.training import metrics_log, results, run_folder
 
 X_KEY = "perf/env_steps"
@@ -160,24 +161,37 @@ def groups(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[list[dict[st
     return grouped
 
 
-def check_one_env(runs: dict[str, Path]) -> None:
-    """Raises a RunError where a seed group's runs trained different envs.
+def seeds_apart(runs: dict[str, Path]) -> list[str]:
+    """The labels of runs `--seeds` leaves out: a seed given again; a RunError for a mix.
 
-    A run's folder is named after its config, and `--set env=...` keeps the name: two
-    runs of one preset on other envs would be averaged as seeds of one curve. A folder
-    whose config cannot be read is left to the name.
+    A run's folder is named after its config, which `--set` keeps: runs of one name on
+    other envs or settings would be averaged as seeds of one curve; a RunError names what
+    differs. Runs of one seed (a folder given twice, a run repeated) are one: the last
+    given is drawn, the others are left out, as `stats` counts a run's last line. A folder
+    whose config cannot be read is left to its name.
     """
-    for name, members in groups({label: [path] for label, path in runs.items()}).items():
-        envs = {}
-        for (path,) in members:
+    apart = []
+    for name, members in groups({label: [label] for label in runs}).items():
+        configs: dict[str, Any] = {}
+        for (label,) in members:
             with contextlib.suppress(run_folder.RunFolderError):
-                envs[path.name] = run_folder.read_config(path).env
-        if len(set(envs.values())) > 1:
-            said = ", ".join(f"{folder} ({env})" for folder, env in envs.items())
+                configs[label] = train_config.flat(run_folder.read_config(runs[label]))
+        may_differ = {"seed", "steps", *train_config.RESUME_MAY_CHANGE}
+        keys = sorted({key for flat in configs.values() for key in flat} - may_differ)
+        differ = [k for k in keys if len({repr(f.get(k)) for f in configs.values()}) > 1]
+        if differ:
+            settings = {
+                label: ", ".join(f"{key}={flat.get(key)!r}" for key in differ)
+                for label, flat in configs.items()
+            }
+            said = ", ".join(f"{Path(label).name} ({text})" for label, text in settings.items())
             raise RunError(
-                f"--seeds would average runs named {name!r} of different envs: {said}; "
+                f"--seeds would average runs named {name!r} of different settings: {said}; "
                 "plot them without --seeds"
             )
+        last = {flat["seed"]: label for label, flat in configs.items()}
+        apart += [label for label, flat in configs.items() if last[flat["seed"]] != label]
+    return apart
 
 
 def labels(runs: Sequence[Path]) -> list[str]:
@@ -334,16 +348,26 @@ def main(argv: list[str] | None = None) -> int:
     paths = list(unique.values())
     try:
         runs = {label: load(path) for label, path in zip(labels(paths), paths, strict=True)}
-        if args.seeds:
-            check_one_env(dict(zip(runs, paths, strict=True)))
+        apart = seeds_apart(dict(zip(runs, paths, strict=True))) if args.seeds else []
     except RunError as error:
         print(f"plot: error: {error}", file=sys.stderr)
         return 2
+    for label in apart:  # As stats counts a run's last line.
+        print(f"plot: note: {label} is a seed given again; its last run is drawn", file=sys.stderr)
+        del runs[label]
     missing = [m for m in args.metrics if not any(series(r, m, args.x)[0] for r in runs.values())]
+    known = {key for records in runs.values() for row in records for key in row}
+    if set(missing) <= known and len(missing) < len(args.metrics):  # Some null so far.
+        for metric in missing:  # No training episode ended yet, say: the others are drawn.
+            print(f"plot: note: {metric} is null in every row so far; left out", file=sys.stderr)
+        args.metrics = [metric for metric in args.metrics if metric not in missing]
+        missing = []
     if missing:
         known = sorted({key for records in runs.values() for row in records for key in row})
         close = difflib.get_close_matches(missing[0], known, n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"the runs have {', '.join(known)}"
+        if missing[0] in known:  # Null in every row: no training episode ended, say.
+            hint = "it is null in every row so far; plot others with --metrics"
         if not known:  # Runs started, their first phase not yet written.
             hint = "the runs have no rows yet"
         print(f"plot: error: no run has a value of metric {missing[0]!r}; {hint}", file=sys.stderr)

@@ -165,6 +165,27 @@ def test_a_metric_no_run_has_or_an_unknown_format_exits_2_with_one_line(runs, tm
     assert len(error.splitlines()) == 1
 
 
+def test_a_metric_null_in_every_row_is_left_out_or_said_so_not_suggested(tmp_path, capsys):
+    # A tiny acrobot run ended no training episode: "no run has a value of metric
+    # 'train/return'; did you mean 'train/return'?", and no image of its eval returns.
+    run = tmp_path / "acrobot"
+    seed_run(run, 0.0, seconds=1.0)
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    rows = [{**json.loads(line), "train/return": None} for line in lines]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "c.png"
+    assert plot.main([str(run), "--out", str(out)]) == 0  # train/ and eval/return asked.
+    assert capsys.readouterr().err == (
+        "plot: note: train/return is null in every row so far; left out\n"
+    )
+    assert_png(out)
+    assert plot.main([str(run), "--metrics", "train/return", "--out", str(out)]) == 2
+    assert capsys.readouterr().err == (
+        "plot: error: no run has a value of metric 'train/return'; it is null in every row so "
+        "far; plot others with --metrics\n"
+    )
+
+
 def test_an_out_with_no_extension_is_refused_not_written_elsewhere(runs, tmp_path, capsys):
     # Matplotlib would write curves.png while the command said it wrote curves.
     out = tmp_path / "curves"
@@ -265,23 +286,54 @@ def test_seeds_of_a_config_are_drawn_as_their_mean_and_range(tmp_path):
     assert legend[:2] == ["cheetah (3 seeds, mean and range)", "hopper (1 seed)"]
 
 
-def test_seeds_of_one_name_on_different_envs_are_refused_not_averaged(tmp_path, capsys):
+def test_seeds_of_one_name_on_different_settings_are_refused_not_averaged(tmp_path, capsys):
     # `--set env=...` keeps the preset's name: the two runs were one curve of two "seeds".
     sweep = tmp_path / "sweep"
     base = presets.get("pendulum")
     for seed, env in enumerate(("Pendulum-v1", "MountainCarContinuous-v0", "Pendulum-v1")):
         seed_run(sweep / f"seed{seed}-pendulum", 0.0, seconds=1.0)
-        run_folder.write_config(sweep / f"seed{seed}-pendulum", train_config.replace(base, env=env))
+        config = train_config.replace(base, env=env, seed=seed)
+        run_folder.write_config(sweep / f"seed{seed}-pendulum", config)
     out = tmp_path / "c.png"
     assert plot.main([str(sweep), "--seeds", "--out", str(out)]) == 2
     assert capsys.readouterr().err == (
-        "plot: error: --seeds would average runs named 'pendulum' of different envs: "
-        "seed0-pendulum (Pendulum-v1), seed1-pendulum (MountainCarContinuous-v0), "
-        "seed2-pendulum (Pendulum-v1); plot them without --seeds\n"
+        "plot: error: --seeds would average runs named 'pendulum' of different settings: "
+        "seed0-pendulum (env='Pendulum-v1'), seed1-pendulum (env='MountainCarContinuous-v0'), "
+        "seed2-pendulum (env='Pendulum-v1'); plot them without --seeds\n"
     )
     assert not out.exists()
     metric = ["--metrics", "eval/return"]  # Each run a curve of its own:
     assert plot.main([str(sweep), *metric, "--out", str(out)]) == 0
+    # A hyperparameter too; a budget raised on resume, or where it ran, may differ.
+    config = train_config.replace(base, seed=1, learning_rate=1e-3, steps=2_000_000)
+    run_folder.write_config(sweep / "seed1-pendulum", config)
+    run_folder.write_config(sweep / "seed2-pendulum", train_config.replace(base, seed=2))
+    assert plot.main([str(sweep), "--seeds", "--out", str(out)]) == 2
+    assert "seed1-pendulum (learning_rate=0.001)" in capsys.readouterr().err
+
+
+def test_a_seed_given_twice_is_drawn_once_its_last_run(tmp_path, capsys):
+    # Four logdirs of seeds 0-2 read "12 seeds, mean and range", each seed weighed 4 times.
+    config = presets.get("pendulum_jax")
+    for logdir, offset in (("a", 0.0), ("b", 50.0)):
+        for seed in range(2):
+            folder = tmp_path / logdir / f"seed{seed}-pendulum_jax"
+            seed_run(folder, offset + seed, seconds=1.0)
+            run_folder.write_config(folder, train_config.replace(config, seed=seed))
+    out = tmp_path / "c.png"
+    metric = ["--metrics", "eval/return"]
+    assert (
+        plot.main([str(tmp_path / "a"), str(tmp_path / "b"), "--seeds", *metric, "--out", str(out)])
+        == 0
+    )
+    err = capsys.readouterr().err
+    for seed in range(2):
+        again = tmp_path / "a" / f"seed{seed}-pendulum_jax"
+        assert f"plot: note: {again} is a seed given again; its last run is drawn" in err
+    runs = {str(p): plot.load(p) for p in sorted((tmp_path / "b").iterdir())}
+    (axes,) = plot.draw(runs, ["eval/return"], seeds=True).axes
+    legend = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert legend[0] == "pendulum_jax (2 seeds, mean and range)"
 
 
 def test_the_legend_counts_the_seeds_each_curve_averages(tmp_path):

@@ -35,19 +35,7 @@ from batchrl.envs.host import errors as env_errors
 from batchrl.scripts import exiting
 from batchrl.training import api, compile_signals, device_memory, run_folder, terminal
 
-# Settings a resume may change: how the run meets a hung or crashed worker, not what it
-# learns while none does; the errors that stop a run name them ("raise the timeout",
-# "restart_workers=true"). Every other setting must be the saved one.
-# Settings a resume gives anew: how it meets a hung worker, and where it runs (a run begun
-# on a GPU goes on where there is none: `device=cpu`, as the missing GPU's error advises;
-# one that split its minibatches over devices goes on with fewer, equal within float error).
-RESUME_MAY_CHANGE = (
-    "worker_timeout",
-    "restart_workers",
-    "device",
-    "acting_device",
-    "learner_devices",
-)
+RESUME_MAY_CHANGE = train_config.RESUME_MAY_CHANGE
 
 
 class UsageError(Exception):
