@@ -326,7 +326,8 @@ def _train_together(args: argparse.Namespace) -> int:
             raise UsageError(
                 "give --config NAME for a new run (see --list), or --timestamp to resume"
             )
-        seed_configs = [requested_config(one) for one in ones]
+        first = requested_config(ones[0])  # Once: its warnings said once, not a seed each.
+        seed_configs = [train_config.replace(first, seed=one.seed) for one in ones]
         seed_configs, rundirs = api.start_together(seed_configs, config_name(args), args.logdir)
         runs = list(zip(rundirs, seed_configs, strict=True))
     with compile_signals.stopping():

@@ -203,9 +203,9 @@ def _train_together(
     settings: dict[str, Any],
 ) -> list[Run]:
     """`train` of `seeds` together: one folder a seed, stamped alike."""
-    made = [configure(config, env=env, steps=steps, seed=seed, **settings) for seed in seeds]
-    configs = [config for config, _, _ in made]
-    _, name, given = made[0]
+    # Once: its warnings said once, an env object checked once; the seed is set last.
+    first, name, given = configure(config, env=env, steps=steps, seed=seeds[0], **settings)
+    configs = [train_config.set_field(first, "seed", seed, train_config.typed) for seed in seeds]
     given_env.check_recordable(configs[0], given, logdir)
     configs, rundirs = start_together(configs, name, logdir, env=given)
     from batchrl.training import together_run  # Starts JAX's backends: after the limit.

@@ -395,6 +395,22 @@ def test_a_together_run_of_one_seed_says_seed(capsys):
     assert len(phases) == 2 and all(line.endswith("  (mean of 1 seed)") for line in phases)
 
 
+def test_a_together_runs_config_warnings_are_said_once_not_a_seed_each(tmp_path, caplog):
+    # Six seeds printed "env_kind=jax is deprecated: ..." six times; an env object given was
+    # checked once a seed too.
+    settings = dict(num_envs=4, update_every=4, max_length=50, final_episodes=4, steps=200)
+    settings.update(policy_layers=(16,), value_layers=(16,), env_kind="jax")
+    batchrl.train("pendulum_jax", seeds=[0, 1, 2], **settings)
+    said = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
+    assert said == ["env_kind=jax is deprecated: set backend=jax instead"]
+    caplog.clear()
+    argv = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--seeds", "0", "1", "2"]
+    argv += ["--set", "env_kind=jax", "steps=200", "num_envs=4", "update_every=4"]
+    assert train.main(argv) == 0
+    said = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
+    assert said == ["env_kind=jax is deprecated: set backend=jax instead"]
+
+
 def test_seeds_with_set_seed_are_refused_in_one_line(tmp_path, capsys):
     argv = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--seeds", "1", "2"]
     assert train.main([*argv, "--set", "seed=5"]) == 2
