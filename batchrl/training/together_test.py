@@ -482,6 +482,7 @@ def test_host_seeds_rows_count_worker_restarts(tmp_path):
         steps=800,
         seeds=[0, 1],
         restart_workers=True,
+        eval_episodes=4,  # The last phase evaluates on both: 30 ran the new workers to 150.
         final_episodes=4,
         **settings,
     )
