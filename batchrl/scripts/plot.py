@@ -356,14 +356,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"plot: note: {label} is a seed given again; its last run is drawn", file=sys.stderr)
         del runs[label]
     missing = [m for m in args.metrics if not any(series(r, m, args.x)[0] for r in runs.values())]
-    known = {key for records in runs.values() for row in records for key in row}
-    if set(missing) <= known and len(missing) < len(args.metrics):  # Some null so far.
+    known = sorted({key for records in runs.values() for row in records for key in row})
+    if set(missing) <= set(known) and len(missing) < len(args.metrics):  # Some null so far.
         for metric in missing:  # No training episode ended yet, say: the others are drawn.
             print(f"plot: note: {metric} is null in every row so far; left out", file=sys.stderr)
         args.metrics = [metric for metric in args.metrics if metric not in missing]
         missing = []
     if missing:
-        known = sorted({key for records in runs.values() for row in records for key in row})
         close = difflib.get_close_matches(missing[0], known, n=1)
         hint = f"did you mean {close[0]!r}?" if close else f"the runs have {', '.join(known)}"
         if missing[0] in known:  # Null in every row: no training episode ended, say.

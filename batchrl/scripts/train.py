@@ -35,8 +35,6 @@ from batchrl.envs.host import errors as env_errors
 from batchrl.scripts import exiting
 from batchrl.training import api, compile_signals, device_memory, run_folder, terminal
 
-RESUME_MAY_CHANGE = train_config.RESUME_MAY_CHANGE
-
 
 class UsageError(Exception):
     """Bad input from the command line: reported as one line, exit status 2."""
@@ -168,7 +166,8 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
         asked["max_length"] = max_length_taken(requested)
     # `--set steps=N` raises the budget (`api.check_raised_budget`); a preset's steps do not.
     raised = any(assignment.partition("=")[0].strip() == "steps" for assignment in args.set)
-    may_change = (*RESUME_MAY_CHANGE, "steps") if raised else RESUME_MAY_CHANGE
+    anew = train_config.RESUME_MAY_CHANGE
+    may_change = (*anew, "steps") if raised else anew
     differ = [
         f"{name}={asked.get(name)!r} (saved {kept.get(name)!r})"
         for name in {**kept, **asked}
@@ -178,7 +177,7 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
         raise UsageError(
             f"run {rundir.name!r} was started with other settings: {', '.join(differ)}; "
             "a resume keeps them, and may raise steps and set "
-            f"{', '.join(RESUME_MAY_CHANGE[:-1])} and {RESUME_MAY_CHANGE[-1]} anew"
+            f"{', '.join(anew[:-1])} and {anew[-1]} anew"
         )
     if requested.steps != saved.steps:
         try:

@@ -432,8 +432,8 @@ def test_an_env_without_a_name_needs_logdir_none(tmp_path):
         batchrl.train("pendulum_jax", env=classic.Pendulum(), logdir=tmp_path)
     assert str(error.value) == (
         "env 'Pendulum' is an object, whose settings a run folder cannot record: give its "
-        "class by name, env='batchrl.envs.jax.classic.pendulum:Pendulum' (built with no "
-        "arguments), or logdir=None"
+        "class by name, env='batchrl.envs.jax.classic.pendulum:Pendulum', with its "
+        "constructor's keywords in env_kwargs, or logdir=None"
     )
     with pytest.raises(ValueError, match=r"^a gymnax env object's parameters cannot be rec"):
         batchrl.train("acrobot_gymnax", env=gymnax_env.make("Acrobot-v1"), logdir=tmp_path)

@@ -71,12 +71,13 @@ def check_recordable(config: TrainConfig, given: Any, logdir: Any) -> None:
         if kind.__module__ == "batchrl.envs.jax.gymnax_env":
             raise ValueError(
                 "a gymnax env object's parameters cannot be recorded in a run folder: give "
-                "its gymnax id, env='Acrobot-v1' say, with backend='gymnax', or logdir=None"
+                "its gymnax id, env='Acrobot-v1' say, with backend='gymnax' and its "
+                "parameters in env_kwargs, or logdir=None"
             )
         raise ValueError(
             f"env {config.env!r} is an object, whose settings a run folder cannot record: "
-            f"give its class by name, env='{kind.__module__}:{kind.__qualname__}' (built "
-            "with no arguments), or logdir=None"
+            f"give its class by name, env='{kind.__module__}:{kind.__qualname__}', with its "
+            "constructor's keywords in env_kwargs, or logdir=None"
         )
     raise ValueError(
         f"env {config.env!r} has no importable module:qualname to record in a run folder: "

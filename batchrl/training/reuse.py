@@ -13,6 +13,7 @@ are kept, the last used; `clear` drops them (a test that counts compilations doe
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import json
@@ -93,11 +94,9 @@ def jit(function: Callable[..., Any], *args: Any) -> Callable[..., Any]:
     The same jitted function is kept for equal `args` where they hash and pickle alike.
     """
     contents = _contents(args)
-    try:
-        if contents is not None:
+    if contents is not None:
+        with contextlib.suppress(TypeError):  # An argument with no hash.
             return _jitted(function, args, contents)
-    except TypeError:  # An argument with no hash.
-        pass
     return jax.jit(functools.partial(function, *args))
 
 

@@ -60,13 +60,14 @@ def start_tied() -> None:
 
 def _tie_to_parent() -> None:
     """SIGKILL from the kernel when the parent that asked for it (`start_tied`) dies."""
-    if os.environ.pop(TIED_TO, None) != str(os.getppid()):
+    parent = os.getppid()
+    if os.environ.pop(TIED_TO, None) != str(parent):
         return
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     except (OSError, AttributeError):
         return  # Not Linux: the alive pipe still ends the server after its workers.
-    if os.getppid() == 1:  # The parent died before the signal was asked for.
+    if os.getppid() != parent:  # It died before the signal was asked for: reparented.
         os._exit(1)
 
 
