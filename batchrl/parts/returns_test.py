@@ -58,6 +58,13 @@ def rollout(seed, truncation):
     return reward, value, next_value, terminated, done
 
 
+@pytest.fixture(params=["loop", "associative"])
+def way(request, monkeypatch):
+    """Each way `backward_affine` has: the CPU's loop, and the scan other devices run."""
+    monkeypatch.setattr(returns, "backward_affine", getattr(returns, f"_{request.param}"))
+    return request.param
+
+
 def batched_gae(reward, value, next_value, terminated, done, discount, lambda_):
     in_axes = (1, 1, 1, 1, 1, None, None)
     fn = jax.jit(jax.vmap(returns.gae, in_axes=in_axes, out_axes=1))
@@ -72,7 +79,7 @@ def batched_return(reward, next_value, terminated, done, discount):
 
 @pytest.mark.parametrize("truncation", [0.0, 0.1])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_gae_matches_python_loop(seed, truncation):
+def test_gae_matches_python_loop(seed, truncation, way):
     reward, value, next_value, terminated, done = rollout(seed, truncation)
     advantage = batched_gae(reward, value, next_value, terminated, done, DISCOUNT, LAMBDA)
     assert advantage.shape == (T, B) and advantage.dtype == jnp.float32
@@ -91,7 +98,7 @@ def test_gae_matches_python_loop(seed, truncation):
 
 @pytest.mark.parametrize("truncation", [0.0, 0.1])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_discounted_return_matches_python_loop(seed, truncation):
+def test_discounted_return_matches_python_loop(seed, truncation, way):
     reward, _, next_value, terminated, done = rollout(seed, truncation)
     result = batched_return(reward, next_value, terminated, done, DISCOUNT)
     assert result.shape == (T, B) and result.dtype == jnp.float32
@@ -151,3 +158,21 @@ def test_rejects_mismatched_shapes():
         returns.discounted_return(
             jnp.zeros((3, 2)), jnp.zeros((3, 2)), jnp.zeros((3, 2)), jnp.zeros((3, 2)), 0.9
         )
+
+
+def test_a_cpu_runs_the_loop_and_the_scan_agrees_over_an_episode_of_1000_steps():
+    # Humanoid's episodes in the seed's episode memory: 1,000 steps, GAE's usual factors.
+    rng = np.random.default_rng(3)
+    scale = jnp.asarray(0.99 * 0.95 * (rng.random((1000, 4)) > 0.01), jnp.float32)
+    offset = jnp.asarray(rng.standard_normal((1000, 4)), jnp.float32)
+
+    def batched(fn):
+        return jax.jit(jax.vmap(fn, in_axes=1, out_axes=1))(scale, offset)
+
+    loop = batched(returns._loop)
+    np.testing.assert_array_equal(batched(returns.backward_affine), loop)
+    expected = np.zeros((1001, 4))
+    for t in reversed(range(1000)):
+        expected[t] = offset[t] + scale[t] * expected[t + 1]
+    np.testing.assert_allclose(loop, expected[:-1], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(batched(returns._associative), expected[:-1], rtol=1e-5, atol=1e-5)
