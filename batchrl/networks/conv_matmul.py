@@ -20,13 +20,15 @@ the update about 5 % faster.
 `conv_general_dilated` with the parameters unchanged. It covers NHWC images with HWIO
 kernels (Flax's layout), no dilations, one feature group, and "VALID" or explicit
 non-negative padding; other cases go to `lax.conv_general_dilated` unchanged. So do all
-cases on other backends (`jax.default_backend()` at trace time): GPUs' convolutions
-(cuDNN) are fast as they are. A trick (`batchrl.tricks`, "conv_matmul"): turned off,
-every convolution is lax's.
+cases in programs compiled for other devices (`lax.platform_dependent`: the program's
+device decides, not JAX's default one, so a learner or acting on the CPU of a GPU machine
+takes the patches): GPUs' convolutions (cuDNN) are fast as they are. A trick
+(`batchrl.tricks`, "conv_matmul"): turned off, every convolution is lax's.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import jax
@@ -53,8 +55,7 @@ def conv(
     """`lax.conv_general_dilated`'s signature and values; on CPU, patches and one product."""
     pads = _pads(padding)
     covered = (
-        jax.default_backend() == "cpu"
-        and tricks.on("conv_matmul")
+        tricks.on("conv_matmul")
         and not kwargs
         and lhs.ndim == 4
         and dimension_numbers == lax.conv_dimension_numbers(lhs.shape, rhs.shape, _LAYOUT)
@@ -68,7 +69,8 @@ def conv(
             for size, (low, high), kernel in zip(lhs.shape[1:3], pads, rhs.shape[:2], strict=True)
         )
     )
-    if not covered:
+
+    def convolution(lhs: jax.Array, rhs: jax.Array) -> jax.Array:
         return lax.conv_general_dilated(
             lhs,
             rhs,
@@ -81,10 +83,26 @@ def conv(
             precision=precision,
             **kwargs,
         )
+
+    if not covered:
+        return convolution(lhs, rhs)
+    strides = tuple(window_strides)
+    patches = functools.partial(_as_product, strides=strides, pads=pads, precision=precision)
+    return lax.platform_dependent(lhs, rhs, cpu=patches, default=convolution)
+
+
+def _as_product(
+    lhs: jax.Array,
+    rhs: jax.Array,
+    *,
+    strides: tuple[int, ...],
+    pads: list[tuple[int, int]],
+    precision: lax.PrecisionLike,
+) -> jax.Array:
+    """The covered convolution as patches and one product (the module's way)."""
     if any(pads[0] + pads[1]):
         lhs = jnp.pad(lhs, ((0, 0), *pads, (0, 0)))
     height, width, channels, features = rhs.shape
-    strides = tuple(window_strides)
     if all(s > 1 and k % s == 0 for k, s in zip((height, width), strides, strict=True)):
         lhs, rhs = _space_to_depth(lhs, rhs, strides)
         height, width, channels, features = rhs.shape

@@ -92,3 +92,14 @@ def test_a_cnn_update_inside_a_scan_runs_no_convolution_on_cpu(kind, image):
         assert re.search(r"\bdot\(", hlo)
     else:  # GPUs' convolutions (cuDNN) are fast as they are.
         assert "stablehlo.convolution" in lowered.as_text()
+
+
+@pytest.mark.parametrize("platform, convolutions", [("cpu", False), ("cuda", True)])
+def test_the_program_s_device_chooses_not_jax_s_default_one(platform, convolutions):
+    # A learner (`device=cpu`) or acting on the CPU of a GPU machine, where JAX's default
+    # device is the GPU, takes the patches; a program for the GPU keeps cuDNN's convolution.
+    net = cnn.network("nature")
+    image = jnp.zeros((2, 36, 36, 4))
+    params = net.init(jax.random.key(0), image)
+    lowered = jax.jit(net.apply).trace(params, image).lower(lowering_platforms=(platform,))
+    assert ("stablehlo.convolution" in lowered.as_text()) == convolutions
