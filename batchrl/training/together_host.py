@@ -12,13 +12,16 @@ have ended an episode. On envs whose episodes end apart, the seeds that ended fi
 on, which moves their envs' random streams past their solo runs', so their later starts
 differ from their solo runs' (their scores count only each env's first episode, as
 alone). Where every episode runs to the time limit (HalfCheetah, Pendulum) a seed equals
-its solo run.
+its solo run. An env's error names its envs in the batch and, beside them, whose seed's
+envs they are (`seed_named`).
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,8 +30,37 @@ import jax.numpy as jnp
 
 from batchrl import simulate
 from batchrl.configs import train_config
+from batchrl.envs.host import errors
 from batchrl.training import loop, phase_row, together, together_memory
 from batchrl.training import phase as phase_lib
+
+# How a worker group names its envs in an error: "(envs 4-7, worker pid 123)", "(env 5, ...".
+_ENVS = re.compile(r"\((envs? )(\d+)(?:-(\d+))?, ")
+
+
+def seed_named(error: errors.EnvError, seeds: Sequence[int], num_envs: int) -> errors.EnvError:
+    """`error` with the seeds' envs named beside the batch's: "(envs 4-7: seed 5's envs 0-3, ".
+
+    The seeds' envs are one batch, `num_envs` a seed in their order, so an error names
+    envs past a seed's own count; `error` itself where it names no envs.
+    """
+    message = str(error)
+    found = _ENVS.search(message)
+    if found is None:
+        return error
+    first, last = int(found[2]), int(found[3] or found[2])
+    parts = []
+    for i, seed in enumerate(seeds):
+        low, high = max(first, i * num_envs) - i * num_envs, min(last, (i + 1) * num_envs - 1)
+        high -= i * num_envs
+        if low <= high:
+            parts.append(
+                f"seed {seed}'s env {low}" if low == high else f"seed {seed}'s envs {low}-{high}"
+            )
+    at = found.end() - 2  # Before ", ".
+    named = copy.copy(error)  # Its type and fields (a worker's traceback, the env's type).
+    named.args = (f"{message[:at]}: {' and '.join(parts)}{message[at:]}", *error.args[1:])
+    return named
 
 
 def split_simulation(state: simulate.SimState, runs: int) -> list[simulate.SimState]:

@@ -23,6 +23,7 @@ import numpy as np
 
 from batchrl import simulate
 from batchrl.configs import TrainConfig
+from batchrl.envs.host import errors
 from batchrl.training import (
     checkpoint,
     device_memory,
@@ -68,7 +69,11 @@ def train(
             env, batch_env = environments.build(config, env=env, seeds=seeds)
             opened.callback(batch_env.close)
             group, states = together_host.build(configs, env)
-            return _train(rundirs, configs, env, group, states, lambda: batch_env.restarts)
+            try:
+                return _train(rundirs, configs, env, group, states, lambda: batch_env.restarts)
+            except errors.EnvError as error:  # Its envs named by seed too.
+                named = together_host.seed_named(error, seeds, config.num_envs)
+                raise named.with_traceback(error.__traceback__) from None
         return _train(rundirs, configs, env, group, states)
 
 

@@ -1,6 +1,7 @@
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import pytest
 import batchrl
 from batchrl import configs
 from batchrl.configs import train_config
+from batchrl.envs.host import errors
 from batchrl.scripts import evaluate, plot, sweep, table, train
 from batchrl.testing import interrupt
 from batchrl.training import (
@@ -24,6 +26,7 @@ from batchrl.training import (
     run,
     run_folder,
     together,
+    together_host,
     together_memory,
     together_run,
 )
@@ -555,3 +558,44 @@ def test_seeds_on_host_envs_act_on_one_device_and_learn_on_another_as_their_solo
     assert done.returncode == 0, done.stderr[-3000:]
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("WHERE ")]
     assert line == "WHERE acting on cpu:0, learning on cpu:1"
+
+
+def test_an_env_error_names_the_seed_whose_envs_failed():
+    # Seeds 3, 5 and 8 of 4 envs each: one batch of 12, seed 5's envs are 4-7 in it.
+    seeds = [3, 5, 8]
+    raised = errors.raised(
+        "ValueError: bad (raised by env 'E' (envs 6-9, worker pid 12) during step)\nTraceback",
+        "E",
+        "step",
+        "ValueError",
+        "Traceback",
+        ValueError,
+    )
+    named = together_host.seed_named(raised, seeds, 4)
+    assert isinstance(named, errors.EnvRaisedError) and isinstance(named, ValueError)
+    assert str(named).splitlines()[0] == (
+        "ValueError: bad (raised by env 'E' (envs 6-9: seed 5's envs 2-3 and seed 8's envs "
+        "0-1, worker pid 12) during step)"
+    )
+    assert named.remote_traceback == "Traceback"
+    crashed = errors.EnvCrashedError("env E (env 4, worker pid 7) died during step", "E")
+    assert str(together_host.seed_named(crashed, seeds, 4)) == (
+        "env E (env 4: seed 5's env 0, worker pid 7) died during step"
+    )
+    unnamed = errors.EnvError("the batch is closed")
+    assert together_host.seed_named(unnamed, seeds, 4) is unnamed
+
+
+@pytest.mark.slow
+def test_the_train_commands_line_for_a_together_runs_env_error_names_its_seed(tmp_path, capsys):
+    failing = '{"where": "step", "how": "raise", "at": 30, "discrete": true}'
+    argv = ["--config", "cartpole", "--logdir", str(tmp_path), "--seeds", "3", "5"]
+    argv += ["--set", "env=batchrl.testing.mock:FailingEnv", f"env_kwargs={failing}"]
+    settings = [*CLIPPED, "num_envs=2", "envs_per_worker=1"]
+    argv += [item for assignment in settings for item in ("--set", assignment)]
+    assert train.main(argv) == 1
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    # Each seed's 2 envs are 2 workers of 1 env; whichever failed first is named.
+    assert re.search(r"\(env ([0-3]): seed ([35])'s env ([01]), worker pid \d+\)", line), line
+    first, seed, own = re.search(r"\(env (\d): seed (\d)'s env (\d)", line).groups()
+    assert (int(seed), int(own)) == ((3, 5)[int(first) // 2], int(first) % 2)
