@@ -57,6 +57,16 @@ def train(
     if len(rundirs) != len(configs):
         raise ValueError(f"{len(configs)} configs need as many run folders, got {len(rundirs)}")
     together.check_configs(configs)  # Before any env worker starts.
+    finished = [_finished(r, c) for r, c in zip(rundirs, configs, strict=True)]
+    if any(finished) and not all(finished):  # Seeds added to finished ones train alone.
+        parts = {
+            side: [i for i, done in enumerate(finished) if done == side] for side in (True, False)
+        }
+        runs = {
+            side: iter(train([rundirs[i] for i in part], [configs[i] for i in part], env))
+            for side, part in parts.items()
+        }
+        return [next(runs[done]) for done in finished]
     config = configs[0]
     with contextlib.ExitStack() as opened:
         for rundir in rundirs:
@@ -75,6 +85,12 @@ def train(
                 named = together_host.seed_named(error, seeds, config.num_envs)
                 raise named.with_traceback(error.__traceback__) from None
         return _train(rundirs, configs, env, group, states)
+
+
+def _finished(rundir: pathlib.Path | None, config: TrainConfig) -> bool:
+    """Whether the run in `rundir` keeps a checkpoint of its last phase: nothing to train."""
+    kept = checkpoint.steps(run_folder.checkpoints(rundir)) if rundir is not None else []
+    return bool(kept) and kept[-1] >= config.phases
 
 
 def _train(
@@ -346,6 +362,8 @@ def _announce(
     storage = device_memory.human(group.seeds * programs.storage_bytes)
     folders = [str(rundir) for rundir in rundirs if rundir is not None]
     where = f"run folders {folders[0]} ... {folders[-1]}" if folders else "in memory"
+    if len(folders) == 1:
+        where = f"run folder {folders[0]}"
     print(
         f"{terminal.counted(group.seeds, 'seed')} together, {where}; {programs.where.describe()}; "
         f"storage {storage} ({device_memory.human(programs.storage_bytes)} a seed){budget}; "

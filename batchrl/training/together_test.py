@@ -151,7 +151,7 @@ def test_seeds_that_keep_no_common_phase_are_refused_in_one_line(tmp_path, capsy
     checkpoint.path_for(tmp_path / "s1-pendulum_jax" / "checkpoints", 2).unlink()
     checkpoint.path_for(tmp_path / "s2-pendulum_jax" / "checkpoints", 1).unlink()
     capsys.readouterr()
-    assert train.main([*args, "--set", "steps=400"]) == 1
+    assert train.main([*args, "--set", "steps=800"]) == 1  # Raised: seed 2 trains on too.
     assert capsys.readouterr().err == (
         "batchrl: error: the seeds resume from different phases (seed 1 at phase 1, seed 2 at "
         "phase 2) and seed 2 keeps no checkpoint of phase 1: resume each on its own "
@@ -168,7 +168,8 @@ def test_a_deleted_seed_folder_does_not_send_the_other_seeds_back_to_the_start(t
     rows = (tmp_path / "s1-pendulum_jax" / "metrics.jsonl").read_text()
     shutil.rmtree(tmp_path / "s2-pendulum_jax")
     capsys.readouterr()
-    assert train.main(args) == 1  # Seed 1's two phases kept, not trained again from phase 0.
+    raised = [*args, "--set", "steps=800"]  # Seed 1 trains on: it would go back to phase 0.
+    assert train.main(raised) == 1  # Seed 1's two phases kept, not trained again from phase 0.
     assert capsys.readouterr().err == (
         "batchrl: error: the seeds resume from different phases (seed 1 at phase 2, seed 2 at "
         "phase 0) and seed 2 trained none: resume each on its own "
@@ -599,3 +600,28 @@ def test_the_train_commands_line_for_a_together_runs_env_error_names_its_seed(tm
     assert re.search(r"\(env ([0-3]): seed ([35])'s env ([01]), worker pid \d+\)", line), line
     first, seed, own = re.search(r"\(env (\d): seed (\d)'s env (\d)", line).groups()
     assert (int(seed), int(own)) == ((3, 5)[int(first) // 2], int(first) % 2)
+
+
+def test_seeds_added_to_finished_ones_train_alone(tmp_path, capsys):
+    settings = [item for assignment in PENALTY for item in ("--set", assignment)]
+    argv = ["--config", "pendulum_jax", "--timestamp", "T", *settings]
+    assert train.main(["--logdir", str(tmp_path / "a"), "--seeds", "0", "1", *argv]) == 0
+    finished = {seed: (tmp_path / "a" / f"T-seed{seed}-pendulum_jax") for seed in (0, 1)}
+    kept = {seed: run_folder.metrics(rundir).read_bytes() for seed, rundir in finished.items()}
+    capsys.readouterr()
+    assert train.main(["--logdir", str(tmp_path / "a"), "--seeds", "0", "1", "2", *argv]) == 0
+    out = capsys.readouterr().out
+    for seed, rundir in finished.items():  # Left as they were, not trained again.
+        assert f"run folder {rundir} has trained all its 4 phases" in out
+        assert run_folder.metrics(rundir).read_bytes() == kept[seed]
+    added = tmp_path / "a" / "T-seed2-pendulum_jax"
+    assert f"1 seed together, run folder {added}; " in out
+    assert train.main(["--logdir", str(tmp_path / "b"), "--seeds", "2", *argv]) == 0
+    alone = tmp_path / "b" / "T-seed2-pendulum_jax"
+    assert learned(added) == learned(alone)
+
+
+def learned(rundir):
+    """A run's metric rows without its timings (seconds, steps/s)."""
+    rows = [json.loads(line) for line in run_folder.metrics(rundir).read_text().splitlines()]
+    return [{k: v for k, v in row.items() if not k.startswith("perf/")} for row in rows]
