@@ -1,7 +1,9 @@
 """Per-task statistics of a sweep's seeds, with bootstrap intervals, and a performance profile.
 
 Reads the JSON lines `batchrl.scripts.sweep` prints (one per run: config, seed, final
-return) and prints one JSON line: per config, every seed's final return, the IQM
+return), or makes them from run folders (those of `train --seeds`, say: give the folders
+or the folder that holds them; a run's config is its folder name's part after the last
+"-"), and prints one JSON line: per config, every seed's final return, the IQM
 (the mean of the middle half), mean and median with 95 % percentile bootstrap
 intervals over seeds, the worst seed, and each as a fraction of the task's target, the
 best published PPO at 1M steps. With `--out`, draws the performance profile across
@@ -23,6 +25,7 @@ A run (config and seed) listed in several files counts its last line; a note on 
 names the runs a later file lists again.
 
     python -m batchrl.scripts.stats runs/sweep/results.jsonl --out profile.png
+    python -m batchrl.scripts.stats runs/heldout      # the run folders of train --seeds
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import numpy as np
 import scipy.stats
 
 from batchrl.scripts import json_lines
+from batchrl.training import results, run_folder
 
 # The best published PPO at 1M steps on Gymnasium's v5 tasks: Tianshou's MuJoCo table (each
 # run's best evaluation along training, v3 tasks), and for HalfCheetah the RL Zoo's tuned
@@ -125,9 +129,9 @@ def read(paths: Sequence[pathlib.Path], score: str = "final") -> dict[str, dict[
     field = SCORES[score][0]
     last: dict[tuple[str, int], tuple[str, dict]] = {}
     for path in paths:
-        for number, record in json_lines.read(path):
+        for where, record in records(path):
             if record.get("benchmark") == "learning" and record.get("finished"):
-                last[record["config"], int(record["seed"])] = (f"{path}:{number}", record)
+                last[record["config"], int(record["seed"])] = (where, record)
     runs: dict[str, dict[int, float]] = collections.defaultdict(dict)
     for (config, seed), (where, record) in last.items():
         if field not in record:
@@ -148,7 +152,7 @@ def replaced(paths: Sequence[pathlib.Path]) -> list[str]:
     where: dict[tuple[str, int], pathlib.Path] = {}
     moved: dict[tuple[pathlib.Path, pathlib.Path], list[str]] = {}
     for path in paths:
-        for _, record in json_lines.read(path):
+        for _, record in records(path):
             if record.get("benchmark") == "learning" and record.get("finished"):
                 run = (record["config"], int(record["seed"]))
                 if where.get(run, path) != path:
@@ -161,17 +165,27 @@ def replaced(paths: Sequence[pathlib.Path]) -> list[str]:
     ]
 
 
-def folder_error(paths: Sequence[pathlib.Path]) -> str | None:
-    """The error for a folder named where JSON lines go (a sweep's logdir), or None.
+def records(path: pathlib.Path) -> list[tuple[str, dict]]:
+    """(where, line) of each run `path` gives: a file's JSON lines, or a folder's runs.
 
-    Said with the file to give instead, not as the OS's "[Errno 21] Is a directory".
+    A folder is a sweep's (its results.jsonl), a run folder, or a folder of run folders
+    (`train --seeds`'s logdir): each run's line is made from its folder (`results.line`).
+
+    Raises:
+        ValueError: for a folder that holds neither runs nor results.jsonl.
     """
-    for path in paths:
-        if path.is_dir():
-            inside = path / "results.jsonl"
-            give = f"give {inside}" if inside.is_file() else "give a sweep's results.jsonl"
-            return f"{path} is a folder, not a file of JSON lines: {give}"
-    return None
+    if not path.is_dir():
+        return [(f"{path}:{number}", record) for number, record in json_lines.read(path)]
+    if (path / "results.jsonl").is_file():
+        return records(path / "results.jsonl")
+    inside = [path] if run_folder.metrics(path).is_file() else sorted(path.iterdir())
+    rundirs = [folder for folder in inside if run_folder.metrics(folder).is_file()]
+    if not rundirs:
+        raise ValueError(
+            f"{path} holds no run folder and no results.jsonl: give a sweep's results.jsonl, "
+            "its folder, run folders or the folder that holds them"
+        )
+    return [(str(rundir), results.line(rundir)) for rundir in rundirs]
 
 
 def image_error(out: pathlib.Path) -> str | None:
@@ -276,7 +290,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m batchrl.scripts.stats", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("results", nargs="+", type=pathlib.Path, help="sweep JSON lines")
+    parser.add_argument(
+        "results",
+        nargs="+",
+        type=pathlib.Path,
+        help="a sweep's JSON lines or folder, run folders, or a folder of run folders",
+    )
     parser.add_argument(
         "--out", type=pathlib.Path, help="image file to draw the profile in, e.g. profile.png"
     )
@@ -291,11 +310,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.reps < 1:  # scipy's bootstrap would say it without naming --reps.
         parser.error(f"--reps must be at least 1, got {args.reps}")
-    if folder_error(args.results):
-        parser.error(folder_error(args.results))
     if args.out is not None and image_error(args.out):
         parser.error(image_error(args.out))
-    for where in json_lines.cut(args.results):
+    files = [path / "results.jsonl" if path.is_dir() else path for path in args.results]
+    for where in json_lines.cut(files):
         print(f"stats: note: {where} was cut short while written; left out", file=sys.stderr)
     try:
         for note in replaced(args.results):

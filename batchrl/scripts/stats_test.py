@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
+import batchrl
 from batchrl.scripts import stats
 
 
@@ -143,16 +144,30 @@ def test_reps_below_one_are_refused_in_one_line(tmp_path, capsys):
     assert not (tmp_path / "profile.png").exists()
 
 
-def test_a_sweeps_folder_given_for_its_lines_is_refused_naming_the_file(tmp_path, capsys):
+def test_a_sweeps_folder_is_read_through_its_lines_and_an_empty_one_is_refused(tmp_path, capsys):
     results = tmp_path / "results.jsonl"
-    write_runs(results, "hopper_clipped", [2000.0])
+    write_runs(results, "hopper_clipped", [2000.0, 3000.0])
+    assert stats.main([str(tmp_path), "--reps", "50"]) == 0
+    assert json.loads(capsys.readouterr().out)["configs"]["hopper_clipped"]["seeds"] == [0, 1]
     (tmp_path / "empty").mkdir()
-    for folder, give in ((tmp_path, f"give {results}"), (tmp_path / "empty", "give a sweep's")):
-        with pytest.raises(SystemExit) as exit_:
-            stats.main([str(folder)])
-        assert exit_.value.code == 2
-        error = capsys.readouterr().err.splitlines()[-1]
-        assert f"error: {folder} is a folder, not a file of JSON lines: {give}" in error
+    assert stats.main([str(tmp_path / "empty")]) == 2
+    assert capsys.readouterr().err == (
+        f"stats: error: {tmp_path / 'empty'} holds no run folder and no results.jsonl: give a "
+        "sweep's results.jsonl, its folder, run folders or the folder that holds them\n"
+    )
+
+
+def test_the_run_folders_of_train_seeds_are_read_as_a_sweeps_lines(tmp_path, capsys):
+    settings = dict(num_envs=4, update_every=4, max_length=50, final_episodes=4)
+    settings |= dict(policy_layers=(16,), value_layers=(16,))
+    runs = batchrl.train("pendulum_jax", steps=400, seeds=[3, 4], logdir=tmp_path, **settings)
+    finals = {run.config.seed: run.metrics[-1]["final/return"] for run in runs}
+    capsys.readouterr()  # The runs' own lines.
+    for given in ([tmp_path], [run.rundir for run in runs]):  # The logdir, or the folders.
+        assert stats.main([*map(str, given), "--reps", "50"]) == 0
+        summary = json.loads(capsys.readouterr().out)["configs"]["pendulum_jax"]
+        assert summary["seeds"] == [3, 4]
+        assert sorted(summary["scores"]) == pytest.approx(sorted(finals.values()), abs=0.01)
 
 
 def test_runs_a_later_file_lists_again_are_said_and_counted_from_it(tmp_path, capsys):

@@ -86,3 +86,15 @@ def read(rundir: str | pathlib.Path) -> Summary:
     """The learning results of the run in `rundir`; an empty summary when it has no rows yet."""
     path = run_folder.metrics(rundir)
     return summarize(metrics_log.read_jsonl(path) if path.is_file() else [])
+
+
+def line(rundir: pathlib.Path) -> dict[str, Any]:
+    """The run's learning line, as a sweep writes it less the sweep's own fields.
+
+    Its config is the folder's name part (`<timestamp>-<config>`: a together-run's
+    `T-seed0-pendulum_jax` is `pendulum_jax`), its seed the saved config's.
+    """
+    config = run_folder.read_config(rundir)
+    sampled = {"sampled": True} if config.eval_sample else {}
+    named = {"benchmark": "learning", "config": run_folder.parse(rundir.name)[1]}
+    return {**named, "seed": config.seed, **read(rundir).as_dict(), **sampled}
