@@ -104,7 +104,7 @@ def train(
 
 
 def resume(
-    rundir: str | os.PathLike,
+    rundir: str | os.PathLike | Sequence[str | os.PathLike],
     *,
     steps: int | None = None,
     worker_timeout: float | None = None,
@@ -113,7 +113,7 @@ def resume(
     acting_device: str | None = None,
     learner_devices: int | None = None,
     callback: Callable[[dict[str, Any]], Any] | None = None,
-) -> Run:
+) -> Run | list[Run]:
     """Trains the run in `rundir` on from its newest good checkpoint, as `--timestamp` does.
 
     With its saved config, but for a raised budget (`steps`, as `--set steps=N`), how it
@@ -121,7 +121,9 @@ def resume(
     a GPU; `learner_devices`, equal within float error), the settings a resume may give
     anew. A run trained
     with `batchrl.train` and stopped (Ctrl-C in a notebook) goes on from here; `callback`
-    is `train`'s.
+    is `train`'s. A list of run folders (a together-run's seeds: `[run.rundir for run in
+    runs]`) resumes them together, as `train --seeds` with `--timestamp` does, and gives
+    a list of `Run`s; `callback` is then not taken.
 
     Returns:
         The `Run`; its metrics are every phase's row the folder holds, not only this call's
@@ -131,10 +133,6 @@ def resume(
         run_folder.RunFolderError: One line for a path that is no run folder.
         ValueError: One line for a lower budget or one a schedule runs over.
     """
-    rundir = pathlib.Path(rundir)
-    config = saved = run_folder.read_config(rundir)
-    if steps is not None and steps != saved.steps:
-        check_raised_budget(rundir.name, saved, train_config.typed("steps", int, steps))
     given = {
         "steps": steps,
         "worker_timeout": worker_timeout,
@@ -143,14 +141,37 @@ def resume(
         "acting_device": acting_device,
         "learner_devices": learner_devices,
     }
-    given = [(key, value) for key, value in given.items() if value is not None]
-    config = train_config.set_fields(config, given, train_config.typed)
-    limit_xla_threads(config)
-    from batchrl.training import metrics_log, results, run  # After the thread limit.
+    given = {key: value for key, value in given.items() if value is not None}
+    solo = isinstance(rundir, str | os.PathLike)
+    rundirs = [pathlib.Path(folder) for folder in ([rundir] if solo else rundir)]
+    if callback is not None and not solo:
+        raise ValueError("callback is a solo run's: resume a together-run's seeds without it")
+    configs = [_resumed_config(folder, given) for folder in rundirs]
+    limit_xla_threads(configs[0])
+    from batchrl.training import run, together_run  # After the thread limit.
 
     with compile_signals.stopping():
-        done = run.train(rundir, config, callback=callback)
-    rows = results.phases(metrics_log.read_jsonl(run_folder.metrics(rundir)))
+        if solo:
+            done = [run.train(rundirs[0], configs[0], callback=callback)]
+        else:
+            done = together_run.train(rundirs, configs)
+    runs = [_all_rows(kept) for kept in done]
+    return runs[0] if solo else runs
+
+
+def _resumed_config(rundir: pathlib.Path, given: dict[str, Any]) -> TrainConfig:
+    """The saved config of `rundir`, with the settings a resume may give anew."""
+    saved = run_folder.read_config(rundir)
+    if "steps" in given and given["steps"] != saved.steps:
+        check_raised_budget(rundir.name, saved, train_config.typed("steps", int, given["steps"]))
+    return train_config.set_fields(saved, given.items(), train_config.typed)
+
+
+def _all_rows(done: Run) -> Run:
+    """`done` with every phase's row its folder holds, not only this call's."""
+    from batchrl.training import metrics_log, results
+
+    rows = results.phases(metrics_log.read_jsonl(run_folder.metrics(done.rundir)))
     # The file's null (no episode ended in the phase) as `train` gives it: NaN, a float.
     rows = [{key: math.nan if v is None else v for key, v in row.items()} for row in rows]
     return dataclasses.replace(done, metrics=rows)

@@ -625,3 +625,24 @@ def learned(rundir):
     """A run's metric rows without its timings (seconds, steps/s)."""
     rows = [json.loads(line) for line in run_folder.metrics(rundir).read_text().splitlines()]
     return [{k: v for k, v in row.items() if not k.startswith("perf/")} for row in rows]
+
+
+def test_batchrl_resume_given_a_together_runs_folders_trains_them_on_together(tmp_path, capsys):
+    settings = dict(num_envs=4, update_every=4, max_length=50, final_episodes=4, eval_every=1)
+    settings |= dict(policy_layers=(16, 16), value_layers=(16, 16))
+    first = batchrl.train(
+        "pendulum_jax", steps=400, seeds=[0, 1], logdir=tmp_path / "a", **settings
+    )
+    capsys.readouterr()
+    resumed = batchrl.resume([run.rundir for run in first], steps=800)
+    assert capsys.readouterr().out.startswith("2 seeds together, run folders ")
+    whole = batchrl.train(
+        "pendulum_jax", steps=800, seeds=[0, 1], logdir=tmp_path / "b", **settings
+    )
+    for one, other in zip(resumed, whole, strict=True):
+        assert len(one.metrics) == 4  # Every phase the folder holds.
+        # But for the evaluation that ended the first call's budget at phase 2.
+        mine, theirs = learned(one.rundir), learned(other.rundir)
+        assert [mine[0], *mine[2:]] == [theirs[0], *theirs[2:]]
+    with pytest.raises(ValueError, match=r"^callback is a solo run's"):
+        batchrl.resume([run.rundir for run in first], callback=print)
