@@ -181,6 +181,20 @@ def seeds_table(final: dict[str, dict[int, float]]) -> str:
     return "\n".join(lines)
 
 
+def folder_error(paths: Sequence[pathlib.Path]) -> str | None:
+    """The error for a folder named where JSON lines go (a sweep's logdir), or None.
+
+    Said with the file to give instead, not as the OS's "[Errno 21] Is a directory": a
+    table is made of files of lines, as a page names them (`stats` reads folders too).
+    """
+    for path in paths:
+        if path.is_dir():
+            inside = path / "results.jsonl"
+            give = f"give {inside}" if inside.is_file() else "give a sweep's results.jsonl"
+            return f"{path} is a folder, not a file of JSON lines: {give}"
+    return None
+
+
 def table(paths: Sequence[pathlib.Path], reps: int = REPS, per_seed: bool = False) -> str:
     """The Markdown table of every preset in the JSON lines at `paths`, in order of appearance.
 
@@ -336,8 +350,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--rows and --where choose the rows of a table of --columns")
     if args.columns and (args.seeds or not args.paths):
         parser.error("--columns makes a table of JSON lines named here, not --seeds or a page's")
-    if stats.folder_error(args.paths):
-        parser.error(stats.folder_error(args.paths))
+    if folder_error(args.paths):
+        parser.error(folder_error(args.paths))
     for where in json_lines.cut(args.paths):
         print(f"table: note: {where} was cut short while written; left out", file=sys.stderr)
     try:
