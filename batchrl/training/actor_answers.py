@@ -10,6 +10,7 @@ frozen process, which Ray still lists as alive.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from batchrl.envs.host import errors
@@ -45,12 +46,15 @@ def answer(ref: Any, probe: Any, timeout: float) -> Any:
 def raised_in(error: Any, where: str, command: str) -> errors.EnvError:
     """The error for `command` that raised in the actor (`RayTaskError`), named `where`.
 
-    An env error of the actor's envs as it is; any other of its own type too, as a
-    worker's is (`errors.raised`).
+    An env error of the actor's envs with `where` added to its first line; any other of
+    its own type too, as a worker's is (`errors.raised`).
     """
     cause = error.cause
-    if isinstance(cause, errors.EnvError):
-        return cause
+    if isinstance(cause, errors.EnvError):  # A worker's: its pid is on the actor's node.
+        first, newline, rest = str(cause).partition("\n")
+        named = copy.copy(cause)  # Its type and fields (a worker's traceback, the env's type).
+        named.args = (f"{first} (in {where}){newline}{rest}", *cause.args[1:])
+        return named
     kind = type(cause)
     said = f"{kind.__name__}: {cause} (raised in {where} during {command})"
     said += f"\n\nIn the actor:\n{error}"

@@ -415,3 +415,23 @@ def test_a_share_of_jax_native_envs_resets_as_those_envs_of_the_whole_batch():
 def test_a_run_folder_with_rollout_actors_reads_back_its_setting():
     config = train_config.replace(presets.get("cheetah_clipped"), rollout_actors=2)
     assert train_config.from_dict(train_config.to_dict(config)) == config
+
+
+def test_an_env_error_in_an_actors_worker_names_the_actor_and_its_node():
+    # The worker's pid is one on the actor's node: the line says which actor and node.
+    failing = {"where": "step", "how": "raise", "at": 40, "discrete": True}
+    config = train_config.replace(presets.get("cartpole"), **TYPED, backend="processes")
+    config = dataclasses.replace(
+        config, env="batchrl.testing.mock:FailingEnv", env_kwargs=failing, rollout_actors=2
+    )
+    env = rollout_actors.RolloutEnv(config)
+    try:
+        programs, state = loop.build(config, env)
+        with pytest.raises(EnvRaisedError) as raised:
+            loop.run_phase(programs, state, eval_episodes=4)
+    finally:
+        env.close()
+    line = str(raised.value).splitlines()[0]
+    assert line.startswith("ValueError: FailingEnv failed on purpose in step (raised by env ")
+    assert re.search(r"worker pid \d+\) during step .*\) \(in rollout actor [01] \(envs", line)
+    assert re.search(r"\(in rollout actor [01] \(envs [0-3]-[0-3]\) on node \w+\)$", line), line
