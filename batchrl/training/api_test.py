@@ -241,7 +241,7 @@ def test_a_file_or_the_logdir_in_place_of_a_run_folder_names_the_folder_to_give(
     assert evaluate.main(["--logdir", logdir]) == 2
     assert capsys.readouterr().err == f"evaluate: error: {said}\n"
     inside = str(run_folder.checkpoints(rundir))  # Beside best.bin, a folder in the run's.
-    said = f"{inside!r} is inside a run folder, not one: give {rundir!r}"
+    said = f"{inside!r} is in a run folder: give {rundir!r}"
     with pytest.raises(run_folder.RunFolderError, match=f"^{re.escape(said)}$"):
         batchrl.load(inside)
 

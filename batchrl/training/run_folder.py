@@ -306,11 +306,8 @@ def read_config(rundir: str | os.PathLike) -> train_config.TrainConfig:
                 f"{str(rundir)!r} holds {len(runs)} run folder(s), not a run: give one, "
                 f"such as {runs[-1]!r}"
             ) from None
-        holder = next((str(p) for p in rundir.parents if _holds_config(p)), None)
-        if holder:  # Its checkpoints/ folder, say.
-            raise RunFolderError(
-                f"{str(rundir)!r} is inside a run folder, not one: give {holder!r}"
-            ) from None
+        if holder := next((str(p) for p in rundir.parents if _holds_config(p)), None):
+            raise RunFolderError(f"{str(rundir)!r} is in a run folder: give {holder!r}") from None
         raise RunFolderError(f"{str(path)!r} is missing: not a batchrl run folder") from None
 
 
