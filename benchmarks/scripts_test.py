@@ -125,3 +125,9 @@ def test_a_missing_peer_is_one_line_naming_it_and_its_install(script, peer, impo
     lacking = [name for name in imported_before if importlib.util.find_spec(name) is None]
     named = lacking[0] if lacking else "Ray" if peer == "ray" else peer
     assert named in line
+
+
+def test_gpu_round_says_its_usage_without_a_folder_for_its_lines():
+    done = subprocess.run(["bash", str(HERE / "gpu_round.sh")], capture_output=True, text=True)
+    assert done.returncode != 0 and done.stdout == ""
+    assert "usage: gpu_round.sh OUT [WHEELS]" in done.stderr
