@@ -627,6 +627,7 @@ def learned(rundir):
     return [{k: v for k, v in row.items() if not k.startswith("perf/")} for row in rows]
 
 
+@pytest.mark.slow
 def test_batchrl_resume_given_a_together_runs_folders_trains_them_on_together(tmp_path, capsys):
     settings = dict(num_envs=4, update_every=4, max_length=50, final_episodes=4, eval_every=1)
     settings |= dict(policy_layers=(16, 16), value_layers=(16, 16))
