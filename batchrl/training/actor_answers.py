@@ -10,7 +10,6 @@ frozen process, which Ray still lists as alive.
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from batchrl.envs.host import errors
@@ -52,9 +51,7 @@ def raised_in(error: Any, where: str, command: str) -> errors.EnvError:
     cause = error.cause
     if isinstance(cause, errors.EnvError):  # A worker's: its pid is on the actor's node.
         first, newline, rest = str(cause).partition("\n")
-        named = copy.copy(cause)  # Its type and fields (a worker's traceback, the env's type).
-        named.args = (f"{first} (in {where}){newline}{rest}", *cause.args[1:])
-        return named
+        return errors.reworded(cause, f"{first} (in {where}){newline}{rest}")
     kind = type(cause)
     said = f"{kind.__name__}: {cause} (raised in {where} during {command})"
     said += f"\n\nIn the actor:\n{error}"

@@ -18,7 +18,6 @@ envs they are (`seed_named`).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import functools
 import re
@@ -51,16 +50,13 @@ def seed_named(error: errors.EnvError, seeds: Sequence[int], num_envs: int) -> e
     first, last = int(found[2]), int(found[3] or found[2])
     parts = []
     for i, seed in enumerate(seeds):
-        low, high = max(first, i * num_envs) - i * num_envs, min(last, (i + 1) * num_envs - 1)
-        high -= i * num_envs
+        base = i * num_envs  # Seed i's env 0 in the batch.
+        low, high = max(first, base) - base, min(last, base + num_envs - 1) - base
         if low <= high:
-            parts.append(
-                f"seed {seed}'s env {low}" if low == high else f"seed {seed}'s envs {low}-{high}"
-            )
+            envs = f"env {low}" if low == high else f"envs {low}-{high}"
+            parts.append(f"seed {seed}'s {envs}")
     at = found.end() - 2  # Before ", ".
-    named = copy.copy(error)  # Its type and fields (a worker's traceback, the env's type).
-    named.args = (f"{message[:at]}: {' and '.join(parts)}{message[at:]}", *error.args[1:])
-    return named
+    return errors.reworded(error, f"{message[:at]}: {' and '.join(parts)}{message[at:]}")
 
 
 def split_simulation(state: simulate.SimState, runs: int) -> list[simulate.SimState]:

@@ -43,6 +43,11 @@ class EnvError(RuntimeError):
         return BaseException.__str__(self)
 
 
+def reworded(error: EnvError, message: str) -> EnvError:
+    """`error` (its type and fields: a worker's traceback, the env's type) saying `message`."""
+    return _rebuild(type(error), message, dict(error.__dict__))
+
+
 def _rebuild(kind: type, message: str, fields: dict[str, Any]) -> EnvError:
     """An error of type `kind` with `message` and `fields`, whatever its constructor takes."""
     error = kind.__new__(kind)
