@@ -435,3 +435,7 @@ def test_an_env_error_in_an_actors_worker_names_the_actor_and_its_node():
     assert line.startswith("ValueError: FailingEnv failed on purpose in step (raised by env ")
     assert re.search(r"worker pid \d+\) during step .*\) \(in rollout actor [01] \(envs", line)
     assert re.search(r"\(in rollout actor [01] \(envs [0-3]-[0-3]\) on node \w+\)$", line), line
+    # The worker's envs are numbered in the whole batch, inside the actor's range.
+    env = int(re.search(r"\(env (\d), worker pid", line)[1])
+    low, high = map(int, re.search(r"\(in rollout actor \d \(envs (\d)-(\d)\)", line).groups())
+    assert low <= env <= high
