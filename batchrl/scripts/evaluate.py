@@ -35,6 +35,7 @@ import gymnasium as gym
 
 from batchrl.configs import TrainConfig, train_config
 from batchrl.envs.host import errors as env_errors
+from batchrl.scripts import action_choice
 from batchrl.scripts.train import UsageError
 from batchrl.training import checkpoint, environments, loop, placement, run_folder, tail_average
 
@@ -86,18 +87,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=int,
         help="start the episodes as a run of this seed would (default: the run's own seed)",
     )
-    actions = parser.add_mutually_exclusive_group()
-    actions.add_argument(
-        "--sample",
-        action="store_true",
-        help="sample actions from the policy, as training does, instead of its mean action "
-        "(default: as the run's eval_sample says)",
-    )
-    actions.add_argument(
-        "--mean-action",
-        action="store_true",
-        help="take the policy's mean action (the mode), on a run whose eval_sample samples",
-    )
+    action_choice.add(parser)
     return parser.parse_args(argv)
 
 
@@ -283,7 +273,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.normalizer_from,
             args.best,
             args.repeats,
-            True if args.sample else False if args.mean_action else None,
+            action_choice.chosen(args),
             args.average_last,
             each=lambda row: print(json.dumps(row), flush=True),
             seed=args.seed,

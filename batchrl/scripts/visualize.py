@@ -5,7 +5,8 @@
 Loads the run's last good checkpoint (`--best`: its best-evaluated policy, `best.bin`)
 as `batchrl.load` does, and runs the policy as the run's evaluations do (`Policy.act`:
 its mean action, or sampled actions where the config sets `eval_sample`, each episode's
-row in episodes.json then carrying "sampled": true) in the run's Gymnasium env (a
+row in episodes.json then carrying "sampled": true; `--sample` and `--mean-action` choose,
+as `evaluate`'s do) in the run's Gymnasium env (a
 JAX-native run uses the Gymnasium env it matches), rendering headless: MuJoCo through
 EGL, or OSMesa where EGL is missing; classic-control envs through SDL's dummy video
 driver, and its dummy audio driver (no sound card asked for). An Atari run (backend
@@ -36,6 +37,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from batchrl.scripts import action_choice
 from batchrl.training import run_folder
 
 
@@ -76,6 +78,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         type=int,
         help="episode i starts at reset(seed=SEED + i) (default: the run's own seed)",
     )
+    action_choice.add(parser)
     return parser.parse_args(argv)
 
 
@@ -272,6 +275,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if args.seed is not None:
             config = dataclasses.replace(config, seed=args.seed)
+        if action_choice.chosen(args) is not None:  # As the run evaluates, or as chosen.
+            config = dataclasses.replace(config, eval_sample=action_choice.chosen(args))
         loaded = policy.load(rundir, best=args.best, seed=args.seed)
         stats = record(config, loaded, args.episodes, pathlib.Path(args.outdir))
     except (UsageError, run_folder.RunFolderError) as error:

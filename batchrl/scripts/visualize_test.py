@@ -94,6 +94,21 @@ def test_a_classic_control_run_films_with_nothing_on_stderr(run, tmp_path):
     assert done.stderr == ""
 
 
+@pytest.mark.slow
+def test_sample_and_mean_action_choose_the_actions_as_evaluates_do(run, tmp_path, capsys):
+    base = ["--logdir", str(run), "--episodes", "2"]
+    assert visualize.main([*base, "--outdir", str(tmp_path / "mean")]) == 0
+    assert visualize.main([*base, "--outdir", str(tmp_path / "sampled"), "--sample"]) == 0
+    mean = json.loads((tmp_path / "mean" / "episodes.json").read_text())
+    sampled = json.loads((tmp_path / "sampled" / "episodes.json").read_text())
+    assert all(row["sampled"] is True for row in sampled) and not any("sampled" in r for r in mean)
+    assert [row["return"] for row in sampled] != [row["return"] for row in mean]
+    with pytest.raises(SystemExit) as exit_:
+        visualize.main([*base, "--outdir", str(tmp_path / "both"), "--sample", "--mean-action"])
+    assert exit_.value.code == 2
+    assert "--mean-action: not allowed with argument --sample" in capsys.readouterr().err
+
+
 @pytest.fixture(scope="module")
 def atari_run(tmp_path_factory) -> pathlib.Path:
     """Pong through ale-py after one update; no no-op starts, so a game has one course."""
