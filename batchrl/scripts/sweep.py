@@ -211,17 +211,11 @@ def result_line(
     commit: str | None,
 ) -> str:
     """The JSON line of the sweep's run (config, seed); `together`: the seeds it trained with."""
-    rundir = rundir_of(args, config, seed)
-    summary = results.read(rundir)
-    sampled = {"sampled": True} if run_folder.read_config(rundir).eval_sample else {}
+    rundir = rundir_of(args, config, seed)  # Named `seed<seed>-<name_of(config)>`.
     kept = kept_best(rundir, args.evaluate_best) if args.evaluate_best else {}
     return json.dumps(
         {
-            "benchmark": "learning",
-            "config": train.name_of(config),  # A run folder's or a YAML file's: its name.
-            "seed": seed,
-            **summary.as_dict(),
-            **sampled,
+            **results.line(rundir),  # Its config's name, seed, results, "sampled".
             **kept,
             "seconds_this_invocation": seconds,
             **({"seeds_together": together} if together else {}),
