@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,12 +28,9 @@ import jax.numpy as jnp
 
 from batchrl import simulate
 from batchrl.configs import train_config
-from batchrl.envs.host import errors
+from batchrl.envs.host import errors, remote
 from batchrl.training import loop, phase_row, together, together_memory
 from batchrl.training import phase as phase_lib
-
-# How a worker group names its envs in an error: "(envs 4-7, worker pid 123)", "(env 5, ...".
-_ENVS = re.compile(r"\((envs? )(\d+)(?:-(\d+))?, ")
 
 
 def seed_named(error: errors.EnvError, seeds: Sequence[int], num_envs: int) -> errors.EnvError:
@@ -44,7 +40,7 @@ def seed_named(error: errors.EnvError, seeds: Sequence[int], num_envs: int) -> e
     envs past a seed's own count; `error` itself where it names no envs.
     """
     message = str(error)
-    found = _ENVS.search(message)
+    found = remote.DESCRIBED_ENVS.search(message)
     if found is None:
         return error
     first, last = int(found[2]), int(found[3] or found[2])

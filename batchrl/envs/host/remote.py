@@ -10,6 +10,7 @@ sent and received, how owed infos are fetched, and how a fresh host starts.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -22,6 +23,11 @@ from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host.group import Step
 
 _RESTART = "pass restart=True (restart_workers=true in training)"
+
+
+# The envs a group's errors name (`_describe`: "(envs 4-7, worker pid 123)", "(env 5, ..."):
+# their first and last, for a caller that names them otherwise (a together-run's seeds).
+DESCRIBED_ENVS = re.compile(r"\((envs? )(\d+)(?:-(\d+))?, ")
 
 
 class RemoteGroup:
@@ -48,7 +54,7 @@ class RemoteGroup:
     def _where(self) -> str:
         raise NotImplementedError
 
-    def _describe(self) -> str:
+    def _describe(self) -> str:  # What `DESCRIBED_ENVS` reads back.
         last = self.first_index + self.num_envs - 1
         envs = f"env {last}" if self.num_envs == 1 else f"envs {self.first_index}-{last}"
         return f"env {self.name} ({envs}, {self._where()})"
