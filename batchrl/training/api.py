@@ -126,8 +126,9 @@ def resume(
     a list of `Run`s; `callback` is then not taken.
 
     Returns:
-        The `Run`; its metrics are every phase's row the folder holds, not only this call's
-        (NaN where the file holds null, as `train`'s rows).
+        The `Run` (for a list, a `Run` a folder, in its order); its metrics are every
+        phase's row the folder holds, not only this call's (NaN where the file holds
+        null, as `train`'s rows).
 
     Raises:
         run_folder.RunFolderError: One line for a path that is no run folder.
