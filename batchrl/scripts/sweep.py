@@ -313,18 +313,22 @@ def _sweep(
         except KeyboardInterrupt:
             print("sweep: interrupted; run it again to resume", file=sys.stderr)
             return 130
+        failed = None  # Its seeds that finished still get their lines (one diverged, say).
         if code != 0:
             named = " ".join(map(str, seeds)) if len(seeds) <= 20 else f"{seeds[0]} ... {seeds[-1]}"
             said = f"exited with {code}" if code > 0 else f"killed by {signal.Signals(-code).name}"
             print(f"sweep: error: {config} seed {named} {said}", file=sys.stderr)
-            return code if code > 0 else 128 - code  # A shell's status for a signal.
+            failed = code if code > 0 else 128 - code  # A shell's status for a signal.
         try:
             written = _lines_written(pathlib.Path(args.logdir) / RESULTS)
         except ValueError as error:  # A line other than the last that is not JSON.
             print(f"sweep: error: {error}", file=sys.stderr)
             return 2
         for seed in seeds:
-            if seed not in trained and not results.read(rundir_of(args, config, seed)).finished:
+            finished = results.read(rundir_of(args, config, seed)).finished
+            if failed is not None and not finished:
+                continue
+            if seed not in trained and not finished:
                 skipped += 1  # Another process trains it.
                 continue
             together = len(trained) if seed in trained and len(trained) > 1 else None
@@ -348,6 +352,8 @@ def _sweep(
             stale = before is None or any(before.get(k) != new[k] for k in KEPT if k in new)
             if seed in trained or stale:
                 append_line(pathlib.Path(args.logdir) / RESULTS, line)
+        if failed is not None:
+            return failed
     if skipped:
         print(
             f"sweep: {terminal.counted(skipped, 'run')} left to another process, without "

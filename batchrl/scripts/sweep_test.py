@@ -18,6 +18,7 @@ import jax
 import psutil
 import pytest
 
+from batchrl.bridge import seeds as seeds_lib
 from batchrl.configs import presets
 from batchrl.scripts import evaluate, stats, sweep, train_test
 from batchrl.training import checkpoint, metrics_log, results, run_folder
@@ -406,3 +407,23 @@ def test_a_run_killed_by_a_signal_is_named_so_and_the_sweep_exits_as_a_shell_wou
     _, err = process.communicate(timeout=60)
     assert process.returncode == 128 + signal.SIGKILL, err[-2000:]
     assert err.endswith("sweep: error: pendulum_jax seed 3 killed by SIGKILL\n")
+
+
+@pytest.mark.slow
+def test_a_together_sweep_with_a_diverged_seed_writes_the_others_lines_then_fails(tmp_path):
+    # Seed 100's first env rewards NaN in phase 2: its seed stops, seed 0 trains on.
+    first = seeds_lib.env_seeds(100, 2)[0]
+    kwargs = {"seed": first, "at": 30, "duration": 20, "discrete": True}
+    argv = ["--logdir", str(tmp_path), "--configs", "cartpole", "--seeds", "0", "100"]
+    argv += ["--together", "--steps", "160", "--set", "env=batchrl.testing.mock:NaNRewardEnv"]
+    argv += ["--set", f"env_kwargs={json.dumps(kwargs)}", "objective=clipped", "num_envs=2"]
+    argv += ["num_minibatches=2", "steps_per_update=20", "phase_steps=40", "policy_layers=8"]
+    argv += ["value_layers=8", "max_length=20", "eval_every=100", "final_episodes=2"]
+    command = [sys.executable, "-m", "batchrl.scripts.sweep", *argv]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert "batchrl: error: seed 100: " in done.stderr
+    assert done.stderr.endswith("sweep: error: cartpole seed 0 100 exited with 1\n")
+    (line,) = lines(done.stdout)  # The seed that finished, in the results file too.
+    assert (line["seed"], line["finished"], line["env_steps"]) == (0, True, 160)
+    assert metrics_log.read_jsonl(tmp_path / sweep.RESULTS) == [line]

@@ -7,6 +7,7 @@ schedule. `FailingEnv` raises, exits, kills itself or hangs at a chosen step, to
 how workers report and recover. `UnstableEnv` makes MuJoCo warn at its first step.
 `StartCostEnv` observes the CPU time its process had spent when it was built: a
 worker's cost to start. `WitnessEnv` shows the reset options and the closes it got.
+`NaNRewardEnv` rewards NaN from a chosen step in the env of one seed: a run diverges.
 """
 
 from __future__ import annotations
@@ -286,6 +287,27 @@ class FailingEnv(CountingEnv):
             while True:
                 time.sleep(1)
         raise ValueError(f"unknown failure {self.how!r}")
+
+
+class NaNRewardEnv(CountingEnv):
+    """A CountingEnv whose rewards are NaN from its `at`-th step, if first reset with `seed`."""
+
+    def __init__(self, seed: int, at: int, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.poisoned, self.at = seed, at
+        self.first: int | None = None
+        self.count = 0
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        self.first = seed if self.first is None else self.first
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        self.count += 1
+        if self.first == self.poisoned and self.count >= self.at:
+            reward = float("nan")
+        return obs, reward, terminated, truncated, info
 
 
 class StartCostEnv(gym.Env):

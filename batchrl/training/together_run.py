@@ -27,6 +27,7 @@ from batchrl.envs.host import errors
 from batchrl.training import (
     checkpoint,
     device_memory,
+    diverged_seeds,
     environments,
     loop,
     phase_row,
@@ -39,6 +40,7 @@ from batchrl.training import (
     together_host,
     together_memory,
 )
+from batchrl.training.diverged_seeds import DivergedError
 from batchrl.training.keeper import Keeper, restore
 
 logger = logging.getLogger("batchrl.training")
@@ -67,6 +69,36 @@ def train(
             for side, part in parts.items()
         }
         return [next(runs[done]) for done in finished]
+    try:
+        return _together(rundirs, configs, env)
+    except DivergedError as diverged:
+        if len(configs) == 1:
+            raise
+        if any(rundir is None for rundir in rundirs):  # No checkpoint to train on from.
+            stopped_too = "the other seeds stopped with it"
+            raise DivergedError(diverged.seeds, diverged.said, stopped_too) from None
+        stopped = diverged
+    # The others go on from their last checkpoints, as a resume without it would.
+    rest = [i for i, c in enumerate(configs) if c.seed not in stopped.seeds]
+    others = diverged_seeds.named([configs[i].seed for i in rest])
+    how = "trains on without it, from its last checkpoint"
+    if len(rest) > 1:
+        how = "train on without it, from their last checkpoints"
+    logger.warning("%s; %s %s", stopped, others, how)
+    try:
+        train([rundirs[i] for i in rest], [configs[i] for i in rest], env)
+    except DivergedError as later:  # Another seed of the rest: both said.
+        stopped = DivergedError([*stopped.seeds, *later.seeds], [*stopped.said, *later.said])
+    trained = [c.seed for c in configs if c.seed not in stopped.seeds]
+    them = "it" if len(stopped.seeds) == 1 else "them"
+    said = f"{diverged_seeds.named(trained)} trained on without {them}" if trained else ""
+    raise DivergedError(stopped.seeds, stopped.said, said)
+
+
+def _together(
+    rundirs: Sequence[pathlib.Path | None], configs: Sequence[TrainConfig], env: Any
+) -> list[run.Run]:
+    """`train` of seeds none of which has finished: their envs and program built, trained."""
     config = configs[0]
     with contextlib.ExitStack() as opened:
         for rundir in rundirs:
@@ -220,7 +252,9 @@ def _phase(
     ]
     phase_steps = programs.train_steps * programs.num_envs
     env_steps = int(stacked.env_steps[0]) + phase_steps
-    _check_finite(group, agent.learner, rows, env_steps, [k.config.seed for k in keepers])
+    diverged_seeds.check_finite(
+        group, agent.learner, rows, env_steps, [k.config.seed for k in keepers]
+    )
     for row, learned in zip(rows, updated, strict=True):
         if not learned:
             phase_row.drop_update_metrics(row, programs.algorithm)
@@ -262,34 +296,6 @@ def _to_host(
         host.replace(agent=host.agent.replace(storage=storage))
         for host, storage in zip(hosts, storages, strict=True)
     ]
-
-
-def _check_finite(
-    group: together.Together,
-    learners: Any,
-    rows: list[dict[str, float]],
-    env_steps: int,
-    seeds: list[int],
-) -> None:
-    """The algorithm's `check_finite` over every seed at once; its error names the seed."""
-    worst = {name: sum(row[name] for row in rows) for name in rows[0]}  # NaN or inf if any is.
-    try:
-        group.solo.algorithm.check_finite(learners, worst, env_steps)
-    except FloatingPointError:
-        pass
-    else:
-        return
-    host = together.unstack(learners, len(seeds))
-    for seed, learner, row in zip(seeds, host, rows, strict=True):
-        try:
-            group.solo.algorithm.check_finite(learner, row, env_steps)
-        except FloatingPointError as error:
-            others = [str(other) for other in seeds if other != seed]
-            rest = (  # They stopped with it, their folders at their last checkpoint.
-                f"; the other seeds train on from their last checkpoints without it: the "
-                f"train command with --seeds {' '.join(others)} and the same --timestamp"
-            )
-            raise FloatingPointError(f"seed {seed}: {error}{rest}") from None
 
 
 def _common_phase(

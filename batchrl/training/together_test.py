@@ -14,6 +14,7 @@ import pytest
 
 import batchrl
 from batchrl import configs
+from batchrl.bridge import seeds as seeds_lib
 from batchrl.configs import train_config
 from batchrl.envs.host import errors
 from batchrl.scripts import evaluate, plot, sweep, table, train
@@ -21,8 +22,11 @@ from batchrl.testing import interrupt
 from batchrl.training import (
     checkpoint,
     device_memory,
+    diverged_seeds,
     environments,
+    metrics_log,
     placement,
+    results,
     run,
     run_folder,
     together,
@@ -502,16 +506,37 @@ def test_a_non_finite_seed_is_named():
     broken = jax.tree.map(lambda leaf: leaf.at[1].set(np.nan), learners.params)
     values = jax.device_get(group.metrics(together.stack(states).train, learners))
     rows = [{name: float(value[seed]) for name, value in values.items()} for seed in range(2)]
-    together_run._check_finite(group, learners, rows, 200, [4, 7])  # All finite: no error.
+    diverged_seeds.check_finite(group, learners, rows, 200, [4, 7])  # All finite: no error.
     with pytest.raises(FloatingPointError, match=r"^seed 7: parameters \(nan\) became non-finite"):
-        together_run._check_finite(group, learners.replace(params=broken), rows, 200, [4, 7])
-    # The others stopped with it: the line says how they train on without it.
-    with pytest.raises(FloatingPointError) as error:
-        together_run._check_finite(group, learners.replace(params=broken), rows, 200, [4, 7])
-    assert str(error.value).endswith(
-        "; the other seeds train on from their last checkpoints without it: the train "
-        "command with --seeds 4 and the same --timestamp"
-    )
+        diverged_seeds.check_finite(group, learners.replace(params=broken), rows, 200, [4, 7])
+
+
+@pytest.mark.slow
+def test_a_diverged_seed_leaves_the_others_to_train_to_their_budget(tmp_path):
+    # Seed 100's first env rewards NaN from its 30th step (phase 2); seed 0's never do.
+    first = seeds_lib.env_seeds(100, 2)[0]  # Its Gymnasium seed.
+    poison = {"seed": first, "at": 30, "duration": 20, "discrete": True}
+    settings = dict(objective="clipped", num_minibatches=2, num_envs=2, steps_per_update=20)
+    settings |= dict(phase_steps=40, policy_layers=(8,), value_layers=(8,), max_length=20)
+    settings |= dict(eval_every=100, final_episodes=2)
+    said = r"^seed 100: .* became non-finite by env step 80; .*; seed 0 trained on without it$"
+    with pytest.raises(FloatingPointError, match=said):
+        batchrl.train(
+            "cartpole",
+            env="batchrl.testing.mock:NaNRewardEnv",
+            env_kwargs=poison,
+            steps=160,
+            seeds=[0, 100],
+            logdir=tmp_path,
+            **settings,
+        )
+    rows = {
+        folder.name.split("-")[1]: metrics_log.read_jsonl(folder / "metrics.jsonl")
+        for folder in tmp_path.iterdir()
+    }
+    assert [row["step"] for row in rows["seed0"]] == [40, 80, 120, 160]  # Its budget.
+    assert [row["step"] for row in rows["seed100"]] == [40]  # Its last finite phase.
+    assert results.read(next(tmp_path.glob("*seed0*"))).finished
 
 
 @pytest.mark.slow
