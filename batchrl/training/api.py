@@ -254,7 +254,19 @@ def configure(
     given = None
     if env is not None:
         config, given = given_env.with_env(config, env)
-    # After the env: what it sets (its own time limit as max_length) is the keywords' to change.
+    limit, asked = given_env.step_limit(env), settings.get("max_length")
+    if limit is not None and asked is not None:  # Whichever ends an episode first.
+        asked = train_config.typed("max_length", int, asked)
+        if asked > limit:
+            logger.warning(
+                "the env given ends its episodes at its own limit of %d steps, below "
+                "max_length=%d: max_length=%d is taken",
+                limit,
+                asked,
+                limit,
+            )
+            settings = {**settings, "max_length": limit}
+    # After the env: what else it sets is the keywords' to change.
     keywords = train_config.set_fields(config, settings.items(), train_config.typed)
     train_config.say_dropped_env_kwargs(config, keywords)
     config = keywords

@@ -269,6 +269,9 @@ def test_a_gymnasium_env_made_by_gym_make_is_recorded_by_its_id_keywords_and_ste
         {"g": 5.0},
     )
     assert config.max_length == 100
+    # With max_length too, whichever ends an episode first: the made limit of 100 was lost.
+    assert api.configure("pendulum", env=made, max_length=150)[0].max_length == 100
+    assert api.configure("pendulum", env=made, max_length=50)[0].max_length == 50
     config, _, given = api.configure(
         "pendulum", env=gym.make("Pendulum-v1", render_mode="rgb_array")
     )

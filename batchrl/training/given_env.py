@@ -163,10 +163,8 @@ def _with_instance(config: TrainConfig, env: gym.Env) -> tuple[TrainConfig, Any]
         )
     registered = gym.registry.get(spec.id)
     changes = {"backend": backend, "env": spec.id, "env_kwargs": {}}
-    if spec.max_episode_steps is not None and (
-        registered is None or spec.max_episode_steps != registered.max_episode_steps
-    ):
-        changes["max_length"] = spec.max_episode_steps  # The run's step limit.
+    if step_limit(env) is not None:
+        changes["max_length"] = step_limit(env)  # The run's step limit.
     same = ("order_enforce", "disable_env_checker", "entry_point")
     if (
         registered is None
@@ -179,6 +177,23 @@ def _with_instance(config: TrainConfig, env: gym.Env) -> tuple[TrainConfig, Any]
     if backend == "ale":  # Its env_kwargs hold ale-py's options too (reward clipping): kept.
         kwargs = {**config.env_kwargs, **kwargs}
     return train_config.replace(config, **{**changes, "env_kwargs": kwargs}), None
+
+
+def step_limit(env: Any) -> int | None:
+    """The step limit a given env object sets the run, which the run's envs do not keep.
+
+    A JAX-native env's `max_length`; a made Gymnasium env's `max_episode_steps` where
+    gym.make was given one other than its id's (its TimeLimit is not made again).
+    """
+    if isinstance(env, gym.Env) and env.spec is not None:
+        spec, registered = env.spec, gym.registry.get(env.spec.id)
+        if spec.max_episode_steps is not None and (
+            registered is None or spec.max_episode_steps != registered.max_episode_steps
+        ):
+            return spec.max_episode_steps
+        return None
+    limit = getattr(env, "max_length", None)
+    return limit if isinstance(limit, int) and hasattr(env, "env_spec") else None
 
 
 def _registering_name(env_id: str) -> str | None:
