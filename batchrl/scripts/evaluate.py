@@ -35,7 +35,7 @@ import gymnasium as gym
 
 from batchrl.configs import TrainConfig, train_config
 from batchrl.envs.host import errors as env_errors
-from batchrl.scripts import action_choice
+from batchrl.scripts import action_choice, exiting
 from batchrl.scripts.train import UsageError
 from batchrl.training import checkpoint, environments, loop, placement, run_folder, tail_average
 
@@ -287,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, gym.error.Error, env_errors.EnvError) as error:
         # The run's env not found here (its module not importable, an id registered by a
         # script), or failing: one line, as the train command says it.
-        print(f"evaluate: error: {str(error).splitlines()[0]}", file=sys.stderr)
+        print(f"evaluate: error: {exiting.first_line(error)}", file=sys.stderr)
         return 1
     return 0
 

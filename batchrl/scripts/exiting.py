@@ -29,6 +29,15 @@ PARENT = "BATCHRL_TERMINATE_WITH_PARENT"
 _PR_SET_PDEATHSIG = 1
 
 
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message: the one a command ends with.
+
+    Its type's name where the message is empty (a bare `assert`, a `MemoryError()`).
+    """
+    lines = [line for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
+
+
 def leave(status: int) -> NoReturn:
     """Exits with `status`; when interrupted, without waiting for XLA's programs in flight."""
     if status != INTERRUPTED:

@@ -110,7 +110,7 @@ def list_keys(base: configs.TrainConfig | None = None) -> str:
             config = configs.parse_override(base, f"objective={objective}")
         except ValueError as error:  # This run's settings need its own objective.
             config = configs.parse_override(configs.TrainConfig(), f"objective={objective}")
-            kept = f", defaults: {str(error).splitlines()[0]}"
+            kept = f", defaults: {exiting.first_line(error)}"
         lines.append(f"# objective={objective} (also as algorithm.KEY{kept})")
         algorithm = configs.to_dict(config)["algorithm"]
         lines += [f"{name} = {value!r}" for name, value in algorithm.items() if name != "objective"]
@@ -255,7 +255,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _checkpoint_error(),
         run_folder.WriteError,  # A full disk, a read-only folder: the file and what to do.
     ) as error:
-        print(f"batchrl: error: {str(error).splitlines()[0]}", file=sys.stderr)
+        print(f"batchrl: error: {exiting.first_line(error)}", file=sys.stderr)
         return 1
     except RuntimeError as error:  # XLA's allocator: arrays larger than the device's memory.
         message = device_memory.out_of_memory(error)

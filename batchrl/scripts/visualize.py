@@ -37,7 +37,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from batchrl.scripts import action_choice
+from batchrl.scripts import action_choice, exiting
 from batchrl.training import run_folder
 
 
@@ -150,7 +150,7 @@ def film_env(config):
             ) from None
         if not kwargs:
             raise
-        said = str(error).splitlines()[0]
+        said = exiting.first_line(error)
         raise UsageError(
             f"Gymnasium's env {config.env!r}, which visualize films the run in, refused its "
             f"env_kwargs={kwargs!r}: {said}"
@@ -181,8 +181,6 @@ def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
     The policy takes its mean action, or samples where `config.eval_sample` says so.
     Episode i starts at `reset(seed=config.seed + i)`.
     """
-    import imageio
-
     made = not outdir.exists()
     try:
         outdir.mkdir(parents=True, exist_ok=True)
@@ -190,43 +188,54 @@ def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
         raise UsageError(f"--outdir {str(outdir)!r} is a file, not a folder") from None
     except OSError as error:
         raise run_folder.write_error(outdir, error, started=False) from None
-    try:  # The first episode's start, checked before any episode is played.
-        env = film_env(config)
-        obs, _ = env.reset(seed=config.seed)
-        frame = first_frame(env, config)
-    except UsageError:
-        if made:  # No empty folder left behind.
+    try:
+        stats = _played(config, policy, episodes, outdir)
+    except BaseException:
+        if made and not any(outdir.iterdir()):  # No empty folder left behind.
             outdir.rmdir()
         raise
-    stale = _videos_named(outdir)  # An earlier recording's, removed once this one is written.
-    fps = env.metadata.get("render_fps", 30)
-    if config.backend != "ale":  # One frame a policy step: `action_repeat` env steps.
-        fps /= config.action_repeat
-    stats = []
-    deterministic = not config.eval_sample
-    for episode in range(episodes):
-        if episode:
-            obs, _ = env.reset(seed=config.seed + episode)
-            frame = env.render()
-        policy.reset()
-        frames, score, length, done = [frame], 0.0, 0, False
-        while not done:
-            obs, reward, terminated, truncated, _ = env.step(policy.act(obs, deterministic))
-            frames.append(env.render())
-            score, length, done = score + float(reward), length + 1, terminated or truncated
-        path = outdir / f"episode-{episode}.mp4"
-        with warnings.catch_warnings():
-            # imageio starts ffmpeg with fork+exec; exec follows at once, so JAX's threads
-            # cannot deadlock the child.
-            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")
-            written(path, imageio.mimwrite, path, frames, fps=fps, macro_block_size=1)
-        row = {"episode": episode, "return": score, "length": length, "video": path.name}
-        stats.append(row if deterministic else {**row, "sampled": True})
-    env.close()
     path = outdir / "episodes.json"
+    stale = _videos_named(outdir)  # An earlier recording's, removed once this one is written.
     written(path, path.write_text, json.dumps(stats, indent=2) + "\n")
     for name in stale - {row["video"] for row in stats}:
         (outdir / name).unlink(missing_ok=True)
+    return stats
+
+
+def _played(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
+    """`record`'s episodes, each written to its MP4 in `outdir` as it ends; their stats."""
+    import imageio
+
+    env = film_env(config)
+    try:
+        # The first episode's start, checked before any episode is played.
+        obs, _ = env.reset(seed=config.seed)
+        frame = first_frame(env, config)
+        fps = env.metadata.get("render_fps", 30)
+        if config.backend != "ale":  # One frame a policy step: `action_repeat` env steps.
+            fps /= config.action_repeat
+        stats = []
+        deterministic = not config.eval_sample
+        for episode in range(episodes):
+            if episode:
+                obs, _ = env.reset(seed=config.seed + episode)
+                frame = env.render()
+            policy.reset()
+            frames, score, length, done = [frame], 0.0, 0, False
+            while not done:
+                obs, reward, terminated, truncated, _ = env.step(policy.act(obs, deterministic))
+                frames.append(env.render())
+                score, length, done = score + float(reward), length + 1, terminated or truncated
+            path = outdir / f"episode-{episode}.mp4"
+            with warnings.catch_warnings():
+                # imageio starts ffmpeg with fork+exec; exec follows at once, so JAX's
+                # threads cannot deadlock the child.
+                warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")
+                written(path, imageio.mimwrite, path, frames, fps=fps, macro_block_size=1)
+            row = {"episode": episode, "return": score, "length": length, "video": path.name}
+            stats.append(row if deterministic else {**row, "sampled": True})
+    finally:
+        env.close()
     return stats
 
 
@@ -286,8 +295,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"visualize: error: {error}", file=sys.stderr)
         return 1
     except Exception as error:
-        name = type(error).__name__
-        print(f"visualize: error: {name}: {str(error).splitlines()[0]}", file=sys.stderr)
+        name, said = type(error).__name__, exiting.first_line(error)
+        print(f"visualize: error: {name}{': ' + said if said != name else ''}", file=sys.stderr)
         return 1
     for row in stats:
         print(f"episode {row['episode']}: return {row['return']:.1f}, length {row['length']}")

@@ -322,3 +322,17 @@ def test_an_env_of_ones_own_that_cannot_film_is_refused_before_any_episode(tmp_p
         "env 'Pendulum-v1' renders no RGB frame (render() gave None): visualize films an env "
         "that renders with render_mode='rgb_array'"
     )
+
+
+def test_an_error_without_a_message_is_one_line_and_leaves_no_empty_outdir(run, tmp_path, capsys):
+    # An env that takes render_mode but renders nothing raises a bare NotImplementedError:
+    # the command's own line ended in an IndexError, and left the new --outdir behind.
+    rundir = tmp_path / run.name
+    shutil.copytree(run, rundir)
+    config = run_folder.read_config(rundir)
+    env = "batchrl.testing.mock:NoRenderEnv"
+    run_folder.write_config(rundir, configs.replace(config, env=env, backend="processes"))
+    outdir = tmp_path / "videos"
+    assert visualize.main(["--logdir", str(rundir), "--outdir", str(outdir)]) == 1
+    assert capsys.readouterr().err == "visualize: error: NotImplementedError\n"
+    assert not outdir.exists()

@@ -8,6 +8,7 @@ how workers report and recover. `UnstableEnv` makes MuJoCo warn at its first ste
 `StartCostEnv` observes the CPU time its process had spent when it was built: a
 worker's cost to start. `WitnessEnv` shows the reset options and the closes it got.
 `NaNRewardEnv` rewards NaN from a chosen step in the env of one seed: a run diverges.
+`NoRenderEnv` takes a render mode and renders nothing.
 """
 
 from __future__ import annotations
@@ -308,6 +309,16 @@ class NaNRewardEnv(CountingEnv):
         if self.first == self.poisoned and self.count >= self.at:
             reward = float("nan")
         return obs, reward, terminated, truncated, info
+
+
+class NoRenderEnv(CountingEnv):
+    """Takes `render_mode` but renders nothing of its own: Gymnasium's bare NotImplementedError."""
+
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"]}
+
+    def __init__(self, render_mode: str | None = None, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.render_mode = render_mode
 
 
 class StartCostEnv(gym.Env):
