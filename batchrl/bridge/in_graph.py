@@ -76,18 +76,28 @@ class BridgeState:
 _TOKEN = jax.ShapeDtypeStruct((), np.int32)
 
 
-def compiled_dtype(dtype: Any) -> np.dtype:
-    """The dtype compiled code receives for values of `dtype`: 64-bit ones become 32-bit."""
+def compiled_dtype(dtype: Any, kind: str | None = None) -> np.dtype:
+    """The dtype compiled code receives for values of `dtype`: 64-bit ones become 32-bit.
+
+    A Box's 64-bit integers (`kind` vector or image: numbers, not indices) become float32:
+    as int32 a value past 2**31 wrapped silently, where float32 rounds it.
+    """
     dtype = np.dtype(dtype)
+    if dtype.itemsize == 8 and dtype.kind in "iu" and kind in _NUMBERS:
+        return np.dtype(np.float32)
     if dtype.itemsize == 8 and dtype.kind in "iuf":
         return np.dtype(f"{dtype.kind}4")
     return dtype
 
 
+_NUMBERS = (env_spec_lib.VECTOR, env_spec_lib.IMAGE)
+
+
 def compiled_observation(observation: Any) -> Any:
     """An observation tree of `ObsLeaf` with each dtype as compiled code receives it."""
     return env_spec_lib.map_tree(
-        lambda leaf: dataclasses.replace(leaf, dtype=compiled_dtype(leaf.dtype).name), observation
+        lambda leaf: dataclasses.replace(leaf, dtype=compiled_dtype(leaf.dtype, leaf.kind).name),
+        observation,
     )
 
 

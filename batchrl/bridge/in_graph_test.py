@@ -54,6 +54,22 @@ def test_jitted_steps_match_stepping_the_batch_directly(in_place):
 )
 def test_compiled_dtypes_narrow_64_bits_only(dtype, compiled):
     assert in_graph.compiled_dtype(dtype) == np.dtype(compiled)
+    assert in_graph.compiled_dtype(dtype, env_spec_lib.DISCRETE) == np.dtype(compiled)
+
+
+def test_a_box_of_64_bit_integers_arrives_as_float32_not_wrapped():
+    # Numbers past 2**31 in a Box: as int32 they wrapped (2**32 + 5 read 5), silently.
+    space = gym.spaces.Box(0, 2**40, (2,), np.int64)
+    for kind in (env_spec_lib.VECTOR, env_spec_lib.IMAGE):
+        assert in_graph.compiled_dtype("int64", kind) == np.float32
+    constructors = [functools.partial(mock.SpaceEnv, space, duration=3)] * 2
+    with BatchEnv.external(constructors, envs_per_worker=2) as batch_env:
+        env = bridge.InGraphBatchEnv(batch_env, seed=3)
+        assert env.env_spec.observation.dtype == "float32"
+        _, obs = jax.jit(env.init)(jax.random.key(0))
+        host = gym.vector.SyncVectorEnv(constructors).reset(seed=seeds.env_seeds(3, 2))[0]
+    assert host.max() > 2**31  # The draws are beyond int32, and arrive rounded only.
+    np.testing.assert_allclose(np.asarray(obs), host, rtol=1e-7)
 
 
 # A nested observation of float64, uint8, int64, bool and int8 leaves; keys out of order.
