@@ -434,6 +434,11 @@ def test_an_env_without_a_name_needs_logdir_none(tmp_path):
         "env 'Corridor' is defined in this script, which the train command and evaluate "
         "never run: define it in a module and give env='module:Corridor', or logdir=None"
     )
+    made = lambda: cue.Cue()  # noqa: E731  A lambda of the script's: no name to give.
+    made.__module__ = "__main__"
+    with pytest.raises(ValueError) as error:
+        batchrl.train("blackjack", env=made, logdir=tmp_path)
+    assert str(error.value).endswith("give env='module:function', or logdir=None")
     # An env object of a module's class: its class by name records it, if built alike.
     with pytest.raises(ValueError) as error:
         batchrl.train("pendulum_jax", env=classic.Pendulum(), logdir=tmp_path)
@@ -519,12 +524,18 @@ def test_an_env_made_as_module_colon_id_is_refused_naming_that_name(tmp_path, mo
     try:
         with pytest.raises(ValueError) as refused:
             batchrl.train("blackjack", env=gym.make("cues:FolderCue-v0"), logdir=logdir)
+        with pytest.raises(ValueError) as by_id:  # The id once imported: no env object.
+            batchrl.train("blackjack", env="FolderCue-v0", logdir=logdir)
     finally:
         gym.registry.pop("FolderCue-v0", None)
         sys.modules.pop("cues", None)
-    assert str(refused.value) == (
-        "env 'FolderCue-v0' is found only where its module is imported, which an env object "
-        "does not record: give env='cues:FolderCue-v0', or logdir=None"
+    assert (
+        str(refused.value)
+        == str(by_id.value)
+        == (
+            "env 'FolderCue-v0' is found only where its module is imported, which its id alone "
+            "does not say: give env='cues:FolderCue-v0', or logdir=None"
+        )
     )
     assert not logdir.exists() or not any(logdir.iterdir())
 

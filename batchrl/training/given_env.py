@@ -39,7 +39,7 @@ def check_recordable(config: TrainConfig, given: Any, logdir: Any) -> None:
             if named is not None:  # gym.make("module:id") made it: the module is not kept.
                 raise ValueError(
                     f"env {config.env!r} is found only where its module is imported, which "
-                    f"an env object does not record: give env={named!r}, or logdir=None"
+                    f"its id alone does not say: give env={named!r}, or logdir=None"
                 )
             raise ValueError(
                 f"env {config.env!r} is registered in this process only, which the train "
@@ -54,9 +54,11 @@ def check_recordable(config: TrainConfig, given: Any, logdir: Any) -> None:
             f"{config.env}', or logdir=None"
         )
     if getattr(given, "__module__", None) == "__main__":
+        # A lambda's or a nested function's name is none an import finds.
+        name = config.env if config.env.isidentifier() else "function"
         raise ValueError(
             f"env {config.env!r} is defined in this script, which the train command and "
-            f"evaluate never run: define it in a module and give env='module:{config.env}', "
+            f"evaluate never run: define it in a module and give env='module:{name}', "
             "or logdir=None"
         )
     if isinstance(given, functools.partial) and given.func is gym.make:
