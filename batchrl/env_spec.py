@@ -61,9 +61,12 @@ class ObsLeaf:
 
         Integer ones too: an Atari game's RAM (128 uint8) or a frame of rank 2 reached
         the MLP as raw 0..255 floats, and its policy collapsed where float32 ones learned.
+        An image without one pair of finite bounds to scale it by too: features around
+        1,000 in a rank-3 Box reached the CNN raw, and its policy was certain in a phase.
         """
         dtype = np.dtype(self.dtype)
-        return self.kind == VECTOR and dtype != np.bool_ and np.issubdtype(dtype, np.number)
+        numbers = dtype != np.bool_ and np.issubdtype(dtype, np.number)
+        return numbers and (self.kind == VECTOR or (self.kind == IMAGE and self.low is None))
 
     @property
     def size(self) -> int:

@@ -15,8 +15,9 @@ other layer moves observation trees leaf by leaf. Per leaf, over its own dims:
 The leaves' features are concatenated in `jax.tree.leaves` order: [..., F] with
 F = `EnvSpec.feature_size`, for any leading axes ([B], [T, B], [E, L]). The observation
 normaliser is a tree like the observation: a `NormalizerState` at each vector leaf of
-numbers (`ObsLeaf.normalized`), None elsewhere. `layout` says which stretch of the features is
-an image and which CNN (`networks.cnn`) reads it; the networks apply the CNNs.
+numbers and each unbounded image (`ObsLeaf.normalized`), None elsewhere. `layout` says
+which stretch of the features is an image and which CNN (`networks.cnn`) reads it; the
+networks apply the CNNs.
 """
 
 from __future__ import annotations
@@ -186,6 +187,8 @@ def _encode(
     if leaf.kind == env_spec_lib.MULTI_DISCRETE:
         return _multi_one_hot(leaf, x)
     if leaf.kind == env_spec_lib.IMAGE:
+        if leaf.normalized and normalize:  # No bounds to scale it by (`_image`).
+            x = normalizer.normalize(state, x, center=True, clip=clip)
         return _image(leaf, x, channels)
     if leaf.kind == env_spec_lib.VECTOR and leaf.normalized and normalize:
         return normalizer.normalize(state, x, center=True, clip=clip)

@@ -89,15 +89,21 @@ def test_a_flat_box_is_normalised_then_flattened_as_before():
     np.testing.assert_array_equal(encoder.update_normalizer(leaf, state, obs).count, 10.0)
 
 
-def test_tuples_multi_discrete_leaves_of_one_count_and_unbounded_images():
+def test_tuples_multi_discrete_leaves_of_one_count_and_unbounded_images_normalised():
     spec = (
         env_spec.ObsLeaf((2, 2), "int32", env_spec.MULTI_DISCRETE, (2, 2, 2, 2), (0,) * 4),
         env_spec.ObsLeaf((1, 1, 2), "float32", env_spec.IMAGE),
     )
     obs = (np.array([[[0, 1], [1, 0]]], np.int32), np.array([[[[3.0, -1.0]]]], np.float32))
-    features = encoder.features(spec, encoder.init_normalizer(spec), obs)
+    norm = encoder.init_normalizer(spec)
+    features = encoder.features(spec, norm, obs)  # An empty stream's statistics: as is.
     np.testing.assert_array_equal(features, [[1, 0, 0, 1, 0, 1, 1, 0, 3.0, -1.0]])
-    assert encoder.init_normalizer(spec) == (None, None)
+    # No bounds to scale it by: features around 1,000 reached the CNN raw, unnormalised.
+    assert norm[0] is None and norm[1].mean.shape == (1, 1, 2)
+    images = np.array([1000.0, 10.0, 1004.0, 30.0], np.float32).reshape(2, 1, 1, 2)
+    updated = encoder.update_normalizer(spec, norm, (np.zeros((2, 2, 2), np.int32), images))
+    features = encoder.features(spec, updated, (np.zeros((2, 2, 2), np.int32), images))
+    np.testing.assert_allclose(features[:, 8:], [[-0.7071, -0.7071], [0.7071, 0.7071]], rtol=1e-4)
 
 
 def test_a_leaf_of_the_wrong_shape_is_named():
