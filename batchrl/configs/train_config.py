@@ -19,7 +19,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from batchrl.configs import backends, config_checks
+from batchrl.configs import backends, config_checks, peer_names
 from batchrl.ppo import config as ppo_config
 from batchrl.setting_types import read_fields, type_of, typed
 
@@ -194,6 +194,10 @@ def _with_objective(config: TrainConfig, objective: str) -> TrainConfig:
 def _check_key(name: str, algorithm: ppo_config.Common) -> None:
     """Raises the one-line ValueError for a key that is neither the run's nor `algorithm`'s."""
     bare = name[len(_PREFIX) :] if name.startswith(_PREFIX) else name
+    listed = "python -m batchrl.scripts.train --list-keys lists them"  # Also from Python.
+    peer = peer_names.hint(bare)  # Before the other objective's: batch_size means otherwise.
+    if peer is not None:
+        raise ValueError(f"unknown config key {name!r}{peer} ({listed})")
     for other, other_kind in ppo_config.OBJECTIVES.items():
         if bare in _fields(other_kind) and not isinstance(algorithm, other_kind):
             raise ValueError(
@@ -202,7 +206,6 @@ def _check_key(name: str, algorithm: ppo_config.Common) -> None:
             )
     close = difflib.get_close_matches(bare, _all_keys(), n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    listed = "python -m batchrl.scripts.train --list-keys lists them"  # Also from Python.
     raise ValueError(f"unknown config key {name!r}{hint} ({listed})")
 
 

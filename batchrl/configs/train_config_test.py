@@ -163,6 +163,28 @@ def test_bad_settings_are_one_line_errors(assignment, message):
         overrides.parse_override(presets.get("pendulum"), assignment)
 
 
+@pytest.mark.parametrize(
+    ("assignment", "ours"),
+    [
+        ("clip_range=0.1", "clip_ratio"),  # Was "did you mean 'clip_value'?": the value loss's.
+        ("clip_coef=0.1", "clip_ratio"),  # Was 'value_coef'.
+        ("clip_range_vf=0.2", "clip_value"),  # Was 'clip_ratio'.
+        ("n_steps=2048", r"steps_per_update \(steps per env"),  # Was 'steps', the budget.
+        ("num_steps=128", r"steps_per_update \(steps per env"),
+        ("batch_size=64", r"num_minibatches, a count \(num_envs x steps_per_update / "),
+        ("gamma=0.9", "discount"),  # No hint at all before.
+        ("total_timesteps=100", "steps"),
+    ],
+)
+def test_stable_baselines3_and_cleanrl_names_are_given_batchrls(assignment, ours):
+    # batch_size said "a setting of objective 'kl_penalty' (set objective=kl_penalty
+    # first)", which made a clipped preset the penalty objective.
+    name = assignment.partition("=")[0]
+    said = rf"^unknown config key '{name}', Stable-Baselines3's or CleanRL's name: batchrl's is "
+    with pytest.raises(ValueError, match=said + ours):
+        overrides.parse_override(presets.get("cheetah_clipped"), assignment)
+
+
 @pytest.mark.parametrize("name", ["pendulum", "cheetah_clipped", "acrobot_gymnax", "ant_clipped"])
 def test_yaml_round_trips_typed(name):
     config = presets.get(name)
