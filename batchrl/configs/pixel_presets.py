@@ -134,8 +134,8 @@ def _atari(env: str) -> TrainConfig:
     """Clipped PPO on an Atari game in ale-py's vector env (backend 'ale'), 10M steps.
 
     CleanRL's ppo_atari.py: 8 envs x 128 steps an update, 4 minibatches, 4 epochs, Adam
-    at 2.5e-4 falling linearly to zero, gradients clipped to norm 0.5, discount 0.99, GAE
-    lambda 0.95, the ratio and the value clipped at 0.1, entropy 0.01, value 0.5,
+    at 2.5e-4 falling linearly to 1/N of it at the last of N updates, gradients clipped to
+    norm 0.5, discount 0.99, GAE lambda 0.95, the ratio and the value clipped at 0.1, entropy 0.01, value 0.5,
     advantages standardised per minibatch, rewards clipped to [-1, 1] and not scaled; the
     Nature CNN shared by policy and value (orthogonal init, 0.01 for the logits); frames
     of DQN's preprocessing (4 frames skipped, max-pooled, 84 x 84 grayscale, 4 stacked,

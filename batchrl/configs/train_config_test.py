@@ -156,11 +156,19 @@ def test_set_reads_integers_exactly_and_in_scientific_notation():
         ("init_output_factor=inf", r"^init_output_factor must be a finite number, got inf$"),
         ("kl_cutoff_coef=inf", r"^kl_cutoff_coef must be a finite number, got inf$"),
         ("ray_actors=31", r"^ray_actors must be at most num_envs=30, got 31$"),
+        ("final_discount=0.5", r"^final_discount is a setting of objective 'clipped'"),
     ],
 )
 def test_bad_settings_are_one_line_errors(assignment, message):
     with pytest.raises(ValueError, match=message):
         overrides.parse_override(presets.get("pendulum"), assignment)
+
+
+def test_a_final_discount_below_the_discount_is_refused_in_one_line():
+    config = presets.get("cheetah_clipped")  # discount 0.99
+    with pytest.raises(ValueError, match=r"^final_discount=0.5 is below discount=0.99: the "):
+        overrides.parse_override(config, "final_discount=0.5")
+    assert overrides.parse_overrides(config, ["final_discount=0.999"]).algorithm.final_discount
 
 
 @pytest.mark.parametrize(

@@ -212,7 +212,7 @@ def update(
         "old_dist": old_dist,
         **advantages(learner.params, value.reshape(steps, num_envs)),
     }
-    # CleanRL's anneal_lr: Adam's step scaled by 1 - updates/total, reaching zero at `steps`.
+    # CleanRL's anneal_lr: Adam's step scaled by 1 - updates/total, 1/N at the last of N.
     lr_scale = jnp.maximum(1.0 - progress, 0.0) if config.anneal_learning_rate else 1.0
 
     def loss_fn(params: dict, minibatch: dict) -> tuple[jax.Array, dict]:

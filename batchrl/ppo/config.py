@@ -226,7 +226,8 @@ class ClippedConfig(Common):
     update_epochs: int = 10
     gae_lambda: float | None = 0.95
     reward_scale: str = "return"
-    # Fall linearly to zero over `steps`, as CleanRL's anneal_lr.
+    # Fall linearly over `steps` to 1/N of learning_rate at the last of N updates, as
+    # CleanRL's anneal_lr.
     anneal_learning_rate: bool = False
     # Rise linearly from `discount` to this over `steps` in the advantages (François-Lavet et
     # al. 2015, "How to discount deep RL"); None: `discount` throughout. Rewards are scaled
@@ -251,6 +252,11 @@ class ClippedConfig(Common):
         _positive(self, "clip_ratio", "clip_value", "target_kl")
         if self.final_discount is not None and not 0.0 < self.final_discount <= 1.0:
             raise ValueError(f"final_discount must be in (0, 1] or None, got {self.final_discount}")
+        if self.final_discount is not None and self.final_discount < self.discount:
+            raise ValueError(  # Accepted before: the discount fell where it was said to rise.
+                f"final_discount={self.final_discount} is below discount={self.discount}: the "
+                "discount rises from discount to final_discount (None: discount throughout)"
+            )
 
     def check(self, shape: RunShape) -> None:
         """Minibatches must divide the rollout, and hold two rows to standardise advantages.

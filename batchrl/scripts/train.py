@@ -121,6 +121,11 @@ def requested_config(
     args: argparse.Namespace, base: configs.TrainConfig | None = None
 ) -> configs.TrainConfig:
     """The config the command line asks for: --config's preset (or `base`), --seed, --set."""
+    for assignment in args.set if args.seed is not None else ():
+        if assignment.partition("=")[0].strip() == "seed":  # The later won, unsaid.
+            raise UsageError(
+                f"give --seed or --set seed=..., not both: --seed {args.seed}, --set {assignment}"
+            )
     try:
         config = api.named_config(args.config)[0] if args.config else base
         seed = [f"seed={args.seed}"] if args.seed is not None else []

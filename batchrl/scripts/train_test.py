@@ -881,3 +881,13 @@ def test_a_run_restarted_without_a_checkpoint_shows_each_step_once_in_tensorboar
     # The restarted run's points, not the failed run's, where both wrote a step.
     seconds = [value for _, value in scalars["perf/train_seconds"]]
     assert seconds == pytest.approx([row["perf/train_seconds"] for row in rows], rel=1e-5)
+
+
+def test_seed_and_set_seed_together_are_refused_in_one_line(tmp_path, capsys):
+    # The later of the two won, unsaid.
+    argv = ["--logdir", str(tmp_path), "--config", "cartpole_jax", "--seed", "1"]
+    assert train.main([*argv, "--set", "num_envs=4", "seed=2"]) == 2
+    assert capsys.readouterr().err == (
+        "batchrl: error: give --seed or --set seed=..., not both: --seed 1, --set seed=2\n"
+    )
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
