@@ -135,9 +135,10 @@ def _atari(env: str) -> TrainConfig:
 
     CleanRL's ppo_atari.py: 8 envs x 128 steps an update, 4 minibatches, 4 epochs, Adam
     at 2.5e-4 falling linearly to 1/N of it at the last of N updates, gradients clipped to
-    norm 0.5, discount 0.99, GAE lambda 0.95, the ratio and the value clipped at 0.1, entropy 0.01, value 0.5,
-    advantages standardised per minibatch, rewards clipped to [-1, 1] and not scaled; the
-    Nature CNN shared by policy and value (orthogonal init, 0.01 for the logits); frames
+    norm 0.5, discount 0.99, GAE lambda 0.95, the ratio and the value clipped at 0.1,
+    entropy 0.01, value 0.5, advantages standardised per minibatch, rewards clipped to
+    [-1, 1] and not scaled; the Nature CNN shared by policy and value (orthogonal init,
+    0.01 for the logits); frames
     of DQN's preprocessing (4 frames skipped, max-pooled, 84 x 84 grayscale, 4 stacked,
     no-ops and FIRE at a game's start), no sticky actions. A lost life ends the episode
     for the learner and the game plays on (ale-py's life_loss_info), as CleanRL's
