@@ -151,18 +151,32 @@ def replaced(paths: Sequence[pathlib.Path]) -> list[str]:
     """
     where: dict[tuple[str, int], pathlib.Path] = {}
     moved: dict[tuple[pathlib.Path, pathlib.Path], list[str]] = {}
+    twice = []  # Two run folders of one config and seed in one folder: one was dropped.
     for path in paths:
-        for _, record in records(path):
+        folders: dict[tuple[str, int], str] = {}
+        for at, record in records(path):
             if record.get("benchmark") == "learning" and record.get("finished"):
                 run = (record["config"], int(record["seed"]))
                 if where.get(run, path) != path:
                     moved.setdefault((where[run], path), []).append(f"{run[0]} seed {run[1]}")
                 where[run] = path
-    return [
+                if run in folders:
+                    twice.append(
+                        f"{folders[run]} and {at} are both {run[0]} seed {run[1]}: the last "
+                        "counts (runs of other settings would pool as one config's seeds)"
+                    )
+                if _of_folders(path):
+                    folders[run] = at
+    return twice + [
         f"{len(runs)} run(s) of {old} are listed again in {new}, whose lines count "
         f"(a run listed twice counts its last line): {', '.join(dict.fromkeys(runs))}"
         for (old, new), runs in moved.items()
     ]
+
+
+def _of_folders(path: pathlib.Path) -> bool:
+    """Whether `records` makes `path`'s lines from run folders, not from JSON lines."""
+    return path.is_dir() and not (path / "results.jsonl").is_file()
 
 
 def records(path: pathlib.Path) -> list[tuple[str, dict]]:

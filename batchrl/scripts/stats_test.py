@@ -1,4 +1,5 @@
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -168,6 +169,14 @@ def test_the_run_folders_of_train_seeds_are_read_as_a_sweeps_lines(tmp_path, cap
         summary = json.loads(capsys.readouterr().out)["configs"]["pendulum_jax"]
         assert summary["seeds"] == [3, 4]
         assert sorted(summary["scores"]) == pytest.approx(sorted(finals.values()), abs=0.01)
+    # A second run of seed 3 in the folder: one of the two was left out without a word.
+    again = tmp_path / ("20990101T000000-" + runs[0].rundir.name.split("-", 1)[1])
+    shutil.copytree(runs[0].rundir, again)
+    assert stats.main([str(tmp_path), "--reps", "50"]) == 0
+    assert capsys.readouterr().err == (
+        f"stats: note: {runs[0].rundir} and {again} are both pendulum_jax seed 3: the last "
+        "counts (runs of other settings would pool as one config's seeds)\n"
+    )
 
 
 def test_runs_a_later_file_lists_again_are_said_and_counted_from_it(tmp_path, capsys):
