@@ -108,6 +108,14 @@ def _unbracketed(name: str, text: str) -> str:
     return inner
 
 
+def steps_argument(text: str) -> int:
+    """A command's `--steps` as `--set steps=` reads it (`1e6` too); argparse's error else."""
+    try:
+        return _parse("steps", int, text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def add_argument(parser: argparse.ArgumentParser) -> None:
     """The commands' `--set`: several `key=value` after one, or the flag given again."""
     parser.add_argument(

@@ -313,7 +313,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--out", type=pathlib.Path, help="image file to draw the profile in, e.g. profile.png"
     )
-    parser.add_argument("--reps", type=int, default=2000, help="bootstrap resamples")
+    parser.add_argument(
+        "--reps", type=int, default=2000, help="bootstrap resamples (default: 2000)"
+    )
     parser.add_argument(
         "--score",
         choices=sorted(SCORES),

@@ -69,8 +69,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="CONFIG",
         help="presets' names, or run folders or config YAML files to start from",
     )
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0], metavar="SEED")
-    parser.add_argument("--steps", type=int, help="budget of env steps (default: the preset's)")
+    parser.add_argument(
+        "--seeds", nargs="+", type=int, default=[0], metavar="SEED", help="a run each (default: 0)"
+    )
+    parser.add_argument(
+        "--steps",
+        type=configs.overrides.steps_argument,
+        help="budget of env steps, 1e6 too (default: the preset's)",
+    )
     configs.overrides.add_argument(parser)
     parser.add_argument(
         "--together",

@@ -427,3 +427,14 @@ def test_a_together_sweep_with_a_diverged_seed_writes_the_others_lines_then_fail
     (line,) = lines(done.stdout)  # The seed that finished, in the results file too.
     assert (line["seed"], line["finished"], line["env_steps"]) == (0, True, 160)
     assert metrics_log.read_jsonl(tmp_path / sweep.RESULTS) == [line]
+
+
+def test_steps_are_read_as_set_steps_reads_them(capsys):
+    # --set steps=1e6 was taken where --steps 1e6 was "invalid int value".
+    argv = ["--logdir", "runs", "--configs", "pendulum", "--steps"]
+    assert sweep.parse_args([*argv, "1e6"]).steps == 1_000_000
+    with pytest.raises(SystemExit):
+        sweep.parse_args([*argv, "many"])
+    assert capsys.readouterr().err.endswith(
+        "error: argument --steps: steps='many': expected an integer\n"
+    )

@@ -335,7 +335,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m batchrl.scripts.table", description=__doc__.splitlines()[0]
     )
     parser.add_argument("paths", nargs="*", type=pathlib.Path, help="sweep JSON lines")
-    parser.add_argument("--reps", type=int, default=REPS, help="bootstrap resamples")
+    parser.add_argument(
+        "--reps", type=int, default=REPS, help=f"bootstrap resamples (default: {REPS})"
+    )
     parser.add_argument("--seeds", action="store_true", help="every seed's final return instead")
     _add_column_options(parser)
     page = parser.add_mutually_exclusive_group()

@@ -91,15 +91,17 @@ def _print_listing(text: str) -> int:
     return 0
 
 
-def list_keys(base: configs.TrainConfig | None = None) -> str:
+def list_keys(base: configs.TrainConfig | None = None, named: bool = True) -> str:
     """The run's keys, then each objective's (`objective=NAME` chooses one), with values.
 
-    The values are `base`'s (the command's --config and --set), or the defaults. The other
-    objective's are those `--set objective=NAME` gives it: the settings both objectives
-    share keep `base`'s values.
+    The values are `base`'s (the command's --config and --set), or the defaults, which
+    `named=False` (no --config) says are no preset's. The other objective's are those
+    `--set objective=NAME` gives it: the settings both objectives share keep `base`'s values.
     """
-    base = base or configs.TrainConfig()
     lines = ["# the run"]
+    if not named:  # Values no preset has: said so.
+        lines[0] += " (no --config: the defaults of a TrainConfig, which no preset keeps)"
+    base = base or configs.TrainConfig()
     for name, value in configs.to_dict(base).items():
         if name != "algorithm":
             lines.append(f"{name} = {value!r}")
@@ -221,7 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _print_listing(list_presets())
     if args.list_keys:  # With the values --config and --set give.
         try:
-            return _print_listing(list_keys(requested_config(args, configs.TrainConfig())))
+            asked = requested_config(args, configs.TrainConfig())
+            return _print_listing(list_keys(asked, named=bool(args.config)))
         except UsageError as error:
             print(f"batchrl: error: {error}", file=sys.stderr)
             return 2

@@ -772,8 +772,13 @@ def test_list_keys_shows_the_values_config_and_set_give(capsys):
     mine = out.index("# objective=clipped (also as algorithm.KEY)")
     other = out.index("# objective=kl_penalty (also as algorithm.KEY, shared settings kept)")
     assert out[mine + 1 : other].count("policy_layers = [256, 256]") == 1
+    assert out[0] == "# the run"
     assert train.main(["--list-keys", "--set", "num_envz=8"]) == 2
     assert "unknown config key 'num_envz'" in capsys.readouterr().err
+    assert train.main(["--list-keys"]) == 0  # Pendulum-v1 at 1000 steps and 0.995: no preset.
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "# the run (no --config: the defaults of a TrainConfig, which no preset keeps)"
+    )
     # Settings only its own objective takes were a traceback, in the other's section.
     assert train.main(["--list-keys", "--config", "pendulum_jax", "--set", "recurrent=true"]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -69,7 +69,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--logdir", required=True, help="the run folder, DIR/<timestamp>-<config>")
     parser.add_argument("--outdir", required=True, help="where videos and episodes.json go")
-    parser.add_argument("--episodes", type=int, default=1, help="episodes to record")
+    parser.add_argument("--episodes", type=int, default=1, help="episodes to record (default: 1)")
     parser.add_argument(
         "--best", action="store_true", help="the run's best-evaluated policy, not its last"
     )
