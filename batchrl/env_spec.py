@@ -21,7 +21,8 @@ import numpy as np
 
 # What an observation leaf is, which decides how the policy's encoder reads it.
 VECTOR = "vector"  # A Box of numbers; normalised by streaming statistics when float.
-IMAGE = "image"  # A rank-3 Box (height, width, channels in either order); scaled by its bounds.
+IMAGE = "image"  # A rank-3 Box (height, width, channels in either order); scaled by its
+# bounds, or normalised as a vector where it has none.
 DISCRETE = "discrete"  # One integer in [start, start + n): one-hot.
 MULTI_DISCRETE = "multi_discrete"  # Integers, each in its own range: one one-hot each.
 BINARY = "binary"  # Zeros and ones (MultiBinary, a bool Box): read as floats.

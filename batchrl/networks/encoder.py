@@ -143,7 +143,8 @@ def features(
         obs_norm: The normaliser tree (`init_normalizer`'s structure).
         obs: Observations, the spec's structure, leaves [..., *leaf.shape] with the same
             leading axes.
-        normalize: Scale vector leaves of numbers by their statistics; else only cast them.
+        normalize: Scale vector leaves of numbers, and images without bounds, by their
+            statistics; else only cast them.
         clip: Clip normalised leaves to [-clip, clip]; None leaves them unclipped.
         channels: Where images' channels are (`channels_first`): their features are
             [..., H * W * C] in (height, width, channels) order either way.

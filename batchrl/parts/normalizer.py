@@ -7,8 +7,8 @@ scaled but not centred and clipped to +-10:
     obs = normalizer.normalize(obs_norm, obs, center=True, clip=5.0)
     reward = normalizer.normalize(reward_norm, reward, center=False, clip=10.0)
 
-One state holds the statistics of one array; an observation tree has one at each float
-vector leaf (`networks.encoder.init_normalizer`).
+One state holds the statistics of one array; an observation tree has one at each vector
+leaf of numbers and image without bounds (`networks.encoder.init_normalizer`).
 
 Batches are merged with the parallel-variance formula of Chan et al., which stays
 accurate when the data's mean is large relative to its spread.

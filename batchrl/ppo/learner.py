@@ -27,7 +27,8 @@ class Learner:
     Attributes:
         params: {"policy": ..., "value": ...} network parameters.
         opt_state: The optimiser's state.
-        obs_norm: Streaming statistics of each vector leaf of numbers of the observation (the
+        obs_norm: Streaming statistics of each vector leaf of numbers (and image without
+            bounds) of the observation (the
             policy sees them normalised), a tree like the observation: a
             `NormalizerState` at each such leaf, None elsewhere (`encoder.init_normalizer`).
         reward_norm: Streaming statistics of rewards, or of discounted returns.
@@ -76,7 +77,8 @@ def normalizer_metrics(learner: Learner) -> dict[str, jax.Array]:
     """Summaries of the streaming normalisers: mean and std over observation dimensions.
 
     Observation summaries cover the normalised leaves, all their dimensions together;
-    an observation with none (one-hots, images) has none, and its count is the rewards'.
+    an observation with none (one-hots, bounded images) has none, and its count is the
+    rewards'.
     One program: run op by op after every phase, its few operations compiled one
     program each on a run's first phase (0.35 s of a `pendulum_jax` run's start here).
     """

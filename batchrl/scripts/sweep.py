@@ -331,9 +331,10 @@ def _sweep(
             print(f"sweep: error: {error}", file=sys.stderr)
             return 2
         for seed in seeds:
-            finished = results.read(rundir_of(args, config, seed)).finished
-            if failed is not None and not finished:
-                continue
+            done = results.read(rundir_of(args, config, seed))
+            finished = done.finished
+            if failed is not None and not _to_budget(rundir_of(args, config, seed), done):
+                continue  # Not trained, or finished at a budget the failed command raised.
             if seed not in trained and not finished:
                 skipped += 1  # Another process trains it.
                 continue
@@ -368,6 +369,11 @@ def _sweep(
         )
         return SKIPPED
     return 0
+
+
+def _to_budget(rundir: pathlib.Path, done: results.Summary) -> bool:
+    """Whether the run in `rundir` finished the budget its folder's config now holds."""
+    return done.finished and done.env_steps >= run_folder.read_config(rundir).steps
 
 
 def append_line(path: pathlib.Path, line: str) -> None:

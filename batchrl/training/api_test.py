@@ -272,6 +272,8 @@ def test_a_gymnasium_env_made_by_gym_make_is_recorded_by_its_id_keywords_and_ste
     # With max_length too, whichever ends an episode first: the made limit of 100 was lost.
     assert api.configure("pendulum", env=made, max_length=150)[0].max_length == 100
     assert api.configure("pendulum", env=made, max_length=50)[0].max_length == 50
+    above = gym.make("Pendulum-v1", max_episode_steps=500)  # The run's envs keep the id's 200.
+    assert api.configure("pendulum", env=above, max_length=1000)[0].max_length == 200
     config, _, given = api.configure(
         "pendulum", env=gym.make("Pendulum-v1", render_mode="rgb_array")
     )
@@ -438,7 +440,7 @@ def test_an_env_without_a_name_needs_logdir_none(tmp_path):
     made.__module__ = "__main__"
     with pytest.raises(ValueError) as error:
         batchrl.train("blackjack", env=made, logdir=tmp_path)
-    assert str(error.value).endswith("give env='module:function', or logdir=None")
+    assert str(error.value).endswith("give env='module:name', or logdir=None")
     # An env object of a module's class: its class by name records it, if built alike.
     with pytest.raises(ValueError) as error:
         batchrl.train("pendulum_jax", env=classic.Pendulum(), logdir=tmp_path)

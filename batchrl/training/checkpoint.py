@@ -311,6 +311,14 @@ def _restore(saved: Any, target: Any, path: str) -> Any:
     """Decodes `saved` leaf by leaf into the state dict structure of `target`."""
     if isinstance(saved, dict) and saved.get(_FRESH_MARK) is True:
         return target  # Left out when saved: as freshly built.
+    if saved is None and isinstance(target, dict) and "/obs_norm" in path:
+        # An unbounded image, unnormalised in runs saved before 2026-12-04: its statistics
+        # begin now, as a new run's do.
+        logger.warning("checkpoint holds no statistics at %s: they begin at this resume", path)
+        return target
+    if _widened_obs(saved, target, path):  # An int64 Box, int32 in runs saved before.
+        widened = saved.astype(np.float32)
+        return jax.device_put(widened) if isinstance(target, jax.Array) else widened
     if isinstance(target, dict):
         if not isinstance(saved, dict) or _KEY_MARK in saved:
             _mismatch(path, saved, target)
@@ -329,6 +337,22 @@ def _restore(saved: Any, target: Any, path: str) -> Any:
     if type(saved) is not type(target):
         _mismatch(path, saved, target)
     return saved
+
+
+def _widened_obs(saved: Any, target: Any, path: str) -> bool:
+    """Whether `saved` is an int32 observation that compiled code now holds as float32.
+
+    Observations of a `Box` of 64-bit integers were int32 (and wrapped past 2**31)
+    in runs saved before 2026-12-04; they load, as the float32 they now arrive as.
+    """
+    return (
+        "obs" in path
+        and isinstance(saved, np.ndarray)
+        and isinstance(target, jax.Array | np.ndarray)
+        and saved.dtype == np.int32
+        and target.dtype == np.float32
+        and saved.shape == target.shape
+    )
 
 
 def _restore_key(saved: Any, target: jax.Array, path: str) -> jax.Array:

@@ -306,3 +306,23 @@ def test_the_best_state_keeps_the_score_it_was_kept_for(tmp_path):
     _assert_same(checkpoint.load(path, _state(1)), state)
     older = checkpoint.save(tmp_path, 4, state)  # As best.bin was written before scores.
     assert checkpoint.best_of(older) == (4, None)
+
+
+def test_runs_saved_before_int64_boxes_widened_and_unbounded_images_normalised_load(
+    tmp_path, caplog
+):
+    # Their observations int32 where they now arrive as float32, and no statistics where
+    # an unbounded image now has them: both were "structure mismatch", blamed on config.
+    old = {"obs": {"counts": np.array([[4, 2**20]], np.int32)}, "obs_norm": {"frame": None}}
+    checkpoint.save(tmp_path, 1, old)
+    fresh = {"mean": np.zeros((2, 2, 1), np.float32), "count": np.zeros((), np.float32)}
+    target = {"obs": {"counts": np.zeros((1, 2), np.float32)}, "obs_norm": {"frame": fresh}}
+    with caplog.at_level(logging.WARNING, logger="batchrl.training"):
+        _, restored = checkpoint.load_latest(tmp_path, target)
+    np.testing.assert_array_equal(restored["obs"]["counts"], [[4.0, 2.0**20]])
+    assert restored["obs"]["counts"].dtype == np.float32
+    assert jax.tree.map(np.shape, restored["obs_norm"]["frame"]) == {"mean": (2, 2, 1), "count": ()}
+    assert not np.any(restored["obs_norm"]["frame"]["mean"])  # As a new run's statistics.
+    assert "holds no statistics at /obs_norm/frame" in caplog.text
+    with pytest.raises(checkpoint.CheckpointError, match="structure mismatch"):  # Elsewhere.
+        checkpoint.load_latest(tmp_path, {**target, "obs_norm": {"frame": np.zeros(1)}})

@@ -45,8 +45,12 @@ def check_finite(
     else:
         return
     host = together.unstack(learners, len(seeds))
+    diverged, said = [], []
     for seed, learner, row in zip(seeds, host, rows, strict=True):
         try:
             group.solo.algorithm.check_finite(learner, row, env_steps)
-        except FloatingPointError as error:  # The first seed found; `train` goes on.
-            raise DivergedError([seed], [f"seed {seed}: {error}"]) from None
+        except FloatingPointError as error:  # Every such seed: `train` goes on without them.
+            diverged.append(seed)
+            said.append(f"seed {seed}: {error}")
+    if diverged:
+        raise DivergedError(diverged, said)

@@ -55,7 +55,7 @@ def check_recordable(config: TrainConfig, given: Any, logdir: Any) -> None:
         )
     if getattr(given, "__module__", None) == "__main__":
         # A lambda's or a nested function's name is none an import finds.
-        name = config.env if config.env.isidentifier() else "function"
+        name = config.env if config.env.isidentifier() else "name"
         raise ValueError(
             f"env {config.env!r} is defined in this script, which the train command and "
             f"evaluate never run: define it in a module and give env='module:{name}', "
@@ -165,8 +165,10 @@ def _with_instance(config: TrainConfig, env: gym.Env) -> tuple[TrainConfig, Any]
         )
     registered = gym.registry.get(spec.id)
     changes = {"backend": backend, "env": spec.id, "env_kwargs": {}}
-    if step_limit(env) is not None:
-        changes["max_length"] = step_limit(env)  # The run's step limit.
+    if spec.max_episode_steps is not None and (
+        registered is None or spec.max_episode_steps != registered.max_episode_steps
+    ):  # The run's step limit; one above the id's is cut there, said by `check_run`.
+        changes["max_length"] = spec.max_episode_steps
     same = ("order_enforce", "disable_env_checker", "entry_point")
     if (
         registered is None
@@ -185,15 +187,15 @@ def step_limit(env: Any) -> int | None:
     """The step limit a given env object sets the run, which the run's envs do not keep.
 
     A JAX-native env's `max_length`; a made Gymnasium env's `max_episode_steps` where
-    gym.make was given one other than its id's (its TimeLimit is not made again).
+    gym.make was given one other than its id's (its TimeLimit is not made again), at
+    most its id's, which the run's envs, made by id, keep.
     """
     if isinstance(env, gym.Env) and env.spec is not None:
         spec, registered = env.spec, gym.registry.get(env.spec.id)
-        if spec.max_episode_steps is not None and (
-            registered is None or spec.max_episode_steps != registered.max_episode_steps
-        ):
-            return spec.max_episode_steps
-        return None
+        own = None if registered is None else registered.max_episode_steps
+        if spec.max_episode_steps is None or spec.max_episode_steps == own:
+            return None
+        return spec.max_episode_steps if own is None else min(spec.max_episode_steps, own)
     limit = getattr(env, "max_length", None)
     return limit if isinstance(limit, int) and hasattr(env, "env_spec") else None
 

@@ -391,7 +391,7 @@ def _check_values(path: str, leaf: env_spec_lib.ObsLeaf, array: np.ndarray) -> N
     if leaf.kind in spaces.COUNTED or dtype.kind not in "iu" or array.dtype.kind not in "iuf":
         return
     info = np.iinfo(dtype)
-    # The policy's dtype, as compiled code takes it (a Box of 64-bit integers: float32).
+    # The policy's dtype, as compiled code takes it.
     allowed = f"this leaf takes {dtype} values, {info.min} to {info.max}"
     if array.dtype.kind == "f":  # As Gymnasium's Box.contains refuses it.
         raise ValueError(f"{path} is {array.dtype}: {allowed} (not scaled)")

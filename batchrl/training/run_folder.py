@@ -322,7 +322,7 @@ def read_config_file(path: str | os.PathLike) -> train_config.TrainConfig:
 
 def _first_line(error: Exception) -> str:
     """An error's first line; a YAML error's with what it met and where (line, column)."""
-    first = str(error).splitlines()[0]
+    first = (str(error).splitlines() or [type(error).__name__])[0]
     mark = getattr(error, "problem_mark", None)
     if isinstance(error, yaml.MarkedYAMLError) and error.problem and mark is not None:
         context = f"{error.context}: " if error.context else ""
@@ -352,7 +352,7 @@ def read_spec(rundir: str | os.PathLike) -> env_spec_lib.EnvSpec | None:
     except FileNotFoundError:
         return None
     except (json.JSONDecodeError, ValueError, TypeError) as error:
-        first = str(error).splitlines()[0]
+        first = (str(error).splitlines() or [type(error).__name__])[0]
         raise RunFolderError(f"cannot read {str(path)!r}: {first}") from None
 
 

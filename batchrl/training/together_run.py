@@ -52,7 +52,9 @@ def train(
     """Trains the runs of `configs` (one seed each) in `rundirs`, new or to resume, together.
 
     As `run.train` does for one run: `rundirs` of None train in memory; `env` replaces
-    the env the configs name. Returns each seed's `Run`, in the order given. What each
+    the env the configs name. Returns each seed's `Run`, in the order given. Seeds whose
+    numbers turn non-finite stop; the others train on to their budget (in memory: stop
+    too), and then a `DivergedError` names them. What each
     seed keeps of a phase (rows, checkpoints) is written in a thread of its own beside
     the next phase, from one copy of all seeds' states to the host.
     """
@@ -72,18 +74,19 @@ def train(
     try:
         return _together(rundirs, configs, env)
     except DivergedError as diverged:
-        if len(configs) == 1:
-            raise
-        if any(rundir is None for rundir in rundirs):  # No checkpoint to train on from.
-            stopped_too = "the other seeds stopped with it"
-            raise DivergedError(diverged.seeds, diverged.said, stopped_too) from None
-        stopped = diverged
-    # The others go on from their last checkpoints, as a resume without it would.
+        # Anew: the error's traceback would hold every seed's state through the retraining.
+        stopped = DivergedError(diverged.seeds, diverged.said)
+    them = "it" if len(stopped.seeds) == 1 else "them"
     rest = [i for i, c in enumerate(configs) if c.seed not in stopped.seeds]
+    if not rest:
+        raise stopped
+    if any(rundir is None for rundir in rundirs):  # No checkpoint to train on from.
+        raise DivergedError(stopped.seeds, stopped.said, f"the other seeds stopped with {them}")
+    # The others go on from their last checkpoints, as a resume without it would.
     others = diverged_seeds.named([configs[i].seed for i in rest])
-    how = "trains on without it, from its last checkpoint"
+    how = f"trains on without {them}, from its last checkpoint"
     if len(rest) > 1:
-        how = "train on without it, from their last checkpoints"
+        how = f"train on without {them}, from their last checkpoints"
     logger.warning("%s; %s %s", stopped, others, how)
     try:
         train([rundirs[i] for i in rest], [configs[i] for i in rest], env)
