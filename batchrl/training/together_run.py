@@ -211,6 +211,9 @@ def _train(
             run_signals.raise_received(received)  # A signal in the last phase still stops it.
         for future in kept:
             future.result()
+    except DivergedError:
+        progress.close()  # The warning that the others train on starts a line of its own.
+        raise
     except KeyboardInterrupt:
         progress.close()
         for writer in writers:
