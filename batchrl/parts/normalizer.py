@@ -191,4 +191,6 @@ def non_finite(state: NormalizerState, name: str) -> str | None:
     named = ", ".join(where) + (f" ({int(bad.sum())} elements)" if bad.sum() > 3 else "")
     if np.isfinite(mean[bad]).all():
         return f"{named} reached the normaliser too large for float32 statistics: scale them"
-    return f"{named} reached the normaliser non-finite (NaN or inf): check them"
+    # A float64 past float32's largest (3.4e38) arrives as inf: the env's own was finite.
+    why = "NaN or inf, or beyond float32's 3.4e38"
+    return f"{named} reached the normaliser non-finite ({why}): check them"

@@ -129,12 +129,12 @@ def test_non_finite_tells_a_nan_from_numbers_too_large_for_float32():
     nan = normalizer.update(state, jnp.array([[np.nan, 1.0, np.inf]]))
     assert normalizer.non_finite(nan, 'obs["position"]') == (
         'obs["position"][0], obs["position"][2] reached the normaliser non-finite (NaN or '
-        "inf): check them"
+        "inf, or beyond float32's 3.4e38): check them"
     )
     many = normalizer.update(normalizer.init((2, 3)), jnp.full((1, 2, 3), np.nan))
     assert normalizer.non_finite(many, "obs") == (
         "obs[0][0], obs[0][1], obs[0][2] (6 elements) reached the normaliser non-finite "
-        "(NaN or inf): check them"
+        "(NaN or inf, or beyond float32's 3.4e38): check them"
     )
 
 
