@@ -331,11 +331,11 @@ def _sweep(
             print(f"sweep: error: {error}", file=sys.stderr)
             return 2
         for seed in seeds:
-            done = results.read(rundir_of(args, config, seed))
-            finished = done.finished
-            if failed is not None and not _to_budget(rundir_of(args, config, seed), done):
+            rundir = rundir_of(args, config, seed)
+            done = results.read(rundir)
+            if failed is not None and not _to_budget(rundir, done):
                 continue  # Not trained, or finished at a budget the failed command raised.
-            if seed not in trained and not finished:
+            if seed not in trained and not done.finished:
                 skipped += 1  # Another process trains it.
                 continue
             together = len(trained) if seed in trained and len(trained) > 1 else None

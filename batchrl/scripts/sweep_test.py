@@ -427,6 +427,12 @@ def test_a_together_sweep_with_a_diverged_seed_writes_the_others_lines_then_fail
     (line,) = lines(done.stdout)  # The seed that finished, in the results file too.
     assert (line["seed"], line["finished"], line["env_steps"]) == (0, True, 160)
     assert metrics_log.read_jsonl(tmp_path / sweep.RESULTS) == [line]
+    # A run the failed command raised the budget of is finished, at the old one: no line.
+    rundir = tmp_path / "seed0-cartpole"
+    assert sweep._to_budget(rundir, results.read(rundir))
+    config = run_folder.read_config(rundir)
+    run_folder.write_config(rundir, dataclasses.replace(config, steps=320))
+    assert not sweep._to_budget(rundir, results.read(rundir))
 
 
 def test_steps_are_read_as_set_steps_reads_them(capsys):

@@ -478,11 +478,15 @@ def test_refused_seeds_leave_no_folder_and_same_second_runs_take_the_next_stamp(
     ]
 
 
+# Clipped CartPole-sized runs on the mock host envs of 20-step episodes.
+TINY_HOST = dict(objective="clipped", num_minibatches=2, steps_per_update=20, max_length=20)
+TINY_HOST |= dict(policy_layers=(8,), value_layers=(8,))
+
+
 @pytest.mark.slow
 def test_host_seeds_rows_count_worker_restarts(tmp_path):
     failing = {"where": "step", "how": "exit", "at": 150, "duration": 20, "discrete": True}
-    settings = dict(objective="clipped", num_minibatches=2, num_envs=4, steps_per_update=20)
-    settings |= dict(phase_steps=400, policy_layers=(8,), value_layers=(8,), max_length=20)
+    settings = dict(TINY_HOST, num_envs=4, phase_steps=400)
     runs = batchrl.train(
         "cartpole",
         env="batchrl.testing.mock:FailingEnv",
@@ -509,6 +513,12 @@ def test_a_non_finite_seed_is_named():
     diverged_seeds.check_finite(group, learners, rows, 200, [4, 7])  # All finite: no error.
     with pytest.raises(FloatingPointError, match=r"^seed 7: parameters \(nan\) became non-finite"):
         diverged_seeds.check_finite(group, learners.replace(params=broken), rows, 200, [4, 7])
+    # Both at once, in one error: the second was found only by training the rest again.
+    both = jax.tree.map(lambda leaf: leaf.at[:].set(np.nan), learners.params)
+    with pytest.raises(diverged_seeds.DivergedError) as error:
+        diverged_seeds.check_finite(group, learners.replace(params=both), rows, 200, [4, 7])
+    assert error.value.seeds == [4, 7] and str(error.value).count("became non-finite") == 2
+    assert diverged_seeds.named([4, 7, 9]) == "seeds 4, 7 and 9"
 
 
 @pytest.mark.slow
@@ -516,9 +526,7 @@ def test_a_diverged_seed_leaves_the_others_to_train_to_their_budget(tmp_path):
     # Seed 100's first env rewards NaN from its 30th step (phase 2); seed 0's never do.
     first = seeds_lib.env_seeds(100, 2)[0]  # Its Gymnasium seed.
     poison = {"seed": first, "at": 30, "duration": 20, "discrete": True}
-    settings = dict(objective="clipped", num_minibatches=2, num_envs=2, steps_per_update=20)
-    settings |= dict(phase_steps=40, policy_layers=(8,), value_layers=(8,), max_length=20)
-    settings |= dict(eval_every=100, final_episodes=2)
+    settings = dict(TINY_HOST, num_envs=2, phase_steps=40, eval_every=100, final_episodes=2)
     said = r"^seed 100: .* became non-finite by env step 80; .*; seed 0 trained on without it$"
     with pytest.raises(FloatingPointError, match=said):
         batchrl.train(
