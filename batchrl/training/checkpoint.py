@@ -194,12 +194,17 @@ def load(path: str | os.PathLike, target: Any, part: tuple[str, ...] = ()) -> An
         raise CheckpointError(f"{path}: structure mismatch: {message}") from None
 
 
+_LISTINGS = 5  # Tries of `load_latest` while a run training on removes what it listed.
+
+
 def load_latest(
     directory: str | os.PathLike, target: Any, part: tuple[str, ...] = ()
 ) -> tuple[int, Any] | None:
     """Loads the newest checkpoint in `directory` that loads, skipping corrupt newer ones.
 
-    Each skipped checkpoint is reported as a warning on the "batchrl.training" logger.
+    A checkpoint removed between listing and reading (a run training on keeps its last
+    few) is not corrupt: the folder is listed again. Each skipped checkpoint is reported as
+    a warning on the "batchrl.training" logger.
 
     Args:
         directory: Run folder.
@@ -212,19 +217,29 @@ def load_latest(
     Raises:
         CheckpointError: Checkpoints exist but none of them loads.
     """
-    available = steps(directory)
-    if not available:
-        return None
-    failed = []
-    for step in reversed(available):
-        try:
-            return step, load(path_for(directory, step), target, part)
-        except CheckpointError as error:
-            logger.warning("Skipping checkpoint %s", error)
-            failed.append(error)
-    # The newest's reason in the error itself: where warnings go unseen, it still says why.
+    for _ in range(_LISTINGS):
+        available = steps(directory)
+        if not available:
+            return None
+        failed = []
+        for step in reversed(available):
+            path = path_for(directory, step)
+            try:
+                return step, load(path, target, part)
+            except CheckpointError as error:
+                if not path.exists():  # Rotated away by the run training on: a newer one is there.
+                    break
+                logger.warning("Skipping checkpoint %s", error)
+                failed.append(error)
+        else:
+            # The newest's reason in the error itself: where warnings go unseen, it says why.
+            raise CheckpointError(
+                f"none of the {len(available)} checkpoints in {directory} loads; the newest, "
+                f"{failed[0]}"
+            )
     raise CheckpointError(
-        f"none of the {len(available)} checkpoints in {directory} loads; the newest, {failed[0]}"
+        f"the checkpoints in {directory} were each removed as they were read, {_LISTINGS} "
+        "times: is a run with keep_checkpoints=1 training there?"
     )
 
 

@@ -17,7 +17,10 @@ A recurrent policy keeps each env's carry from one call to the next, as the envs
 on: call `reset()` when every env starts an episode (or `reset(mask)` for some of them);
 a call with another number of envs starts them all afresh, with a warning. `predict`
 takes and returns the carry instead, as Stable-Baselines3's recurrent policies do. A
-policy pickles with its key and carries, so it acts in another process as it would here.
+policy pickles with its key and carries, so it acts in another process as it would here
+(one started by `spawn` or `forkserver`: a child forked from a process where JAX ran hangs
+in JAX's threads, and is refused in one line). Threads may share a policy: its calls take
+turns, each sampled action drawn from a key of its own.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from __future__ import annotations
 import logging
 import os
 import pathlib
-from collections.abc import Callable, Mapping
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import jax
@@ -35,12 +39,20 @@ import numpy as np
 from batchrl import algorithm as algorithm_lib
 from batchrl import env_spec as env_spec_lib
 from batchrl.configs import TrainConfig, train_config
-from batchrl.envs import spaces
-from batchrl.training import checkpoint, run_folder
+from batchrl.training import checkpoint, policy_obs, run_folder
 
 logger = logging.getLogger("batchrl.training")
 
 LEARNER = ("agent", "learner")  # Where the policy sits in a checkpoint's `loop.RunState`.
+_forked = [False]  # Whether this process was forked from one where a policy was made.
+_made = [False]  # Whether a policy was made in this process (JAX's threads started).
+
+
+def _note_fork() -> None:
+    _forked[0] = _made[0]
+
+
+os.register_at_fork(after_in_child=_note_fork)
 
 
 class Policy:
@@ -52,8 +64,13 @@ class Policy:
         networks: algorithm_lib.Networks,
         learner: algorithm_lib.Learner,
         seed: int = 0,
+        config: TrainConfig | None = None,
     ):
+        _check_not_forked()
+        _made[0] = True
         self._algorithm, self._networks, self._learner = algorithm, networks, learner
+        self._config = config
+        self._lock = threading.RLock()  # Threads' calls take turns: each reads and sets the key.
         self._key = jax.random.key(seed)
         self._acting = None  # The acting state of the envs of the last call.
         self._agents = {
@@ -79,11 +96,14 @@ class Policy:
             "learner": jax.device_get(self._learner),
             "key": (jax.random.key_impl(self._key), np.asarray(jax.random.key_data(self._key))),
             "acting": jax.device_get(self._acting),
+            "config": self._config,
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        if _forked[0]:  # Raised at its first call: raised here, a pool's task was lost unsaid.
+            return
         learner = jax.tree.map(jnp.asarray, state["learner"])
-        self.__init__(state["algorithm"], state["networks"], learner)
+        self.__init__(state["algorithm"], state["networks"], learner, config=state.get("config"))
         impl, data = state["key"]
         self._key = jax.random.wrap_key_data(data, impl=impl)
         self._acting = jax.tree.map(jnp.asarray, state["acting"])  # None stays None.
@@ -98,16 +118,31 @@ class Policy:
         """What acting reads: parameters and normalisers."""
         return self._learner
 
+    @property
+    def config(self) -> TrainConfig | None:
+        """The run's config: how its evaluation acted (`eval_sample`), its env, `max_length`.
+
+        None for a policy made without one (`run.policy` of a run in memory has its own).
+        """
+        return self._config
+
     def act(self, obs: Any, deterministic: bool = True) -> Any:
         """The action for one env's observation, or actions [N, ...] for a batch of N."""
         if not isinstance(deterministic, bool | np.bool_):  # "False" took the mean action.
             raise ValueError(f"deterministic is True or False, got {deterministic!r}")
-        batch, single = _batch(self.env_spec.observation, obs)
-        self._ready(jax.tree.leaves(batch)[0].shape[0])
-        perform = self._perform[bool(deterministic)]
-        self._acting, action, key = perform(self._acting, batch, self._key)
-        if not deterministic:  # The mode draws nothing: samples do not depend on its calls.
-            self._key = key
+        _check_not_forked()
+        if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(obs)):
+            raise TypeError(
+                "policy.act takes NumPy observations and runs a compiled program of its own: "
+                "call it outside jax.jit and jax.vmap"
+            )
+        batch, single = policy_obs.as_batch(self.env_spec.observation, obs)
+        with self._lock:  # Two threads read one key and drew the same samples.
+            self._ready(jax.tree.leaves(batch)[0].shape[0])
+            perform = self._perform[bool(deterministic)]
+            self._acting, action, key = perform(self._acting, batch, self._key)
+            if not deterministic:  # The mode draws nothing: samples do not depend on its calls.
+                self._key = key
         if self.env_spec.action is not None:  # A tree: each leaf in the dtype its space has.
             dtypes = env_spec_lib.map_tree(lambda leaf: leaf.dtype, self.env_spec.action)
             action = env_spec_lib.map_tree(_host_action, dtypes, action)
@@ -131,32 +166,34 @@ class Policy:
         next time, so two loops of envs keep their own; `episode_start` [N] starts those
         envs' episodes first. `deterministic` is False by default, as in SB3.
         """
+        _check_not_forked()
         if not self._networks.recurrent:
             return self.act(observation, deterministic), None
-        batch, single = _batch(self.env_spec.observation, observation)
-        size = jax.tree.leaves(batch)[0].shape[0]
-        self._ready(size, said=False)  # The carry comes from `state`, whatever the size.
-        carry = self._acting.running.carry
-        if state is None:
-            self._acting = self._begin(self._acting, jnp.ones(size, bool))
-        else:
-            given = np.asarray(state, np.float32)
-            given = given[None] if single and given.ndim == carry.ndim - 1 else given
-            if given.shape != carry.shape:
-                want = carry.shape[1:] if single else carry.shape
-                raise ValueError(f"state has shape {np.shape(state)}: this policy's is {want}")
-            running = self._acting.running.replace(carry=jnp.asarray(given))
-            self._acting = self._acting.replace(running=running)
-        if episode_start is not None:
-            starts = np.asarray(episode_start, bool)
-            if starts.size != size:  # Its reset was skipped, and the carry went on.
-                raise ValueError(
-                    f"episode_start has shape {starts.shape}: the policy acts on {size} envs"
-                )
-            self.reset(starts.reshape(size))
-        action = self.act(observation, deterministic)
-        carry = np.array(self._acting.running.carry)
-        return action, carry[0] if single else carry
+        batch, single = policy_obs.as_batch(self.env_spec.observation, observation)
+        with self._lock:  # The carry set, then acted from: one call's at a time.
+            size = jax.tree.leaves(batch)[0].shape[0]
+            self._ready(size, said=False)  # The carry comes from `state`, whatever the size.
+            carry = self._acting.running.carry
+            if state is None:
+                self._acting = self._begin(self._acting, jnp.ones(size, bool))
+            else:
+                given = np.asarray(state, np.float32)
+                given = given[None] if single and given.ndim == carry.ndim - 1 else given
+                if given.shape != carry.shape:
+                    want = carry.shape[1:] if single else carry.shape
+                    raise ValueError(f"state has shape {np.shape(state)}: this policy's is {want}")
+                running = self._acting.running.replace(carry=jnp.asarray(given))
+                self._acting = self._acting.replace(running=running)
+            if episode_start is not None:
+                starts = np.asarray(episode_start, bool)
+                if starts.size != size:  # Its reset was skipped, and the carry went on.
+                    raise ValueError(
+                        f"episode_start has shape {starts.shape}: the policy acts on {size} envs"
+                    )
+                self.reset(starts.reshape(size))
+            action = self.act(observation, deterministic)
+            carry = np.array(self._acting.running.carry)
+            return action, carry[0] if single else carry
 
     def _ready(self, size: int, said: bool = True) -> None:
         """An acting state for `size` envs: the last call's, or every env's afresh.
@@ -167,7 +204,7 @@ class Policy:
             return
         if said and self._acting is not None and self._networks.recurrent:
             logger.warning(
-                "a recurrent policy acted on %d envs and now on %d: every env's carry starts "
+                "a recurrent policy acted on %d env(s) and now on %d: every env's carry starts "
                 "afresh (predict(obs, state) keeps each env's)",
                 _num_envs(self._acting),
                 size,
@@ -176,6 +213,7 @@ class Policy:
 
     def reset(self, mask: Any = None) -> None:
         """Starts the episodes of every env, or of those `mask` [N] marks (a recurrent policy)."""
+        _check_not_forked()
         if self._acting is None:
             return
         size = _num_envs(self._acting)
@@ -186,7 +224,8 @@ class Policy:
         if len(other):  # 2 was read as True.
             raise ValueError(f"reset's mask holds {other[0].item()!r}: True/False or 1/0 only")
         mask = raw.astype(bool).reshape(size)
-        self._acting = self._begin(self._acting, jnp.asarray(mask))
+        with self._lock:
+            self._acting = self._begin(self._acting, jnp.asarray(mask))
 
 
 def _performs(agent: Any) -> Callable[[Any, Any, jax.Array], tuple[Any, Any, jax.Array]]:
@@ -206,9 +245,11 @@ def _performs(agent: Any) -> Callable[[Any, Any, jax.Array], tuple[Any, Any, jax
 def load(rundir: str | os.PathLike, *, best: bool = False, seed: int | None = None) -> Policy:
     """The policy of the run in `rundir`: its newest good checkpoint, or with `best` its best.
 
-    Sampled actions draw from a key of `seed`, by default the run's own. Reads the run's
-    config, its env spec and the checkpoint's learner, and builds no env (a folder written
-    before runs kept their spec builds one, in this process, to read it). One-line errors:
+    `rundir` may also name one checkpoint file of a run's `checkpoints` folder, to load that
+    phase's policy. Sampled actions draw from a key of `seed`, by default the run's own.
+    Reads the run's config, its env spec and the checkpoint's learner, and builds no env
+    (a folder written before runs kept their spec builds one, in this process, to read it).
+    One-line errors:
     `run_folder.RunFolderError` for a missing folder, config or checkpoint,
     `checkpoint.CheckpointError` for a checkpoint that does not load.
     """
@@ -219,13 +260,14 @@ def load(rundir: str | os.PathLike, *, best: bool = False, seed: int | None = No
         )
     if not isinstance(best, bool | np.bool_):  # "False", from a flag or a file, was true.
         raise ValueError(f"best is True or False, got {best!r}")
-    rundir = pathlib.Path(rundir)
+    _check_not_forked()
+    rundir, path = _checkpoint_file(pathlib.Path(rundir), best)
     config = run_folder.read_config(rundir)
     if seed is not None:  # Checked as a run's seed is.
         config = train_config.replace(config, seed=seed)
     directory = run_folder.checkpoints(rundir)
-    path = run_folder.best(rundir) if best else None
-    if not best and not checkpoint.steps(directory):
+    path = run_folder.best(rundir) if best else path
+    if path is None and not checkpoint.steps(directory):
         raise run_folder.RunFolderError(f"run folder {str(rundir)!r} has no checkpoint yet")
     spec = run_folder.read_spec(rundir)
     if spec is None:
@@ -239,7 +281,32 @@ def load(rundir: str | os.PathLike, *, best: bool = False, seed: int | None = No
         learner = checkpoint.load(path, target, LEARNER)
     else:
         learner = checkpoint.load_latest(directory, target, LEARNER)[1]
-    return Policy(algorithm, networks, learner, seed=config.seed)
+    return Policy(algorithm, networks, learner, seed=config.seed, config=config)
+
+
+def _checkpoint_file(given: pathlib.Path, best: bool) -> tuple[pathlib.Path, pathlib.Path | None]:
+    """The run folder, and the checkpoint file to load when `given` names one of its own."""
+    folder = given.parent
+    if not given.is_file() or folder.name != run_folder.CHECKPOINTS:
+        return given, None  # A run folder (or what `read_config` refuses in one line).
+    if not (folder.parent / run_folder.CONFIG).is_file():
+        raise run_folder.RunFolderError(
+            f"{str(given)!r} is a file in no run folder: its folder's parent holds no "
+            f"{run_folder.CONFIG}"
+        )
+    if best:
+        raise ValueError(f"give a checkpoint file or best=True, not both: got {str(given)!r}")
+    return folder.parent, given
+
+
+def _check_not_forked() -> None:
+    """A one-line RuntimeError in a child forked after a policy was made: JAX would hang."""
+    if _forked[0]:
+        raise RuntimeError(
+            "this process was forked from one where a batchrl policy ran JAX, whose threads "
+            "a fork does not copy, so acting here would hang: start it with 'spawn' or "
+            "'forkserver' (multiprocessing.get_context('spawn').Pool)"
+        )
 
 
 def _learner_example(
@@ -252,7 +319,24 @@ def _learner_example(
     which `checkpoint.load` replaces, values and all.
     """
     shapes = algorithm_lib.init_shapes(algorithm, networks, config.shape)
-    return algorithm_lib.zeros(shapes.learner)  # No storage made beside it.
+    learner = algorithm_lib.zeros(shapes.learner)  # No storage made beside it.
+    return jax.tree.map(_saved_width, learner)
+
+
+def _saved_width(leaf: jax.Array) -> jax.Array:
+    """`leaf` in the 32-bit dtype a checkpoint holds, where JAX's x64 mode traced 64 bits.
+
+    Runs train with x64 off; with it on (an app's `jax_enable_x64`), every float leaf
+    was traced float64 and no checkpoint loaded, each said to be of another structure.
+    """
+    narrow = {np.dtype(np.float64): np.float32, np.dtype(np.int64): np.int32}
+    narrow[np.dtype(np.uint64)] = np.uint32
+    dtype = (
+        narrow.get(np.dtype(leaf.dtype))
+        if not jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+        else None
+    )
+    return leaf if dtype is None else leaf.astype(dtype)
 
 
 def _num_envs(acting: Any) -> int:
@@ -267,134 +351,3 @@ def _host_action(dtype: Any, action: Any) -> np.ndarray:
     """
     action = np.array(action)
     return action if dtype is None else action.astype(dtype, copy=False)
-
-
-def _batch(observation: Any, obs: Any) -> tuple[Any, bool]:
-    """`obs` as a batch of leaves [N, *leaf.shape] in compiled dtypes, and whether it was one env.
-
-    Raises:
-        ValueError: naming the first leaf whose shape is neither one env's nor a batch's,
-            a leaf that is no array of numbers, or a tree that is not the spec's.
-    """
-    arrays = _arrays(observation, obs)
-    pairs = zip(env_spec_lib.leaf_paths(observation), env_spec_lib.leaves(arrays), strict=True)
-    single, size = None, None
-    for (path, leaf), array in pairs:
-        if array.shape == leaf.shape and single is not False:
-            single, count = True, 1
-        elif array.ndim and array.shape[1:] == leaf.shape and single is not True:
-            single, count = False, array.shape[0]
-        elif single is not None and leaf.shape in (array.shape, array.shape[1:]):
-            made = f"a batch of {size}" if single is False else "one env's"
-            raise ValueError(
-                f"{path} has shape {array.shape}, but the leaves before it make {made}: "
-                f"every leaf is one env's ({leaf.shape}) or every leaf a batch's"
-            )
-        else:
-            raise ValueError(
-                f"{path} has shape {array.shape}: expected {leaf.shape} for one env, or "
-                f"[N, *{leaf.shape}] for a batch, as every leaf"
-            )
-        if size not in (None, count):
-            raise ValueError(f"{path} holds {count} envs, other leaves {size}")
-        size = count
-        _check_values(path, leaf, array)
-    if size == 0:
-        raise ValueError("a batch of observations holds at least one, got 0")
-
-    def batched(leaf: env_spec_lib.ObsLeaf, array: np.ndarray) -> np.ndarray:
-        dtype = jax.dtypes.canonicalize_dtype(np.dtype(leaf.dtype))
-        return (array[None] if single else array).astype(dtype)
-
-    return env_spec_lib.map_tree(batched, observation, arrays), bool(single)
-
-
-def _arrays(spec: Any, obs: Any, path: str = "obs") -> Any:
-    """`obs` as a tree like `spec` of NumPy arrays (extra keys dropped).
-
-    Raises:
-        ValueError: one line naming where `obs` is not a tree like `spec`, or a leaf that
-            is no array of numbers (a dict, a string, `env.reset()`'s (obs, info)).
-    """
-    if isinstance(spec, dict):
-        if not isinstance(obs, Mapping):
-            got = f"{_described(obs)}{_hint(obs)}"
-            raise ValueError(f"{path} is a dict of keys {list(spec)}, got {got}")
-        missing = [key for key in spec if key not in obs]
-        if missing:
-            raise ValueError(f"{path} lacks key {missing[0]!r}: the space's keys are {list(spec)}")
-        return {
-            key: _arrays(child, obs[key], path + env_spec_lib.key_path(key))
-            for key, child in spec.items()
-        }
-    if isinstance(spec, tuple | list):
-        if not isinstance(obs, tuple | list) or len(obs) != len(spec):
-            got = f"{_described(obs)}{_hint(obs)}"
-            raise ValueError(f"{path} is a tuple of {len(spec)} items, got {got}")
-        if isinstance(obs, list) and all(isinstance(item, tuple) for item in obs):
-            # Read as one observation, a list of N observations became a batch of N of its
-            # first item's leaves, envs and items crossed.
-            raise ValueError(
-                f"{path} is {_described(obs)} of tuples: one observation is one tuple, a "
-                f"batch one tuple of [N, ...] arrays, as a vector env gives them"
-            )
-        return tuple(_arrays(child, obs[i], f"{path}[{i}]") for i, child in enumerate(spec))
-    try:
-        array = np.asarray(obs)
-    except ValueError:  # NumPy's "inhomogeneous shape": items of different shapes.
-        raise ValueError(
-            f"{path} is {_described(obs)} that make no array: expected {_leaf_said(spec)}"
-            f"{_hint(obs)}"
-        ) from None
-    if array.dtype.kind not in "biuf":
-        what = f"an array of {array.dtype}" if isinstance(obs, np.ndarray) else _described(obs)
-        raise ValueError(f"{path} is {what}: expected {_leaf_said(spec)}{_hint(obs)}")
-    return array
-
-
-def _leaf_said(leaf: env_spec_lib.ObsLeaf) -> str:
-    return f"{leaf.dtype} {leaf.shape} for one env, or [N, *{leaf.shape}] for a batch"
-
-
-def _described(obs: Any) -> str:
-    """What `obs` is, in a few words: `a dict`, `a tuple of 2 items`."""
-    if isinstance(obs, tuple | list):
-        return f"a {type(obs).__name__} of {len(obs)} items"
-    return "None" if obs is None else f"a {type(obs).__name__}"
-
-
-def _hint(obs: Any) -> str:
-    """What to give instead: a batch of trees as one tree, or `env.reset()`'s obs alone."""
-    if isinstance(obs, list) and obs and all(isinstance(item, Mapping) for item in obs):
-        return "; a batch is one dict of [N, ...] arrays, as a vector env gives them"
-    if isinstance(obs, tuple | list) and obs and isinstance(obs[-1], Mapping):
-        return "; env.reset() returns (obs, info) and env.step() five values: give their obs"
-    return ""
-
-
-def _check_values(path: str, leaf: env_spec_lib.ObsLeaf, array: np.ndarray) -> None:
-    """A one-line ValueError for a value its leaf's space or integer dtype does not hold.
-
-    Cast unchecked, a frame scaled to [0, 1] became a black uint8 frame, and 256 a 0. A
-    NaN, which no env's space holds and training stops on, gave NaN actions.
-    """
-    if not array.size:
-        return
-    if array.dtype.kind == "f" and np.isnan(array).any():
-        raise ValueError(
-            f"{path} holds nan: no observation space holds it, and its action would be nan"
-        )
-    outside = spaces.outside_space(leaf, array)
-    if outside is not None:
-        raise ValueError(f"{path} {outside}")
-    dtype = np.dtype(leaf.dtype)
-    if leaf.kind in spaces.COUNTED or dtype.kind not in "iu" or array.dtype.kind not in "iuf":
-        return
-    info = np.iinfo(dtype)
-    # The policy's dtype, as compiled code takes it.
-    allowed = f"this leaf takes {dtype} values, {info.min} to {info.max}"
-    if array.dtype.kind == "f":  # As Gymnasium's Box.contains refuses it.
-        raise ValueError(f"{path} is {array.dtype}: {allowed} (not scaled)")
-    bad = (array < info.min) | (array > info.max)
-    if np.any(bad):
-        raise ValueError(f"{path} holds {array[bad][0].item()!r}: {allowed}")

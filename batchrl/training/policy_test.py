@@ -127,7 +127,7 @@ def test_predict_carries_the_state_it_is_given_as_sb3s_recurrent_policies_do(cap
     np.testing.assert_array_equal(copy.act(later), policy.act(later))
     # Another number of envs starts every env afresh, said.
     policy.act(first[:1])
-    assert "a recurrent policy acted on 2 envs and now on 1" in caplog.text
+    assert "a recurrent policy acted on 2 env(s) and now on 1" in caplog.text
 
 
 def test_a_multi_binary_leaf_takes_zeros_and_ones_in_any_dtype_and_nothing_else():
@@ -147,3 +147,24 @@ def test_a_multi_binary_leaf_takes_zeros_and_ones_in_any_dtype_and_nothing_else(
         with pytest.raises(ValueError) as error:
             policy.act({**obs, "bits": np.array(bits, np.asarray(bits).dtype)})
         assert str(error.value) == f'obs["bits"] holds {said}: this leaf takes 0 or 1'
+
+
+def test_a_list_of_tuple_observations_and_a_scalar_leaf_are_said_as_a_batch_is_given():
+    # Blackjack's Tuple: a list of two observations was said to be a tuple of the wrong length.
+    space = gym.spaces.Tuple((gym.spaces.Discrete(32), gym.spaces.Discrete(11)))
+    spec = spaces.env_spec(space, gym.spaces.Discrete(2))
+    config = train_config.replace(presets.get("cartpole_jax"), objective="clipped")
+    algorithm = algorithm_lib.of(config.algorithm)
+    networks = algorithm.networks(config.algorithm, spec)
+    learner = algorithm_lib.zeros(
+        algorithm_lib.init_shapes(algorithm, networks, config.shape).learner
+    )
+    policy = policy_lib.Policy(algorithm, networks, learner)
+    with pytest.raises(ValueError, match=r"^obs is a list of 3 items of tuples: one observation"):
+        policy.act([(3, 4), (5, 6), (7, 8)])
+    with pytest.raises(ValueError) as error:
+        policy.act((np.zeros((2, 1), int), np.zeros((2, 1), int)))
+    assert str(error.value) == (
+        "obs[0] has shape (2, 1): expected () for one env, or [N] for a batch, as every leaf"
+    )
+    assert policy.act((np.array([3, 5]), np.array([4, 6]))).shape == (2,)

@@ -66,7 +66,13 @@ class Run:
     def policy(self) -> Policy:
         """The policy its last phase left."""
         programs, learner = self.programs, self.state.agent.learner
-        return Policy(programs.algorithm, programs.networks, learner, seed=self.config.seed)
+        return Policy(
+            programs.algorithm,
+            programs.networks,
+            learner,
+            seed=self.config.seed,
+            config=self.config,
+        )
 
     @property
     def evaluations(self) -> list[dict[str, float]]:
