@@ -182,8 +182,10 @@ class PenaltyConfig(Common):
     def check(self, shape: RunShape) -> None:
         """Chunks must divide the longest episode, and minibatches the learner's devices."""
         if shape.max_length % self.chunk(shape.max_length):
+            below = max(d for d in range(1, self.chunk_length) if shape.max_length % d == 0)
             raise ValueError(
-                f"chunk_length = {self.chunk_length} must divide max_length = {shape.max_length}"
+                f"chunk_length = {self.chunk_length} must divide max_length = {shape.max_length}: "
+                f"set chunk_length={below} (the largest divisor below), or {shape.max_length}"
             )
         # The update's minibatches: batch_size rows, or every row of a smaller memory
         # (`penalty.update`: a slot an episode to keep and one an env, in chunks).

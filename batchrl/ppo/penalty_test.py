@@ -156,8 +156,12 @@ def test_recurrent_needs_the_penalty_objective_and_box_actions():
 
 def test_chunks_must_divide_episodes():
     shape = config_lib.RunShape(num_envs=4, max_length=1000, steps=1)
-    with pytest.raises(ValueError, match="chunk_length = 300 must divide max_length = 1000"):
+    with pytest.raises(ValueError) as error:
         config_lib.PenaltyConfig(chunk_length=300).check(shape)
+    assert str(error.value) == (  # Which value to set, not only that it failed.
+        "chunk_length = 300 must divide max_length = 1000: set chunk_length=250 (the largest "
+        "divisor below), or 1000"
+    )
     with pytest.raises(ValueError, match="chunk_length = 300 must divide max_length = 1000"):
         env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 4)
         config = config_lib.PenaltyConfig(chunk_length=300)

@@ -134,19 +134,28 @@ def film_env(config):
     kwargs = config.env_kwargs
     if config.backend == "gymnax":  # Its step limit is `max_length`'s; others are refused.
         kwargs = {k: v for k, v in kwargs.items() if k != "max_steps_in_episode"}
-    try:
-        env = make.Make(
+
+    def built(render_mode: str | None) -> gym.Env:
+        return make.Make(
             config.env,
             config.max_length,
-            render_mode="rgb_array",
+            render_mode=render_mode,
             action_repeat=config.action_repeat,
             kwargs=kwargs,
         )()
+
+    try:
+        env = built("rgb_array")
     except TypeError as error:  # A constructor of one's own without the keyword.
         if "keyword argument 'render_mode'" in str(error):
+            env = built(None)  # One that renders RGB frames as it is, filmed.
+            if env.render_mode == "rgb_array":
+                follow_the_agent(env)
+                return env
+            env.close()
             raise UsageError(
-                f"env {config.env!r} takes no render_mode: visualize builds it with "
-                "render_mode='rgb_array' to film it"
+                f"env {config.env!r} takes no render_mode and renders in {env.render_mode!r}: "
+                "visualize films an env that renders with render_mode='rgb_array'"
             ) from None
         if not kwargs:
             raise

@@ -310,9 +310,15 @@ def test_an_env_of_ones_own_that_cannot_film_is_refused_before_any_episode(tmp_p
     with pytest.raises(visualize.UsageError) as error:
         visualize.film_env(config)
     assert str(error.value) == (
-        "env 'batchrl.testing.mock:CountingEnv' takes no render_mode: visualize builds it "
-        "with render_mode='rgb_array' to film it"
+        "env 'batchrl.testing.mock:CountingEnv' takes no render_mode and renders in None: "
+        "visualize films an env that renders with render_mode='rgb_array'"
     )
+    # One that takes no render_mode but renders RGB frames as made was refused as well.
+    filmed = configs.replace(config, env="batchrl.testing.mock:filmed_pendulum")
+    env = visualize.film_env(filmed)
+    env.reset(seed=0)
+    assert visualize.first_frame(env, filmed).ndim == 3
+    env.close()
     env = gym.make("Pendulum-v1")  # No render mode: render() gives None.
     env.reset(seed=0)
     refused = pytest.raises(visualize.UsageError)

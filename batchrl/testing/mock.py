@@ -365,3 +365,8 @@ class UnstableEnv(gym.Env):
     def step(self, action):
         self._mujoco.mj_step(self._model, self._data)
         return self._data.qpos.copy(), 0.0, False, False, {}
+
+
+def filmed_pendulum() -> gym.Env:
+    """Pendulum-v1 rendering RGB frames, made by a function that takes no render_mode."""
+    return gym.make("Pendulum-v1", render_mode="rgb_array")

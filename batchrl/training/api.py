@@ -95,7 +95,7 @@ def train(
             raise ValueError("callback is called with one run's rows: give seed, not seeds")
         return _train_together(config, env, steps, check_seeds(seeds), logdir, settings)
     config, name, given = configure(config, env=env, steps=steps, seed=seed, **settings)
-    given_env.check_recordable(config, given, logdir)
+    config = given_env.recordable(config, given, logdir)
     config, rundir = start(config, name, logdir, env=given)
     from batchrl.training import run  # Starts JAX's backends: after `start`'s thread limit.
 
@@ -228,7 +228,8 @@ def _train_together(
     # Once: its warnings said once, an env object checked once; the seed is set last.
     first, name, given = configure(config, env=env, steps=steps, seed=seeds[0], **settings)
     configs = [train_config.set_field(first, "seed", seed, train_config.typed) for seed in seeds]
-    given_env.check_recordable(configs[0], given, logdir)
+    env_name = given_env.recordable(configs[0], given, logdir).env
+    configs = [train_config.replace(config, env=env_name) for config in configs]
     configs, rundirs = start_together(configs, name, logdir, env=given)
     from batchrl.training import together_run  # Starts JAX's backends: after the limit.
 

@@ -17,7 +17,7 @@ from batchrl import configs
 from batchrl.envs.jax import classic, gymnax_env
 from batchrl.scripts import evaluate, train
 from batchrl.testing import cue, mock
-from batchrl.training import api, checkpoint, run_folder
+from batchrl.training import api, checkpoint, given_env, run_folder
 
 TINY_PENALTY = dict(
     num_envs=4,
@@ -184,7 +184,7 @@ def test_the_best_policy_loads_and_bad_observations_are_named(pendulum):
 
 def test_a_nan_observation_is_one_line_not_a_nan_action(pendulum):
     policy = batchrl.load(pendulum.rundir)
-    said = "holds nan: no observation space holds it, and its action would be nan"
+    said = "holds nan: the policy acts on finite observations only, and its action would be nan"
     batch = np.zeros((3, 3), np.float32)
     batch[2, 1] = np.nan  # One env's of three.
     for obs in (np.array([np.nan, 0.0, 0.0], np.float32), batch):
@@ -229,11 +229,16 @@ def test_load_without_a_good_checkpoint_is_one_line(pendulum, tmp_path):
 def test_a_file_or_the_logdir_in_place_of_a_run_folder_names_the_folder_to_give(pendulum, capsys):
     """SB3 loads a model's file, and the train command's --logdir is the runs' parent."""
     rundir, logdir = str(pendulum.rundir), str(pendulum.rundir.parent)
-    best = run_folder.checkpoints(rundir) / run_folder.BEST
+    config = pendulum.rundir / run_folder.CONFIG
     with pytest.raises(run_folder.RunFolderError) as error:
-        batchrl.load(best, best=True)
+        batchrl.load(config)
     assert str(error.value) == (
-        f"{str(best)!r} is a file, not a run folder: give {rundir!r}, the run folder holding it"
+        f"{str(config)!r} is a file, not a run folder: give {rundir!r}, the run folder holding it"
+    )
+    best = run_folder.checkpoints(rundir) / run_folder.BEST  # A checkpoint's file loads.
+    np.testing.assert_array_equal(
+        batchrl.load(best, best=True).act(np.zeros(3)),
+        batchrl.load(rundir, best=True).act(np.zeros(3)),
     )
     said = f"{logdir!r} holds 1 run folder(s), not a run: give one, such as {rundir!r}"
     with pytest.raises(run_folder.RunFolderError, match=f"^{re.escape(said)}$"):
@@ -272,8 +277,17 @@ def test_a_gymnasium_env_made_by_gym_make_is_recorded_by_its_id_keywords_and_ste
     # With max_length too, whichever ends an episode first: the made limit of 100 was lost.
     assert api.configure("pendulum", env=made, max_length=150)[0].max_length == 100
     assert api.configure("pendulum", env=made, max_length=50)[0].max_length == 50
-    above = gym.make("Pendulum-v1", max_episode_steps=500)  # The run's envs keep the id's 200.
-    assert api.configure("pendulum", env=above, max_length=1000)[0].max_length == 200
+    # Above the id's 200, as Gymnasium's TimeLimit takes it: the run's envs were cut at 200.
+    above = gym.make("Pendulum-v1", max_episode_steps=500)
+    config, _, given = api.configure("pendulum", env=above, max_length=1000)
+    assert config.max_length == 500 and given().spec.max_episode_steps == 500
+    with pytest.raises(ValueError) as error:
+        given_env.recordable(config, given, "runs")
+    assert str(error.value) == (
+        "env 'Pendulum-v1' was made with max_episode_steps=500, above its id's 200, which a "
+        "run folder, whose envs are made by id, cannot record: give a constructor that makes "
+        "it, defined at a module's top level, or logdir=None"
+    )
     config, _, given = api.configure(
         "pendulum", env=gym.make("Pendulum-v1", render_mode="rgb_array")
     )
@@ -284,14 +298,37 @@ def test_a_gymnasium_env_made_by_gym_make_is_recorded_by_its_id_keywords_and_ste
     )
     import ale_py
 
-    gym.register_envs(ale_py)  # ale-py's ids; the `ale` backend's options stay the preset's.
-    game = gym.make("ALE/Breakout-v5", repeat_action_probability=0.1)
-    config, _, given = api.configure("breakout", env=game)
-    assert (given, config.backend, config.env) == (None, "ale", "ALE/Breakout-v5")
-    assert config.env_kwargs == {
-        **configs.get("breakout").env_kwargs,
-        "repeat_action_probability": 0.1,
-    }
+    gym.register_envs(ale_py)  # ale-py's ids; the `ale` backend keeps the preset's options.
+    for sticky in (0.1, 0.25):  # 0.25, v5's registered default, gave way to the preset's 0.0.
+        game = gym.make("ALE/Breakout-v5", repeat_action_probability=sticky)
+        config, _, given = api.configure("breakout", env=game)
+        assert (given, config.backend, config.env) == (None, "ale", "ALE/Breakout-v5")
+        assert config.env_kwargs == {
+            **configs.get("breakout").env_kwargs,
+            "repeat_action_probability": sticky,
+        }
+
+
+def test_a_vector_env_or_a_partial_given_as_env_is_said_for_what_it_is():
+    # A vector env was said to lack a JAX-native env's env_spec and max_length.
+    vector = gym.make_vec("Pendulum-v1", 4, vectorization_mode="sync")
+    with pytest.raises(TypeError) as error:
+        api.configure("pendulum", env=vector)
+    assert str(error.value) == (
+        "env is a vector env, SyncVectorEnv: a run makes its own batch of envs, so give one "
+        "env's id, constructor or gym.make env, with num_envs=4"
+    )
+    # A partial was named 'partial' in every line, and said to be wrapped after gym.make.
+    partial = functools.partial(gym.make, "Pendulum-v1", g=3.0)
+    config, _, given = api.configure("pendulum", env=partial)
+    assert config.env == "Pendulum-v1" and given is partial
+    with pytest.raises(ValueError) as error:
+        given_env.recordable(config, given, "runs")
+    assert str(error.value) == (
+        "env 'Pendulum-v1' is a functools.partial of gym.make('Pendulum-v1', ...), which a "
+        "run folder cannot record: give the id as env, its keywords as env_kwargs, or "
+        "logdir=None"
+    )
 
 
 @pytest.mark.slow
@@ -511,9 +548,9 @@ def test_an_id_a_module_registered_is_refused_with_a_folder_before_training(tmp_
     assert not any(tmp_path.iterdir())
 
 
-def test_an_env_made_as_module_colon_id_is_refused_naming_that_name(tmp_path, monkeypatch):
-    # gym.make("cues:FolderCue-v0") keeps no "cues:" in the env's spec: the refusal told a
-    # user who had registered the id in a module to register it in a module.
+def test_an_id_a_module_registers_is_recorded_as_module_colon_id_and_trains(tmp_path, monkeypatch):
+    # gym.make("cues:FolderCue-v0") keeps no "cues:" in the env's spec: the id was refused
+    # with a folder, and in memory the workers, which never imported cues, knew no such id.
     (tmp_path / "cues.py").write_text(
         "import gymnasium as gym\n"
         "from batchrl.testing.cue import Cue\n"
@@ -523,23 +560,20 @@ def test_an_env_made_as_module_colon_id_is_refused_naming_that_name(tmp_path, mo
     paths = [str(tmp_path), os.environ.get("PYTHONPATH", "")]
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))  # For the fresh interpreter.
     logdir = tmp_path / "runs"
+    settings = {**TINY_CLIPPED, "steps": 64, "backend": "processes", "max_length": 5}
     try:
-        with pytest.raises(ValueError) as refused:
-            batchrl.train("blackjack", env=gym.make("cues:FolderCue-v0"), logdir=logdir)
-        with pytest.raises(ValueError) as by_id:  # The id once imported: no env object.
-            batchrl.train("blackjack", env="FolderCue-v0", logdir=logdir)
+        made = batchrl.train(
+            "blackjack", env=gym.make("cues:FolderCue-v0"), logdir=logdir, **settings
+        )
+        by_id = batchrl.train("blackjack", env="FolderCue-v0", logdir=logdir, seed=1, **settings)
+        in_memory = batchrl.train("blackjack", env=gym.make("FolderCue-v0"), **settings)
     finally:
         gym.registry.pop("FolderCue-v0", None)
         sys.modules.pop("cues", None)
-    assert (
-        str(refused.value)
-        == str(by_id.value)
-        == (
-            "env 'FolderCue-v0' is found only where its module is imported, which its id alone "
-            "does not say: give env='cues:FolderCue-v0', or logdir=None"
-        )
-    )
-    assert not logdir.exists() or not any(logdir.iterdir())
+    for run in (made, by_id):
+        assert run_folder.read_config(run.rundir).env == "cues:FolderCue-v0"
+    assert in_memory.config.env == "FolderCue-v0"
+    assert made.metrics[-1]["train/return"] == in_memory.metrics[-1]["train/return"]
 
 
 @pytest.mark.parametrize(

@@ -121,26 +121,21 @@ def _checked(config: TrainConfig, env: Any) -> tuple[EnvSpec, int | None]:
             if isinstance(error, TypeError) and config.env_kwargs:
                 # A keyword an env of **kwargs passes on and refuses.
                 raise ValueError(f"env {config.env!r} refused env_kwargs: {error}") from None
-            raise ValueError(_build_failed(env or config.env, error)) from error
+            raise ValueError(_build_failed(config.env, error)) from error
         limit = env_probe.own_limit(one)
         try:
-            env_probe.say_normalised_twice(config, one, _named(env or config.env))
+            env_probe.say_normalised_twice(config, one, config.env)
             spec = spaces.env_spec(one.observation_space, one.action_space, spaces.env_name(one))
             return spec, limit
         finally:
-            env_probe.close(one, _named(env or config.env), config.worker_timeout)
+            env_probe.close(one, config.env, config.worker_timeout)
 
 
-def _build_failed(env: Any, error: Exception) -> str:
+def _build_failed(name: str, error: Exception) -> str:
     """One line for an env that raised as it was built: the env, the error, where it rose."""
     frames = traceback.extract_tb(error.__traceback__)
     where = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
-    return f"env {_named(env)!r} raised {type(error).__name__} as it was built: {error}{where}"
-
-
-def _named(env: Any) -> str:
-    """An env as a user named it: its id, or its constructor's name."""
-    return env if isinstance(env, str) else getattr(env, "__name__", type(env).__name__)
+    return f"env {name!r} raised {type(error).__name__} as it was built: {error}{where}"
 
 
 def _check_ray(config: TrainConfig) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -20,33 +21,34 @@ from gymnasium.envs import registration
 from batchrl.configs import TrainConfig, train_config
 from batchrl.envs.host import make
 
+logger = logging.getLogger("batchrl.training")
 
-def check_recordable(config: TrainConfig, given: Any, logdir: Any) -> None:
-    """A one-line ValueError for an env no name can record in a run folder.
 
-    An env given as an object, a class or function the running script defines, or a
-    Gymnasium id that it or a module it imported registered: the train command's resume
-    and `evaluate` run in a process that never runs that script, so the folder's name
-    would find no env.
+def recordable(config: TrainConfig, given: Any, logdir: Any) -> TrainConfig:
+    """`config` with the name a run folder records its env by; a one-line ValueError if none.
+
+    An id that a module of the caller's registers (`gym.make("module:Id")`, or the id after
+    an import) is recorded as `module:Id`, which imports the module first. An env given as
+    an object, a class or function the running script defines, or an id the script
+    registered is refused: the train command's resume and `evaluate` run in a process that
+    never runs that script, so the folder's name would find no env.
     """
     if logdir is None:
-        return
+        return config
     if given is None:
         # An id a module of the caller's registered (`gym.make(id)` after importing it).
         known = not config.jax_native and config.env in gym.registry
         if known and not make.found_afresh(config.env):
             named = _registering_name(config.env)
-            if named is not None:  # gym.make("module:id") made it: the module is not kept.
-                raise ValueError(
-                    f"env {config.env!r} is found only where its module is imported, which "
-                    f"its id alone does not say: give env={named!r}, or logdir=None"
-                )
+            if named is not None:  # Its module imported first, wherever the folder is read.
+                logger.info("env %r is recorded as %r, which imports its module", config.env, named)
+                return train_config.replace(config, env=named)
             raise ValueError(
                 f"env {config.env!r} is registered in this process only, which the train "
                 "command and evaluate never run: register it in a module and give "
                 f"env='module:{config.env}', or logdir=None"
             )
-        return
+        return config
     if not config.jax_native and registered_in_main(config.env) is not None:
         raise ValueError(
             f"env {config.env!r} is registered by this script, which the train command and "
@@ -62,9 +64,25 @@ def check_recordable(config: TrainConfig, given: Any, logdir: Any) -> None:
             "or logdir=None"
         )
     if isinstance(given, functools.partial) and given.func is gym.make:
+        made = given.args[0] if given.args else None
+        if isinstance(made, registration.EnvSpec):
+            own = gym.registry[made.id].max_episode_steps if made.id in gym.registry else None
+            if not made.additional_wrappers and _above(made.max_episode_steps, own):
+                raise ValueError(
+                    f"env {config.env!r} was made with max_episode_steps="
+                    f"{made.max_episode_steps}, above its id's {own}, which a run folder, "
+                    "whose envs are made by id, cannot record: give a constructor that makes "
+                    "it, defined at a module's top level, or logdir=None"
+                )
+            raise ValueError(
+                f"env {config.env!r} was wrapped or changed after gym.make, which a run "
+                "folder cannot record: give a constructor defined at a module's top level, "
+                "or logdir=None"
+            )
+        what = f"gym.make({made!r}, ...)" if isinstance(made, str) else "gym.make"
         raise ValueError(
-            f"env {config.env!r} was wrapped or changed after gym.make, which a run folder "
-            "cannot record: give a constructor defined at a module's top level, or logdir=None"
+            f"env {config.env!r} is a functools.partial of {what}, which a run folder cannot "
+            "record: give the id as env, its keywords as env_kwargs, or logdir=None"
         )
     from batchrl.envs.jax import jax_env
 
@@ -124,6 +142,11 @@ def with_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, Any]:
         return train_config.replace(config, **changes), env
     if isinstance(env, gym.Env):
         return _with_instance(config, env)
+    if isinstance(env, gym.vector.VectorEnv):  # Said to lack a JAX-native env's members.
+        raise TypeError(
+            f"env is a vector env, {type(env).__name__}: a run makes its own batch of envs, so "
+            f"give one env's id, constructor or gym.make env, with num_envs={env.num_envs}"
+        )
     if not isinstance(env, type) and hasattr(env, "reset") and hasattr(env, "step"):
         lacks = [name for name in ("env_spec", "max_length") if not hasattr(env, name)]
         raise TypeError(
@@ -138,8 +161,17 @@ def with_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, Any]:
     name = _importable_name(env)
     if name is not None:
         return train_config.replace(config, env=name), None
-    label = getattr(env, "__qualname__", type(env).__name__)
-    return train_config.replace(config, env=label), env
+    return train_config.replace(config, env=_label(env)), env
+
+
+def _label(constructor: Any) -> str:
+    """A constructor's name in messages: a partial's function's, or the id it makes."""
+    if isinstance(constructor, functools.partial):
+        made = constructor.args[0] if constructor.args else None
+        if constructor.func is gym.make and isinstance(made, str | registration.EnvSpec):
+            return made if isinstance(made, str) else made.id
+        return _label(constructor.func)
+    return getattr(constructor, "__qualname__", type(constructor).__name__)
 
 
 def _with_instance(config: TrainConfig, env: gym.Env) -> tuple[TrainConfig, Any]:
@@ -165,21 +197,36 @@ def _with_instance(config: TrainConfig, env: gym.Env) -> tuple[TrainConfig, Any]
         )
     registered = gym.registry.get(spec.id)
     changes = {"backend": backend, "env": spec.id, "env_kwargs": {}}
-    if spec.max_episode_steps is not None and (
-        registered is None or spec.max_episode_steps != registered.max_episode_steps
-    ):  # The run's step limit; one above the id's is cut there, said by `check_run`.
-        changes["max_length"] = spec.max_episode_steps
+    own = None if registered is None else registered.max_episode_steps
+    if spec.max_episode_steps is not None and spec.max_episode_steps != own:
+        changes["max_length"] = spec.max_episode_steps  # The run's step limit.
     same = ("order_enforce", "disable_env_checker", "entry_point")
     if (
         registered is None
         or spec.additional_wrappers
         or any(getattr(spec, field) != getattr(registered, field) for field in same)
+        or _above(spec.max_episode_steps, own)  # An id's envs end at its own limit.
     ):
         return train_config.replace(config, **changes), functools.partial(gym.make, spec)
     missing = object()
     kwargs = {k: v for k, v in spec.kwargs.items() if registered.kwargs.get(k, missing) != v}
     if backend == "ale":  # Its env_kwargs hold ale-py's options too (reward clipping): kept.
-        kwargs = {**config.env_kwargs, **kwargs}
+        # Where the env sets one of them, as the default it was registered with, the env's.
+        taken = {k: spec.kwargs[k] for k in config.env_kwargs if k in spec.kwargs}
+        for key, value in taken.items():
+            if value != config.env_kwargs[key]:
+                logger.warning(
+                    "the env given has %s=%r, the preset %r: the env's is taken",
+                    key,
+                    value,
+                    config.env_kwargs[key],
+                )
+        kwargs = {**config.env_kwargs, **taken, **kwargs}
+        logger.warning(
+            "the env given is played as the preset's games are, its frames preprocessed "
+            "(grayscale, resized, stacked) as theirs: the policy acts on those, not on this "
+            "env's own frames"
+        )
     return train_config.replace(config, **{**changes, "env_kwargs": kwargs}), None
 
 
@@ -187,17 +234,20 @@ def step_limit(env: Any) -> int | None:
     """The step limit a given env object sets the run, which the run's envs do not keep.
 
     A JAX-native env's `max_length`; a made Gymnasium env's `max_episode_steps` where
-    gym.make was given one other than its id's (its TimeLimit is not made again), at
-    most its id's, which the run's envs, made by id, keep.
+    gym.make was given one other than its id's, as Gymnasium's own TimeLimit takes it
+    (one above the id's makes the run's envs from the env's spec, not its id).
     """
     if isinstance(env, gym.Env) and env.spec is not None:
         spec, registered = env.spec, gym.registry.get(env.spec.id)
         own = None if registered is None else registered.max_episode_steps
-        if spec.max_episode_steps is None or spec.max_episode_steps == own:
-            return None
-        return spec.max_episode_steps if own is None else min(spec.max_episode_steps, own)
+        return None if spec.max_episode_steps in (None, own) else spec.max_episode_steps
     limit = getattr(env, "max_length", None)
     return limit if isinstance(limit, int) and hasattr(env, "env_spec") else None
+
+
+def _above(limit: int | None, own: int | None) -> bool:
+    """Whether step limit `limit`, given to gym.make, lifts the id's own limit `own`."""
+    return limit is not None and own is not None and limit > own
 
 
 def _registering_name(env_id: str) -> str | None:

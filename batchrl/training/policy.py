@@ -294,7 +294,7 @@ def _checkpoint_file(given: pathlib.Path, best: bool) -> tuple[pathlib.Path, pat
             f"{str(given)!r} is a file in no run folder: its folder's parent holds no "
             f"{run_folder.CONFIG}"
         )
-    if best:
+    if best and given.name != run_folder.BEST:
         raise ValueError(f"give a checkpoint file or best=True, not both: got {str(given)!r}")
     return folder.parent, given
 

@@ -26,8 +26,10 @@ def constructors(
 ) -> list[Callable[[], gym.Env]]:
     """One constructor per env from a Gymnasium id, one constructor, or a list of them.
 
-    `env_kwargs` go to `gym.make` with an id, as `gym.make_vec`'s do; a constructor takes
-    its own. Anything else (an env object, which no worker can build) is refused in one line.
+    `env_kwargs` go to `gym.make` with an id, as `gym.make_vec`'s do, but `wrappers`, a
+    sequence of functions each env is wrapped in after `gym.make`, as `gym.make_vec`
+    takes them; a constructor takes its own. Anything else (an env object, which no worker
+    can build) is refused in one line.
     """
     if num_envs is not None:
         num_envs = check_num_envs(num_envs)
@@ -46,8 +48,10 @@ def constructors(
     if isinstance(env, str):
         if num_envs is None:
             raise ValueError(f"give num_envs to build a batch of {env!r}")
+        env_kwargs = dict(env_kwargs or {})
+        wrappers = _wrappers(env_kwargs.pop("wrappers", None))
         make_lib.check_name(env, env_kwargs, make_keywords=True)
-        return [make_lib.Make(env, kwargs=env_kwargs)] * num_envs
+        return [make_lib.Make(env, kwargs=env_kwargs, wrappers=wrappers)] * num_envs
     if callable(env):
         if num_envs is None:
             raise ValueError("give num_envs to build a batch from one constructor")
@@ -58,6 +62,18 @@ def constructors(
     if not listed:
         raise ValueError("a BatchEnv needs at least one env, got none")
     return listed
+
+
+def _wrappers(given: Any) -> tuple[Callable[[gym.Env], gym.Env], ...]:
+    """`gym.make_vec`'s `wrappers` as a tuple of callables, or a TypeError naming the bad one."""
+    if given is None:
+        return ()
+    if callable(given) or isinstance(given, str) or not hasattr(given, "__iter__"):
+        raise TypeError(f"wrappers is a sequence of functions of an env, got {given!r:.80}")
+    for item in given:
+        if not callable(item):
+            raise TypeError(f"wrappers holds {item!r:.80}: each is a function of an env")
+    return tuple(given)
 
 
 def _listed(env: Any) -> list[Callable[[], gym.Env]]:

@@ -4,14 +4,15 @@ A name is a Gymnasium id ("HalfCheetah-v5"), a `module:Class` entry point, or a
 `module:EnvId` whose module registers that id when imported (as Gymnasium reads
 `gymnasium_robotics:PointMaze_UMaze-v3`); `Make` also takes a constructor in place of
 a name (any callable: workers receive it with cloudpickle). `kwargs` go to the env's
-constructor, as `gym.make(name, **kwargs)` passes them. With `max_length`, episodes end
-at the env's own time limit or at `max_length`, whichever comes first, always as
-truncation.
+constructor, as `gym.make(name, **kwargs)` passes them, and `wrappers` wrap the env
+after, as `gym.make_vec`'s do. With `max_length`, episodes end at the env's own time
+limit or at `max_length`, whichever comes first, always as truncation.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import inspect
 import subprocess
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
-from gymnasium.envs.registration import load_env_creator
+from gymnasium.envs.registration import EnvSpec, load_env_creator
 
 from batchrl.envs.host import wrappers
 
@@ -178,6 +179,7 @@ class Make:
         render_mode: str | None = None,
         action_repeat: int = 1,
         kwargs: dict[str, Any] | None = None,
+        wrappers: tuple[Callable[[gym.Env], gym.Env], ...] = (),
     ):
         if action_repeat < 1:
             raise ValueError(f"action_repeat must be at least 1, got {action_repeat}")
@@ -186,9 +188,17 @@ class Make:
         self.render_mode = render_mode
         self.action_repeat = action_repeat
         self.kwargs = dict(kwargs or {})
+        self.wrappers = tuple(wrappers)  # `gym.make_vec`'s: each env wrapped after gym.make.
+        # The id as this process registered it: a worker that never ran the registering
+        # code (an id registered under `if __name__ == "__main__":`, in a notebook, by a
+        # module imported there) registers it from here, as a forked AsyncVectorEnv's has it.
+        self.spec = carried_spec(name) if isinstance(name, str) else None
 
     def __call__(self) -> gym.Env:
-        return wrappers.apply(self._limited(), action_repeat=self.action_repeat)
+        env = self._limited()
+        for wrapper in self.wrappers:
+            env = wrapper(env)
+        return wrappers.apply(env, action_repeat=self.action_repeat)
 
     def _limited(self) -> gym.Env:
         kwargs = dict(self.kwargs)
@@ -204,10 +214,35 @@ class Make:
                 maker = getattr(module, attribute)
                 return wrappers.apply(_built(maker, kwargs, name), duration=self.max_length)
         register_namespace(name)
+        if self.spec is not None and name not in gym.registry:  # Made from its spec, unregistered.
+            own = self.spec.max_episode_steps
+            if self.max_length is not None and own is not None:
+                kwargs["max_episode_steps"] = min(own, self.max_length)
+            elif self.max_length is not None:
+                kwargs["max_episode_steps"] = self.max_length
+            return gym.make(self.spec, **kwargs)
         if self.max_length is None:
             return gym.make(name, **kwargs)
         limit = time_limit(name, self.max_length)
         return gym.make(name, max_episode_steps=limit, **kwargs)
+
+
+def carried_spec(name: str) -> EnvSpec | None:
+    """Id `name`'s spec as registered here, for a process that may lack it; None if any has it.
+
+    Gymnasium's own ids and those of the namespaces batchrl imports are found anywhere. A
+    `__main__:Class` entry point is resolved to the class, which reaches a worker by value.
+    """
+    spec = None if ":" in name else gym.registry.get(name)
+    if spec is None or name.partition("/")[0] in _NAMESPACES:
+        return None
+    entry_point = spec.entry_point
+    if isinstance(entry_point, str):
+        if entry_point.startswith("gymnasium.envs."):
+            return None
+        if entry_point.partition(":")[0] == "__main__":
+            return dataclasses.replace(spec, entry_point=load_env_creator(entry_point))
+    return spec
 
 
 class NotAnEnvError(TypeError):

@@ -143,3 +143,69 @@ def test_an_ale_id_is_made_where_ale_py_was_never_imported():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout == "ALE/Pong-v5 100\n"
+
+
+_REGISTERING_SCRIPT = """
+import sys
+import gymnasium as gym
+import numpy as np
+from batchrl.envs import BatchEnv
+
+
+class Counting(gym.Env):
+    observation_space = gym.spaces.Box(0, 100, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = int(self.np_random.integers(10))
+        return np.array([self.t], np.float32), {}
+
+    def step(self, action):
+        self.t += 1 + int(action)
+        return np.array([self.t], np.float32), 1.0, False, False, {}
+
+
+if __name__ == "__main__":  # Registered here only: no worker runs this block.
+    gym.register("CountingObj-v0", entry_point=Counting, max_episode_steps=3)
+    gym.register("CountingStr-v0", entry_point="__main__:Counting", max_episode_steps=3)
+    sys.path.insert(0, sys.argv[1])
+    import counting_module  # Registers CountingMod-v0 as it is imported.
+
+    for name in ("CountingObj-v0", "CountingStr-v0", "CountingMod-v0"):
+        with BatchEnv.external(name, 2) as ours:
+            sync = gym.make_vec(name, 2, vectorization_mode="sync")
+            for got, want in ((ours.reset(seed=5), sync.reset(seed=5)),):
+                assert np.array_equal(got[0], want[0])
+            ends = []
+            for t in range(4):
+                got, want = ours.step(np.array([1, 0])), sync.step(np.array([1, 0]))
+                for a, b in zip(got[:4], want[:4]):
+                    assert np.array_equal(a, b), (name, t, got, want)
+                ends.append(bool(got[3][0]))
+            print(name, ends)
+"""
+
+
+def test_an_id_registered_where_no_worker_runs_is_made_there_as_sync_makes_it(tmp_path):
+    # Registered under the script's guard, in a notebook or by a module imported there, the id
+    # was unknown to the workers ("Environment `CountingObj` doesn't exist"), where a forked
+    # AsyncVectorEnv's had it.
+    (tmp_path / "counting_module.py").write_text(
+        "import gymnasium as gym\n"
+        "gym.register('CountingMod-v0', entry_point='counting_script:Counting',"
+        " max_episode_steps=3)\n"
+    )
+    (tmp_path / "counting_script.py").write_text(_REGISTERING_SCRIPT)
+    script = tmp_path / "counting_script.py"
+    result = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    names = ("CountingObj-v0", "CountingStr-v0", "CountingMod-v0")
+    # Equal to SyncVectorEnv's, step by step; truncated at the registered limit of 3.
+    assert result.stdout.splitlines() == [f"{name} [False, False, True, False]" for name in names]

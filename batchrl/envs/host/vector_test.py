@@ -403,3 +403,18 @@ def test_actions_a_cast_would_change_are_refused_as_gymnasium_refuses_them():
     with BatchEnv.external("Pendulum-v1", 2) as ours:  # A float Box takes integers too.
         ours.reset(seed=0)
         assert ours.step(np.ones((2, 1), np.int64))[1].shape == (2,)
+
+
+def test_wrappers_wrap_each_env_as_gym_make_vec_wraps_them():
+    # gym.make_vec(id, n, wrappers=[...]) was refused: "takes no keyword 'wrappers'".
+    wrappers = [
+        functools.partial(gym.wrappers.ClipReward, min_reward=-0.5, max_reward=0.0),
+        functools.partial(gym.wrappers.TimeLimit, max_episode_steps=7),
+    ]
+    theirs = gym.make_vec("Pendulum-v1", 3, vectorization_mode="sync", wrappers=wrappers)
+    with BatchEnv.external("Pendulum-v1", 3, local_envs=1, wrappers=wrappers) as ours:
+        ends = run_side_by_side(ours, theirs, 20, seed=2)
+    theirs.close()
+    assert ends == 6  # Every env truncated at 7 steps, twice.
+    with pytest.raises(TypeError, match=r"^wrappers holds 3: each is a function of an env$"):
+        BatchEnv.external("Pendulum-v1", 2, wrappers=[gym.wrappers.ClipReward, 3])
