@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -183,9 +184,11 @@ class InGraphBatchEnv:
             elif in_place and self.device.platform != "cpu":
                 raise ValueError(f"in_place=True needs a CPU device, got {self.device}")
             call = functools.partial(_host_call, in_place=in_place)
-        self._host_init = call(self._init_on_host, obs_results)
-        self._host_reset = call(self._reset_on_host, obs_results)
-        self._host_step = call(self._step_on_host, step_results)
+        # Weakly: JAX's caches keep a program's callbacks, and through them kept every
+        # finished run's envs, 6 open files a run on workers, until "Too many open files".
+        self._host_init = call(_weakly(self._init_on_host), obs_results)
+        self._host_reset = call(_weakly(self._reset_on_host), obs_results)
+        self._host_step = call(_weakly(self._step_on_host), step_results)
 
     def wrap_compiled(self, function: Callable[..., Any]) -> Callable[..., Any]:
         """`function`, a compiled program calling this env, raising env errors as themselves.
@@ -332,6 +335,21 @@ def _host_view(buffer: Any) -> np.ndarray:
             f"the env bridge was called from a program on an accelerator, whose buffers host "
             f"code cannot read ({reason}): act on the CPU (--set acting_device=auto or cpu)"
         ) from None
+
+
+def _weakly(method: Callable[..., None]) -> Callable[..., None]:
+    """`method`, bound to a bridge, called through a weak reference to that bridge."""
+    ref = weakref.WeakMethod(method)
+
+    def call(*args: Any) -> None:
+        bound = ref()
+        if bound is None:
+            raise RuntimeError(
+                "the InGraphBatchEnv this program steps is gone: keep it while its programs run"
+            )
+        bound(*args)
+
+    return call
 
 
 def _host_call(
