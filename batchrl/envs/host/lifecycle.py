@@ -11,7 +11,9 @@ import pathlib
 import sys
 from collections.abc import Callable
 from multiprocessing import connection
+from typing import Any
 
+import cloudpickle
 import gymnasium as gym
 import numpy as np
 
@@ -194,3 +196,27 @@ def terminate(
     conn.close()
     for doorbell in doorbells:
         doorbell.close()
+
+
+def pickled(constructors: list[Any], observation_mode: Any, first_index: int) -> bytes:
+    """The worker's constructors and mode, cloudpickled.
+
+    Raises:
+        TypeError: one line naming the env whose constructor cannot be pickled (a lock or
+            an open file among what it holds), found constructor by constructor.
+    """
+    try:
+        return cloudpickle.dumps((constructors, observation_mode))
+    except Exception:
+        pass
+    for index, constructor in enumerate(constructors):
+        try:
+            cloudpickle.dumps(constructor)
+        except Exception as error:
+            name = constructor_name(constructor)
+            raise TypeError(
+                f"env {first_index + index}'s constructor {name} cannot be sent to a worker "
+                f"process ({type(error).__name__}: {error}): build what it holds inside it, "
+                "or step it in this process (local_envs)"
+            ) from None
+    return cloudpickle.dumps((constructors, observation_mode))  # The mode's own error.

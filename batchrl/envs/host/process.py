@@ -22,7 +22,6 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import cloudpickle
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -69,7 +68,7 @@ class ProcessGroup(remote.RemoteGroup):
         self.restarts = 0
         self.name = lifecycle.constructor_name(constructors[0])  # Until the env reports its own.
         self._context = lifecycle.context(context)
-        self._blob = cloudpickle.dumps((list(constructors), observation_mode))
+        self._blob = lifecycle.pickled(list(constructors), observation_mode, first_index)
         self._init_remote(self.num_envs)
         self._process = None
         self._closing = False  # Whether the worker was asked to close its envs.
@@ -355,6 +354,8 @@ class ProcessGroup(remote.RemoteGroup):
         if code is not None and code < 0:
             how = f"signal {signal.Signals(-code).name}"
         advice = self._advice("; {restart} to replace crashed workers")
+        if command in ("start", "attach") and self.restarts == 0:  # Not retried: no other envs.
+            advice = "; a batch's first start is not retried: restarts replace workers that ran"
         if command == "start" and code == 1 and self.restarts == 0 and lifecycle.main_runs_again():
             # An exception before the worker's own code ran: in the main script, run again.
             advice = f", before it built its envs (its error above): {lifecycle.MAIN_GUARD}"

@@ -6,6 +6,7 @@ import os
 import pathlib
 import pickle
 import signal
+import threading
 import time
 
 import gymnasium as gym
@@ -14,6 +15,7 @@ import psutil
 import pytest
 
 from batchrl.conftest import wait_gone
+from batchrl.envs import BatchEnv
 from batchrl.envs.host import errors, external, lifecycle
 from batchrl.testing import mock
 
@@ -490,3 +492,39 @@ def test_a_worker_a_ctrl_c_cut_off_is_replaced_by_the_next_reset(tmp_path):
         assert not wait_gone(held)
     finally:
         env.close()
+
+
+def test_a_constructor_that_cannot_be_sent_or_builds_no_env_is_one_line(tmp_path):
+    # A bare "cannot pickle '_thread.lock' object" from cloudpickle, naming nothing; and a
+    # str's "has no attribute 'observation_space'", after a close error of the str's own.
+    lock = threading.Lock()
+
+    def locked() -> gym.Env:
+        with lock:
+            return gym.make("Pendulum-v1")
+
+    with pytest.raises(TypeError) as error:
+        BatchEnv.external([lambda: gym.make("Pendulum-v1"), locked], envs_per_worker=1)
+    assert str(error.value) == (
+        "env 1's constructor from test_a_constructor_that_cannot_be_sent_or_builds_no_env_is_one_"
+        "line.<locals>.locked cannot be sent to a worker process (TypeError: cannot pickle "
+        "'_thread.lock' object): build what it holds inside it, or step it in this process "
+        "(local_envs)"
+    )
+    vector = functools.partial(gym.make_vec, "Pendulum-v1", 2)
+    for made, what in ((lambda: "not an env", "str"), (vector, "SyncVectorEnv")):
+        with pytest.raises(errors.EnvRaisedError) as error:
+            BatchEnv.external(made, 2)
+        assert f"returned a {what}, not a gymnasium.Env" in str(error.value).splitlines()[0]
+
+
+def test_a_worker_that_dies_as_the_batch_first_starts_is_not_told_to_restart():
+    # "pass restart=True to replace crashed workers", which retries no first start.
+    crash = functools.partial(mock.FailingEnv, where="init", how="exit")
+    for restart in (False, True):
+        with pytest.raises(errors.EnvCrashedError) as error:
+            BatchEnv.external(crash, 1, restart=restart)
+        assert str(error.value).endswith(
+            "died (exit code 3) during start; a batch's first start is not retried: restarts "
+            "replace workers that ran"
+        )
