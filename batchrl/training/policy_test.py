@@ -133,14 +133,7 @@ def test_predict_carries_the_state_it_is_given_as_sb3s_recurrent_policies_do(cap
 def test_a_multi_binary_leaf_takes_zeros_and_ones_in_any_dtype_and_nothing_else():
     # Gymnasium's MultiBinary holds 1.0 and 0.0 and not 2 or -1, which were read as numbers.
     space = gym.spaces.Dict({"bits": gym.spaces.MultiBinary(2), "x": gym.spaces.Box(-1, 1, (2,))})
-    spec = spaces.env_spec(space, gym.spaces.Discrete(3))
-    config = train_config.replace(presets.get("cartpole_jax"), objective="clipped")
-    algorithm = algorithm_lib.of(config.algorithm)
-    networks = algorithm.networks(config.algorithm, spec)
-    learner = algorithm_lib.zeros(
-        algorithm_lib.init_shapes(algorithm, networks, config.shape).learner
-    )
-    policy = policy_lib.Policy(algorithm, networks, learner)
+    policy = _untrained(space, gym.spaces.Discrete(3))
     obs = {"bits": np.array([1, 0], np.int8), "x": np.array([0.5, -0.5], np.float32)}
     assert policy.act(obs) == policy.act({**obs, "bits": np.array([1.0, 0.0])})
     for bits, said in (([2, 0], "2"), ([[0, 1], [-1, 0]], "-1"), ([0.5, 1.0], "0.5")):
@@ -152,14 +145,7 @@ def test_a_multi_binary_leaf_takes_zeros_and_ones_in_any_dtype_and_nothing_else(
 def test_a_list_of_tuple_observations_and_a_scalar_leaf_are_said_as_a_batch_is_given():
     # Blackjack's Tuple: a list of two observations was said to be a tuple of the wrong length.
     space = gym.spaces.Tuple((gym.spaces.Discrete(32), gym.spaces.Discrete(11)))
-    spec = spaces.env_spec(space, gym.spaces.Discrete(2))
-    config = train_config.replace(presets.get("cartpole_jax"), objective="clipped")
-    algorithm = algorithm_lib.of(config.algorithm)
-    networks = algorithm.networks(config.algorithm, spec)
-    learner = algorithm_lib.zeros(
-        algorithm_lib.init_shapes(algorithm, networks, config.shape).learner
-    )
-    policy = policy_lib.Policy(algorithm, networks, learner)
+    policy = _untrained(space, gym.spaces.Discrete(2))
     with pytest.raises(ValueError, match=r"^obs is a list of 3 items of tuples: one observation"):
         policy.act([(3, 4), (5, 6), (7, 8)])
     with pytest.raises(ValueError) as error:
@@ -168,3 +154,13 @@ def test_a_list_of_tuple_observations_and_a_scalar_leaf_are_said_as_a_batch_is_g
         "obs[0] has shape (2, 1): expected () for one env, or [N] for a batch, as every leaf"
     )
     assert policy.act((np.array([3, 5]), np.array([4, 6]))).shape == (2,)
+
+
+def _untrained(observation: gym.Space, action: gym.Space) -> policy_lib.Policy:
+    """A clipped-objective policy of zero parameters for these spaces: what `act` reads."""
+    spec = spaces.env_spec(observation, action)
+    config = train_config.replace(presets.get("cartpole_jax"), objective="clipped")
+    algorithm = algorithm_lib.of(config.algorithm)
+    networks = algorithm.networks(config.algorithm, spec)
+    shapes = algorithm_lib.init_shapes(algorithm, networks, config.shape)
+    return policy_lib.Policy(algorithm, networks, algorithm_lib.zeros(shapes.learner))
