@@ -29,7 +29,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,17 +38,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl import env_spec as env_spec_lib
-from batchrl.bridge import one_block, surfaced, thread_state
+from batchrl.bridge import one_block, surfaced
+from batchrl.bridge.host_call import DeviceError, host_call, weakly
 from batchrl.bridge.seeds import check_env_seeds, run_env_seeds
 from batchrl.envs import spaces
 from batchrl.envs.host import batch as batch_lib
 from batchrl.envs.host import batch_taken
 from batchrl.envs.jax import jax_env
-
-try:  # Present in the JAX versions pyproject.toml allows; kept optional on purpose.
-    from jax.experimental.buffer_callback import buffer_callback
-except ImportError:  # pragma: no cover - exercised only on other JAX versions
-    buffer_callback = None
 
 
 @flax.struct.dataclass
@@ -177,18 +172,18 @@ class InGraphBatchEnv:
         )
         self._action_tree = self._action_types and jax.tree.structure(self._action_types)
         if devices > 1:
-            call = functools.partial(_host_call, device=jax.local_devices()[0])
+            call = functools.partial(host_call, device=jax.local_devices()[0])
         else:
             if in_place is None:
                 in_place = self.device.platform == "cpu"
             elif in_place and self.device.platform != "cpu":
                 raise ValueError(f"in_place=True needs a CPU device, got {self.device}")
-            call = functools.partial(_host_call, in_place=in_place)
+            call = functools.partial(host_call, in_place=in_place)
         # Weakly: JAX's caches keep a program's callbacks, and through them kept every
         # finished run's envs, 6 open files a run on workers, until "Too many open files".
-        self._host_init = call(_weakly(self._init_on_host), obs_results)
-        self._host_reset = call(_weakly(self._reset_on_host), obs_results)
-        self._host_step = call(_weakly(self._step_on_host), step_results)
+        self._host_init = call(weakly(self._init_on_host), obs_results)
+        self._host_reset = call(weakly(self._reset_on_host), obs_results)
+        self._host_step = call(weakly(self._step_on_host), step_results)
 
     def wrap_compiled(self, function: Callable[..., Any]) -> Callable[..., Any]:
         """`function`, a compiled program calling this env, raising env errors as themselves.
@@ -319,95 +314,3 @@ def check_device(device: jax.Device, tree: Any) -> None:
                 f"the env bridge steps its envs from programs on {device}, got an array on "
                 f"{other}: run acting there (--set acting_device=auto puts host envs on the CPU)"
             )
-
-
-class DeviceError(ValueError):
-    """A program that steps host envs runs where the bridge cannot serve it."""
-
-
-def _host_view(buffer: Any) -> np.ndarray:
-    """`buffer`, one of XLA's, as a numpy view; a DeviceError where it is not host memory."""
-    try:
-        return np.asarray(buffer)
-    except Exception as error:  # An accelerator's buffer: XLA refuses host access.
-        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
-        raise DeviceError(
-            f"the env bridge was called from a program on an accelerator, whose buffers host "
-            f"code cannot read ({reason}): act on the CPU (--set acting_device=auto or cpu)"
-        ) from None
-
-
-def _weakly(method: Callable[..., None]) -> Callable[..., None]:
-    """`method`, bound to a bridge, called through a weak reference to that bridge."""
-    ref = weakref.WeakMethod(method)
-
-    def call(*args: Any) -> None:
-        bound = ref()
-        if bound is None:
-            raise RuntimeError(
-                "the InGraphBatchEnv this program steps is gone: keep it while its programs run"
-            )
-        bound(*args)
-
-    return call
-
-
-def _host_call(
-    function: Callable[..., None],
-    result_types: tuple[jax.ShapeDtypeStruct, ...],
-    device: jax.Device | None = None,
-    in_place: bool = True,
-) -> Callable[..., Any]:
-    """A side-effecting call of `function(outputs, *inputs)` on numpy views, from compiled code.
-
-    `result_types`: a flat tuple, one per output. `device`: the one device that makes the
-    call in a program over several devices. `in_place`: the program runs on the CPU, and
-    the call reads and writes XLA's buffers in place; else its arrays are copied across.
-    """
-
-    def keep_error(*args: Any) -> None:
-        try:
-            function(*args)
-        except BaseException as error:
-            surfaced.keep(error)
-            raise
-
-    if buffer_callback is not None and device is None and in_place:
-
-        def on_buffers(ctx: Any, out: Any, *inputs: Any) -> None:
-            del ctx
-            thread_state.keep()
-            try:
-                outputs = tuple(_host_view(o) for o in out)
-                views = tuple(_host_view(x) for x in inputs)
-            except DeviceError as error:
-                surfaced.keep(error)
-                raise
-            keep_error(outputs, *views)
-
-        return buffer_callback(on_buffers, result_types, has_side_effect=True)
-
-    def on_arrays(*inputs: Any) -> Any:
-        thread_state.keep()
-        outputs = tuple(np.empty(t.shape, t.dtype) for t in result_types)
-        if device is None:
-            keep_error(outputs, *inputs)
-            return outputs
-        # Over several devices a call that raises stops its device while the others wait
-        # for it in the update's collectives, until XLA aborts the process: the error is
-        # kept instead, the program runs to its end on zeros, and `surface_errors` raises it.
-        if not surfaced.pending():
-            try:
-                function(outputs, *inputs)
-            except BaseException as error:
-                surfaced.keep(error)
-        if surfaced.pending():
-            outputs = tuple(np.zeros(t.shape, t.dtype) for t in result_types)
-        return outputs
-
-    if device is not None:  # The token orders the calls; XLA allows no ordered effect here.
-        sharding = jax.sharding.SingleDeviceSharding(device)
-        return functools.partial(
-            jax.experimental.io_callback, on_arrays, result_types, sharding=sharding
-        )
-    return functools.partial(jax.experimental.io_callback, on_arrays, result_types, ordered=True)
