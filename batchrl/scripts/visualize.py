@@ -147,23 +147,21 @@ def film_env(config):
     try:
         env = built("rgb_array")
     except TypeError as error:  # A constructor of one's own without the keyword.
-        if "keyword argument 'render_mode'" in str(error):
-            env = built(None)  # One that renders RGB frames as it is, filmed.
-            if env.render_mode == "rgb_array":
-                follow_the_agent(env)
-                return env
+        if "keyword argument 'render_mode'" not in str(error):
+            if not kwargs:
+                raise
+            said = exiting.first_line(error)
+            raise UsageError(
+                f"Gymnasium's env {config.env!r}, which visualize films the run in, refused "
+                f"its env_kwargs={kwargs!r}: {said}"
+            ) from None
+        env = built(None)  # One that renders RGB frames as it is made is filmed so.
+        if env.render_mode != "rgb_array":
             env.close()
             raise UsageError(
                 f"env {config.env!r} takes no render_mode and renders in {env.render_mode!r}: "
                 "visualize films an env that renders with render_mode='rgb_array'"
             ) from None
-        if not kwargs:
-            raise
-        said = exiting.first_line(error)
-        raise UsageError(
-            f"Gymnasium's env {config.env!r}, which visualize films the run in, refused its "
-            f"env_kwargs={kwargs!r}: {said}"
-        ) from None
     follow_the_agent(env)
     return env
 

@@ -9,7 +9,6 @@ JAX-native env object. A run folder records its env by name, so what no name say
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 from collections.abc import Callable
@@ -112,17 +111,10 @@ def registered_in_main(name: str) -> Callable[..., gym.Env] | None:
     find no env there: its registration travels to them whole, with cloudpickle. None
     for every other name.
     """
-    spec = None if ":" in name else gym.registry.get(name)
-    if spec is None:
+    spec = make.carried_spec(name)  # A `__main__:Class` entry point resolved to the class.
+    if spec is None or getattr(spec.entry_point, "__module__", None) != "__main__":
         return None
-    entry_point = spec.entry_point
-    if isinstance(entry_point, str):
-        if entry_point.partition(":")[0] != "__main__":
-            return None
-        entry_point = registration.load_env_creator(entry_point)
-    elif getattr(entry_point, "__module__", None) != "__main__":
-        return None
-    return functools.partial(gym.make, dataclasses.replace(spec, entry_point=entry_point))
+    return functools.partial(gym.make, spec)
 
 
 def with_env(config: TrainConfig, env: Any) -> tuple[TrainConfig, Any]:

@@ -251,20 +251,19 @@ class NotAnEnvError(TypeError):
 
 def _built(maker: Any, kwargs: dict, name: Any) -> gym.Env:
     """The env `maker` builds; a one-line NotAnEnvError where it cannot build one."""
-    shown = _shown(name)
+    shown = repr(name if isinstance(name, str) else getattr(name, "__name__", repr(name)))
     if not callable(maker):
         raise NotAnEnvError(
-            f"env {shown!r} is a {type(maker).__name__}, not an env class or a function "
+            f"env {shown} is a {type(maker).__name__}, not an env class or a function "
             "that returns an env"
         )
-    return checked(maker(**kwargs), name)
+    return checked(maker(**kwargs), shown)
 
 
-def checked(env: Any, name: Any) -> gym.Env:
-    """`env`, which constructor or name `name` built; a one-line NotAnEnvError if no env."""
-    shown = _shown(name)
+def checked(env: Any, shown: str) -> gym.Env:
+    """`env`, which the constructor `shown` names built; a one-line NotAnEnvError if no env."""
     if not isinstance(env, gym.Env):
-        said = f"env {shown!r} returned a {type(env).__name__}, not a gymnasium.Env"
+        said = f"env {shown} returned a {type(env).__name__}, not a gymnasium.Env"
         if hasattr(env, "env_spec") and hasattr(env, "step"):  # `jax_env.Env`'s members.
             said += ": a JAX-native env trains with backend=jax"
         elif hasattr(env, "step_env"):  # gymnax's `Environment`.
@@ -273,18 +272,9 @@ def checked(env: Any, name: Any) -> gym.Env:
     lacks = [name for name in ("observation_space", "action_space") if not hasattr(env, name)]
     if lacks:  # Read first where the spaces are checked: an AttributeError's traceback.
         raise NotAnEnvError(
-            f"env {shown!r} has no {' or '.join(lacks)}: a Gymnasium env sets both in its __init__"
+            f"env {shown} has no {' or '.join(lacks)}: a Gymnasium env sets both in its __init__"
         )
     return env
-
-
-def _shown(name: Any) -> str:
-    """A name or constructor as messages name it: a Make's name, a function's, a partial's."""
-    if isinstance(name, str):
-        return name
-    name = getattr(name, "name", None) if isinstance(name, Make) else name
-    function = getattr(name, "func", name)  # functools.partial
-    return name if isinstance(name, str) else getattr(function, "__name__", repr(function))
 
 
 def time_limit(env_id: str, max_length: int) -> int:

@@ -21,7 +21,7 @@ from batchrl import env_spec
 from batchrl.envs import spaces
 from batchrl.envs.host import actions as actions_lib
 from batchrl.envs.host import autoreset as autoreset_lib
-from batchrl.envs.host import env_checks, forwarding, make
+from batchrl.envs.host import env_checks, forwarding, lifecycle, make
 from batchrl.envs.host import infos as infos_lib
 
 logger = logging.getLogger("batchrl.envs")
@@ -192,7 +192,8 @@ class EnvStepper(forwarding.EnvForwarding):
         self._closed = False
         try:  # Envs built before one fails, or before their spaces are refused, are closed.
             for constructor in constructors:  # A str or a vector env: one line, not its close.
-                self.envs.append(make.checked(constructor(), constructor))
+                name = lifecycle.constructor_name(constructor)
+                self.envs.append(make.checked(constructor(), name))
             first = self.envs[0]
             self.name = spaces.env_name(first)
             self.observation_space = first.observation_space
