@@ -36,6 +36,7 @@ from matplotlib.backends import backend_agg
 from matplotlib.figure import Figure
 
 from batchrl.configs import train_config
+from batchrl.scripts import variants
 from batchrl.training import metrics_log, results, run_folder
 
 X_KEY = "perf/env_steps"
@@ -176,9 +177,8 @@ def seeds_apart(runs: dict[str, Path]) -> list[str]:
         for (label,) in members:
             with contextlib.suppress(run_folder.RunFolderError):
                 configs[label] = train_config.flat(run_folder.read_config(runs[label]))
-        may_differ = {"seed", "steps", *train_config.RESUME_MAY_CHANGE}
-        keys = sorted({key for flat in configs.values() for key in flat} - may_differ)
-        differ = [k for k in keys if len({repr(f.get(k)) for f in configs.values()}) > 1]
+        # A curve's seeds may end at other steps: each is drawn as far as it reaches.
+        differ = variants.differing(list(configs.values()), variants.IGNORED | {"steps"})
         if differ:
             settings = {
                 label: ", ".join(f"{key}={flat.get(key)!r}" for key in differ)

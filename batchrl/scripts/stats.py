@@ -21,8 +21,11 @@ the best of many noisy evaluations is. `--score kept` reads the policy the run k
 its best (`best.bin`), evaluated again on many episodes (`sweep --evaluate-best`): what a
 user who takes the best policy gets.
 
-A run (config and seed) listed in several files counts its last line; a note on stderr
-names the runs a later file lists again.
+Runs of one config's name but other settings (two sweeps of a preset, each with its
+own `--set learning_rate=...`) are counted apart, each named by the settings that
+differ: `pendulum_jax [learning_rate=0.0001]` (`variants`). A run (name and seed) listed
+in several files counts its last line; a note on stderr names the runs a later file
+lists again.
 
     python -m batchrl.scripts.stats runs/sweep/results.jsonl --out profile.png
     python -m batchrl.scripts.stats runs/heldout      # the run folders of train --seeds
@@ -35,12 +38,12 @@ import collections
 import json
 import pathlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import scipy.stats
 
-from batchrl.scripts import json_lines
+from batchrl.scripts import json_lines, variants
 from batchrl.training import results, run_folder
 
 # The best published PPO at 1M steps on Gymnasium's v5 tasks: Tianshou's MuJoCo table (each
@@ -86,6 +89,7 @@ def task_of(config: str) -> str | None:
 
     A config named by its task (another library's runs, `HalfCheetah-v5`) is that task.
     """
+    config = variants.config_of(config)
     if config in TARGETS:
         return config
     return _PRESET_TASKS.get(config) or _TASK_OF.get(config.split("_")[0])
@@ -120,18 +124,35 @@ SCORES = {
 }
 
 
-def read(paths: Sequence[pathlib.Path], score: str = "final") -> dict[str, dict[int, float]]:
-    """A score (`SCORES`) by config and seed; a run listed twice keeps its last line.
+def finished(paths: Sequence[pathlib.Path]) -> list[tuple[str, dict]]:
+    """(where, line) of every finished run's learning line in `paths`, in their order."""
+    return [
+        (where, record)
+        for path in paths
+        for where, record in records(path)
+        if record.get("benchmark") == "learning" and record.get("finished")
+    ]
 
-    Only a run's last line must hold the score: a sweep run again with --evaluate-best
-    adds lines with the kept best policy's return below those it wrote without.
+
+def read(
+    paths: Sequence[pathlib.Path],
+    score: str = "final",
+    name: Callable[[dict], str] | None = None,
+) -> dict[str, dict[int, float]]:
+    """A score (`SCORES`) by run name and seed; a run listed twice keeps its last line.
+
+    A run's name is its config's, with the settings that set it apart from other runs of
+    that name (`variants.namer` of `paths`' lines, unless `name` is given): such runs are
+    not one config's seeds. Only a run's last line must hold the score: a sweep run again
+    with --evaluate-best adds lines with the kept best policy's return below those it
+    wrote without.
     """
     field = SCORES[score][0]
+    lines = finished(paths)
+    name = name or variants.namer(record for _, record in lines)
     last: dict[tuple[str, int], tuple[str, dict]] = {}
-    for path in paths:
-        for where, record in records(path):
-            if record.get("benchmark") == "learning" and record.get("finished"):
-                last[record["config"], int(record["seed"])] = (where, record)
+    for where, record in lines:
+        last[name(record), int(record["seed"])] = (where, record)
     runs: dict[str, dict[int, float]] = collections.defaultdict(dict)
     for (config, seed), (where, record) in last.items():
         if field not in record:
@@ -149,6 +170,7 @@ def replaced(paths: Sequence[pathlib.Path]) -> list[str]:
     One note a pair of files, naming their runs: `stats runs/results.jsonl tog/results.jsonl`
     counted only the second file's seeds 0-2, the first's without a word.
     """
+    name = variants.namer(record for _, record in finished(paths))
     where: dict[tuple[str, int], pathlib.Path] = {}
     moved: dict[tuple[pathlib.Path, pathlib.Path], list[str]] = {}
     twice = []  # Two run folders of one config and seed in one folder: one was dropped.
@@ -156,14 +178,13 @@ def replaced(paths: Sequence[pathlib.Path]) -> list[str]:
         folders: dict[tuple[str, int], str] = {}
         for at, record in records(path):
             if record.get("benchmark") == "learning" and record.get("finished"):
-                run = (record["config"], int(record["seed"]))
+                run = (name(record), int(record["seed"]))
                 if where.get(run, path) != path:
                     moved.setdefault((where[run], path), []).append(f"{run[0]} seed {run[1]}")
                 where[run] = path
                 if run in folders:
                     twice.append(
-                        f"{folders[run]} and {at} are both {run[0]} seed {run[1]}: the last "
-                        "counts (runs of other settings would pool as one config's seeds)"
+                        f"{folders[run]} and {at} are both {run[0]} seed {run[1]}: the last counts"
                     )
                 if _of_folders(path):
                     folders[run] = at

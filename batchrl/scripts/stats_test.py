@@ -174,9 +174,34 @@ def test_the_run_folders_of_train_seeds_are_read_as_a_sweeps_lines(tmp_path, cap
     shutil.copytree(runs[0].rundir, again)
     assert stats.main([str(tmp_path), "--reps", "50"]) == 0
     assert capsys.readouterr().err == (
-        f"stats: note: {runs[0].rundir} and {again} are both pendulum_jax seed 3: the last "
-        "counts (runs of other settings would pool as one config's seeds)\n"
+        f"stats: note: {runs[0].rundir} and {again} are both pendulum_jax seed 3: the last counts\n"
     )
+
+
+def test_runs_of_one_preset_at_other_settings_are_counted_apart(tmp_path, capsys):
+    # A grid: each learning rate's sweep in its folder, both runs of `pendulum_jax`.
+    settings = dict(num_envs=4, update_every=4, max_length=50, final_episodes=4)
+    settings |= dict(policy_layers=(16,), value_layers=(16,))
+    finals = {}
+    for rate in (1e-4, 1e-3):
+        logdir = tmp_path / f"lr{rate}"
+        runs = batchrl.train(
+            "pendulum_jax", steps=400, seeds=[3, 4], logdir=logdir, learning_rate=rate, **settings
+        )
+        finals[rate] = sorted(run.metrics[-1]["final/return"] for run in runs)
+    capsys.readouterr()
+    assert stats.main([str(tmp_path / "lr0.0001"), str(tmp_path / "lr0.001"), "--reps", "50"]) == 0
+    captured = capsys.readouterr()
+    configs = json.loads(captured.out)["configs"]
+    assert sorted(configs) == [
+        "pendulum_jax [learning_rate=0.0001]",
+        "pendulum_jax [learning_rate=0.001]",
+    ]
+    for rate in (1e-4, 1e-3):
+        summary = configs[f"pendulum_jax [learning_rate={rate}]"]
+        assert summary["seeds"] == [3, 4]
+        assert sorted(summary["scores"]) == pytest.approx(finals[rate], abs=0.01)
+    assert captured.err == ""  # No run of one rate counted as the other's.
 
 
 def test_runs_a_later_file_lists_again_are_said_and_counted_from_it(tmp_path, capsys):

@@ -1,13 +1,15 @@
 """The docs' tables, made from JSON lines rather than typed.
 
-One row per preset: its seeds, the IQM of the final policies' returns with a 95 %
-bootstrap interval, the worst seed, both as fractions of the best published PPO
+One row per preset (per preset and settings, where runs of one preset's name were
+trained with other settings: `variants`): its seeds, the IQM of the final policies'
+returns with a 95 % bootstrap interval, the worst seed, both as fractions of the best published PPO
 (`stats.TARGETS`), the same for the kept best policies where the sweep evaluated
 them (`sweep --evaluate-best`), and the commit the runs' code was on (lines written
 before sweeps recorded it say "not recorded"). The interval's bootstrap draws from a
 fixed seed, so the same lines make the same table.
 
     python -m batchrl.scripts.table runs/heldout/results.jsonl [more.jsonl ...]
+    python -m batchrl.scripts.table runs/heldout      # run folders, as `stats` reads them
 
 prints the table in Markdown (`--seeds`: every seed's final return). `--update PAGE`
 rewrites every block of a page that reads
@@ -52,9 +54,9 @@ import pathlib
 import re
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from batchrl.scripts import columns, json_lines, stats
+from batchrl.scripts import columns, json_lines, stats, variants
 
 HEADER = (
     "| preset | seeds | final IQM [95 % CI] | worst final | kept IQM | worst kept | target "
@@ -123,16 +125,16 @@ def row(
     return "| " + " | ".join(cells) + " |"
 
 
-def _commits(paths: Sequence[pathlib.Path]) -> dict[str, list[str | None]]:
-    """The commit of each finished run's line, by config (None where the line has none).
+def _commits(
+    paths: Sequence[pathlib.Path], name: Callable[[dict], str]
+) -> dict[str, list[str | None]]:
+    """The commit of each finished run's line, by run name (None where the line has none).
 
     A run listed twice counts its last line, as `stats.read` does: the commit is that one's.
     """
     by_run: dict[tuple[str, int], str | None] = {}
-    for path in paths:
-        for _, record in json_lines.read(path):
-            if record.get("benchmark") == "learning" and record.get("finished"):
-                by_run[record["config"], int(record["seed"])] = record.get("commit")
+    for _, record in stats.finished(paths):
+        by_run[name(record), int(record["seed"])] = record.get("commit")
     commits: dict[str, list[str | None]] = {}
     for (config, _), commit in by_run.items():
         commits.setdefault(config, []).append(commit)
@@ -146,8 +148,8 @@ NOISE_HEADER = (
 
 
 def _records(paths: Sequence[pathlib.Path]) -> list[dict]:
-    """Every JSON line of the files (`json_lines.read`: a cut last one left out)."""
-    return [record for path in paths for _, record in json_lines.read(path)]
+    """Every JSON line of the files, or of the runs in the folders (`stats.records`)."""
+    return [record for path in paths for _, record in stats.records(path)]
 
 
 def noise_table(records: Sequence[dict]) -> str:
@@ -182,16 +184,15 @@ def seeds_table(final: dict[str, dict[int, float]]) -> str:
 
 
 def folder_error(paths: Sequence[pathlib.Path]) -> str | None:
-    """The error for a folder named where JSON lines go (a sweep's logdir), or None.
+    """The error for a folder named where `--columns` reads JSON lines, or None.
 
-    Said with the file to give instead, not as the OS's "[Errno 21] Is a directory": a
-    table is made of files of lines, as a page names them (`stats` reads folders too).
+    Said with the file to give instead, not as the OS's "[Errno 21] Is a directory".
     """
     for path in paths:
         if path.is_dir():
             inside = path / "results.jsonl"
-            give = f"give {inside}" if inside.is_file() else "give a sweep's results.jsonl"
-            return f"{path} is a folder, not a file of JSON lines: {give}"
+            give = f"give {inside}" if inside.is_file() else "give a file of JSON lines"
+            return f"--columns reads files of JSON lines: {path} is a folder; {give}"
     return None
 
 
@@ -204,7 +205,8 @@ def table(paths: Sequence[pathlib.Path], reps: int = REPS, per_seed: bool = Fals
     records = _records(paths)
     if records and all(r.get("benchmark") == "evaluation_noise" for r in records):
         return noise_table(records)
-    final = stats.read(paths, "final")
+    name = variants.namer(record for _, record in stats.finished(paths))
+    final = stats.read(paths, "final", name)
     if not final:
         raise ValueError(
             f"no finished run in {', '.join(map(str, paths))}: a table reads a sweep's "
@@ -215,11 +217,11 @@ def table(paths: Sequence[pathlib.Path], reps: int = REPS, per_seed: bool = Fals
     kept: dict[str, dict[int, float]] = {}
     for path in paths:
         try:
-            for config, seeds in stats.read([path], "kept").items():
+            for config, seeds in stats.read([path], "kept", name).items():
                 kept.setdefault(config, {}).update(seeds)
         except ValueError:  # This file's runs were not evaluated again: no kept columns.
             continue
-    commits = _commits(paths)
+    commits = _commits(paths, name)
     lines = list(HEADER)
     lines += [row(c, final[c], kept.get(c), reps, commits[c]) for c in final]
     return "\n".join(lines)
@@ -334,7 +336,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m batchrl.scripts.table", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("paths", nargs="*", type=pathlib.Path, help="sweep JSON lines")
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        type=pathlib.Path,
+        help="a sweep's JSON lines or folder, run folders, or a folder of run folders",
+    )
     parser.add_argument(
         "--reps", type=int, default=REPS, help=f"bootstrap resamples (default: {REPS})"
     )
@@ -352,9 +359,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--rows and --where choose the rows of a table of --columns")
     if args.columns and (args.seeds or not args.paths):
         parser.error("--columns makes a table of JSON lines named here, not --seeds or a page's")
-    if folder_error(args.paths):
+    if args.columns and folder_error(args.paths):
         parser.error(folder_error(args.paths))
-    for where in json_lines.cut(args.paths):
+    files = [path / "results.jsonl" if path.is_dir() else path for path in args.paths]
+    for where in json_lines.cut(files):
         print(f"table: note: {where} was cut short while written; left out", file=sys.stderr)
     try:
         for note in [] if args.columns else stats.replaced(args.paths):  # Runs, counted once.

@@ -364,11 +364,35 @@ def test_reps_below_one_are_refused_in_one_line(tmp_path, capsys):
     assert error.endswith("error: --reps must be at least 1, got 0")
 
 
-def test_a_sweeps_folder_given_for_its_lines_is_refused_naming_the_file(tmp_path, capsys):
+def test_a_sweeps_folder_is_read_through_its_lines_but_columns_take_files(tmp_path, capsys):
     path = tmp_path / "results.jsonl"
     write_lines(path, "hopper_clipped", [3000.0, 2000.0])
+    assert table.main([str(tmp_path), "--reps", "50"]) == 0
+    assert "| `hopper_clipped` | 100, 101 |" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_:
-        table.main([str(tmp_path)])
+        table.main([str(tmp_path), "--columns", "seed"])
     assert exit_.value.code == 2
     error = capsys.readouterr().err.splitlines()[-1]
-    assert error.endswith(f"error: {tmp_path} is a folder, not a file of JSON lines: give {path}")
+    assert error.endswith(
+        f"error: --columns reads files of JSON lines: {tmp_path} is a folder; give {path}"
+    )
+
+
+def test_sweeps_of_one_preset_at_other_settings_make_a_row_each(tmp_path, capsys):
+    # Two sweeps of `hopper_clipped`, one at another learning rate: not one preset's seeds.
+    paths = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
+    sweeps = zip(paths, (3e-4, 1e-3), ([3000.0, 2000.0], [500.0, 700.0]), strict=True)
+    for path, rate, finals in sweeps:
+        write_lines(path, "hopper_clipped", finals)
+        lines = [json.loads(line) for line in path.read_text().splitlines()]
+        for line in lines:
+            line["settings"] = {"env": "Hopper-v5", "algorithm": {"learning_rate": rate}}
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert table.main([*map(str, paths), "--reps", "50"]) == 0
+    captured = capsys.readouterr()
+    rows = [line.split(" | ")[:2] for line in captured.out.splitlines()[2:]]
+    assert rows == [
+        ["| `hopper_clipped [learning_rate=0.0003]`", "100, 101"],
+        ["| `hopper_clipped [learning_rate=0.001]`", "100, 101"],
+    ]
+    assert captured.err == ""  # Not "listed again": they are other runs.

@@ -184,7 +184,8 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
         raise UsageError(
             f"run {rundir.name!r} was started with other settings: {', '.join(differ)}; "
             "a resume keeps them, and may raise steps and set "
-            f"{', '.join(anew[:-1])} and {anew[-1]} anew"
+            f"{', '.join(anew[:-1])} and {anew[-1]} anew; other settings train in "
+            "another --logdir"
         )
     if requested.steps != saved.steps:
         try:

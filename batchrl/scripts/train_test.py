@@ -156,7 +156,7 @@ def test_a_resume_may_change_how_it_meets_a_hung_worker_and_where_it_runs_only(t
         train.UsageError,
         match=r"other settings: num_envs=4 \(saved 30\); a resume keeps them, and may raise "
         r"steps and set worker_timeout, restart_workers, device, acting_device and "
-        r"learner_devices anew$",
+        r"learner_devices anew; other settings train in another --logdir$",
     ):
         train.resumed_run(train.parse_args([*start, *changes, "--set", "num_envs=4"]))
     assert run_folder_lib.read_config(run).worker_timeout == 60.0  # The folder keeps its start.

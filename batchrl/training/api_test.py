@@ -362,6 +362,30 @@ def test_a_budget_that_rounds_up_to_whole_phases_says_so_in_the_first_line(capsy
     assert "rounded" not in capsys.readouterr().out
 
 
+def test_a_budget_that_ends_before_the_first_update_is_a_one_line_warning(tmp_path, caplog):
+    # 100 steps of 4 envs end before 4 episodes of 50: the untrained policy's scores were
+    # returned without a word, as were the clipped objective's 64 steps of a 160-step update.
+    caplog.set_level("WARNING", logger="batchrl")
+    settings = dict(TINY_PENALTY, phase_steps=100, eval_every=1)
+    run = batchrl.train("pendulum_jax", steps=100, logdir=tmp_path, **settings)
+    assert "train/kl" not in run.metrics[-1] and run.metrics[-1]["final/return"] < 0
+    clipped = dict(TINY_CLIPPED, objective="clipped", steps_per_update=40)
+    batchrl.train("pendulum_jax", steps=64, **clipped)
+    said = [record.getMessage() for record in caplog.records]
+    assert [text for text in said if "no update" in text] == [
+        "the run trained no update: its 100 env steps ended before the first, which comes "
+        "after update_every=4 episodes; raise steps for a trained policy",
+        "the run trained no update: its 64 env steps ended before the first, which comes "
+        "after 160 env steps (num_envs=4 x steps_per_update=40); raise steps for a trained "
+        "policy",
+    ]
+    caplog.clear()
+    batchrl.resume(run.rundir, steps=300)  # Its first update is in its folder's rows.
+    batchrl.resume(run.rundir, steps=400)
+    batchrl.train("pendulum_jax", steps=64, objective="clipped", **TINY_CLIPPED)
+    assert not [record for record in caplog.records if "no update" in record.getMessage()]
+
+
 @pytest.mark.slow
 def test_a_run_stopped_in_python_resumes_there_as_if_never_stopped(tmp_path, monkeypatch, capsys):
     # Ctrl-C in a notebook stops `batchrl.train`; `batchrl.resume` goes on from its folder.

@@ -100,6 +100,13 @@ class Keeper:
                 checkpoint.save(self.directory, done, state, self.config.keep_checkpoints, fresh)
         return env_steps
 
+    def updated(self) -> bool:
+        """Whether the run trained an update: in this call's rows, or its folder's."""
+        path = None if self.rundir is None else run_folder.metrics(self.rundir)
+        if path is not None and path.exists():
+            return _updated(results.phases(metrics_log.read_jsonl(path)))
+        return _updated(self.rows)
+
     def save_stopped(self) -> None:
         """Checkpoints the last logged state, where a callback stopped the run."""
         if self.directory is None:
@@ -260,6 +267,11 @@ def _best_return(rundir: pathlib.Path, state: loop.RunState) -> float:
     if score is not None and phase <= int(state.phases):
         scores.append(score)
     return max(scores, default=-math.inf)
+
+
+def _updated(rows: list[dict[str, Any]]) -> bool:
+    """Whether any of the phases' `rows` trained an update: its loss is in the row."""
+    return any(row.get("train/kl") is not None for row in rows)
 
 
 def _eval_returns(rundir: pathlib.Path, env_steps: int) -> dict[int, float]:

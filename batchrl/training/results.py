@@ -97,4 +97,5 @@ def line(rundir: pathlib.Path) -> dict[str, Any]:
     config = run_folder.read_config(rundir)
     sampled = {"sampled": True} if config.eval_sample else {}
     named = {"benchmark": "learning", "config": run_folder.parse(rundir.name)[1]}
-    return {**named, "seed": config.seed, **read(rundir).as_dict(), **sampled}
+    settings = {"settings": dataclasses.asdict(config)}
+    return {**named, "seed": config.seed, **read(rundir).as_dict(), **sampled, **settings}

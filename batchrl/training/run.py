@@ -266,7 +266,26 @@ def eval_episodes(config: TrainConfig, done: int) -> int:
 
 
 def finished(kept: Keeper, programs: loop.Programs) -> Run:
-    """The run `kept` kept: the rows this call wrote and the last state kept."""
+    """The run `kept` kept: the rows this call wrote and the last state kept.
+
+    A run whose whole budget ended before its first update is said in a warning: it
+    returned the untrained policy's scores, as a trained one's, without a word.
+    """
+    config, phases = kept.config, int(kept.logged.phases)
+    if phases >= config.phases and not kept.updated():
+        algorithm = config.algorithm
+        if algorithm.objective == "clipped":
+            every = f"{config.num_envs * algorithm.steps_per_update:,} env steps"
+            every += f" (num_envs={config.num_envs} x steps_per_update"
+            every += f"={algorithm.steps_per_update})"
+        else:
+            every = f"update_every={algorithm.update_every} episodes"
+        logger.warning(
+            "the run trained no update: its %s env steps ended before the first, which "
+            "comes after %s; raise steps for a trained policy",
+            f"{int(kept.logged.env_steps):,}",
+            every,
+        )
     return Run(kept.rundir, kept.config, kept.rows, kept.logged, programs)
 
 
