@@ -66,6 +66,8 @@ def _parse(name: str, kind: Any, text: str) -> Any:
             value = text
         return train_config.typed(name, kind, value)
     if origin is tuple:
+        if text.strip().lower() in ("none", "null"):  # Said as "expected an integer".
+            raise ValueError(f"{name}={text!r}: expected items such as 64,64; none is {name}=")
         inner = _unbracketed(name, text)
         parts = [part.strip() for part in inner.split(",")] if inner else []
         if parts and not parts[-1]:
@@ -75,11 +77,11 @@ def _parse(name: str, kind: Any, text: str) -> Any:
         return tuple(_parse(name, args[0], part) for part in parts)
     if kind is bool:
         lowered = text.strip().lower()
-        if lowered in ("true", "1", "yes"):
+        if lowered in ("true", "1", "yes", "on"):
             return True
-        if lowered in ("false", "0", "no"):
+        if lowered in ("false", "0", "no", "off"):
             return False
-        raise ValueError(f"{name}={text!r}: expected true or false")
+        raise ValueError(f"{name}={text!r}: expected true or false (yes or no, 1 or 0, on or off)")
     if kind is int:
         with contextlib.suppress(ValueError):  # Exact, however large; else "1e6", "2.5e5".
             return int(text.replace("_", ""))

@@ -188,6 +188,19 @@ def _with_objective(config: TrainConfig, objective: str) -> TrainConfig:
     shared = {
         f.name: getattr(config.algorithm, f.name) for f in dataclasses.fields(ppo_config.Common)
     }
+    old, default = config.algorithm, type(config.algorithm)()
+    dropped = [
+        f"{name}={getattr(old, name)!r}"
+        for name in _fields(type(old))
+        if name not in shared and getattr(old, name) != getattr(default, name)
+    ]
+    if dropped:  # A `*_clipped` preset's schedule went without a word.
+        logger.warning(
+            "objective=%s drops settings only objective %r has: %s",
+            objective,
+            old.objective,
+            ", ".join(dropped),
+        )
     return dataclasses.replace(config, algorithm=kind(**shared))
 
 

@@ -67,6 +67,12 @@ def test_set_reads_no_layers_and_a_trailing_comma(text, layers):
     assert changed.algorithm.policy_layers == layers
 
 
+def test_set_reads_a_flag_as_the_overlap_setting_spells_it():
+    config = presets.get("pendulum")
+    assert not overrides.parse_override(config, "normalize_rewards=off").algorithm.normalize_rewards
+    assert overrides.parse_override(config, "restart_workers=On").restart_workers
+
+
 @pytest.mark.parametrize("text", ["[64, 64", "[[64]]", "64]]]", "(64, 64]", "64)"])
 def test_set_refuses_brackets_that_do_not_pair(text):
     with pytest.raises(ValueError, match=r"^policy_layers=.*: expected items such as 64,64"):
@@ -85,6 +91,17 @@ def test_set_objective_changes_the_algorithm_keeping_what_both_share():
     assert config.algorithm.discount == 0.95 and config.num_envs == 30
     assert config.algorithm.clip_ratio == 0.2  # The clipped objective's own default.
     assert config.env == "Pendulum-v1"
+
+
+def test_switching_the_objective_says_which_of_its_own_settings_it_drops(caplog):
+    # `cheetah_clipped` as kl_penalty lost its annealed learning rate without a word.
+    caplog.set_level("WARNING", logger="batchrl")
+    config = overrides.parse_override(presets.get("hopper_clipped"), "objective=kl_penalty")
+    assert type(config.algorithm) is ppo_config.PenaltyConfig
+    overrides.parse_override(presets.get("pendulum"), "objective=clipped")  # Defaults only.
+    assert [record.getMessage() for record in caplog.records] == [
+        "objective=kl_penalty drops settings only objective 'clipped' has: final_discount=0.995"
+    ]
 
 
 def test_a_recurrent_policy_is_not_dropped_by_setting_the_clipped_objective_after_it():
@@ -141,6 +158,8 @@ def test_set_reads_integers_exactly_and_in_scientific_notation():
         ("kl_targt=0.1", "unknown config key 'kl_targt'; did you mean 'kl_target'"),
         ("objective=a2c", "unknown objective 'a2c': use one of"),
         ("num_envs=many", "num_envs='many': expected an integer"),
+        ("policy_layers=None", "policy_layers='None': expected items such as 64,64; none is "),
+        ("normalize_rewards=F", r"'F': expected true or false \(yes or no, 1 or 0, on or off\)"),
         ("image_channels=middle", "unknown image_channels 'middle': use one of"),
         ("seed=2147483648", r"seed must be in \[0, 2\*\*31\), got 2147483648"),
         ("seed=-1", r"seed must be in \[0, 2\*\*31\), got -1"),

@@ -105,6 +105,17 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if max(named.values()) > 1:
         twice = [config for config, count in named.items() if count > 1]
         parser.error(f"--configs must be distinct configs (a run each), got {twice} twice")
+    by_name = collections.defaultdict(list)  # Two files of one name make one folder a seed.
+    for config in args.configs:
+        with contextlib.suppress(train.UsageError):  # Named with its error at its run.
+            by_name[train.name_of(config)].append(config)
+    for name, given in by_name.items():
+        if len(given) > 1:
+            parser.error(
+                f"--configs {' and '.join(given)} both name their runs {name!r} "
+                f"(seed{args.seeds[0]}-{name}): "
+                "give each config file its own name"
+            )
     if "steps" in keys and args.steps is not None:
         parser.error("--steps and --set steps=... both set the budget: give one")
     if pathlib.Path(args.logdir).exists() and not pathlib.Path(args.logdir).is_dir():

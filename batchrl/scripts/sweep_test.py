@@ -177,6 +177,23 @@ def test_settings_the_sweep_cannot_honour_are_refused_before_any_run(
     with pytest.raises(SystemExit):
         sweep.main(["--logdir", str(tmp_path / "file"), "--configs", "pendulum_jax"])
     assert "is a file, not a folder of runs" in capsys.readouterr().err
+    # Two files of one name would train one folder a seed, the second refused after the first.
+    for folder, rate in (("a", 1e-3), ("b", 1e-4)):
+        (tmp_path / folder).mkdir()
+        text = f"env: Pendulum-v1\nalgorithm:\n  learning_rate: {rate}\n"
+        (tmp_path / folder / "pend.yaml").write_text(text)
+    files = [str(tmp_path / "a" / "pend.yaml"), str(tmp_path / "b" / "pend.yaml")]
+    with pytest.raises(SystemExit):
+        sweep.main(["--logdir", str(tmp_path / "sweep"), "--configs", *files, "--seeds", "3"])
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .endswith(
+            f"error: --configs {files[0]} and {files[1]} both name their runs 'pend' (seed3-pend): "
+            "give each config file its own name"
+        )
+    )
+    assert not (tmp_path / "sweep").exists()
     # A misspelt config is found before the configs before it train.
     argv = ["--logdir", str(tmp_path / "sweep"), "--configs", "pendulum_jax", "pendulm_jax"]
     assert sweep.main(argv) == 2

@@ -66,7 +66,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="list the config keys, with --config's and --set's values, and exit",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.timestamp is not None and not args.timestamp.strip():  # Started a new run.
+        parser.error(f"--timestamp names a run to start or resume, got {args.timestamp!r}")
+    return args
 
 
 def list_presets() -> str:

@@ -339,6 +339,13 @@ def test_a_run_another_process_trains_is_refused_in_one_line(finished_run, tmp_p
 UNEVEN = ["num_envs=5", "steps_per_update=6", "num_minibatches=2", "learner_devices=2"]
 
 
+def test_an_empty_timestamp_is_refused_not_a_new_run(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        train.main(["--logdir", str(tmp_path), "--config", "pendulum_jax", "--timestamp", " "])
+    assert "--timestamp names a run to start or resume, got ' '" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -366,6 +373,10 @@ UNEVEN = ["num_envs=5", "steps_per_update=6", "num_minibatches=2", "learner_devi
             "chunk_length = 240) = 15 rows do not split over learner_devices = 2",
         ),
         (["--timestamp", "19990101T000000"], "no run with timestamp '19990101T000000'"),
+        (  # A YAML parser's "expected '<document start>'" named no way on.
+            ["--config", __file__],
+            "is a Python file: a config is a preset's name, a run folder or a YAML file",
+        ),
         # Refused once the run began: its folder goes too.
         (["--config", "pendulum_jax", "--set", "num_envs=100000000"], "storage takes"),
         (  # Networks of 16 TB: XLA's failed allocation, in one line with its size.

@@ -287,6 +287,12 @@ def named_config(text: str) -> tuple[TrainConfig, str]:
     another YAML file (written as a config.yaml is) its stem.
     """
     path = pathlib.Path(text)
+    if path.suffix == ".py":  # Its YAML parser's error named a "<document start>".
+        raise ValueError(
+            f"config {text!r} is a Python file: a config is a preset's name, a run folder or "
+            "a YAML file (yaml.safe_dump(batchrl.configs.to_dict(config)) writes one), or "
+            "train a config object from Python with batchrl.train(config)"
+        )
     if text not in configs.PRESETS and not path.exists() and path.suffix in (".yaml", ".yml"):
         raise ValueError(f"config file {text!r} does not exist")
     if text in configs.PRESETS or not path.exists():

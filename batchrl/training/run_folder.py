@@ -211,8 +211,7 @@ def _free(rundir: pathlib.Path) -> bool:
 
 def kept_anything(rundir: pathlib.Path) -> bool:
     """Whether a run folder holds a metrics row or a checkpoint."""
-    metrics = rundir / METRICS
-    checkpoints = rundir / CHECKPOINTS
+    metrics, checkpoints = rundir / METRICS, rundir / CHECKPOINTS
     has_rows = metrics.exists() and metrics.stat().st_size > 0
     return has_rows or (checkpoints.is_dir() and any(checkpoints.iterdir()))
 
@@ -244,7 +243,8 @@ def find(logdir: str | os.PathLike, timestamp: str) -> pathlib.Path:
         names = ", ".join(repr(path.name) for path in found)
         raise RunFolderError(
             f"several runs in {str(logdir)!r} have timestamp {timestamp!r} ({names}): "
-            "give the --config (and --set) that started the one to resume"
+            "give the --config (and --set) that started the one to resume, or its "
+            f"folder (--config {found[0]})"
         )
     return found[0]
 

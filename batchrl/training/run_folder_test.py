@@ -47,7 +47,8 @@ def test_a_new_folder_holds_its_config_and_never_takes_anothers(tmp_path):
         run_folder.find(tmp_path, "t0")
     assert str(error.value).endswith(
         "have timestamp 't0' ('t0-cartpole', 't0-cartpole_jax'): give the --config (and "
-        "--set) that started the one to resume"
+        "--set) that started the one to resume, or its folder "
+        f"(--config {tmp_path / 't0-cartpole'})"
     )
 
 
