@@ -265,8 +265,11 @@ def run_phase(
     average_with: Sequence[Any] | None = None,
     final: bool = False,
     restart: bool | None = None,
+    compiled: float = 0.0,
 ) -> tuple[RunState, dict[str, float]]:
     """One train phase from `state`, evaluated; the state after it and its flat metrics.
+
+    `compiled`: seconds its program took to compile before the call, counted in its time.
 
     `restart` restarts every env first: a resumed run's envs begin new episodes, not
     those it was saved in, and envs that evaluation shares with training (`shared_envs`)
@@ -290,7 +293,7 @@ def run_phase(
         programs,
         state,
         trained,
-        time.perf_counter() - start,
+        time.perf_counter() - start + compiled,
         eval_episodes=eval_episodes,
         average_with=average_with,
         final=final,

@@ -22,6 +22,7 @@ import dataclasses
 import functools
 import logging
 import pathlib
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,6 +36,7 @@ from batchrl.training import (
     run_folder,
     run_signals,
     terminal,
+    together_memory,
 )
 from batchrl.training.keeper import Keeper, restore
 from batchrl.training.policy import Policy
@@ -145,6 +147,9 @@ def train(
         phase_steps = programs.train_steps * programs.num_envs
         budget = terminal.rounded_budget(config.steps, total, phase_steps)
         _announce(rundir, programs, config.rollout_actors, budget)
+        compiling = time.perf_counter()
+        together_memory.check_solo(programs, state)  # Compiles the first phase.
+        compiled = time.perf_counter() - compiling
         keeper = Keeper(rundir, config, state, programs.algorithm)
         restart = first_restart(programs, config, state)
         restarted = restarts_before(rundir, int(state.env_steps))
@@ -160,8 +165,9 @@ def train(
                         average_with=keeper.average_with(final),
                         final=final,
                         restart=restart,
+                        compiled=compiled,
                     )
-                    restart = restart_after(programs, config, done)
+                    restart, compiled = restart_after(programs, config, done), 0.0
                     if batch_env is not None:  # Env workers replaced so far.
                         metrics["perf/worker_restarts"] = restarted + batch_env.restarts
                     env_steps = keeper.record(state, metrics)

@@ -6,7 +6,8 @@ its outputs beside its arguments (a new state for the old) and its temporaries
 (advantages, shuffled minibatches). Nine `pendulum_jax` seeds at update_every=3000 keep
 177 MiB of storage, and their compiled phase holds 421 MiB at its peak. XLA's memory
 analysis gives that figure once the phase is compiled, before it runs; the compile
-costs nothing more, since the first call finds it in JAX's cache.
+costs nothing more, since the first call finds it in JAX's cache. A solo run's phase is
+checked as one seed's (`check_solo`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import jax
 
+from batchrl import simulate
 from batchrl.training import device_memory, loop, terminal
 
 
@@ -69,16 +71,33 @@ def check_phase(peak: Peak, seeds: int, held: int, device: jax.Device) -> None:
         return
     per_seed = (held + peak.outputs) / seeds
     fits = max(int((free + held - peak.temporaries) // per_seed), 0)
-    most = (
-        f"at most {_fit(fits)}"
-        if fits
-        else "not one seed fits: lower num_envs, max_length, update_every or steps_per_update"
-    )
+    lower = "lower num_envs, max_length, update_every or steps_per_update"
+    most = f"at most {_fit(fits)}" if fits else f"not one seed fits: {lower}"
+    whose = f"a train phase of {terminal.counted(seeds, 'seed')}", "their states'"
+    if seeds == 1:
+        whose, most = ("the train phase", "the run's state's"), lower
     raise MemoryError(
-        f"a train phase of {terminal.counted(seeds, 'seed')} needs {device_memory.human(needs)} "
-        f"beyond their states' {device_memory.human(held)}, "
-        f"more than the {device_memory.human(free)} free on {device.platform}: {most}"
+        f"{whose[0]} needs {device_memory.human(needs)} beyond {whose[1]} "
+        f"{device_memory.human(held)}, more than the {device_memory.human(free)} free on "
+        f"{device.platform}: {most}"
     )
+
+
+def check_solo(programs: loop.Programs, state: loop.RunState) -> None:
+    """`check_phase` of one run's phase, compiling it, where the phase is one program.
+
+    A phase split over two devices, or overlapped, is not read: its programs are many.
+    On the CPU the phase's temporaries were checked nowhere, and a phase past the free
+    memory was killed by the system without a word: `breakout` on 64 envs keeps 221 MiB
+    of storage, and its phase holds 6.3 GiB of temporaries.
+    """
+    program = getattr(programs.train, "program", None)
+    if program is None:
+        return
+    train = simulate.clear_summary(state.train)
+    found = peak(program, train, state.agent, jax.numpy.asarray(False), False)
+    if found is not None:
+        check_phase(found, 1, device_memory.nbytes(state), programs.where.learner)
 
 
 def _fit(seeds: int) -> str:

@@ -1,10 +1,12 @@
 """The memory checks' one-line refusals: sizes, and how many seeds fit."""
 
+import re
 import types
 
 import jax
 import pytest
 
+import batchrl
 from batchrl.training import device_memory, together_memory
 
 
@@ -24,5 +26,22 @@ def test_a_refusal_of_one_seed_or_room_for_one_reads_singular(monkeypatch):
         MemoryError, match=r"^a train phase of 2 seeds needs .*: at most 1 seed fits$"
     ):
         together_memory.check_phase(peak, 2, 40, device)
-    with pytest.raises(MemoryError, match=r"^a train phase of 1 seed needs .*: not one seed fits"):
+    with pytest.raises(MemoryError, match=r"^the train phase needs .*: lower num_envs, max_len"):
         together_memory.check_phase(peak, 1, 100, device)
+
+
+def test_a_solo_run_whose_phase_needs_more_than_is_free_is_refused_before_it_runs(
+    monkeypatch, tmp_path
+):
+    # Its storage of 120 KiB fits the 2 MiB said free; its phase's temporaries (22 MiB) do
+    # not. Only the storage was checked: on the CPU the system killed such a run unsaid.
+    monkeypatch.setattr(device_memory, "available", lambda device: 2 * 2**20)
+    settings = dict(objective="clipped", num_envs=64, steps_per_update=64, num_minibatches=1)
+    with pytest.raises(MemoryError) as refused:
+        batchrl.train("pendulum_jax", steps=4096, logdir=tmp_path, **settings)
+    assert re.fullmatch(
+        r"the train phase needs 2\d\.\d MiB beyond the run's state's 61\d\.\d KiB, more than "
+        r"the 2\.0 MiB free on cpu: lower num_envs, max_length, update_every or steps_per_update",
+        str(refused.value),
+    )
+    assert not any(tmp_path.iterdir())  # Nothing trained, no folder left.
