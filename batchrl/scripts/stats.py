@@ -43,8 +43,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import scipy.stats
 
-from batchrl.scripts import json_lines, variants
-from batchrl.training import results, run_folder
+from batchrl.scripts import json_lines, run_lines, variants
 
 # The best published PPO at 1M steps on Gymnasium's v5 tasks: Tianshou's MuJoCo table (each
 # run's best evaluation along training, v3 tasks), and for HalfCheetah the RL Zoo's tuned
@@ -124,16 +123,6 @@ SCORES = {
 }
 
 
-def finished(paths: Sequence[pathlib.Path]) -> list[tuple[str, dict]]:
-    """(where, line) of every finished run's learning line in `paths`, in their order."""
-    return [
-        (where, record)
-        for path in paths
-        for where, record in records(path)
-        if record.get("benchmark") == "learning" and record.get("finished")
-    ]
-
-
 def read(
     paths: Sequence[pathlib.Path],
     score: str = "final",
@@ -148,7 +137,7 @@ def read(
     wrote without.
     """
     field = SCORES[score][0]
-    lines = finished(paths)
+    lines = run_lines.finished(paths)
     name = name or variants.namer(record for _, record in lines)
     last: dict[tuple[str, int], tuple[str, dict]] = {}
     for where, record in lines:
@@ -162,65 +151,6 @@ def read(
             )
         runs[config][seed] = float(record[field])
     return dict(runs)
-
-
-def replaced(paths: Sequence[pathlib.Path]) -> list[str]:
-    """Notes of runs a later file lists again, whose earlier file's lines `read` leaves out.
-
-    One note a pair of files, naming their runs: `stats runs/results.jsonl tog/results.jsonl`
-    counted only the second file's seeds 0-2, the first's without a word.
-    """
-    name = variants.namer(record for _, record in finished(paths))
-    where: dict[tuple[str, int], pathlib.Path] = {}
-    moved: dict[tuple[pathlib.Path, pathlib.Path], list[str]] = {}
-    twice = []  # Two run folders of one config and seed in one folder: one was dropped.
-    for path in paths:
-        folders: dict[tuple[str, int], str] = {}
-        for at, record in records(path):
-            if record.get("benchmark") == "learning" and record.get("finished"):
-                run = (name(record), int(record["seed"]))
-                if where.get(run, path) != path:
-                    moved.setdefault((where[run], path), []).append(f"{run[0]} seed {run[1]}")
-                where[run] = path
-                if run in folders:
-                    twice.append(
-                        f"{folders[run]} and {at} are both {run[0]} seed {run[1]}: the last counts"
-                    )
-                if _of_folders(path):
-                    folders[run] = at
-    return twice + [
-        f"{len(runs)} run(s) of {old} are listed again in {new}, whose lines count "
-        f"(a run listed twice counts its last line): {', '.join(dict.fromkeys(runs))}"
-        for (old, new), runs in moved.items()
-    ]
-
-
-def _of_folders(path: pathlib.Path) -> bool:
-    """Whether `records` makes `path`'s lines from run folders, not from JSON lines."""
-    return path.is_dir() and not (path / "results.jsonl").is_file()
-
-
-def records(path: pathlib.Path) -> list[tuple[str, dict]]:
-    """(where, line) of each run `path` gives: a file's JSON lines, or a folder's runs.
-
-    A folder is a sweep's (its results.jsonl), a run folder, or a folder of run folders
-    (`train --seeds`'s logdir): each run's line is made from its folder (`results.line`).
-
-    Raises:
-        ValueError: for a folder that holds neither runs nor results.jsonl.
-    """
-    if not path.is_dir():
-        return [(f"{path}:{number}", record) for number, record in json_lines.read(path)]
-    if (path / "results.jsonl").is_file():
-        return records(path / "results.jsonl")
-    inside = [path] if run_folder.metrics(path).is_file() else sorted(path.iterdir())
-    rundirs = [folder for folder in inside if run_folder.metrics(folder).is_file()]
-    if not rundirs:
-        raise ValueError(
-            f"{path} holds no run folder and no results.jsonl: give a sweep's results.jsonl, "
-            "its folder, run folders or the folder that holds them"
-        )
-    return [(str(rundir), results.line(rundir)) for rundir in rundirs]
 
 
 def image_error(out: pathlib.Path) -> str | None:
@@ -353,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for where in json_lines.cut(files):
         print(f"stats: note: {where} was cut short while written; left out", file=sys.stderr)
     try:
-        for note in replaced(args.results):
+        for note in run_lines.unfinished(args.results) + run_lines.replaced(args.results):
             print(f"stats: note: {note}", file=sys.stderr)
         runs = read(args.results, args.score)
         if not runs:

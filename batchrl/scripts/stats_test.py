@@ -204,6 +204,24 @@ def test_runs_of_one_preset_at_other_settings_are_counted_apart(tmp_path, capsys
     assert captured.err == ""  # No run of one rate counted as the other's.
 
 
+def test_a_run_stopped_before_its_budget_is_said_to_be_left_out(tmp_path, capsys):
+    # A seed killed and not resumed was left out of the statistics without a word.
+    settings = dict(num_envs=4, update_every=4, max_length=50, final_episodes=4)
+    settings |= dict(policy_layers=(16,), value_layers=(16,), phase_steps=200)
+    batchrl.train("pendulum_jax", steps=400, seed=3, logdir=tmp_path, **settings)
+    stopped = batchrl.train(
+        "pendulum_jax", steps=400, seed=4, logdir=tmp_path, callback=lambda row: False, **settings
+    )
+    capsys.readouterr()
+    assert stats.main([str(tmp_path), "--reps", "50"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["configs"]["pendulum_jax"]["seeds"] == [3]
+    assert captured.err == (
+        f"stats: note: {stopped.rundir} is left out: it stopped at env step 200, before its "
+        "budget (resume it to count it)\n"
+    )
+
+
 def test_runs_a_later_file_lists_again_are_said_and_counted_from_it(tmp_path, capsys):
     # Counted from the second file only, the first file's three runs left out in silence.
     solo, together = tmp_path / "solo.jsonl", tmp_path / "together.jsonl"

@@ -56,7 +56,7 @@ import shlex
 import sys
 from collections.abc import Callable, Sequence
 
-from batchrl.scripts import columns, json_lines, stats, variants
+from batchrl.scripts import columns, json_lines, run_lines, stats, variants
 
 HEADER = (
     "| preset | seeds | final IQM [95 % CI] | worst final | kept IQM | worst kept | target "
@@ -133,7 +133,7 @@ def _commits(
     A run listed twice counts its last line, as `stats.read` does: the commit is that one's.
     """
     by_run: dict[tuple[str, int], str | None] = {}
-    for _, record in stats.finished(paths):
+    for _, record in run_lines.finished(paths):
         by_run[name(record), int(record["seed"])] = record.get("commit")
     commits: dict[str, list[str | None]] = {}
     for (config, _), commit in by_run.items():
@@ -148,8 +148,8 @@ NOISE_HEADER = (
 
 
 def _records(paths: Sequence[pathlib.Path]) -> list[dict]:
-    """Every JSON line of the files, or of the runs in the folders (`stats.records`)."""
-    return [record for path in paths for _, record in stats.records(path)]
+    """Every JSON line of the files, or of the runs in the folders (`run_lines.records`)."""
+    return [record for path in paths for _, record in run_lines.records(path)]
 
 
 def noise_table(records: Sequence[dict]) -> str:
@@ -205,7 +205,7 @@ def table(paths: Sequence[pathlib.Path], reps: int = REPS, per_seed: bool = Fals
     records = _records(paths)
     if records and all(r.get("benchmark") == "evaluation_noise" for r in records):
         return noise_table(records)
-    name = variants.namer(record for _, record in stats.finished(paths))
+    name = variants.namer(record for _, record in run_lines.finished(paths))
     final = stats.read(paths, "final", name)
     if not final:
         raise ValueError(
@@ -365,7 +365,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for where in json_lines.cut(files):
         print(f"table: note: {where} was cut short while written; left out", file=sys.stderr)
     try:
-        for note in [] if args.columns else stats.replaced(args.paths):  # Runs, counted once.
+        for note in [] if args.columns else run_lines.replaced(args.paths):  # Runs, counted once.
             print(f"table: note: {note}", file=sys.stderr)
         if args.paths and args.columns:
             print(columns.columns_table(args.paths, args.columns, args.rows, args.where))

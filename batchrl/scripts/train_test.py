@@ -379,9 +379,9 @@ def test_an_empty_timestamp_is_refused_not_a_new_run(tmp_path, capsys):
         ),
         # Refused once the run began: its folder goes too.
         (["--config", "pendulum_jax", "--set", "num_envs=100000000"], "storage takes"),
-        (  # Networks of 16 TB: XLA's failed allocation, in one line with its size.
+        (  # Networks of 16 TB: their phase's memory, refused before it runs.
             ["--config", "pendulum_jax", "--set", "policy_layers=2000000,2000000"],
-            "out of memory allocating 14.6 TiB on the device: lower num_envs, policy_layers",
+            "the train phase needs 72.8 TiB beyond the run's state's 43.7 TiB, more than the ",
         ),
         (  # MuJoCo's envs take **kwargs: a task's keywords named, as BatchEnv.mujoco's.
             ["--config", "cheetah", "--set", "env_kwargs={bogus: 1}"],

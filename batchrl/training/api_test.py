@@ -386,6 +386,61 @@ def test_a_budget_that_ends_before_the_first_update_is_a_one_line_warning(tmp_pa
     assert not [record for record in caplog.records if "no update" in record.getMessage()]
 
 
+def test_checkpoints_past_the_one_resumed_that_do_not_load_are_set_aside(tmp_path, caplog):
+    # Three empty files of higher steps: the resume skipped them, and the rotation then
+    # deleted each checkpoint it wrote, and the one it resumed from: none loaded after.
+    settings = dict(TINY_PENALTY, phase_steps=200)
+    run = batchrl.train("pendulum_jax", steps=400, logdir=tmp_path, **settings)
+    directory = run.rundir / "checkpoints"
+    for step in (900, 901, 902):
+        (directory / f"ckpt-{step:012d}.bin").write_bytes(b"")
+    caplog.set_level("WARNING", logger="batchrl")
+    resumed = batchrl.resume(run.rundir, steps=800)
+    assert resumed.metrics[-1]["step"] == 800
+    assert sorted(path.name for path in directory.glob("ckpt-*")) == [
+        f"ckpt-{step:012d}.bin" for step in (2, 3, 4)
+    ]
+    assert sorted(path.name for path in directory.glob("skipped-*")) == [
+        f"skipped-ckpt-{step:012d}.bin" for step in (900, 901, 902)
+    ]
+    said = [record.getMessage() for record in caplog.records]
+    assert f"set aside {directory / 'ckpt-000000000902.bin'}, which does not load, as " in (
+        "\n".join(said)
+    )
+    batchrl.load(run.rundir)  # Its newest checkpoint, the resumed run's last.
+
+
+def test_a_best_policy_that_does_not_load_is_set_aside_and_replaced(tmp_path, caplog):
+    # Garbage in best.bin was kept on without a word, past every phase that scored less
+    # than the rows' best, and `evaluate --best` found it only later.
+    settings = dict(TINY_PENALTY, phase_steps=200, eval_every=1)
+    run = batchrl.train("pendulum_jax", steps=400, logdir=tmp_path, **settings)
+    best = run.rundir / "checkpoints" / "best.bin"
+    best.write_bytes(b"not a checkpoint")
+    caplog.set_level("WARNING", logger="batchrl")
+    batchrl.resume(run.rundir, steps=600)
+    said = [record.getMessage() for record in caplog.records]
+    assert [text for text in said if "skipped-best.bin" in text] == [
+        f"{best}: bad magic: not a batchrl checkpoint; set aside as skipped-best.bin: the next "
+        "evaluation is kept"
+    ]
+    assert (best.parent / "skipped-best.bin").read_bytes() == b"not a checkpoint"
+    batchrl.load(run.rundir, best=True)  # Phase 3's, evaluated after the resume.
+
+
+def test_rows_that_end_before_the_checkpoint_resumed_are_said(tmp_path, caplog):
+    # A folder copied while its run trained: rows of phase 1, checkpoints of phase 3.
+    run = batchrl.train("pendulum_jax", steps=600, logdir=tmp_path, **TINY_PENALTY, phase_steps=200)
+    metrics = run.rundir / "metrics.jsonl"
+    metrics.write_text(metrics.read_text().splitlines(keepends=True)[0])
+    caplog.set_level("WARNING", logger="batchrl")
+    batchrl.resume(run.rundir, steps=800)
+    assert (
+        "metrics.jsonl's rows end at env step 200, before its checkpoint's 600: the phases "
+        "between have no rows (was the folder copied while its run trained?)"
+    ) in [record.getMessage() for record in caplog.records]
+
+
 @pytest.mark.slow
 def test_a_run_stopped_in_python_resumes_there_as_if_never_stopped(tmp_path, monkeypatch, capsys):
     # Ctrl-C in a notebook stops `batchrl.train`; `batchrl.resume` goes on from its folder.

@@ -68,8 +68,9 @@ def save(
 ) -> pathlib.Path:
     """Writes `state` atomically as the checkpoint of `step`, then keeps only the newest `keep`.
 
-    Retention is by step number: after the write, every checkpoint except the `keep` highest
-    steps is deleted (so saving a step below `keep` newer ones deletes it again at once).
+    Retention is by step number: after the write, checkpoints of lower steps but the
+    newest `keep` - 1 are deleted. The one written stays, and so does any of a higher step
+    (files another run left; `keeper.restore` sets aside those that do not load).
 
     Args:
         directory: Run folder; created if missing.
@@ -92,7 +93,8 @@ def save(
     data = _pack(step, state, fresh)
     path = path_for(directory, step)
     run_folder.write_atomic(path, data)
-    for old in steps(directory)[:-keep]:
+    older = [found for found in steps(directory) if found < step]
+    for old in older[: len(older) - (keep - 1)]:
         path_for(directory, old).unlink(missing_ok=True)
     return path
 

@@ -197,6 +197,15 @@ def test_failed_write_leaves_no_final_file(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt-000000000010.bin"]
 
 
+def test_a_save_keeps_what_it_wrote_and_leaves_higher_steps_alone(tmp_path):
+    # Three files of higher steps (another run's) made each save delete what it wrote.
+    for step in (900, 901, 902):
+        checkpoint.path_for(tmp_path, step).write_bytes(b"")
+    for step in range(1, 5):
+        checkpoint.save(tmp_path, step, _state(seed=step), keep=3)
+    assert checkpoint.steps(tmp_path) == [2, 3, 4, 900, 901, 902]
+
+
 @pytest.mark.parametrize(
     ("module", "name", "code"),
     [(os, "fsync", errno.ENOSPC), (tempfile, "mkstemp", errno.EACCES)],  # Mid-way; read-only.

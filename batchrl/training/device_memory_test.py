@@ -73,3 +73,16 @@ def test_the_breakout_minatar_presets_rollout_is_counted_in_the_envs_float32():
     rest = 128 * 64 * (4 + 4 + 4 + 4 + 1 + 1) + 4
     assert device_memory.nbytes(storage) == grids + rest == 13_254_660
     assert device_memory.human(device_memory.nbytes(storage)) == "12.6 MiB"
+
+
+def test_xlas_failed_allocation_is_one_line_with_its_size():
+    # A phase past what is free is refused before it runs; an allocation elsewhere (a
+    # split or overlapped phase, a GPU's) still fails in XLA, said in one line.
+    with pytest.raises(Exception) as failed:
+        jnp.zeros(2**45, jnp.float32).block_until_ready()
+    assert device_memory.out_of_memory(failed.value) == (
+        "out of memory allocating 128.0 TiB on the device: lower num_envs, policy_layers, "
+        "value_layers, max_length, update_every or steps_per_update, or train fewer seeds "
+        "together"
+    )
+    assert device_memory.out_of_memory(ValueError("other")) is None

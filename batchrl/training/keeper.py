@@ -167,12 +167,46 @@ def restore(
     if restored is None:
         _say_rows_replaced(rundir)
         return state
+    _set_aside_newer(directory, restored[0])
     state = loop.place(programs, restored[1])
     logger.warning(
         "resumed %s at env step %d (phase %d)", rundir.name, int(state.env_steps), int(state.phases)
     )
+    _say_rows_missing(rundir, int(state.env_steps))
     _keep_best_of(rundir, state, programs.algorithm)
     return state
+
+
+def _set_aside_newer(directory: pathlib.Path, step: int) -> None:
+    """Renames the checkpoints past `step`, which did not load, out of the run's way.
+
+    Left among its checkpoints, they were newer than every one it wrote: 3 of them (another
+    run's, or files of 0 bytes) rotated away each checkpoint the resumed run saved, and
+    the one it resumed from. Kept as `skipped-ckpt-...` for whoever wants to look.
+    """
+    for newer in [found for found in checkpoint.steps(directory) if found > step]:
+        path = checkpoint.path_for(directory, newer)
+        path.rename(path.with_name(f"skipped-{path.name}"))
+        logger.warning("set aside %s, which does not load, as skipped-%s", path, path.name)
+
+
+def _say_rows_missing(rundir: pathlib.Path, env_steps: int) -> None:
+    """Says so where the rows end before the checkpoint resumed: those phases have none.
+
+    A run writes each phase's row before its checkpoint; a folder copied while its run
+    trained (rows first, checkpoints a moment later) resumed past rows it lacked.
+    """
+    path = run_folder.metrics(rundir)
+    rows = results.phases(metrics_log.read_jsonl(path)) if path.exists() else []
+    last = rows[-1]["step"] if rows else 0
+    if last < env_steps:
+        logger.warning(
+            "%s's rows end at env step %d, before its checkpoint's %d: the phases between "
+            "have no rows (was the folder copied while its run trained?)",
+            run_folder.METRICS,
+            last,
+            env_steps,
+        )
 
 
 def _say_rows_replaced(rundir: pathlib.Path) -> None:
@@ -257,13 +291,17 @@ def _best_return(rundir: pathlib.Path, state: loop.RunState) -> float:
     A resumed run re-does the phases after its checkpoint, and `best.bin` follows their
     rows. A `best.bin` of a phase up to `state`'s counts with the score it holds: rows
     that said it may be gone (a deleted metrics.jsonl), and a later phase that scored
-    less would replace the best policy the run had.
+    less would replace the best policy the run had. One that does not load is set aside,
+    and the next evaluated phase is kept in its place.
     """
     scores = list(_eval_returns(rundir, int(state.env_steps)).values())
-    try:
-        phase, score = checkpoint.best_of(run_folder.checkpoints(rundir) / checkpoint.BEST)
-    except (OSError, checkpoint.CheckpointError):  # None yet, or unreadable: rows decide.
-        phase, score = None, None
+    path = run_folder.checkpoints(rundir) / checkpoint.BEST
+    try:  # None yet: the rows decide.
+        phase, score = checkpoint.best_of(path) if path.exists() else (None, None)
+    except checkpoint.CheckpointError as error:  # Kept on, unsaid, past any later phase.
+        path.rename(path.with_name(f"skipped-{path.name}"))
+        logger.warning("%s; set aside as skipped-%s: the next evaluation is kept", error, path.name)
+        return -math.inf
     if score is not None and phase <= int(state.phases):
         scores.append(score)
     return max(scores, default=-math.inf)

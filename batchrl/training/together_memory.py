@@ -71,7 +71,9 @@ def check_phase(peak: Peak, seeds: int, held: int, device: jax.Device) -> None:
         return
     per_seed = (held + peak.outputs) / seeds
     fits = max(int((free + held - peak.temporaries) // per_seed), 0)
-    lower = "lower num_envs, max_length, update_every or steps_per_update"
+    lower = (
+        "lower num_envs, policy_layers, value_layers, max_length, update_every or steps_per_update"
+    )
     most = f"at most {_fit(fits)}" if fits else f"not one seed fits: {lower}"
     whose = f"a train phase of {terminal.counted(seeds, 'seed')}", "their states'"
     if seeds == 1:

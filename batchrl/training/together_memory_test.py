@@ -26,7 +26,7 @@ def test_a_refusal_of_one_seed_or_room_for_one_reads_singular(monkeypatch):
         MemoryError, match=r"^a train phase of 2 seeds needs .*: at most 1 seed fits$"
     ):
         together_memory.check_phase(peak, 2, 40, device)
-    with pytest.raises(MemoryError, match=r"^the train phase needs .*: lower num_envs, max_len"):
+    with pytest.raises(MemoryError, match=r"^the train phase needs .*: lower num_envs, policy_l"):
         together_memory.check_phase(peak, 1, 100, device)
 
 
@@ -41,7 +41,8 @@ def test_a_solo_run_whose_phase_needs_more_than_is_free_is_refused_before_it_run
         batchrl.train("pendulum_jax", steps=4096, logdir=tmp_path, **settings)
     assert re.fullmatch(
         r"the train phase needs 2\d\.\d MiB beyond the run's state's 61\d\.\d KiB, more than "
-        r"the 2\.0 MiB free on cpu: lower num_envs, max_length, update_every or steps_per_update",
+        r"the 2\.0 MiB free on cpu: lower num_envs, policy_layers, value_layers, max_length, "
+        r"update_every or steps_per_update",
         str(refused.value),
     )
     assert not any(tmp_path.iterdir())  # Nothing trained, no folder left.
