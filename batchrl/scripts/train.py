@@ -33,7 +33,7 @@ from batchrl.configs import train_config
 from batchrl.envs import spaces
 from batchrl.envs.host import errors as env_errors
 from batchrl.scripts import exiting
-from batchrl.training import api, compile_signals, device_memory, run_folder, terminal
+from batchrl.training import api, compile_signals, device_memory, results, run_folder, terminal
 
 
 class UsageError(Exception):
@@ -251,6 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 run.train(rundir, config)
         return 0
     except KeyboardInterrupt:  # The run saved a checkpoint of its last logged state.
+        if rundir is not None and results.read(rundir).finished:
+            return 0  # A signal in its last phase: a scheduler need not run it again.
         if rundir is not None:
             _say_if_nothing_saved([rundir])
         return exiting.INTERRUPTED
