@@ -79,3 +79,24 @@ def check(config: Any) -> None:
         )
     if config.rollout_actors:
         backends.check_rollout_actors(config)
+
+
+def split_rollouts(config: Any) -> str | None:
+    """The warning for clipped phases that are no whole number of rollouts, or None.
+
+    Allowed, but said: raising `num_envs` on a preset whose `phase_steps` is fixed gave
+    `cheetah_clipped` on 256 envs phases of 80 batch steps and rollouts of 128, every
+    third phase training nothing and each checkpoint holding a part-filled rollout.
+    """
+    algorithm = config.algorithm
+    if not isinstance(algorithm, ppo_config.ClippedConfig) or not config.phase_steps:
+        return None
+    steps, rollout = config.batch_steps_per_phase, algorithm.steps_per_update
+    if steps % rollout == 0:
+        return None
+    whole = max(steps // rollout, 1) * rollout * config.num_envs
+    return (
+        f"phase_steps={config.phase_steps:,} on {config.num_envs} envs is {steps} batch steps a "
+        f"phase, no whole number of rollouts of steps_per_update={rollout}: some phases train "
+        f"no update and checkpoints hold a part-filled rollout (phase_steps={whole:,} is whole)"
+    )

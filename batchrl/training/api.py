@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from batchrl import configs
 from batchrl.bridge import xla_threads
-from batchrl.configs import TrainConfig, backends, train_config
+from batchrl.configs import TrainConfig, backends, config_checks, train_config
 from batchrl.training import compile_signals, given_env, run_folder
 
 if TYPE_CHECKING:
@@ -321,8 +321,9 @@ def start(
     ignores, and evaluations that cut every training episode short, are one-line warnings.
     """
     _check_logdir(logdir)
-    for line in backends.unused(config):
-        logger.warning("%s", line)
+    for line in [*backends.unused(config), config_checks.split_rollouts(config)]:
+        if line:
+            logger.warning("%s", line)
     limit_xla_threads(config)
     from batchrl.training import environments  # Starts JAX's backends: after the limit.
 

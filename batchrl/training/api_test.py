@@ -873,6 +873,19 @@ def test_evaluations_that_cut_every_training_episode_short_are_a_one_line_warnin
     assert [text for text in said if text.startswith("evaluation every")] == [line] * bool(line)
 
 
+def test_phases_of_no_whole_number_of_rollouts_are_a_one_line_warning(caplog):
+    # More envs on a preset of fixed phase_steps: some phases trained no update, unsaid.
+    caplog.set_level("WARNING", logger="batchrl")
+    for envs in (64, 48):  # The preset's 32 envs, doubled; then half as many again.
+        config, name, _ = api.configure("acrobot_gymnax", num_envs=envs)
+        api.start(config, name, None)
+    assert [record.getMessage() for record in caplog.records] == [
+        "phase_steps=40,960 on 48 envs is 854 batch steps a phase, no whole number of rollouts "
+        "of steps_per_update=128: some phases train no update and checkpoints hold a "
+        "part-filled rollout (phase_steps=36,864 is whole)"
+    ]
+
+
 def test_overlap_on_with_seeds_together_is_a_one_line_warning(caplog):
     # A together-run is one program with overlap off: `on` was dropped without a word.
     configs = [api.configure("pendulum_jax", seed=seed, overlap="on")[0] for seed in (0, 1)]
