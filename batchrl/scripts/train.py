@@ -33,7 +33,15 @@ from batchrl.configs import train_config
 from batchrl.envs import spaces
 from batchrl.envs.host import errors as env_errors
 from batchrl.scripts import exiting
-from batchrl.training import api, compile_signals, device_memory, results, run_folder, terminal
+from batchrl.training import (
+    api,
+    compile_signals,
+    device_memory,
+    file_writes,
+    run_folder,
+    run_signals,
+    terminal,
+)
 
 
 class UsageError(Exception):
@@ -250,9 +258,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             with run_folder.removed_if_refused([rundir] if rundir not in before else []):
                 run.train(rundir, config)
         return 0
+    except run_signals.Finished:  # A signal in its last phase: nothing to run again.
+        return 0
     except KeyboardInterrupt:  # The run saved a checkpoint of its last logged state.
-        if rundir is not None and results.read(rundir).finished:
-            return 0  # A signal in its last phase: a scheduler need not run it again.
         if rundir is not None:
             _say_if_nothing_saved([rundir])
         return exiting.INTERRUPTED
@@ -267,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         FloatingPointError,
         MemoryError,
         _checkpoint_error(),
-        run_folder.WriteError,  # A full disk, a read-only folder: the file and what to do.
+        file_writes.WriteError,  # A full disk, a read-only folder: the file and what to do.
     ) as error:
         print(f"batchrl: error: {exiting.first_line(error)}", file=sys.stderr)
         return 1

@@ -1,4 +1,5 @@
 import dataclasses
+import errno
 import inspect
 import json
 import os
@@ -17,7 +18,7 @@ import pytest
 from batchrl.conftest import wait_gone
 from batchrl.scripts import train
 from batchrl.testing import interrupt, mock
-from batchrl.training import checkpoint, metrics_log, results
+from batchrl.training import checkpoint, file_writes, metrics_log, results
 from batchrl.training import run_folder as run_folder_lib
 
 TINY = [
@@ -337,6 +338,27 @@ def test_a_run_another_process_trains_is_refused_in_one_line(finished_run, tmp_p
 
 # 5 envs of 6 steps in 2 minibatches: 15 rows each, which 2 devices cannot split.
 UNEVEN = ["num_envs=5", "steps_per_update=6", "num_minibatches=2", "learner_devices=2"]
+
+
+def test_a_full_disk_at_the_start_says_to_run_the_command_again(tmp_path, capsys, monkeypatch):
+    # The new folder goes with the refusal: "then resume the run (--timestamp)" named a
+    # folder that was no longer there.
+    write = file_writes.write_atomic
+
+    def full_at_the_spec(path, data):
+        if path.name == run_folder_lib.SPEC:
+            raise file_writes.write_error(path, OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
+        write(path, data)
+
+    monkeypatch.setattr(file_writes, "write_atomic", full_at_the_spec)
+    assert train.main(["--logdir", str(tmp_path), "--config", "pendulum_jax"]) == 1
+    error = capsys.readouterr().err
+    assert re.fullmatch(
+        r"batchrl: error: cannot write '.*/env_spec\.json': No space left on device; make room "
+        r"or make '.*' writable, then run the command again\n",
+        error,
+    )
+    assert not any(tmp_path.iterdir())
 
 
 def test_an_empty_timestamp_is_refused_not_a_new_run(tmp_path, capsys):

@@ -38,7 +38,7 @@ from typing import Any
 import gymnasium as gym
 
 from batchrl.scripts import action_choice, exiting
-from batchrl.training import run_folder
+from batchrl.training import file_writes, run_folder
 
 
 class UsageError(Exception):
@@ -194,7 +194,7 @@ def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
     except FileExistsError:
         raise UsageError(f"--outdir {str(outdir)!r} is a file, not a folder") from None
     except OSError as error:
-        raise run_folder.write_error(outdir, error, started=False) from None
+        raise file_writes.write_error(outdir, error, started=False) from None
     try:
         stats = _played(config, policy, episodes, outdir)
     except BaseException:
@@ -272,7 +272,7 @@ def written(path: pathlib.Path, write: Callable[..., Any], *args: Any, **kwargs:
         write(*args, **kwargs)
     except OSError as error:
         path.unlink(missing_ok=True)
-        raise run_folder.write_error(path, error, started=False) from None
+        raise file_writes.write_error(path, error, started=False) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -298,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, run_folder.RunFolderError) as error:
         print(f"visualize: error: {error}", file=sys.stderr)
         return 2
-    except run_folder.WriteError as error:
+    except file_writes.WriteError as error:
         print(f"visualize: error: {error}", file=sys.stderr)
         return 1
     except Exception as error:

@@ -36,7 +36,7 @@ import jax
 import numpy as np
 from flax import serialization
 
-from batchrl.training import run_folder
+from batchrl.training import file_writes, run_folder
 
 logger = logging.getLogger("batchrl.training")
 
@@ -92,7 +92,7 @@ def save(
     directory = pathlib.Path(directory)
     data = _pack(step, state, fresh)
     path = path_for(directory, step)
-    run_folder.write_atomic(path, data)
+    file_writes.write_atomic(path, data)
     older = [found for found in steps(directory) if found < step]
     for old in older[: len(older) - (keep - 1)]:
         path_for(directory, old).unlink(missing_ok=True)
@@ -113,7 +113,7 @@ def save_best(
     """
     path = pathlib.Path(directory) / BEST
     data = _pack(step, state, fresh, score)
-    run_folder.write_atomic(path, data)
+    file_writes.write_atomic(path, data)
     return path
 
 

@@ -21,7 +21,7 @@ import pytest
 from batchrl.ppo import agent_networks, clipped
 from batchrl.ppo import config as config_lib
 from batchrl.testing import jax_mock
-from batchrl.training import checkpoint, run_folder
+from batchrl.training import checkpoint, file_writes
 
 
 class _MLP(nn.Module):
@@ -219,7 +219,7 @@ def test_a_failed_write_is_one_line_naming_the_file_and_keeps_the_last_good(
         raise OSError(code, os.strerror(code))
 
     monkeypatch.setattr(module, name, fail)
-    with pytest.raises(run_folder.WriteError) as raised:
+    with pytest.raises(file_writes.WriteError) as raised:
         checkpoint.save(tmp_path, 20, _state(seed=2), keep=1)
     message = str(raised.value)
     assert message.startswith(f"cannot write '{tmp_path}/ckpt-000000000020.bin': ")

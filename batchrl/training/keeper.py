@@ -131,9 +131,6 @@ class Keeper:
             self.directory, int(logged.phases), logged, self.config.keep_checkpoints, fresh
         )
         steps = int(logged.env_steps)
-        if int(logged.phases) >= self.config.phases:  # Said "interrupted", exit status 130.
-            terminal.say(f"finished in {self.rundir}: the signal came in its last phase\n")
-            return
         terminal.say(f"interrupted: saved a checkpoint at env step {steps} in {self.rundir}\n")
 
     @property

@@ -25,7 +25,7 @@ from types import ModuleType, TracebackType
 from typing import Any
 
 from batchrl import tricks
-from batchrl.training import run_folder
+from batchrl.training import file_writes, run_folder
 
 _log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ class Writer:
             self._jsonl.write(json.dumps(record, allow_nan=False) + "\n")
             self._jsonl.flush()
         except OSError as error:
-            raise run_folder.write_error(Path(self._jsonl.name), error) from error
+            raise file_writes.write_error(Path(self._jsonl.name), error) from error
         values = [
             self._summary_pb2.Summary.Value(tag=key, simple_value=value)
             for key, value in record.items()
@@ -108,7 +108,7 @@ class Writer:
                 self._events.write_event(event)
                 self._events.flush()
             except OSError as error:
-                raise run_folder.write_error(
+                raise file_writes.write_error(
                     self.logdir / "events.out.tfevents.*", error
                 ) from error
 
@@ -121,7 +121,7 @@ class Writer:
         try:
             os.fsync(self._jsonl.fileno())
         except OSError as error:
-            raise run_folder.write_error(Path(self._jsonl.name), error) from error
+            raise file_writes.write_error(Path(self._jsonl.name), error) from error
 
     def close(self) -> None:
         """Closes both files; further closes do nothing."""
@@ -245,7 +245,7 @@ def drop_rows_from(path: Path, step: int) -> None:
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     kept = [line for line in lines if _step_of(line) < step]
     if len(kept) < len(lines):
-        run_folder.write_atomic(path, "".join(kept))
+        file_writes.write_atomic(path, "".join(kept))
 
 
 def _step_of(line: str) -> int:

@@ -11,7 +11,7 @@ import textwrap
 import pytest
 from tensorboard.backend.event_processing import event_accumulator
 
-from batchrl.training import metrics_log, run_folder
+from batchrl.training import file_writes, metrics_log
 
 
 def read_scalars(logdir) -> dict[str, list[tuple[int, float]]]:
@@ -62,7 +62,7 @@ def test_a_row_the_disk_cannot_take_is_one_line_naming_the_file(tmp_path):
     writer = metrics_log.Writer(tmp_path)
     writer._jsonl.close()
     writer._jsonl = open("/dev/full", "w")  # noqa: SIM115  Writes: ENOSPC.
-    with pytest.raises(run_folder.WriteError, match=r"^cannot write '/dev/full': No space left"):
+    with pytest.raises(file_writes.WriteError, match=r"^cannot write '/dev/full': No space left"):
         writer.write(10, {"train/kl": 0.5})
     writer.close()  # What the failed write left is not raised again.
 

@@ -176,9 +176,14 @@ def train(
                     if callback is not None and callback({"step": env_steps, **metrics}) is False:
                         keeper.save_stopped()
                         break
-                run_signals.raise_received(
-                    received
-                )  # A signal in the last phase still stops the program.
+                if received and int(keeper.logged.phases) == total:  # Its phases all kept.
+                    raise run_signals.Finished(f"signal {received[0]} in the run's last phase")
+                run_signals.raise_received(received)
+        except run_signals.Finished:
+            progress.close()
+            where = "memory" if rundir is None else rundir
+            terminal.say(f"finished in {where}: the signal came in its last phase\n")
+            raise
         except KeyboardInterrupt:
             progress.close()
             keeper.save_interrupted()

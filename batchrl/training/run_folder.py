@@ -25,13 +25,13 @@ import os
 import pathlib
 import re
 import shutil
-import tempfile
 from collections.abc import Iterator, Sequence
 
 import yaml
 
 from batchrl import env_spec as env_spec_lib
 from batchrl.configs import overrides, train_config
+from batchrl.training import file_writes
 
 CONFIG = "config.yaml"
 SPEC = "env_spec.json"
@@ -44,26 +44,6 @@ _CONFIG_NAME = re.compile(r"[A-Za-z0-9_.]+")
 
 class RunFolderError(ValueError):
     """A run folder that is missing or cannot be read, said in one line."""
-
-
-class WriteError(OSError):
-    """A file of a run folder that could not be written (a full disk, a read-only folder).
-
-    One line naming the file and what to do; the files written before are kept whole.
-    """
-
-
-def write_error(path: pathlib.Path, error: OSError, started: bool = True) -> WriteError:
-    """The WriteError for `error`, met writing `path`: the file, why, and what to do.
-
-    `started`: the run folder holds a run to resume; else the command starts it again.
-    """
-    said = f"cannot write {str(path)!r}: {error.strerror or error}"
-    if isinstance(error, NotADirectoryError):  # A file where the path needs a folder.
-        return WriteError(f"{said}; a file stands in its path")
-    kept = "the run folder keeps its last good files: " if started else ""
-    then = "resume the run (--timestamp)" if started else "run the command again"
-    return WriteError(f"{said}; {kept}make room or make {str(path.parent)!r} writable, then {then}")
 
 
 def name(timestamp: str, config: str) -> str:
@@ -113,7 +93,7 @@ def create(
             f"logdir {str(logdir)!r} is a file, not a folder of runs: give a folder"
         ) from None
     except OSError as error:  # A read-only parent, say.
-        raise write_error(logdir, error, started=False) from error
+        raise file_writes.write_error(logdir, error, started=False) from error
     for count in range(1, 1000):
         try:
             folder.mkdir()
@@ -123,13 +103,15 @@ def create(
                 raise
             folder = logdir / name(f"{stamp}.{count}", config_name)
         except OSError as error:  # A read-only logdir, say.
-            raise write_error(folder, error, started=False) from error
+            raise file_writes.write_error(folder, error, started=False) from error
     try:
         write_config(folder, config)
-    except WriteError as error:  # A full disk: a folder without its config resumes never.
+    except (
+        file_writes.WriteError
+    ) as error:  # A full disk: a folder without its config resumes never.
         shutil.rmtree(folder, ignore_errors=True)
         cause = error.__cause__ if isinstance(error.__cause__, OSError) else error
-        raise write_error(folder / CONFIG, cause, started=False) from None
+        raise file_writes.write_error(folder / CONFIG, cause, started=False) from None
     return folder
 
 
@@ -140,13 +122,19 @@ def removed_if_refused(rundirs: Sequence[pathlib.Path | None]) -> Iterator[None]
     A run refused once it began (a storage too large for memory, a network the frames
     do not fit) leaves no folder holding only its config, which a corrected command
     would then find and refuse as "started with other settings". Ctrl-C is no refusal.
+    A file it could not write is said again with the folder gone: run the command again.
     """
     try:
         yield
-    except Exception:
+    except Exception as error:
+        removed = False
         for rundir in rundirs:
             if rundir is not None and not kept_anything(rundir) and _free(rundir):
                 shutil.rmtree(rundir, ignore_errors=True)
+                removed = True
+        if removed and isinstance(error, file_writes.WriteError) and error.cause is not None:
+            # Said as "resume the run (--timestamp)" of a folder no longer there.
+            raise file_writes.write_error(error.path, error.cause, started=False) from None
         raise
 
 
@@ -271,7 +259,7 @@ def metrics(rundir: str | os.PathLike) -> pathlib.Path:
 def write_config(rundir: str | os.PathLike, config: train_config.TrainConfig) -> None:
     """Writes the run's config as YAML, atomically."""
     text = overrides.dump_yaml(train_config.to_dict(config))
-    write_atomic(pathlib.Path(rundir) / CONFIG, text)
+    file_writes.write_atomic(pathlib.Path(rundir) / CONFIG, text)
 
 
 def record_budget(rundir: pathlib.Path | None, config: train_config.TrainConfig) -> None:
@@ -339,9 +327,17 @@ def _holds_config(folder: pathlib.Path) -> bool:
 
 
 def write_spec(rundir: str | os.PathLike, spec: env_spec_lib.EnvSpec) -> None:
-    """Writes the env's spec as JSON, atomically: what loading a policy needs of the env."""
-    text = json.dumps(env_spec_lib.to_data(spec), indent=1)
-    write_atomic(pathlib.Path(rundir) / SPEC, text + "\n")
+    """Writes the env's spec as JSON, atomically: what loading a policy needs of the env.
+
+    A spec the folder holds already is not written again: a finished run resumed in a
+    read-only folder had nothing else to write.
+    """
+    text = json.dumps(env_spec_lib.to_data(spec), indent=1) + "\n"
+    path = pathlib.Path(rundir) / SPEC
+    with contextlib.suppress(OSError):
+        if path.read_text() == text:
+            return
+    file_writes.write_atomic(path, text)
 
 
 def read_spec(rundir: str | os.PathLike) -> env_spec_lib.EnvSpec | None:
@@ -354,47 +350,3 @@ def read_spec(rundir: str | os.PathLike) -> env_spec_lib.EnvSpec | None:
     except (json.JSONDecodeError, ValueError, TypeError) as error:
         first = (str(error).splitlines() or [type(error).__name__])[0]
         raise RunFolderError(f"cannot read {str(path)!r}: {first}") from None
-
-
-def write_atomic(path: pathlib.Path, data: bytes | str) -> None:
-    """Writes `data` to `path` whole or not at all, as a file `open` would make it.
-
-    A temporary file beside `path`, fsynced, is renamed onto it, so a crash leaves the
-    old file or the new one, never a part; the folder is fsynced so the rename lasts.
-    The file gets `open`'s mode (0666 less the umask), not the temporary file's 0600:
-    whoever may read the run folder may read its config and checkpoints.
-    Its folder is made if missing. A file that cannot be written is a one-line
-    `WriteError` naming it.
-    """
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(
-            dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"
-        )
-    except OSError as error:
-        raise write_error(path, error) from error
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data.encode() if isinstance(data, str) else data)
-            file.flush()
-            os.fchmod(file.fileno(), 0o666 & ~_umask())
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException as error:
-        pathlib.Path(temporary).unlink(missing_ok=True)
-        if isinstance(error, OSError):
-            raise write_error(path, error) from error
-        raise
-    if hasattr(os, "O_DIRECTORY"):  # Make the rename itself durable (POSIX).
-        folder = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(folder)
-        finally:
-            os.close(folder)
-
-
-def _umask() -> int:
-    """This process's umask (read by setting it, and set straight back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask

@@ -13,7 +13,7 @@ from batchrl import env_spec as env_spec_lib
 from batchrl.configs import presets
 from batchrl.envs import spaces
 from batchrl.testing import cue
-from batchrl.training import run_folder
+from batchrl.training import file_writes, run_folder
 
 
 def test_a_name_splits_at_its_last_dash():
@@ -93,7 +93,7 @@ def test_files_written_whole_take_the_mode_open_gives_them(tmp_path, umask):
     plain = tmp_path / "opened.bin"
     before = os.umask(umask)
     try:
-        run_folder.write_atomic(path, b"\x00" * 8)
+        file_writes.write_atomic(path, b"\x00" * 8)
         plain.write_bytes(b"")
     finally:
         os.umask(before)
@@ -108,7 +108,7 @@ def test_a_run_folder_the_command_cannot_write_is_one_line(tmp_path, monkeypatch
     def refuse(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(run_folder.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(file_writes.tempfile, "mkstemp", refuse)
     argv = ["--config", "pendulum_jax", "--logdir", str(tmp_path), "--timestamp", "t"]
     assert train.main(argv) == 1
     error = capsys.readouterr().err
@@ -126,14 +126,14 @@ def test_a_run_folder_the_command_cannot_write_is_one_line(tmp_path, monkeypatch
         run_folder.create(tmp_path / "file", presets.get("pendulum_jax"), "pendulum_jax")
     said = f"logdir '{tmp_path / 'file'}' is a file, not a folder of runs: give a folder"
     assert str(refused.value) == said
-    monkeypatch.setattr(run_folder.tempfile, "mkstemp", refuse)
+    monkeypatch.setattr(file_writes.tempfile, "mkstemp", refuse)
     mkdir = pathlib.Path.mkdir
 
     def refuse_new(path, *args, **kwargs):  # A logdir of no writes: it exists, nothing new.
         return mkdir(path, *args, **kwargs) if path.exists() else refuse()
 
     monkeypatch.setattr(pathlib.Path, "mkdir", refuse_new)
-    with pytest.raises(run_folder.WriteError, match=r"^cannot write '.*/t2-pendulum_jax': Perm"):
+    with pytest.raises(file_writes.WriteError, match=r"^cannot write '.*/t2-pendulum_jax': Perm"):
         run_folder.create(tmp_path, presets.get("pendulum_jax"), "pendulum_jax", "t2")
 
 

@@ -161,6 +161,13 @@ def signals_kept() -> Iterator[list[int]]:
         yield received
 
 
+class Finished(KeyboardInterrupt):
+    """A signal that came in a run's last phase: the run finished, then stops its caller.
+
+    The command exits 0 on it, not 130: a scheduler has nothing left to run again.
+    """
+
+
 def raise_received(received: list[int]) -> None:
     """Raises KeyboardInterrupt if `signals_kept` received a signal: the run stops here."""
     if received:
