@@ -4,29 +4,22 @@
         --seeds 0 1 2 [--steps 1000000] [--set key=value ...] [--together]
 
 Run (config, seed) lives in LOGDIR/seed<seed>-<config>/ (a CONFIG given as a run folder
-or YAML file, as the train command takes it, is named as its runs are) and is trained by
-the train command with `--timestamp seed<seed>`, so a sweep can be stopped at any moment
-and run again: finished runs are skipped (trained on to a raised `--steps`), interrupted
-ones resume from their last checkpoint, and the CPU hours of a table add up across
-sessions. Each config's settings and seeds are checked before the first run trains. A
-run another process trains (the same sweep started in a second terminal) is left to it,
-said in one line, and the sweep goes on; it then exits with status 75 (`SKIPPED`), not 0,
-as that run's line is missing.
-Each run's line (stdout, and appended to LOGDIR/results.jsonl) gives its evaluation
-curve, the final policy's return, the mean of the last 5 evaluations, wall-clock,
-env-steps/s, the machine and the versions; its returns are of the mean action, or of
-sampled actions where the run's config sets `eval_sample` (the line then carries
-"sampled": true, as `evaluate`'s rows do). The train command's own
-output goes to LOGDIR/seed<seed>-<config>.log; its progress bar to stderr. The runs keep
-XLA's compiled programs in a cache of the sweep's own, so a preset's seeds after the
-first start without compiling (`compilation_cache`).
+or YAML file is named as its runs are) and is trained by the train command with
+`--timestamp seed<seed>`, so a sweep stopped at any moment and run again skips finished
+runs (trained on to a raised `--steps`) and resumes interrupted ones. Each config's
+settings and seeds are checked before the first run trains. A run another process
+trains is left to it, said in one line, and the sweep then exits with status 75
+(`SKIPPED`), not 0, as that run's line is missing. Each run's line (stdout, and appended
+to LOGDIR/results.jsonl) gives its evaluation curve, the final policy's return (of the
+mean action, or of sampled ones with `eval_sample`: "sampled": true), the mean of the
+last 5 evaluations, wall-clock, env-steps/s, the machine and the versions. The train
+command's output goes to LOGDIR/seed<seed>-<config>.log. The runs keep XLA's compiled
+programs in a cache of the sweep's own (`compilation_cache`).
 `--evaluate-best N` also evaluates each run's best-evaluated policy (`best.bin`) on N
 episodes, as `evaluate --best` does, into `kept_best_return` and its phase and episodes.
 `--together` trains each config's unfinished seeds together in one program (the train
-command's `--seeds`, `training.together`), into the same folders; their lines carry
-"seeds_together" and the shared wall-clock, and the command's output goes to
-LOGDIR/seeds<s>_<s>...-<config>.log (seeds<first>_..._<last>-<config>.log where the
-whole list makes too long a file name).
+command's `--seeds`), into the same folders; their lines carry "seeds_together" and the
+shared wall-clock, and the output goes to LOGDIR/seeds<s>_<s>...-<config>.log.
 """
 
 from __future__ import annotations
@@ -101,21 +94,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     twice = sorted(seed for seed, count in counts.items() if count > 1)
     if twice:
         parser.error(f"--seeds must be distinct seeds (a folder each), got {twice} twice")
-    named = collections.Counter(args.configs)
-    if max(named.values()) > 1:
-        twice = [config for config, count in named.items() if count > 1]
+    twice = [config for config, count in collections.Counter(args.configs).items() if count > 1]
+    if twice:
         parser.error(f"--configs must be distinct configs (a run each), got {twice} twice")
     by_name = collections.defaultdict(list)  # Two files of one name make one folder a seed.
     for config in args.configs:
         with contextlib.suppress(train.UsageError):  # Named with its error at its run.
             by_name[train.name_of(config)].append(config)
-    for name, given in by_name.items():
-        if len(given) > 1:
-            parser.error(
-                f"--configs {' and '.join(given)} both name their runs {name!r} "
-                f"(seed{args.seeds[0]}-{name}): "
-                "give each config file its own name"
-            )
+    for name, given in ((name, given) for name, given in by_name.items() if len(given) > 1):
+        parser.error(
+            f"--configs {' and '.join(given)} both name their runs {name!r} "
+            f"(seed{args.seeds[0]}-{name}): give each config file its own name"
+        )
     if "steps" in keys and args.steps is not None:
         parser.error("--steps and --set steps=... both set the budget: give one")
     if pathlib.Path(args.logdir).exists() and not pathlib.Path(args.logdir).is_dir():
