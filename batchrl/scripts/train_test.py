@@ -18,7 +18,7 @@ import pytest
 from batchrl.conftest import wait_gone
 from batchrl.scripts import train
 from batchrl.testing import interrupt, mock
-from batchrl.training import checkpoint, file_writes, metrics_log, results
+from batchrl.training import checkpoint, file_writes, metrics_log
 from batchrl.training import run_folder as run_folder_lib
 
 TINY = [
@@ -746,26 +746,6 @@ def test_sigterm_or_ctrl_c_saves_a_checkpoint_and_leaves_no_worker(tmp_path, how
     assert "interrupted: saved a checkpoint" in out
     assert checkpoint.steps(run_folder(tmp_path) / "checkpoints")
     assert not wait_gone(workers)
-
-
-@pytest.mark.slow
-def test_a_signal_in_the_last_phase_ends_a_finished_run_with_status_0(tmp_path):
-    # It said "interrupted" and exited 130 after its last row: a scheduler ran it again.
-    settings = ["--set", "num_envs=64", "phase_steps=128000", "steps=256000", "eval_every=100"]
-    process = launch("--logdir", str(tmp_path), "--config", "pendulum_jax", *settings, cwd=tmp_path)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # The first of its two phases kept.
-        rows = list(tmp_path.glob("*/metrics.jsonl"))
-        if rows and rows[0].read_text().count("\n") >= 1:
-            break
-        time.sleep(0.05)
-    time.sleep(1.0)  # Into the second phase (6 s here), past the first's checkpoint.
-    process.send_signal(signal.SIGTERM)
-    out, err = process.communicate(timeout=60)
-    assert process.returncode == 0, err
-    assert f"finished in {run_folder(tmp_path)}: the signal came in its last phase" in out
-    assert "interrupted" not in out + err
-    assert results.read(run_folder(tmp_path)).finished
 
 
 @pytest.mark.slow
