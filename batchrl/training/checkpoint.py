@@ -94,7 +94,7 @@ def save(
     path = path_for(directory, step)
     file_writes.write_atomic(path, data)
     older = [found for found in steps(directory) if found < step]
-    for old in older[: len(older) - (keep - 1)]:
+    for old in older[: max(len(older) - (keep - 1), 0)]:
         path_for(directory, old).unlink(missing_ok=True)
     return path
 

@@ -204,6 +204,8 @@ def test_a_save_keeps_what_it_wrote_and_leaves_higher_steps_alone(tmp_path):
     for step in range(1, 5):
         checkpoint.save(tmp_path, step, _state(seed=step), keep=3)
     assert checkpoint.steps(tmp_path) == [2, 3, 4, 900, 901, 902]
+    checkpoint.save(tmp_path, 5, _state(seed=5), keep=5)  # Fewer than it keeps: all stay.
+    assert checkpoint.steps(tmp_path) == [2, 3, 4, 5, 900, 901, 902]
 
 
 @pytest.mark.parametrize(
