@@ -222,10 +222,15 @@ def find(logdir: str | os.PathLike, timestamp: str) -> pathlib.Path:
             for before, _, seed in (stamp.rpartition("-seed") for stamp in stamps.values())
             if before == timestamp and seed.isdigit()
         )
-        hint = f"; its seeds resume together with --seeds {' '.join(map(str, seeds))}"
+        hint = ""
+        if seeds:
+            hint = f"; its seeds resume together with --seeds {' '.join(map(str, seeds))}"
+        elif timestamp in {path.name for path in stamps}:  # A folder's whole name.
+            hint = f"; that is a run folder's name: its timestamp is {parse(timestamp)[0]!r}"
+        elif (logdir / CONFIG).is_file():
+            hint = f"; {str(logdir)!r} is a run folder: give the folder that holds it as --logdir"
         raise RunFolderError(
-            f"no run with timestamp {timestamp!r} in {str(logdir)!r} to resume"
-            + (hint if seeds else "")
+            f"no run with timestamp {timestamp!r} in {str(logdir)!r} to resume{hint}"
         )
     if len(found) > 1:
         names = ", ".join(repr(path.name) for path in found)

@@ -29,6 +29,23 @@ def test_a_name_splits_at_its_last_dash():
     assert run_folder.safe_name("gymnasium_robotics:PointMaze_UMaze-v3") == "PointMaze_UMaze_v3"
 
 
+def test_a_folders_whole_name_or_a_run_folder_as_logdir_is_said_for_what_it_is(tmp_path):
+    # Both were answered "no run with timestamp ...", the slip unnamed.
+    folder = run_folder.create(tmp_path, presets.get("cartpole"), "cartpole", "lay")
+    with pytest.raises(run_folder.RunFolderError) as error:
+        run_folder.find(tmp_path, "lay-cartpole")
+    assert str(error.value) == (
+        f"no run with timestamp 'lay-cartpole' in {str(tmp_path)!r} to resume; that is a run "
+        "folder's name: its timestamp is 'lay'"
+    )
+    with pytest.raises(run_folder.RunFolderError) as error:
+        run_folder.find(folder, "lay")
+    assert str(error.value) == (
+        f"no run with timestamp 'lay' in {str(folder)!r} to resume; {str(folder)!r} is a run "
+        "folder: give the folder that holds it as --logdir"
+    )
+
+
 def test_a_new_folder_holds_its_config_and_never_takes_anothers(tmp_path):
     config = presets.get("cartpole")
     first = run_folder.create(tmp_path, config, "cartpole", "t0")
