@@ -2,7 +2,8 @@
 
 Checked as the config is made (`TrainConfig.__post_init__`), so a bad setting stops the
 command before any folder, worker or compile; the env settings each backend refuses
-are `backends.check`'s, the algorithm's own `ppo.config`'s.
+are `backends.check`'s, the algorithm's own `ppo.config`'s. What a config may ask but
+a run says in a warning is here too (`split_rollouts`).
 """
 
 from __future__ import annotations

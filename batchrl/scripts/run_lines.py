@@ -38,7 +38,7 @@ def replaced(paths: Sequence[pathlib.Path]) -> list[str]:
     for path in paths:
         folders: dict[tuple[str, int], str] = {}
         for at, record in records(path):
-            if record.get("benchmark") == "learning" and record.get("finished"):
+            if _learning(record) and record.get("finished"):
                 run = (name(record), int(record["seed"]))
                 if where.get(run, path) != path:
                     moved.setdefault((where[run], path), []).append(f"{run[0]} seed {run[1]}")

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import dataclasses
 import json
 import os
 import pathlib
@@ -111,11 +110,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if pathlib.Path(args.logdir).exists() and not pathlib.Path(args.logdir).is_dir():
         parser.error(f"--logdir {args.logdir} is a file, not a folder of runs")
     return args
-
-
-def settings(rundir: pathlib.Path) -> dict[str, Any]:
-    """Every setting of the run in `rundir`, as its config.yaml holds them."""
-    return dataclasses.asdict(run_folder.read_config(rundir))
 
 
 def train_argv(args: argparse.Namespace, config: str, seeds: Sequence[int]) -> list[str]:
@@ -222,13 +216,12 @@ def result_line(
     kept = kept_best(rundir, args.evaluate_best) if args.evaluate_best else {}
     return json.dumps(
         {
-            **results.line(rundir),  # Its config's name, seed, results, "sampled".
+            **results.line(rundir),  # Its config's name, seed, results, "sampled", settings.
             **kept,
             "seconds_this_invocation": seconds,
             **({"seeds_together": together} if together else {}),
             "machine": about,
             "commit": commit,
-            "settings": settings(rundir),
         }
     )
 

@@ -20,6 +20,7 @@ at once). Bad input ends with one line.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import pathlib
 import shutil
@@ -117,16 +118,23 @@ def list_keys(base: configs.TrainConfig | None = None, named: bool = True) -> st
         if name != "algorithm":
             lines.append(f"{name} = {value!r}")
     own = base.algorithm.objective
-    for objective in (own, *(name for name in ("kl_penalty", "clipped") if name != own)):
-        kept = "" if objective == own else ", shared settings kept"
-        try:
-            config = configs.parse_override(base, f"objective={objective}")
-        except ValueError as error:  # This run's settings need its own objective.
-            config = configs.parse_override(configs.TrainConfig(), f"objective={objective}")
-            kept = f", defaults: {exiting.first_line(error)}"
-        lines.append(f"# objective={objective} (also as algorithm.KEY{kept})")
-        algorithm = configs.to_dict(config)["algorithm"]
-        lines += [f"{name} = {value!r}" for name, value in algorithm.items() if name != "objective"]
+    switch = logging.getLogger("batchrl.configs")  # Its warning of what a switch drops.
+    was, switch.disabled = switch.disabled, True  # Shown here, a switch nobody asked for.
+    try:
+        for objective in (own, *(name for name in ("kl_penalty", "clipped") if name != own)):
+            kept = "" if objective == own else ", shared settings kept"
+            try:
+                config = configs.parse_override(base, f"objective={objective}")
+            except ValueError as error:  # This run's settings need its own objective.
+                config = configs.parse_override(configs.TrainConfig(), f"objective={objective}")
+                kept = f", defaults: {exiting.first_line(error)}"
+            lines.append(f"# objective={objective} (also as algorithm.KEY{kept})")
+            algorithm = configs.to_dict(config)["algorithm"]
+            lines += [
+                f"{key} = {value!r}" for key, value in algorithm.items() if key != "objective"
+            ]
+    finally:
+        switch.disabled = was
     return "\n".join(lines)
 
 

@@ -796,10 +796,12 @@ def test_list_shows_every_preset(capsys):
     assert len({re.match(r"\S+\s+", line).end() for line in out.splitlines()}) == 1  # Aligned.
 
 
-def test_list_keys_shows_the_values_config_and_set_give(capsys):
+def test_list_keys_shows_the_values_config_and_set_give(capsys, caplog):
     # It showed the defaults whatever --config and --set said.
     argv = ["--list-keys", "--config", "cheetah_clipped", "--set", "num_envs=8"]
+    caplog.set_level("WARNING", logger="batchrl")
     assert train.main(argv) == 0
+    assert not caplog.records  # Its kl_penalty section's switch drops nothing asked for.
     out = capsys.readouterr().out.splitlines()
     assert "env = 'HalfCheetah-v5'" in out and "num_envs = 8" in out
     mine = out.index("# objective=clipped (also as algorithm.KEY)")
