@@ -13,6 +13,8 @@ from typing import Any
 
 import jax
 
+from batchrl.training import host_memory
+
 
 def nbytes(tree: Any) -> int:
     """Bytes of every array in `tree` (arrays or `jax.ShapeDtypeStruct`s)."""
@@ -32,19 +34,13 @@ def human(count: int) -> str:
 def available(device: jax.Device) -> int | None:
     """Free bytes for arrays on `device`; None where they cannot be read.
 
-    On an accelerator, its memory limit less what is in use; on the CPU, free RAM.
+    On an accelerator, its memory limit less what is in use; on the CPU, free RAM, or
+    the room under the process's cgroup memory limit where that is less.
     """
     stats = device.memory_stats() if device.platform != "cpu" else None
     if stats and "bytes_limit" in stats:
         return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
-    try:
-        with open("/proc/meminfo") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
+    return host_memory.free_bytes()
 
 
 def check_fits(storage_bytes: int, what: str, device: jax.Device | None = None) -> None:
