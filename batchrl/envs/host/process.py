@@ -70,7 +70,7 @@ class ProcessGroup(remote.RemoteGroup):
         self._context = lifecycle.context(context)
         self._blob = lifecycle.pickled(list(constructors), observation_mode, first_index)
         self._init_remote(self.num_envs)
-        self._process = None
+        self._process, self._pid, self._mapping = None, None, None
         self._closing = False  # Whether the worker was asked to close its envs.
         self._start()
 
@@ -89,7 +89,7 @@ class ProcessGroup(remote.RemoteGroup):
         process.start()
         for end in (child_conn, bell_in, answer_out):
             end.close()
-        self._process, self._conn = process, parent_conn
+        self._process, self._conn, self._pid = process, parent_conn, process.pid
         self._bell, self._answer = bell_out.fileno(), answer_in.fileno()
         # Made once: cheaper per step than connection.wait.
         self._poller = polling.Poller(self.spin, parent_conn.fileno(), process.sentinel)
@@ -116,6 +116,7 @@ class ProcessGroup(remote.RemoteGroup):
         except BaseException:
             self._finalizer()
             raise
+        self._mapping = mapping
         self.buffers = stepper.Buffers.over(mapping, self.num_envs, observation_space, action_space)
         buffers = self.buffers
         self._variable = bool(stepper.objects(buffers.obs) or stepper.objects(buffers.action))
@@ -141,6 +142,7 @@ class ProcessGroup(remote.RemoteGroup):
             self._closed = True
             self._process.kill()
             self._finalizer()
+            self._release()
 
     def close(self) -> None:
         """Stops the worker once its envs have closed, as Gymnasium's vector envs wait.
@@ -166,11 +168,23 @@ class ProcessGroup(remote.RemoteGroup):
         finally:
             self._closed = True
             self._finalizer()  # Kills a worker still running, then joins it.
+            self._release()
+
+    def _release(self) -> None:
+        """Frees a closed worker's pipes and /dev/shm pages, its buffers copied to be read on."""
+        self._process.close()
+        if self._mapping is not None:
+            self.buffers = stepper.Buffers.over(
+                bytearray(self._mapping), self.num_envs, self.observation_space, self.action_space
+            )
+            with contextlib.suppress(BufferError):  # Viewed by arrays still held: kept for them.
+                self._mapping.close()
+            self._mapping = None
 
     @property
     def pid(self) -> int | None:
         """The worker's process id."""
-        return self._process.pid if self._process is not None else None
+        return self._pid
 
     # -- commands ---------------------------------------------------------------------------
 
