@@ -17,7 +17,6 @@ from gymnasium.vector import AutoresetMode
 
 from batchrl.envs.host import arguments, batch, lifecycle, local, process, split
 from batchrl.envs.host.external import ExternalProcess
-from batchrl.envs.mujoco import mujoco_group
 
 
 class BatchEnv(batch.BatchEnvBase):
@@ -202,6 +201,10 @@ class BatchEnv(batch.BatchEnvBase):
         Implements HalfCheetah, Hopper, Walker2d, Ant, Humanoid, Reacher, Pusher, Swimmer,
         InvertedPendulum and InvertedDoublePendulum (v5).
         """
+        # Imported here: MuJoCo picks its OpenGL backend as it loads, and a MUJOCO_GL whose
+        # library is missing would fail `import batchrl` (`host.mujoco_warnings`).
+        from batchrl.envs.mujoco import mujoco_group
+
         mode = arguments.check_autoreset_mode(autoreset_mode)
         group = mujoco_group.MujocoGroup(env_id, num_envs, threads=threads, **env_kwargs)
         return cls([group], autoreset_mode=mode)

@@ -45,22 +45,49 @@ class UsageError(Exception):
     """Bad input: reported as one line, exit status 2."""
 
 
+_HEADLESS = {"egl": "EGL", "osmesa": "OSMesa"}  # MUJOCO_GL's headless values, their libraries.
+
+
 def choose_headless_gl() -> str:
-    """Picks EGL or OSMesa for MuJoCo before it loads; a one-line error when neither exists."""
+    """Picks EGL or OSMesa for MuJoCo before it loads; a one-line error when neither exists.
+
+    A `MUJOCO_GL` set to what cannot render here (a headless library not installed,
+    `glfw` with no display) gives way, with a warning, to one that can: MuJoCo failed as
+    it loaded, or at the first frame, with GL's own words.
+    """
     os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     # Pygame opens the sound card too: on a machine without one, ALSA fills stderr.
     os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
-    if "MUJOCO_GL" in os.environ:
+    chosen = os.environ.get("MUJOCO_GL", "").strip().lower()
+    lacking = _gl_lacking(chosen)
+    if chosen and lacking is None:
         return os.environ["MUJOCO_GL"]
-    for backend, library in (("egl", "EGL"), ("osmesa", "OSMesa")):
+    for backend, library in _HEADLESS.items():
         if ctypes.util.find_library(library):
+            if chosen:
+                said = f"MUJOCO_GL={chosen} {lacking}: rendering with {backend}"
+                print(f"visualize: warning: {said}", file=sys.stderr)
+                os.environ["PYOPENGL_PLATFORM"] = backend
             os.environ["MUJOCO_GL"] = backend
             os.environ.setdefault("PYOPENGL_PLATFORM", backend)
             return backend
+    if chosen:
+        return os.environ["MUJOCO_GL"]  # Nothing better: MuJoCo says what fails.
     raise UsageError(
         "no headless OpenGL found: install EGL (apt-get install libegl1) or OSMesa "
         "(apt-get install libosmesa6), or set MUJOCO_GL"
     )
+
+
+def _gl_lacking(chosen: str) -> str | None:
+    """What `MUJOCO_GL=chosen` lacks on this machine to render; None if nothing known."""
+    if chosen in _HEADLESS and not ctypes.util.find_library(_HEADLESS[chosen]):
+        return f"needs the {_HEADLESS[chosen]} library, which is not installed"
+    if chosen in ("glfw", "glx") and not (
+        os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")
+    ):
+        return "needs a display, and DISPLAY is not set"
+    return None
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -284,6 +311,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.seed is not None and not 0 <= args.seed < 2**31:
             raise UsageError(f"--seed must be a whole number in [0, 2**31), got {args.seed}")
         choose_headless_gl()
+        if __name__ == "__main__":  # The command's own process: each MuJoCo warning once.
+            from batchrl.envs.host import mujoco_warnings
+
+            mujoco_warnings.route()
         rundir = pathlib.Path(args.logdir)
         config = run_folder.read_config(rundir)
         check_filmable(config)
@@ -311,7 +342,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from batchrl.envs.host import mujoco_warnings
-
-    mujoco_warnings.route()  # The command's own process: each of MuJoCo's warnings once.
     sys.exit(main())

@@ -342,3 +342,34 @@ def test_an_error_without_a_message_is_one_line_and_leaves_no_empty_outdir(run, 
     assert visualize.main(["--logdir", str(rundir), "--outdir", str(outdir)]) == 1
     assert capsys.readouterr().err == "visualize: error: NotImplementedError\n"
     assert not outdir.exists()
+
+
+FILM_ONE_FRAME = """
+import gymnasium as gym
+from batchrl.scripts import visualize
+
+visualize.choose_headless_gl()
+env = gym.make("HalfCheetah-v5", render_mode="rgb_array")
+env.reset(seed=0)
+frame = env.render()
+print(frame.shape, int(frame.std() > 0))
+"""
+
+
+def test_a_mujoco_gl_that_cannot_render_here_gives_way_with_a_warning(tmp_path):
+    # `glfw` on a machine with no display (set in a shell's profile for a desktop): taken
+    # as set, the first frame failed with GLFW's own error.
+    env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    env.pop("PYOPENGL_PLATFORM", None)
+    result = subprocess.run(
+        [sys.executable, "-c", FILM_ONE_FRAME],
+        env={**env, "MUJOCO_GL": "glfw"},
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["(480,", "480,", "3)", "1"]
+    warned = "MUJOCO_GL=glfw needs a display, and DISPLAY is not set: rendering with "
+    assert f"visualize: warning: {warned}" in result.stderr

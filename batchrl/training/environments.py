@@ -16,9 +16,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import os
 import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any
+
+import gymnasium as gym
 
 from batchrl import bridge
 from batchrl.bridge import seeds as seeds_lib
@@ -27,7 +30,6 @@ from batchrl.env_spec import EnvSpec
 from batchrl.envs import BatchEnv, spaces
 from batchrl.envs.host import lifecycle, make, mujoco_warnings
 from batchrl.envs.jax import classic, env_check, gymnax_env, jax_env
-from batchrl.envs.mujoco import tasks as mujoco_tasks
 from batchrl.training import env_probe, placement
 
 logger = logging.getLogger("batchrl.training")
@@ -49,8 +51,23 @@ def check_env_name(config: TrainConfig, env: Any = None) -> None:
             atari_options(config)  # Names the game or option that is not ale-py's.
         else:
             make.check_name(config.env, config.env_kwargs)
-            if config.env in mujoco_tasks.TASKS:  # Its v5 env takes **kwargs on to MujocoEnv.
-                mujoco_tasks.check_keywords(config.env, config.env_kwargs)
+            entry = getattr(gym.registry.get(config.env), "entry_point", None)
+            if str(entry).startswith("gymnasium.envs.mujoco"):  # Imported for MuJoCo's alone.
+                mujoco_tasks = _mujoco_tasks()
+                if config.env in mujoco_tasks.TASKS:  # Its v5 env takes **kwargs on.
+                    mujoco_tasks.check_keywords(config.env, config.env_kwargs)
+
+
+def _mujoco_tasks() -> Any:
+    """`envs.mujoco.tasks`, or a one-line ValueError where MuJoCo does not load."""
+    try:
+        from batchrl.envs.mujoco import tasks
+    except Exception as error:
+        said = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        gl = os.environ.get("MUJOCO_GL")
+        hint = f"; MUJOCO_GL={gl} picks what MuJoCo loads for rendering: unset it" if gl else ""
+        raise ValueError(f"MuJoCo does not load ({said.strip()}){hint}") from None
+    return tasks
 
 
 def check_env(config: TrainConfig, env: Any = None) -> EnvSpec:

@@ -21,6 +21,7 @@ the server with it, for good. A server started by the parent's main thread
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import multiprocessing.forkserver
 import os
@@ -71,8 +72,20 @@ def _tie_to_parent() -> None:
         os._exit(1)
 
 
+def _preload_mujoco() -> None:
+    """Imports Gymnasium's MuJoCo envs once for every worker, where they import at all.
+
+    Not as a preloaded module name: multiprocessing skips one that is not installed but
+    dies of any other error, and MuJoCo raises one for a `MUJOCO_GL` whose library is
+    missing: no worker could start, MuJoCo's or not.
+    """
+    with contextlib.suppress(Exception):
+        import gymnasium.envs.mujoco  # noqa: F401
+
+
 if _in_fork_server():
     # The mask is the forking thread's, which a child starts with: the server's one thread.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
     os.register_at_fork(after_in_child=_unblock_sigterm)
     _tie_to_parent()
+    _preload_mujoco()

@@ -26,9 +26,10 @@ DEFAULT_TIMEOUT = 60.0  # Seconds without an answer before a worker counts as hu
 # The server is a fresh interpreter too, without JAX, so forking from it is safe.
 DEFAULT_CONTEXT = "forkserver"
 CONTEXTS = ("forkserver", "spawn")  # Never plain fork: unsafe beside JAX's threads.
-# Imported once by the fork server; a module that is not installed (MuJoCo) is skipped.
-# `fork_server` keeps the server alive through a SIGTERM meant for the parent.
-PRELOAD = ["batchrl.envs.host.fork_server", "batchrl.envs.host.worker", "gymnasium.envs.mujoco"]
+# Imported once by the fork server; a module that is not installed is skipped.
+# `fork_server` keeps the server alive through a SIGTERM meant for the parent, and
+# imports Gymnasium's MuJoCo envs where they load.
+PRELOAD = ["batchrl.envs.host.fork_server", "batchrl.envs.host.worker"]
 # The main script of a Ray worker process (a rollout actor, an env actor).
 _RAY_WORKER_FILE = os.path.join("ray", "_private", "workers", "default_worker.py")
 # Packages that start no thread as they are imported: the fork server imports them where a

@@ -8,6 +8,11 @@ folder. Workers, for their whole life, and batchrl's own env builds in the calle
 process, for their length, route MuJoCo's warnings through Python's `warnings` instead:
 shown once a process by the default filter, filtered as any other (`MujocoWarning`, a
 filter at the top of the main script reaches the workers too), and no file written.
+
+MuJoCo is imported as the routing is asked for, not with batchrl: it picks its OpenGL
+backend as it loads, and a `MUJOCO_GL` whose library is missing (`osmesa` on a machine
+without OSMesa) failed `import batchrl`, so every command. Where MuJoCo does not load,
+nothing is routed; an env that needs it says why as it is built.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ import contextlib
 import sys
 import warnings
 from collections.abc import Iterator
+from types import ModuleType
+from typing import Any
 
-import mujoco
+_failed: list[BaseException] = []  # MuJoCo's import error, once met: not tried again.
 
 
 class MujocoWarning(UserWarning):
@@ -32,17 +39,34 @@ def _warn(message: str) -> None:
         print(f"MujocoWarning: {message}", file=sys.stderr, flush=True)
 
 
+def _mujoco() -> ModuleType | None:
+    """The MuJoCo module, or None where it does not import (not installed, a bad MUJOCO_GL)."""
+    if _failed:
+        return None
+    try:
+        import mujoco
+    except Exception as error:
+        _failed.append(error)
+        return None
+    return mujoco
+
+
 def route() -> None:
     """This process's MuJoCo warnings go through `warnings` from now on (a worker's)."""
-    mujoco.set_mju_user_warning(_warn)
+    mujoco = _mujoco()
+    if mujoco is not None:
+        mujoco.set_mju_user_warning(_warn)
 
 
 @contextlib.contextmanager
 def routed() -> Iterator[None]:
     """`route` for the block, then the caller's own handler (or MuJoCo's default) again."""
-    before = mujoco.get_mju_user_warning()
-    mujoco.set_mju_user_warning(_warn)
+    mujoco = _mujoco()
+    before: Any = mujoco.get_mju_user_warning() if mujoco is not None else None
+    if mujoco is not None:
+        mujoco.set_mju_user_warning(_warn)
     try:
         yield
     finally:
-        mujoco.set_mju_user_warning(before)
+        if mujoco is not None:
+            mujoco.set_mju_user_warning(before)

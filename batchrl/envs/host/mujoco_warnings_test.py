@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 import warnings
@@ -70,3 +71,29 @@ def test_a_filter_that_makes_it_an_error_prints_it_instead_of_raising_through_mu
         warnings.simplefilter("error", mujoco_warnings.MujocoWarning)
         env.step(0)
     assert "MujocoWarning: Nan, Inf or huge value in QVEL" in capsys.readouterr().err
+
+
+def _with_mujoco_gl(value: str, *command: str, cwd) -> subprocess.CompletedProcess:
+    env = {**os.environ, "MUJOCO_GL": value}
+    return subprocess.run(
+        [sys.executable, *command], capture_output=True, text=True, env=env, cwd=cwd, timeout=240
+    )
+
+
+def test_a_mujoco_gl_mujoco_cannot_load_fails_mujocos_envs_alone_in_one_line(tmp_path):
+    # MuJoCo picks its GL backend as it loads: a value it refuses (as `osmesa` without
+    # OSMesa) failed `import batchrl`, and so every command, MuJoCo's envs or not, in a
+    # 33-line traceback; the fork server died of it too, so no worker env started.
+    train = ["-m", "batchrl.scripts.train", "--logdir", str(tmp_path)]
+    imported = _with_mujoco_gl(
+        "bogus", "-c", "import batchrl, sys; print('mujoco' in sys.modules)", cwd=tmp_path
+    )
+    assert imported.returncode == 0 and imported.stdout.strip() == "False", imported.stderr
+    pendulum = _with_mujoco_gl(
+        "bogus", *train, "--config", "pendulum", "--set", "steps=1000", cwd=tmp_path
+    )
+    assert pendulum.returncode == 0, pendulum.stderr[-2000:]
+    hopper = _with_mujoco_gl("bogus", *train, "--config", "hopper_clipped", cwd=tmp_path)
+    assert hopper.returncode == 1 and hopper.stderr.count("\n") == 1, hopper.stderr[-2000:]
+    assert "MuJoCo does not load (RuntimeError: invalid value" in hopper.stderr
+    assert "MUJOCO_GL=bogus" in hopper.stderr
