@@ -152,11 +152,22 @@ def evaluate(
     for phase in [*wanted, *([normalizer_from] if normalizer_from is not None else [])]:
         if phase not in kept:
             raise UsageError(f"no checkpoint of phase {phase} in {str(rundir)!r}: it keeps {kept}")
+    lacking = {
+        phase: [p for p in _averaged_with(phase, average_last) if p not in kept] for phase in wanted
+    }
+    if not phases and any(lacking.values()) and not all(lacking.values()):
+        # Every kept phase by default: the oldest lack the phases before them, kept no more.
+        wanted = [phase for phase in wanted if not lacking[phase]]
+        lacks = "; ".join(f"phase {p} lacks {m}" for p, m in lacking.items() if m)
+        print(
+            f"evaluate: note: --average-last {average_last} scores phases {wanted}, "
+            f"those the run keeps the {average_last - 1} before of ({lacks})",
+            file=sys.stderr,
+        )
     for phase in wanted:
-        missing = [p for p in _averaged_with(phase, average_last) if p not in kept]
-        if missing:
+        if lacking[phase]:
             raise UsageError(
-                f"--average-last {average_last} at phase {phase} needs phases {missing}, "
+                f"--average-last {average_last} at phase {phase} needs phases {lacking[phase]}, "
                 f"and {str(rundir)!r} keeps {kept}"
             )
     paths = [checkpoint.path_for(directory, phase) for phase in wanted]

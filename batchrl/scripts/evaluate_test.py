@@ -129,6 +129,15 @@ def test_average_last_scores_the_mean_of_the_kept_phases_parameters(run, capsys)
     # Phase 5 with the two before it needs phase 3, which the run no longer keeps.
     assert evaluate.main(["--logdir", str(run), "--phases", "5", "--average-last", "3"]) == 2
     assert "--average-last 3 at phase 5 needs phases [3]" in capsys.readouterr().err
+    # Every kept phase, as by default: those that have the phases before them, said so.
+    assert evaluate.main(["--logdir", str(run), "--episodes", "2", "--average-last", "2"]) == 0
+    out, err = capsys.readouterr()
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [(row["phase"], row["averaged"]) for row in rows] == [(5, 2), (6, 2)]
+    assert err == (
+        "evaluate: note: --average-last 2 scores phases [5, 6], those the run keeps the 1 "
+        "before of (phase 4 lacks [3])\n"
+    )
 
 
 def test_average_last_past_a_runs_first_phase_averages_the_phases_it_has(tmp_path, capsys):
