@@ -271,19 +271,53 @@ def test_an_outdir_it_cannot_write_is_one_line_naming_the_file(run, tmp_path, ca
     assert capsys.readouterr().err == said
     import imageio
 
-    def full(path, *args, **kwargs):  # As a full disk stops ffmpeg part way.
-        pathlib.Path(path).write_bytes(b"part")
-        raise OSError(28, "No space left on device")
+    class Full:  # As a full disk stops ffmpeg part way through an episode.
+        def __init__(self, path, *args, **kwargs):
+            self.path, self.frames = pathlib.Path(path), 0
+
+        def append_data(self, frame):
+            self.frames += 1
+            self.path.write_bytes(b"part" * self.frames)
+            if self.frames == 3:
+                raise OSError(28, "No space left on device")
+
+        def close(self):
+            pass
 
     out = tmp_path / "videos"
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(imageio, "mimwrite", full)
+        patch.setattr(imageio, "get_writer", Full)
         assert visualize.main(["--logdir", str(run), "--outdir", str(out)]) == 1
     assert capsys.readouterr().err == (
         f"visualize: error: cannot write '{out / 'episode-0.mp4'}': No space left on device; "
         f"make room or make '{out}' writable, then run the command again\n"
     )
     assert not out.exists()  # No part of a video, no episodes.json, no empty new folder.
+
+
+def test_an_episode_that_fails_as_it_is_filmed_leaves_the_last_video_whole(run, tmp_path, capsys):
+    # Its frames were held until it ended (1.2 GB for a 1,000-step MuJoCo episode), then
+    # written; now they go to a file beside the video as it plays, renamed onto it once
+    # whole.
+    from batchrl.training import policy
+
+    out = tmp_path / "videos"
+    assert visualize.main(["--logdir", str(run), "--outdir", str(out)]) == 0
+    before = (out / "episode-0.mp4").read_bytes()
+    act, acted = policy.Policy.act, []
+
+    def act_then_fail(self, obs, deterministic=True):
+        acted.append(obs)
+        if len(acted) == 20:
+            raise RuntimeError("the policy failed")
+        return act(self, obs, deterministic)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(policy.Policy, "act", act_then_fail)
+        assert visualize.main(["--logdir", str(run), "--outdir", str(out), "--seed", "5"]) == 1
+    assert capsys.readouterr().err == "visualize: error: RuntimeError: the policy failed\n"
+    assert sorted(p.name for p in out.iterdir()) == ["episode-0.mp4", "episodes.json"]
+    assert (out / "episode-0.mp4").read_bytes() == before
 
 
 def test_a_jax_native_runs_env_kwargs_film_in_its_gymnasium_twin_or_say_why_not():
