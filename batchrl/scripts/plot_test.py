@@ -310,6 +310,10 @@ def test_seeds_of_one_name_on_different_settings_are_refused_not_averaged(tmp_pa
     run_folder.write_config(sweep / "seed2-pendulum", train_config.replace(base, seed=2))
     assert plot.main([str(sweep), "--seeds", "--out", str(out)]) == 2
     assert "seed1-pendulum (learning_rate=0.001)" in capsys.readouterr().err
+    # How often checkpoints are written and kept changes no curve: averaged (was refused).
+    kept = train_config.replace(base, seed=1, keep_checkpoints=10, checkpoint_every=2)
+    run_folder.write_config(sweep / "seed1-pendulum", kept)
+    assert plot.main([str(sweep), "--seeds", *metric, "--out", str(out)]) == 0, capsys.readouterr()
 
 
 def test_a_seed_given_twice_is_drawn_once_its_last_run(tmp_path, capsys):

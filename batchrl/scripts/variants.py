@@ -17,9 +17,12 @@ from typing import Any
 
 from batchrl.configs import train_config
 
-# Settings in which the seeds of one experiment differ: its seeds, and what a resume may
-# change (`train_config.RESUME_MAY_CHANGE`), which leaves the results as they are.
-IGNORED = frozenset({"seed", *train_config.RESUME_MAY_CHANGE})
+# Settings in which the seeds of one experiment differ: its seeds, what a resume may
+# change (`train_config.RESUME_MAY_CHANGE`), and how often checkpoints are written and
+# kept, each of which leaves the results as they are.
+IGNORED = frozenset(
+    {"seed", "checkpoint_every", "keep_checkpoints", *train_config.RESUME_MAY_CHANGE}
+)
 
 
 def flat(settings: Mapping[str, Any]) -> dict[str, Any]:
