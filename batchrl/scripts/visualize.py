@@ -190,6 +190,13 @@ def film_env(config):
                 f"env {config.env!r} takes no render_mode and renders in {env.render_mode!r}: "
                 "visualize films an env that renders with render_mode='rgb_array'"
             ) from None
+    modes = env.metadata.get("render_modes")
+    if isinstance(modes, list | tuple) and "rgb_array" not in modes:  # Gymnasium asserted.
+        env.close()
+        raise UsageError(
+            f"env {config.env!r} renders in {list(modes)}, not 'rgb_array': visualize films an "
+            "env that renders with render_mode='rgb_array'"
+        )
     follow_the_agent(env)
     return env
 

@@ -337,6 +337,17 @@ def test_a_jax_native_runs_env_kwargs_film_in_its_gymnasium_twin_or_say_why_not(
     )
 
 
+class TextOnly(gym.Env):
+    """An env that declares it renders text alone."""
+
+    metadata = {"render_modes": ["ansi"]}
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,))
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, render_mode=None):
+        self.render_mode = render_mode
+
+
 def test_an_env_of_ones_own_that_cannot_film_is_refused_before_any_episode(tmp_path):
     # Built without the keyword, or rendering nothing: a raw TypeError, or a whole episode
     # played before the MP4 writer failed on frames of None.
@@ -346,6 +357,14 @@ def test_an_env_of_ones_own_that_cannot_film_is_refused_before_any_episode(tmp_p
     assert str(error.value) == (
         "env 'batchrl.testing.mock:CountingEnv' takes no render_mode and renders in None: "
         "visualize films an env that renders with render_mode='rgb_array'"
+    )
+    # One whose modes leave out RGB frames: Gymnasium's AssertionError at the first frame.
+    text = configs.replace(config, env=f"{__name__}:TextOnly")
+    with pytest.raises(visualize.UsageError) as error:
+        visualize.film_env(text)
+    assert str(error.value) == (
+        f"env '{__name__}:TextOnly' renders in ['ansi'], not 'rgb_array': visualize films an "
+        "env that renders with render_mode='rgb_array'"
     )
     # One that takes no render_mode but renders RGB frames as made was refused as well.
     filmed = configs.replace(config, env="batchrl.testing.mock:filmed_pendulum")
