@@ -264,9 +264,10 @@ def _replace(obs, path, value):
         ),
         (
             lambda obs: _replace(obs, "image", None),
-            r'^env \'SpaceEnv\' returned an observation without obs\["parts"\]\[2\]\["image"\] ',
+            r'^env \'SpaceEnv\' returned an observation without obs\["parts"\]\[2\]\["image"\] '
+            r"\(a dict of keys \['bits'.*\]\), but its observation_space has it$",
         ),
-        (lambda obs: obs["vector"], r'without obs\["vector"\] \(ndarray array\(\['),
+        (lambda obs: obs["vector"], r'without obs\["vector"\] \(of type ndarray\), but'),
         # Values a counted leaf's space does not hold, which training one-hot encoded
         # into zeros without a word (the policy refused them when loaded).
         (

@@ -356,9 +356,15 @@ class EnvStepper(forwarding.EnvForwarding):
         )
         if nests and (key in obs if isinstance(tree, dict) else key < len(obs)):
             return obs[key]
+        if isinstance(obs, Mapping):
+            shown = f"a dict of keys {sorted(map(str, obs))}"
+        elif isinstance(obs, tuple | list):
+            shown = f"a {type(obs).__name__} of {len(obs)}"
+        else:
+            shown = f"of type {type(obs).__name__}"  # Its value may be an image: not shown.
         raise ValueError(
-            f"env {self.name} returned an observation without {path} ({type(obs).__name__} "
-            f"{obs!r:.80}), but its observation_space has it"
+            f"env {self.name} returned an observation without {path} ({shown}), but its "
+            "observation_space has it"
         )
 
 
