@@ -24,6 +24,7 @@ import numpy as np
 
 from batchrl import env_spec as env_spec_lib
 from batchrl.env_spec import EnvSpec
+from batchrl.envs.host import minigrid_env
 
 # The leaves whose values are counts (one-hot indices) or bits, not measurements.
 COUNTED = (env_spec_lib.BINARY, env_spec_lib.DISCRETE, env_spec_lib.MULTI_DISCRETE)
@@ -115,7 +116,7 @@ def _observation_leaf(
             why = "has no fixed shape: a BatchEnv steps it, training cannot"
         raise UnsupportedSpaceError(
             f"{path}: {type(space).__name__} {why}; drop it with a wrapper (env {env_name}; "
-            f"batchrl supports {SUPPORTED_OBSERVATION}{also})"
+            f"batchrl supports {SUPPORTED_OBSERVATION}{also}){minigrid_env.hint(env_name)}"
         )
     return leaf
 

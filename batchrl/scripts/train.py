@@ -12,9 +12,8 @@ shell over the functions `batchrl.train` runs (`training.api`). As in the seed, 
 if there is none); a resume whose --config, --seed or --set differ from the saved config
 names the keys that differ and stops. Resuming restores parameters, optimiser,
 normalisers, KL penalty, step counters, random keys and the episode memory from the
-last good checkpoint; on JAX-native envs it continues exactly as if never stopped.
-Ctrl-C or SIGTERM finishes the phase in flight, checkpoints it and exits (a second one
-at once). Bad input ends with one line.
+last good checkpoint; on JAX-native envs it continues exactly as if never stopped. Ctrl-C
+or SIGTERM finishes the phase in flight, checkpoints it and exits. Bad input: one line.
 """
 
 from __future__ import annotations
@@ -39,6 +38,7 @@ from batchrl.training import (
     compile_signals,
     device_memory,
     file_writes,
+    given_env,
     run_folder,
     run_signals,
     terminal,
@@ -150,7 +150,7 @@ def requested_config(
     try:
         config = api.named_config(args.config)[0] if args.config else base
         seed = [f"seed={args.seed}"] if args.seed is not None else []
-        config = configs.parse_overrides(config, [*seed, *args.set])
+        config = given_env.overridden(config, [*seed, *args.set])
     except ValueError as error:
         raise UsageError(str(error)) from None
     return config

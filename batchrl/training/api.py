@@ -252,7 +252,7 @@ def configure(
         name = None
     else:
         raise TypeError(f"config is a preset's name or a TrainConfig, got {type(config).__name__}")
-    given = None
+    given, before = None, config
     if env is not None:
         config, given = given_env.with_env(config, env)
     limit, asked = given_env.step_limit(env), settings.get("max_length")
@@ -270,7 +270,7 @@ def configure(
     # After the env: what else it sets is the keywords' to change.
     keywords = train_config.set_fields(config, settings.items(), train_config.typed)
     train_config.say_dropped_env_kwargs(config, keywords)
-    config = keywords
+    config = keywords if "env_kwargs" in settings else given_env.kwargs_kept(before, keywords)
     for key, value in (("steps", steps), ("seed", seed)):
         if value is not None:
             config = train_config.set_field(config, key, value, train_config.typed)

@@ -17,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs import registration
 
-from batchrl.configs import TrainConfig, train_config
+from batchrl.configs import TrainConfig, overrides, train_config
 from batchrl.envs.host import make
 
 logger = logging.getLogger("batchrl.training")
@@ -263,3 +263,43 @@ def _importable_name(constructor: Any) -> str | None:
     except ValueError:
         return None
     return f"{module}:{qualname}" if found is constructor else None
+
+
+def overridden(config: TrainConfig, assignments: list[str]) -> TrainConfig:
+    """`config` with `--set`'s `key=value`s, as `configs.parse_overrides`, its env's kwargs kept."""
+    changed = overrides.parse_overrides(config, assignments)
+    keys = {assignment.partition("=")[0].strip() for assignment in assignments}
+    given = keys & {"env_kwargs", "algorithm.env_kwargs"}
+    return changed if given else kwargs_kept(config, changed)
+
+
+def kwargs_kept(before: TrainConfig, after: TrainConfig) -> TrainConfig:
+    """`after`, `before` given another env, with only the env_kwargs the new env takes.
+
+    The config's env_kwargs are its env's keywords: `minigrid_doorkey`'s `env_id` went on
+    to a user's own env, which failed for a keyword the user never set. Those the new env's
+    constructor names are kept (Ant's `include_cfrc_ext_in_observation` on Humanoid), the
+    others left out with a warning; a JAX-native env's parameters are its own. An Atari
+    game's (`backend=ale`) are ale-py's for every game: kept. Unread, they stay, and the
+    env check says why.
+    """
+    kwargs = after.env_kwargs
+    if after.env == before.env or after.backend == "ale" or not kwargs:
+        return after
+    if kwargs != before.env_kwargs:  # Set by the user, or an env instance's own.
+        return after
+    named = frozenset() if after.jax_native else make.named_keywords(after.env)
+    if named is None:
+        return after
+    dropped = {key: value for key, value in kwargs.items() if key not in named}
+    if dropped:
+        listed = ", ".join(f"{key}: {value!r}" for key, value in dropped.items())
+        logger.warning(
+            "env=%r takes no {%s}, env_kwargs of the config's env %r: left out (set "
+            "env_kwargs for its own)",
+            after.env,
+            listed,
+            before.env,
+        )
+    kept = {key: value for key, value in kwargs.items() if key not in dropped}
+    return train_config.replace(after, env_kwargs=kept)

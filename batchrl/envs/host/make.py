@@ -23,7 +23,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec, load_env_creator
 
-from batchrl.envs.host import wrappers
+from batchrl.envs.host import minigrid_env, wrappers
 
 # gym.make's own keywords, beside those it passes to an id's env.
 _MAKE_KEYWORDS = frozenset(inspect.signature(gym.make).parameters) - {"id", "kwargs"}
@@ -110,6 +110,7 @@ def check_name(
         # Gymnasium's own words suffice for an old or missing version of a known env.
         known = isinstance(error, gym.error.DeprecatedEnv | gym.error.VersionNotFound)
         hint = f" (an id your module registers: give env='<module>:{name}', which imports it first)"
+        hint = minigrid_env.hint(name) or hint
         raise ValueError(f"unknown env {name!r}: {error}{'' if known else hint}") from None
     if make_keywords:
         kwargs = {key: value for key, value in (kwargs or {}).items() if key not in _MAKE_KEYWORDS}
@@ -139,6 +140,31 @@ def resolve(name: str) -> Any:
     if found is None:
         raise ValueError(f"module {module_name!r} has no {qualname!r} for env {name!r}")
     return found
+
+
+def named_keywords(name: str) -> frozenset[str] | None:
+    """The keywords env `name`'s constructor names (not its `**kwargs`); None if unread.
+
+    `name` as `check_name` takes it; an unknown or unimportable env, which `check_name`
+    tells of, or a constructor without a signature, is None.
+    """
+    try:
+        if ":" in name:
+            module_name, _, attribute = name.partition(":")
+            module = importlib.import_module(module_name)
+            if hasattr(module, attribute):
+                constructor = getattr(module, attribute)
+            else:
+                name = attribute
+        if ":" not in name:
+            register_namespace(name)
+            creator = gym.spec(name).entry_point
+            constructor = creator if callable(creator) else load_env_creator(creator)
+        parameters = inspect.signature(constructor).parameters.values()
+    except Exception:
+        return None
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return frozenset(p.name for p in parameters if p.kind in named)
 
 
 def _check_kwargs(name: str, constructor: Any, kwargs: dict[str, Any]) -> None:

@@ -23,6 +23,17 @@ import gymnasium as gym
 KEPT = ("direction", "image")
 
 
+def hint(name: str) -> str:
+    """How to train MiniGrid's env `name` (an id, or `module:id`): "" for other names."""
+    env_id = name.strip("'\"").rpartition(":")[2]
+    if not env_id.startswith(("MiniGrid-", "BabyAI-")):
+        return ""
+    return (
+        f" (MiniGrid's envs train through batchrl's wrapper, as the minigrid_doorkey preset's "
+        f"does: --set env={__name__}:make 'env_kwargs={{env_id: {env_id}}}')"
+    )
+
+
 class CellBounds(gym.ObservationWrapper, gym.utils.RecordConstructorArgs):
     """Declares the "image" leaf's bounds as those of MiniGrid's cell indices; values unchanged."""
 

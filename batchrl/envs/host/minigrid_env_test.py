@@ -39,3 +39,24 @@ def test_every_observation_lies_in_the_bounds_declared_and_is_minigrids_own():
 def test_an_env_id_that_is_not_minigrids_is_one_line_naming_it(env_id):
     with pytest.raises(ValueError, match=f"env_id {env_id!r} is not one of MiniGrid's envs"):
         minigrid_env.make(env_id)
+
+
+def test_a_minigrid_id_given_as_the_env_points_at_this_wrapper(tmp_path, capsys):
+    # Unregistered until `minigrid` is imported, then refused for its mission string:
+    # each message led nowhere, though batchrl ships the wrapper that trains them.
+    from batchrl.scripts import train
+
+    wrapper = (
+        "(MiniGrid's envs train through batchrl's wrapper, as the minigrid_doorkey preset's "
+        "does: --set env=batchrl.envs.host.minigrid_env:make 'env_kwargs={env_id: "
+    )
+    args = ["--logdir", str(tmp_path), "--config", "minigrid_doorkey", "--set"]
+    for env, said in (
+        ("MiniGrid-NoSuchLevel-v0", "unknown env 'MiniGrid-NoSuchLevel-v0'"),
+        ("minigrid:MiniGrid-Empty-5x5-v0", 'obs["mission"]: MissionSpace is a space of its own'),
+    ):
+        assert train.main([*args, f"env={env}"]) == 1
+        error = capsys.readouterr().err
+        assert error.count("\n") == 1 and said in error
+        assert error.endswith(f"{wrapper}{env.rpartition(':')[2]}}}')\n")
+    assert not list(tmp_path.iterdir())
