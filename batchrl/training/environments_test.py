@@ -276,6 +276,43 @@ def test_a_max_length_that_cuts_the_envs_episodes_is_said(caplog, preset):
     ]
 
 
+class StateIds(gym.Env):
+    """Observations as ids of states, `n` of them, and a `Discrete(3)` beside them."""
+
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, n: int = 1_000_000):
+        counts = (gym.spaces.Discrete(n), gym.spaces.MultiDiscrete([3, n]))
+        self.observation_space = gym.spaces.Tuple(counts)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return self.observation_space.sample(), {}
+
+    def step(self, action):
+        return self.observation_space.sample(), 0.0, True, False, {}
+
+
+@pytest.mark.parametrize("n", [9_997, 1_000_000])
+def test_counts_one_hot_encoded_into_many_inputs_are_said(caplog, n):
+    # A Discrete(1_000_000) state id trained at 41 steps/s in 8 GiB, unsaid.
+    config = train_config.replace(
+        presets.get("cartpole"), env=f"{__name__}:StateIds", env_kwargs={"n": n}
+    )
+    environments.check_run(config)
+    said = [record.getMessage() for record in caplog.records]
+    assert said == (
+        []
+        if n == 9_997
+        else [
+            f"obs[0]: its counts are one-hot encoded into {n:,} inputs a step: give it as a "
+            "Box, or features of it, with a wrapper",
+            f"obs[1]: its counts are one-hot encoded into {n + 3:,} inputs a step: give it as "
+            "a Box, or features of it, with a wrapper",
+        ]
+    )
+
+
 def cartpole_of_50() -> gym.Env:
     """CartPole with a step limit of its own, below the `cartpole` preset's 500."""
     return gym.make("CartPole-v1", max_episode_steps=50)
