@@ -186,9 +186,10 @@ def film_env(config):
         env = built(None)  # One that renders RGB frames as it is made is filmed so.
         if env.render_mode != "rgb_array":
             env.close()
+            renders = "nothing" if env.render_mode is None else f"in {env.render_mode!r}"
             raise UsageError(
-                f"env {config.env!r} takes no render_mode and renders in {env.render_mode!r}: "
-                "visualize films an env that renders with render_mode='rgb_array'"
+                f"env {config.env!r} takes no render_mode and renders {renders}: visualize "
+                "films an env that renders with render_mode='rgb_array'"
             ) from None
     modes = env.metadata.get("render_modes")
     if isinstance(modes, list | tuple) and "rgb_array" not in modes:  # Gymnasium asserted.

@@ -355,7 +355,7 @@ def test_an_env_of_ones_own_that_cannot_film_is_refused_before_any_episode(tmp_p
     with pytest.raises(visualize.UsageError) as error:
         visualize.film_env(config)
     assert str(error.value) == (
-        "env 'batchrl.testing.mock:CountingEnv' takes no render_mode and renders in None: "
+        "env 'batchrl.testing.mock:CountingEnv' takes no render_mode and renders nothing: "
         "visualize films an env that renders with render_mode='rgb_array'"
     )
     # One whose modes leave out RGB frames: Gymnasium's AssertionError at the first frame.
