@@ -301,6 +301,11 @@ def read_config(rundir: str | os.PathLike) -> train_config.TrainConfig:
             ) from None
         if holder := next((str(p) for p in rundir.parents if _holds_config(p)), None):
             raise RunFolderError(f"{str(rundir)!r} is in a run folder: give {holder!r}") from None
+        if (rundir / CHECKPOINTS).is_dir():  # A run's folder whose config was lost.
+            raise RunFolderError(
+                f"{str(path)!r} is missing, beside the run's checkpoints: put it back (a run "
+                "started with the same --config, --seed and --set writes the same file)"
+            ) from None
         raise RunFolderError(f"{str(path)!r} is missing: not a batchrl run folder") from None
 
 

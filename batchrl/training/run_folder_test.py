@@ -1,6 +1,7 @@
 import dataclasses
 import os
 import pathlib
+import shutil
 import signal
 import stat
 import subprocess
@@ -217,3 +218,24 @@ def test_a_nested_tree_of_every_leaf_kind_and_a_bad_file(tmp_path):
     (tmp_path / run_folder.SPEC).write_text('{"observation": {"leaf": {"kind": "odd"}}}')
     with pytest.raises(run_folder.RunFolderError, match="cannot read"):
         run_folder.read_spec(tmp_path)
+
+
+def test_a_run_whose_config_was_deleted_is_told_how_to_put_it_back(tmp_path, capsys):
+    # "config.yaml is missing: not a batchrl run folder", of a folder holding a run.
+    from batchrl.scripts import train
+
+    command = ["--config", "pendulum_jax", "--set", "steps=4000", "num_envs=8"]
+    assert train.main(["--logdir", str(tmp_path / "a"), *command, "--timestamp", "t"]) == 0
+    rundir = tmp_path / "a" / "t-pendulum_jax"
+    (rundir / run_folder.CONFIG).unlink()
+    capsys.readouterr()
+    assert train.main(["--logdir", str(tmp_path / "a"), "--timestamp", "t"]) == 2
+    assert capsys.readouterr().err == (
+        f"batchrl: error: '{rundir / run_folder.CONFIG}' is missing, beside the run's "
+        "checkpoints: put it back (a run started with the same --config, --seed and --set "
+        "writes the same file)\n"
+    )
+    # As it says: the same command's new run writes the file that resumes this one.
+    assert train.main(["--logdir", str(tmp_path / "b"), *command, "--timestamp", "t"]) == 0
+    shutil.copy(tmp_path / "b" / "t-pendulum_jax" / run_folder.CONFIG, rundir)
+    assert train.main(["--logdir", str(tmp_path / "a"), "--timestamp", "t"]) == 0
