@@ -73,6 +73,7 @@ class Policy:
         self._lock = threading.RLock()  # Threads' calls take turns: each reads and sets the key.
         self._key = jax.random.key(seed)
         self._acting = None  # The acting state of the envs of the last call.
+        self._predicting = None  # `predict`'s, apart.
         self._agents = {
             True: algorithm.evaluation_agent(networks),
             False: algorithm.sampling_agent(networks),
@@ -163,37 +164,50 @@ class Policy:
         policy reads no `state` and returns None. A recurrent one's `state` is each env's
         carry, [N, H] ([H] for one env), as SB3's RecurrentPPO takes its LSTM states:
         None starts every env afresh, and the carry after the step comes back to pass in
-        next time, so two loops of envs keep their own; `episode_start` [N] starts those
-        envs' episodes first. `deterministic` is False by default, as in SB3.
+        next time, so two loops of envs keep their own, apart from those `act` keeps;
+        `episode_start` [N] starts those envs' episodes first. `deterministic` is False by
+        default, as in SB3.
         """
         _check_not_forked()
         if not self._networks.recurrent:
             return self.act(observation, deterministic), None
-        batch, single = policy_obs.as_batch(self.env_spec.observation, observation)
         with self._lock:  # The carry set, then acted from: one call's at a time.
-            size = jax.tree.leaves(batch)[0].shape[0]
-            self._ready(size, said=False)  # The carry comes from `state`, whatever the size.
-            carry = self._acting.running.carry
-            if state is None:
-                self._acting = self._begin(self._acting, jnp.ones(size, bool))
-            else:
-                given = np.asarray(state, np.float32)
-                given = given[None] if single and given.ndim == carry.ndim - 1 else given
-                if given.shape != carry.shape:
-                    want = carry.shape[1:] if single else carry.shape
-                    raise ValueError(f"state has shape {np.shape(state)}: this policy's is {want}")
-                running = self._acting.running.replace(carry=jnp.asarray(given))
-                self._acting = self._acting.replace(running=running)
-            if episode_start is not None:
-                starts = np.asarray(episode_start, bool)
-                if starts.size != size:  # Its reset was skipped, and the carry went on.
-                    raise ValueError(
-                        f"episode_start has shape {starts.shape}: the policy acts on {size} envs"
-                    )
-                self.reset(starts.reshape(size))
-            action = self.act(observation, deterministic)
-            carry = np.array(self._acting.running.carry)
-            return action, carry[0] if single else carry
+            # Its own acting state, not `act`'s: a loop of `act` between `predict`s went on
+            # from the state the last `predict` was given, another env's.
+            kept, self._acting = self._acting, self._predicting
+            try:
+                return self._predict(observation, state, episode_start, deterministic)
+            finally:
+                self._predicting, self._acting = self._acting, kept
+
+    def _predict(
+        self, observation: Any, state: Any, episode_start: Any, deterministic: bool
+    ) -> tuple[Any, Any]:
+        """A recurrent policy's `predict`, acting from the state `predict` keeps."""
+        batch, single = policy_obs.as_batch(self.env_spec.observation, observation)
+        size = jax.tree.leaves(batch)[0].shape[0]
+        self._ready(size, said=False)  # The carry comes from `state`, whatever the size.
+        carry = self._acting.running.carry
+        if state is None:
+            self._acting = self._begin(self._acting, jnp.ones(size, bool))
+        else:
+            given = np.asarray(state, np.float32)
+            given = given[None] if single and given.ndim == carry.ndim - 1 else given
+            if given.shape != carry.shape:
+                want = carry.shape[1:] if single else carry.shape
+                raise ValueError(f"state has shape {np.shape(state)}: this policy's is {want}")
+            running = self._acting.running.replace(carry=jnp.asarray(given))
+            self._acting = self._acting.replace(running=running)
+        if episode_start is not None:
+            starts = np.asarray(episode_start, bool)
+            if starts.size != size:  # Its reset was skipped, and the carry went on.
+                raise ValueError(
+                    f"episode_start has shape {starts.shape}: the policy acts on {size} envs"
+                )
+            self.reset(starts.reshape(size))
+        action = self.act(observation, deterministic)
+        carry = np.array(self._acting.running.carry)
+        return action, carry[0] if single else carry
 
     def _ready(self, size: int, said: bool = True) -> None:
         """An acting state for `size` envs: the last call's, or every env's afresh.

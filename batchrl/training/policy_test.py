@@ -125,6 +125,10 @@ def test_predict_carries_the_state_it_is_given_as_sb3s_recurrent_policies_do(cap
     policy.act(first)
     copy = pickle.loads(pickle.dumps(policy))
     np.testing.assert_array_equal(copy.act(later), policy.act(later))
+    # A predict between act's steps, of as many envs (SB3's evaluate_policy, say), leaves
+    # act's carry as it was: act went on from the state predict was given.
+    policy.predict(first[::-1], np.ones((2, 16), np.float32))
+    np.testing.assert_array_equal(policy.act(first), copy.act(first))
     # Another number of envs starts every env afresh, said.
     policy.act(first[:1])
     assert "a recurrent policy acted on 2 env(s) and now on 1" in caplog.text
