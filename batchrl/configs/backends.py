@@ -76,6 +76,11 @@ def check_rollout_actors(config: Any) -> None:
     actors = config.rollout_actors
     if actors > config.num_envs:
         raise ValueError(f"rollout_actors must be at most num_envs={config.num_envs}, got {actors}")
+    if getattr(config.algorithm, "recurrent", False):  # Else told to switch, then refused.
+        raise ValueError(
+            f"rollout_actors={actors} does not train a recurrent policy, which the kl_penalty "
+            "objective alone has: train it on Ray's env actors (ray_actors) or local envs"
+        )
     if not isinstance(config.algorithm, ppo_config.ClippedConfig):
         raise ValueError(
             f"rollout_actors={actors} needs objective=clipped: the kl_penalty objective's "

@@ -85,6 +85,21 @@ def test_set_refuses_an_empty_item_between_commas(text):
         overrides.parse_override(presets.get("reacher_clipped"), f"policy_layers={text}")
 
 
+@pytest.mark.parametrize("order", [("recurrent=true", "policy_layers="), ("policy_layers=",)])
+def test_a_recurrent_policy_without_layers_names_the_setting(order):
+    # The GRU's error named neither setting: "RecurrentGaussianPolicy needs at least one
+    # layer for the GRU."
+    config = presets.get("pendulum_jax")
+    if len(order) == 1:
+        config = overrides.parse_override(config, "recurrent=true")
+    with pytest.raises(ValueError) as error:
+        overrides.parse_overrides(config, list(order))
+    assert str(error.value) == (
+        "recurrent=True needs at least one policy layer (the last is the GRU's size), got "
+        "policy_layers=()"
+    )
+
+
 def test_set_objective_changes_the_algorithm_keeping_what_both_share():
     config = overrides.parse_override(presets.get("pendulum"), "objective=clipped")
     assert type(config.algorithm) is ppo_config.ClippedConfig

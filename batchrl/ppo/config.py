@@ -133,7 +133,8 @@ class Common:
                 value = getattr(self, name)
                 # Either objective's default is none of the user's: a seed preset's
                 # init_std carries over to `objective=clipped`.
-                if value not in [getattr(kind, name) for kind in (PenaltyConfig, ClippedConfig)]:
+                defaults = [getattr(kind, name, None) for kind in (PenaltyConfig, ClippedConfig)]
+                if value not in defaults:
                     shown = repr(value) if isinstance(value, str) else value
                     lines.append(f"{name}={shown} is not used {why}")
 
@@ -148,6 +149,8 @@ class Common:
         leaves = env_spec.leaves(spec.observation)
         if not any(leaf.kind == env_spec.IMAGE for leaf in leaves):
             say(("shared_encoder", "image_channels"), "on observations without images")
+        if getattr(self, "recurrent", False):
+            say(("chunk_length",), "with recurrent: a GRU policy trains on whole episodes")
         return lines
 
 
@@ -170,6 +173,11 @@ class PenaltyConfig(Common):
     def __post_init__(self):
         super().__post_init__()
         _at_least_one(self, "update_every", "batch_size", "chunk_length")
+        if self.recurrent and not self.policy_layers:  # The GRU is its last layer.
+            raise ValueError(
+                "recurrent=True needs at least one policy layer (the last is the GRU's size), "
+                "got policy_layers=()"
+            )
         _finite(self, "kl_init_penalty", allowed="a positive, finite number")
         _finite(self, "kl_cutoff_coef")
         _not_negative(self, "kl_cutoff_coef")
@@ -193,10 +201,11 @@ class PenaltyConfig(Common):
         rows = (self.update_every + shape.num_envs) * (shape.max_length // chunk)
         batch = min(self.batch_size, rows)
         if batch % self.learner_devices:  # Before any folder, naming the settings.
+            chunks = "" if self.recurrent else " * max_length / chunk_length"  # Or episodes.
             raise ValueError(
                 f"minibatches of min(batch_size = {self.batch_size}, (update_every + "
-                f"num_envs) * max_length / chunk_length = {rows}) = {batch} rows do not "
-                f"split over learner_devices = {self.learner_devices}"
+                f"num_envs){chunks} = {rows}) = {batch} rows do not split over "
+                f"learner_devices = {self.learner_devices}"
             )
 
 

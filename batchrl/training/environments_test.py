@@ -357,6 +357,11 @@ def test_the_step_limit_a_constructor_sets_is_taken_as_an_ids_is(caplog, given):
             ],
         ),
         ("breakout", {"image_channels": "first", "shared_encoder": False}, []),
+        (
+            "pendulum_jax",
+            {"recurrent": True, "chunk_length": 20},
+            ["chunk_length=20 is not used with recurrent: a GRU policy trains on whole episodes"],
+        ),
     ],
 )
 def test_a_setting_nothing_reads_on_the_env_is_said(preset, settings, said):

@@ -356,6 +356,14 @@ def test_rollout_actors_are_refused_in_one_line_where_they_cannot_act_as_one_bat
     cartpole = presets.get("cartpole")
     with pytest.raises(ValueError, match="needs objective=clipped: the kl_penalty"):
         dataclasses.replace(cartpole, rollout_actors=2)
+    # A recurrent policy was told to switch objective, then that objective has none.
+    pendulum = train_config.replace(presets.get("pendulum"), recurrent=True)
+    with pytest.raises(ValueError) as error:
+        dataclasses.replace(pendulum, backend="ray", rollout_actors=2)
+    assert str(error.value) == (
+        "rollout_actors=2 does not train a recurrent policy, which the kl_penalty objective "
+        "alone has: train it on Ray's env actors (ray_actors) or local envs"
+    )
     clipped = train_config.replace(cartpole, objective="clipped")
     with pytest.raises(ValueError, match="needs normalizer_updates='segment'"):
         train_config.replace(clipped, normalizer_updates="step", rollout_actors=2)
