@@ -190,8 +190,7 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
     asked, kept = configs.flat(requested), configs.flat(saved)
     if requested.max_length > saved.max_length:  # The start may have taken the env's limit.
         asked["max_length"] = max_length_taken(requested)
-    # `--set steps=N` raises the budget (`api.check_raised_budget`); a preset's steps do not.
-    raised = any(assignment.partition("=")[0].strip() == "steps" for assignment in args.set)
+    raised = any(a.partition("=")[0].strip() == "steps" for a in args.set)  # Raises the budget.
     anew = train_config.RESUME_MAY_CHANGE
     may_change = (*anew, "steps") if raised else anew
     differ = [
