@@ -160,8 +160,8 @@ def evaluate(
         wanted = [phase for phase in wanted if not lacking[phase]]
         lacks = "; ".join(f"phase {p} lacks {m}" for p, m in lacking.items() if m)
         print(
-            f"evaluate: note: --average-last {average_last} scores phases {wanted}, "
-            f"those the run keeps the {average_last - 1} before of ({lacks})",
+            f"evaluate: note: --average-last {average_last} scores phases {wanted}, whose "
+            f"{average_last - 1} phase(s) before are kept too ({lacks})",
             file=sys.stderr,
         )
     for phase in wanted:

@@ -135,8 +135,8 @@ def test_average_last_scores_the_mean_of_the_kept_phases_parameters(run, capsys)
     rows = [json.loads(line) for line in out.splitlines()]
     assert [(row["phase"], row["averaged"]) for row in rows] == [(5, 2), (6, 2)]
     assert err == (
-        "evaluate: note: --average-last 2 scores phases [5, 6], those the run keeps the 1 "
-        "before of (phase 4 lacks [3])\n"
+        "evaluate: note: --average-last 2 scores phases [5, 6], whose 1 phase(s) before are "
+        "kept too (phase 4 lacks [3])\n"
     )
 
 
