@@ -278,7 +278,7 @@ def kwargs_kept(before: TrainConfig, after: TrainConfig) -> TrainConfig:
 
     The config's env_kwargs are its env's keywords: `minigrid_doorkey`'s `env_id` went on
     to a user's own env, which failed for a keyword the user never set. Those the new env's
-    constructor names are kept (Ant's `include_cfrc_ext_in_observation` on Humanoid), the
+    constructor names are kept (`humanoid_clipped`'s on HumanoidStandup-v5), the
     others left out with a warning; a JAX-native env's parameters are its own. An Atari
     game's (`backend=ale`) are ale-py's for every game: kept. Unread, they stay, and the
     env check says why.
