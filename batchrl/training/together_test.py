@@ -1,4 +1,5 @@
 import dataclasses
+import gc
 import json
 import os
 import re
@@ -239,9 +240,15 @@ def test_a_sweep_too_big_for_memory_is_one_line(monkeypatch):
 
 
 def test_a_phase_too_big_for_memory_is_refused_naming_seeds_that_do_fit(monkeypatch):
-    # A device of `size` bytes: what is free is what its live arrays leave.
+    # A device of `size` bytes: what is free is what its live arrays leave. Collected
+    # first: an interrupted run's arrays, or an earlier test's, freed whenever the
+    # garbage collector came by would make the free memory a matter of chance.
     size = 0
-    live = lambda: sum(array.nbytes for array in jax.live_arrays())  # noqa: E731
+
+    def live():
+        gc.collect()
+        return sum(array.nbytes for array in jax.live_arrays())
+
     monkeypatch.setattr(device_memory, "available", lambda device: size - live())
     measured = {}
     real_check = together_memory.check_phase
