@@ -22,7 +22,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from batchrl import records
+from batchrl import agent_returns, records
 from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import jax_env
 
@@ -172,6 +172,7 @@ def step(
     reset: jax.Array | bool = False,
 ) -> tuple[SimState, Acting, StepRecord]:
     """One fused step of the batch and the agent. `reset` restarts every env first."""
+    agent = agent_returns.checked(agent)  # A wrong return said in one line, at trace.
 
     def prepare(state: SimState, reset: jax.Array) -> tuple[jax.Array, ...]:
         keys = split(state.key, 3)
@@ -360,10 +361,7 @@ def make_collect(
 def make_first_episodes(
     env: CompiledBatch, agent: Agent, max_steps: int
 ) -> Callable[[SimState, Acting], tuple[SimState, Acting, FirstEpisodes]]:
-    """A compiled `first_episodes` of at most `max_steps`, returning once it has run.
-
-    On an env that calls the host, an env worker's error is raised as itself.
-    """
+    """A compiled `first_episodes` of at most `max_steps`; returns and raises as `make_collect`."""
 
     def run(state: SimState, acting: Acting) -> tuple[SimState, Acting, FirstEpisodes]:
         return first_episodes(env, agent, state, acting, max_steps)

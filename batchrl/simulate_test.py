@@ -171,6 +171,58 @@ def test_collect_stops_at_the_step_its_recorder_is_ready(counting_env):
     assert int(simulate.summary(state)["episode/count"]) == 5
 
 
+@pytest.mark.parametrize(
+    "mistake, message",
+    [
+        (
+            {"perform": lambda state, obs, key: (state, jnp.ones((obs.shape[0], 2)))},
+            "Agent.perform must return (acting, action, extra), a tuple of 3 whose acting is "
+            "the acting state it was given (a Counts); got a tuple of 2",
+        ),
+        (
+            {"perform": lambda state, obs, key: (jnp.ones((obs.shape[0], 2)), state, ())},
+            "Agent.perform must return (acting, action, extra), a tuple of 3 whose acting is "
+            "the acting state it was given (a Counts); got an array first",
+        ),
+        (
+            {"experience": lambda state, transition, extra: state},
+            "Agent.experience must return (acting, extra), a tuple of 2 whose acting is the "
+            "acting state it was given (a Counts); got a Counts",
+        ),
+        (
+            {"begin_episode": lambda state, mask: None},
+            "Agent.begin_episode must return the acting state it was given (a Counts), of the "
+            "same structure; got None (a missing return?)",
+        ),
+    ],
+)
+def test_an_agent_returning_the_wrong_things_is_named_in_one_line(counting_env, mistake, message):
+    # An algorithm author's slip failed deep in simulate ("not enough values to unpack")
+    # or in their own perform, on the None a begin_episode without `return` gave it.
+    agent, agent_state = counting_agent(4)
+    run = simulate.make_collect(counting_env, agent._replace(**mistake), 3)
+    state = simulate.init(counting_env, jax.random.key(0))
+    with pytest.raises(TypeError) as raised:
+        run(state, agent_state)
+    assert str(raised.value) == message
+    state, agent_state = simulate.make_collect(counting_env, agent, 3)(state, agent_state)
+    assert int(agent_state.steps) == 3  # The batch steps on with a mended agent.
+
+
+def test_an_acting_state_that_is_a_pair_returned_alone_by_experience_is_named():
+    # The pair alone has the length of the (acting, extra) experience must return.
+    pair_agent = simulate.Agent(
+        begin_episode=lambda pair, mask: pair,
+        perform=lambda pair, obs, key: (pair, jnp.ones((obs.shape[0], 2)), ()),
+        experience=lambda pair, transition, extra: (pair[0] + 1, pair[1]),
+        end_episode=lambda pair, mask: pair,
+    )
+    env = jax_mock.CountingBatch(DURATIONS)
+    run = simulate.make_collect(env, pair_agent, 3)
+    with pytest.raises(TypeError, match=r"^Agent.experience .* got an array first"):
+        run(simulate.init(env, jax.random.key(0)), (jnp.zeros(()), jnp.zeros(())))
+
+
 def test_env_steps_are_never_dropped_hoisted_or_reordered():
     with BatchEnv.external(functools.partial(mock.CountingEnv, duration=10**6), 2) as batch_env:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
