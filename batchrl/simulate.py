@@ -134,8 +134,11 @@ def init(env: CompiledBatch, key: jax.Array) -> SimState:
     """Resets every env; the first step begins every episode.
 
     `key` [R], a key a run, makes the state of R runs whose envs share the batch in equal
-    parts: each run's keys and episode sums its own (`training.together`).
+    parts: each run's keys and episode sums its own (`training.together`). A raw key
+    (`jax.random.PRNGKey(0)`, uint32 [2]) is taken as the one typed key it holds.
     """
+    if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):  # Not read as two runs.
+        key = jax.random.wrap_key_data(key)
     key, reset_key = split(key, 2)
     env_state, obs = env.init(reset_key)
     num_envs = env.num_envs

@@ -223,6 +223,15 @@ def test_an_acting_state_that_is_a_pair_returned_alone_by_experience_is_named():
         run(simulate.init(env, jax.random.key(0)), (jnp.zeros(()), jnp.zeros(())))
 
 
+def test_a_raw_key_starts_one_run_as_its_typed_key_does(counting_env):
+    # jax.random.PRNGKey(0) is uint32 [2]: it was split as two runs' keys, and failed.
+    raw = simulate.init(counting_env, jax.random.PRNGKey(0))
+    typed = simulate.init(counting_env, jax.random.key(0))
+    assert raw.episodes.shape == () and jax.random.key_data(raw.key).tolist() == (
+        jax.random.key_data(typed.key).tolist()
+    )
+
+
 def test_env_steps_are_never_dropped_hoisted_or_reordered():
     with BatchEnv.external(functools.partial(mock.CountingEnv, duration=10**6), 2) as batch_env:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
