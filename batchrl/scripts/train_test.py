@@ -890,6 +890,8 @@ def test_the_mujoco_backend_trains_on_the_episodes_worker_envs_give(tmp_path):
 def test_a_run_restarted_without_a_checkpoint_shows_each_step_once_in_tensorboard(
     tmp_path, monkeypatch
 ):
+    from tensorboard.backend.event_processing import event_accumulator
+
     from batchrl.training import loop
     from batchrl.training.metrics_log_test import read_scalars
 
@@ -921,6 +923,13 @@ def test_a_run_restarted_without_a_checkpoint_shows_each_step_once_in_tensorboar
     # The restarted run's points, not the failed run's, where both wrote a step.
     seconds = [value for _, value in scalars["perf/train_seconds"]]
     assert seconds == pytest.approx([row["perf/train_seconds"] for row in rows], rel=1e-5)
+    # The run's settings are in TensorBoard's Text tab, once though the run began twice.
+    accumulator = event_accumulator.EventAccumulator(str(folder))
+    accumulator.Reload()
+    [text] = accumulator.Tensors("config")
+    table = text.tensor_proto.string_val[0].decode()
+    assert text.step == 0 and "| checkpoint_every | 5 |" in table.splitlines()
+    assert "| env | Pendulum-v1 |" in table.splitlines()
 
 
 def test_seed_and_set_seed_together_are_refused_in_one_line(tmp_path, capsys):

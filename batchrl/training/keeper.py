@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from batchrl import algorithm as algorithm_lib
-from batchrl.configs import TrainConfig
+from batchrl.configs import TrainConfig, flat
 from batchrl.training import (
     checkpoint,
     loop,
@@ -57,6 +57,8 @@ class Keeper:
         written = rundir is not None and run_folder.metrics(rundir).exists()
         redone = int(state.env_steps) + 1 if int(state.phases) or written else None
         self.writer = None if rundir is None else metrics_log.Writer(rundir, redone)
+        if self.writer is not None and redone is None:  # Once, at the run's start.
+            self.writer.write_text("config", settings_table(config))
         self.rows: list[dict[str, float]] = []
         self.kept = (state, () if self.directory is None else _fresh(self.algorithm, state))
         self.tail = collections.deque(maxlen=config.average_last - 1)
@@ -137,6 +139,14 @@ class Keeper:
     def logged(self) -> loop.RunState:
         """The state whose metrics row was written last, or the one the run began with."""
         return self.kept[0]
+
+
+def settings_table(config: TrainConfig) -> str:
+    """Every setting of the run and its value, as a Markdown table for TensorBoard."""
+    rows = [
+        f"| {name} | {str(value).replace('|', '&#124;')} |" for name, value in flat(config).items()
+    ]
+    return "\n".join(["| setting | value |", "| --- | --- |", *rows])
 
 
 def restore(

@@ -112,6 +112,33 @@ class Writer:
                     self.logdir / "events.out.tfevents.*", error
                 ) from error
 
+    def write_text(self, tag: str, markdown: str, step: int = 0) -> None:
+        """Writes `markdown` to TensorBoard's Text tab under `tag` (not to metrics.jsonl).
+
+        A run's settings go there at its start, as the table CleanRL users read: runs
+        side by side in one TensorBoard differ by more than their folder's name says.
+        """
+        from tensorboardX.proto import tensor_pb2, tensor_shape_pb2  # Imported by now.
+
+        metadata = self._summary_pb2.SummaryMetadata(
+            plugin_data=self._summary_pb2.SummaryMetadata.PluginData(plugin_name="text")
+        )
+        tensor = tensor_pb2.TensorProto(
+            dtype="DT_STRING",
+            string_val=[markdown.encode()],
+            tensor_shape=tensor_shape_pb2.TensorShapeProto(
+                dim=[tensor_shape_pb2.TensorShapeProto.Dim(size=1)]
+            ),
+        )
+        value = self._summary_pb2.Summary.Value(tag=tag, metadata=metadata, tensor=tensor)
+        summary = self._summary_pb2.Summary(value=[value])
+        event = self._event_pb2.Event(wall_time=time.time(), step=int(step), summary=summary)
+        try:
+            self._events.write_event(event)
+            self._events.flush()
+        except OSError as error:
+            raise file_writes.write_error(self.logdir / "events.out.tfevents.*", error) from error
+
     def sync(self) -> None:
         """Puts metrics.jsonl's rows on disk (fsync), as a checkpoint after them will be.
 
