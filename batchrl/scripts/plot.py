@@ -1,4 +1,4 @@
-"""Plots training curves of runs: returns against env steps or wall-clock hours.
+"""Plots training curves of runs: returns against env steps or hours of training.
 
     python -m batchrl.scripts.plot RUN [RUN ...] --out curves.png [--metrics train/return ...]
     python -m batchrl.scripts.plot runs/sweep/seed*-cheetah_clipped --seeds --x hours --out c.png
@@ -61,7 +61,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"metrics to draw (default: {' '.join(DEFAULT_METRICS)})",
     )
     parser.add_argument(
-        "--x", choices=("steps", HOURS), default="steps", help="env steps or wall-clock hours"
+        "--x",
+        choices=("steps", HOURS),
+        default="steps",
+        help="env steps, or hours training and evaluating (perf/train_seconds and eval_seconds)",
     )
     parser.add_argument(
         "--seeds", action="store_true", help="draw the seeds of a config as mean and band"
@@ -312,7 +315,7 @@ def draw(
         figure.legend(handles=handles, fontsize="small", loc="outside right upper")
     else:
         stack[0].legend(handles=handles, fontsize="small")
-    stack[-1].set_xlabel("wall-clock hours" if x == HOURS else "env steps")
+    stack[-1].set_xlabel("hours training and evaluating" if x == HOURS else "env steps")
     for axes in stack:
         if x != HOURS:
             axes.xaxis.set_major_formatter(ticker.EngFormatter(sep=""))
