@@ -57,6 +57,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from batchrl.scripts import columns, json_lines, run_lines, stats, variants
+from batchrl.training import file_writes
 
 HEADER = (
     "| preset | seeds | final IQM [95 % CI] | worst final | kept IQM | worst kept | target "
@@ -328,7 +329,7 @@ def update_page(page: pathlib.Path) -> list[str]:
     """Writes every block's table from its JSON lines, the rest of the page as it was."""
     text, stale = _refreshed(page)
     if stale:
-        page.write_text(text)
+        file_writes.write_atomic(page, text)  # A page whole or as it was, never a part.
     return stale
 
 

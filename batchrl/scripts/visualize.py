@@ -239,7 +239,7 @@ def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
         raise
     path = outdir / "episodes.json"
     stale = _videos_named(outdir)  # An earlier recording's, removed once this one is written.
-    written(path, path.write_text, json.dumps(stats, indent=2) + "\n")
+    file_writes.write_atomic(path, json.dumps(stats, indent=2) + "\n")  # Whole or not at all.
     for name in stale - {row["video"] for row in stats}:
         (outdir / name).unlink(missing_ok=True)
     return stats
@@ -330,15 +330,6 @@ def _videos_named(outdir: pathlib.Path) -> set[str]:
     return {
         name for name in names if isinstance(name, str) and re.fullmatch(r"episode-\d+\.mp4", name)
     }
-
-
-def written(path: pathlib.Path, write: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-    """Calls `write`, which writes `path`; a full disk's part of it is removed, the file named."""
-    try:
-        write(*args, **kwargs)
-    except OSError as error:
-        path.unlink(missing_ok=True)
-        raise file_writes.write_error(path, error, started=False) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
