@@ -232,6 +232,30 @@ def test_a_raw_key_starts_one_run_as_its_typed_key_does(counting_env):
     )
 
 
+def test_stepping_worker_envs_from_an_older_state_is_refused_and_a_restart_mends_it():
+    # Worker envs are not pure as JAX-native ones are: a state kept from before another
+    # state's steps gave transitions from one episode's observation to another's.
+    left = simulate.Agent(
+        begin_episode=lambda acting, mask: acting,
+        perform=lambda acting, obs, key: (acting, jnp.zeros(obs.shape[:1], jnp.int32), ()),
+        experience=lambda acting, transition, extra: (acting, extra),
+        end_episode=lambda acting, mask: acting,
+    )
+    with BatchEnv.external("CartPole-v1", 2) as batch_env:
+        env = bridge.InGraphBatchEnv(batch_env, seed=0)
+        rollout = jax.jit(lambda state, reset: simulate.rollout(env, left, state, (), 3, reset))
+        roll = env.wrap_compiled(rollout)
+        train, _, _ = roll(simulate.init(env, jax.random.key(0)), False)
+        evaluation, _, _ = roll(simulate.init(env, jax.random.key(1)), False)
+        stale = r"not their newest \(of call 4, the envs are at call 8\)"
+        with pytest.raises(bridge.StaleStateError, match=stale):
+            roll(train, False)
+        train, _, records = roll(train, True)  # Every env restarted: the state is theirs.
+        assert (records.transition.next_obs[:-1] == records.transition.obs[1:]).all()
+        with pytest.raises(bridge.StaleStateError):
+            roll(evaluation, False)
+
+
 def test_env_steps_are_never_dropped_hoisted_or_reordered():
     with BatchEnv.external(functools.partial(mock.CountingEnv, duration=10**6), 2) as batch_env:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)

@@ -53,7 +53,9 @@ class BridgeState:
 
     Attributes:
         token: [] int32 count of host calls; each call consumes the last one's token,
-            which orders the calls.
+            which orders the calls. The host counts its calls across `init`s: a call
+            from a state whose token is not its last is refused (`StaleStateError`),
+            but for a reset of every env.
         obs: The current observations: a tree of [B, *leaf.shape] arrays.
         action: [B, *action_shape] the last actions sent (a tree of them for an action tree).
         reward: [B] float32 last rewards.
@@ -135,6 +137,7 @@ class InGraphBatchEnv:
         given = check_env_seeds(env_seeds, self.num_envs)
         self.env_seeds = run_env_seeds(seed, self.num_envs) if given is None else given
         self.env_seconds = 0.0
+        self._issued: int | None = None  # The token the host's last call wrote.
         host_spec = spaces.env_spec(
             batch_env.single_observation_space,
             batch_env.single_action_space,
@@ -261,16 +264,19 @@ class InGraphBatchEnv:
     # Results come as the token, the obs leaves in `jax.tree` order, then the rest.
 
     def _init_on_host(self, outputs: tuple[np.ndarray, ...], token: np.ndarray) -> None:
+        del token  # Every env restarts: any state may, and the host's count goes on.
         start = time.perf_counter()
         obs = self.batch_env.reset(seed=self.env_seeds)[0]
         self.env_seconds += time.perf_counter() - start
         for out, new in zip(outputs[1:], env_spec_lib.leaves(obs), strict=True):
             out[...] = new
-        outputs[0][...] = token + 1
+        self._issue(outputs)
 
     def _reset_on_host(
         self, outputs: tuple[np.ndarray, ...], token: np.ndarray, mask: np.ndarray, *obs: np.ndarray
     ) -> None:
+        if not mask.all():  # Restarting every env makes any state the envs' own again.
+            self._check_newest(token)
         indices = np.flatnonzero(mask)
         start = time.perf_counter()
         fresh = self.batch_env.reset_at(indices)[0]
@@ -278,11 +284,12 @@ class InGraphBatchEnv:
         for out, old, new in zip(outputs[1:], obs, env_spec_lib.leaves(fresh), strict=True):
             out[...] = old
             out[indices] = new
-        outputs[0][...] = token + 1
+        self._issue(outputs)
 
     def _step_on_host(
         self, outputs: tuple[np.ndarray, ...], token: np.ndarray, *actions: np.ndarray
     ) -> None:
+        self._check_newest(token)
         if self.env_spec.action is None:
             (action,) = actions
         else:
@@ -292,7 +299,31 @@ class InGraphBatchEnv:
         start = time.perf_counter()
         self.batch_env.step_into(action, obs, reward, terminated, truncated)
         self.env_seconds += time.perf_counter() - start
-        outputs[0][...] = token + 1
+        self._issue(outputs)
+
+    def _issue(self, outputs: tuple[np.ndarray, ...]) -> None:
+        """Writes the call's token: the host's own count, so a new `init` does not repeat one."""
+        self._issued = ((self._issued or 0) + 1) % 2**31
+        outputs[0][...] = self._issued
+
+    def _check_newest(self, token: np.ndarray) -> None:
+        """Refuses a call from a state the envs have stepped past (not pure, as JAX's are).
+
+        Stepping on from an older `SimState` (one kept from before an evaluation on the same
+        envs, say) gave transitions whose observation was one episode's and next one
+        another's, with no error.
+        """
+        if self._issued is not None and int(token) != self._issued:
+            raise StaleStateError(
+                f"this program steps the worker envs from a state that is not their newest "
+                f"(of call {int(token)}, the envs are at call {self._issued}): continue from the "
+                "newest state their programs returned, or restart every env (simulate.init, "
+                "or reset=True)"
+            )
+
+
+class StaleStateError(RuntimeError):
+    """A bridge program given a state older than the host envs' last call."""
 
 
 def _cast_action(expected: jax.ShapeDtypeStruct, leaf: jax.Array) -> jax.Array:
