@@ -940,3 +940,17 @@ def test_seed_and_set_seed_together_are_refused_in_one_line(tmp_path, capsys):
         "batchrl: error: give --seed or --set seed=..., not both: --seed 1, --set seed=2\n"
     )
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+def test_a_run_under_jax_enable_x64_is_refused_in_one_line(tmp_path):
+    # It failed in its first phase, deep in a loop whose carry had turned float64.
+    command = [sys.executable, "-m", "batchrl.scripts.train", "--config", "pendulum_jax"]
+    environ = {**os.environ, "JAX_ENABLE_X64": "1"}
+    result = subprocess.run(
+        [*command, "--logdir", str(tmp_path)], capture_output=True, text=True, env=environ
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        "batchrl: error: batchrl trains in 32 bits, and jax_enable_x64 is on: turn it off "
+        "first (jax.config.update('jax_enable_x64', False), or unset JAX_ENABLE_X64)\n"
+    )

@@ -82,6 +82,7 @@ def build(
     with the mean action, or with actions sampled from the policy where
     `config.eval_sample` says so. Equal JAX-native runs share their programs (`reuse`).
     """
+    check_32_bits()
     envs = (env, env if eval_env is None else eval_env)
     sizes = dict(eval_env=eval_env, train_steps=train_steps, eval_steps=eval_steps)
     found = reuse.key(config, envs, (train_steps, eval_steps))
@@ -104,6 +105,7 @@ def make_programs(
     and `evaluate` would step the whole batch as one run: a together-run compiles its own
     (`training.together`).
     """
+    check_32_bits()
     if env.num_envs != runs * config.num_envs:
         raise ValueError(f"the env steps {env.num_envs} envs, the config {runs * config.num_envs}")
     if eval_env is None:
@@ -150,6 +152,19 @@ def make_programs(
         overlap=overlap,
     )
     return programs
+
+
+def check_32_bits() -> None:
+    """A one-line ValueError where JAX runs with x64: a phase's loops keep 32-bit types.
+
+    Under `jax_enable_x64` the first phase failed deep in a loop or conditional whose
+    carry had turned float64 (a metric, an env's state) beside its float32 start.
+    """
+    if jax.config.jax_enable_x64:
+        raise ValueError(
+            "batchrl trains in 32 bits, and jax_enable_x64 is on: turn it off first "
+            "(jax.config.update('jax_enable_x64', False), or unset JAX_ENABLE_X64)"
+        )
 
 
 def initial_state(
