@@ -94,7 +94,8 @@ class Algorithm(NamedTuple):
             recorder stores.
         evaluation_agent: (networks, sample=False) -> simulate.Agent that takes the mode of
             the policy's distribution (a sample of it with `sample`) and learns nothing.
-        metrics: learner -> {name: [] array}: the last update's metrics and summaries.
+        metrics: (networks, learner) -> {name: [] array}: the last update's metrics and
+            summaries (those of normalisers the config applies).
         update_metrics: the names among `metrics` that an update writes: a phase's row
             holds them only when an update trained in the phase (before the first, they
             are zeros; after it, the last update's again).
@@ -118,7 +119,7 @@ class Algorithm(NamedTuple):
     acting: Callable[[Networks, Learner, int], simulate.Acting]
     sampling_agent: Callable[[Networks], simulate.Agent]
     evaluation_agent: Callable[..., simulate.Agent]
-    metrics: Callable[[Learner], dict[str, jax.Array]]
+    metrics: Callable[[Networks, Learner], dict[str, jax.Array]]
     update_metrics: tuple[str, ...]
     updates: Callable[[Learner], jax.Array]
     check_finite: Callable[[Learner, dict[str, float], int], None]

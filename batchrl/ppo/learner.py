@@ -8,6 +8,7 @@ changes the rest.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -72,20 +73,26 @@ def init(
     return jax.jit(fresh)(key)
 
 
-@jax.jit
-def normalizer_metrics(learner: Learner) -> dict[str, jax.Array]:
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def normalizer_metrics(
+    learner: Learner, observations: bool = True, rewards: bool = True
+) -> dict[str, jax.Array]:
     """Summaries of the streaming normalisers: mean and std over observation dimensions.
 
-    Observation summaries cover the normalised leaves, all their dimensions together;
-    an observation with none (one-hots, bounded images) has none, and its count is the
-    rewards'.
+    Of those applied (`observations`, `rewards`) only: both keep their statistics
+    always, and Atari's reward_std beside `normalize_rewards: false` read as a scale
+    the rewards had. Observation summaries cover the normalised leaves, all their
+    dimensions together; an observation with none (one-hots, bounded images) has none,
+    and its count is the rewards'.
     One program: run op by op after every phase, its few operations compiled one
     program each on a run's first phase (0.35 s of a `pendulum_jax` run's start here).
     """
-    states = encoder.normalized_states(learner.obs_norm)
-    metrics = {"normalizer/reward_std": normalizer.std(learner.reward_norm).mean()}
+    states = encoder.normalized_states(learner.obs_norm) if observations else []
+    metrics = {}
+    if rewards:
+        metrics["normalizer/reward_std"] = normalizer.std(learner.reward_norm).mean()
     if not states:
-        return {**metrics, "normalizer/count": learner.reward_norm.count}
+        return {**metrics, "normalizer/count": learner.reward_norm.count} if rewards else {}
     mean = jnp.concatenate([state.mean.reshape(-1) for state in states])
     std = jnp.concatenate([normalizer.std(state).reshape(-1) for state in states])
     return {

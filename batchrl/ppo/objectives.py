@@ -35,9 +35,15 @@ def fresh_acting(
     return acting.begin(learner, acting.running(networks, num_envs))
 
 
-def metrics(learner: learner_lib.Learner) -> dict[str, jax.Array]:
-    """The last update's metrics and the normalisers' summaries."""
-    return {**learner.metrics, **learner_lib.normalizer_metrics(learner)}
+def metrics(
+    networks: agent_networks.Networks, learner: learner_lib.Learner
+) -> dict[str, jax.Array]:
+    """The last update's metrics and the summaries of the normalisers the config applies."""
+    config = networks.config
+    normalizers = learner_lib.normalizer_metrics(
+        learner, config.normalize_observations, config.normalize_rewards
+    )
+    return {**learner.metrics, **normalizers}
 
 
 def updates(learner: learner_lib.Learner) -> jax.Array:

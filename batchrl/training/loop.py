@@ -339,7 +339,7 @@ def finish_phase(
         eval_state, summary = evaluate(programs, eval_state, agent_state, eval_episodes)
         metrics.update(phase_row.summary_as("eval", summary))
         eval_seconds = time.perf_counter() - start
-    metrics.update(programs.algorithm.metrics(agent_state.learner))
+    metrics.update(programs.algorithm.metrics(programs.networks, agent_state.learner))
     metrics = {name: float(value) for name, value in metrics.items()}
     phase_steps = programs.train_steps * programs.num_envs
     env_steps = int(state.env_steps) + phase_steps

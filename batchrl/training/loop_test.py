@@ -185,3 +185,27 @@ def test_a_row_holds_an_updates_metrics_only_when_its_phase_trained_one(objectiv
     for name in ("train/value_loss", "train/entropy", "train/kl", "train/grad_norm"):
         assert [name in row for row in rows] == [row in updated for row in rows], name
     assert all("normalizer/reward_std" in row and "train/count" in row for row in rows)
+
+
+@pytest.mark.parametrize(
+    "observations, rewards, logged",
+    [
+        (True, False, {"normalizer/obs_mean", "normalizer/obs_std", "normalizer/count"}),
+        (False, True, {"normalizer/reward_std", "normalizer/count"}),
+        (False, False, set()),
+    ],
+)
+def test_a_row_summarises_only_the_normalisers_its_config_applies(observations, rewards, logged):
+    # The learner keeps both normalisers' statistics whatever the config, and a row
+    # showed them all: on Atari a reward_std beside normalize_rewards: false.
+    config = config_lib.PenaltyConfig(
+        update_every=4,
+        update_epochs=1,
+        policy_layers=(8,),
+        value_layers=(8,),
+        normalize_observations=observations,
+        normalize_rewards=rewards,
+    )
+    env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 20), 4)
+    rows, _ = loop_runs.train(config, env, 20, 20, phases=1, max_length=20)
+    assert {name for name in rows[-1] if name.startswith("normalizer/")} == logged

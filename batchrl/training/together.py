@@ -156,7 +156,7 @@ def make(
     def metrics(state: simulate.SimState, learner: Any) -> dict[str, jax.Array]:
         return {
             **phase_row.summary_as("train", simulate.summary(state)),
-            **algorithm.metrics(learner),
+            **algorithm.metrics(programs.networks, learner),
         }
 
     compiled_train, compiled_evaluate = jax.jit(train), jax.jit(evaluate)

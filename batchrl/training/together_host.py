@@ -177,7 +177,7 @@ def make(programs: loop.Programs, env: simulate.CompiledBatch, runs: int) -> tog
 
     # Apart: on a split placement the simulation is on the acting device, the learner not.
     summary = jax.jit(lambda state: phase_row.summary_as("train", simulate.summary(state)))
-    learned = jax.jit(jax.vmap(algorithm.metrics))
+    learned = jax.jit(jax.vmap(functools.partial(algorithm.metrics, programs.networks)))
 
     def metrics(state: simulate.SimState, learner: Any) -> dict[str, jax.Array]:
         return {**summary(state), **learned(learner)}  # The summary has a value a seed.
