@@ -133,8 +133,8 @@ class SimState:
 def init(env: CompiledBatch, key: jax.Array) -> SimState:
     """Resets every env; the first step begins every episode.
 
-    `key` [R], a key a run, makes the state of R runs whose envs share the batch in equal
-    parts: each run's keys and episode sums its own (`training.together`). A raw key
+    `key` [R], a key a run, makes the state of R runs whose host envs share the batch in
+    equal parts: each run's keys and episode sums its own (`training.together`). A raw key
     (`jax.random.PRNGKey(0)`, uint32 [2]) is taken as the one typed key it holds.
     """
     if not jnp.issubdtype(key.dtype, jax.dtypes.prng_key):  # Not read as two runs.

@@ -9,6 +9,7 @@ import pytest
 from batchrl import bridge, simulate
 from batchrl.conftest import wait_gone
 from batchrl.envs import BatchEnv, EnvCrashedError, EnvRaisedError, EnvTimeoutError
+from batchrl.envs.jax import classic, jax_env
 from batchrl.testing import jax_mock, mock
 
 DURATIONS = (1, 2, 3, 4)
@@ -254,6 +255,15 @@ def test_stepping_worker_envs_from_an_older_state_is_refused_and_a_restart_mends
         assert (records.transition.next_obs[:-1] == records.transition.obs[1:]).all()
         with pytest.raises(bridge.StaleStateError):
             roll(evaluation, False)
+
+
+def test_keys_of_several_runs_on_a_jax_native_batch_say_to_map_over_runs():
+    # Split keys (R runs) failed inside jax.random.split: "split accepts a single key".
+    env = jax_env.VmapBatch(classic.make("CartPole-v1"), 4)
+    with pytest.raises(ValueError, match=r"got keys of shape \(3,\): map over runs"):
+        simulate.init(env, jax.random.split(jax.random.key(0), 3))
+    runs = jax.vmap(lambda key: simulate.init(env, key))(jax.random.split(jax.random.key(0), 3))
+    assert runs.obs.shape == (3, 4, 4)
 
 
 def test_env_steps_are_never_dropped_hoisted_or_reordered():

@@ -284,7 +284,15 @@ class VmapBatch(Describes, Compiled):
     rows: tuple[int, int] | None = None
 
     def init(self, key: jax.Array) -> tuple[EnvState, Any]:
-        """Resets every env. Returns (env_state, obs), obs a tree of [B, *leaf.shape]."""
+        """Resets every env. Returns (env_state, obs), obs a tree of [B, *leaf.shape].
+
+        One run's: several runs on JAX-native envs are several batches, mapped over.
+        """
+        if key.ndim:
+            raise ValueError(
+                f"a VmapBatch's envs are one run's, given one key, got keys of shape "
+                f"{key.shape}: map over runs (jax.vmap of simulate.init and its steps) instead"
+            )
         return reset_batch(self.env, key, self.num_envs, self.rows)
 
     def reset(
