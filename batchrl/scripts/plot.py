@@ -61,10 +61,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"metrics to draw (default: {' '.join(DEFAULT_METRICS)})",
     )
     parser.add_argument(
-        "--x",
-        choices=("steps", HOURS),
-        default="steps",
-        help="env steps, or hours training and evaluating (perf/train_seconds and eval_seconds)",
+        "--x", choices=("steps", HOURS), default="steps", help="env steps or training hours"
     )
     parser.add_argument(
         "--seeds", action="store_true", help="draw the seeds of a config as mean and band"
