@@ -353,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"plot: error: {error}", file=sys.stderr)
         return 2
     for label in apart:  # As stats counts a run's last line.
-        print(f"plot: note: {label} is a seed given again; its last run is drawn", file=sys.stderr)
+        print(f"plot: note: {label} left out: a later run has its seed", file=sys.stderr)
         del runs[label]
     missing = [m for m in args.metrics if not any(series(r, m, args.x)[0] for r in runs.values())]
     known = sorted({key for records in runs.values() for row in records for key in row})

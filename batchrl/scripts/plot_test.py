@@ -333,7 +333,7 @@ def test_a_seed_given_twice_is_drawn_once_its_last_run(tmp_path, capsys):
     err = capsys.readouterr().err
     for seed in range(2):
         again = tmp_path / "a" / f"seed{seed}-pendulum_jax"
-        assert f"plot: note: {again} is a seed given again; its last run is drawn" in err
+        assert f"plot: note: {again} left out: a later run has its seed" in err
     runs = {str(p): plot.load(p) for p in sorted((tmp_path / "b").iterdir())}
     (axes,) = plot.draw(runs, ["eval/return"], seeds=True).axes
     legend = [text.get_text() for text in axes.get_legend().get_texts()]
