@@ -233,22 +233,25 @@ def test_a_raw_key_starts_one_run_as_its_typed_key_does(counting_env):
     )
 
 
+# An agent of no state that pushes a CartPole left at every step.
+LEFT = simulate.Agent(
+    begin_episode=lambda acting, mask: acting,
+    perform=lambda acting, obs, key: (acting, jnp.zeros(obs.shape[:1], jnp.int32), ()),
+    experience=lambda acting, transition, extra: (acting, extra),
+    end_episode=lambda acting, mask: acting,
+)
+
+
 def test_stepping_worker_envs_from_an_older_state_is_refused_and_a_restart_mends_it():
     # Worker envs are not pure as JAX-native ones are: a state kept from before another
     # state's steps gave transitions from one episode's observation to another's.
-    left = simulate.Agent(
-        begin_episode=lambda acting, mask: acting,
-        perform=lambda acting, obs, key: (acting, jnp.zeros(obs.shape[:1], jnp.int32), ()),
-        experience=lambda acting, transition, extra: (acting, extra),
-        end_episode=lambda acting, mask: acting,
-    )
     with BatchEnv.external("CartPole-v1", 2) as batch_env:
         env = bridge.InGraphBatchEnv(batch_env, seed=0)
-        rollout = jax.jit(lambda state, reset: simulate.rollout(env, left, state, (), 3, reset))
+        rollout = jax.jit(lambda state, reset: simulate.rollout(env, LEFT, state, (), 3, reset))
         roll = env.wrap_compiled(rollout)
         train, _, _ = roll(simulate.init(env, jax.random.key(0)), False)
         evaluation, _, _ = roll(simulate.init(env, jax.random.key(1)), False)
-        stale = r"not their newest \(of call 4, the envs are at call 8\)"
+        stale = r"from a state 4 calls older than their newest"
         with pytest.raises(bridge.StaleStateError, match=stale):
             roll(train, False)
         train, _, records = roll(train, True)  # Every env restarted: the state is theirs.
@@ -264,6 +267,23 @@ def test_keys_of_several_runs_on_a_jax_native_batch_say_to_map_over_runs():
         simulate.init(env, jax.random.split(jax.random.key(0), 3))
     runs = jax.vmap(lambda key: simulate.init(env, key))(jax.random.split(jax.random.key(0), 3))
     assert runs.obs.shape == (3, 4, 4)
+
+
+def test_a_jitted_function_tracing_one_env_and_given_anothers_state_is_refused():
+    # A function that reads its env from a global keeps, once compiled, the env it was
+    # first traced with: given the next env's state it stepped the first env's workers.
+    envs = []
+
+    @jax.jit
+    def roll(state):
+        return simulate.rollout(envs[-1], LEFT, state, (), 2)
+
+    with BatchEnv.external("CartPole-v1", 2) as one, BatchEnv.external("CartPole-v1", 2) as two:
+        envs.append(bridge.InGraphBatchEnv(one, seed=0))
+        envs[-1].wrap_compiled(roll)(simulate.init(envs[-1], jax.random.key(0)))
+        envs.append(bridge.InGraphBatchEnv(two, seed=1))
+        with pytest.raises(bridge.StaleStateError, match="read another env from a global"):
+            envs[-1].wrap_compiled(roll)(simulate.init(envs[-1], jax.random.key(0)))
 
 
 def test_env_steps_are_never_dropped_hoisted_or_reordered():
