@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -46,9 +45,6 @@ from batchrl.envs import spaces
 from batchrl.envs.host import batch as batch_lib
 from batchrl.envs.host import batch_taken
 from batchrl.envs.jax import jax_env
-
-# Numbers the bridges of a process: each counts its calls from a number of its own.
-_instances = itertools.count()
 
 
 @flax.struct.dataclass
@@ -141,9 +137,8 @@ class InGraphBatchEnv:
         given = check_env_seeds(env_seeds, self.num_envs)
         self.env_seeds = run_env_seeds(seed, self.num_envs) if given is None else given
         self.env_seconds = 0.0
-        # The token the host's last call wrote, counted from a number of this env's own,
-        # so that a state of another env's calls is told from an older one of its own.
-        self._first = next(_instances) % 64 * 2**24 + 1
+        # The token the host's last call wrote. Counted from 0 by every bridge, so that a
+        # run's checkpoints are the same bytes whatever bridges its process made before.
         self._issued: int | None = None
         host_spec = spaces.env_spec(
             batch_env.single_observation_space,
@@ -310,7 +305,7 @@ class InGraphBatchEnv:
 
     def _issue(self, outputs: tuple[np.ndarray, ...]) -> None:
         """Writes the call's token: the host's own count, so a new `init` does not repeat one."""
-        self._issued = ((self._issued or self._first) + 1) % 2**31
+        self._issued = ((self._issued or 0) + 1) % 2**31
         outputs[0][...] = self._issued
 
     def _check_newest(self, token: np.ndarray) -> None:
@@ -320,20 +315,14 @@ class InGraphBatchEnv:
         envs, say) gave transitions whose observation was one episode's and next one
         another's, with no error.
         """
-        if self._issued is None or int(token) == self._issued:
-            return
-        older = (self._issued - int(token)) % 2**31
-        if older < (self._issued - self._first) % 2**31:
+        if self._issued is not None and int(token) != self._issued:
             raise StaleStateError(
-                f"this program steps the worker envs from a state {older} calls older than "
-                "their newest: continue from the newest state their programs returned, or "
-                "restart every env (simulate.init, or reset=True)"
+                "this program steps the worker envs from a state that is not their newest "
+                f"(of call {int(token)}, the envs are at call {self._issued}): continue from "
+                "the newest state their programs returned, or restart every env "
+                "(simulate.init, or reset=True); a jitted function that read its env from a "
+                "global keeps the env it was first traced with"
             )
-        raise StaleStateError(
-            "this program steps worker envs its state is not of: another env's state, or "
-            "a jitted function that read another env from a global or closure (JAX keeps "
-            "the env it was first traced with); give each env its own jitted function"
-        )
 
 
 class StaleStateError(RuntimeError):
