@@ -1,5 +1,6 @@
 import contextlib
 import functools
+import gc
 import json
 import multiprocessing
 import os
@@ -274,7 +275,12 @@ def test_close_is_idempotent_and_ends_the_worker():
 
 
 def _held() -> tuple[int, int]:
-    """This process's open files and its mappings of shared files."""
+    """This process's open files and its mappings of shared files.
+
+    Garbage collected first: an earlier test's objects, freed between two readings
+    whenever the collector came by, closed files of theirs and made the count a chance.
+    """
+    gc.collect()
     with open("/proc/self/maps") as maps:
         shared = sum("/batchrl-" in line for line in maps)
     return len(os.listdir("/proc/self/fd")), shared
