@@ -172,8 +172,8 @@ def new_run(
 def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainConfig]:
     """The run --timestamp names, or a new one by that name when --config has none yet.
 
-    Its saved config, but for `RESUME_MAY_CHANGE`, which the command sets as for a new run,
-    and a budget that `--set steps=N` raises (written into the folder's config as it trains).
+    Its saved config, but for `RESUME_MAY_CHANGE` settings that --set gives (--config's
+    preset does not), and a budget `--set steps=N` raises (written into its config).
     """
     logdir = pathlib.Path(args.logdir)
     if args.config:
@@ -190,9 +190,9 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
     asked, kept = configs.flat(requested), configs.flat(saved)
     if requested.max_length > saved.max_length:  # The start may have taken the env's limit.
         asked["max_length"] = max_length_taken(requested)
-    raised = any(a.partition("=")[0].strip() == "steps" for a in args.set)  # Raises the budget.
+    given = {assignment.partition("=")[0].strip() for assignment in args.set}
     anew = train_config.RESUME_MAY_CHANGE
-    may_change = (*anew, "steps") if raised else anew
+    may_change = (*anew, "steps") if "steps" in given else anew  # --set steps raises it.
     differ = [
         f"{name}={asked.get(name)!r} (saved {kept.get(name)!r})"
         for name in {**kept, **asked}
@@ -210,7 +210,7 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
             api.check_raised_budget(rundir.name, saved, requested.steps)
         except ValueError as error:
             raise UsageError(str(error)) from None
-    changed = {name: asked[name] for name in may_change}
+    changed = {name: asked[name] for name in may_change if name in given}
     return rundir, train_config.replace(saved, **changed)
 
 

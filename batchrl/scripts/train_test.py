@@ -167,6 +167,19 @@ def test_a_resume_may_change_how_it_meets_a_hung_worker_and_where_it_runs_only(t
     assert (config.device, config.acting_device) == ("cpu", "cpu")
 
 
+def test_a_resume_with_the_starting_command_keeps_what_the_start_set_anew(tmp_path):
+    # --config's preset says device=auto and worker_timeout=60: given again without --set,
+    # they took the place of the saved choices, and a run pinned to a device moved.
+    start = ["--logdir", str(tmp_path), "--config", "cartpole", "--timestamp", "t"]
+    chosen = ["--set", "device=cpu", "acting_device=cpu", "worker_timeout=300"]
+    _, saved = train.new_run(train.parse_args([*start, *chosen]), "t")
+    for resume in (start, [*start, "--set", "steps=400000"]):
+        _, config = train.resumed_run(train.parse_args(resume))
+        assert (config.device, config.acting_device, config.worker_timeout) == ("cpu", "cpu", 300)
+    _, config = train.resumed_run(train.parse_args([*start, "--set", "worker_timeout=90"]))
+    assert config == dataclasses.replace(saved, worker_timeout=90.0)
+
+
 def test_the_command_that_started_a_run_above_its_envs_limit_resumes_it(tmp_path):
     # Its start took the env's limit of 200 steps and saved it: the same command, given
     # again to resume, was refused as "max_length=1000 (saved 200)", and a sweep's rerun.
