@@ -58,7 +58,7 @@ def check(config: Any) -> None:
         if not _DEVICE.fullmatch(getattr(config, name)):
             raise ValueError(
                 f"unknown {name} {getattr(config, name)!r}: use one of {DEVICE_KINDS}, "
-                f"or a device of one such as 'gpu:1'"
+                f"or one of those platforms' devices by its index from 0, such as 'gpu:1'"
             )
     if config.overlap not in OVERLAP:
         raise ValueError(f"unknown overlap {config.overlap!r}: use one of {OVERLAP}")

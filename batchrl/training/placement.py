@@ -82,13 +82,13 @@ def device(name: str, setting: str = "device") -> jax.Device:
         found = sorted({d.platform for d in jax.devices()} | {"cpu"})
         raise ValueError(
             f"{setting}={name!r}, but JAX finds no {platform} here (it has {', '.join(found)}): "
-            f"install JAX for it (README, Train and test) or set {setting}=cpu"
+            f"install JAX for it (README, Train and test) or set {setting}=cpu (a resume may too)"
         ) from None
     position = int(index or 0)
     if position >= len(devices):
         raise ValueError(
             f"{setting}={name!r}, but JAX has {len(devices)} {platform} device(s): "
-            f"use {platform}:0 to {platform}:{len(devices) - 1}"
+            f"use {platform}:0 to {platform}:{len(devices) - 1} (a resume may set it anew)"
         )
     return devices[position]
 
@@ -142,7 +142,8 @@ def check_data_parallel(config: TrainConfig, where: Placement) -> None:
     if devices > available:
         raise ValueError(
             f"learner_devices={devices}, but this process has {available} local device(s) "
-            f"(on CPU, XLA_FLAGS=--xla_force_host_platform_device_count=N makes N)"
+            f"(on CPU, XLA_FLAGS=--xla_force_host_platform_device_count=N makes N; a resume "
+            f"may set learner_devices anew)"
         )
     first = jax.local_devices()[0]
     if where.learner != first:

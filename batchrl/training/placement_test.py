@@ -137,6 +137,8 @@ def test_an_unknown_device_setting_is_refused_in_one_line():
         train_config.replace(presets.get("pendulum"), device="xpu")
     with pytest.raises(ValueError, match=r"^unknown acting_device 'gpu:x'"):
         train_config.replace(presets.get("pendulum"), acting_device="gpu:x")
+    with pytest.raises(ValueError, match=r"devices by its index from 0, such as 'gpu:1'$"):
+        train_config.replace(presets.get("pendulum"), device="cpu:-1")
 
 
 def test_a_device_jax_lacks_is_refused_naming_the_setting_and_what_exists():
@@ -147,8 +149,15 @@ def test_a_device_jax_lacks_is_refused_naming_the_setting_and_what_exists():
     readme = pathlib.Path(__file__).parents[2] / "README.md"
     assert f"\n## {section}\n" in readme.read_text()
     count = len(jax.devices("cpu"))
+    # A run saved with a device this machine lacks resumes with another: the error says so.
     with pytest.raises(ValueError, match=rf"^device='cpu:{count}', but JAX has {count} cpu"):
         placement.device(f"cpu:{count}")
+    with pytest.raises(ValueError, match=r"\(a resume may set it anew\)$"):
+        placement.device(f"cpu:{count}")
+    with pytest.raises(ValueError, match=r"; a resume may set learner_devices anew\)$"):
+        first = jax.devices()[0]
+        config = train_config.replace(presets.get("pendulum_jax"), learner_devices=count + 1)
+        placement.check_data_parallel(config, placement.Placement(first, first, count + 1))
 
 
 def test_host_envs_act_on_the_cpu_and_jax_native_ones_where_they_learn():
