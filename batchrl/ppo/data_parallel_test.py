@@ -117,8 +117,10 @@ def test_the_train_command_with_worker_envs_on_two_devices(tmp_path):
     command += [*tiny, "--set", "learner_devices=2"]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    # The first line names every device the learner splits its minibatches over.
-    assert "; acting on cpu:0, learning on cpu:0 + cpu:1; " in result.stdout.splitlines()[0]
+    # The first line names every device the learner splits its minibatches over, and the
+    # acting state's copies on them (it said "acting on cpu:0" of a state on both).
+    where = "; acting on cpu:0 + cpu:1 (copied), learning on cpu:0 + cpu:1; "
+    assert where in result.stdout.splitlines()[0]
     rows = {}
     for devices in (1, 2):
         (folder,) = (tmp_path / str(devices)).iterdir()

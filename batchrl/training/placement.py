@@ -50,8 +50,13 @@ class Placement:
         return jax.device_put(tree, self.learner)
 
     def describe(self) -> str:
-        """One line for the terminal: `acting on cpu:0, learning on gpu:0` (`gpu:0 + gpu:1`)."""
-        return f"acting on {name_of(self.acting)}, learning on {self.learner_names()}"
+        """One line for the terminal: `acting on cpu:0, learning on gpu:0` (`gpu:0 + gpu:1`).
+
+        A data-parallel learner's program acts too, its state copied on each of its devices.
+        """
+        copied = self.learner_devices > 1 and not self.split
+        acting = f"{self.learner_names()} (copied)" if copied else name_of(self.acting)
+        return f"acting on {acting}, learning on {self.learner_names()}"
 
     def learner_names(self) -> str:
         """The learner's devices as the settings name them: `gpu:0`, or `gpu:0 + gpu:1`."""
