@@ -92,6 +92,7 @@ class Progress:
         initial_steps: int = 0,
         stream: TextIO | None = None,
         clock: Callable[[], float] = time.monotonic,
+        seeds: int = 1,
     ) -> None:
         """Starts the clock.
 
@@ -101,9 +102,11 @@ class Progress:
                 the steps done after them.
             stream: where to write; sys.stderr when None.
             clock: seconds from an arbitrary start; tests pass a fake one.
+            seeds: runs trained together, whose steps the counts add up ("of 2 seeds").
         """
         self.total_steps = total_steps
         self.initial_steps = initial_steps
+        self._of = f" of {seeds} seeds" if seeds > 1 else ""
         self._stream = sys.stderr if stream is None else stream
         self._clock = clock
         self._start = clock()
@@ -195,7 +198,7 @@ class Progress:
         parts = [
             f"[{'#' * filled}{'-' * (20 - filled)}]",
             f"{fraction:.0%}",
-            f"{env_steps:,}/{self.total_steps:,} steps",
+            f"{env_steps:,}/{self.total_steps:,} steps{self._of}",
             f"{rate:,.0f} steps/s" if rate else "? steps/s",
         ]
         for key, label in (("train/return", "train return"), ("eval/return", "eval return")):
@@ -225,7 +228,7 @@ def _fit(parts: list[str], width: int) -> str:
     The bar's hashes go first (its percentage stays), then the step count, the speed and
     the train return; only a terminal narrower than what is left cuts characters.
     """
-    order = (lambda p: p.startswith("["), lambda p: p.endswith(" steps"))
+    order = (lambda p: p.startswith("["), lambda p: p.endswith((" steps", " seeds")))
     order += (lambda p: p.endswith(" steps/s"), lambda p: p.startswith("train return"))
     for droppable in order:
         if len("  ".join(parts)) <= width:

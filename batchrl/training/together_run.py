@@ -161,7 +161,7 @@ def _train(
         ]
     phase_steps = programs.train_steps * programs.num_envs
     progress = terminal.Progress(
-        total_steps=count * total * phase_steps, initial_steps=count * begun * phase_steps
+        count * total * phase_steps, count * begun * phase_steps, seeds=count
     )
     _announce(rundirs, group, terminal.rounded_budget(configs[0].steps, total, phase_steps))
     keepers = [

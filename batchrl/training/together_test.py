@@ -66,8 +66,14 @@ def test_seeds_that_update_in_different_phases_train_on_with_the_mean_of_those_t
     assert apart, updated  # Some seeds updated in a phase where others did not.
     rows = [result.metrics[apart[0]] for result in runs]
     kl = np.mean([row["train/kl"] for row in rows if "train/kl" in row])  # Of those that did.
-    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("phase ")]
+    printed = capsys.readouterr()
+    lines = [line for line in printed.out.splitlines() if line.startswith("phase ")]
     assert f"  kl {kl:.4g}  " in lines[apart[0]], lines[apart[0]]
+    # "phase 1  env steps 200" is a seed's; the progress line counts the four's steps.
+    assert lines[0].startswith("phase 1  env steps 200  ")
+    assert printed.err.splitlines()[0].startswith(
+        "[##------------------]  12%  800/6,400 steps of 4 seeds  "
+    )
 
 
 def assert_each_seed_trains_as_its_solo_run(preset, settings, seeds, rel, abs_):
