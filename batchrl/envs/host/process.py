@@ -125,8 +125,7 @@ class ProcessGroup(remote.RemoteGroup):
     def close_begin(self) -> None:
         """Asks the worker to close its envs, without waiting: a batch asks every worker first.
 
-        A worker whose call was dropped unanswered (a batch closed with `terminate`) is
-        busy with it: `close` kills it, the infos it still owes lost with it.
+        A worker busy with a call dropped unanswered (`terminate`) is killed by `close`.
         """
         if self._closed or self._closing or self._pending is not lifecycle.Pending.NONE:
             return
@@ -135,6 +134,11 @@ class ProcessGroup(remote.RemoteGroup):
             with contextlib.suppress(OSError, ValueError):
                 self._conn.send(("close",))
             self._closing = True
+
+    def _end_busy_host(self) -> None:
+        # Its close would be read once the call in flight ends: 1 s a worker after Ctrl-C.
+        self._process.kill()
+        self._finalizer()
 
     def kill(self) -> None:
         """Ends the worker at once, its envs not closed (`close(terminate=True)`)."""
@@ -228,8 +232,7 @@ class ProcessGroup(remote.RemoteGroup):
         self._sent = time.monotonic()
         self._send(lifecycle.Pending.RESET, ("reset", indices, seeds, options))
 
-    def _receive_reset(self, indices: list[int]) -> list[dict]:
-        # The rest is in shared memory.
+    def _receive_reset(self, indices: list[int]) -> list[dict]:  # The rest is in shared memory.
         infos, values = self._receive("reset", self.timeout, since=True)
         stepper.put_objects(self.buffers.obs, values)
         return infos
@@ -242,11 +245,7 @@ class ProcessGroup(remote.RemoteGroup):
         return self._receive(command, self.timeout)
 
     def _wait_answer(self) -> bytes:
-        """Waits for the worker's byte that says a step's results are in the buffers.
-
-        Returns the byte, which says whether the step's infos hold anything
-        (`stepper.ANSWERS`).
-        """
+        """The worker's byte: the step's results are in the buffers (`stepper.ANSWERS`)."""
         # A KeyboardInterrupt here retires the worker (`RemoteGroup.step_wait`).
         events = self._step_poller.poll(self._left(self.timeout))
         if self._answer in dict(events):

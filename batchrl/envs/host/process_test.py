@@ -525,6 +525,27 @@ def test_a_worker_a_ctrl_c_cut_off_is_replaced_by_the_next_reset(tmp_path):
         env.close()
 
 
+def test_ctrl_c_is_not_held_a_second_for_each_worker_busy_in_a_step(tmp_path):
+    # Each retired worker was told to close, which it reads only once its step ends, and
+    # killed 1 s later: 8 busy workers held the KeyboardInterrupt 8 s, 32 workers 32 s.
+    from batchrl.envs import BatchEnv
+    from batchrl.testing import interrupt
+
+    gate = str(tmp_path / "gate")  # Never opened: every step waits for it.
+    make = functools.partial(mock.CountingEnv, duration=50, step_gate=gate)
+    env = BatchEnv.external([make] * 8, envs_per_worker=1)
+    try:
+        env.reset(seed=0)
+        held = [group.pid for group in env.groups]
+        start = time.monotonic()
+        with pytest.raises(KeyboardInterrupt), interrupt.sigint_while_waiting():
+            env.step(np.zeros((8, 2), np.float32))
+        assert time.monotonic() - start < 4.0  # Not 8 s and more.
+        assert not wait_gone(held)
+    finally:
+        env.close()
+
+
 def test_a_constructor_that_cannot_be_sent_or_builds_no_env_is_one_line(tmp_path):
     # A bare "cannot pickle '_thread.lock' object" from cloudpickle, naming nothing; and a
     # str's "has no attribute 'observation_space'", after a close error of the str's own.

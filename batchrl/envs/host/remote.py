@@ -291,6 +291,10 @@ class RemoteGroup:
         """
         self._broken = f"interrupted while waiting for {command} (a reset replaces it)"
         self._interrupted = command
+        self._end_busy_host()
+
+    def _end_busy_host(self) -> None:
+        """Ends a host busy with a call whose answer is not to be read: at once, where it can."""
         self._finalizer()
 
     def abandon(self) -> None:
