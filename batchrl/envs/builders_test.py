@@ -44,11 +44,20 @@ def test_keywords_for_a_gymnasium_id_go_to_gym_make_as_make_vec_passes_them():
         "env 'CartPole-v1' takes no keyword 'envs_per_wroker' in env_kwargs: it takes "
         "sutton_barto_reward, render_mode"
     )
-    # AsyncVectorEnv's own arguments, as code moved from it passes them, named as its.
-    with pytest.raises(
-        TypeError, match=r"^AsyncVectorEnv's settings \['copy', 'shared_memory'\] have no"
-    ):
-        BatchEnv.external([lambda: gym.make("CartPole-v1")] * 2, shared_memory=False, copy=False)
+    # AsyncVectorEnv's own arguments, as code moved from it passes them: its defaults were
+    # refused too. Values that say what a BatchEnv does are taken; the others named.
+    cartpoles = [lambda: gym.make("CartPole-v1")] * 2
+    given = dict(shared_memory=False, copy=False, daemon=True, worker=None)
+    with BatchEnv.external(cartpoles, **given) as envs:
+        assert envs.reset(seed=0)[0].shape == (2, 4)
+    with pytest.raises(TypeError) as refused:
+        BatchEnv.external(cartpoles, daemon=False)
+    assert str(refused.value) == (
+        "AsyncVectorEnv's daemon=False has no counterpart here: a BatchEnv takes daemon=True "
+        "(its workers are daemon processes, ended with it), or none"
+    )
+    with pytest.raises(TypeError, match=r"^AsyncVectorEnv's copy='no' has no counterpart here: "):
+        BatchEnv.external(cartpoles, copy="no")
     with pytest.raises(TypeError) as refused:
         BatchEnv.external(lambda: gym.make("CartPole-v1"), 2, render_mode="rgb_array")
     assert str(refused.value) == (

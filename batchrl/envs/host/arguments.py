@@ -17,8 +17,15 @@ from gymnasium.vector import AutoresetMode
 from batchrl.envs.host import make as make_lib
 from batchrl.envs.host import split
 
-# AsyncVectorEnv's constructor arguments that a BatchEnv has no counterpart of.
-_ASYNC_VECTOR_ENV_ONLY = {"shared_memory", "copy", "daemon", "worker"}
+# AsyncVectorEnv's constructor arguments: the values a BatchEnv takes (it does what they
+# say, or what is as good: it shares fixed-shape leaves and pipes the others, and returns
+# arrays of its own each step), and what it does instead of the others.
+_ASYNC_VECTOR_ENV_ONLY = {
+    "shared_memory": ((True, False), ""),
+    "copy": ((True, False), ""),
+    "daemon": ((True,), "its workers are daemon processes, ended with it"),
+    "worker": ((None,), "its workers run their own loop"),
+}
 
 
 def constructors(
@@ -33,13 +40,8 @@ def constructors(
     """
     if num_envs is not None:
         num_envs = check_num_envs(num_envs)
-    theirs = sorted(set(env_kwargs or ()) & _ASYNC_VECTOR_ENV_ONLY)
-    if theirs and not isinstance(env, str):
-        raise TypeError(
-            f"AsyncVectorEnv's settings {theirs} have no counterpart here: a BatchEnv shares "
-            "fixed-shape leaves and pipes the others, returns arrays of its own each step, "
-            "and ends its workers with it; drop them"
-        )
+    if not isinstance(env, str):
+        env_kwargs = _without_async_vector_env_arguments(env_kwargs or {})
     if env_kwargs and not isinstance(env, str):
         raise TypeError(
             f"keywords {sorted(env_kwargs)} go to gym.make with a Gymnasium id; a constructor "
@@ -62,6 +64,19 @@ def constructors(
     if not listed:
         raise ValueError("a BatchEnv needs at least one env, got none")
     return listed
+
+
+def _without_async_vector_env_arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`kwargs` less AsyncVectorEnv's arguments of values a BatchEnv takes; others refused."""
+    for name, value in kwargs.items():
+        taken, instead = _ASYNC_VECTOR_ENV_ONLY.get(name, ((value,), ""))
+        if not any(value is ok for ok in taken):  # Booleans and None, by identity.
+            allowed = " or ".join(f"{name}={ok!r}" for ok in taken)
+            raise TypeError(
+                f"AsyncVectorEnv's {name}={value!r} has no counterpart here: a BatchEnv takes "
+                f"{allowed}{f' ({instead})' if instead else ''}, or none"
+            )
+    return {name: v for name, v in kwargs.items() if name not in _ASYNC_VECTOR_ENV_ONLY}
 
 
 def _wrappers(given: Any) -> tuple[Callable[[gym.Env], gym.Env], ...]:
