@@ -68,8 +68,8 @@ def constructors(
 
 def _without_async_vector_env_arguments(kwargs: dict[str, Any]) -> dict[str, Any]:
     """`kwargs` less AsyncVectorEnv's arguments of values a BatchEnv takes; others refused."""
-    for name, value in kwargs.items():
-        taken, instead = _ASYNC_VECTOR_ENV_ONLY.get(name, ((value,), ""))
+    for name in kwargs.keys() & _ASYNC_VECTOR_ENV_ONLY.keys():
+        value, (taken, instead) = kwargs[name], _ASYNC_VECTOR_ENV_ONLY[name]
         if not any(value is ok for ok in taken):  # Booleans and None, by identity.
             allowed = " or ".join(f"{name}={ok!r}" for ok in taken)
             raise TypeError(
