@@ -228,15 +228,16 @@ class Policy:
     def reset(self, mask: Any = None) -> None:
         """Starts the episodes of every env, or of those `mask` [N] marks (a recurrent policy)."""
         _check_not_forked()
-        if self._acting is None:
+        raw = np.ones(1, bool) if mask is None else np.asarray(mask)
+        other = raw[~np.isin(raw, (0, 1))] if raw.dtype != bool else ()
+        if len(other):  # 2 was read as True; checked before the first act too.
+            raise ValueError(f"reset's mask holds {other[0].item()!r}: True/False or 1/0 only")
+        if self._acting is None:  # Every env starts afresh at the first act.
             return
         size = _num_envs(self._acting)
-        raw = np.ones(size, bool) if mask is None else np.asarray(mask)
+        raw = np.ones(size, bool) if mask is None else raw
         if raw.size != size:
             raise ValueError(f"reset's mask has shape {raw.shape}: the policy acts on {size} envs")
-        other = raw[~np.isin(raw, (0, 1))] if raw.dtype != bool else ()
-        if len(other):  # 2 was read as True.
-            raise ValueError(f"reset's mask holds {other[0].item()!r}: True/False or 1/0 only")
         mask = raw.astype(bool).reshape(size)
         with self._lock:
             self._acting = self._begin(self._acting, jnp.asarray(mask))

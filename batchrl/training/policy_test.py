@@ -90,6 +90,8 @@ def test_a_flag_read_as_a_string_or_a_number_is_refused_not_taken_as_true(run):
     with pytest.raises(ValueError, match=r"^best is True or False, got 'False'$"):
         batchrl.load(run.rundir, best="False")
     policy = batchrl.load(run.rundir, best=np.False_)
+    with pytest.raises(ValueError, match=r"^reset's mask holds 2: True/False or 1/0 only$"):
+        policy.reset([2, 0, 0])  # Before the first act too: it was taken unread.
     policy.act(np.zeros((3, 3), np.float32))
     policy.reset([0, 1, 0])  # 1/0 as True/False, as a vector env's done flags come.
     with pytest.raises(ValueError, match=r"^reset's mask holds 2: True/False or 1/0 only$"):
