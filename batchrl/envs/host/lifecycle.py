@@ -73,15 +73,17 @@ def context(name: str | None) -> multiprocessing.context.BaseContext:
 
 
 def _check_not_a_workers_start() -> None:
-    """A one-line RuntimeError where this process is a worker running the main script again.
+    """Exits, said in one line, where this process is a worker running the main script again.
 
     A worker runs the main script before its envs: one that builds worker envs at its top
     level, not under `if __name__ == "__main__":`, would start workers from every worker
-    as it starts, which Python refuses in a paragraph on "bootstrapping" instead.
+    as it starts, which Python refuses in a paragraph on "bootstrapping" instead. Said in
+    one line, not a traceback from every worker: the parent's error names the cause too.
     """
     # multiprocessing's own mark of a process that runs its parent's main module again.
     if getattr(multiprocessing.process.current_process(), "_inheriting", False):
-        raise RuntimeError(MAIN_GUARD)
+        print(f"RuntimeError: {MAIN_GUARD}", file=sys.stderr, flush=True)
+        raise SystemExit(1)  # A fork server's child prints no SystemExit's message.
 
 
 def main_runs_again() -> bool:
