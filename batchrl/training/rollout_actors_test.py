@@ -425,6 +425,9 @@ def test_a_run_folder_with_rollout_actors_reads_back_its_setting():
     assert train_config.from_dict(train_config.to_dict(config)) == config
 
 
+@pytest.mark.usefixtures("cluster")
+@RAY[0]
+@RAY[1]
 def test_an_env_error_in_an_actors_worker_names_the_actor_and_its_node():
     # The worker's pid is one on the actor's node: the line says which actor and node.
     failing = {"where": "step", "how": "raise", "at": 40, "discrete": True}
