@@ -31,12 +31,12 @@ def to_host(tree: Any) -> Any:
     """`tree` with its arrays as numpy arrays, random keys kept as keys (Ray pickles both)."""
 
     def host(leaf: Any) -> Any:
-        return np.asarray(leaf) if isinstance(leaf, jax.Array) and not _is_key(leaf) else leaf
+        return np.asarray(leaf) if isinstance(leaf, jax.Array) and not is_key(leaf) else leaf
 
     return jax.tree.map(host, tree)
 
 
-def _is_key(leaf: Any) -> bool:
+def is_key(leaf: Any) -> bool:
     """Whether `leaf` is an array of typed random keys, which NumPy cannot hold."""
     return isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key)
 
@@ -219,7 +219,7 @@ def join_rows(parts: Sequence[Any], axis: int = 0) -> Any:
     def join(*leaves: Any) -> Any:
         if np.ndim(leaves[0]) <= axis:
             return leaves[0]
-        if _is_key(leaves[0]):
+        if is_key(leaves[0]):
             return jnp.concatenate(leaves, axis=axis)
         return np.concatenate(leaves, axis=axis)
 

@@ -35,7 +35,7 @@ from batchrl import simulate
 from batchrl.configs import TrainConfig
 from batchrl.envs.host import errors, lifecycle
 from batchrl.envs.ray import ray_group
-from batchrl.training import actor_answers, placement, rollout_actor
+from batchrl.training import actor_answers, actor_shares, placement, rollout_actor
 from batchrl.training.rollout_actor import join_rows, rows
 
 logger = logging.getLogger("batchrl.training")
@@ -62,6 +62,7 @@ class RolloutEnv:
         self._eval_apart = config.backend == "ale"  # `environments.build_eval`'s games.
         count = config.rollout_actors
         self.bounds = [config.num_envs * k // count for k in range(count + 1)]
+        self._sims = actor_shares.SimShares(self._ranges)  # Each actor's own host-call count.
         self._restart = config.restart_workers
         self._timeout = config.worker_timeout  # A silent actor's, as a worker's (`_get`).
         self.replaced = [0] * count  # Each actor's replacements so far.
@@ -125,7 +126,9 @@ class RolloutEnv:
         def send(number: int, lost: bool = False) -> Any:
             return self._actors[number].init.remote(key, evaluation)
 
-        return join_rows(self._call("init", send))
+        parts = self._call("init", send)
+        self._sims.keep([env_state for env_state, _ in parts], evaluation and self._eval_apart)
+        return join_rows(parts)
 
     def eval_games(self) -> EvalGames | None:
         """The actors' evaluation envs (Atari's whole games), or None: the training envs."""
@@ -210,7 +213,7 @@ class RolloutEnv:
         ) -> tuple[simulate.SimState, Any]:
             reset, left = bool(reset), num_steps
             agent, pending = prepare(agent, where.to_learner(jnp.asarray(reset)))
-            pending, sims = bool(pending), self._scatter_sim(state)
+            pending, sims = bool(pending), self._sims.scatter(state)
             while left > 0:
                 if pending and not overlap:
                     agent = learner(agent)(agent)
@@ -230,7 +233,7 @@ class RolloutEnv:
                 left, pending = left - int(taken[0]), bool(ready[0])
             if pending and (settle or not overlap):
                 agent = learner(agent)(agent)
-            return jax.block_until_ready((self._gather_sim(sims), agent))
+            return jax.block_until_ready((self._sims.gather(sims), agent))
 
         return run
 
@@ -288,7 +291,7 @@ class RolloutEnv:
         def run(state: simulate.SimState, acting: Any) -> tuple:
             shared, running = rollout_actor.to_host(algorithm.shares.split(acting))
             shared = ray.put(shared)
-            starts = self._scatter_sim(state)
+            starts = self._sims.scatter(state, self._eval_apart)
 
             def evaluate(number: int, lost: bool = False) -> Any:
                 lo, hi = self._ranges[number]
@@ -304,7 +307,7 @@ class RolloutEnv:
             sims = list(sims)
             for k, call in calls.items():  # Each failure named by its actor's number.
                 (sims[k],) = self._get([call], "evaluate", k)
-            return self._gather_sim(sims), acting, join_rows(firsts)
+            return self._sims.gather(sims, self._eval_apart), acting, join_rows(firsts)
 
         return run
 
@@ -313,23 +316,6 @@ class RolloutEnv:
     @property
     def _ranges(self) -> list[tuple[int, int]]:
         return list(itertools.pairwise(self.bounds))
-
-    def _scatter_sim(self, state: simulate.SimState) -> list[simulate.SimState]:
-        """Each actor's share of a simulation; its episode sums all go to the first."""
-        host = rollout_actor.to_host(state)
-        parts = [rows(host, lo, hi) for lo, hi in self._ranges]
-        return [parts[0], *(simulate.clear_summary(part) for part in parts[1:])]
-
-    @staticmethod
-    def _gather_sim(parts: Sequence[simulate.SimState]) -> simulate.SimState:
-        """The whole batch's simulation from the actors' shares."""
-        whole = join_rows(parts)
-        whole = whole.replace(
-            episodes=sum(part.episodes for part in parts),
-            score_sum=sum(part.score_sum for part in parts),
-            length_sum=sum(part.length_sum for part in parts),
-        )
-        return jax.tree.map(jnp.asarray, whole)
 
     def _call(self, command: str, send: Callable[..., Any]) -> list[Any]:
         """Every actor's answer to `send(number)`, a Ray call to it."""

@@ -131,7 +131,9 @@ def test_rollout_actors_train_as_the_envs_stepped_here(
 ):
     # The local run updates its normalisers once a segment too, as actors must.
     settings = {"backend": backend, "normalizer_updates": "segment", "max_length": 50}
-    settings["overlap"] = overlap
+    # The second phase goes on from the first's envs, no evaluation restarting them: an
+    # actor's worker envs, given the first actor's count of host calls, refused that.
+    settings.update(overlap=overlap, eval_every=2)
     local = _train(tmp_path, "local", preset, settings)
     capsys.readouterr()
     ours = _train(tmp_path, "actors", preset, {**settings, "rollout_actors": actors})
