@@ -6,7 +6,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 import batchrl
-from batchrl.scripts import stats
+from batchrl.scripts import stats, table
 
 
 def write_runs(path, config, returns, best=None):
@@ -216,10 +216,16 @@ def test_a_run_stopped_before_its_budget_is_said_to_be_left_out(tmp_path, capsys
     assert stats.main([str(tmp_path), "--reps", "50"]) == 0
     captured = capsys.readouterr()
     assert json.loads(captured.out)["configs"]["pendulum_jax"]["seeds"] == [3]
-    assert captured.err == (
-        f"stats: note: {stopped.rundir} is left out: it stopped at env step 200, before its "
+    note = (
+        f"note: {stopped.rundir} is left out: it stopped at env step 200, before its "
         "budget (resume it to count it)\n"
     )
+    assert captured.err == f"stats: {note}"
+    # table's rows leave it out too, and said it nowhere: a paper's table lost a seed.
+    assert table.main([str(tmp_path), "--reps", "50"]) == 0
+    captured = capsys.readouterr()
+    assert "| `pendulum_jax` | 3 |" in captured.out
+    assert captured.err == f"table: {note}"
 
 
 def test_runs_a_later_file_lists_again_are_said_and_counted_from_it(tmp_path, capsys):

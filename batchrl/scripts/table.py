@@ -366,7 +366,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for where in json_lines.cut(files):
         print(f"table: note: {where} was cut short while written; left out", file=sys.stderr)
     try:
-        for note in [] if args.columns else run_lines.replaced(args.paths):  # Runs, counted once.
+        # Runs counted once, and those left out unfinished, as `stats` says them.
+        notes = run_lines.unfinished(args.paths) + run_lines.replaced(args.paths)
+        for note in [] if args.columns else notes:
             print(f"table: note: {note}", file=sys.stderr)
         if args.paths and args.columns:
             print(columns.columns_table(args.paths, args.columns, args.rows, args.where))
