@@ -11,6 +11,7 @@ the settings their sources trained PPO with.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 from collections.abc import Callable
 
@@ -304,5 +305,7 @@ PRESETS: dict[str, Callable[[], TrainConfig]] = {
 def get(name: str) -> TrainConfig:
     """The preset called `name`; a one-line error listing the presets otherwise."""
     if name not in PRESETS:
-        raise ValueError(f"unknown config {name!r}: choose one of {', '.join(PRESETS)}")
+        close = difflib.get_close_matches(str(name), PRESETS, n=1, cutoff=0.8)
+        hint = f"did you mean {close[0]!r}? Or " if close else ""
+        raise ValueError(f"unknown config {name!r}: {hint}choose one of {', '.join(PRESETS)}")
     return PRESETS[name]()

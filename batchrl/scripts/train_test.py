@@ -385,6 +385,10 @@ def test_an_empty_timestamp_is_refused_not_a_new_run(tmp_path, capsys):
     ("args", "message"),
     [
         (["--config", "nope"], "unknown config 'nope': choose one of pendulum"),
+        (
+            ["--config", "pendulm_jax"],
+            "config 'pendulm_jax': did you mean 'pendulum_jax'? Or choose",
+        ),
         (["--config", "pendulum", "--set", "lerning_rate=1"], "did you mean 'learning_rate'"),
         (["--config", "pendulum", "--set", "num_envs=many"], "num_envs='many': expected an"),
         (["--config", "pendulum", "--set", "env=Nope-v0"], "unknown env 'Nope-v0'"),
