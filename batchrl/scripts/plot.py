@@ -63,9 +63,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--x", choices=("steps", HOURS), default="steps", help="env steps or training hours"
     )
-    parser.add_argument(
-        "--seeds", action="store_true", help="draw the seeds of a config as mean and band"
-    )
+    parser.add_argument("--seeds", action="store_true", help="a config's seeds: mean and band")
     parser.add_argument(
         "--panels",
         action=argparse.BooleanOptionalAction,
@@ -168,8 +166,8 @@ def seeds_apart(runs: dict[str, Path]) -> list[str]:
     A run's folder is named after its config, which `--set` keeps: runs of one name on
     other envs or settings would be averaged as seeds of one curve; a RunError names what
     differs. Runs of one seed (a folder given twice, a run repeated) are one: the last
-    given is drawn, the others are left out, as `stats` counts a run's last line. A folder
-    whose config cannot be read is left to its name.
+    given is drawn, as `stats` counts a run's last line; to another budget, a RunError.
+    A folder whose config cannot be read is left to its name.
     """
     apart = []
     for name, members in groups({label: [label] for label in runs}).items():
@@ -180,16 +178,23 @@ def seeds_apart(runs: dict[str, Path]) -> list[str]:
         # A curve's seeds may end at other steps: each is drawn as far as it reaches.
         differ = variants.differing(list(configs.values()), variants.IGNORED | {"steps"})
         if differ:
-            settings = {
-                label: ", ".join(f"{key}={flat.get(key)!r}" for key in differ)
+            said = ", ".join(
+                f"{Path(label).name} ({', '.join(f'{key}={flat.get(key)!r}' for key in differ)})"
                 for label, flat in configs.items()
-            }
-            said = ", ".join(f"{Path(label).name} ({text})" for label, text in settings.items())
+            )
             raise RunError(
                 f"--seeds would average runs named {name!r} of different settings: {said}; "
                 "plot them without --seeds"
             )
         last = {flat["seed"]: label for label, flat in configs.items()}
+        for label, flat in configs.items():  # A seed's run to another budget is no repeat.
+            again = last[flat["seed"]]
+            if configs[again].get("steps") != flat.get("steps"):
+                raise RunError(
+                    f"--seeds would draw {label} (steps={flat.get('steps')}) and {again} (steps="
+                    f"{configs[again].get('steps')}), seed {flat['seed']} of {name!r}, as one: "
+                    "plot each budget's runs apart"
+                )
         apart += [label for label, flat in configs.items() if last[flat["seed"]] != label]
     return apart
 
@@ -326,14 +331,10 @@ def has_points(records: list[dict[str, Any]], args: argparse.Namespace) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Plots the runs named on the command line; returns the exit status.
+    """Plots the runs `argv` (sys.argv[1:] when None) names; returns the exit status.
 
-    Args:
-        argv: the arguments after the program name; sys.argv[1:] when None.
-
-    Returns:
-        0 when the image was written, 2 when a run folder or its metrics.jsonl is missing or
-        unreadable, or `--out` names no image format.
+    0 when the image was written; 2 when a run folder or its metrics.jsonl is missing or
+    unreadable, or `--out` names no image format.
     """
     args = parse_args(argv)
     if not Path(args.out).suffix:  # Matplotlib would write OUT.png, and "wrote" name OUT.

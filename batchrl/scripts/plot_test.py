@@ -334,6 +334,18 @@ def test_a_seed_given_twice_is_drawn_once_its_last_run(tmp_path, capsys):
     for seed in range(2):
         again = tmp_path / "a" / f"seed{seed}-pendulum_jax"
         assert f"plot: note: {again} left out: a later run has its seed" in err
+    # One seed run again to another budget is another run, not a repeat: refused, as
+    # stats counts the two budgets apart (one was left out as "a later run has its seed").
+    longer = train_config.replace(config, seed=1, steps=config.steps * 2)
+    run_folder.write_config(tmp_path / "b" / "seed1-pendulum_jax", longer)
+    args = [str(tmp_path / "a"), str(tmp_path / "b"), "--seeds", *metric, "--out", str(out)]
+    assert plot.main(args) == 2
+    assert capsys.readouterr().err == (
+        f"plot: error: --seeds would draw {tmp_path / 'a' / 'seed1-pendulum_jax'} "
+        f"(steps={config.steps}) and {tmp_path / 'b' / 'seed1-pendulum_jax'} "
+        f"(steps={config.steps * 2}), seed 1 of 'pendulum_jax', as one: plot each budget's "
+        "runs apart\n"
+    )
     runs = {str(p): plot.load(p) for p in sorted((tmp_path / "b").iterdir())}
     (axes,) = plot.draw(runs, ["eval/return"], seeds=True).axes
     legend = [text.get_text() for text in axes.get_legend().get_texts()]
