@@ -6,7 +6,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 import batchrl
-from batchrl.scripts import stats, table
+from batchrl.scripts import stats, sweep, table
 
 
 def write_runs(path, config, returns, best=None):
@@ -257,3 +257,25 @@ def test_statistics_print_when_the_profile_cannot_be_drawn(tmp_path, capsys):
         "stats: note: the profile leaves out pendulum_jax: no target (stats.TARGETS) to "
         "divide their scores by\n"
     )
+
+
+@pytest.mark.slow  # Three tiny trainings: 25 s.
+def test_a_sweeps_lines_and_run_folders_of_one_config_are_one_configs_seeds(tmp_path, capsys):
+    # Layers are tuples in a run folder's config and lists in a sweep's JSON lines: the two
+    # read as other settings, `pendulum_jax [policy_layers=[16], ...]`, not one config's seeds.
+    settings = dict(num_envs=4, update_every=4, max_length=50, final_episodes=4)
+    settings |= dict(policy_layers=(16,), value_layers=(16,))
+    batchrl.train("pendulum_jax", steps=400, seeds=[3, 4], logdir=tmp_path / "runs", **settings)
+    argv = ["--logdir", str(tmp_path / "sweep"), "--configs", "pendulum_jax", "--seeds", "5"]
+    argv += ["--steps", "400"]
+    for key, value in settings.items():
+        value = ",".join(map(str, value)) if isinstance(value, tuple) else value
+        argv += ["--set", f"{key}={value}"]
+    assert sweep.main(argv) == 0
+    capsys.readouterr()
+    given = [str(tmp_path / "runs"), str(tmp_path / "sweep" / "results.jsonl")]
+    assert stats.main([*given, "--reps", "50"]) == 0
+    assert json.loads(capsys.readouterr().out)["configs"]["pendulum_jax"]["seeds"] == [3, 4, 5]
+    assert table.main(given) == 0
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert [row.split(" | ")[:2] for row in rows] == [["| `pendulum_jax`", "3-5"]]

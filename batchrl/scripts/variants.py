@@ -34,9 +34,13 @@ def flat(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def differing(flats: Sequence[Mapping[str, Any]], ignored: Iterable[str] = IGNORED) -> list[str]:
-    """The settings, sorted, whose values are not the same in every one of `flats`."""
+    """The settings, sorted, whose values are not the same in every one of `flats`.
+
+    Values compare as JSON writes them: a run folder's config holds layers as a tuple, a
+    sweep's line read back as a list, and the two are one setting.
+    """
     keys = sorted({key for one in flats for key in one} - set(ignored))
-    return [key for key in keys if len({repr(one.get(key)) for one in flats}) > 1]
+    return [key for key in keys if len({_json(one.get(key)) for one in flats}) > 1]
 
 
 def namer(lines: Iterable[Mapping[str, Any]]) -> Callable[[Mapping[str, Any]], str]:
@@ -65,6 +69,10 @@ def namer(lines: Iterable[Mapping[str, Any]]) -> Callable[[Mapping[str, Any]], s
 def config_of(name: str) -> str:
     """The config's name in a run's name (`pendulum_jax [learning_rate=0.001]`: pendulum_jax)."""
     return name.split(" [", 1)[0]
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=repr)
 
 
 def _value(value: Any) -> str:
