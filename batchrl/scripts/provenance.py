@@ -10,8 +10,9 @@ import importlib.metadata
 import os
 import pathlib
 import platform
-import subprocess
 from typing import Any
+
+from batchrl.training import source
 
 
 def machine() -> dict[str, Any]:
@@ -36,14 +37,4 @@ def machine() -> dict[str, Any]:
 
 def source_commit() -> str | None:
     """The git commit of the code running, with "-dirty" when changed; None outside git."""
-    source = pathlib.Path(__file__).resolve().parents[2]
-    try:
-        described = subprocess.run(
-            ["git", "-C", str(source), "describe", "--always", "--dirty", "--abbrev=40"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return described.stdout.strip() or None
+    return source.commit()

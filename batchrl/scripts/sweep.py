@@ -214,14 +214,15 @@ def result_line(
     """The JSON line of the sweep's run (config, seed); `together`: the seeds it trained with."""
     rundir = rundir_of(args, config, seed)  # Named `seed<seed>-<name_of(config)>`.
     kept = kept_best(rundir, args.evaluate_best) if args.evaluate_best else {}
+    line = results.line(rundir)  # Its config's name, seed, results, "sampled", settings.
     return json.dumps(
         {
-            **results.line(rundir),  # Its config's name, seed, results, "sampled", settings.
+            **line,
             **kept,
             "seconds_this_invocation": seconds,
             **({"seeds_together": together} if together else {}),
             "machine": about,
-            "commit": commit,
+            "commit": line.get("commit", commit),  # The folder's: the code that trained it.
         }
     )
 

@@ -4,8 +4,9 @@ One row per preset (per preset and settings, where runs of one preset's name wer
 trained with other settings: `variants`): its seeds, the IQM of the final policies'
 returns with a 95 % bootstrap interval, the worst seed, both as fractions of the best published PPO
 (`stats.TARGETS`), the same for the kept best policies where the sweep evaluated
-them (`sweep --evaluate-best`), and the commit the runs' code was on (lines written
-before sweeps recorded it say "not recorded"). The interval's bootstrap draws from a
+them (`sweep --evaluate-best`), and the commit the runs' code was on (a run folder's
+`source.json`; runs trained before folders and sweeps recorded it, or outside a git
+checkout, say "not recorded"). The interval's bootstrap draws from a
 fixed seed, so the same lines make the same table.
 
     python -m batchrl.scripts.table runs/heldout/results.jsonl [more.jsonl ...]

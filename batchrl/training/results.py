@@ -98,4 +98,6 @@ def line(rundir: pathlib.Path) -> dict[str, Any]:
     sampled = {"sampled": True} if config.eval_sample else {}
     named = {"benchmark": "learning", "config": run_folder.parse(rundir.name)[1]}
     settings = {"settings": dataclasses.asdict(config)}
-    return {**named, "seed": config.seed, **read(rundir).as_dict(), **sampled, **settings}
+    commit = run_folder.read_source(rundir)
+    learned = {**named, "seed": config.seed, **read(rundir).as_dict(), **sampled, **settings}
+    return {**learned, **({"commit": commit} if commit else {})}
