@@ -117,9 +117,14 @@ def check_finite(learner: Learner, metrics: dict[str, float], env_steps: int) ->
     if bad:
         # A normaliser's statistics read the env's own numbers: a NaN, inf or None there,
         # or finite numbers too large for float32 statistics.
-        said = [] if finite[1] else _normaliser_said(learner.obs_norm)
+        # Rewards first: a NaN reward makes the parameters NaN, whose actions can make the
+        # observations NaN after it, while the observations had been finite.
+        said = []
         if not finite[2]:
             said.append(normalizer.non_finite(jax.device_get(learner.reward_norm), "rewards"))
+        if not finite[1]:
+            follows = "" if finite[0] else _AFTER_PARAMETERS
+            said += [line + follows for line in _normaliser_said(learner.obs_norm)]
         hint = (
             "the env's " + "; the env's ".join(said)
             if said
@@ -128,6 +133,9 @@ def check_finite(learner: Learner, metrics: dict[str, float], env_steps: int) ->
         raise FloatingPointError(
             f"{', '.join(bad)} became non-finite by env step {env_steps}; {hint}"
         )
+
+
+_AFTER_PARAMETERS = " (or the non-finite actions of non-finite parameters made them so)"
 
 
 def _normaliser_said(obs_norm: Any) -> list[str]:

@@ -96,6 +96,19 @@ def test_a_non_finite_normaliser_points_at_the_envs_numbers_not_the_learning_rat
     broken = learner.replace(params=jax.tree.map(nan, learner.params))
     with pytest.raises(FloatingPointError, match=r"^parameters \(nan\) .*; lower the learning"):
         learner_lib.check_finite(broken, zeros, 40)
+    # A NaN reward made the parameters NaN mid-phase, whose NaN actions made the env's
+    # observations NaN: the rewards are named first, the observations as what may follow.
+    everything = broken.replace(
+        obs_norm=jax.tree.map(nan, learner.obs_norm),
+        reward_norm=jax.tree.map(nan, learner.reward_norm),
+    )
+    said = (
+        r"; the env's rewards reached the normaliser non-finite .*: check them; the env's "
+        r"observations obs\[0\], .* non-finite .*: check them \(or the non-finite actions of "
+        r"non-finite parameters made them so\)$"
+    )
+    with pytest.raises(FloatingPointError, match=said):
+        learner_lib.check_finite(everything, zeros, 40)
 
 
 # gym.make itself, not a function of this module, which each worker would import (and JAX).
