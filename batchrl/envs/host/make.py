@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import importlib
 import inspect
 import subprocess
@@ -98,7 +99,7 @@ def check_name(
         if class_name not in gym.registry:
             raise ValueError(
                 f"module {module_name!r} has no {class_name!r} and registers no such env "
-                f"for env {name!r}"
+                f"for env {name!r}{_did_you_mean(class_name, module)}"
             )
         name = class_name
     register_namespace(name)
@@ -117,6 +118,13 @@ def check_name(
     if kwargs:
         creator = spec.entry_point
         _check_kwargs(name, creator if callable(creator) else load_env_creator(creator), kwargs)
+
+
+def _did_you_mean(name: str, module: Any) -> str:
+    """`: did you mean 'X'?` for the module's public name or registered id closest to `name`."""
+    public = [key for key in vars(module) if not key.startswith("_")]
+    close = difflib.get_close_matches(name, [*public, *gym.registry], n=1, cutoff=0.8)
+    return f": did you mean {module.__name__ + ':' + close[0]!r}?" if close else ""
 
 
 def _cannot_import(module_name: str, name: str, error: ImportError) -> ValueError:

@@ -29,6 +29,12 @@ def test_entry_point_builds_the_class_with_a_time_limit():
         ("Nope-v0", "unknown env 'Nope-v0'"),
         ("no_such_module:X", "cannot import 'no_such_module'"),
         ("batchrl.testing.mock:Nope", "module 'batchrl.testing.mock' has no 'Nope'"),
+        (  # A misspelt class: the module's closest name.
+            "batchrl.testing.mock:CountngEnv",
+            r"^module 'batchrl.testing.mock' has no 'CountngEnv' and registers no such env for "
+            r"env 'batchrl.testing.mock:CountngEnv': did you mean 'batchrl.testing.mock:"
+            r"CountingEnv'\?$",
+        ),
         ("", r"^env '' names no env: give a Gymnasium id such as 'Pendulum-v1', or 'module:"),
     ],
 )
