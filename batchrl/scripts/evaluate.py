@@ -1,6 +1,10 @@
 """Evaluates a run's kept checkpoints on many episodes: one JSON line per checkpoint.
 
     python -m batchrl.scripts.evaluate --logdir runs/<timestamp>-<config> --episodes 64
+    python -m batchrl.scripts.evaluate --logdir runs/seeds --best  # every run in it
+
+Several run folders, or a folder of them (a `train --seeds` logdir), are evaluated one
+after another, each row naming its "run".
 
 Each checkpoint's policy acts as the run's evaluations did, with its mean action or, where
 the run's config sets `eval_sample`, with actions sampled from it, in the run's own env (its
@@ -44,7 +48,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m batchrl.scripts.evaluate", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--logdir", required=True, help="the run folder, DIR/<timestamp>-<config>")
+    parser.add_argument(
+        "--logdir",
+        required=True,
+        nargs="+",
+        help="run folders (DIR/<timestamp>-<config>), or the folders that hold them",
+    )
     parser.add_argument(
         "--episodes",
         type=int,
@@ -274,21 +283,31 @@ def here(config: TrainConfig) -> TrainConfig:
     return train_config.replace(config, learner_devices=1)
 
 
+def _runs(given: Sequence[str]) -> list[pathlib.Path]:
+    """The run folders given, each folder of run folders (a `--seeds` logdir) as its runs."""
+    runs = []
+    for path in map(pathlib.Path, given):
+        holds = path.is_dir() and not (path / run_folder.CONFIG).exists()
+        runs.extend((holds and run_folder.runs_in(path)) or [path])  # Else its one-line error.
+    return runs
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        evaluate(
-            pathlib.Path(args.logdir),
-            args.episodes,
-            args.phases,
-            args.normalizer_from,
-            args.best,
-            args.repeats,
-            action_choice.chosen(args),
-            args.average_last,
-            each=lambda row: print(json.dumps(row), flush=True),
-            seed=args.seed,
-        )
+        for rundir in _runs(args.logdir):
+            evaluate(
+                rundir,
+                args.episodes,
+                args.phases,
+                args.normalizer_from,
+                args.best,
+                args.repeats,
+                action_choice.chosen(args),
+                args.average_last,
+                each=lambda row: print(json.dumps(row), flush=True),
+                seed=args.seed,
+            )
     except UsageError as error:
         print(f"evaluate: error: {error}", file=sys.stderr)
         return 2

@@ -283,3 +283,28 @@ def test_a_run_trained_on_a_device_this_machine_lacks_is_scored_on_its_default(
     )
     assert evaluate.main(["--logdir", str(run), *args]) == 0
     assert [json.loads(captured.out)["return"]] == [row["return"] for row in lines(capsys)]
+
+
+@pytest.mark.slow
+def test_a_logdir_of_seeds_evaluates_each_run_as_it_alone_is_evaluated(tmp_path, capsys):
+    # A `train --seeds` logdir: each seed's run, in one command, as each alone.
+    args = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--seeds", "1", "2"]
+    for setting in ("num_envs=2", "update_every=2", "max_length=40", "steps=160"):
+        args += ["--set", setting]
+    args += ["--set", "policy_layers=16", "--set", "value_layers=16"]
+    assert train.main(args) == 0
+    runs = run_folder.runs_in(tmp_path)
+    capsys.readouterr()
+    assert evaluate.main(["--logdir", str(tmp_path), "--episodes", "2", "--best"]) == 0
+    together = lines(capsys)
+    assert [row["run"] for row in together] == [run.name for run in runs]
+    for run in runs:
+        assert evaluate.main(["--logdir", str(run), "--episodes", "2", "--best"]) == 0
+    assert lines(capsys) == together
+    # Run folders named one by one, and a folder of none: its one line.
+    assert evaluate.main(["--logdir", *map(str, runs), "--episodes", "2", "--best"]) == 0
+    assert lines(capsys) == together
+    (tmp_path / "empty").mkdir()
+    assert evaluate.main(["--logdir", str(tmp_path / "empty"), "--best"]) == 2
+    said = f"'{tmp_path / 'empty' / 'config.yaml'}' is missing: not a batchrl run folder"
+    assert capsys.readouterr().err == f"evaluate: error: {said}\n"

@@ -295,7 +295,7 @@ def read_config(rundir: str | os.PathLike) -> train_config.TrainConfig:
     try:
         return read_config_file(path)
     except FileNotFoundError:
-        runs = sorted(str(p) for p in rundir.iterdir() if _holds_config(p))
+        runs = [str(run) for run in runs_in(rundir)]
         if runs:  # The train command's --logdir, given where one of its runs is meant.
             raise RunFolderError(
                 f"{str(rundir)!r} holds {len(runs)} run folder(s), not a run: give one, "
@@ -328,6 +328,11 @@ def _first_line(error: Exception) -> str:
         context = f"{error.context}: " if error.context else ""
         return f"{context}{error.problem} (line {mark.line + 1}, column {mark.column + 1})"
     return first
+
+
+def runs_in(folder: pathlib.Path) -> list[pathlib.Path]:
+    """The run folders directly in `folder` (a logdir, a sweep's), in name order."""
+    return sorted(path for path in folder.iterdir() if _holds_config(path))
 
 
 def _holds_config(folder: pathlib.Path) -> bool:
