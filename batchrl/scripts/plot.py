@@ -6,12 +6,12 @@
     python -m batchrl.scripts.plot RUN --panels --metrics eval/return train/kl --out why.png
 
 Reads RUN/metrics.jsonl of each run folder (of each run in RUN, where RUN is a folder of
-run folders: a logdir, a sweep's) and draws each metric against "perf/env_steps"
-(or the hours its phases took, `--x hours`), one line style per metric and one colour per
-run. With `--seeds`, runs whose folder names share the config part after the last "-"
-(`training.run_folder`: the seeds of one sweep, `seed0-cheetah_clipped`, `seed1-...`)
-are drawn as one curve: the mean over seeds and a band from the lowest to the highest,
-as in Figures 1 and 2 of the seed's paper, at each x over the seeds whose runs reach it.
+run folders: a logdir, a sweep's) and draws each metric against "perf/env_steps" (or the
+hours its phases took, `--x hours`), one line style per metric and one colour per run.
+With `--seeds`, runs whose folder names share the config part after the last "-" (the
+seeds of one sweep, `seed0-cheetah_clipped`, `seed1-...`) are drawn as one curve: the mean
+over seeds and a band from the lowest to the highest, as in Figures 1 and 2 of the seed's
+paper, at each x over the seeds whose runs reach it.
 Runs of one name whose configs differ beyond their seed (`--set` keeps a preset's name)
 are refused, not averaged; a seed given twice is drawn once, its last run.
 Metrics of one quantity (`train/return` and `eval/return`) share one axes; others get a
@@ -227,20 +227,16 @@ def runs_in(folders: Sequence[Path]) -> list[Path]:
 
 
 def load(run: Path) -> list[dict[str, Any]]:
-    """The records of a run folder's metrics.jsonl.
-
-    Raises:
-        RunError: if the folder or its metrics.jsonl is missing or a line does not parse.
-    """
+    """The records of a run folder's metrics.jsonl; a RunError if missing or unparsed."""
     if run.is_file():  # `runs/sweep/*` names the sweep's logs and results.jsonl too.
-        raise RunError(
-            f"{run} is a file, not a run folder; `plot {run.parent}` plots the runs in it"
-        )
+        raise RunError(f"{run} is a file, not a run folder; `plot {run.parent}` plots its runs")
     if not run.is_dir():
         raise RunError(f"run folder not found: {run}")
     path = run_folder.metrics(run)
     if not path.is_file():
-        raise RunError(f"no {path.name} in run folder {run}")
+        started = (run / run_folder.CONFIG).is_file()  # A run that has kept no phase yet.
+        give = "yet" if started else "in it or a folder in it: give run folders or their folder"
+        raise RunError(f"{'run folder ' * started}{run} has no {path.name} {give}")
     try:
         return metrics_log.read_jsonl(path)
     except ValueError as error:  # Also a file that is not UTF-8.

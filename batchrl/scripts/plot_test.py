@@ -209,8 +209,17 @@ def test_run_folder_without_metrics_exits_2_with_one_line(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert plot.main([str(empty), "--out", str(tmp_path / "curves.png")]) == 2
-    error = capsys.readouterr().err
-    assert error == f"plot: error: no metrics.jsonl in run folder {empty}\n"
+    assert capsys.readouterr().err == (
+        f"plot: error: {empty} has no metrics.jsonl in it or a folder in it: give run folders "
+        "or their folder\n"
+    )
+    # A run that has kept no phase yet: its config, no rows.
+    run_folder.write_config(empty, presets.get("pendulum_jax"))
+    assert plot.main([str(empty), "--out", str(tmp_path / "curves.png")]) == 2
+    assert capsys.readouterr().err == (
+        f"plot: error: run folder {empty} has no metrics.jsonl yet\n"
+    )
+    assert not (tmp_path / "curves.png").exists()
 
 
 def test_a_run_with_no_rows_yet_is_said_so(tmp_path, capsys):
@@ -441,7 +450,7 @@ def test_a_folder_of_runs_plots_its_runs_and_a_file_is_named_as_one(tmp_path, ca
     assert plot.main([*map(str, named), "--out", str(out)]) == 2
     assert capsys.readouterr().err == (
         f"plot: error: {named[0]} is a file, not a run folder; "
-        f"`plot {sweep}` plots the runs in it\n"
+        f"`plot {sweep}` plots its runs\n"
     )
 
 
