@@ -1,5 +1,6 @@
 import dataclasses
 import functools
+import json
 import math
 import os
 import re
@@ -243,8 +244,11 @@ def test_a_file_or_the_logdir_in_place_of_a_run_folder_names_the_folder_to_give(
     said = f"{logdir!r} holds 1 run folder(s), not a run: give one, such as {rundir!r}"
     with pytest.raises(run_folder.RunFolderError, match=f"^{re.escape(said)}$"):
         batchrl.load(logdir)
-    assert evaluate.main(["--logdir", logdir]) == 2
-    assert capsys.readouterr().err == f"evaluate: error: {said}\n"
+    # evaluate takes the logdir as its runs (`evaluate --logdir runs/seeds`), each a row.
+    capsys.readouterr()
+    assert evaluate.main(["--logdir", logdir, "--episodes", "1", "--best"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(row["run"], row["best"]) for row in rows] == [(pendulum.rundir.name, True)]
     inside = str(run_folder.checkpoints(rundir))  # Beside best.bin, a folder in the run's.
     said = f"{inside!r} is in a run folder: give {rundir!r}"
     with pytest.raises(run_folder.RunFolderError, match=f"^{re.escape(said)}$"):

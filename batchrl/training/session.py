@@ -1,0 +1,89 @@
+"""What each session that trains a run folder records: its code's commit and its settings.
+
+A run folder's `session.json` names the commit of the code that last trained it, which
+`table` prints beside its results, and the settings it trained with. A resume trains
+the settings its last session did: the command refuses other ones given with `--set`,
+and `begin` refuses those of a config.yaml edited by hand in between, but for a raised
+budget and the settings a resume may give anew (`train_config.RESUME_MAY_CHANGE`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import pathlib
+import subprocess
+from typing import Any
+
+from batchrl.configs import TrainConfig, train_config
+from batchrl.training import file_writes, run_folder
+
+# Settings one session may train with where the last did not: a budget, raised (the
+# command and `run.check_not_lowered` judge it), and how and where a run goes on.
+_MAY_CHANGE = frozenset({"steps", *train_config.RESUME_MAY_CHANGE})
+
+
+@functools.cache
+def commit() -> str | None:
+    """The git commit of batchrl's source, with "-dirty" when changed; None outside git.
+
+    Asked once a process: the code a process runs is the code it imported.
+    """
+    root = pathlib.Path(__file__).resolve().parents[2]
+    try:
+        described = subprocess.run(
+            ["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=40"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return described.stdout.strip() or None
+
+
+def begin(rundir: pathlib.Path | None, config: TrainConfig) -> None:
+    """Checks that `config` is the last session's, then records this session's, atomically.
+
+    Call once the run is restored, before it trains on. A RunFolderError names each
+    setting its config.yaml was edited in since the last session.
+    """
+    if rundir is None:
+        return
+    settings = _settings(config)
+    last = _read(rundir).get("settings")
+    if isinstance(last, dict):
+        edited = [
+            f"{name}={settings.get(name)!r} (trained with {last.get(name)!r})"
+            for name in sorted({*settings, *last} - _MAY_CHANGE)
+            if settings.get(name) != last.get(name)
+        ]
+        if edited:
+            raise run_folder.RunFolderError(
+                f"{rundir / run_folder.CONFIG} was edited since run {rundir.name!r} last "
+                f"trained: {', '.join(edited)}; put it back, or train the new settings as a "
+                f"new run (--config {rundir / run_folder.CONFIG})"
+            )
+    run_folder.record_budget(rundir, config)
+    record = {"commit": commit(), "settings": settings}
+    file_writes.write_atomic(rundir / run_folder.SESSION, json.dumps(record) + "\n")
+
+
+def commit_of(rundir: pathlib.Path) -> str | None:
+    """The commit of the code that last trained the run; None where none was recorded."""
+    recorded = _read(rundir).get("commit")
+    return recorded if isinstance(recorded, str) else None
+
+
+def _settings(config: TrainConfig) -> dict[str, Any]:
+    """Every setting by name, as JSON reads them back: tuples as lists."""
+    return json.loads(json.dumps(train_config.flat(config), default=repr))
+
+
+def _read(rundir: pathlib.Path) -> dict[str, Any]:
+    """The folder's last session record; empty where there is none (runs before them)."""
+    try:
+        record = json.loads((rundir / run_folder.SESSION).read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
