@@ -449,8 +449,7 @@ def test_a_folder_of_runs_plots_its_runs_and_a_file_is_named_as_one(tmp_path, ca
     named = sorted(sweep.iterdir())
     assert plot.main([*map(str, named), "--out", str(out)]) == 2
     assert capsys.readouterr().err == (
-        f"plot: error: {named[0]} is a file, not a run folder; "
-        f"`plot {sweep}` plots its runs\n"
+        f"plot: error: {named[0]} is a file, not a run folder; `plot {sweep}` plots its runs\n"
     )
 
 

@@ -12,7 +12,7 @@ import pathlib
 import platform
 from typing import Any
 
-from batchrl.training import source
+from batchrl.training import session
 
 
 def machine() -> dict[str, Any]:
@@ -37,4 +37,4 @@ def machine() -> dict[str, Any]:
 
 def source_commit() -> str | None:
     """The git commit of the code running, with "-dirty" when changed; None outside git."""
-    return source.commit()
+    return session.commit()

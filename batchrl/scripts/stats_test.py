@@ -7,7 +7,7 @@ from scipy import stats as scipy_stats
 
 import batchrl
 from batchrl.scripts import stats, sweep, table
-from batchrl.training import run_folder, source
+from batchrl.training import session
 
 
 def write_runs(path, config, returns, best=None):
@@ -171,8 +171,8 @@ def test_the_run_folders_of_train_seeds_are_read_as_a_sweeps_lines(tmp_path, cap
         assert summary["seeds"] == [3, 4]
         assert sorted(summary["scores"]) == pytest.approx(sorted(finals.values()), abs=0.01)
     # Each folder names the code that trained it, and the table its commit, as a sweep's.
-    commit = source.commit()  # None outside a git checkout: "not recorded".
-    assert [run_folder.read_source(run.rundir) for run in runs] == [commit, commit]
+    commit = session.commit()  # None outside a git checkout: "not recorded".
+    assert [session.commit_of(run.rundir) for run in runs] == [commit, commit]
     assert table.main([str(tmp_path), "--reps", "50"]) == 0
     cell = f"{commit[:7]}{'-dirty' * commit.endswith('-dirty')}" if commit else "not recorded"
     assert capsys.readouterr().out.splitlines()[2].endswith(f" | {cell} |")

@@ -5,7 +5,7 @@ trained with other settings: `variants`): its seeds, the IQM of the final polici
 returns with a 95 % bootstrap interval, the worst seed, both as fractions of the best published PPO
 (`stats.TARGETS`), the same for the kept best policies where the sweep evaluated
 them (`sweep --evaluate-best`), and the commit the runs' code was on (a run folder's
-`source.json`; runs trained before folders and sweeps recorded it, or outside a git
+`session.json`; runs trained before folders and sweeps recorded it, or outside a git
 checkout, say "not recorded"). The interval's bootstrap draws from a
 fixed seed, so the same lines make the same table.
 

@@ -24,7 +24,6 @@ from batchrl.training import (
     metrics_log,
     results,
     run_folder,
-    source,
     tail_average,
     terminal,
 )
@@ -60,8 +59,6 @@ class Keeper:
         self.writer = None if rundir is None else metrics_log.Writer(rundir, redone)
         if self.writer is not None and redone is None:  # Once, at the run's start.
             self.writer.write_text("config", settings_table(config))
-        if rundir is not None:  # The code that trains it from here.
-            run_folder.write_source(rundir, source.commit())
         self.rows: list[dict[str, float]] = []
         self.kept = (state, () if self.directory is None else _fresh(self.algorithm, state))
         self.tail = collections.deque(maxlen=config.average_last - 1)

@@ -15,7 +15,7 @@ import pathlib
 from collections.abc import Sequence
 from typing import Any
 
-from batchrl.training import metrics_log, run_folder
+from batchrl.training import metrics_log, run_folder, session
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +98,6 @@ def line(rundir: pathlib.Path) -> dict[str, Any]:
     sampled = {"sampled": True} if config.eval_sample else {}
     named = {"benchmark": "learning", "config": run_folder.parse(rundir.name)[1]}
     settings = {"settings": dataclasses.asdict(config)}
-    commit = run_folder.read_source(rundir)
+    commit = session.commit_of(rundir)
     learned = {**named, "seed": config.seed, **read(rundir).as_dict(), **sampled, **settings}
     return {**learned, **({"commit": commit} if commit else {})}

@@ -35,6 +35,7 @@ from batchrl.training import (
     reuse,
     run_folder,
     run_signals,
+    session,
     terminal,
     together_memory,
 )
@@ -134,12 +135,12 @@ def train(
         state = restore(rundir, programs, state, env.env_spec)
         check_raised_after_final(rundir, config, programs, int(state.phases))
         check_not_lowered(rundir, config, int(state.phases))
-        run_folder.record_budget(rundir, config)  # Once restored: a failed resume writes none.
         total = config.phases
         if int(state.phases) >= total:  # Resumed after its last phase: nothing to write.
             trained = f"all its {total} phases" if total > 1 else "its 1 phase"
             terminal.say(f"run folder {rundir} has trained {trained}\n")
             return Run(rundir, config, [], state, programs)
+        session.begin(rundir, config)  # Once restored: a failed resume writes none.
         progress = terminal.Progress(
             total_steps=total * programs.train_steps * programs.num_envs,
             initial_steps=int(state.env_steps),

@@ -3,7 +3,7 @@
     LOGDIR/<timestamp>-<config>/
         config.yaml             the run's TrainConfig, written before anything else
         env_spec.json           the env's spaces as the policy reads them, written at start
-        source.json             the commit of the code that trains it, written at each start
+        session.json            the commit and settings of the session that last trained it
         metrics.jsonl           one row per train phase (and TensorBoard's event files)
         checkpoints/ckpt-<phase>.bin, checkpoints/best.bin
 
@@ -36,7 +36,7 @@ from batchrl.training import file_writes
 
 CONFIG = "config.yaml"
 SPEC = "env_spec.json"
-SOURCE = "source.json"
+SESSION = "session.json"
 METRICS = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"
 BEST = "best.bin"
@@ -367,20 +367,3 @@ def read_spec(rundir: str | os.PathLike) -> env_spec_lib.EnvSpec | None:
     except (json.JSONDecodeError, ValueError, TypeError) as error:
         first = (str(error).splitlines() or [type(error).__name__])[0]
         raise RunFolderError(f"cannot read {str(path)!r}: {first}") from None
-
-
-def write_source(rundir: str | os.PathLike, commit: str | None) -> None:
-    """Writes the commit of the code training the run on (`source.commit`), atomically.
-
-    Written as a session starts to train, so a run resumed on other code names that code.
-    """
-    file_writes.write_atomic(pathlib.Path(rundir) / SOURCE, json.dumps({"commit": commit}) + "\n")
-
-
-def read_source(rundir: str | os.PathLike) -> str | None:
-    """The commit of the code that last trained the run; None where none was recorded."""
-    try:
-        commit = json.loads((pathlib.Path(rundir) / SOURCE).read_text()).get("commit")
-    except (OSError, ValueError, AttributeError):  # None written, or a file not ours.
-        return None
-    return commit if isinstance(commit, str) else None

@@ -34,6 +34,7 @@ from batchrl.training import (
     run,
     run_folder,
     run_signals,
+    session,
     tail_average,
     terminal,
     together,
@@ -147,8 +148,6 @@ def _train(
     for rundir, seed_config, state in zip(rundirs, configs, restored, strict=True):
         run.check_not_lowered(rundir, seed_config, int(state.phases))
     states = _common_phase(rundirs, configs, programs, states, restored)
-    for rundir, seed_config in zip(rundirs, configs, strict=True):
-        run_folder.record_budget(rundir, seed_config)  # Once restored, as `run.train`.
     begun = int(states[0].phases)
     total, count = config.phases, len(configs)
     if begun >= total:  # Resumed after its last phase, as `run.train`: nothing to write.
@@ -159,6 +158,8 @@ def _train(
             run.Run(rundir, seed_config, [], state, programs)
             for rundir, seed_config, state in zip(rundirs, configs, states, strict=True)
         ]
+    for rundir, seed_config in zip(rundirs, configs, strict=True):
+        session.begin(rundir, seed_config)  # Once restored, as `run.train`.
     phase_steps = programs.train_steps * programs.num_envs
     progress = terminal.Progress(
         count * total * phase_steps, count * begun * phase_steps, seeds=count

@@ -1,0 +1,55 @@
+"""Tests for the session record: the commit a run was trained on, and a hand-edited config."""
+
+import pathlib
+
+import yaml
+
+import batchrl
+from batchrl.scripts import train
+from batchrl.training import metrics_log, run_folder, session
+
+TINY = dict(num_envs=4, update_every=4, max_length=50, final_episodes=4, phase_steps=200)
+TINY |= dict(policy_layers=(16,), value_layers=(16,))
+
+
+def edit(path: pathlib.Path, **algorithm) -> str:
+    """Edits config.yaml's algorithm settings as a user would, in the file; returns the text."""
+    text = path.read_text()
+    data = yaml.safe_load(text)
+    data["algorithm"].update(algorithm)
+    path.write_text(yaml.safe_dump(data))
+    return text
+
+
+def test_a_config_edited_by_hand_since_the_last_session_is_refused(tmp_path, capsys):
+    run = batchrl.train("pendulum_jax", steps=200, logdir=tmp_path, **TINY)
+    assert session.commit_of(run.rundir) == session.commit()
+    config = run.rundir / run_folder.CONFIG
+    rate = run.config.algorithm.learning_rate
+    kept = edit(config, learning_rate=rate * 10, discount=0.9)
+    said = (
+        f"{config} was edited since run {run.rundir.name!r} last trained: "
+        f"discount=0.9 (trained with {run.config.algorithm.discount!r}), "
+        f"learning_rate={rate * 10!r} (trained with {rate!r}); put it back, or train the new "
+        f"settings as a new run (--config {config})"
+    )
+    try:
+        batchrl.resume(run.rundir, steps=400)
+    except run_folder.RunFolderError as error:
+        assert str(error) == said
+    else:
+        raise AssertionError("the edited config trained on")
+    # The command says the same in one line, exit status 2, and trains nothing.
+    timestamp = run.rundir.name.split("-")[0]
+    argv = ["--logdir", str(tmp_path), "--timestamp", timestamp, "--set", "steps=400"]
+    capsys.readouterr()
+    assert train.main(argv) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == f"batchrl: error: {said}"
+    assert len(metrics_log.read_jsonl(run_folder.metrics(run.rundir))) == 1
+    # Put back, it trains on; a budget raised in the file is a resume's to give.
+    config.write_text(kept)
+    data = yaml.safe_load(kept)
+    data["steps"] = 600
+    config.write_text(yaml.safe_dump(data))
+    resumed = batchrl.resume(run.rundir)
+    assert [row["step"] for row in resumed.metrics] == [200, 400, 600]
