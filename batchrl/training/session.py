@@ -46,7 +46,8 @@ def begin(rundir: pathlib.Path | None, config: TrainConfig) -> None:
     """Checks that `config` is the last session's, then records this session's, atomically.
 
     Call once the run is restored, before it trains on. A RunFolderError names each
-    setting its config.yaml was edited in since the last session.
+    setting its config.yaml was edited in since the last session; a setting one of them
+    lacks (added to batchrl or dropped from it in between) is not compared.
     """
     if rundir is None:
         return
@@ -55,7 +56,7 @@ def begin(rundir: pathlib.Path | None, config: TrainConfig) -> None:
     if isinstance(last, dict):
         edited = [
             f"{name}={settings.get(name)!r} (trained with {last.get(name)!r})"
-            for name in sorted({*settings, *last} - _MAY_CHANGE)
+            for name in sorted((settings.keys() & last.keys()) - _MAY_CHANGE)
             if settings.get(name) != last.get(name)
         ]
         if edited:

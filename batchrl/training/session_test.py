@@ -1,5 +1,6 @@
 """Tests for the session record: the commit a run was trained on, and a hand-edited config."""
 
+import json
 import pathlib
 
 import yaml
@@ -53,3 +54,10 @@ def test_a_config_edited_by_hand_since_the_last_session_is_refused(tmp_path, cap
     config.write_text(yaml.safe_dump(data))
     resumed = batchrl.resume(run.rundir)
     assert [row["step"] for row in resumed.metrics] == [200, 400, 600]
+    # A record of a session from before a setting existed (batchrl upgraded in between)
+    # cannot say its value: the setting is not compared, and the run trains on.
+    record = json.loads((run.rundir / run_folder.SESSION).read_text())
+    del record["settings"]["learning_rate"]
+    (run.rundir / run_folder.SESSION).write_text(json.dumps(record))
+    edit(config, learning_rate=rate * 2)
+    assert [row["step"] for row in batchrl.resume(run.rundir, steps=800).metrics][-1] == 800
