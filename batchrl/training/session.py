@@ -16,7 +16,7 @@ import subprocess
 from typing import Any
 
 from batchrl.configs import TrainConfig, train_config
-from batchrl.training import file_writes, run_folder
+from batchrl.training import checkpoint, file_writes, run_folder
 
 # Settings one session may train with where the last did not: a budget, raised (the
 # command and `run.check_not_lowered` judge it), and how and where a run goes on.
@@ -46,14 +46,16 @@ def begin(rundir: pathlib.Path | None, config: TrainConfig) -> None:
     """Checks that `config` is the last session's, then records this session's, atomically.
 
     Call once the run is restored, before it trains on. A RunFolderError names each
-    setting its config.yaml was edited in since the last session; a setting one of them
-    lacks (added to batchrl or dropped from it in between) is not compared.
+    setting its config.yaml was edited in since the last session kept a checkpoint; a
+    setting one of them lacks (added to batchrl or dropped from it in between) is not
+    compared.
     """
     if rundir is None:
         return
     settings = _settings(config)
     last = _read(rundir).get("settings")
-    if isinstance(last, dict):
+    # A run with no checkpoint starts again from its start: its settings are free to mend.
+    if isinstance(last, dict) and checkpoint.steps(run_folder.checkpoints(rundir)):
         edited = [
             f"{name}={settings.get(name)!r} (trained with {last.get(name)!r})"
             for name in sorted((settings.keys() & last.keys()) - _MAY_CHANGE)

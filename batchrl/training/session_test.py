@@ -61,3 +61,14 @@ def test_a_config_edited_by_hand_since_the_last_session_is_refused(tmp_path, cap
     (run.rundir / run_folder.SESSION).write_text(json.dumps(record))
     edit(config, learning_rate=rate * 2)
     assert [row["step"] for row in batchrl.resume(run.rundir, steps=800).metrics][-1] == 800
+
+
+def test_a_run_stopped_before_its_first_checkpoint_takes_a_mended_config(tmp_path):
+    # Stopped in its first phase, it starts again from its start: nothing trained to keep.
+    run = batchrl.train("pendulum_jax", steps=200, logdir=tmp_path, **TINY)
+    for path in run_folder.checkpoints(run.rundir).iterdir():
+        path.unlink()
+    edit(run.rundir / run_folder.CONFIG, discount=0.9)
+    resumed = batchrl.resume(run.rundir)
+    assert resumed.config.algorithm.discount == 0.9
+    assert [row["step"] for row in resumed.metrics] == [200]
