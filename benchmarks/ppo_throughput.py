@@ -13,6 +13,10 @@ wall-clock time, compilation included, for batchrl's clipped PPO on the
 JAX-native Pendulum to reach an evaluation return of -200. Last, the train command's
 `cheetah_clipped` and the seed's `cheetah` presets on each env backend (worker processes
 and `BatchEnv.mujoco`), alternating backends over `--phases` timed train phases each.
+The envs' physics alone (`physics_ceiling`: MuJoCo's C rollout, one thread and every
+core) bounds what any trainer of them reaches here: its ratio to SB3 is the most a
+trainer's can be; and batchrl's acting alone on the MuJoCo batch (`acting_only`, each
+update one step on the whole rollout) bounds what overlapping the update can give.
 
     pip install -e '.[bench]'
     python benchmarks/ppo_throughput.py [--updates 5] [--phases 3] [--only-presets]
@@ -23,6 +27,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import time
 import warnings
 
@@ -45,19 +50,24 @@ ENV = "HalfCheetah-v5"
 
 
 def batchrl_rate(
-    updates: int, local_envs: int | str = 0, mujoco: bool = False, overlap: str = "off"
+    updates: int,
+    local_envs: int | str = 0,
+    mujoco: bool = False,
+    overlap: str = "off",
+    acting_only: bool = False,
 ) -> dict:
     """Env-steps/s of the clipped PPO on worker envs or `BatchEnv.mujoco`, first phase apart.
 
     `local_envs` of the worker envs step in this process. With `overlap="on"` the envs act
     one policy version behind while the learner trains (`training.overlap`); the timed
     phase trains the update the first left pending and leaves its own last one pending,
-    `updates` updates as without.
+    `updates` updates as without. `acting_only` makes each update one step on the whole
+    rollout, not 10 epochs of minibatches of 64: the rate of acting, the update nearly free.
     """
     config = config_lib.ClippedConfig(
         steps_per_update=N_STEPS,
-        update_epochs=EPOCHS,
-        num_minibatches=NUM_ENVS * N_STEPS // MINIBATCH,
+        update_epochs=1 if acting_only else EPOCHS,
+        num_minibatches=1 if acting_only else NUM_ENVS * N_STEPS // MINIBATCH,
         policy_layers=(64, 64),
         value_layers=(64, 64),
         activation="tanh",
@@ -144,6 +154,40 @@ def pendulum_seconds_to(target: float, max_phases: int = 40) -> dict:
     return {"seconds": None, "env_steps": int(metrics["perf/env_steps"]), "eval_return": None}
 
 
+def physics_ceiling(updates: int, repeats: int = 3) -> dict:
+    """Env-steps/s of the envs' physics alone: no Python, no policy, no learning.
+
+    The 8 HalfCheetahs' `frame_skip` MuJoCo steps per env step for the steps that
+    `updates` updates act, from one start under random controls, in MuJoCo's C rollout
+    on one thread and on every core: a rate no trainer of these envs on this machine
+    passes, acting and learning on the same cores.
+    """
+    import mujoco
+    import numpy as np
+    from mujoco import rollout
+
+    unwrapped = gym.make(ENV).unwrapped
+    model, skip = unwrapped.model, unwrapped.frame_skip
+    data = mujoco.MjData(model)
+    full = mujoco.mjtState.mjSTATE_FULLPHYSICS
+    start = np.empty(mujoco.mj_stateSize(model, full))
+    mujoco.mj_getState(model, data, start, full)
+    steps = N_STEPS * updates
+    controls = np.random.default_rng(0).uniform(-1, 1, (NUM_ENVS, steps * skip, model.nu))
+    starts = np.repeat(start[None], NUM_ENVS, axis=0)
+    rates = {}
+    for name, threads in (("one_thread", 1), ("all_cores", len(os.sched_getaffinity(0)))):
+        datas = [mujoco.MjData(model) for _ in range(threads)]
+        with rollout.Rollout(nthread=threads) as run:
+            run.rollout([model] * NUM_ENVS, datas, starts, controls)  # Warm.
+            rates[name] = []
+            for _ in range(repeats):
+                began = time.perf_counter()
+                run.rollout([model] * NUM_ENVS, datas, starts, controls)
+                rates[name].append(round(NUM_ENVS * steps / (time.perf_counter() - began)))
+    return rates
+
+
 def preset_rates(name: str, phases: int) -> dict:
     """Train env-steps/s of a preset on each backend, the backends alternating phase by phase."""
     backends = ("processes", "mujoco")
@@ -188,10 +232,12 @@ def main() -> None:
     ours_local = batchrl_rate(args.updates, local_envs="auto")
     ours_mujoco = batchrl_rate(args.updates, mujoco=True)
     ours_overlap = batchrl_rate(args.updates, mujoco=True, overlap="on")
+    ours_acting = batchrl_rate(args.updates, mujoco=True, acting_only=True)
     dummy = sb3_rate(DummyVecEnv, args.updates)
     subproc = sb3_rate(SubprocVecEnv, args.updates)
     on_batch_env = sb3_rate(None, args.updates)
-    best = max(dummy, subproc)
+    ceiling = physics_ceiling(args.updates)
+    best, fastest = max(dummy, subproc), max(ceiling["all_cores"])
     print(
         json.dumps(
             {
@@ -210,6 +256,7 @@ def main() -> None:
                 "batchrl_clipped_local_envs": ours_local,
                 "batchrl_clipped_mujoco_batch": ours_mujoco,
                 "batchrl_clipped_mujoco_batch_overlap": ours_overlap,
+                "batchrl_clipped_mujoco_batch_acting_only": ours_acting,
                 "sb3_dummy_vec_env_steps_per_sec": round(dummy),
                 "sb3_subproc_vec_env_steps_per_sec": round(subproc),
                 "sb3_on_batch_env_steps_per_sec": round(on_batch_env),
@@ -223,6 +270,11 @@ def main() -> None:
                 ),
                 "batchrl_mujoco_batch_overlap_over_best_sb3": round(
                     ours_overlap["env_steps_per_sec"] / best, 2
+                ),
+                "physics_ceiling_env_steps_per_sec": ceiling,
+                "physics_ceiling_over_best_sb3": round(fastest / best, 2),
+                "batchrl_mujoco_batch_overlap_over_physics_ceiling": round(
+                    ours_overlap["env_steps_per_sec"] / fastest, 2
                 ),
                 "pendulum_jax_seconds_to_minus_200": pendulum,
                 "presets_on_backends": on_backends,
