@@ -27,9 +27,13 @@ _MAY_CHANGE = frozenset({"steps", *train_config.RESUME_MAY_CHANGE})
 def commit() -> str | None:
     """The git commit of batchrl's source, with "-dirty" when changed; None outside git.
 
-    Asked once a process: the code a process runs is the code it imported.
+    Asked once a process: the code a process runs is the code it imported. Only batchrl's
+    own checkout counts: installed into a virtual environment inside a project's
+    repository, batchrl is not that repository's commit.
     """
     root = pathlib.Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
     try:
         described = subprocess.run(
             ["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=40"],

@@ -1,7 +1,11 @@
 """Tests for the session record: the commit a run was trained on, and a hand-edited config."""
 
 import json
+import os
 import pathlib
+import shutil
+import subprocess
+import sys
 
 import yaml
 
@@ -72,3 +76,21 @@ def test_a_run_stopped_before_its_first_checkpoint_takes_a_mended_config(tmp_pat
     resumed = batchrl.resume(run.rundir)
     assert resumed.config.algorithm.discount == 0.9
     assert [row["step"] for row in resumed.metrics] == [200]
+
+
+def test_batchrl_installed_inside_another_repository_names_no_commit(tmp_path):
+    # A virtual environment in a project's git repository: batchrl's files are not the
+    # project's, and its commit is not batchrl's.
+    project = tmp_path / "project"
+    site = project / ".venv" / "lib" / "site-packages"
+    shutil.copytree(pathlib.Path(batchrl.__file__).parent, site / "batchrl")
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    who = ["-c", "user.name=a", "-c", "user.email=a@b"]
+    commit = ["commit", "-q", "--allow-empty", "-m", "the project's"]
+    subprocess.run(["git", "-C", str(project), *who, *commit], check=True)
+    code = "from batchrl.training import session; print(session.__file__, session.commit())"
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    said = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=project, capture_output=True, text=True
+    )
+    assert said.stdout == f"{site / 'batchrl' / 'training' / 'session.py'} None\n", said.stderr
