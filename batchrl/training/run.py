@@ -117,6 +117,7 @@ def train(
     """
     with contextlib.ExitStack() as opened:
         opened.enter_context(run_folder.held(rundir))  # Before any env worker starts.
+        session.check(rundir, config)  # Its settings the last session's, before any is built.
         if config.rollout_actors:  # The envs, and acting on them, in Ray actors.
             from batchrl.training import rollout_actors  # Ray is an optional dependency.
 

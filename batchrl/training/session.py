@@ -3,7 +3,7 @@
 A run folder's `session.json` names the commit of the code that last trained it, which
 `table` prints beside its results, and the settings it trained with. A resume trains
 the settings its last session did: the command refuses other ones given with `--set`,
-and `begin` refuses those of a config.yaml edited by hand in between, but for a raised
+and `check` refuses those of a config.yaml edited by hand in between, but for a raised
 budget and the settings a resume may give anew (`train_config.RESUME_MAY_CHANGE`).
 """
 
@@ -46,33 +46,42 @@ def commit() -> str | None:
     return described.stdout.strip() or None
 
 
-def begin(rundir: pathlib.Path | None, config: TrainConfig) -> None:
-    """Checks that `config` is the last session's, then records this session's, atomically.
+def check(rundir: pathlib.Path | None, config: TrainConfig) -> None:
+    """Refuses `config` where it is not the settings the run's last session trained with.
 
-    Call once the run is restored, before it trains on. A RunFolderError names each
-    setting its config.yaml was edited in since the last session kept a checkpoint; a
-    setting one of them lacks (added to batchrl or dropped from it in between) is not
-    compared.
+    Call as the folder is taken, before any env or program is built. A RunFolderError
+    names each setting its config.yaml was edited in since the last session kept a
+    checkpoint; a setting one of them lacks (added to batchrl or dropped from it in
+    between) is not compared.
+    """
+    last = _read(rundir).get("settings") if rundir is not None else None
+    # A run with no checkpoint starts again from its start: its settings are free to mend.
+    if not isinstance(last, dict) or not checkpoint.steps(run_folder.checkpoints(rundir)):
+        return
+    settings = _settings(config)
+    edited = [
+        f"{name}={settings.get(name)!r} (trained with {last.get(name)!r})"
+        for name in sorted((settings.keys() & last.keys()) - _MAY_CHANGE)
+        if settings.get(name) != last.get(name)
+    ]
+    if edited:
+        raise run_folder.RunFolderError(
+            f"{rundir / run_folder.CONFIG} was edited since run {rundir.name!r} last "
+            f"trained: {', '.join(edited)}; put it back, or train the new settings as a "
+            f"new run (--config {rundir / run_folder.CONFIG})"
+        )
+
+
+def begin(rundir: pathlib.Path | None, config: TrainConfig) -> None:
+    """Records a raised budget and this session's commit and settings, atomically.
+
+    Call once the run is restored and has phases to train: a failed resume, or a finished
+    run opened again, leaves the last session's record.
     """
     if rundir is None:
         return
-    settings = _settings(config)
-    last = _read(rundir).get("settings")
-    # A run with no checkpoint starts again from its start: its settings are free to mend.
-    if isinstance(last, dict) and checkpoint.steps(run_folder.checkpoints(rundir)):
-        edited = [
-            f"{name}={settings.get(name)!r} (trained with {last.get(name)!r})"
-            for name in sorted((settings.keys() & last.keys()) - _MAY_CHANGE)
-            if settings.get(name) != last.get(name)
-        ]
-        if edited:
-            raise run_folder.RunFolderError(
-                f"{rundir / run_folder.CONFIG} was edited since run {rundir.name!r} last "
-                f"trained: {', '.join(edited)}; put it back, or train the new settings as a "
-                f"new run (--config {rundir / run_folder.CONFIG})"
-            )
     run_folder.record_budget(rundir, config)
-    record = {"commit": commit(), "settings": settings}
+    record = {"commit": commit(), "settings": _settings(config)}
     file_writes.write_atomic(rundir / run_folder.SESSION, json.dumps(record) + "\n")
 
 

@@ -94,3 +94,18 @@ def test_batchrl_installed_inside_another_repository_names_no_commit(tmp_path):
         [sys.executable, "-c", code], env=env, cwd=project, capture_output=True, text=True
     )
     assert said.stdout == f"{site / 'batchrl' / 'training' / 'session.py'} None\n", said.stderr
+
+
+def test_a_together_run_whose_configs_were_edited_is_refused_naming_the_first(tmp_path):
+    # Both seeds' configs edited alike: they still differ in their seed alone.
+    runs = batchrl.train("pendulum_jax", steps=200, seeds=[1, 2], logdir=tmp_path, **TINY)
+    for run in runs:
+        edit(run.rundir / run_folder.CONFIG, discount=0.9)
+    try:
+        batchrl.resume([run.rundir for run in runs], steps=400)
+    except run_folder.RunFolderError as error:
+        config = runs[0].rundir / run_folder.CONFIG
+        assert str(error).startswith(f"{config} was edited since run {runs[0].rundir.name!r}")
+    else:
+        raise AssertionError("the edited seed trained on")
+    assert [session.commit_of(run.rundir) for run in runs] == [session.commit()] * 2

@@ -3,8 +3,8 @@
 Each seed keeps the folder a solo run of it would write (config, env spec, metrics and
 TensorBoard events, checkpoints, best), through the solo run's `Keeper`, so `evaluate`,
 `plot`, `table` and `visualize` read it unchanged, and its rows are the solo run's.
-Their phases run as one program (`training.together`). A killed together-run saves
-every seed's last logged state and resumes together, from the phase all seeds reached.
+Their phases run as one program (`training.together`). A killed together-run saves every
+seed's last logged state and resumes together, from the phase all seeds reached.
 """
 
 from __future__ import annotations
@@ -105,8 +105,9 @@ def _together(
     """`train` of seeds none of which has finished: their envs and program built, trained."""
     config = configs[0]
     with contextlib.ExitStack() as opened:
-        for rundir in rundirs:
+        for rundir, seed_config in zip(rundirs, configs, strict=True):
             opened.enter_context(run_folder.held(rundir))
+            session.check(rundir, seed_config)  # As `run.train`, before any is built.
         if config.jax_native:
             env, _ = environments.build(config, env=env)
             group, states = together.build(configs, env)
@@ -174,10 +175,8 @@ def _train(
     _check_memory(group, stacked, states)  # Compiles the phase: its time is the first's.
     compiled = time.perf_counter() - compiling
     # A thread a seed, so the seeds' checkpoints are written side by side.
-    writers = [
-        concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="batchrl-keeper")
-        for _ in keepers
-    ]
+    pool = concurrent.futures.ThreadPoolExecutor
+    writers = [pool(1, thread_name_prefix="batchrl-keeper") for _ in keepers]
     kept: list[concurrent.futures.Future] = []
     try:
         with contextlib.ExitStack() as opened:
