@@ -9,11 +9,11 @@
 A new run goes to LOGDIR/<timestamp>-<config>/ (`training.run_folder`); the command is a
 shell over the functions `batchrl.train` runs (`training.api`). As in the seed, adding
 `--timestamp T` to the command that started a run resumes it (and starts run T-<config>
-if there is none); a resume whose --config, --seed or --set differ from the saved config
-names the keys that differ and stops. Resuming restores parameters, optimiser,
-normalisers, KL penalty, step counters, random keys and the episode memory from the
-last good checkpoint; on JAX-native envs it continues exactly as if never stopped. Ctrl-C
-or SIGTERM finishes the phase in flight, checkpoints it and exits. Bad input: one line.
+if there is none); a resume whose --config, --seed or --set, or hand edits of its config.yaml
+(`training.session`), differ from the saved config names the keys and stops. It restores
+parameters, optimiser, normalisers, KL penalty, counters, random keys and episode memory from
+the last good checkpoint (exactly, on JAX-native envs). Ctrl-C or SIGTERM checkpoints the
+phase in flight and exits. Bad input: one line.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from batchrl.training import (
     given_env,
     run_folder,
     run_signals,
+    session,
     terminal,
 )
 
@@ -207,7 +208,7 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
         )
     if requested.steps != saved.steps:
         try:
-            api.check_raised_budget(rundir.name, saved, requested.steps)
+            session.check_raised_budget(rundir.name, saved, requested.steps)
         except ValueError as error:
             raise UsageError(str(error)) from None
     changed = {name: asked[name] for name in may_change if name in given}
@@ -382,8 +383,7 @@ def _say_if_nothing_saved(rundirs: list[pathlib.Path]) -> None:
 
 def _folders(logdir: str) -> set[pathlib.Path]:
     """The run folders in `logdir` now: those a run makes later are new."""
-    path = pathlib.Path(logdir)
-    return set(path.iterdir()) if path.is_dir() else set()
+    return set(pathlib.Path(logdir).iterdir()) if pathlib.Path(logdir).is_dir() else set()
 
 
 def _checkpoint_error() -> type[Exception]:

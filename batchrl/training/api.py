@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from batchrl import configs
 from batchrl.bridge import xla_threads
 from batchrl.configs import TrainConfig, backends, config_checks, train_config
-from batchrl.training import compile_signals, given_env, run_folder
+from batchrl.training import compile_signals, given_env, run_folder, session
 
 if TYPE_CHECKING:
     from batchrl.training.run import Run
@@ -164,7 +164,9 @@ def _resumed_config(rundir: pathlib.Path, given: dict[str, Any]) -> TrainConfig:
     """The saved config of `rundir`, with the settings a resume may give anew."""
     saved = run_folder.read_config(rundir)
     if "steps" in given and given["steps"] != saved.steps:
-        check_raised_budget(rundir.name, saved, train_config.typed("steps", int, given["steps"]))
+        session.check_raised_budget(
+            rundir.name, saved, train_config.typed("steps", int, given["steps"])
+        )
     return train_config.set_fields(saved, given.items(), train_config.typed)
 
 
@@ -176,29 +178,6 @@ def _all_rows(done: Run) -> Run:
     # The file's null (no episode ended in the phase) as `train` gives it: NaN, a float.
     rows = [{key: math.nan if v is None else v for key, v in row.items()} for row in rows]
     return dataclasses.replace(done, metrics=rows)
-
-
-# The clipped objective's schedules over `steps`: a raised budget would change them.
-SCHEDULES = ("anneal_learning_rate", "final_discount")
-
-
-def check_raised_budget(name: str, saved: TrainConfig, steps: int) -> None:
-    """A one-line ValueError unless `steps` raises the budget of run `name`, which may go on.
-
-    A run trains the same updates with a larger budget, but for the clipped objective's
-    schedules (`SCHEDULES`), whose clock is the budget.
-    """
-    if steps < saved.steps:
-        raise ValueError(
-            f"run {name!r} has a budget of steps={saved.steps}: a resume may raise it, "
-            f"not lower it to {steps}"
-        )
-    for setting in SCHEDULES:
-        if getattr(saved.algorithm, setting, None) not in (None, False):
-            raise ValueError(
-                f"run {name!r} sets {setting}, a schedule over its steps={saved.steps}: "
-                "a larger budget would change the updates it trained; start a new run"
-            )
 
 
 def check_seeds(seeds: Any) -> list[int]:

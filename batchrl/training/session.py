@@ -3,8 +3,9 @@
 A run folder's `session.json` names the commit of the code that last trained it, which
 `table` prints beside its results, and the settings it trained with. A resume trains
 the settings its last session did: the command refuses other ones given with `--set`,
-and `check` refuses those of a config.yaml edited by hand in between, but for a raised
-budget and the settings a resume may give anew (`train_config.RESUME_MAY_CHANGE`).
+and `check` refuses those of a config.yaml edited by hand in between, but for a budget
+raised where no schedule runs over it (`check_raised_budget`, which judges `--set steps`
+too) and the settings a resume may give anew (`train_config.RESUME_MAY_CHANGE`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,31 @@ from typing import Any
 from batchrl.configs import TrainConfig, train_config
 from batchrl.training import checkpoint, file_writes, run_folder
 
-# Settings one session may train with where the last did not: a budget, raised (the
-# command and `run.check_not_lowered` judge it), and how and where a run goes on.
+# The clipped objective's schedules over `steps`: a raised budget would change them.
+SCHEDULES = ("anneal_learning_rate", "final_discount")
+
+
+def check_raised_budget(name: str, saved: TrainConfig, steps: int) -> None:
+    """A one-line ValueError unless `steps` raises the budget of run `name`, which may go on.
+
+    A run trains the same updates with a larger budget, but for the clipped objective's
+    schedules (`SCHEDULES`), whose clock is the budget.
+    """
+    if steps < saved.steps:
+        raise ValueError(
+            f"run {name!r} has a budget of steps={saved.steps}: a resume may raise it, "
+            f"not lower it to {steps}"
+        )
+    for setting in SCHEDULES:
+        if getattr(saved.algorithm, setting, None) not in (None, False):
+            raise ValueError(
+                f"run {name!r} sets {setting}, a schedule over its steps={saved.steps}: "
+                "a larger budget would change the updates it trained; start a new run"
+            )
+
+
+# Settings one session may train with where the last did not: a budget, raised where no
+# schedule runs over it (`check_raised_budget`), and how and where a run goes on.
 _MAY_CHANGE = frozenset({"steps", *train_config.RESUME_MAY_CHANGE})
 
 
@@ -59,6 +83,16 @@ def check(rundir: pathlib.Path | None, config: TrainConfig) -> None:
     if not isinstance(last, dict) or not checkpoint.steps(run_folder.checkpoints(rundir)):
         return
     settings = _settings(config)
+    if isinstance(last.get("steps"), int) and settings["steps"] > last["steps"]:
+        try:  # A budget raised in the file, judged as one given with `--set steps`; one
+            # lowered past the phases trained is `run.check_not_lowered`'s to refuse.
+            trained = train_config.replace(config, steps=last["steps"])
+            check_raised_budget(rundir.name, trained, config.steps)
+        except ValueError as error:
+            raise run_folder.RunFolderError(
+                f"{rundir / run_folder.CONFIG} was edited since run {rundir.name!r} last "
+                f"trained: {error}"
+            ) from None
     edited = [
         f"{name}={settings.get(name)!r} (trained with {last.get(name)!r})"
         for name in sorted((settings.keys() & last.keys()) - _MAY_CHANGE)

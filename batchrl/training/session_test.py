@@ -109,3 +109,25 @@ def test_a_together_run_whose_configs_were_edited_is_refused_naming_the_first(tm
     else:
         raise AssertionError("the edited seed trained on")
     assert [session.commit_of(run.rundir) for run in runs] == [session.commit()] * 2
+
+
+def test_a_budget_raised_in_the_file_under_a_schedule_is_refused_as_set_steps_is(tmp_path):
+    # The learning rate anneals over `steps`: a larger budget changes the updates trained.
+    settings = dict(TINY, objective="clipped", steps_per_update=50, num_minibatches=2)
+    settings["anneal_learning_rate"] = True
+    del settings["update_every"]
+    run = batchrl.train("pendulum_jax", steps=200, logdir=tmp_path, **settings)
+    config = run.rundir / run_folder.CONFIG
+    data = yaml.safe_load(config.read_text())
+    data["steps"] = 400
+    config.write_text(yaml.safe_dump(data))
+    try:
+        batchrl.resume(run.rundir)
+    except run_folder.RunFolderError as error:
+        assert str(error) == (
+            f"{config} was edited since run {run.rundir.name!r} last trained: run "
+            f"{run.rundir.name!r} sets anneal_learning_rate, a schedule over its steps=200: a "
+            "larger budget would change the updates it trained; start a new run"
+        )
+    else:
+        raise AssertionError("the raised budget trained on")
