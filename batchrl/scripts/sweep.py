@@ -187,17 +187,18 @@ def run_one(
         )
         try:
             code = process.wait()
-        except KeyboardInterrupt:  # The run saves its checkpoint and exits.
-            # SIGTERM, not SIGINT: a sweep started in the background (`nohup ... &`) hands
-            # its runs an ignored SIGINT, and they would never stop. The run ends its
-            # phase first; a second Ctrl-C passes on, and the run stops at once.
+        except KeyboardInterrupt as interrupt:  # The run saves its checkpoint and exits.
+            # The signal the sweep got, so the run names the user's Ctrl-C as SIGINT. A
+            # sweep started in the background (`nohup ... &`) hands its runs an ignored
+            # SIGINT; it gets no Ctrl-C either, only SIGTERM, which it passes on. The run
+            # ends its phase first; a second Ctrl-C passes on, and the run stops at once.
             while True:
-                process.send_signal(signal.SIGTERM)
+                process.send_signal(_received(interrupt))
                 try:
                     process.wait()
                     break
-                except KeyboardInterrupt:
-                    continue
+                except KeyboardInterrupt as again:
+                    interrupt = again
             raise
     return code, round(time.perf_counter() - start, 1), unfinished
 
@@ -255,6 +256,11 @@ def compilation_cache() -> Iterator[str | None]:
 
 def _interrupt(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+
+def _received(interrupt: KeyboardInterrupt) -> signal.Signals:
+    """The signal behind `interrupt`: SIGTERM where `_interrupt` raised it, else Ctrl-C's."""
+    return signal.SIGTERM if interrupt.args == ("signal SIGTERM",) else signal.SIGINT
 
 
 def main(argv: Sequence[str] | None = None) -> int:
