@@ -234,9 +234,10 @@ def load(run: Path) -> list[dict[str, Any]]:
         raise RunError(f"run folder not found: {run}")
     path = run_folder.metrics(run)
     if not path.is_file():
-        started = (run / run_folder.CONFIG).is_file()  # A run that has kept no phase yet.
-        give = "yet" if started else "in it or a folder in it: give run folders or their folder"
-        raise RunError(f"{'run folder ' * started}{run} has no {path.name} {give}")
+        if (run / run_folder.CONFIG).is_file():  # A run that has kept no phase yet.
+            raise RunError(f"run folder {run} has no {path.name} yet")
+        give = "give run folders or their folder"
+        raise RunError(f"{run} has no {path.name} in it or a folder in it: {give}")
     try:
         return metrics_log.read_jsonl(path)
     except ValueError as error:  # Also a file that is not UTF-8.

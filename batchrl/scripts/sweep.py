@@ -188,12 +188,11 @@ def run_one(
         try:
             code = process.wait()
         except KeyboardInterrupt as interrupt:  # The run saves its checkpoint and exits.
-            # The signal the sweep got, so the run names the user's Ctrl-C as SIGINT. A
-            # sweep started in the background (`nohup ... &`) hands its runs an ignored
-            # SIGINT; it gets no Ctrl-C either, only SIGTERM, which it passes on. The run
-            # ends its phase first; a second Ctrl-C passes on, and the run stops at once.
+            # The signal the sweep got: a background sweep (`nohup ... &`), whose runs ignore
+            # SIGINT, gets no Ctrl-C either, only SIGTERM. The run ends its phase first; a
+            # second Ctrl-C passes on, and the run stops at once.
             while True:
-                process.send_signal(_received(interrupt))
+                process.send_signal(getattr(interrupt, "signum", signal.SIGINT))
                 try:
                     process.wait()
                     break
@@ -254,13 +253,16 @@ def compilation_cache() -> Iterator[str | None]:
         yield directory
 
 
+class _Signalled(KeyboardInterrupt):
+    """A stop by a signal other than Ctrl-C's, which reaches Python as a plain one."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"signal {signal.Signals(signum).name}")
+        self.signum = signal.Signals(signum)
+
+
 def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-
-def _received(interrupt: KeyboardInterrupt) -> signal.Signals:
-    """The signal behind `interrupt`: SIGTERM where `_interrupt` raised it, else Ctrl-C's."""
-    return signal.SIGTERM if interrupt.args == ("signal SIGTERM",) else signal.SIGINT
+    raise _Signalled(signum)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
