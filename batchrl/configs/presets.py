@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import re
 from collections.abc import Callable
 
 from batchrl.configs import train_config
@@ -303,9 +304,28 @@ PRESETS: dict[str, Callable[[], TrainConfig]] = {
 
 
 def get(name: str) -> TrainConfig:
-    """The preset called `name`; a one-line error listing the presets otherwise."""
+    """The preset called `name`; a one-line error listing the presets otherwise.
+
+    An env's name given for a preset's (`CartPole-v1`, as Stable-Baselines3 takes one) is
+    said to be an env, with the presets that train it.
+    """
     if name not in PRESETS:
         close = difflib.get_close_matches(str(name), PRESETS, n=1, cutoff=0.8)
-        hint = f"did you mean {close[0]!r}? Or " if close else ""
+        hint = f"did you mean {close[0]!r}? Or " if close else _env_hint(str(name))
         raise ValueError(f"unknown config {name!r}: {hint}choose one of {', '.join(PRESETS)}")
     return PRESETS[name]()
+
+
+def _env_hint(name: str) -> str:
+    """What to do with an env's name given as a preset's ("" for a name of no env)."""
+    training = [p for p, make in PRESETS.items() if _plain(make().env) == _plain(name)]
+    if not training and not re.search(r"-v\d+$|:", name):
+        return ""
+    listed = f" (presets that train it: {', '.join(training)})" if training else ""
+    given = f"a preset on the processes backend trains it given env={name}"
+    return f"that is an env, not a preset{listed}; {given}; "
+
+
+def _plain(env: str) -> str:
+    """An env's name as `_env_hint` compares them: `ALE/Breakout-v5` as `breakout-v5`."""
+    return env.lower().removeprefix("ale/")

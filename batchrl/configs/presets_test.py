@@ -1,4 +1,5 @@
 import math
+import re
 
 import pytest
 
@@ -176,3 +177,27 @@ def test_a_preset_sets_nothing_its_env_leaves_unread(name, caplog):
     assert checked == config
     assert config.algorithm.unread(spec) == []
     assert [record.getMessage() for record in caplog.records] == []
+
+
+@pytest.mark.parametrize(
+    "name, said",
+    [
+        ("CartPole-v1", r"not a preset \(presets that train it: cartpole, cartpole_jax\); "),
+        ("ALE/Breakout-v5", r"not a preset \(presets that train it: breakout\); "),
+        ("LunarLander-v3", r"not a preset; "),
+        ("my_envs:Maze", r"not a preset; "),
+    ],
+)
+def test_an_env_given_as_a_preset_is_said_to_be_one(name, said):
+    # As Stable-Baselines3's PPO("MlpPolicy", "CartPole-v1") takes an env's name.
+    given = rf"a preset on the processes backend trains it given env={re.escape(name)}; choose"
+    with pytest.raises(
+        ValueError, match=rf"^unknown config '{re.escape(name)}': that is an env, {said}{given}"
+    ):
+        presets.get(name)
+
+
+def test_a_name_of_no_env_gets_no_env_hint():
+    with pytest.raises(ValueError) as raised:
+        presets.get("nope")
+    assert "env" not in str(raised.value).split("choose one of")[0]
