@@ -39,7 +39,7 @@ import gymnasium as gym
 
 from batchrl.configs import TrainConfig, train_config
 from batchrl.envs.host import errors as env_errors
-from batchrl.scripts import action_choice, exiting
+from batchrl.scripts import action_choice, exiting, run_argument
 from batchrl.scripts.train import UsageError
 from batchrl.training import checkpoint, environments, loop, placement, run_folder, tail_average
 
@@ -48,11 +48,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m batchrl.scripts.evaluate", description=__doc__.splitlines()[0]
     )
-    parser.add_argument(
-        "--logdir",
-        required=True,
-        nargs="+",
-        help="run folders (DIR/<timestamp>-<config>), or the folders that hold them",
+    run_argument.add(
+        parser, "run folders (DIR/<timestamp>-<config>), or the folders that hold them", many=True
     )
     parser.add_argument(
         "--episodes",
@@ -97,7 +94,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="start the episodes as a run of this seed would (default: the run's own seed)",
     )
     action_choice.add(parser)
-    return parser.parse_args(argv)
+    return run_argument.parsed(parser, argv, many=True)
 
 
 def evaluate(

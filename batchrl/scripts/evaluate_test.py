@@ -81,6 +81,19 @@ def test_repeats_score_the_same_parameters_on_new_episodes(run, capsys):
     assert "--repeats must be at least 1, got 0" in capsys.readouterr().err
 
 
+def test_the_run_folder_given_as_the_argument_reads_as_logdir(run, capsys):
+    # As `plot RUN` takes it; --logdir is the seed's flag.
+    capsys.readouterr()
+    args = ["--episodes", "2", "--phases", "6"]
+    assert evaluate.main(["--logdir", str(run), *args]) == 0
+    assert evaluate.main([str(run), *args]) == 0
+    flagged, argument = lines(capsys)
+    assert argument == flagged
+    with pytest.raises(SystemExit):
+        evaluate.main(args)
+    assert "required: RUN (or --logdir RUN)" in capsys.readouterr().err
+
+
 def test_sample_scores_sampled_actions_from_the_same_starts(run, capsys):
     capsys.readouterr()
     args = ["--logdir", str(run), "--episodes", "2", "--phases", "6"]

@@ -38,7 +38,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from batchrl.scripts import action_choice, exiting
+from batchrl.scripts import action_choice, exiting, run_argument
 from batchrl.training import file_writes, run_folder
 
 
@@ -95,7 +95,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m batchrl.scripts.visualize", description=__doc__.splitlines()[0]
     )
-    parser.add_argument("--logdir", required=True, help="the run folder, DIR/<timestamp>-<config>")
+    run_argument.add(parser, "the run folder, DIR/<timestamp>-<config>", many=False)
     parser.add_argument("--outdir", required=True, help="where videos and episodes.json go")
     parser.add_argument("--episodes", type=int, default=1, help="episodes to record (default: 1)")
     parser.add_argument(
@@ -107,7 +107,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="episode i starts at reset(seed=SEED + i) (default: the run's own seed)",
     )
     action_choice.add(parser)
-    return parser.parse_args(argv)
+    return run_argument.parsed(parser, argv, many=False)
 
 
 def follow_the_agent(env) -> bool:

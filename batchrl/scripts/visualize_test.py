@@ -176,6 +176,15 @@ def test_missing_run_or_checkpoint_is_one_line(tmp_path, capsys):
     assert err == "visualize: error: --seed must be a whole number in [0, 2**31), got -2\n"
 
 
+def test_one_run_folder_as_the_argument_or_logdir(run, tmp_path, capsys):
+    out = tmp_path / "argument"
+    assert visualize.main([str(run), "--outdir", str(out), "--episodes", "1"]) == 0
+    assert json.loads((out / "episodes.json").read_text())
+    with pytest.raises(SystemExit):
+        visualize.main([str(run), "--logdir", str(run), "--outdir", str(out)])
+    assert "one run folder at a time, got 2" in capsys.readouterr().err
+
+
 def test_a_gymnax_run_without_a_gymnasium_env_is_one_line(tmp_path, capsys):
     folder = run_folder.create(tmp_path, configs.get("breakout_minatar"), "breakout_minatar")
     assert visualize.main(["--logdir", str(folder), "--outdir", str(tmp_path / "v")]) == 2
