@@ -74,7 +74,7 @@ def _parse(name: str, kind: Any, text: str) -> Any:
             parts.pop()  # A trailing comma, as Python's (64,).
         if "" in parts:
             raise ValueError(f"{name}={text!r}: an empty item; expected items between commas")
-        return tuple(_parse(name, args[0], part) for part in parts)
+        return tuple(_item(name, args[0], text, part) for part in parts)
     if kind is bool:
         lowered = text.strip().lower()
         if lowered in ("true", "1", "yes", "on"):
@@ -98,6 +98,17 @@ def _parse(name: str, kind: Any, text: str) -> Any:
         except ValueError:
             raise ValueError(f"{name}={text!r}: expected a number") from None
     return text
+
+
+def _item(name: str, kind: Any, text: str, part: str) -> Any:
+    """One item of a sequence `text`; a bad one named within it (`64x64` is not 64,64)."""
+    try:
+        return _parse(name, kind, part)
+    except ValueError:
+        items = {int: "integers", float: "numbers"}.get(kind, "items")
+        raise ValueError(
+            f"{name}={text!r}: expected {items} between commas, such as 64,64; {part!r} is not one"
+        ) from None
 
 
 def _unbracketed(name: str, text: str) -> str:

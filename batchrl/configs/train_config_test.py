@@ -174,6 +174,8 @@ def test_set_reads_integers_exactly_and_in_scientific_notation():
         ("objective=a2c", "unknown objective 'a2c': use one of"),
         ("num_envs=many", "num_envs='many': expected an integer"),
         ("policy_layers=None", "policy_layers='None': expected items such as 64,64; none is "),
+        ("policy_layers=64x64", "'64x64': expected integers between commas, such as 64,64; "),
+        ("value_layers=64,6.5", "value_layers='64,6.5': expected integers .*; '6.5' is not one$"),
         ("normalize_rewards=F", r"'F': expected true or false \(yes or no, 1 or 0, on or off\)"),
         ("image_channels=middle", "unknown image_channels 'middle': use one of"),
         ("seed=2147483648", r"seed must be in \[0, 2\*\*31\), got 2147483648"),
