@@ -274,7 +274,7 @@ def draw(
     backend_agg.FigureCanvasAgg(figure)
     stack = figure.subplots(rows, 1, sharex=True, squeeze=False)[:, 0]
     curves = groups(runs) if seeds else {label: [records] for label, records in runs.items()}
-    handles, points = [], False
+    handles, pointed = [], set()  # The metrics some curve draws as one point, marked.
     for index, (label, members) in enumerate(curves.items()):
         colour = f"C{index % 10}"
         styles = itertools.cycle(["-"] if panels else LINE_STYLES)
@@ -283,13 +283,13 @@ def draw(
             one = MARKERS[0 if panels else number % len(MARKERS)]  # A line of one point is none.
             if not seeds:
                 xs, ys = series(members[0], metric, x)
-                points |= len(xs) == 1
+                pointed |= {number} if len(xs) == 1 else set()
                 axes.plot(xs, ys, color=colour, linestyle=style, marker=one if len(xs) == 1 else "")
                 continue
             grid, mean, low, high = seed_band([series(m, metric, x) for m in members])
             axes.fill_between(grid, low, high, color=colour, alpha=0.2, linewidth=0)
             marker = one if len(grid) == 1 else ""
-            points |= len(grid) == 1
+            pointed |= {number} if len(grid) == 1 else set()
             axes.plot(grid, mean, color=colour, linestyle=style, linewidth=1.5, marker=marker)
             if len(grid) == 1:  # Its band as a bar: a band of one point is invisible.
                 axes.vlines(grid, low, high, color=colour, alpha=0.4)
@@ -304,7 +304,7 @@ def draw(
         for number, (metric, style) in enumerate(
             zip(metrics, itertools.cycle(LINE_STYLES), strict=False)
         ):
-            marker = MARKERS[number % len(MARKERS)] if points else ""
+            marker = MARKERS[number % len(MARKERS)] if number in pointed else ""
             handles.append(
                 lines.Line2D([], [], color="0.3", linestyle=style, marker=marker, label=metric)
             )

@@ -205,6 +205,21 @@ def test_a_run_of_one_point_is_drawn_as_a_marker(tmp_path):
         assert list(line.get_xdata()) == [1000] and line.get_marker() == plot.MARKERS[0]
 
 
+def test_the_legend_marks_only_the_metrics_drawn_as_one_point(tmp_path):
+    # Every phase's train return a line, one eval return a point: only the eval is marked.
+    seed_run(tmp_path / "seed0-cheetah", 0.0, seconds=360.0)
+    records = plot.load(tmp_path / "seed0-cheetah")
+    for number, record in enumerate(records):
+        record["train/return"] = float(number)
+        if number:
+            del record["eval/return"]
+    for seeds in (False, True):
+        figure = plot.draw({"seed0-cheetah": records}, ["train/return", "eval/return"], seeds=seeds)
+        handles = figure.axes[0].get_legend().legend_handles
+        markers = {handle.get_label(): handle.get_marker() for handle in handles}
+        assert markers["train/return"] in ("", "None") and markers["eval/return"] == plot.MARKERS[1]
+
+
 def test_run_folder_without_metrics_exits_2_with_one_line(tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
