@@ -319,11 +319,12 @@ def get(name: str) -> TrainConfig:
 def _env_hint(name: str) -> str:
     """What to do with an env's name given as a preset's ("" for a name of no env)."""
     training = [p for p, make in PRESETS.items() if _plain(make().env) == _plain(name)]
-    if not training and not re.search(r"-v\d+$|:", name):
+    gymnasium = re.search(r"-v\d+$|:", name)  # An id, `module:Class`: not gymnax's names.
+    if not training and not gymnasium:
         return ""
     listed = f" (presets that train it: {', '.join(training)})" if training else ""
-    given = f"a preset on the processes backend trains it given env={name}"
-    return f"that is an env, not a preset{listed}; {given}; "
+    given = f"; a preset on the processes backend trains it given env={name}" if gymnasium else ""
+    return f"that is an env, not a preset{listed}{given}; "
 
 
 def _plain(env: str) -> str:

@@ -197,6 +197,13 @@ def test_an_env_given_as_a_preset_is_said_to_be_one(name, said):
         presets.get(name)
 
 
+def test_a_jax_native_envs_name_is_said_to_be_one_without_the_processes_backend():
+    with pytest.raises(ValueError) as raised:
+        presets.get("Breakout-MinAtar")
+    said = "that is an env, not a preset (presets that train it: breakout_minatar); choose"
+    assert said in str(raised.value)
+
+
 def test_a_name_of_no_env_gets_no_env_hint():
     with pytest.raises(ValueError) as raised:
         presets.get("nope")
