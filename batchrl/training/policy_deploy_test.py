@@ -76,8 +76,11 @@ def _act(policy: batchrl.Policy) -> np.ndarray:
     return policy.act(OBS)
 
 
-# The fork is the point: JAX warns of it as the refusal says it, in one line.
+# The fork is the point: JAX (and Python 3.12) warn of it as the refusal says it, in one line.
 @pytest.mark.filterwarnings(r"ignore:os.fork\(\) was called:RuntimeWarning")
+@pytest.mark.filterwarnings(
+    r"ignore:This process .* is multi-threaded, use of fork\(\):DeprecationWarning"
+)
 def test_a_fork_pool_is_refused_in_one_line_where_it_would_hang_and_spawn_acts(run):
     policy = batchrl.load(run.rundir)
     policy.act(OBS)  # JAX's threads run here: a forked child would wait on them forever.
