@@ -55,7 +55,7 @@ def wanted(config: TrainConfig, env: simulate.CompiledBatch, where: placement.Pl
     the accelerator too (JAX-native envs, Atari through ale-py's GPU target), the two
     programs take turns on it (`breakout`: 3.9k env steps/s either way); on a CPU the
     envs and the learner share its cores, and which wins depends on the env (2 cores,
-    `benchmarks/core_scaling.py`: `cheetah_clipped` on the MuJoCo batch 1.06-1.20x,
+    `benchmarks/core_scaling.py`: `cheetah_clipped` on the MuJoCo batch 1.06-1.25x,
     `pendulum` on workers 1.09x, the seed's `cheetah` on workers 0.88x).
     """
     if config.overlap == "auto":
