@@ -48,9 +48,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m batchrl.scripts.evaluate", description=__doc__.splitlines()[0]
     )
-    run_argument.add(
-        parser, "run folders (DIR/<timestamp>-<config>), or the folders that hold them", many=True
-    )
     parser.add_argument(
         "--episodes",
         type=int,
@@ -94,7 +91,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="start the episodes as a run of this seed would (default: the run's own seed)",
     )
     action_choice.add(parser)
-    return run_argument.parsed(parser, argv, many=True)
+    folders = "run folders (DIR/<timestamp>-<config>), or the folders that hold them"
+    return run_argument.parse(parser, argv, folders, many=True)
 
 
 def evaluate(

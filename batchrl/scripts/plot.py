@@ -283,13 +283,15 @@ def draw(
             one = MARKERS[0 if panels else number % len(MARKERS)]  # A line of one point is none.
             if not seeds:
                 xs, ys = series(members[0], metric, x)
-                pointed |= {number} if len(xs) == 1 else set()
+                if len(xs) == 1:
+                    pointed.add(number)
                 axes.plot(xs, ys, color=colour, linestyle=style, marker=one if len(xs) == 1 else "")
                 continue
             grid, mean, low, high = seed_band([series(m, metric, x) for m in members])
             axes.fill_between(grid, low, high, color=colour, alpha=0.2, linewidth=0)
             marker = one if len(grid) == 1 else ""
-            pointed |= {number} if len(grid) == 1 else set()
+            if len(grid) == 1:
+                pointed.add(number)
             axes.plot(grid, mean, color=colour, linestyle=style, linewidth=1.5, marker=marker)
             if len(grid) == 1:  # Its band as a bar: a band of one point is invisible.
                 axes.vlines(grid, low, high, color=colour, alpha=0.4)

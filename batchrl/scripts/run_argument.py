@@ -10,16 +10,15 @@ import argparse
 from collections.abc import Sequence
 
 
-def add(parser: argparse.ArgumentParser, what: str, many: bool) -> None:
-    """Adds RUN and `--logdir`, both `what` (several of them where `many`)."""
+def parse(
+    parser: argparse.ArgumentParser, argv: Sequence[str] | None, what: str, many: bool
+) -> argparse.Namespace:
+    """`parser`'s arguments with RUN and `--logdir` added, both `what` (several where `many`).
+
+    The run folders given either way come back as `logdir`: a list where `many`, else one.
+    """
     parser.add_argument("runs", nargs="*", metavar="RUN", help=f"{what} (or give --logdir)")
     parser.add_argument("--logdir", nargs="+" if many else None, help=f"{what}, as RUN")
-
-
-def parsed(
-    parser: argparse.ArgumentParser, argv: Sequence[str] | None, many: bool
-) -> argparse.Namespace:
-    """`parser`'s arguments, the run folders in `logdir` (a list where `many`, else one)."""
     args = parser.parse_args(argv)
     given = [*args.runs, *([] if args.logdir is None else _listed(args.logdir))]
     if not given:

@@ -95,7 +95,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m batchrl.scripts.visualize", description=__doc__.splitlines()[0]
     )
-    run_argument.add(parser, "the run folder, DIR/<timestamp>-<config>", many=False)
     parser.add_argument("--outdir", required=True, help="where videos and episodes.json go")
     parser.add_argument("--episodes", type=int, default=1, help="episodes to record (default: 1)")
     parser.add_argument(
@@ -107,7 +106,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="episode i starts at reset(seed=SEED + i) (default: the run's own seed)",
     )
     action_choice.add(parser)
-    return run_argument.parsed(parser, argv, many=False)
+    folder = "the run folder, DIR/<timestamp>-<config>"
+    return run_argument.parse(parser, argv, folder, many=False)
 
 
 def follow_the_agent(env) -> bool:
