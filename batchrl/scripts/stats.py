@@ -1,19 +1,20 @@
 """Per-task statistics of a sweep's seeds, with bootstrap intervals, and a performance profile.
 
 Reads the JSON lines `batchrl.scripts.sweep` prints (one per run: config, seed, final
-return), or makes them from run folders (those of `train --seeds`, say: give the folders
-or the folder that holds them; a run's config is its folder name's part after the last
-"-"), and prints one JSON line: per config, every seed's final return, the IQM
-(the mean of the middle half), mean and median with 95 % percentile bootstrap
-intervals over seeds, the worst seed, and each as a fraction of the task's target, the
-best published PPO at 1M steps. With `--out`, draws the performance profile across
-tasks: for each threshold, the fraction of runs whose score divided by its target
-exceeds it, tasks weighted equally, with a 95 % band from resampling each task's runs
-(a stratified bootstrap). These are the statistics of Agarwal et al. (2021), as their
-rliable library computes them; rliable 1.2 cannot run beside pandas 3 (its `arch`
-dependency fails either to import or to take rliable's arguments), so SciPy's
-bootstrap computes them here. Reacher's returns are negative, so its fraction is the
-target divided by the score: 1 is the target there too, above 1 better.
+return), or makes them from run folders (those of `train --seeds`, say: give the folders or
+the folder that holds them; a run's config is its folder name's part after the last "-"),
+and prints one JSON line: per config, every seed's final return, the IQM (the mean of the
+middle half), mean and median with 95 % percentile bootstrap intervals over seeds, the worst
+seed, and each as a fraction of the task's target, the best published PPO at 1M steps; the
+task is the env the runs trained, from their lines' settings (`task_of`: `cheetah_clipped`
+given `env=Hopper-v5` is held to Hopper's). With `--out`, draws the performance profile
+across tasks: for each threshold, the fraction of runs whose score divided by its target
+exceeds it, tasks weighted equally, with a 95 % band from resampling each task's runs (a
+stratified bootstrap). These are the statistics of Agarwal et al. (2021), as their rliable
+library computes them; rliable 1.2 cannot run beside pandas 3 (its `arch` dependency fails
+either to import or to take rliable's arguments), so SciPy's bootstrap computes them here.
+Reacher's returns are negative, so its fraction is the target divided by the score: 1 is the
+target there too, above 1 better.
 
 `--score best` reads each run's best evaluation along training instead of its final
 policy's return: the number some published tables give (Tianshou's), biased upwards as
@@ -43,6 +44,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import scipy.stats
 
+from batchrl.configs import presets
 from batchrl.scripts import json_lines, run_lines, variants
 
 # The best published PPO at 1M steps on Gymnasium's v5 tasks: Tianshou's MuJoCo table (each
@@ -83,15 +85,51 @@ _TASK_OF = {
 }
 
 
-def task_of(config: str) -> str | None:
-    """The Gymnasium task a preset trains, from its name (`cheetah_clipped`: HalfCheetah-v5).
+def task_of(config: str, env: str | None = None, env_kwargs: dict | None = None) -> str | None:
+    """The Gymnasium task a run trains, whose target (`TARGETS`) its scores are divided by.
 
-    A config named by its task (another library's runs, `HalfCheetah-v5`) is that task.
+    From the config's name (`cheetah_clipped`: HalfCheetah-v5; a config named by its task,
+    another library's runs, `HalfCheetah-v5`, is that task) where the run's line does not
+    say its env (`env`, `env_kwargs`: lines written before lines held their settings), or
+    where it trains its preset's own env. A preset trained on another env (`--set
+    env=Hopper-v5`) trains that env's task, which has a target only with no `env_kwargs`.
     """
     config = variants.config_of(config)
-    if config in TARGETS:
-        return config
-    return _PRESET_TASKS.get(config) or _TASK_OF.get(config.split("_")[0])
+    named = config if config in TARGETS else None
+    named = named or _PRESET_TASKS.get(config) or _TASK_OF.get(config.split("_")[0])
+    if env is None or _as_json((env, env_kwargs or {})) == _preset_env(config):
+        return named
+    return env if env in TARGETS and not env_kwargs else None
+
+
+def _preset_env(config: str) -> tuple[str, dict] | None:
+    """The env and env_kwargs of the preset called `config`; None for another config."""
+    if config not in presets.PRESETS:
+        return None
+    preset = presets.get(config)
+    return _as_json((preset.env, dict(preset.env_kwargs)))
+
+
+def _as_json(value: object) -> object:
+    """`value` as a JSON line holds it: tuples as lists, as a line read back has them."""
+    return json.loads(json.dumps(value))
+
+
+def tasks(paths: Sequence[pathlib.Path], name: Callable[[dict], str] | None = None) -> dict:
+    """Each run name's task (`task_of`), from its finished runs' lines in `paths`.
+
+    Runs named alike trained one env: a name's runs that differ in their env are named
+    apart (`variants`), so its last line's env is every one's.
+    """
+    lines = run_lines.finished(paths)
+    name = name or variants.namer(record for _, record in lines)
+    found = {}
+    for _, record in lines:
+        settings = record.get("settings") or {}
+        found[name(record)] = task_of(
+            record["config"], settings.get("env"), settings.get("env_kwargs")
+        )
+    return found
 
 
 def reference(task: str) -> str:
@@ -103,9 +141,9 @@ def reference(task: str) -> str:
     return "best published PPO at 1M steps"
 
 
-def axis_label(score: str, configs: Sequence[str]) -> str:
-    """The profile's x axis: the score over the targets of these configs' tasks."""
-    references = {reference(task_of(config)) for config in configs}
+def axis_label(score: str, tasks_drawn: Sequence[str]) -> str:
+    """The profile's x axis: the score over the targets of these tasks."""
+    references = {reference(task) for task in tasks_drawn}
     target = references.pop() if len(references) == 1 else "each task's target (stats.TARGETS)"
     return f"{SCORES[score][1]} / {target}"
 
@@ -209,24 +247,37 @@ def summarize(by_seed: dict[int, float], target: float | None, reps: int) -> dic
     return summary
 
 
+def _summary(by_seed: dict[int, float], task: str | None, reps: int) -> dict:
+    """`summarize` of one run name's seeds against its task's target, the task named."""
+    return {"task": task, **summarize(by_seed, TARGETS.get(task), reps)}
+
+
 def profile(columns: list[np.ndarray], taus: np.ndarray) -> np.ndarray:
     """For each tau, the fraction of runs above it, each task's runs weighing one task."""
     return np.mean([(c[:, None] > taus).mean(axis=0) for c in columns], axis=0)
 
 
 def draw_profile(
-    runs: dict[str, dict[int, float]], out: pathlib.Path, reps: int, score: str = "final"
+    runs: dict[str, dict[int, float]],
+    out: pathlib.Path,
+    reps: int,
+    score: str = "final",
+    task: dict[str, str | None] | None = None,
 ) -> None:
-    """The performance profile over every run of the tasks that have a target."""
+    """The performance profile over every run of the tasks that have a target.
+
+    `task`: each run name's task (`tasks`); by default its config name's (`task_of`).
+    """
+    task = task or {config: task_of(config) for config in runs}
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     named = {
-        config: fraction(np.array(list(seeds.values())), TARGETS[task_of(config)])
+        config: fraction(np.array(list(seeds.values())), TARGETS[task[config]])
         for config, seeds in sorted(runs.items())
-        if task_of(config) in TARGETS
+        if task[config] in TARGETS
     }
     if not named:
         raise ValueError("no run of a task with a target: nothing to profile")
@@ -240,7 +291,7 @@ def draw_profile(
     axis.fill_between(taus, low, high, color="tab:blue", alpha=0.2, label="95 % interval")
     axis.axvline(1.0, color="grey", linestyle=":")
     policies = SCORES[score][2]
-    axis.set_xlabel(axis_label(score, named))
+    axis.set_xlabel(axis_label(score, [task[config] for config in named]))
     axis.set_ylabel("fraction of runs above")
     seeds = sorted({len(c) for c in columns})
     counts = f"{seeds[0]}-{seeds[-1]}" if seeds[0] != seeds[-1] else f"{seeds[0]}"
@@ -288,18 +339,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         runs = read(args.results, args.score)
         if not runs:
             raise ValueError("no finished run in the files given")
-        tasks = {
-            config: summarize(seeds, TARGETS.get(task_of(config)), args.reps)
+        task = tasks(args.results)
+        summaries = {
+            config: _summary(seeds, task[config], args.reps)
             for config, seeds in sorted(runs.items())
         }
     except (OSError, ValueError) as error:
         print(f"stats: error: {error}", file=sys.stderr)
         return 2
     # The statistics first: a profile that cannot be drawn took them with it.
-    print(json.dumps({"benchmark": "seed_statistics", "score": args.score, "configs": tasks}))
+    print(json.dumps({"benchmark": "seed_statistics", "score": args.score, "configs": summaries}))
     if args.out is None:
         return 0
-    untargeted = [config for config in sorted(runs) if task_of(config) not in TARGETS]
+    untargeted = [config for config in sorted(runs) if task[config] not in TARGETS]
     if untargeted and len(untargeted) < len(runs):
         print(
             f"stats: note: the profile leaves out {', '.join(untargeted)}: no target "
@@ -307,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
     try:
-        draw_profile(runs, args.out, args.reps, args.score)
+        draw_profile(runs, args.out, args.reps, args.score, task)
     except (OSError, ValueError) as error:
         print(f"stats: error: {error}", file=sys.stderr)
         return 2

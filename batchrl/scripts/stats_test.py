@@ -1,3 +1,4 @@
+import dataclasses
 import json
 import shutil
 
@@ -6,6 +7,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 import batchrl
+from batchrl.configs import presets, train_config
 from batchrl.scripts import stats, sweep, table
 from batchrl.training import session
 
@@ -105,12 +107,64 @@ def test_pixel_presets_are_held_to_their_own_tasks_targets():
 
 
 def test_the_profiles_axis_names_the_targets_of_its_tasks():
-    label = stats.axis_label("final", ["cheetah_clipped", "hopper_clipped"])
+    label = stats.axis_label("final", ["HalfCheetah-v5", "Hopper-v5"])
     assert label == "final return / best published PPO at 1M steps"
-    label = stats.axis_label("best", ["breakout_minatar", "freeway_minatar"])
+    label = stats.axis_label("best", ["Breakout-MinAtar", "Freeway-MinAtar"])
     assert label == "best evaluation along training / gymnax's PPO at 10M steps"
-    label = stats.axis_label("final", ["cheetah_clipped", "minigrid_doorkey"])
+    label = stats.axis_label("final", ["HalfCheetah-v5", "MiniGrid-DoorKey-5x5-v0"])
     assert label == "final return / each task's target (stats.TARGETS)"
+
+
+def write_trained(path, config, returns, **changed):
+    """Lines as a sweep writes them, with the preset's settings and `changed`."""
+    settings = dataclasses.asdict(train_config.replace(presets.get(config), **changed))
+    with path.open("a") as file:
+        for seed, value in enumerate(returns):
+            record = {"benchmark": "learning", "config": config, "seed": seed, "finished": True}
+            record |= {"final_return": value, "settings": {**settings, "seed": seed}}
+            file.write(json.dumps(record) + "\n")
+
+
+def test_a_preset_trained_on_another_env_is_held_to_that_envs_target(tmp_path, capsys):
+    # cheetah_clipped's runs on Hopper were divided by HalfCheetah's 7,115, not Hopper's 2,609.
+    results = tmp_path / "results.jsonl"
+    write_trained(results, "cheetah_clipped", [2400.0, 2600.0, 2800.0], env="Hopper-v5")
+    out = tmp_path / "profile.png"
+    assert stats.main([str(results), "--reps", "50", "--out", str(out)]) == 0
+    summary = json.loads(capsys.readouterr().out)["configs"]["cheetah_clipped"]
+    assert summary["task"] == "Hopper-v5" and summary["target"] == 2609.0
+    assert summary["iqm_over_target"] == pytest.approx(2600.0 / 2609.0, abs=1e-3)
+    assert table.main([str(results), "--reps", "50"]) == 0
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[2]
+        .startswith("| `cheetah_clipped` | 0-2 | 2,600 (1.00) [")
+    )
+    # Beside its runs on its own env, each set is named apart and held to its own task's.
+    write_trained(results, "cheetah_clipped", [7000.0, 7200.0])
+    assert stats.main([str(results), "--reps", "50"]) == 0
+    configs = json.loads(capsys.readouterr().out)["configs"]
+    assert configs["cheetah_clipped [env=HalfCheetah-v5]"]["target"] == 7115.0
+    assert configs["cheetah_clipped [env=Hopper-v5]"]["target"] == 2609.0
+
+
+def test_a_task_changed_by_env_kwargs_or_an_env_of_no_target_has_none(tmp_path, capsys):
+    results = tmp_path / "results.jsonl"
+    kwargs = {"ctrl_cost_weight": 0.0}  # An easier HalfCheetah than the published one's.
+    write_trained(results, "cheetah_clipped", [9000.0, 9100.0], env_kwargs=kwargs)
+    write_trained(results, "hopper_clipped", [-150.0, -160.0], env="Pendulum-v1")
+    out = tmp_path / "profile.png"
+    assert stats.main([str(results), "--reps", "50", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    configs = json.loads(captured.out)["configs"]
+    assert configs["cheetah_clipped"]["task"] is None and "target" not in configs["cheetah_clipped"]
+    assert configs["hopper_clipped"]["task"] is None and "target" not in configs["hopper_clipped"]
+    assert captured.err == "stats: error: no run of a task with a target: nothing to profile\n"
+    # The preset's own env and kwargs, as its line writes them back, keep its task.
+    write_trained(tmp_path / "doorkey.jsonl", "minigrid_doorkey", [0.95, 0.96])
+    assert stats.main([str(tmp_path / "doorkey.jsonl"), "--reps", "50"]) == 0
+    summary = json.loads(capsys.readouterr().out)["configs"]["minigrid_doorkey"]
+    assert summary["task"] == "MiniGrid-DoorKey-5x5-v0" and summary["target"] == 0.9
 
 
 def test_only_a_runs_last_line_must_hold_the_score(tmp_path, capsys):

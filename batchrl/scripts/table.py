@@ -101,10 +101,13 @@ def row(
     final: dict[int, float],
     kept: dict[int, float] | None,
     reps: int,
-    commits: Sequence[str | None] = (),
+    commits: Sequence[str | None],
+    task: str | None,
 ) -> str:
-    """The table's line of one preset from its seeds' final (and kept best) returns."""
-    task = stats.task_of(config)
+    """The table's line of one preset from its seeds' final (and kept best) returns.
+
+    `task`: the task its scores are held to (`stats.tasks`), None for none with a target.
+    """
     target = stats.TARGETS.get(task) if task else None
     summary = stats.summarize(final, target, reps)
     low, high = summary["iqm_95ci"]
@@ -224,8 +227,9 @@ def table(paths: Sequence[pathlib.Path], reps: int = REPS, per_seed: bool = Fals
         except ValueError:  # This file's runs were not evaluated again: no kept columns.
             continue
     commits = _commits(paths, name)
+    task = stats.tasks(paths, name)
     lines = list(HEADER)
-    lines += [row(c, final[c], kept.get(c), reps, commits[c]) for c in final]
+    lines += [row(c, final[c], kept.get(c), reps, commits[c], task[c]) for c in final]
     return "\n".join(lines)
 
 
