@@ -87,8 +87,14 @@ def records(path: pathlib.Path) -> list[tuple[str, dict]]:
     (`train --seeds`'s logdir): each run's line is made from its folder (`results.line`).
 
     Raises:
-        ValueError: for a folder that holds neither runs nor results.jsonl.
+        ValueError: for a path that does not exist, or a folder that holds neither runs nor
+            results.jsonl.
     """
+    if not path.exists():
+        raise ValueError(
+            f"{str(path)!r} does not exist: give a sweep's results.jsonl, its folder, run "
+            "folders or the folder that holds them"
+        )
     if not path.is_dir():
         return [(f"{path}:{number}", record) for number, record in json_lines.read(path)]
     if (path / "results.jsonl").is_file():

@@ -211,6 +211,14 @@ def test_a_sweeps_folder_is_read_through_its_lines_and_an_empty_one_is_refused(t
         f"stats: error: {tmp_path / 'empty'} holds no run folder and no results.jsonl: give a "
         "sweep's results.jsonl, its folder, run folders or the folder that holds them\n"
     )
+    # A path mistyped: the OS's "[Errno 2] No such file or directory", said as the others.
+    for script in (stats, table):
+        assert script.main([str(tmp_path / "results.json")]) == 2
+        assert capsys.readouterr().err == (
+            f"{script.__name__.rsplit('.', 1)[1]}: error: {str(tmp_path / 'results.json')!r} "
+            "does not exist: give a sweep's results.jsonl, its folder, run folders or the "
+            "folder that holds them\n"
+        )
 
 
 def test_the_run_folders_of_train_seeds_are_read_as_a_sweeps_lines(tmp_path, capsys):
