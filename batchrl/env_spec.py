@@ -187,6 +187,10 @@ class EnvSpec:
             action); None when the fields above describe the action. With a tree,
             `discrete` is False and `action_shape` is (D,), the policy's float row of the
             leaves' elements in `leaves` order.
+        spaces: The env's (observation_space, action_space) as Gymnasium gives them, where
+            it has them: what a run keeps (`spaces.json`) and a loaded policy tells. Not
+            part of what the spec is: specs of envs whose spaces differ only where the
+            fields above do not look (a vector Box's bounds) are equal, and share programs.
     """
 
     observation: Any
@@ -198,6 +202,7 @@ class EnvSpec:
     action_nvec: tuple[int, ...] | None = None
     action_start: tuple[int, ...] | None = None
     action: Any = None
+    spaces: tuple[Any, Any] | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         bad = [leaf for leaf in leaves(self.observation) if not isinstance(leaf, ObsLeaf)]
@@ -314,10 +319,11 @@ def nbytes(tree: Any) -> int:
 def to_data(spec: EnvSpec) -> dict[str, Any]:
     """`spec` as lists, dicts, strings and numbers: what `from_data` reads back equal.
 
+    `spaces` are left out (a run keeps them apart, as Gymnasium's: `envs.space_data`).
     The observation tree is written node by node: `{"leaf": {...}}`, `{"tuple": [...]}`,
     and `{"dict": [[key, node], ...]}` (pairs, so keys keep their type and order).
     """
-    fields = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec)}
+    fields = {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if f.compare}
     data = {
         name: list(value) if isinstance(value, tuple) else value for name, value in fields.items()
     }
@@ -330,7 +336,7 @@ def from_data(data: dict[str, Any]) -> EnvSpec:
     """The `EnvSpec` that `to_data` wrote; a ValueError naming what does not fit."""
     if not isinstance(data, dict) or "observation" not in data:
         raise ValueError(f"an env spec is a mapping with an observation, got {data!r:.80}")
-    known = {f.name for f in dataclasses.fields(EnvSpec)}
+    known = {f.name for f in dataclasses.fields(EnvSpec) if f.compare}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"an env spec has no field {unknown[0]!r}")

@@ -15,6 +15,7 @@ envs whose spaces are Gymnasium's (gymnax).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -308,7 +309,15 @@ def env_spec(
     action_space: gym.Space,
     env_name: str = "env",
 ) -> EnvSpec:
-    """The spec of an env with these Gymnasium spaces; unsupported spaces are refused."""
+    """The spec of an env with these Gymnasium spaces, which it keeps (`EnvSpec.spaces`).
+
+    Unsupported spaces are refused.
+    """
+    spec = _spec(observation_space, action_space, env_name)
+    return dataclasses.replace(spec, spaces=(observation_space, action_space))
+
+
+def _spec(observation_space: gym.Space, action_space: gym.Space, env_name: str) -> EnvSpec:
     observation = observation_tree(observation_space, env_name)
     if not sum(math.prod(leaf.shape) for leaf in env_spec_lib.leaves(observation)):
         raise UnsupportedSpaceError(

@@ -18,6 +18,7 @@ import numpy as np
 
 from batchrl import algorithm as algorithm_lib
 from batchrl.configs import TrainConfig, flat
+from batchrl.envs import space_data
 from batchrl.training import (
     checkpoint,
     loop,
@@ -154,9 +155,10 @@ def restore(
 ) -> loop.RunState:
     """The run folder's newest good checkpoint placed as `state` is; `state` when none.
 
-    Writes the env's spec into the folder once its checkpoints load (a resume refused for
-    an edited config left the other env's spec, and the folder would not load when put
-    back). Checkpoints of which none loads are a CheckpointError that says what to do.
+    Writes the env's spec (and its spaces) into the folder once its checkpoints load (a
+    resume refused for an edited config left the other env's spec, and the folder would
+    not load when put back). Checkpoints of which none loads are a CheckpointError that
+    says what to do.
     """
     if rundir is None:
         return state
@@ -174,6 +176,8 @@ def restore(
             f"{error}; {config}move {str(directory)!r} away to train the run again from its start"
         ) from None
     run_folder.write_spec(rundir, spec)
+    if spec.spaces is not None:  # Gymnasium's spaces, which a loaded policy tells.
+        run_folder.write_spaces(rundir, space_data.pair_to_data(spec.spaces))
     if restored is None:
         _say_rows_replaced(rundir)
         return state

@@ -25,6 +25,7 @@ turns, each sampled action drawn from a key of its own.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import pathlib
@@ -32,6 +33,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -39,6 +41,7 @@ import numpy as np
 from batchrl import algorithm as algorithm_lib
 from batchrl import env_spec as env_spec_lib
 from batchrl.configs import TrainConfig, train_config
+from batchrl.envs import space_data
 from batchrl.training import checkpoint, policy_obs, run_folder
 
 logger = logging.getLogger("batchrl.training")
@@ -113,6 +116,23 @@ class Policy:
     def env_spec(self) -> env_spec_lib.EnvSpec:
         """The env's spaces as the policy reads them."""
         return self._networks.env_spec
+
+    @property
+    def observation_space(self) -> gym.Space | None:
+        """The env's observation space, as Gymnasium gives it: what `act` takes, one env's.
+
+        As Stable-Baselines3's `model.observation_space`. None for an env without
+        Gymnasium spaces (a JAX-native env of one's own), and a folder written before
+        runs kept them.
+        """
+        spaces = self._networks.env_spec.spaces
+        return None if spaces is None else spaces[0]
+
+    @property
+    def action_space(self) -> gym.Space | None:
+        """The env's action space, as Gymnasium gives it: what `act` returns, one env's."""
+        spaces = self._networks.env_spec.spaces
+        return None if spaces is None else spaces[1]
 
     @property
     def learner(self) -> algorithm_lib.Learner:
@@ -289,6 +309,8 @@ def load(rundir: str | os.PathLike, *, best: bool = False, seed: int | None = No
         from batchrl.training import environments  # Old folders only: imports every env kind.
 
         spec = environments.check_env(config)
+    else:
+        spec = dataclasses.replace(spec, spaces=_spaces(rundir))
     algorithm = algorithm_lib.of(config.algorithm)
     networks = algorithm.networks(config.algorithm, spec)
     target = _learner_example(algorithm, networks, config)
@@ -297,6 +319,16 @@ def load(rundir: str | os.PathLike, *, best: bool = False, seed: int | None = No
     else:
         learner = checkpoint.load_latest(directory, target, LEARNER)[1]
     return Policy(algorithm, networks, learner, seed=config.seed, config=config)
+
+
+def _spaces(rundir: pathlib.Path) -> tuple[gym.Space, gym.Space] | None:
+    """The env's Gymnasium spaces the run kept; None where it kept none."""
+    data = run_folder.read_spaces(rundir)
+    try:
+        return None if data is None else space_data.pair_from_data(data)
+    except ValueError as error:
+        path = str(rundir / run_folder.SPACES)
+        raise run_folder.RunFolderError(f"cannot read {path!r}: {error}") from None
 
 
 def _checkpoint_file(given: pathlib.Path, best: bool) -> tuple[pathlib.Path, pathlib.Path | None]:

@@ -2,6 +2,7 @@ import concurrent.futures
 import dataclasses
 import multiprocessing
 import pickle
+import shutil
 
 import gymnasium as gym
 import numpy as np
@@ -11,6 +12,7 @@ import batchrl
 from batchrl import algorithm as algorithm_lib
 from batchrl.configs import presets, train_config
 from batchrl.envs import spaces
+from batchrl.testing import cue, parameter_cue
 from batchrl.training import api_test, run_folder
 from batchrl.training import policy as policy_lib
 
@@ -83,6 +85,42 @@ def test_a_policy_pickles_and_acts_in_another_process_as_here(run):
     with concurrent.futures.ProcessPoolExecutor(1, mp_context=spawn) as pool:
         there = pool.submit(policy.predict, obs).result(timeout=300)[0]  # A hang, not a race.
     np.testing.assert_array_equal(there, policy.predict(obs)[0])
+
+
+def test_a_loaded_policy_tells_the_spaces_it_acts_in_as_gymnasiums_env_has_them(run, tmp_path):
+    # Stable-Baselines3's model.observation_space: pendulum_jax's are Gymnasium Pendulum's.
+    env = gym.make("Pendulum-v1")
+    policy = batchrl.load(run.rundir)
+    assert policy.observation_space == env.observation_space
+    assert policy.action_space == env.action_space and policy.action_space.contains(
+        policy.act(np.zeros(3, np.float32))
+    )
+    assert pickle.loads(pickle.dumps(policy)).observation_space == env.observation_space
+    assert run.policy.action_space == env.action_space  # The run's own, in memory.
+    # A folder written before runs kept their spaces: none to tell.
+    older = shutil.copytree(run.rundir, tmp_path / run.rundir.name)
+    (older / run_folder.SPACES).unlink()
+    assert batchrl.load(older).observation_space is None
+    assert batchrl.load(older).action_space is None
+    (older / run_folder.SPACES).write_text('{"observation_space": {"type": "Box"}}')
+    with pytest.raises(run_folder.RunFolderError) as error:
+        batchrl.load(older)
+    assert str(error.value) == (
+        f"cannot read {str(older / run_folder.SPACES)!r}: spaces' data holds observation_space "
+        "and action_space, got {'observation_space': {'type': 'Box'}}"
+    )
+
+
+@pytest.mark.parametrize("make", [cue.FrameCue, parameter_cue.ParameterCue])
+def test_worker_envs_spaces_are_kept_as_gymnasium_gave_them(tmp_path, make):
+    # A Dict of a uint8 frame and a vector; a Dict action of a Box and a Discrete.
+    settings = dict(steps=64, num_envs=4, max_length=4, phase_steps=64, eval_episodes=4)
+    settings |= dict(policy_layers=(8,), objective="clipped", steps_per_update=8)
+    env = f"{make.__module__}:{make.__name__}"
+    run = batchrl.train("cartpole", env=env, logdir=tmp_path, num_minibatches=2, **settings)
+    policy = batchrl.load(run.rundir)
+    assert policy.observation_space == make().observation_space
+    assert policy.action_space == make().action_space
 
 
 def test_a_flag_read_as_a_string_or_a_number_is_refused_not_taken_as_true(run):

@@ -3,6 +3,7 @@
     LOGDIR/<timestamp>-<config>/
         config.yaml             the run's TrainConfig, written before anything else
         env_spec.json           the env's spaces as the policy reads them, written at start
+        spaces.json             the env's Gymnasium spaces, where it has them, likewise
         session.json            the commit and settings of the session that last trained it
         metrics.jsonl           one row per train phase (and TensorBoard's event files)
         checkpoints/ckpt-<phase>.bin, checkpoints/best.bin
@@ -27,6 +28,7 @@ import pathlib
 import re
 import shutil
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import yaml
 
@@ -36,6 +38,7 @@ from batchrl.training import file_writes
 
 CONFIG = "config.yaml"
 SPEC = "env_spec.json"
+SPACES = "spaces.json"
 SESSION = "session.json"
 METRICS = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"
@@ -349,8 +352,31 @@ def write_spec(rundir: str | os.PathLike, spec: env_spec_lib.EnvSpec) -> None:
     A spec the folder holds already is not written again: a finished run resumed in a
     read-only folder had nothing else to write.
     """
-    text = json.dumps(env_spec_lib.to_data(spec), indent=1) + "\n"
-    path = pathlib.Path(rundir) / SPEC
+    _write_once(pathlib.Path(rundir) / SPEC, env_spec_lib.to_data(spec))
+
+
+def write_spaces(rundir: str | os.PathLike, spaces: dict[str, Any]) -> None:
+    """Writes the env's Gymnasium spaces as `envs.space_data` gives them, as `write_spec`."""
+    _write_once(pathlib.Path(rundir) / SPACES, spaces)
+
+
+def read_spaces(rundir: str | os.PathLike) -> dict[str, Any] | None:
+    """The spaces' data the run wrote at start; None where it kept none.
+
+    A run keeps none of an env without Gymnasium spaces (a JAX-native env of one's own),
+    nor a folder written before runs kept them.
+    """
+    path = pathlib.Path(rundir) / SPACES
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except json.JSONDecodeError as error:
+        raise RunFolderError(f"cannot read {str(path)!r}: {error}") from None
+
+
+def _write_once(path: pathlib.Path, data: Any) -> None:
+    text = json.dumps(data, indent=1) + "\n"
     with contextlib.suppress(OSError):
         if path.read_text() == text:
             return

@@ -16,6 +16,7 @@ import math
 from typing import ClassVar
 
 import flax.struct
+import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -34,6 +35,7 @@ FORCE = 10.0
 TAU = 0.02
 THETA_THRESHOLD = 12 * 2 * math.pi / 360
 X_THRESHOLD = 2.4
+OBS_HIGH = np.array([X_THRESHOLD * 2, np.inf, THETA_THRESHOLD * 2, np.inf], np.float32)
 INIT_BOUND = 0.05
 
 
@@ -59,7 +61,14 @@ class CartPole:
     """Gymnasium's CartPole-v1 with its default reward (not the Sutton-Barto variant)."""
 
     env_spec: ClassVar[EnvSpec] = EnvSpec(
-        env_spec_lib.vector((4,)), discrete=True, num_actions=2, action_start=(0,)
+        env_spec_lib.vector((4,)),
+        discrete=True,
+        num_actions=2,
+        action_start=(0,),
+        spaces=(  # Gymnasium's CartPole-v1's, which a loaded policy tells.
+            gym.spaces.Box(-OBS_HIGH, OBS_HIGH, (4,), np.float32),
+            gym.spaces.Discrete(2),
+        ),
     )
     max_length: ClassVar[int] = 500
 

@@ -19,6 +19,7 @@ import dataclasses
 from typing import ClassVar
 
 import flax.struct
+import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -28,6 +29,7 @@ from batchrl.env_spec import EnvSpec
 from batchrl.envs.jax import jax_env
 
 MAX_SPEED = 8.0
+OBS_HIGH = np.array([1.0, 1.0, MAX_SPEED], np.float32)
 MAX_TORQUE = 2.0
 DT = 0.05
 MASS = 1.0
@@ -61,6 +63,10 @@ class Pendulum:
         action_shape=(1,),
         action_low=(-MAX_TORQUE,),
         action_high=(MAX_TORQUE,),
+        spaces=(  # Gymnasium's Pendulum-v1's, which a loaded policy tells.
+            gym.spaces.Box(-OBS_HIGH, OBS_HIGH, (3,), np.float32),
+            gym.spaces.Box(-MAX_TORQUE, MAX_TORQUE, (1,), np.float32),
+        ),
     )
     max_length: ClassVar[int] = 200
 
