@@ -138,7 +138,7 @@ def test_a_preset_trained_on_another_env_is_held_to_that_envs_target(tmp_path, c
     assert (
         capsys.readouterr()
         .out.splitlines()[2]
-        .startswith("| `cheetah_clipped` | 0-2 | 2,600 (1.00) [")
+        .startswith("| `cheetah_clipped` on Hopper-v5 | 0-2 | 2,600 (1.00) [")
     )
     # Beside its runs on its own env, each set is named apart and held to its own task's.
     write_trained(results, "cheetah_clipped", [7000.0, 7200.0])

@@ -111,8 +111,10 @@ def row(
     target = stats.TARGETS.get(task) if task else None
     summary = stats.summarize(final, target, reps)
     low, high = summary["iqm_95ci"]
+    named = stats.task_of(config)  # A preset trained on another env says which.
+    elsewhere = f" on {task}" if task and task != named else ""
     cells = [
-        f"`{config}`",
+        f"`{config}`{elsewhere}",
         _seeds(summary["seeds"]),
         f"{_with_fraction(summary['iqm'], target)} [{_number(low)}, {_number(high)}]",
         _with_fraction(summary["worst"], target),
