@@ -53,10 +53,13 @@ def from_data(data: dict[str, Any]) -> gym.Space:
     try:
         if kind == "Box":
             shape, dtype = tuple(data["shape"]), np.dtype(data["dtype"])
+            # Floats through float64 ("inf" among them), then the space's dtype: float32
+            # bounds come back exactly. Integers in their own: int64's extremes too.
+            read = np.float64 if dtype.kind == "f" else dtype
             low, high = (
-                np.broadcast_to(np.asarray(data[side], np.float64), shape).astype(dtype)
+                np.broadcast_to(np.asarray(data[side], read), shape).astype(dtype)
                 for side in ("low", "high")
-            )  # In the space's dtype, as the env's were: float32 bounds read back exactly.
+            )
             return gym.spaces.Box(low, high, shape, dtype)
         if kind == "Discrete":
             return gym.spaces.Discrete(data["n"], start=data["start"])

@@ -11,6 +11,9 @@ SPACES = [
     gym.make("Pendulum-v1").action_space,
     gym.spaces.Box(0, 255, (84, 84, 4), np.uint8),
     gym.spaces.Box(np.array([0, -3]), np.array([5, 6]), dtype=np.int32),
+    # Integer extremes a float64 cannot hold: they came back as int64's minimum, or 0.
+    gym.spaces.Box(np.iinfo(np.int64).min, np.iinfo(np.int64).max, (2,), np.int64),
+    gym.spaces.Box(0, np.iinfo(np.uint64).max, (2,), np.uint64),
     gym.spaces.Box(-np.inf, np.inf, (2, 3), np.float64),
     gym.spaces.Box(0, 1, (3,), np.bool_),
     gym.spaces.Discrete(5, start=-2),
