@@ -30,7 +30,8 @@ def to_data(space: gym.Space) -> dict[str, Any]:
             "high": _bound(space.high),
         }
     if isinstance(space, gym.spaces.Discrete):
-        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+        n, start, dtype = int(space.n), int(space.start), space.dtype.name
+        return {"type": "Discrete", "n": n, "start": start, "dtype": dtype}
     if isinstance(space, gym.spaces.MultiDiscrete):
         return {
             "type": "MultiDiscrete",
@@ -62,7 +63,7 @@ def from_data(data: dict[str, Any]) -> gym.Space:
             )
             return gym.spaces.Box(low, high, shape, dtype)
         if kind == "Discrete":
-            return gym.spaces.Discrete(data["n"], start=data["start"])
+            return gym.spaces.Discrete(data["n"], start=data["start"], dtype=data["dtype"])
         if kind == "MultiDiscrete":
             return gym.spaces.MultiDiscrete(data["nvec"], data["dtype"], start=data["start"])
         if kind == "MultiBinary":

@@ -17,6 +17,7 @@ SPACES = [
     gym.spaces.Box(-np.inf, np.inf, (2, 3), np.float64),
     gym.spaces.Box(0, 1, (3,), np.bool_),
     gym.spaces.Discrete(5, start=-2),
+    gym.spaces.Discrete(3, start=1, dtype=np.int32),  # Its dtype is the actions' dtype.
     gym.spaces.MultiDiscrete([[3, 4], [5, 6]], start=[[1, 0], [0, -1]]),
     gym.spaces.MultiBinary([2, 3]),
     gym.spaces.Dict(
@@ -33,8 +34,9 @@ def test_every_space_training_takes_is_kept_as_standard_json_and_read_back_equal
     text = json.dumps(space_data.to_data(space), allow_nan=False)  # No Infinity: standard.
     back = space_data.from_data(json.loads(text))
     assert back == space and type(back) is type(space)
+    assert back.dtype == space.dtype
     if isinstance(space, gym.spaces.Box):  # Bounds in the space's own dtype, as the env's.
-        assert back.low.dtype == space.low.dtype and back.dtype == space.dtype
+        assert back.low.dtype == space.low.dtype
     if isinstance(space, gym.spaces.Dict):
         assert list(back.spaces) == list(space.spaces)
     pair = space_data.pair_from_data(
