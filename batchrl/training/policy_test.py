@@ -102,6 +102,9 @@ def test_a_loaded_policy_tells_the_spaces_it_acts_in_as_gymnasiums_env_has_them(
     (older / run_folder.SPACES).unlink()
     assert batchrl.load(older).observation_space is None
     assert batchrl.load(older).action_space is None
+    batchrl.resume(older)  # Finished: it trains nothing, and keeps its spaces from now on.
+    assert batchrl.load(older).action_space == env.action_space
+    (older / run_folder.SPACES).unlink()
     (older / run_folder.SPACES).write_text('{"observation_space": {"type": "Box"}}')
     with pytest.raises(run_folder.RunFolderError) as error:
         batchrl.load(older)
