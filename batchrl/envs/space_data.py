@@ -99,7 +99,7 @@ class _DataError(ValueError):
 def _bound(values: np.ndarray) -> Any:
     """A Box's bounds: one number where all are one, else nested lists; inf as a string."""
     flat = values.ravel()
-    one = flat.size and bool(np.all(flat == flat[0]))
+    one = bool(flat.size) and bool(np.all(flat == flat[0]))
     listed = (flat[:1] if one else values).tolist()
     return _finite_or_named(listed[0] if one else listed)
 

@@ -282,7 +282,7 @@ def load(rundir: str | os.PathLike, *, best: bool = False, seed: int | None = No
 
     `rundir` may also name one checkpoint file of a run's `checkpoints` folder, to load that
     phase's policy. Sampled actions draw from a key of `seed`, by default the run's own.
-    Reads the run's config, its env spec and the checkpoint's learner, and builds no env
+    Reads the run's config, env spec, spaces and the checkpoint's learner, and builds no env
     (a folder written before runs kept their spec builds one, in this process, to read it).
     One-line errors:
     `run_folder.RunFolderError` for a missing folder, config or checkpoint,
