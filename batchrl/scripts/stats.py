@@ -261,14 +261,13 @@ def draw_profile(
     runs: dict[str, dict[int, float]],
     out: pathlib.Path,
     reps: int,
-    score: str = "final",
-    task: dict[str, str | None] | None = None,
+    score: str,
+    task: dict[str, str | None],
 ) -> None:
     """The performance profile over every run of the tasks that have a target.
 
-    `task`: each run name's task (`tasks`); by default its config name's (`task_of`).
+    `task`: each run name's task (`tasks`).
     """
-    task = task or {config: task_of(config) for config in runs}
     import matplotlib
 
     matplotlib.use("Agg")
