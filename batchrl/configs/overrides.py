@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from batchrl.configs import train_config
+from batchrl.configs import peer_names, train_config
 
 
 class _Loader(yaml.SafeLoader):
@@ -139,6 +139,38 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="override fields: --set a=1 b=2, or --set given once a field",
     )
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """`parser.parse_args(argv)`; config keys given as flags (`--env X`) are told `--set`.
+
+    argparse's own error, "unrecognized arguments: --env X --steps 100", left a user of
+    flags such as Stable-Baselines3's or CleanRL's to find `--set` alone.
+    """
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        said = f"unrecognized arguments: {' '.join(unknown)}"
+        settings = _as_settings(unknown)
+        if settings:
+            said += f"; config keys go after --set: --set {' '.join(settings)}"
+        parser.error(said)
+    return args
+
+
+def _as_settings(unknown: Sequence[str]) -> list[str]:
+    """`key=value` for each flag of `unknown` that names a config key, under batchrl's name."""
+    settings = []
+    for index, token in enumerate(unknown):
+        name, equals, value = token.removeprefix("--").partition("=")
+        key = name.replace("-", "_")
+        key = key if train_config.is_key(key) else peer_names.setting(key)
+        if not token.startswith("--") or key is None:
+            continue
+        if not equals:  # `--env X`: the value is the next argument, where it is not a flag.
+            following = unknown[index + 1] if index + 1 < len(unknown) else "--"
+            value = "VALUE" if following.startswith("--") else following
+        settings.append(f"{key}={value}")
+    return settings
 
 
 def parse_override(config: train_config.TrainConfig, assignment: str) -> train_config.TrainConfig:

@@ -42,3 +42,13 @@ def hint(name: str) -> str | None:
     """An unknown key's hint where `name` is Stable-Baselines3's or CleanRL's; else None."""
     said = PEER_NAMES.get(name)
     return None if said is None else f", Stable-Baselines3's or CleanRL's name: batchrl's is {said}"
+
+
+def setting(name: str) -> str | None:
+    """The key of batchrl for Stable-Baselines3's or CleanRL's `name`, its values as given.
+
+    None where `name` is not theirs, or where its value means otherwise (`batch_size`, a
+    minibatch's rows, is a count of minibatches here).
+    """
+    said = PEER_NAMES.get(name)
+    return said if said is not None and said.isidentifier() else None

@@ -172,6 +172,11 @@ def _all_keys() -> set[str]:
     return keys
 
 
+def is_key(name: str) -> bool:
+    """Whether `name` is a key `--set` takes, for some objective (`algorithm.` prefix too)."""
+    return _bare(name) in _all_keys()
+
+
 def _with_objective(config: TrainConfig, objective: str) -> TrainConfig:
     """`config` with an algorithm of `objective`'s type, keeping the settings both share."""
     if objective not in ppo_config.OBJECTIVES:

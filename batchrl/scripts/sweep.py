@@ -81,7 +81,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="EPISODES",
         help="evaluate each run's best-evaluated policy on this many episodes",
     )
-    args = parser.parse_args(argv)
+    args = configs.overrides.parse_args(parser, argv)
     if args.evaluate_best is not None and args.evaluate_best < 1:
         parser.error(f"--evaluate-best takes episodes, at least 1: got {args.evaluate_best}")
     keys = {

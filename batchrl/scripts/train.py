@@ -76,7 +76,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="list the config keys, with --config's and --set's values, and exit",
     )
-    args = parser.parse_args(argv)
+    args = configs.overrides.parse_args(parser, argv)
     if args.timestamp is not None and not args.timestamp.strip():  # Started a new run.
         parser.error(f"--timestamp names a run to start or resume, got {args.timestamp!r}")
     return args

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from batchrl import configs
 from batchrl.conftest import wait_gone
 from batchrl.scripts import train
 from batchrl.testing import interrupt, mock
@@ -971,3 +972,25 @@ def test_a_run_under_jax_enable_x64_is_refused_in_one_line(tmp_path):
         "batchrl: error: batchrl trains in 32 bits, and jax_enable_x64 is on: turn it off "
         "first (jax.config.update('jax_enable_x64', False), or unset JAX_ENABLE_X64)\n"
     )
+
+
+def test_config_keys_given_as_flags_are_told_to_go_after_set(capsys):
+    # argparse said "unrecognized arguments: --env CartPole-v1 ..." and no more.
+    argv = ["--config", "pendulum", "--env", "CartPole-v1", "--total-timesteps=1e6"]
+    with pytest.raises(SystemExit) as exited:
+        train.main([*argv, "--learning-rate", "3e-4", "--normalize-rewards", "--bogus", "3"])
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert exited.value.code == 2 and err == (
+        "batchrl: error: unrecognized arguments: --env CartPole-v1 --total-timesteps=1e6 "
+        "--learning-rate 3e-4 --normalize-rewards --bogus 3; config keys go after --set: --set "
+        "env=CartPole-v1 steps=1e6 learning_rate=3e-4 normalize_rewards=VALUE"
+    )
+    with pytest.raises(SystemExit):  # Nothing to set: argparse's own words.
+        train.main(["--bogus", "3"])
+    assert capsys.readouterr().err.splitlines()[-1].endswith("unrecognized arguments: --bogus 3")
+    # What the hint says is what --set takes.
+    config = configs.overrides.parse_overrides(
+        configs.get("pendulum"), ["env=CartPole-v1", "steps=1e6", "learning_rate=3e-4"]
+    )
+    said = (config.env, config.steps, config.algorithm.learning_rate)
+    assert said == ("CartPole-v1", 10**6, 3e-4)
