@@ -13,10 +13,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import pickle
 import select
 import signal
 import threading
 import traceback
+from collections.abc import Sequence
+from multiprocessing import reduction
 from multiprocessing.connection import Connection
 
 import cloudpickle
@@ -103,7 +106,7 @@ def _serve(
             # The answer first: infos larger than the pipe holds wait for the parent to read.
             os.write(answer.fileno(), stepper.SENT)
             try:
-                conn.send(("ok", infos_lib.encode(infos)))
+                _send_infos(conn, ("ok", infos_lib.encode(infos)), infos)
             except (EOFError, BrokenPipeError, ConnectionResetError):
                 raise
             except Exception as error:  # Infos that do not pickle.
@@ -119,12 +122,13 @@ def _serve(
                 autoreset, read = stepper.RINGS[ring]
                 kept[steps] = envs.step(autoreset, given)
                 infos = infos_lib.encode(kept[steps]) if read else None  # Read at once.
-                conn.send(("ok", (stepper.objects(envs.buffers.obs), read, infos)))
+                reply = ("ok", (stepper.objects(envs.buffers.obs), read, infos))
+                _send_infos(conn, reply, kept[steps] if read else ())
             elif command == "infos":
-                conn.send(("ok", infos_lib.encode(kept[args[0]])))
+                _send_infos(conn, ("ok", infos_lib.encode(kept[args[0]])), kept[args[0]])
             elif command == "reset":
                 infos = envs.reset(*args)
-                conn.send(("ok", (infos, stepper.objects(envs.buffers.obs))))
+                _send_infos(conn, ("ok", (infos, stepper.objects(envs.buffers.obs))), infos)
             elif command in forwarding.COMMANDS:
                 _send_by_value(conn, ("ok", getattr(envs, command)(*args)))
             elif command == "attach":
@@ -153,6 +157,32 @@ def _send_by_value(conn: Connection, message: tuple) -> None:
     pickle refuses it. Only answers off the step path go this way.
     """
     conn.send_bytes(cloudpickle.dumps(message))
+
+
+def _send_infos(conn: Connection, message: tuple, infos: Sequence[dict]) -> None:
+    """Sends an answer that carries `infos`; one that does not pickle is a PicklingError.
+
+    The error names the info's key: pickle's own words do not always say pickle (Python
+    3.13's "Can't get local object" of a lambda).
+    """
+    try:
+        data = reduction.ForkingPickler.dumps(message)  # What `conn.send` would send.
+    except Exception as error:
+        keys = [key for info in infos for key, value in info.items() if not _pickles(value)]
+        said = f"info {keys[0]!r} " if keys else "an info "
+        raise pickle.PicklingError(
+            f"{said}does not pickle, so it cannot reach the main process: "
+            f"{type(error).__name__}: {error}"
+        ) from error
+    conn.send_bytes(data)
+
+
+def _pickles(value: object) -> bool:
+    try:
+        reduction.ForkingPickler.dumps(value)
+    except Exception:
+        return False
+    return True
 
 
 def _send_error(conn: Connection, error: BaseException) -> None:
