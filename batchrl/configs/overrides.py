@@ -161,10 +161,12 @@ def _as_settings(unknown: Sequence[str]) -> list[str]:
     """`key=value` for each flag of `unknown` that names a config key, under batchrl's name."""
     settings = []
     for index, token in enumerate(unknown):
-        name, equals, value = token.removeprefix("--").partition("=")
+        if not token.startswith("--"):
+            continue
+        name, equals, value = token[2:].partition("=")
         key = name.replace("-", "_")
         key = key if train_config.is_key(key) else peer_names.setting(key)
-        if not token.startswith("--") or key is None:
+        if key is None:
             continue
         if not equals:  # `--env X`: the value is the next argument, where it is not a flag.
             following = unknown[index + 1] if index + 1 < len(unknown) else "--"

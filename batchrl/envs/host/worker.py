@@ -162,16 +162,17 @@ def _send_by_value(conn: Connection, message: tuple) -> None:
 def _send_infos(conn: Connection, message: tuple, infos: Sequence[dict]) -> None:
     """Sends an answer that carries `infos`; one that does not pickle is a PicklingError.
 
-    The error names the info's key: pickle's own words do not always say pickle (Python
-    3.13's "Can't get local object" of a lambda).
+    The error names the info's key where an info is the cause: pickle's own words do not
+    always say pickle (Python 3.13's "Can't get local object" of a lambda).
     """
     try:
         data = reduction.ForkingPickler.dumps(message)  # What `conn.send` would send.
     except Exception as error:
         keys = [key for info in infos for key, value in info.items() if not _pickles(value)]
-        said = f"info {keys[0]!r} " if keys else "an info "
+        # Else an observation of no fixed size (a space's objects) is what does not pickle.
+        said = f"info {keys[0]!r}" if keys else "the worker's answer (observations, infos)"
         raise pickle.PicklingError(
-            f"{said}does not pickle, so it cannot reach the main process: "
+            f"{said} does not pickle, so it cannot reach the main process: "
             f"{type(error).__name__}: {error}"
         ) from error
     conn.send_bytes(data)
