@@ -2,6 +2,7 @@
 
 `host_call` makes one: a `buffer_callback` on XLA's own CPU buffers where JAX has it (about
 5 us a call inside `lax.scan`, against 75 us for an `io_callback`), else an `io_callback`.
+Under `jax.vmap` a call is refused in words that say what to do instead.
 `weakly` calls the bridge through a weak reference, as JAX's caches keep a program's
 callbacks after its run.
 """
@@ -88,7 +89,7 @@ def host_call(
                 raise
             keep_error(outputs, *views)
 
-        return buffer_callback(on_buffers, result_types, has_side_effect=True)
+        return refusing_vmap(buffer_callback(on_buffers, result_types, has_side_effect=True))
 
     def on_arrays(*inputs: Any) -> Any:
         thread_state.keep()
@@ -110,7 +111,30 @@ def host_call(
 
     if device is not None:  # The token orders the calls; XLA allows no ordered effect here.
         sharding = jax.sharding.SingleDeviceSharding(device)
-        return functools.partial(
+        call = functools.partial(
             jax.experimental.io_callback, on_arrays, result_types, sharding=sharding
         )
-    return functools.partial(jax.experimental.io_callback, on_arrays, result_types, ordered=True)
+    else:
+        call = functools.partial(
+            jax.experimental.io_callback, on_arrays, result_types, ordered=True
+        )
+    return refusing_vmap(call)
+
+
+def refusing_vmap(call: Callable[..., Any]) -> Callable[..., Any]:
+    """`call`, whose refusal under `jax.vmap` says why host envs cannot be mapped, and what can.
+
+    A PureJaxRL-style `jax.vmap(train)(seeds)` over host envs met JAX's words for the
+    callback's missing batching rule, which name neither the envs nor a way on.
+    """
+    checked = jax.custom_batching.custom_vmap(lambda *args: call(*args))
+
+    @checked.def_vmap
+    def refuse(*_: Any) -> Any:
+        raise NotImplementedError(
+            "host envs cannot be stepped under jax.vmap: a batch of them is already one "
+            "call with a row per env; to train several seeds at once, use `sweep "
+            "--together` or `batchrl.train(config, seeds=[...])`"
+        )
+
+    return checked

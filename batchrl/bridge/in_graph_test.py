@@ -219,6 +219,31 @@ def test_floats_for_integer_actions_are_refused_at_trace_time_as_batch_env_refus
         env.step(state, {"pick": jnp.ones((2,), jnp.int32), "x": x})
 
 
+@pytest.mark.parametrize("in_place", [True, False])
+def test_stepping_under_vmap_says_the_envs_are_one_batch_and_how_seeds_go_together(in_place):
+    # jax.vmap(train)(seeds), as on JAX-native envs, met JAX's words for a missing rule.
+    refused = r"^host envs cannot be stepped under jax.vmap: .* use `sweep --together`"
+    with BatchEnv.from_envs([gym.make("Pendulum-v1") for _ in range(2)]) as batch_env:
+        env = bridge.InGraphBatchEnv(batch_env, seed=0, in_place=in_place)
+        state, obs = env.init(jax.random.key(0))
+        actions = jnp.zeros((3, 2, 1))
+        with pytest.raises(NotImplementedError, match=refused):
+            jax.jit(jax.vmap(env.step, in_axes=(None, 0)))(state, actions)
+
+        def rollout(action: jax.Array) -> jax.Array:  # A scan's body is mapped as a whole.
+            step = lambda state, _: (env.step(state, action)[0], None)  # noqa: E731
+            return jax.lax.scan(step, state, length=4)[0].reward
+
+        with pytest.raises(NotImplementedError, match=refused):
+            jax.vmap(rollout)(actions)
+        if in_place:  # Else JAX refuses the effect of io_callback in a mapped cond, first.
+            reset = lambda mask: env.reset(state, obs, jax.random.key(1), mask)  # noqa: E731
+            with pytest.raises(NotImplementedError, match=refused):
+                jax.vmap(reset)(jnp.array([[True, False]] * 3))
+        state, step = jax.jit(env.step)(state, actions[0])  # Unmapped, the same bridge steps.
+        assert step.reward.shape == (2,)
+
+
 def test_a_wrapped_batch_or_gymnasiums_own_vector_env_is_refused_in_one_line():
     # The bridge steps the batch beneath Gymnasium's API: a wrapper would be passed by.
     with BatchEnv.from_envs([gym.make("Pendulum-v1") for _ in range(2)]) as batch_env:
