@@ -2,9 +2,10 @@
 
 Loaded by `benchmarks/gymnasium_vector_tests.py` (`pytest -p`), never by batchrl's own
 suite. `AsyncVectorEnv(env_fns, ...)` builds `BatchEnv.external(env_fns,
-envs_per_worker=1)` with the autoreset and observation modes given, as a user who
-swaps the class would; AsyncVectorEnv's own knobs (shared memory, copy, daemon, custom
-worker) have no counterpart and are ignored.
+max_concurrency=...)`, a worker per env unless Gymnasium 1.4's `max_concurrency` caps
+them, with the autoreset and observation modes given, as a user who swaps the class
+would; AsyncVectorEnv's own knobs (shared memory, copy, daemon, custom worker) have no
+counterpart and are ignored.
 """
 
 from __future__ import annotations
@@ -37,12 +38,9 @@ class BatchEnvInAsyncsPlace(BatchEnv):
         del shared_memory, copy, daemon, worker  # No counterpart.
         options = {"context": context} if context else {}
         env_fns = list(env_fns)
-        if max_concurrency is not None and max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be a positive integer, got {max_concurrency}")
-        workers = len(env_fns) if max_concurrency is None else max_concurrency
-        built = BatchEnv.external(
+        built = BatchEnv.external(  # A worker for each env, as AsyncVectorEnv starts them.
             env_fns,
-            envs_per_worker=-(-len(env_fns) // workers),
+            max_concurrency=len(env_fns) if max_concurrency is None else max_concurrency,
             autoreset_mode=autoreset_mode,
             observation_mode=observation_mode,
             **options,

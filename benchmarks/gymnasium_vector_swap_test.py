@@ -43,5 +43,7 @@ def test_max_concurrency_is_how_many_worker_processes_step_the_envs():
         assert [group.num_envs for group in env.groups] == [3, 2]
         env.reset(seed=0)
         assert env.step(np.zeros(5, np.int64))[0].shape == (5, 4)
-    with pytest.raises(ValueError, match="max_concurrency must be a positive integer, got 0"):
+    with pytest.raises(
+        ValueError, match=r"^max_concurrency must be a whole number of at least 1 or None, got 0$"
+    ):
         swap.BatchEnvInAsyncsPlace(fns, max_concurrency=0)

@@ -86,6 +86,7 @@ class BatchEnv(batch.BatchEnvBase):
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         first_index: int = 0,
         observation_mode: Any = "same",
+        max_concurrency: int | None = None,
         **env_kwargs: Any,
     ) -> BatchEnv:
         """Builds envs in worker processes, `envs_per_worker` to a process.
@@ -104,14 +105,21 @@ class BatchEnv(batch.BatchEnvBase):
 
         `first_index`: the number of the first env when this batch is part of a larger
         one (a Ray actor's share): it names envs in errors and seeds their restarts.
-        `observation_mode`: `AsyncVectorEnv`'s (`BatchEnvBase`).
+        `observation_mode`: `AsyncVectorEnv`'s (`BatchEnvBase`). `max_concurrency`:
+        Gymnasium 1.4 `AsyncVectorEnv`'s, the most envs stepping at once: that many
+        workers, their envs shared out evenly (in place of `envs_per_worker`).
         """
         mode = arguments.check_autoreset_mode(autoreset_mode)
         observation_mode = arguments.check_observation_mode(observation_mode)
         constructors = arguments.constructors(env, num_envs, env_kwargs)
         num_local = arguments.check_local_envs(local_envs, len(constructors))
         remote = constructors[: len(constructors) - num_local]
-        per_worker = arguments.check_envs_per_worker(envs_per_worker)
+        per_worker = arguments.envs_per_worker_for(
+            max_concurrency,
+            len(remote),
+            arguments.check_envs_per_worker(envs_per_worker),
+            num_local,
+        )
         per_worker = per_worker or split.default_envs_per_worker(len(remote), num_local > 0)
         groups = []
         try:

@@ -64,3 +64,24 @@ def test_keywords_for_a_gymnasium_id_go_to_gym_make_as_make_vec_passes_them():
         "keywords ['render_mode'] go to gym.make with a Gymnasium id; a constructor takes its "
         "own (functools.partial(make, ...))"
     )
+
+
+def test_max_concurrency_as_gymnasium_1_4_gives_it_is_how_many_workers_step_the_envs():
+    # AsyncVectorEnv(env_fns, max_concurrency=2) moved here named the keyword an env's.
+    cartpoles = [lambda: gym.make("CartPole-v1")] * 5
+    with BatchEnv.external(cartpoles, max_concurrency=2) as envs:
+        assert [group.num_envs for group in envs.groups] == [3, 2]
+        sync = gym.vector.SyncVectorEnv(cartpoles)
+        np.testing.assert_array_equal(envs.reset(seed=0)[0], sync.reset(seed=0)[0])
+        actions = np.array([0, 1, 1, 0, 1])
+        np.testing.assert_array_equal(envs.step(actions)[0], sync.step(actions)[0])
+    for bad in (0, True, 1.5):
+        with pytest.raises(ValueError) as refused:
+            BatchEnv.external(cartpoles, max_concurrency=bad)
+        assert str(refused.value) == (
+            f"max_concurrency must be a whole number of at least 1 or None, got {bad!r}"
+        )
+    with pytest.raises(ValueError, match=r"^max_concurrency=2 sets how many worker processes"):
+        BatchEnv.external(cartpoles, max_concurrency=2, envs_per_worker=1)
+    with pytest.raises(ValueError, match=r"give it, or envs_per_worker and local_envs, not both$"):
+        BatchEnv.external(cartpoles, max_concurrency=2, local_envs=1)

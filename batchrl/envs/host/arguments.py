@@ -154,6 +154,34 @@ def check_timeout(timeout: Any) -> float | None:
     return float(timeout)
 
 
+def envs_per_worker_for(
+    max_concurrency: Any, envs: int, envs_per_worker: int | None, local_envs: int
+) -> int | None:
+    """Envs a worker steps, so that at most `max_concurrency` processes step `envs` at once.
+
+    `AsyncVectorEnv`'s `max_concurrency` (Gymnasium 1.4) caps the envs in `step` or `reset`
+    at once; a worker steps its envs one after another, so here it is the count of workers.
+    None leaves `envs_per_worker` as given. A ValueError names a value that is not a whole
+    number of at least 1, or one given beside `envs_per_worker` or `local_envs`.
+    """
+    if max_concurrency is None:
+        return envs_per_worker
+    if (
+        isinstance(max_concurrency, bool)
+        or not isinstance(max_concurrency, int | np.integer)
+        or max_concurrency < 1
+    ):
+        raise ValueError(
+            f"max_concurrency must be a whole number of at least 1 or None, got {max_concurrency!r}"
+        )
+    if envs_per_worker is not None or local_envs:
+        raise ValueError(
+            f"max_concurrency={max_concurrency} sets how many worker processes step the envs: "
+            f"give it, or envs_per_worker and local_envs, not both"
+        )
+    return -(-envs // int(max_concurrency))
+
+
 def check_local_envs(local_envs: int | str, num_envs: int) -> int:
     """`local_envs` as a number of envs, or a ValueError naming what is allowed."""
     if local_envs == "auto":
