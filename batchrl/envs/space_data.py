@@ -69,7 +69,8 @@ def from_data(data: dict[str, Any]) -> gym.Space:
         if kind == "MultiBinary":
             return gym.spaces.MultiBinary(data["n"])
         if kind == "Dict":
-            return gym.spaces.Dict({key: from_data(value) for key, value in data["spaces"]})
+            # Pairs, not a dict, which Gymnasium sorts: the keys keep the env's order.
+            return gym.spaces.Dict([(key, from_data(value)) for key, value in data["spaces"]])
         if kind == "Tuple":
             return gym.spaces.Tuple([from_data(value) for value in data["spaces"]])
     except _DataError:

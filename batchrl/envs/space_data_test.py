@@ -1,3 +1,4 @@
+import collections
 import json
 
 import gymnasium as gym
@@ -25,6 +26,11 @@ SPACES = [
             "view": gym.spaces.Box(0, 1, (2, 2)),
             "pair": gym.spaces.Tuple([gym.spaces.Discrete(3), gym.spaces.MultiBinary(4)]),
         }
+    ),
+    # Keys in the env's order, unsorted, as an OrderedDict (or 1.4's sort_keys=False) keeps
+    # them: read back sorted, a loaded policy's space listed its leaves in another order.
+    gym.spaces.Dict(
+        collections.OrderedDict([("z", gym.spaces.Discrete(2)), ("a", gym.spaces.Box(0, 1))])
     ),
 ]
 
