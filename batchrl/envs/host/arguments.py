@@ -129,11 +129,7 @@ def check_envs_per_worker(envs_per_worker: Any) -> int | None:
     """`envs_per_worker` as an int of at least 1 (None: the default), or a ValueError naming it."""
     if envs_per_worker is None:
         return None
-    if (
-        isinstance(envs_per_worker, bool)
-        or not isinstance(envs_per_worker, int | np.integer)
-        or envs_per_worker < 1
-    ):
+    if not _whole_at_least_1(envs_per_worker):
         raise ValueError(
             f"envs_per_worker must be a whole number of at least 1, got {envs_per_worker!r}"
         )
@@ -166,11 +162,7 @@ def envs_per_worker_for(
     """
     if max_concurrency is None:
         return envs_per_worker
-    if (
-        isinstance(max_concurrency, bool)
-        or not isinstance(max_concurrency, int | np.integer)
-        or max_concurrency < 1
-    ):
+    if not _whole_at_least_1(max_concurrency):
         raise ValueError(
             f"max_concurrency must be a whole number of at least 1 or None, got {max_concurrency!r}"
         )
@@ -180,6 +172,11 @@ def envs_per_worker_for(
             f"give it, or envs_per_worker and local_envs, not both"
         )
     return -(-envs // int(max_concurrency))
+
+
+def _whole_at_least_1(value: Any) -> bool:
+    """Whether `value` is an int (numpy's too, not a bool) of at least 1."""
+    return not isinstance(value, bool) and isinstance(value, int | np.integer) and value >= 1
 
 
 def check_local_envs(local_envs: int | str, num_envs: int) -> int:
