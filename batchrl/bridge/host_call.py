@@ -127,7 +127,7 @@ def refusing_vmap(call: Callable[..., Any]) -> Callable[..., Any]:
     A PureJaxRL-style `jax.vmap(train)(seeds)` over host envs met JAX's words for the
     callback's missing batching rule, which name neither the envs nor a way on.
     """
-    checked = jax.custom_batching.custom_vmap(lambda *args: call(*args))
+    checked = jax.custom_batching.custom_vmap(call)
 
     @checked.def_vmap
     def refuse(*_: Any) -> Any:
