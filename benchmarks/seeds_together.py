@@ -26,7 +26,7 @@ import time
 import accelerator_check
 
 from batchrl import configs
-from batchrl.training import results
+from batchrl.training import metrics_log, results, run_folder
 
 
 def timed_train(logdir: pathlib.Path, preset: str, chosen: list[str], settings: list[str]) -> float:
@@ -51,6 +51,19 @@ def final_returns(logdir: pathlib.Path) -> dict[str, float]:
         for folder in sorted(logdir.iterdir())
         if folder.is_dir()
     }
+
+
+def phase_seconds(logdir: pathlib.Path) -> dict[str, float]:
+    """Seconds the first run folder under `logdir` spent in its train phases, its first apart.
+
+    The first phase's count holds the phase's compile; the others are the phases' own
+    work, which seeds together share out or add up (their rows say the together phase's).
+    """
+    folder = next(folder for folder in sorted(logdir.iterdir()) if folder.is_dir())
+    seconds = [
+        row["perf/train_seconds"] for row in metrics_log.read_jsonl(run_folder.metrics(folder))
+    ]
+    return {"first": round(seconds[0], 2), "others": round(sum(seconds[1:]), 2)}
 
 
 def main() -> int:
@@ -80,6 +93,10 @@ def main() -> int:
         root = pathlib.Path(folder)
         together = timed_train(root / "together", args.preset, ["--seeds", *seeds], settings)
         solo = timed_train(root / "solo", args.preset, ["--seed", "0"], settings)
+        phases_together, phases_solo = (
+            phase_seconds(root / "together"),
+            phase_seconds(root / "solo"),
+        )
         after = [solo]
         for seed in range(1, args.after_another):
             after.append(timed_train(root / "solo", args.preset, ["--seed", str(seed)], settings))
@@ -97,6 +114,12 @@ def main() -> int:
             "solo_seconds_each": after,
             "together_to_one_seed": round(together / solo, 3),
             "together_to_one_after_another": round(together / one_after_another, 3),
+            "phase_seconds_together": phases_together,
+            "phase_seconds_one_seed": phases_solo,
+            # Near 1, the seeds' phases cost what N solo runs' do: nothing shared but the start.
+            "together_phases_to_n_solo_phases": round(
+                phases_together["others"] / (args.seeds * phases_solo["others"]), 3
+            ),
             "final_returns_together": final_returns(root / "together"),
             "final_returns_solo": final_returns(root / "solo"),
             "versions": accelerator_check.versions(),
