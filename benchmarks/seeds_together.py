@@ -5,7 +5,9 @@ start, compiles and evaluations: the train command with `--seeds 0 .. N-1` (one 
 `training.together`), the same with `--seed 0` alone, and, with `--after-another K`, seeds
 0 .. K-1 one after another. The one-after-another time of N seeds is measured where
 K = N, and otherwise estimated as N times the solo run's (the line says which). Prints
-one JSON line, with every seed's final return.
+one JSON line, with every seed's final return and the seconds of the first seed's train
+phases, the first (its compile) apart: the together phases over N solo runs' says how
+much of a phase's work the seeds share.
 
     python benchmarks/seeds_together.py                       # 10 seeds of pendulum_jax
     python benchmarks/seeds_together.py --preset breakout_minatar --steps 10000000
@@ -93,10 +95,8 @@ def main() -> int:
         root = pathlib.Path(folder)
         together = timed_train(root / "together", args.preset, ["--seeds", *seeds], settings)
         solo = timed_train(root / "solo", args.preset, ["--seed", "0"], settings)
-        phases_together, phases_solo = (
-            phase_seconds(root / "together"),
-            phase_seconds(root / "solo"),
-        )
+        phases_together = phase_seconds(root / "together")
+        phases_solo = phase_seconds(root / "solo")
         after = [solo]
         for seed in range(1, args.after_another):
             after.append(timed_train(root / "solo", args.preset, ["--seed", str(seed)], settings))
@@ -117,8 +117,10 @@ def main() -> int:
             "phase_seconds_together": phases_together,
             "phase_seconds_one_seed": phases_solo,
             # Near 1, the seeds' phases cost what N solo runs' do: nothing shared but the start.
-            "together_phases_to_n_solo_phases": round(
-                phases_together["others"] / (args.seeds * phases_solo["others"]), 3
+            "together_phases_to_n_solo_phases": (
+                round(phases_together["others"] / (args.seeds * phases_solo["others"]), 3)
+                if phases_solo["others"]
+                else None  # A budget of one phase: nothing after the compile's.
             ),
             "final_returns_together": final_returns(root / "together"),
             "final_returns_solo": final_returns(root / "solo"),
