@@ -15,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import arguments, batch, lifecycle, local, process, split
+from batchrl.envs.host import arguments, batch, lifecycle, local, process
 from batchrl.envs.host.external import ExternalProcess
 
 
@@ -107,26 +107,27 @@ class BatchEnv(batch.BatchEnvBase):
         one (a Ray actor's share): it names envs in errors and seeds their restarts.
         `observation_mode`: `AsyncVectorEnv`'s (`BatchEnvBase`). `max_concurrency`:
         Gymnasium 1.4 `AsyncVectorEnv`'s, the most envs stepping at once: that many
-        workers, their envs shared out evenly (in place of `envs_per_worker`).
+        workers (at most one an env), the envs shared out evenly (in place of
+        `envs_per_worker`).
         """
         mode = arguments.check_autoreset_mode(autoreset_mode)
         observation_mode = arguments.check_observation_mode(observation_mode)
         constructors = arguments.constructors(env, num_envs, env_kwargs)
         num_local = arguments.check_local_envs(local_envs, len(constructors))
         remote = constructors[: len(constructors) - num_local]
-        per_worker = arguments.envs_per_worker_for(
+        sizes = arguments.worker_sizes(
             max_concurrency,
             len(remote),
             arguments.check_envs_per_worker(envs_per_worker),
             num_local,
         )
-        per_worker = per_worker or split.default_envs_per_worker(len(remote), num_local > 0)
         groups = []
         try:
-            for start in range(0, len(remote), per_worker):
+            start = 0
+            for size in sizes:
                 groups.append(
                     process.ProcessGroup(
-                        remote[start : start + per_worker],
+                        remote[start : start + size],
                         first_index=first_index + start,
                         timeout=timeout,
                         restart=restart,
@@ -135,6 +136,7 @@ class BatchEnv(batch.BatchEnvBase):
                         observation_mode=observation_mode,
                     )
                 )
+                start += size
             if num_local:
                 here = [make() for make in constructors[len(remote) :]]
                 groups.append(local.LocalGroup(here, observation_mode))

@@ -75,6 +75,11 @@ def test_max_concurrency_as_gymnasium_1_4_gives_it_is_how_many_workers_step_the_
         np.testing.assert_array_equal(envs.reset(seed=0)[0], sync.reset(seed=0)[0])
         actions = np.array([0, 1, 1, 0, 1])
         np.testing.assert_array_equal(envs.step(actions)[0], sync.step(actions)[0])
+    # As many workers as asked, the envs shared out evenly: 2, 2 and 1 stepped 3 at once.
+    with BatchEnv.external(cartpoles, max_concurrency=4) as envs:
+        assert [group.num_envs for group in envs.groups] == [2, 1, 1, 1]
+    with BatchEnv.external(cartpoles, max_concurrency=9) as envs:  # One worker an env.
+        assert [group.num_envs for group in envs.groups] == [1] * 5
     for bad in (0, True, 1.5):
         with pytest.raises(ValueError) as refused:
             BatchEnv.external(cartpoles, max_concurrency=bad)

@@ -150,18 +150,21 @@ def check_timeout(timeout: Any) -> float | None:
     return float(timeout)
 
 
-def envs_per_worker_for(
+def worker_sizes(
     max_concurrency: Any, envs: int, envs_per_worker: int | None, local_envs: int
-) -> int | None:
-    """Envs a worker steps, so that at most `max_concurrency` processes step `envs` at once.
+) -> list[int]:
+    """How many of `envs` each worker process steps, in order.
 
+    `envs_per_worker` (default: `split`'s, by the cores) fills each worker in turn.
     `AsyncVectorEnv`'s `max_concurrency` (Gymnasium 1.4) caps the envs in `step` or `reset`
-    at once; a worker steps its envs one after another, so here it is the count of workers.
-    None leaves `envs_per_worker` as given. A ValueError names a value that is not a whole
-    number of at least 1, or one given beside `envs_per_worker` or `local_envs`.
+    at once; a worker steps its envs one after another, so here it is the count of workers,
+    the envs shared out evenly over that many (5 envs, 4: workers of 2, 1, 1 and 1). A
+    ValueError names a value that is not a whole number of at least 1, or one given beside
+    `envs_per_worker` or `local_envs`.
     """
     if max_concurrency is None:
-        return envs_per_worker
+        per_worker = envs_per_worker or split.default_envs_per_worker(envs, local_envs > 0)
+        return [min(per_worker, envs - start) for start in range(0, envs, per_worker)]
     if not _whole_at_least_1(max_concurrency):
         raise ValueError(
             f"max_concurrency must be a whole number of at least 1 or None, got {max_concurrency!r}"
@@ -171,7 +174,8 @@ def envs_per_worker_for(
             f"max_concurrency={max_concurrency} sets how many worker processes step the envs: "
             f"give it, or envs_per_worker and local_envs, not both"
         )
-    return -(-envs // int(max_concurrency))
+    workers = min(int(max_concurrency), envs)
+    return [envs // workers + (worker < envs % workers) for worker in range(workers)]
 
 
 def _whole_at_least_1(value: Any) -> bool:
