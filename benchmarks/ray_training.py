@@ -7,7 +7,8 @@ worker processes (`backend=processes`), on the cluster's actors stepped once a b
 step (`backend=ray`, one actor a node), and in two rollout actors, one a node, that act
 a segment at a time (`rollout_actors=2`), their envs in worker processes or stepped in
 the actors' own processes (`local_envs=16`), acting one version behind the learner or
-not (`overlap=on`). Each run's speed is its env steps over its
+not (`overlap=on`), the learner's process on every core or kept to one (the cluster's
+actors share this machine's cores with it). Each run's speed is its env steps over its
 train seconds after the first phase (which compiles); the median over rounds is kept,
 with every round's figures and each Ray variant's ratio to local workers.
 
@@ -23,6 +24,7 @@ end). A long run's speed is its steady one; a run of few phases pays the ends on
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import pathlib
@@ -72,7 +74,16 @@ VARIANTS = {
         "local_envs=16",
         "overlap=on",
     ],
+    # As rollout_actors_overlap, the learner's process kept to one core (`taskset -c`):
+    # its update and the actors, which share this machine, no longer take turns on both.
+    "rollout_actors_overlap_learner_one_core": [
+        "backend=processes",
+        "rollout_actors=2",
+        "overlap=on",
+    ],
 }
+# Variants whose train process runs on one core, the first this process may use.
+ONE_CORE = {"rollout_actors_overlap_learner_one_core"}
 
 
 def fits(preset: str, variant: str) -> bool:
@@ -94,7 +105,13 @@ def train(preset: str, variant: str, phases: int, address: str) -> dict:
         for setting in settings:
             command += ["--set", setting]
         env = {**os.environ, "RAY_ADDRESS": address}
-        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
+        pin = None
+        if variant in ONE_CORE:  # Before JAX starts: XLA sizes its thread pool by it.
+            core = min(os.sched_getaffinity(0))
+            pin = functools.partial(os.sched_setaffinity, 0, {core})
+        done = subprocess.run(
+            command, capture_output=True, text=True, env=env, timeout=1800, preexec_fn=pin
+        )
         if done.returncode:
             raise RuntimeError(f"{variant} on {preset} failed:\n{done.stderr[-3000:]}")
         (folder,) = pathlib.Path(logdir).iterdir()
