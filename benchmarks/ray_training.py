@@ -74,16 +74,11 @@ VARIANTS = {
         "local_envs=16",
         "overlap=on",
     ],
-    # As rollout_actors_overlap, the learner's process kept to one core (`taskset -c`):
-    # its update and the actors, which share this machine, no longer take turns on both.
-    "rollout_actors_overlap_learner_one_core": [
-        "backend=processes",
-        "rollout_actors=2",
-        "overlap=on",
-    ],
 }
-# Variants whose train process runs on one core, the first this process may use.
-ONE_CORE = {"rollout_actors_overlap_learner_one_core"}
+# rollout_actors_overlap with the learner's process kept to one core (`taskset -c`), the
+# first this process may use: its update and the actors share this machine's cores.
+ONE_CORE = {"rollout_actors_overlap_learner_one_core": "rollout_actors_overlap"}
+VARIANTS.update({pinned: VARIANTS[variant] for pinned, variant in ONE_CORE.items()})
 
 
 def fits(preset: str, variant: str) -> bool:
@@ -136,6 +131,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.phases < 2:
         parser.error(f"--phases must be at least 2 (the first compiles), got {args.phases}")
+    if set(args.variant) & set(ONE_CORE) and not hasattr(os, "sched_setaffinity"):
+        parser.error(f"--variant {' '.join(ONE_CORE)} needs os.sched_setaffinity (Linux)")
     cluster = Cluster(
         initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
     )
