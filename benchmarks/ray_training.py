@@ -7,8 +7,8 @@ worker processes (`backend=processes`), on the cluster's actors stepped once a b
 step (`backend=ray`, one actor a node), and in two rollout actors, one a node, that act
 a segment at a time (`rollout_actors=2`), their envs in worker processes or stepped in
 the actors' own processes (`local_envs=16`), acting one version behind the learner or
-not (`overlap=on`), the learner's process on every core or kept to one (the cluster's
-actors share this machine's cores with it). Each run's speed is its env steps over its
+not (`overlap=on`), the learner on every core or kept to one (`learner_cores=1`; the
+cluster's actors share this machine's cores with it). Each run's speed is its env steps over its
 train seconds after the first phase (which compiles); the median over rounds is kept,
 with every round's figures and each Ray variant's ratio to local workers.
 
@@ -24,7 +24,6 @@ end). A long run's speed is its steady one; a run of few phases pays the ends on
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import pathlib
@@ -75,10 +74,13 @@ VARIANTS = {
         "overlap=on",
     ],
 }
-# rollout_actors_overlap with the learner's process kept to one core (`taskset -c`), the
-# first this process may use: its update and the actors share this machine's cores.
-ONE_CORE = {"rollout_actors_overlap_learner_one_core": "rollout_actors_overlap"}
-VARIANTS.update({pinned: VARIANTS[variant] for pinned, variant in ONE_CORE.items()})
+# The overlapped ones with the learner kept to one core (`learner_cores=1`): on a cluster
+# on this machine, its update and the actors' acting share the cores.
+PINNED = {
+    f"{variant}_learner_cores_1": [*VARIANTS[variant], "learner_cores=1"]
+    for variant in ("rollout_actors_overlap", "rollout_actors_mujoco_overlap")
+}
+VARIANTS.update(PINNED)
 
 
 def fits(preset: str, variant: str) -> bool:
@@ -100,13 +102,7 @@ def train(preset: str, variant: str, phases: int, address: str) -> dict:
         for setting in settings:
             command += ["--set", setting]
         env = {**os.environ, "RAY_ADDRESS": address}
-        pin = None
-        if variant in ONE_CORE:  # Before JAX starts: XLA sizes its thread pool by it.
-            core = min(os.sched_getaffinity(0))
-            pin = functools.partial(os.sched_setaffinity, 0, {core})
-        done = subprocess.run(
-            command, capture_output=True, text=True, env=env, timeout=1800, preexec_fn=pin
-        )
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
         if done.returncode:
             raise RuntimeError(f"{variant} on {preset} failed:\n{done.stderr[-3000:]}")
         (folder,) = pathlib.Path(logdir).iterdir()
@@ -131,8 +127,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.phases < 2:
         parser.error(f"--phases must be at least 2 (the first compiles), got {args.phases}")
-    if set(args.variant) & set(ONE_CORE) and not hasattr(os, "sched_setaffinity"):
-        parser.error(f"--variant {' '.join(ONE_CORE)} needs os.sched_setaffinity (Linux)")
+    if set(args.variant) & set(PINNED) and not hasattr(os, "sched_setaffinity"):
+        parser.error(f"--variant {' '.join(PINNED)} needs os.sched_setaffinity (Linux)")
     cluster = Cluster(
         initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
     )

@@ -71,7 +71,7 @@ def check(config: Any) -> None:
             f"{config.keep_checkpoints}), so a resumed run finds the phases it averages"
         )
     names = ("phase_steps", "envs_per_worker", "local_envs", "ray_actors", "env_threads")
-    for name in (*names, "rollout_actors"):
+    for name in (*names, "rollout_actors", "learner_cores"):
         if getattr(config, name) < 0:
             raise ValueError(f"{name} must be 0 or more, got {getattr(config, name)}")
     if config.ray_actors > config.num_envs:  # Named as BatchEnv.ray's `actors` at its start.

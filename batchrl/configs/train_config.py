@@ -39,6 +39,7 @@ RESUME_MAY_CHANGE = (
     "device",
     "acting_device",
     "learner_devices",
+    "learner_cores",
 )
 
 
@@ -85,6 +86,10 @@ class TrainConfig:
     rollout_actors: int = 0
     # backend "mujoco" or "ale": the batch's threads; 0: one per core this process may run on.
     env_threads: int = 0
+    # XLA's threads in this process (the learner's; acting's too where it acts here) kept
+    # to the first N cores it may run on, leaving the rest to env workers and rollout
+    # actors on this machine (`bridge.xla_threads.keep_to`); 0: every core.
+    learner_cores: int = 0
     # Where the learner runs (updates, the optimiser, the rollout it trains on): "auto" is
     # JAX's default device (a GPU where JAX has one, else the CPU); "cpu", "gpu" or one
     # device of them ("gpu:1"), as SB3's `device`.

@@ -524,3 +524,10 @@ def test_env_kwargs_that_leave_out_the_configs_own_are_said_to_drop_them(caplog)
     overrides.parse_override(breakout, f"env_kwargs={kept}")
     overrides.parse_override(presets.get("pendulum"), "env_kwargs={g: 5.0}")
     assert not caplog.records
+
+
+def test_learner_cores_counts_cores():
+    config = presets.get("cartpole")
+    assert overrides.parse_override(config, "learner_cores=1").learner_cores == 1
+    with pytest.raises(ValueError, match=r"^learner_cores must be 0 or more, got -1$"):
+        overrides.parse_override(config, "learner_cores=-1")

@@ -157,15 +157,15 @@ def test_a_resume_may_change_how_it_meets_a_hung_worker_and_where_it_runs_only(t
     with pytest.raises(
         train.UsageError,
         match=r"other settings: num_envs=4 \(saved 30\); a resume keeps them, and may raise "
-        r"steps and set worker_timeout, restart_workers, device, acting_device and "
-        r"learner_devices anew; other settings train in another --logdir$",
+        r"steps and set worker_timeout, restart_workers, device, acting_device, "
+        r"learner_devices and learner_cores anew; other settings train in another --logdir$",
     ):
         train.resumed_run(train.parse_args([*start, *changes, "--set", "num_envs=4"]))
     assert run_folder_lib.read_config(run).worker_timeout == 60.0  # The folder keeps its start.
     # A run begun on a GPU goes on where there is none, as the missing GPU's error advises.
-    cpu = ["--set", "device=cpu", "acting_device=cpu"]
+    cpu = ["--set", "device=cpu", "acting_device=cpu", "learner_cores=1"]
     _, config = train.resumed_run(train.parse_args([*start, *cpu]))
-    assert (config.device, config.acting_device) == ("cpu", "cpu")
+    assert (config.device, config.acting_device, config.learner_cores) == ("cpu", "cpu", 1)
 
 
 def test_a_resume_with_the_starting_command_keeps_what_the_start_set_anew(tmp_path):

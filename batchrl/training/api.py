@@ -112,14 +112,15 @@ def resume(
     device: str | None = None,
     acting_device: str | None = None,
     learner_devices: int | None = None,
+    learner_cores: int | None = None,
     callback: Callable[[dict[str, Any]], Any] | None = None,
 ) -> Run | list[Run]:
     """Trains the run in `rundir` on from its newest good checkpoint, as `--timestamp` does.
 
     With its saved config, but for a raised budget (`steps`, as `--set steps=N`), how it
     meets a hung or crashed worker and where it runs (`device="cpu"` for a run begun on
-    a GPU; `learner_devices`, equal within float error), the settings a resume may give
-    anew. A run trained
+    a GPU; `learner_devices`, equal within float error; `learner_cores`), the settings a
+    resume may give anew. A run trained
     with `batchrl.train` and stopped (Ctrl-C in a notebook) goes on from here; `callback`
     is `train`'s. A list of run folders (a together-run's seeds: `[run.rundir for run in
     runs]`) resumes them together, as `train --seeds` with `--timestamp` does, and gives
@@ -141,6 +142,7 @@ def resume(
         "device": device,
         "acting_device": acting_device,
         "learner_devices": learner_devices,
+        "learner_cores": learner_cores,
     }
     given = {key: value for key, value in given.items() if value is not None}
     solo = isinstance(rundir, str | os.PathLike)
@@ -368,6 +370,12 @@ def _check_logdir(logdir: str | os.PathLike | None) -> None:
 
 
 def limit_xla_threads(config: TrainConfig) -> None:
-    """One XLA thread where env workers need the cores, as early as JAX allows, once."""
+    """XLA's threads kept off the cores env workers need, before JAX starts, once.
+
+    One thread where host envs step (`xla_threads.limit`), and all of them on
+    `learner_cores` cores where it is set (`xla_threads.keep_to`), which starts JAX.
+    """
     if not config.jax_native and xla_threads.FLAGS not in os.environ.get("XLA_FLAGS", ""):
         xla_threads.limit()
+    if config.learner_cores:
+        xla_threads.keep_to(config.learner_cores)

@@ -22,6 +22,7 @@ import contextlib
 import functools
 import itertools
 import logging
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -32,6 +33,7 @@ import numpy as np
 
 from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
+from batchrl.bridge import xla_threads
 from batchrl.configs import TrainConfig
 from batchrl.envs.host import errors, lifecycle
 from batchrl.envs.ray import ray_group
@@ -68,7 +70,8 @@ class RolloutEnv:
         self.replaced = [0] * count  # Each actor's replacements so far.
         self._actors: list[Any] = []
         self._closed = False
-        ray_group.SESSION.join()
+        ray_group.SESSION.join()  # Ray's processes, if it starts them, on every core; then
+        self._cores = xla_threads.pin_thread()  # the learner's work on `learner_cores`.
         try:
             alive = ray_group.alive_nodes()
             self.nodes = [alive[number % len(alive)] for number in range(count)]
@@ -160,6 +163,8 @@ class RolloutEnv:
             with contextlib.suppress(Exception):
                 ray.kill(actor, no_restart=True)
         ray_group.SESSION.leave()
+        if self._cores:
+            os.sched_setaffinity(0, self._cores)
 
     def __enter__(self) -> RolloutEnv:
         return self

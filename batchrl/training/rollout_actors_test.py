@@ -17,6 +17,7 @@ import pytest
 import ray
 
 from batchrl import algorithm as algorithm_lib
+from batchrl.bridge import xla_threads
 from batchrl.configs import presets, train_config
 from batchrl.conftest import wait_gone
 from batchrl.envs import EnvCrashedError, EnvRaisedError, EnvTimeoutError
@@ -214,6 +215,35 @@ def _train_with_actors(logdir, cluster, **settings) -> subprocess.Popen:
         command += ["--set", f"{key}={value}"]
     env = {**os.environ, "RAY_ADDRESS": cluster.address}
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+
+@pytest.mark.usefixtures("cluster")
+@RAY[0]
+@RAY[1]
+def test_the_learners_thread_keeps_to_learner_cores_while_its_actors_run(monkeypatch):
+    # As `learner_cores=1` leaves it, its XLA threads started on the first core.
+    every = os.sched_getaffinity(0)
+    monkeypatch.setattr(xla_threads, "_kept", frozenset(sorted(every)[:1]))
+    config = train_config.replace(presets.get("cartpole"), objective="clipped", num_envs=4)
+    env = rollout_actors.RolloutEnv(dataclasses.replace(config, rollout_actors=2))
+    try:
+        assert os.sched_getaffinity(0) == set(sorted(every)[:1])
+    finally:
+        env.close()
+    assert os.sched_getaffinity(0) == every  # Given back: a notebook's thread runs on.
+    assert _actors_left() == []
+
+
+@RAY[0]
+@RAY[1]
+def test_the_train_command_keeps_its_learner_to_learner_cores(tmp_path, cluster):
+    # In a process of its own, as a user runs it: XLA's threads kept before JAX starts.
+    process = _train_with_actors(tmp_path, cluster, learner_cores=1)
+    _, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err.decode()[-2000:]
+    assert b"already running" not in err  # JAX started after the limit, not before.
+    assert len(metrics_log.read_jsonl(next(tmp_path.glob("*/metrics.jsonl")))) == 2
+    assert _actors_left() == []
 
 
 @RAY[0]
