@@ -89,8 +89,11 @@ def test_a_mujoco_gl_mujoco_cannot_load_fails_mujocos_envs_alone_in_one_line(tmp
         "bogus", "-c", "import batchrl, sys; print('mujoco' in sys.modules)", cwd=tmp_path
     )
     assert imported.returncode == 0 and imported.stdout.strip() == "False", imported.stderr
+    # Pendulum on worker envs, one tiny update: the fork server and its workers start.
+    tiny = ["objective=clipped", "num_envs=2", "steps_per_update=32", "num_minibatches=1"]
+    tiny += ["update_epochs=1", "steps=64", "max_length=50", "eval_episodes=1", "final_episodes=1"]
     pendulum = _with_mujoco_gl(
-        "bogus", *train, "--config", "pendulum", "--set", "steps=1000", cwd=tmp_path
+        "bogus", *train, "--config", "pendulum", "--set", *tiny, cwd=tmp_path
     )
     assert pendulum.returncode == 0, pendulum.stderr[-2000:]
     hopper = _with_mujoco_gl("bogus", *train, "--config", "hopper_clipped", cwd=tmp_path)
