@@ -40,7 +40,8 @@ def keep_to(cores: int) -> bool:
 
     The calling thread gets every core back after, so what it starts later (env workers,
     a local Ray) runs on all of them. Returns False, with a warning, if JAX is already
-    running on other cores; a ValueError where the system cannot pin threads.
+    running on other cores; a ValueError for more cores than the process has, or where
+    the system cannot pin threads.
     """
     global _kept  # One pool a process, made once.
     if not hasattr(os, "sched_setaffinity"):
@@ -55,6 +56,11 @@ def keep_to(cores: int) -> bool:
         )
         return False
     allowed = os.sched_getaffinity(0)
+    if cores > len(allowed):  # Which would keep nothing from the envs, unsaid.
+        raise ValueError(
+            f"learner_cores={cores}, but this process may run on {len(allowed)} cores: "
+            f"use at most {len(allowed)}, or 0 for every core"
+        )
     kept = frozenset(sorted(allowed)[:cores])
     os.sched_setaffinity(0, kept)
     try:

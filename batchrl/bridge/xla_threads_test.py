@@ -1,4 +1,5 @@
 import json
+import os
 import subprocess
 import sys
 
@@ -58,3 +59,19 @@ def test_keep_to_puts_xla_threads_on_its_cores_and_leaves_the_rest_to_children()
     assert len(masks[first]) >= 2, masks  # XLA's pool threads, on the first core alone.
     assert pinned == every[:1]
     assert "JAX is already running; learner_cores=2" in result.stderr
+
+
+def test_keep_to_more_cores_than_the_process_has_is_refused_in_one_line():
+    script = (
+        "import os; from batchrl.bridge import xla_threads\n"
+        "xla_threads.keep_to(len(os.sched_getaffinity(0)) + 1)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    last = result.stderr.strip().splitlines()[-1]
+    count = len(os.sched_getaffinity(0))  # The child's, inherited.
+    assert last == (
+        f"ValueError: learner_cores={count + 1}, but this process may run on {count} cores: "
+        f"use at most {count}, or 0 for every core"
+    )
