@@ -8,9 +8,9 @@ step (`backend=ray`, one actor a node), and in two rollout actors, one a node, t
 a segment at a time (`rollout_actors=2`), their envs in worker processes or stepped in
 the actors' own processes (`local_envs=16`), acting one version behind the learner or
 not (`overlap=on`), the learner on every core or kept to one (`learner_cores=1`; the
-cluster's actors share this machine's cores with it). Each run's speed is its env steps over its
-train seconds after the first phase (which compiles); the median over rounds is kept,
-with every round's figures and each Ray variant's ratio to local workers.
+cluster's actors share this machine's cores with it). Each run's speed is its env
+steps over its train seconds after the first phase (which compiles); the median over
+rounds is kept, with every round's figures and each Ray variant's ratio to local workers.
 
 The steady speed leaves out the last phase too: each phase between the first and the
 last acts one segment and trains one update, overlapped or not, where an overlapped
