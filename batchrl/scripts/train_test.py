@@ -46,13 +46,15 @@ def phase_ends(folder: pathlib.Path) -> list[int]:
 
 
 def saved_state(path: pathlib.Path) -> bytes:
-    """The state a checkpoint file holds, as bytes, read and checked as `load` reads it.
+    """The state a checkpoint file holds but its storage, read and checked as `load` reads it.
 
-    `best.bin` also holds its score, so its bytes differ from its phase's checkpoint's.
+    `best.bin` also holds its score, so its bytes differ from its phase's checkpoint's, and
+    leaves out the storage (the rollout or episode memory), which a policy does not read.
     """
     from flax import serialization
 
-    return serialization.msgpack_serialize(checkpoint._read(path)[1])
+    state = checkpoint._read(path)[1]
+    return serialization.msgpack_serialize({**state, "agent": {**state["agent"], "storage": 0}})
 
 
 def run_folder(logdir: pathlib.Path) -> pathlib.Path:

@@ -160,6 +160,11 @@ def test_a_policy_compiles_once_for_each_batch_size_it_meets(pendulum, caplog):
 
 def test_the_best_policy_loads_and_bad_observations_are_named(pendulum):
     policy = batchrl.load(pendulum.rundir, best=True)
+    # Without the episode memory, which no policy reads: the seed's `humanoid` wrote its
+    # 147 MB of running episodes into best.bin as into each checkpoint.
+    directory = pendulum.rundir / "checkpoints"
+    last = checkpoint.path_for(directory, checkpoint.steps(directory)[-1])
+    assert (directory / checkpoint.BEST).stat().st_size < last.stat().st_size / 2
     with pytest.raises(ValueError, match=r"^obs has shape \(2,\): expected \(3,\) for one env"):
         policy.act(np.zeros(2))
     assert policy.act([0.0, 1.0, 0.0]).shape == (1,)  # Any array-like leaf.
