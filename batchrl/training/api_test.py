@@ -162,9 +162,8 @@ def test_the_best_policy_loads_and_bad_observations_are_named(pendulum):
     policy = batchrl.load(pendulum.rundir, best=True)
     # Without the episode memory, which no policy reads: the seed's `humanoid` wrote its
     # 147 MB of running episodes into best.bin as into each checkpoint.
-    directory = pendulum.rundir / "checkpoints"
-    last = checkpoint.path_for(directory, checkpoint.steps(directory)[-1])
-    assert (directory / checkpoint.BEST).stat().st_size < last.stat().st_size / 2
+    saved = checkpoint._read(pendulum.rundir / "checkpoints" / checkpoint.BEST)[1]
+    assert saved["agent"]["storage"] == {"__fresh__": True}
     with pytest.raises(ValueError, match=r"^obs has shape \(2,\): expected \(3,\) for one env"):
         policy.act(np.zeros(2))
     assert policy.act([0.0, 1.0, 0.0]).shape == (1,)  # Any array-like leaf.
@@ -482,6 +481,30 @@ def test_a_run_stopped_in_python_resumes_there_as_if_never_stopped(tmp_path, mon
         batchrl.resume(resumed.rundir, steps=600)
     with pytest.raises(run_folder.RunFolderError, match=r"holds 1 run folder\(s\), not a run"):
         batchrl.resume(tmp_path / "whole")
+
+
+def test_a_memory_of_short_episodes_resumes_from_the_steps_it_holds(tmp_path, monkeypatch):
+    # A checkpoint keeps the steps each slot of the episode memory holds, and a resume puts
+    # zeros past them where older episodes' steps lay: CartPole's episodes end short of
+    # max_length, and the resumed run still trains as the uninterrupted one.
+    from batchrl.testing import interrupt
+    from batchrl.training import loop
+
+    settings = dict(TINY_PENALTY, max_length=200, phase_steps=200, steps=1000, seed=4)
+    batchrl.train("cartpole_jax", logdir=tmp_path / "whole", **settings)
+    with (
+        interrupt.ctrl_c_at_call(monkeypatch, loop, "run_phase", 3),
+        pytest.raises(KeyboardInterrupt),
+    ):
+        batchrl.train("cartpole_jax", logdir=tmp_path / "stopped", **settings)
+    folder = interrupt.only_folder(tmp_path / "stopped")
+    memory = checkpoint._read(checkpoint.path_for(folder / "checkpoints", 2))[1]["agent"]
+    held = memory["storage"]["steps"]["reward"]
+    lengths = memory["storage"]["length"]
+    assert 0 < held.size == lengths.sum() < lengths.size * 200 / 4  # Most of it padding.
+    batchrl.resume(folder)
+    last, (whole, resumed) = interrupt.last_checkpoints(tmp_path / "whole", tmp_path / "stopped")
+    assert last == 5 and resumed == whole
 
 
 def test_a_resumed_runs_rows_hold_nan_where_no_episode_ended_as_a_trained_runs(tmp_path):

@@ -14,6 +14,7 @@ which retention never deletes), little endian:
 
 A subtree a later run rebuilds as it was built (an emptied rollout buffer) can be left out
 (`save`'s `fresh`): the file holds a mark in its place, and `load` takes it from the target.
+An episode memory is saved with the steps it holds, not its padding (`held`, `held_steps`).
 
 Files are written to a temporary name in the same directory, flushed and fsynced, then renamed,
 so a crash mid-write never leaves a half-written file under a final name; `steps` ignores the
@@ -36,7 +37,7 @@ import jax
 import numpy as np
 from flax import serialization
 
-from batchrl.training import file_writes, run_folder
+from batchrl.training import file_writes, held_steps, older_checkpoints, run_folder
 
 logger = logging.getLogger("batchrl.training")
 
@@ -65,6 +66,7 @@ def save(
     state: Any,
     keep: int = 3,
     fresh: Sequence[tuple[str, ...]] = (),
+    held: Sequence[tuple[str, ...]] = (),
 ) -> pathlib.Path:
     """Writes `state` atomically as the checkpoint of `step`, then keeps only the newest `keep`.
 
@@ -79,6 +81,8 @@ def save(
         keep: How many checkpoints to keep, at least 1.
         fresh: Paths of field names (e.g. ("agent", "storage")) to subtrees left out:
             `load` takes them from its target, a freshly built state.
+        held: Paths to episode memories saved with the steps they hold, not their padding
+            (`held_steps`).
 
     Returns:
         The path of the written checkpoint.
@@ -90,7 +94,7 @@ def save(
     if keep < 1:
         raise ValueError(f"keep must be at least 1, got {keep}")
     directory = pathlib.Path(directory)
-    data = _pack(step, state, fresh)
+    data = _pack(step, state, fresh, held=held)
     path = path_for(directory, step)
     file_writes.write_atomic(path, data)
     older = [found for found in steps(directory) if found < step]
@@ -105,6 +109,7 @@ def save_best(
     state: Any,
     fresh: Sequence[tuple[str, ...]] = (),
     score: float | None = None,
+    held: Sequence[tuple[str, ...]] = (),
 ) -> pathlib.Path:
     """Writes `state` atomically as `best.bin` in `directory`, replacing the one there.
 
@@ -112,7 +117,7 @@ def save_best(
     run compares its phases with it even where the metrics rows that said it are gone.
     """
     path = pathlib.Path(directory) / BEST
-    data = _pack(step, state, fresh, score)
+    data = _pack(step, state, fresh, score, held)
     file_writes.write_atomic(path, data)
     return path
 
@@ -132,14 +137,20 @@ def best_of(path: str | os.PathLike) -> tuple[int, float | None]:
 
 
 def _pack(
-    step: int, state: Any, fresh: Sequence[tuple[str, ...]] = (), score: float | None = None
+    step: int,
+    state: Any,
+    fresh: Sequence[tuple[str, ...]] = (),
+    score: float | None = None,
+    held: Sequence[tuple[str, ...]] = (),
 ) -> bytes:
     """The file's bytes: header, then the msgpack payload of `step`, `state` and `score`."""
     if step < 0 or step >= 10**12:
         raise ValueError(f"step must be in [0, 1e12), got {step}")
     tree = serialization.to_state_dict(state)
+    for path in held:
+        tree = _replaced(tree, path, held_steps.pack, "held")
     for path in fresh:
-        tree = _marked(tree, path)
+        tree = _replaced(tree, path, lambda _: {_FRESH_MARK: True}, "fresh")
     encoded = _encode(tree, "")
     contents = {"step": step, "state": encoded}
     if score is not None:
@@ -295,14 +306,14 @@ def _describe(leaf: Any) -> str:
     return type(leaf).__name__
 
 
-def _marked(tree: dict, path: tuple[str, ...]) -> dict:
-    """`tree` (a state dict) with the subtree at `path` replaced by the fresh mark."""
+def _replaced(tree: dict, path: tuple[str, ...], function, kind: str) -> dict:
+    """`tree` (a state dict) with the subtree at `path` replaced by `function` of it."""
     nodes = [tree]
     for name in path:
         if not isinstance(nodes[-1], dict) or name not in nodes[-1]:
-            raise ValueError(f"fresh path {'/'.join(path)} is not in the state")
+            raise ValueError(f"{kind} path {'/'.join(path)} is not in the state")
         nodes.append(nodes[-1][name])
-    marked: Any = {_FRESH_MARK: True}
+    marked: Any = function(nodes[-1])
     for node, name in zip(reversed(nodes[:-1]), reversed(path), strict=True):
         marked = {**node, name: marked}
     return marked
@@ -328,14 +339,13 @@ def _restore(saved: Any, target: Any, path: str) -> Any:
     """Decodes `saved` leaf by leaf into the state dict structure of `target`."""
     if isinstance(saved, dict) and saved.get(_FRESH_MARK) is True:
         return target  # Left out when saved: as freshly built.
-    if saved is None and isinstance(target, dict) and "/obs_norm" in path:
-        # An unbounded image, unnormalised in runs saved before 2026-12-04: its statistics
-        # begin now, as a new run's do.
-        logger.warning("checkpoint holds no statistics at %s: they begin at this resume", path)
-        return target
-    if _widened_obs(saved, target, path):  # An int64 Box, int32 in runs saved before.
-        widened = saved.astype(np.float32)
-        return jax.device_put(widened) if isinstance(target, jax.Array) else widened
+    if held_steps.packed(saved) and isinstance(target, dict):
+        try:
+            saved = held_steps.unpack(saved, target)
+        except held_steps.HeldStepsError as error:
+            raise CheckpointError(f"{error} at {path}") from None
+    if (older := older_checkpoints.read(saved, target, path)) is not older_checkpoints.NOT_OLDER:
+        return older
     if isinstance(target, dict):
         if not isinstance(saved, dict) or _KEY_MARK in saved:
             _mismatch(path, saved, target)
@@ -354,22 +364,6 @@ def _restore(saved: Any, target: Any, path: str) -> Any:
     if type(saved) is not type(target):
         _mismatch(path, saved, target)
     return saved
-
-
-def _widened_obs(saved: Any, target: Any, path: str) -> bool:
-    """Whether `saved` is an int32 observation that compiled code now holds as float32.
-
-    Observations of a `Box` of 64-bit integers were int32 (and wrapped past 2**31)
-    in runs saved before 2026-12-04; they load, as the float32 they now arrive as.
-    """
-    return (
-        "obs" in path
-        and isinstance(saved, np.ndarray)
-        and isinstance(target, jax.Array | np.ndarray)
-        and saved.dtype == np.int32
-        and target.dtype == np.float32
-        and saved.shape == target.shape
-    )
 
 
 def _restore_key(saved: Any, target: jax.Array, path: str) -> jax.Array:

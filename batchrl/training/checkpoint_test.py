@@ -18,6 +18,7 @@ import numpy as np
 import optax
 import pytest
 
+from batchrl.parts import episode_memory
 from batchrl.ppo import agent_networks, clipped
 from batchrl.ppo import config as config_lib
 from batchrl.testing import jax_mock
@@ -337,3 +338,50 @@ def test_runs_saved_before_int64_boxes_widened_and_unbounded_images_normalised_l
     assert "holds no statistics at /obs_norm/frame" in caplog.text
     with pytest.raises(checkpoint.CheckpointError, match="structure mismatch"):  # Elsewhere.
         checkpoint.load_latest(tmp_path, {**target, "obs_norm": {"frame": np.zeros(1)}})
+
+
+def test_an_episode_memory_keeps_the_steps_it_holds_and_loads_zeros_past_them(tmp_path):
+    # Slots of 100 steps holding episodes of 3 and 7 (one running) and one of 100: saved,
+    # the steps they hold; loaded, those steps and zeros where the padding was.
+    step = {"obs": {"image": np.zeros((2, 5), np.uint8)}, "reward": np.float32(0)}
+    memory = episode_memory.init(step, num_envs=2, capacity=2, max_length=100)
+    rng = np.random.default_rng(0)
+    for length, env in ((3, 0), (7, 1), (100, 0)):
+        mask = np.arange(2) == env
+        memory = episode_memory.begin(memory, mask)
+        for _ in range(length):
+            written = {
+                "obs": {"image": rng.integers(1, 255, (2, 2, 5), np.uint8)},
+                "reward": rng.normal(size=2).astype(np.float32),
+            }
+            memory = episode_memory.append(memory, written, mask)
+        memory = episode_memory.finish(memory, mask) if length != 7 else memory
+    state = {"agent": {"storage": memory, "step": np.int32(3)}}
+    whole = checkpoint.save(tmp_path / "whole", 1, state)
+    held = checkpoint.save(tmp_path / "held", 1, state, held=[("agent", "storage")])
+    steps_bytes = sum(leaf.nbytes for leaf in jax.tree.leaves(memory.steps))
+    assert held.stat().st_size < whole.stat().st_size - steps_bytes * 0.45  # 110 of 400 held.
+    target = {"agent": {"storage": episode_memory.init(step, 2, 2, 100), "step": np.int32(0)}}
+    loaded = checkpoint.load(held, target)["agent"]["storage"]
+    valid = np.arange(100)[None, :] < np.asarray(memory.length)[:, None]
+    pairs = zip(jax.tree.leaves(memory.steps), jax.tree.leaves(loaded.steps), strict=True)
+    for saved, restored in pairs:
+        kept = valid.reshape(valid.shape + (1,) * (saved.ndim - 2))
+        np.testing.assert_array_equal(restored, np.where(kept, saved, 0))
+    _assert_same(loaded.replace(steps=memory.steps), memory)
+    with pytest.raises(ValueError, match=r"^held path agent/nope is not in the state$"):
+        checkpoint.save(tmp_path, 2, state, held=[("agent", "nope")])
+
+
+def test_an_episode_memory_of_other_lengths_or_slots_is_one_line(tmp_path):
+    memory = episode_memory.init({"reward": np.float32(0)}, num_envs=1, capacity=1, max_length=10)
+    path = checkpoint.save(tmp_path, 1, {"storage": memory}, held=[("storage",)])
+    for slots, max_length, said in (
+        (2, 20, "episodes of up to 10 steps, target has 20"),
+        (3, 10, "episode lengths [2], expected [3]"),
+    ):
+        target = episode_memory.init({"reward": np.float32(0)}, 1, slots - 1, max_length)
+        with pytest.raises(checkpoint.CheckpointError) as raised:
+            checkpoint.load(path, {"storage": target})
+        assert str(raised.value).startswith(f"{path}: ") and "\n" not in str(raised.value)
+        assert str(raised.value).endswith(f"{said} at /storage")

@@ -19,6 +19,7 @@ import numpy as np
 from batchrl import algorithm as algorithm_lib
 from batchrl.configs import TrainConfig, flat
 from batchrl.envs import space_data
+from batchrl.parts import episode_memory
 from batchrl.training import (
     checkpoint,
     loop,
@@ -30,10 +31,10 @@ from batchrl.training import (
 )
 
 logger = logging.getLogger("batchrl.training")
-# What `best.bin` always leaves out, and a checkpoint whose storage is empty: the rollout or
-# episode memory. A policy (`load`, `evaluate --best`) reads none of it and no resume starts
-# from `best.bin`; the seed's `humanoid` keeps 147 MB of running episodes there.
-_NO_STORAGE = (("agent", "storage"),)
+# The rollout or episode memory, which `best.bin` always leaves out: a policy (`load`,
+# `evaluate --best`) reads none of it and no resume starts from `best.bin`. The seed's
+# `humanoid` holds up to 147 MB of running episodes there.
+_STORAGE = (("agent", "storage"),)
 
 
 class Keeper:
@@ -65,7 +66,7 @@ class Keeper:
         if self.writer is not None and redone is None:  # Once, at the run's start.
             self.writer.write_text("config", settings_table(config))
         self.rows: list[dict[str, float]] = []
-        self.kept = (state, () if self.directory is None else _fresh(self.algorithm, state))
+        self.kept = (state, {} if self.directory is None else _form(self.algorithm, state))
         self.tail = collections.deque(maxlen=config.average_last - 1)
         self.tail.extend(_earlier_params(self.directory, state, config))
         if int(state.phases):
@@ -88,11 +89,11 @@ class Keeper:
         """Keeps the phase that left `state`: its row, checkpoint, best; returns its env steps."""
         self.tail.append(tail_average.params(state.agent))
         done, env_steps = int(state.phases), int(state.env_steps)
-        fresh = () if self.directory is None else _fresh(self.algorithm, state)  # Before the row.
+        form = {} if self.directory is None else _form(self.algorithm, state)  # Before the row.
         if self.writer is not None:
             self.writer.write(env_steps, metrics)
         self.rows.append({"step": env_steps, **metrics})
-        self.kept = (state, fresh)  # One store: an interrupt sees the pair or the one before.
+        self.kept = (state, form)  # One store: an interrupt sees the pair or the one before.
         if self.directory is not None:
             score = metrics.get("eval/return", math.nan)
             best = score > self.best  # False for NaN: a phase that was not evaluated.
@@ -101,10 +102,10 @@ class Keeper:
                 self.writer.sync()  # A checkpoint on disk has its rows on disk before it.
             # The best first: a kill between the two then re-does this phase, best and all.
             if best:
-                checkpoint.save_best(self.directory, done, state, _NO_STORAGE, score)
+                checkpoint.save_best(self.directory, done, state, _STORAGE, score)
                 self.best = score
             if every:
-                checkpoint.save(self.directory, done, state, self.config.keep_checkpoints, fresh)
+                checkpoint.save(self.directory, done, state, self.config.keep_checkpoints, **form)
         return env_steps
 
     def updated(self) -> bool:
@@ -118,10 +119,10 @@ class Keeper:
         """Checkpoints the last logged state, where a callback stopped the run."""
         if self.directory is None:
             return
-        logged, fresh = self.kept
+        logged, form = self.kept
         done = int(logged.phases)
         if done not in checkpoint.steps(self.directory):  # Between `checkpoint_every`s.
-            checkpoint.save(self.directory, done, logged, self.config.keep_checkpoints, fresh)
+            checkpoint.save(self.directory, done, logged, self.config.keep_checkpoints, **form)
         terminal.say(f"stopped by the callback at env step {int(logged.env_steps)}\n")
 
     def save_interrupted(self) -> None:
@@ -131,11 +132,11 @@ class Keeper:
         Before a run's first phase ended it saves nothing: a run folder without a
         checkpoint starts again where the run began, as its checkpoint would.
         """
-        logged, fresh = self.kept
+        logged, form = self.kept
         if self.directory is None or int(logged.phases) == 0:
             return
         checkpoint.save(
-            self.directory, int(logged.phases), logged, self.config.keep_checkpoints, fresh
+            self.directory, int(logged.phases), logged, self.config.keep_checkpoints, **form
         )
         steps = int(logged.env_steps)
         terminal.say(f"interrupted: saved a checkpoint at env step {steps} in {self.rundir}\n")
@@ -264,14 +265,20 @@ def _keep_best_of(
     except (OSError, checkpoint.CheckpointError):
         held = None
     if held != int(restored.phases):
-        checkpoint.save_best(directory, int(restored.phases), restored, _NO_STORAGE, score)
+        checkpoint.save_best(directory, int(restored.phases), restored, _STORAGE, score)
 
 
-def _fresh(algorithm: algorithm_lib.Algorithm, state: loop.RunState) -> tuple[tuple[str, ...], ...]:
-    """What a checkpoint of `state` leaves out: an emptied storage, rebuilt on resume."""
-    if bool(np.any(algorithm.holds_steps(state.agent))):
-        return ()
-    return _NO_STORAGE
+def _form(algorithm: algorithm_lib.Algorithm, state: loop.RunState) -> dict[str, Any]:
+    """How a checkpoint of `state` keeps its storage (`checkpoint.save`'s keywords).
+
+    An emptied storage is left out, rebuilt on resume; an episode memory is kept with the
+    steps it holds, not its padding.
+    """
+    if not bool(np.any(algorithm.holds_steps(state.agent))):
+        return {"fresh": _STORAGE}
+    if isinstance(state.agent.storage, episode_memory.MemoryState):
+        return {"held": _STORAGE}
+    return {}
 
 
 def _earlier_params(
