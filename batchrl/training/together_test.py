@@ -427,6 +427,7 @@ def test_a_together_runs_config_warnings_are_said_once_not_a_seed_each(tmp_path,
     caplog.clear()
     argv = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--seeds", "0", "1", "2"]
     argv += ["--set", "env_kind=jax", "steps=200", "num_envs=4", "update_every=4"]
+    argv += ["max_length=50", "final_episodes=4", "policy_layers=16", "value_layers=16"]
     assert train.main(argv) == 0
     said = [r.getMessage() for r in caplog.records if "deprecated" in r.getMessage()]
     assert said == ["env_kind=jax is deprecated: set backend=jax instead"]
