@@ -376,6 +376,7 @@ def test_an_episode_memory_keeps_the_steps_it_holds_and_loads_zeros_past_them(tm
 def test_an_episode_memory_of_other_lengths_or_slots_is_one_line(tmp_path):
     memory = episode_memory.init({"reward": np.float32(0)}, num_envs=1, capacity=1, max_length=10)
     path = checkpoint.save(tmp_path, 1, {"storage": memory}, held=[("storage",)])
+    _assert_same(checkpoint.load(path, {"storage": memory})["storage"], memory)  # None held.
     for slots, max_length, said in (
         (2, 20, "episodes of up to 10 steps, target has 20"),
         (3, 10, "episode lengths [2], expected [3]"),
