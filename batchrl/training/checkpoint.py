@@ -109,7 +109,6 @@ def save_best(
     state: Any,
     fresh: Sequence[tuple[str, ...]] = (),
     score: float | None = None,
-    held: Sequence[tuple[str, ...]] = (),
 ) -> pathlib.Path:
     """Writes `state` atomically as `best.bin` in `directory`, replacing the one there.
 
@@ -117,7 +116,7 @@ def save_best(
     run compares its phases with it even where the metrics rows that said it are gone.
     """
     path = pathlib.Path(directory) / BEST
-    data = _pack(step, state, fresh, score, held)
+    data = _pack(step, state, fresh, score)
     file_writes.write_atomic(path, data)
     return path
 

@@ -386,3 +386,5 @@ def test_an_episode_memory_of_other_lengths_or_slots_is_one_line(tmp_path):
             checkpoint.load(path, {"storage": target})
         assert str(raised.value).startswith(f"{path}: ") and "\n" not in str(raised.value)
         assert str(raised.value).endswith(f"{said} at /storage")
+    with pytest.raises(checkpoint.CheckpointError, match=r"an episode memory, target has \['a'\]"):
+        checkpoint.load(path, {"storage": {"a": np.zeros(2)}})

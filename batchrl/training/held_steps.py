@@ -45,6 +45,8 @@ def unpack(saved: dict, target: dict) -> dict:
     """
     memory = {name: value for name, value in saved.items() if name != MARK}
     length = memory.get("length")
+    if "steps" not in target or "steps" not in memory:
+        raise HeldStepsError(f"structure mismatch: an episode memory, target has {sorted(target)}")
     slots, max_length = np.shape(_leaves(target["steps"])[0])[:2]
     if saved[MARK] != max_length:
         raise HeldStepsError(
