@@ -388,3 +388,6 @@ def test_an_episode_memory_of_other_lengths_or_slots_is_one_line(tmp_path):
         assert str(raised.value).endswith(f"{said} at /storage")
     with pytest.raises(checkpoint.CheckpointError, match=r"an episode memory, target has \['a'\]"):
         checkpoint.load(path, {"storage": {"a": np.zeros(2)}})
+    other = episode_memory.init({"return": np.float32(0)}, 1, 1, 10)
+    with pytest.raises(checkpoint.CheckpointError, match=r"at /storage/steps/re\w+: only in the"):
+        checkpoint.load(path, {"storage": other})

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import jax
 import numpy as np
 
 MARK = "__held_steps__"  # A memory saved so: {MARK: its max_length, **its fields, steps cut}.
@@ -26,9 +27,9 @@ def pack(memory: dict) -> dict:
     """`memory`, an `episode_memory.MemoryState`'s state dict, with only its held steps."""
     length = np.asarray(memory["length"])
     steps = memory["steps"]
-    max_length = np.shape(_leaves(steps)[0])[1]
+    max_length = np.shape(jax.tree.leaves(steps)[0])[1]
     held = np.arange(max_length)[None, :] < length[:, None]
-    steps = _mapped(lambda leaf: np.asarray(leaf)[held], steps)
+    steps = jax.tree.map(lambda leaf: np.asarray(leaf)[held], steps)
     return {**memory, MARK: int(max_length), "steps": steps}
 
 
@@ -40,6 +41,9 @@ def packed(saved: Any) -> bool:
 def unpack(saved: dict, target: dict) -> dict:
     """The memory `pack` wrote, each step leaf in the shape of `target`'s, zeros past `length`.
 
+    The steps' structure, dtypes and trailing shapes are checked against the target's by
+    the caller (`checkpoint.load`), as every other leaf's are.
+
     Raises:
         HeldStepsError: The lengths or held steps do not fit the target's memory.
     """
@@ -47,7 +51,7 @@ def unpack(saved: dict, target: dict) -> dict:
     length = memory.get("length")
     if "steps" not in target or "steps" not in memory:
         raise HeldStepsError(f"structure mismatch: an episode memory, target has {sorted(target)}")
-    slots, max_length = np.shape(_leaves(target["steps"])[0])[:2]
+    slots, max_length = np.shape(jax.tree.leaves(target["steps"])[0])[:2]
     if saved[MARK] != max_length:
         raise HeldStepsError(
             f"structure mismatch: episodes of up to {saved[MARK]} steps, target has {max_length}"
@@ -59,29 +63,15 @@ def unpack(saved: dict, target: dict) -> dict:
     held = np.arange(max_length)[None, :] < length[:, None]
     count = int(held.sum())
 
-    def whole(leaf: Any, _target: Any) -> Any:
+    def whole(leaf: Any) -> Any:
         if not isinstance(leaf, np.ndarray) or leaf.shape[:1] != (count,):
             raise HeldStepsError(f"held steps {_shape(leaf)}, expected {count} steps")
         full = np.zeros((slots, max_length, *leaf.shape[1:]), leaf.dtype)
         full[held] = leaf
         return full
 
-    memory["steps"] = _mapped(whole, memory["steps"], target["steps"])
+    memory["steps"] = jax.tree.map(whole, memory["steps"])
     return memory
-
-
-def _mapped(function, tree: Any, *like: Any) -> Any:
-    """`function` of each leaf of a state dict (and the leaves of `like` beside it)."""
-    if isinstance(tree, dict):
-        for other in like:
-            if not isinstance(other, dict) or set(other) != set(tree):
-                raise HeldStepsError("steps of another structure than the target's")
-        return {key: _mapped(function, tree[key], *(o[key] for o in like)) for key in tree}
-    return function(tree, *like)
-
-
-def _leaves(tree: Any) -> list:
-    return [x for key in tree for x in _leaves(tree[key])] if isinstance(tree, dict) else [tree]
 
 
 def _shape(value: Any) -> str:

@@ -261,10 +261,10 @@ def _keep_best_of(
         return
     directory = run_folder.checkpoints(rundir)
     try:
-        held = checkpoint.step_of(directory / checkpoint.BEST)
+        best_phase = checkpoint.step_of(directory / checkpoint.BEST)
     except (OSError, checkpoint.CheckpointError):
-        held = None
-    if held != int(restored.phases):
+        best_phase = None
+    if best_phase != int(restored.phases):
         checkpoint.save_best(directory, int(restored.phases), restored, _STORAGE, score)
 
 
