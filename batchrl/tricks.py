@@ -19,6 +19,7 @@ TRICKS = {
     "thread_state": "bridge/thread_state.py: Python's state of XLA's calling thread kept alive",
     "conv_matmul": "networks/conv_matmul.py: convolutions as patches and one product on CPU",
     "lazy_infos": "envs/host/infos.py: vector infos built at their first read (VectorInfos)",
+    "column_infos": "envs/host/vector_infos.py: Gymnasium's vector infos built a column at a time",
     "hidden_torch": "training/metrics_log.py: tensorboardX imported with torch hidden",
 }
 

@@ -12,11 +12,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from gymnasium.vector import AutoresetMode
 from jax import lax
 
 from batchrl import tricks
 from batchrl.bridge import one_block, thread_state
 from batchrl.envs import BatchEnv
+from batchrl.envs.host import vector_infos_test
 from batchrl.networks import conv_matmul
 
 
@@ -106,6 +108,24 @@ def test_lazy_infos_off_gives_plain_dicts_equal_to_the_lazy_ones(monkeypatch):
         assert a.keys() == b.keys()
         for key in a:
             np.testing.assert_array_equal(a[key], b[key])
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+def test_column_infos_off_builds_each_envs_infos_in_turn_into_the_same_dicts(monkeypatch, mode):
+    def step_infos():
+        with BatchEnv.mujoco("Hopper-v5", 4, threads=1, autoreset_mode=mode) as env:
+            env.reset(seed=0)
+            actions = np.random.default_rng(0).uniform(-1, 1, (80, 4, 3))
+            return [env.step(action)[-1] for action in actions]
+
+    columns = step_infos()
+    monkeypatch.setenv(tricks.VARIABLE, "column_infos")
+    built = step_infos()
+    # Hoppers fall within 80 steps: reset envs' infos (and SAME_STEP's final ones) beside
+    # the steps' columns.
+    assert sum(len(infos["x_position"]) > infos["_x_velocity"].sum() for infos in built) > 5
+    for t, (a, b) in enumerate(zip(columns, built, strict=True)):
+        vector_infos_test.assert_same(a, b, f"step {t}")
 
 
 _WRITER = """

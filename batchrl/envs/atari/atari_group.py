@@ -31,6 +31,7 @@ from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host.group import Step
 
 INFO_KEYS = ("lives", "episode_frame_number", "frame_number")  # As ale-py's AtariEnv's info.
+_PYTHON = frozenset(INFO_KEYS)  # Each a Python int in an env's info, as AtariEnv gives it.
 # What an env of the group answers `attribute` with.
 ATTRIBUTES = ("spec", "render_mode", "metadata", "np_random_seed")
 _NO_SEED = -1  # ale-py's seed for a reset that keeps the game's random stream.
@@ -127,7 +128,7 @@ class AtariGroup:
                     final_obs[n], final_infos[n], self._info_of(i)
                 )
         columns = self._info
-        infos = infos_lib.Owed(lambda: _rows(columns, self.num_envs, special))
+        infos = infos_lib.Owed(lambda: infos_lib.Columns(columns, self.num_envs, special, _PYTHON))
         return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
 
     def reset_async(
@@ -264,11 +265,3 @@ def _check_seed(seed: int | None) -> int:
     if seed < 0:
         raise ValueError(f"an Atari game's seed must be at least 0, got {seed}")
     return int(seed) % _SEEDS
-
-
-def _rows(columns: dict[str, np.ndarray], count: int, special: dict[int, dict]) -> list[dict]:
-    """One info per env: its step's, or what a reset put in `special`."""
-    return [
-        special[i] if i in special else {key: int(columns[key][i]) for key in INFO_KEYS}
-        for i in range(count)
-    ]

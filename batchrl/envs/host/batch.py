@@ -29,6 +29,7 @@ from batchrl.envs.host import (
     local,
     obs_tree,
     stepper,
+    vector_infos,
 )
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host.group import Group
@@ -346,7 +347,7 @@ class BatchEnvBase(async_calls.AsyncCalls, env_requests.EnvCalls, gym.vector.Vec
 
     def _batched(self, envs: Sequence[int], infos: Sequence[dict]) -> Callable[[], dict]:
         """Builds Gymnasium's vector infos from the infos of `envs`, decoding them then."""
-        return lambda: infos_lib.vector(infos, envs, self.num_envs, self._add_info)
+        return lambda: vector_infos.vector(infos, envs, self.num_envs, self._add_info)
 
     def _expect_open(self) -> None:
         if self.closed:

@@ -7,8 +7,9 @@ faster); its answer to the step says whether they hold anything, so a step whose
 are all empty is never asked for. When asked, numeric entries that every env reports
 (scalars, or arrays of one shape; for MuJoCo tasks: all of them) travel as one array per
 key instead of one pickled object per env and key, which is several times cheaper, and
-Gymnasium's vector infos are built from those arrays a key at a time. `Infos` is a
-read-only sequence of dicts that builds each dict on access; `VectorInfos` is
+Gymnasium's vector infos are built from those arrays a key at a time (`vector_infos`).
+`Infos` is a read-only sequence of dicts that builds each dict on access; `Columns` is
+a group's infos as such arrays, with the envs that report other dicts; `VectorInfos` is
 Gymnasium's vector form of them (a dict of arrays with `_key` masks), built when first
 read.
 """
@@ -207,6 +208,8 @@ class Infos(Sequence):
             return {}
         if isinstance(chunk, list):
             return chunk[i]
+        if isinstance(chunk, Columns):
+            return chunk.row(i)
         _, columns, rest = chunk
         if rest is None:
             return {key: _cell(column, i) for key, column in columns.items()}
@@ -218,60 +221,76 @@ class Infos(Sequence):
     def __repr__(self) -> str:
         return f"Infos({list(self)!r})"
 
-    def as_vector(self, envs: Sequence[int], num_envs: int) -> dict | None:
-        """Gymnasium's vector infos of these infos (env j's at `envs[j]`), from their columns.
+    def parts(self) -> list[tuple[int, Columns | list[dict] | None]]:
+        """Each chunk's first env and its infos: `Columns`, a list of dicts, or None (all empty).
 
-        What Gymnasium's `VectorEnv._add_info` makes of the decoded dicts, one env at a
-        time, built a key at a time: the arrays are the columns the workers sent (envs
-        stepped in this process have theirs made here). Applies where every chunk is
-        columns alone (numeric scalars, arrays of one shape), with the same keys, dtypes,
-        shapes and Python types (MuJoCo tasks' infos, for one); None elsewhere, and the
-        caller decodes env by env.
-        A chunk of empty infos leaves its envs unmasked.
+        A worker's encoded chunk comes back as its columns, each env whose dict is not
+        those columns alone (a reset's, a final step's) kept whole.
         """
-        chunks = [chunk.get() if isinstance(chunk, Owed) else chunk for chunk in self._chunks]
-        chunks = [encode(chunk) if isinstance(chunk, list) else chunk for chunk in chunks]
-        layout = None
-        for chunk in chunks:
-            if chunk is None:
-                continue
-            if not isinstance(chunk, tuple) or chunk[2] is not None:
-                return None
-            kinds = [
-                (key, dtype, python, shape) for key, (dtype, python, _, shape) in chunk[1].items()
-            ]
-            if layout is None:
-                layout = kinds
-            elif kinds != layout:
-                return None
-        if layout is None:
-            return {}
-        # Gymnasium keeps Python scalars and NumPy numbers in arrays of their type, arrays
-        # stacked, and anything else (NumPy's bool scalars among them) in arrays of objects,
-        # as it keeps an env's own `final_obs` whatever it holds.
-        numbers = (
-            key != "final_obs" and (python or shape is not None or np.dtype(dtype).kind in "iuf")
-            for key, dtype, python, shape in layout
-        )
-        if not all(numbers):
-            return None
-        places = np.asarray(envs, np.intp)
-        starts = np.cumsum([0, *self._sizes])
-        present = np.zeros(len(places), bool)
-        for chunk, start, end in zip(chunks, starts[:-1], starts[1:], strict=True):
-            present[start:end] = chunk is not None
-        mask = np.zeros(num_envs, np.bool_)
-        mask[places[present]] = True
-        vector: dict = {}
-        for key, dtype, _, shape in layout:
-            shape = () if shape is None else shape
-            values = np.zeros((num_envs, *shape), np.dtype(dtype))
-            for chunk, start, end in zip(chunks, starts[:-1], starts[1:], strict=True):
-                if chunk is not None:
-                    data = np.frombuffer(chunk[1][key][2], dtype)
-                    values[places[start:end]] = data.reshape(end - start, *shape)
-            vector[key], vector[f"_{key}"] = values, mask.copy()
-        return vector
+        starts = np.cumsum([0, *self._sizes[:-1]])
+        parts = []
+        for start, chunk in zip(starts, self._chunks, strict=True):
+            if isinstance(chunk, Owed):
+                chunk = chunk.get()
+            if isinstance(chunk, tuple):
+                chunk = _columns(chunk)
+            parts.append((int(start), chunk))
+        return parts
+
+
+def _columns(chunk: tuple) -> Columns:
+    """An encoded chunk (see `encode`) as `Columns`: the envs that differ in `special`."""
+    count, columns, rest = chunk
+    arrays, python = {}, set()
+    for key, (dtype, is_python, data, shape) in columns.items():
+        arrays[key] = np.frombuffer(data, dtype).reshape(count, *(shape or ()))
+        if is_python:
+            python.add(key)
+    special = {}
+    if rest is not None:
+        keys = list(columns)
+        for i, kept in enumerate(rest):
+            if list(kept) != keys or any(value is not _InColumn for value in kept.values()):
+                special[i] = {
+                    key: _cell(columns[key], i) if value is _InColumn else value
+                    for key, value in kept.items()
+                }
+    return Columns(arrays, count, special, frozenset(python))
+
+
+class Columns:
+    """The infos of `count` envs as columns: env i's value of `key` is `columns[key][i]`.
+
+    Envs in `special` have their own dicts instead (a reset's infos, a final step's).
+    Keys in `python` hold Python scalars (`.item()` of the column's). A MuJoCo batch's
+    and an ale-py batch's step infos come this way, and a worker's encoded ones decode to
+    it, so Gymnasium's vector infos of them are built a column at a time (`vector_infos`).
+    """
+
+    def __init__(
+        self,
+        columns: dict[str, np.ndarray],
+        count: int,
+        special: dict[int, dict] | None = None,
+        python: frozenset[str] = frozenset(),
+    ):
+        self.columns = columns
+        self.count = count
+        self.special = {} if special is None else special
+        self.python = python
+
+    def __len__(self) -> int:
+        return self.count
+
+    def row(self, i: int) -> dict:
+        """Env i's infos."""
+        if i in self.special:
+            return self.special[i]
+        python = self.python
+        return {
+            key: column[i].item() if key in python else column[i]
+            for key, column in self.columns.items()
+        }
 
 
 _HOLDERS = (np.ndarray, dict, list, tuple)  # What an env may change after handing it out.
@@ -297,23 +316,6 @@ def _copied(value: Any) -> Any:
     if type(value) in (list, tuple):
         return type(value)(_copied(item) for item in value)
     return value
-
-
-def vector(infos: Sequence[dict], envs: Sequence[int], num_envs: int, add_info: Callable) -> dict:
-    """Gymnasium's vector infos of `infos`, env j's at `envs[j]` of `num_envs`.
-
-    From their columns where `Infos.as_vector` applies; else env by env, with `add_info`
-    (Gymnasium's `VectorEnv._add_info`).
-    """
-    if isinstance(infos, Infos):
-        built = infos.as_vector(envs, num_envs)
-        if built is not None:
-            return built
-    built = {}
-    for i, info in zip(envs, infos, strict=True):
-        if info:
-            built = add_info(built, info, int(i))
-    return built
 
 
 def vector_infos(build: Callable[[], dict], lazy: bool = False) -> dict:

@@ -1,6 +1,5 @@
 import pickle
 
-import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -90,67 +89,3 @@ def test_one_key_other_orders_and_an_empty_first_info_round_trip():
         for a, b in zip(received, sent, strict=True):
             assert list(a) == list(b)  # Each env's keys in its own order.
             assert all(type(a[k]) is type(b[k]) for k in b)
-
-
-def gymnasiums_vector(batch, envs, num_envs):
-    """What Gymnasium's VectorEnv makes of the decoded infos, one env at a time."""
-    vector_env = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * num_envs)
-    built: dict = {}
-    for i, info in zip(envs, batch, strict=True):
-        if info:
-            built = vector_env._add_info(built, info, int(i))
-    vector_env.close()
-    return built
-
-
-@pytest.mark.parametrize(
-    ("chunks", "sizes", "envs", "num_envs"),
-    [
-        # MuJoCo's infos from two workers: NumPy floats and ints, Python scalars.
-        (
-            [
-                [{"x": np.float64(0.5), "c": np.float32(-1.5), "n": 3, "ok": True, "r": 0.25}] * 2,
-                [{"x": np.float64(1.5), "c": np.float32(2.0), "n": 4, "ok": False, "r": -0.5}],
-            ],
-            [2, 1],
-            [0, 1, 2],
-            3,
-        ),
-        # A worker whose envs reported nothing, and a reset of envs 3, 0 and 2 of 5.
-        ([[{"a": np.int32(7)}], [{}, {}]], [1, 2], [3, 0, 2], 5),
-        # Humanoid's: arrays of one shape beside scalars.
-        (
-            [[{"tendon": np.array([0.5, i]), "x": np.float64(i)} for i in range(2)]] * 2,
-            [2, 2],
-            [0, 1, 2, 3],
-            4,
-        ),
-        # A worker's envs, and envs stepped in this process (their dicts as they are).
-        ([[{"x": 1.0, "n": np.int64(2)}], ([{"x": 2.0, "n": np.int64(5)}],)], [1, 1], [0, 1], 2),
-    ],
-)
-def test_vector_infos_from_columns_equal_gymnasiums_env_by_env(chunks, sizes, envs, num_envs):
-    # A chunk in a tuple stays the list of dicts it holds, as a group in this process gives.
-    sent = [chunk[0] if isinstance(chunk, tuple) else infos.encode(chunk) for chunk in chunks]
-    batch = roundtrip(sent, sizes)
-    built = batch.as_vector(envs, num_envs)
-    expected = gymnasiums_vector(batch, envs, num_envs)
-    assert list(built) == list(expected)  # Keys and masks in Gymnasium's order.
-    for key, value in expected.items():
-        assert built[key].dtype == value.dtype, key
-        np.testing.assert_array_equal(built[key], value, err_msg=key)
-
-
-@pytest.mark.parametrize(
-    "chunks",
-    [
-        [[{"x": 1.0}], [{"y": 1.0}]],  # Other keys in another worker.
-        [[{"x": 1.0}], [{"x": np.float32(1.0)}]],  # Another type.
-        [[{"done": np.bool_(True)}]],  # Gymnasium keeps NumPy bools as objects.
-        [[{"x": 1.0, "name": "a"}]],  # Not all numeric.
-        [[{"final_obs": np.zeros(2, np.float32)}]],  # Gymnasium keeps an env's own as objects.
-    ],
-)
-def test_infos_not_all_in_equal_numeric_columns_are_left_to_gymnasium(chunks):
-    batch = roundtrip([infos.encode(chunk) for chunk in chunks], [len(c) for c in chunks])
-    assert batch.as_vector(range(len(batch)), len(batch)) is None

@@ -154,7 +154,9 @@ class MujocoGroup(forwarding.EnvForwarding):
             final_infos = [_row(columns, i) for i in finals]
             for n, info in enumerate(self._reset(finals, [None] * len(finals))):
                 special[int(finals[n])] = autoreset_lib.final(final_obs[n], final_infos[n], info)
-        infos = infos_lib.Owed(lambda: _rows(columns, self.num_envs, special))
+        infos = infos_lib.Owed(
+            lambda: infos_lib.Columns(task_lib.resolved(columns), self.num_envs, special)
+        )
         return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
 
     def reset_async(
@@ -348,9 +350,3 @@ def _initial_rows(batch: mujoco.batch.Batch, model: mujoco.MjModel) -> list | No
 
 def _row(columns: dict[str, np.ndarray], i: int) -> dict:
     return {key: value[i] for key, value in columns.items()}
-
-
-def _rows(columns: task_lib.Infos, count: int, special: dict[int, dict]) -> list[dict]:
-    """One info per env: a step's columns, or what a reset put in `special`."""
-    columns = task_lib.resolved(columns)
-    return [special[i] if i in special else _row(columns, i) for i in range(count)]
