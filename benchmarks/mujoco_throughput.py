@@ -35,6 +35,7 @@ import mujoco.batch
 import numpy as np
 
 from batchrl.envs import BatchEnv
+from batchrl.scripts import provenance
 
 TASKS = ("HalfCheetah-v5", "Hopper-v5", "Ant-v5", "Humanoid-v5")
 
@@ -160,6 +161,7 @@ def main() -> None:
         "python": platform.python_version(),
         "gymnasium": gym.__version__,
         **versions,
+        "commit": provenance.source_commit(),
         "results": results,
     }
     print(json.dumps(record))
