@@ -16,6 +16,7 @@ read.
 
 from __future__ import annotations
 
+import collections
 import functools
 import math
 import weakref
@@ -51,43 +52,48 @@ def _alike(value: Any, first: Any) -> bool:
 def encode(infos: Sequence[dict]) -> tuple | None:
     """A compact form of the infos of k envs: (k, columns, rest), or None if all are empty.
 
-    `columns` maps each numeric key (a scalar, or an array of one shape) that every env
-    reports with the same type to (dtype, python scalar?, raw bytes, an array's shape or
-    None); raw bytes pickle far faster than arrays. `rest` holds what is left per env, or
-    is None when nothing is.
+    The envs whose infos have the commonest keys and types (those of a step, beside a
+    reset's) are its rows. `columns` maps each numeric key of theirs (a scalar, or an
+    array of one shape) to (dtype, python scalar?, raw bytes, an array's shape or None),
+    zeros in the other envs' rows; raw bytes pickle far faster than arrays. `rest` holds
+    what is left per env (every key in its order, a column's marked, and the other envs'
+    dicts whole), or is None when nothing is.
     """
     if not any(infos):
         return None
-    first = infos[0]
-    kinds = tuple(map(type, first.values()))
-    keys = tuple(first)
-    uniform = all(
-        len(info) == len(keys) and tuple(info) == keys and tuple(map(type, info.values())) == kinds
-        for info in infos
-    )  # The common case: the same keys in the same order, each with one type.
+    signatures = [(tuple(info), tuple(map(type, info.values()))) for info in infos]
+    common = collections.Counter(signatures).most_common(1)[0][0]  # First of the commonest.
+    rows = [i for i, signature in enumerate(signatures) if signature == common]
+    keys, kinds = common
+    first = infos[rows[0]]
     columns = {}
     for key, kind, value in zip(keys, kinds, first.values(), strict=True):
         if not _numeric(value):
             continue
-        if isinstance(value, np.ndarray):
-            if not all(key in info and _alike(info[key], value) for info in infos):
-                continue
-        elif not uniform and not all(key in info and type(info[key]) is kind for info in infos):
+        if isinstance(value, np.ndarray) and not all(_alike(infos[i][key], value) for i in rows):
             continue
         python = kind in _PYTHON_SCALARS
         dtype = np.array(value).dtype if python else value.dtype
         if dtype.kind == "O":  # A Python int past int64's range: sent as it is.
             continue
         try:
-            column = np.array([info[key] for info in infos], dtype)
+            values = np.array([infos[i][key] for i in rows], dtype)
         except OverflowError:  # Another env's int past the first one's dtype.
             continue
+        column = values
+        if len(rows) < len(infos):
+            column = np.zeros((len(infos), *values.shape[1:]), values.dtype)
+            column[rows] = values
         shape = value.shape if isinstance(value, np.ndarray) else None
         columns[key] = (column.dtype.str, python, column.tobytes(), shape)
-    if uniform and len(columns) == len(keys):
+    if len(rows) == len(infos) and len(columns) == len(keys):
         rest = None
-    else:  # Every key in its env's order, the columns' marked: infos decode in their order.
-        rest = [{k: _InColumn if k in columns else v for k, v in info.items()} for info in infos]
+    else:  # Infos decode in their own key order: a row's columns are marked in it.
+        marked = set(rows)
+        rest = [
+            {k: _InColumn if k in columns else v for k, v in info.items()} if i in marked else info
+            for i, info in enumerate(infos)
+        ]
     return len(infos), columns, rest
 
 

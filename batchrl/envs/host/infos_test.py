@@ -80,7 +80,7 @@ def test_one_key_other_orders_and_an_empty_first_info_round_trip():
         [{}, {"x": 1.0}],
         [{"x": 1.0}, {"y": 1.0}],
         [{"x": 1.0}, {"x": 2}],
-        # A reset's info beside a step's: the shared key is a column, the others are not.
+        # A reset's info beside a step's, each alone of its kind: the first's keys are columns.
         [{"name": "reset", "x": 1.0}, {"x": 2.0, "v": 0.5}],
     ]
     for sent in cases:
@@ -89,3 +89,14 @@ def test_one_key_other_orders_and_an_empty_first_info_round_trip():
         for a, b in zip(received, sent, strict=True):
             assert list(a) == list(b)  # Each env's keys in its own order.
             assert all(type(a[k]) is type(b[k]) for k in b)
+
+
+def test_a_reset_among_steps_travels_whole_and_the_steps_as_columns():
+    """Hoppers in a worker, one just reset: its info has fewer keys, the steps' all theirs."""
+    steps = [{"x": 0.5 * i, "v": np.float32(i), "ok": True} for i in range(4)]
+    sent = [*steps[:2], {"x": 9.0}, *steps[2:]]
+    count, columns, rest = infos.encode(sent)
+    assert list(columns) == ["x", "v", "ok"] and rest[2] == {"x": 9.0}
+    received = roundtrip([(count, columns, rest)], [5])
+    assert list(received) == sent
+    assert [type(info["v"]) for info in received if "v" in info] == [np.float32] * 4
