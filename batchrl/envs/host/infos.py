@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import itertools
 import math
 import weakref
 from collections.abc import Callable, Sequence
@@ -227,17 +228,20 @@ class Infos(Sequence):
     def __repr__(self) -> str:
         return f"Infos({list(self)!r})"
 
-    def parts(self) -> list[tuple[int, Columns | list[dict] | None]]:
-        """Each chunk's first env and its infos: `Columns`, a list of dicts, or None (all empty).
+    def parts(self) -> list[tuple[int, Columns | None]]:
+        """Each chunk's first env and its infos as `Columns`, or None where all are empty.
 
-        A worker's encoded chunk comes back as its columns, each env whose dict is not
-        those columns alone (a reset's, a final step's) kept whole.
+        A worker's encoded chunk and the dicts of envs in this process come back as
+        columns, each env whose dict is not those columns alone (a reset's, a final
+        step's) kept whole.
         """
-        starts = np.cumsum([0, *self._sizes[:-1]])
+        starts = itertools.accumulate([0, *self._sizes[:-1]])
         parts = []
         for start, chunk in zip(starts, self._chunks, strict=True):
             if isinstance(chunk, Owed):
                 chunk = chunk.get()
+            if isinstance(chunk, list):  # Envs stepped in this process: their dicts.
+                chunk = encode(chunk)
             if isinstance(chunk, tuple):
                 chunk = _columns(chunk)
             parts.append((int(start), chunk))
