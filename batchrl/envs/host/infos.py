@@ -17,6 +17,7 @@ read.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import itertools
 import math
@@ -268,6 +269,7 @@ def _columns(chunk: tuple) -> Columns:
     return Columns(arrays, count, special, frozenset(python))
 
 
+@dataclasses.dataclass(frozen=True)
 class Columns:
     """The infos of `count` envs as columns: env i's value of `key` is `columns[key][i]`.
 
@@ -277,17 +279,10 @@ class Columns:
     it, so Gymnasium's vector infos of them are built a column at a time (`vector_infos`).
     """
 
-    def __init__(
-        self,
-        columns: dict[str, np.ndarray],
-        count: int,
-        special: dict[int, dict] | None = None,
-        python: frozenset[str] = frozenset(),
-    ):
-        self.columns = columns
-        self.count = count
-        self.special = {} if special is None else special
-        self.python = python
+    columns: dict[str, np.ndarray]
+    count: int
+    special: dict[int, dict] = dataclasses.field(default_factory=dict)
+    python: frozenset[str] = frozenset()
 
     def __len__(self) -> int:
         return self.count

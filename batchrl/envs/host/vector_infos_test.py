@@ -66,7 +66,7 @@ def built_both_ways(chunks, sizes, envs, num_envs):
 
 
 def columns(count, special=None, python=(), **keys):
-    return infos.Columns(keys, count, special, frozenset(python))
+    return infos.Columns(keys, count, special or {}, frozenset(python))
 
 
 @pytest.mark.parametrize(
