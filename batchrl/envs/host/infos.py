@@ -182,6 +182,13 @@ def _cell(column: tuple, i: int) -> Any:
     return np.frombuffer(data, dtype, size, i * size * dtype.itemsize).reshape(shape).copy()
 
 
+def _decoded(columns: dict, kept: dict, i: int) -> dict:
+    """Env i's infos from its entry of `encode`'s `rest`, its columns' values filled in."""
+    return {
+        key: _cell(columns[key], i) if value is _InColumn else value for key, value in kept.items()
+    }
+
+
 class Infos(Sequence):
     """The infos of a batch, one dict per env, built from encoded chunks when read."""
 
@@ -221,10 +228,7 @@ class Infos(Sequence):
         _, columns, rest = chunk
         if rest is None:
             return {key: _cell(column, i) for key, column in columns.items()}
-        return {
-            key: _cell(columns[key], i) if value is _InColumn else value
-            for key, value in rest[i].items()
-        }
+        return _decoded(columns, rest[i], i)
 
     def __repr__(self) -> str:
         return f"Infos({list(self)!r})"
@@ -262,10 +266,7 @@ def _columns(chunk: tuple) -> Columns:
         keys = list(columns)
         for i, kept in enumerate(rest):
             if list(kept) != keys or any(value is not _InColumn for value in kept.values()):
-                special[i] = {
-                    key: _cell(columns[key], i) if value is _InColumn else value
-                    for key, value in kept.items()
-                }
+                special[i] = _decoded(columns, kept, i)
     return Columns(arrays, count, special, frozenset(python))
 
 
