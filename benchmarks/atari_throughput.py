@@ -9,9 +9,13 @@ shared and noisy). Each round's rates and the ratios within it are reported, wit
 medians. The peers:
 
 - `batch_env_atari`: `BatchEnv.atari`, ale-py's AtariVectorEnv in its C++ threads, one
-  per core, with the preset's options.
+  per core and pinned to it (its default), with the preset's options.
+- `batch_env_atari_unpinned`: the same with `thread_affinity_offset=-1`, as it stepped
+  before its threads were pinned.
 - `envpool_async`: EnvPool's async loop, `recv` then `send` of the whole batch
-  (`batch_size=num_envs`), one thread per core; the window ends on the last `recv`.
+  (`batch_size=num_envs`), one thread per core, unpinned (its default); the window ends
+  on the last `recv`.
+- `envpool_async_pinned`: the same, its threads pinned as `BatchEnv.atari`'s.
 - `envpool_sync`: the same pool's `step`.
 - `async_vector_env`: Gymnasium's AsyncVectorEnv, one process per game (its design),
   over `gym.make("ALE/<Game>-v5", frameskip=1)`, AtariPreprocessing, ClipReward and
@@ -21,7 +25,7 @@ medians. The peers:
 Without EnvPool (`pip install -e '.[bench]'`), or with one that cannot make the games,
 its peers are left out and `envpool_missing` says why.
 
-About 2.5 minutes on 2 cores:
+About 3.5 minutes on 2 cores:
 
     python benchmarks/atari_throughput.py [--rounds 7] [--seconds 1.0] [--games Pong Breakout]
         [--sizes 8 32]
@@ -43,6 +47,7 @@ import numpy as np
 
 from batchrl.configs import pixel_presets
 from batchrl.envs import BatchEnv
+from batchrl.envs.host import split
 from batchrl.scripts import provenance
 
 gym.register_envs(ale_py)
@@ -69,9 +74,12 @@ ENVPOOL_OPTIONS = dict(
 
 
 class EnvPoolAsync:
-    """EnvPool's async loop over the whole batch: each call receives the results, then sends."""
+    """EnvPool's async loop over the whole batch: each call receives the results, then sends.
 
-    def __init__(self, envpool, task: str, num_envs: int, cores: int):
+    `first_core`: where its threads are pinned, one per core from it; -1: unpinned.
+    """
+
+    def __init__(self, envpool, task: str, num_envs: int, cores: int, first_core: int = -1):
         self.env = envpool.make(
             task,
             env_type="gymnasium",
@@ -79,6 +87,7 @@ class EnvPoolAsync:
             batch_size=num_envs,
             num_threads=cores,
             seed=0,
+            thread_affinity_offset=first_core,
             **ENVPOOL_OPTIONS,
         )
         self.env.async_reset()
@@ -147,8 +156,20 @@ def peers(game: str, num_envs: int, cores: int, envpool) -> tuple[dict, list]:
         f"ALE/{game}-v5", num_envs, threads=cores, **pixel_presets.breakout().env_kwargs
     )
     ours.reset(seed=0)
-    steppers = {OURS: (ours.step, None), "async_vector_env": (theirs.step, None)}
-    closers = [ours, theirs]
+    unpinned = BatchEnv.atari(
+        f"ALE/{game}-v5",
+        num_envs,
+        threads=cores,
+        thread_affinity_offset=-1,
+        **pixel_presets.breakout().env_kwargs,
+    )
+    unpinned.reset(seed=0)
+    steppers = {
+        OURS: (ours.step, None),
+        f"{OURS}_unpinned": (unpinned.step, None),
+        "async_vector_env": (theirs.step, None),
+    }
+    closers = [ours, unpinned, theirs]
     if envpool is not None:
         pooled = EnvPoolAsync(envpool, f"{game}-v5", num_envs, cores)
         sync = envpool.make(
@@ -161,9 +182,13 @@ def peers(game: str, num_envs: int, cores: int, envpool) -> tuple[dict, list]:
             **ENVPOOL_OPTIONS,
         )
         sync.reset()
+        pinned = EnvPoolAsync(
+            envpool, f"{game}-v5", num_envs, cores, split.first_core_to_pin(cores)
+        )
         steppers["envpool_async"] = (pooled.step, pooled.finish)
+        steppers["envpool_async_pinned"] = (pinned.step, pinned.finish)
         steppers["envpool_sync"] = (sync.step, None)
-        closers += [pooled.env, sync]
+        closers += [pooled.env, pinned.env, sync]
     return steppers, closers
 
 
@@ -217,6 +242,8 @@ def main() -> None:
     record = {
         "benchmark": "atari_throughput",
         "threads": {OURS: cores, "envpool": cores, "async_vector_env": "one process per env"},
+        "pinned_from_core": split.first_core_to_pin(cores),  # -1: none (not all cores).
+        "commit": provenance.source_commit(),
         "machine": provenance.machine(),
         "ale_py": ale_py.__version__,
         "envpool": None if envpool is None else envpool.__version__,

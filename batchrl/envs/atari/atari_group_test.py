@@ -217,6 +217,32 @@ def test_the_default_threads_are_the_cores_this_process_may_run_on():
         assert group.threads == 1
 
 
+def new_threads_affinity(make):
+    """What `make()` returns, and the CPU affinity of each thread it started, by thread id."""
+    before = set(os.listdir("/proc/self/task"))
+    made = make()
+    started = set(os.listdir("/proc/self/task")) - before
+    return made, [os.sched_getaffinity(int(task)) for task in sorted(started, key=int)]
+
+
+def test_threads_on_every_core_are_pinned_one_to_each_unless_told_otherwise():
+    allowed = os.sched_getaffinity(0)
+    env, pinned = new_threads_affinity(lambda: BatchEnv.atari("pong", 4))
+    with env:
+        assert sorted(pinned, key=min) == [{core} for core in sorted(allowed)]
+        assert env.spec.kwargs["thread_affinity_offset"] == min(allowed)
+    env, unpinned = new_threads_affinity(
+        lambda: BatchEnv.atari("pong", 4, thread_affinity_offset=-1)
+    )
+    with env:
+        assert unpinned == [allowed] * len(allowed)
+        assert env.spec.kwargs["thread_affinity_offset"] == -1
+    if len(allowed) > 1:  # Fewer threads than cores: left to the scheduler.
+        env, fewer = new_threads_affinity(lambda: BatchEnv.atari("pong", 4, threads=1))
+        with env:
+            assert fewer == [allowed]
+
+
 @pytest.mark.parametrize(
     ("count", "message"),
     [

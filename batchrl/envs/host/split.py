@@ -12,6 +12,20 @@ def cores() -> int:
     return max(1, count or 1)
 
 
+def first_core_to_pin(threads: int) -> int:
+    """The first of `threads` consecutive cores to pin threads to, one each; -1: none.
+
+    Only where the threads take every core this process may run on, numbered in a row:
+    pinned to some cores of many, they would crowd the cores that other runs pin to.
+    """
+    if not hasattr(os, "sched_getaffinity"):
+        return -1
+    allowed = sorted(os.sched_getaffinity(0))
+    if threads != len(allowed) or allowed[-1] - allowed[0] != threads - 1:
+        return -1
+    return allowed[0]
+
+
 def default_envs_per_worker(num_envs: int, parent_steps: bool = False) -> int:
     """Envs split evenly over one worker per core (one core fewer when the parent steps envs).
 

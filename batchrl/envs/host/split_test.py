@@ -27,3 +27,15 @@ def test_cores_follow_the_affinity():
         # One worker for the batch, and the parent steps none beside it.
         assert split.default_envs_per_worker(8) == 8
         assert split.default_local_envs(8) == 0
+
+
+def test_threads_are_pinned_only_where_they_take_every_core_in_a_row(monkeypatch):
+    # A process allowed cores 2 and 3 (`taskset -c 2,3`): two threads pin from core 2.
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3, 2})
+    assert split.first_core_to_pin(2) == 2
+    # Fewer threads than cores: pinned, they would crowd the cores other runs pin to.
+    assert split.first_core_to_pin(1) == -1
+    assert split.first_core_to_pin(3) == -1
+    # Cores not in a row: ale-py and EnvPool pin from an offset, to cores in a row.
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 2})
+    assert split.first_core_to_pin(2) == -1
