@@ -45,7 +45,7 @@ class AtariGroup:
     None: one per core this process may run on (`split.cores`, its CPU affinity), where
     ale-py's own default would start one per core of the machine. Threads that take every
     such core are pinned one to each, unless `thread_affinity_offset` says otherwise:
-    ale-py's games then step 5-15 % faster (`benchmarks/atari_throughput.py`).
+    ale-py's games then step 2-13 % faster (`benchmarks/atari_throughput.py`).
     """
 
     def __init__(self, game: str, num_envs: int, *, threads: int | None = None, **options: Any):
