@@ -113,13 +113,14 @@ class AtariGroup:
         """The step's results in the buffers; SAME_STEP resets the games that ended at once."""
         obs, reward, terminated, truncated, info = self._open().recv()
         order = _env_order(info)
-        if order is None:  # In env order, as ale-py answers a whole batch: taken as they are.
-            # ale-py's arrays are the step's own (the next `recv` makes new ones): the
-            # group keeps them as its latest obs, with no copy.
+        if order is None and obs.flags.writeable:  # In env order, as ale-py answers a batch.
+            # ale-py's arrays are the step's own (the next `recv` makes new ones), and the
+            # batch copies them into the step's: the group keeps them as its latest obs.
             self.buffers = dataclasses.replace(self.buffers, obs=obs)
             order = slice(None)
         else:
-            np.take(obs, order, axis=0, out=self.buffers.obs)
+            order = slice(None) if order is None else order
+            self.buffers.obs[...] = obs[order]
         buffers = self.buffers
         buffers.reward[:] = reward[order]
         buffers.terminated[:] = terminated[order]
