@@ -45,7 +45,7 @@ class AtariGroup:
     None: one per core this process may run on (`split.cores`, its CPU affinity), where
     ale-py's own default would start one per core of the machine. Threads that take every
     such core are pinned one to each, unless `thread_affinity_offset` says otherwise:
-    ale-py's games then step 2-13 % faster (`benchmarks/atari_throughput.py`).
+    ale-py's games then step 2-21 % faster (`benchmarks/atari_throughput.py`).
     """
 
     def __init__(self, game: str, num_envs: int, *, threads: int | None = None, **options: Any):
@@ -113,13 +113,11 @@ class AtariGroup:
         """The step's results in the buffers; SAME_STEP resets the games that ended at once."""
         obs, reward, terminated, truncated, info = self._open().recv()
         order = _env_order(info)
-        if order is None and obs.flags.writeable:  # In env order, as ale-py answers a batch.
+        if isinstance(order, slice) and obs.flags.writeable:
             # ale-py's arrays are the step's own (the next `recv` makes new ones), and the
             # batch copies them into the step's: the group keeps them as its latest obs.
             self.buffers = dataclasses.replace(self.buffers, obs=obs)
-            order = slice(None)
         else:
-            order = slice(None) if order is None else order
             self.buffers.obs[...] = obs[order]
         buffers = self.buffers
         buffers.reward[:] = reward[order]
@@ -247,7 +245,6 @@ class AtariGroup:
         )
         self._reset_once = True
         order = _env_order(info)
-        order = slice(None) if order is None else order
         self.buffers.obs[ordered] = obs[order][ordered]
         # New arrays: the infos of the last step, which may be read later, keep theirs.
         for key in INFO_KEYS:
@@ -261,14 +258,15 @@ class AtariGroup:
         return {key: int(self._info[key][index]) for key in INFO_KEYS}
 
 
-def _env_order(info: dict) -> np.ndarray | None:
+def _env_order(info: dict) -> np.ndarray | slice:
     """The rows of a result in env order (ale-py returns every env's, ordered by `env_id`).
 
-    None where they are in env order already.
+    All of them as they are (`slice(None)`, no copy) where they are in env order already,
+    as ale-py answers a whole batch.
     """
     env_id = np.asarray(info["env_id"])
     if (env_id[1:] > env_id[:-1]).all() and env_id[0] == 0:  # 0, 1, ..., n - 1.
-        return None
+        return slice(None)
     return np.argsort(env_id, kind="stable")
 
 
