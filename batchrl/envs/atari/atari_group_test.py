@@ -169,6 +169,24 @@ def test_with_life_loss_info_same_step_resets_only_a_game_over():
     assert infos["lives"][0] == 5
 
 
+@pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
+def test_each_steps_obs_are_the_callers_to_keep_through_later_steps_and_resets(mode):
+    with BatchEnv.atari("breakout", 2, noop_max=0, autoreset_mode=mode) as env:
+        env.reset(seed=0)
+        kept, ends, after = [], 0, 0
+        while after < 2:  # Both games over, then two steps (NEXT_STEP resets in them).
+            obs, _, terminated, truncated, _ = env.step(np.full(2, FIRE))
+            kept.append((obs, obs.copy()))
+            after += ends >= 2
+            done = terminated | truncated
+            ends += int(done.sum())
+            if mode is AutoresetMode.DISABLED and done.any():
+                env.reset(options={"reset_mask": done})
+    for t, (held, copy) in enumerate(kept):
+        np.testing.assert_array_equal(held, copy, err_msg=f"step {t}")
+        assert held.flags.writeable
+
+
 def task_count():
     return len(os.listdir("/proc/self/task"))
 

@@ -14,6 +14,7 @@ final step's) go through `_add_info` in their turn, and so does any key whose ar
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -113,6 +114,11 @@ def _add_rows(
             for value, place in zip(column[rows], numbers, strict=True):
                 add_info(built, {key: value.item() if python else value}, int(place))
             continue
+        whole = isinstance(index, slice) and index == slice(0, num_envs, 1)
+        if array is None and mask is None and whole:
+            # The whole batch's first rows of `key`: a cast copy, a mask of all True.
+            built[key], built[f"_{key}"] = column[rows].astype(dtype), np.ones(num_envs, np.bool_)
+            continue
         if array is None:
             array = np.zeros((num_envs, *column.shape[1:]), dtype)
         if mask is None:
@@ -129,13 +135,17 @@ def _made_dtype(column: np.ndarray, python: bool) -> np.dtype | None:
     type (a Python bool a bool array); None where `_add_info` makes an object array (a
     NumPy bool), or where Python ints may not fit the int64 array (a uint64 column).
     """
-    if column.ndim > 1:
-        return column.dtype
+    return column.dtype if column.ndim > 1 else _made_of_scalars(column.dtype, python)
+
+
+@functools.cache
+def _made_of_scalars(dtype: np.dtype, python: bool) -> np.dtype | None:
+    """`_made_dtype` of a column of scalars: one answer per dtype, found once (every step asks)."""
     if python:  # Rows of `.item()`: a bool, int or float, whatever the column's width.
-        kind = {"b": bool, "i": int, "u": int, "f": float}.get(column.dtype.kind)
+        kind = {"b": bool, "i": int, "u": int, "f": float}.get(dtype.kind)
         made = None if kind is None else np.dtype(kind)
-        return made if made is not None and np.can_cast(column.dtype, made, "safe") else None
-    scalar = column.dtype.type
+        return made if made is not None and np.can_cast(dtype, made, "safe") else None
+    scalar = dtype.type
     return np.dtype(scalar) if issubclass(scalar, np.number) else None
 
 
