@@ -40,6 +40,7 @@ from batchrl.training import (
     together_memory,
 )
 from batchrl.training.keeper import Keeper, restore
+from batchrl.training.keeper_thread import KeeperThread
 from batchrl.training.policy import Policy
 
 logger = logging.getLogger("batchrl.training")
@@ -156,10 +157,17 @@ def train(
         restart = first_restart(programs, config, state)
         restarted = restarts_before(rundir, int(state.env_steps))
         try:
-            with keeper, progress.ticking(), run_signals.signals_kept() as received:
+            with (
+                keeper,
+                KeeperThread(keeper) as kept,  # Left before the keeper: its records end first.
+                progress.ticking(),
+                run_signals.signals_kept() as received,
+            ):
                 for done in range(int(state.phases) + 1, total + 1):
                     run_signals.raise_received(received)
                     final = done == total
+                    if final and config.average_last > 1:
+                        kept.wait()  # The tail the final policy averages ends at the last phase.
                     state, metrics = loop.run_phase(
                         programs,
                         state,
@@ -172,12 +180,16 @@ def train(
                     restart, compiled = restart_after(programs, config, done), 0.0
                     if batch_env is not None:  # Env workers replaced so far.
                         metrics["perf/worker_restarts"] = restarted + batch_env.restarts
-                    env_steps = keeper.record(state, metrics)
+                    kept.record(state, metrics)
+                    env_steps = int(state.env_steps)
                     progress.update(env_steps, metrics)
                     progress.print(terminal.summary_line(done, env_steps, metrics))
-                    if callback is not None and callback({"step": env_steps, **metrics}) is False:
-                        keeper.save_stopped()
-                        break
+                    if callback is not None:
+                        kept.wait()  # The callback sees a phase once it is kept.
+                        if callback({"step": env_steps, **metrics}) is False:
+                            keeper.save_stopped()
+                            break
+                kept.wait()
                 if received and int(keeper.logged.phases) == total:  # Its phases all kept.
                     raise run_signals.Finished(f"signal {received[0]} in the run's last phase")
                 run_signals.raise_received(received)

@@ -9,7 +9,6 @@ seed's last logged state and resumes together, from the phase all seeds reached.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import logging
 import math
@@ -43,6 +42,7 @@ from batchrl.training import (
 )
 from batchrl.training.diverged_seeds import DivergedError
 from batchrl.training.keeper import Keeper, restore
+from batchrl.training.keeper_thread import KeeperThread, wait_all
 
 logger = logging.getLogger("batchrl.training")
 
@@ -175,49 +175,45 @@ def _train(
     _check_memory(group, stacked, states)  # Compiles the phase: its time is the first's.
     compiled = time.perf_counter() - compiling
     # A thread a seed, so the seeds' checkpoints are written side by side.
-    pool = concurrent.futures.ThreadPoolExecutor
-    writers = [pool(1, thread_name_prefix="batchrl-keeper") for _ in keepers]
-    kept: list[concurrent.futures.Future] = []
+    threads = [KeeperThread(keeper) for keeper in keepers]
     try:
         with contextlib.ExitStack() as opened:
             for keeper in keepers:
                 opened.enter_context(keeper)
-            for writer in writers:
-                opened.callback(writer.shutdown)  # Waits for the last phase's records.
+            for thread in threads:
+                opened.enter_context(thread)  # Waits for the last phase's records.
             opened.enter_context(progress.ticking())
             received = opened.enter_context(run_signals.signals_kept())
             restart = run.first_restart(group.solo, config, states[0])  # As `run.train`'s.
             restarted = run.restarts_before(rundirs[0], int(states[0].env_steps))
             for done in range(begun + 1, total + 1):
                 run_signals.raise_received(received)
+                if done == total and config.average_last > 1:  # Tails end at the last phase.
+                    wait_all(threads)
                 stacked, rows = _phase(group, stacked, keepers, config, done, restart, compiled)
                 compiled = 0.0
                 restart = run.restart_after(group.solo, config, done)  # As `run.train`'s.
                 if restarts is not None:  # Every seed's env workers replaced so far.
                     for row in rows:
                         row["perf/worker_restarts"] = restarted + restarts()
-                for future in kept:
-                    future.result()  # Raises what the last phase's records raised.
+                wait_all(threads)  # Raises what the last phase's records raised.
                 hosts = _to_host(group, stacked, storages)
-                kept = [
-                    writer.submit(keeper.record, host, row)
-                    for writer, keeper, host, row in zip(writers, keepers, hosts, rows, strict=True)
-                ]
+                for thread, host, row in zip(threads, hosts, rows, strict=True):
+                    thread.record(host, row)
                 mean = _mean_row(rows)
                 env_steps = int(rows[0]["perf/env_steps"])
                 progress.update(count * env_steps, mean)
                 line = terminal.summary_line(done, env_steps, mean)
                 progress.print(f"{line}  (mean of {terminal.counted(count, 'seed')})")
             run_signals.raise_received(received)  # A signal in the last phase still stops it.
-        for future in kept:
-            future.result()
+        wait_all(threads)
     except DivergedError:
         progress.close()  # The warning that the others train on starts a line of its own.
         raise
     except KeyboardInterrupt:
         progress.close()
-        for writer in writers:
-            writer.shutdown()
+        for thread in threads:
+            thread.close()
         for keeper in keepers:
             keeper.save_interrupted()
         raise

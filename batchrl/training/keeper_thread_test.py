@@ -1,0 +1,52 @@
+"""A run keeps each phase on a thread of its own while the next one trains."""
+
+import threading
+
+import pytest
+
+import batchrl
+from batchrl.training import checkpoint, file_writes, loop
+from batchrl.training.api_test import TINY_PENALTY
+
+# 200 env steps a phase (4 envs, one update of 4 episodes of 50 steps).
+PHASES = dict(steps=600, **TINY_PENALTY)
+
+
+def test_a_phases_checkpoint_is_written_while_the_next_phase_trains(tmp_path, monkeypatch):
+    started, calls, seen = threading.Event(), [], []
+    real_phase, real_save = loop.run_phase, checkpoint.save
+
+    def phase(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # The second phase begins: the first's save waits for it.
+            started.set()
+        return real_phase(*args, **kwargs)
+
+    def save(directory, step, *args, **kwargs):
+        seen.append(step)
+        # On the training thread, the next phase would never start: False after 60 s.
+        if step == 1:
+            seen.append(started.wait(timeout=60))
+        return real_save(directory, step, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "run_phase", phase)
+    monkeypatch.setattr(checkpoint, "save", save)
+    run = batchrl.train("pendulum_jax", logdir=tmp_path, **PHASES)
+    assert seen == [1, True, 2, 3]
+    assert checkpoint.steps(run.rundir / "checkpoints") == [1, 2, 3]
+    assert [row["step"] for row in run.metrics] == [200, 400, 600]
+
+
+def test_a_failed_write_of_a_phase_stops_the_run_with_its_error(tmp_path, monkeypatch):
+    real_save = checkpoint.save
+
+    def save(directory, step, *args, **kwargs):
+        if step == 2:
+            raise file_writes.WriteError(f"cannot write '{directory}': No space left on device")
+        return real_save(directory, step, *args, **kwargs)
+
+    monkeypatch.setattr(checkpoint, "save", save)
+    with pytest.raises(file_writes.WriteError, match=r"^cannot write '.*': No space left"):
+        batchrl.train("pendulum_jax", logdir=tmp_path, **PHASES)
+    (folder,) = tmp_path.iterdir()
+    assert checkpoint.steps(folder / "checkpoints") == [1]  # The last good one stays.
