@@ -31,8 +31,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="breakout")
     parser.add_argument("--steps", type=int, default=5120)
-    parser.add_argument("--set", action="append", default=["phase_steps=1024"], dest="settings")
+    parser.add_argument(
+        "--set", action="append", dest="settings", help="key=value (default: phase_steps=1024)"
+    )
     args = parser.parse_args()
+    args.settings = args.settings or ["phase_steps=1024"]
     phases: list[tuple[float, float]] = []
     records: list[float] = []
     run_phase, record = loop.run_phase, keeper.Keeper.record
