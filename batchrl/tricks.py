@@ -20,7 +20,6 @@ TRICKS = {
     "conv_matmul": "networks/conv_matmul.py: convolutions as patches and one product on CPU",
     "lazy_infos": "envs/host/infos.py: vector infos built at their first read (VectorInfos)",
     "column_infos": "envs/host/vector_infos.py: Gymnasium's vector infos built a column at a time",
-    "fresh_obs": "envs/atari/atari_group.py: ale-py's arrays of a step's obs handed out uncopied",
     "hidden_torch": "training/metrics_log.py: tensorboardX imported with torch hidden",
 }
 

@@ -128,22 +128,6 @@ def test_column_infos_off_builds_each_envs_infos_in_turn_into_the_same_dicts(mon
         vector_infos_test.assert_same(a, b, f"step {t}")
 
 
-def test_fresh_obs_off_copies_each_steps_obs_which_are_the_same(monkeypatch):
-    def step_obs():
-        with BatchEnv.atari("breakout", 2, autoreset_mode="same_step") as env:
-            env.reset(seed=0)
-            actions = np.random.default_rng(0).integers(0, 4, (60, 2))
-            steps = [env.step(action)[0] for action in actions]
-            return steps, np.shares_memory(steps[-1], env._groups[0].buffers.obs)
-
-    handed, shared = step_obs()
-    monkeypatch.setenv(tricks.VARIABLE, "fresh_obs")
-    copied, shared_off = step_obs()
-    assert shared and not shared_off
-    for t, (a, b) in enumerate(zip(handed, copied, strict=True)):
-        np.testing.assert_array_equal(a, b, err_msg=f"step {t}")
-
-
 _WRITER = """
 import json, sys
 from batchrl.training import metrics_log

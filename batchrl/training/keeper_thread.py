@@ -22,8 +22,10 @@ from batchrl.training.keeper import Keeper
 class KeeperThread:
     """`keeper`'s records, one in flight at most, on a thread of their own.
 
-    A context manager: leaving it waits for the record in flight, and raises nothing
-    (an error that leaves it stays the one raised).
+    A context manager: leaving it waits for the record in flight, and raises nothing of
+    the record's (an error that leaves it stays the one raised). Leave it before the
+    run's signal handlers (`run_signals.signals_kept`) go: a SIGTERM in its wait would
+    otherwise end the process there.
     """
 
     def __init__(self, keeper: Keeper):
@@ -38,13 +40,27 @@ class KeeperThread:
 
     def wait(self) -> None:
         """Returns once every phase given is kept; raises what its record raised."""
-        pending, self._pending = self._pending, None
-        if pending is not None:
-            pending.result()
+        if self._pending is not None:
+            self._pending.result()
+            self._pending = None  # Only once kept: after a wait cut short, `close` waits on.
 
     def close(self) -> None:
-        """Waits for the record in flight and ends the thread; `wait` raises what it raised."""
-        self._pool.shutdown(wait=True)
+        """Waits for the record in flight and ends the thread; `wait` raises what it raised.
+
+        A KeyboardInterrupt in the wait (a second Ctrl-C) waits on, then is raised: the
+        record runs on regardless, and the keeper must not close its files, nor the
+        interrupt's checkpoint be written, beside it. (It waits on the record, not on
+        the thread: Python 3.11's join, cut by a signal, takes a live thread for ended.)
+        """
+        interrupted = None
+        while self._pending is not None and not self._pending.done():
+            try:
+                concurrent.futures.wait([self._pending])
+            except KeyboardInterrupt as error:
+                interrupted = error
+        self._pool.shutdown(wait=False)  # Its thread ends on its own, nothing left to run.
+        if interrupted is not None:
+            raise interrupted
 
     def __enter__(self) -> KeeperThread:
         return self

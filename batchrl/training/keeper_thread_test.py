@@ -1,12 +1,15 @@
 """A run keeps each phase on a thread of its own while the next one trains."""
 
+import signal
 import threading
+import time
 
 import pytest
 
 import batchrl
 from batchrl.training import checkpoint, file_writes, loop
 from batchrl.training.api_test import TINY_PENALTY
+from batchrl.training.keeper_thread import KeeperThread
 
 # 200 env steps a phase (4 envs, one update of 4 episodes of 50 steps).
 PHASES = dict(steps=600, **TINY_PENALTY)
@@ -50,3 +53,30 @@ def test_a_failed_write_of_a_phase_stops_the_run_with_its_error(tmp_path, monkey
         batchrl.train("pendulum_jax", logdir=tmp_path, **PHASES)
     (folder,) = tmp_path.iterdir()
     assert checkpoint.steps(folder / "checkpoints") == [1]  # The last good one stays.
+
+
+class SlowKeeper:
+    """Keeps a phase once `release` is set, as a large checkpoint's write takes a while."""
+
+    def __init__(self):
+        self.release, self.kept = threading.Event(), []
+
+    def record(self, state, metrics):
+        self.release.wait(timeout=60)
+        self.kept.append(state)
+
+
+def test_a_ctrl_c_in_the_wait_for_the_last_record_is_raised_once_it_is_kept():
+    keeper = SlowKeeper()
+    thread = KeeperThread(keeper)
+    thread.record(7, {})
+
+    def second_ctrl_c():  # Lands in `close`'s wait, then the record ends.
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        time.sleep(0.5)
+        keeper.release.set()
+
+    threading.Timer(0.5, second_ctrl_c).start()
+    with pytest.raises(KeyboardInterrupt):
+        thread.close()
+    assert keeper.kept == [7]  # Kept before the interrupt went on: nothing writes beside it.

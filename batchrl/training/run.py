@@ -159,9 +159,9 @@ def train(
         try:
             with (
                 keeper,
-                KeeperThread(keeper) as kept,  # Left before the keeper: its records end first.
                 progress.ticking(),
                 run_signals.signals_kept() as received,
+                KeeperThread(keeper) as kept,  # Left first: its records end under the handlers.
             ):
                 for done in range(int(state.phases) + 1, total + 1):
                     run_signals.raise_received(received)

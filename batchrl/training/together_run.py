@@ -180,10 +180,10 @@ def _train(
         with contextlib.ExitStack() as opened:
             for keeper in keepers:
                 opened.enter_context(keeper)
-            for thread in threads:
-                opened.enter_context(thread)  # Waits for the last phase's records.
             opened.enter_context(progress.ticking())
             received = opened.enter_context(run_signals.signals_kept())
+            for thread in threads:  # Left first: the last records end under the handlers.
+                opened.enter_context(thread)
             restart = run.first_restart(group.solo, config, states[0])  # As `run.train`'s.
             restarted = run.restarts_before(rundirs[0], int(states[0].env_steps))
             for done in range(begun + 1, total + 1):

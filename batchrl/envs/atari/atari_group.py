@@ -24,7 +24,6 @@ import numpy as np
 from ale_py.vector_env import AtariVectorEnv
 from gymnasium.vector import AutoresetMode
 
-from batchrl import tricks
 from batchrl.envs import spaces
 from batchrl.envs.atari import settings as settings_lib
 from batchrl.envs.host import arguments, obs_tree, split, stepper
@@ -69,9 +68,6 @@ class AtariGroup:
         )
         self.action_space = spaces.check_action_space(self.vector_env.single_action_space, game)
         self.buffers = stepper.Buffers.allocate(num_envs, self.observation_space, self.action_space)
-        # Each step's obs are ale-py's new arrays, never written again: a batch of this
-        # group alone hands them out uncopied (`Group.fresh_obs`), unless that trick is off.
-        self.fresh_obs = tricks.on("fresh_obs")
         self.restarts = 0
         # Each env's info as its last step or reset left it, one array [k] per key.
         self._info = {key: np.zeros(num_envs, np.int32) for key in INFO_KEYS}
@@ -117,13 +113,13 @@ class AtariGroup:
         """The step's results in the buffers; SAME_STEP resets the games that ended at once."""
         obs, reward, terminated, truncated, info = self._open().recv()
         order = _env_order(info)
-        if not isinstance(order, slice):
-            obs = obs[order]  # New arrays, in env order.
-        elif not obs.flags.writeable:
-            obs = obs.copy()
-        # ale-py's arrays are the step's own (the next `recv` makes new ones): the group
-        # keeps them as its latest obs, and `_reset` writes into a copy (`fresh_obs`).
-        self.buffers = buffers = dataclasses.replace(self.buffers, obs=obs)
+        if isinstance(order, slice) and obs.flags.writeable:
+            # ale-py's arrays are the step's own (the next `recv` makes new ones), and the
+            # batch copies them into the step's: the group keeps them as its latest obs.
+            self.buffers = dataclasses.replace(self.buffers, obs=obs)
+        else:
+            self.buffers.obs[...] = obs[order]
+        buffers = self.buffers
         buffers.reward[:] = reward[order]
         buffers.terminated[:] = terminated[order]
         buffers.truncated[:] = truncated[order]
@@ -133,7 +129,7 @@ class AtariGroup:
         special: dict[int, dict] = {}
         if self._mode is AutoresetMode.SAME_STEP and over.any():
             ended = np.flatnonzero(over)
-            final_obs = buffers.obs[ended]  # A copy: `_reset` leaves `obs` as it is.
+            final_obs = buffers.obs[ended].copy()
             final_infos = [self._info_of(i) for i in ended]
             self._reset(ended, [None] * len(ended))
             for n, i in enumerate(ended):
@@ -142,7 +138,7 @@ class AtariGroup:
                 )
         columns = self._info
         infos = infos_lib.Owed(lambda: infos_lib.Columns(columns, self.num_envs, special, _PYTHON))
-        return self.buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
+        return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
 
     def reset_async(
         self, indices: Sequence[int], seeds: Sequence[int | None], options: dict | None
@@ -249,9 +245,7 @@ class AtariGroup:
         )
         self._reset_once = True
         order = _env_order(info)
-        latest = self.buffers.obs.copy()  # Not into the arrays a step handed out.
-        latest[ordered] = obs[order][ordered]
-        self.buffers = dataclasses.replace(self.buffers, obs=latest)
+        self.buffers.obs[ordered] = obs[order][ordered]
         # New arrays: the infos of the last step, which may be read later, keep theirs.
         for key in INFO_KEYS:
             column = self._info[key].copy()

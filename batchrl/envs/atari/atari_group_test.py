@@ -187,6 +187,18 @@ def test_each_steps_obs_are_the_callers_to_keep_through_later_steps_and_resets(m
         assert held.flags.writeable
 
 
+def test_a_steps_obs_edited_in_place_leave_a_later_masked_reset_as_the_step_gave_them():
+    # As AsyncVectorEnv's: the envs not reset answer their last step's obs, not the caller's
+    # edits of the arrays it was handed.
+    with BatchEnv.atari("breakout", 2, noop_max=0, autoreset_mode="disabled") as env:
+        env.reset(seed=0)
+        obs = env.step(np.full(2, FIRE))[0]
+        given = obs.copy()
+        obs[...] = 7
+        again, _ = env.reset(options={"reset_mask": np.array([True, False])})
+    np.testing.assert_array_equal(again[1], given[1])
+
+
 def task_count():
     return len(os.listdir("/proc/self/task"))
 

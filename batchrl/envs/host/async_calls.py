@@ -35,7 +35,6 @@ class AsyncCalls:
     _waiting: tuple | None = None  # The call in flight: ("step",), ("reset", ...), ("call", ...).
     # Envs whose episodes ended without autoreset (DISABLED), not reset since.
     _unreset: np.ndarray | None = None
-    _obs_handed_over = False  # A step's obs are its one group's own (`Group.fresh_obs`).
 
     def step_async(self, actions: Any) -> None:
         """Sends every env its action; `step_wait` collects the step.
@@ -61,9 +60,8 @@ class AsyncCalls:
         """The results of the step `step_async` sent, as `step` gives them."""
         self._expect_call("step", timeout)
         self._waiting = None
-        with_obs = not self._obs_handed_over
-        obs, reward, terminated, truncated = self._result_arrays(np.float64, with_obs)
-        obs, infos = self._collect_step(obs, reward, terminated, truncated)
+        obs, reward, terminated, truncated = results = self._result_arrays(np.float64)
+        infos = self._collect_step(*results)
         if self.autoreset_mode is AutoresetMode.DISABLED:
             self._unreset = terminated | truncated
         vector_infos = infos_lib.vector_infos(
@@ -145,19 +143,17 @@ class AsyncCalls:
         self._expect_call("step_into", None)
         obs_tree.check(obs, self._obs_shapes)  # Refused, the step stays in flight.
         self._waiting = None
-        return self._collect_step(obs, reward, terminated, truncated)[1]
+        return self._collect_step(obs, reward, terminated, truncated)
 
     def _reset_done(self, indices: Any) -> None:
         """The envs at `indices` were reset: none of them is due a reset."""
         if self._unreset is not None:
             self._unreset[indices] = False
 
-    def _result_arrays(
-        self, reward_dtype: Any, with_obs: bool = True
-    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
-        """Fresh obs (None without `with_obs`), reward, terminated and truncated arrays."""
+    def _result_arrays(self, reward_dtype: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray]:
+        """Fresh obs, reward, terminated and truncated arrays for a step's results."""
         n = self.num_envs
-        obs = obs_tree.empty(self.single_observation_space, n) if with_obs else None
+        obs = obs_tree.empty(self.single_observation_space, n)
         return obs, np.empty(n, reward_dtype), np.empty(n, bool), np.empty(n, bool)
 
     def _expect_no_call(self, call: str) -> None:

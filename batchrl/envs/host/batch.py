@@ -45,7 +45,7 @@ class BatchEnvBase(async_calls.AsyncCalls, env_requests.EnvCalls, gym.vector.Vec
     Observations are trees as Gymnasium batches the observation space (dicts for `Dict`,
     tuples for `Tuple`, arrays [B, *shape] in the space's dtype); actions likewise, trees
     of `Box`, `Discrete`, `MultiDiscrete` and `MultiBinary` arrays. Returned arrays are
-    new at each call, safe to keep. Infos are a plain dict, as `SyncVectorEnv`'s; with
+    fresh copies, safe to keep. Infos are a plain dict, as `SyncVectorEnv`'s; with
     `lazy_infos` set, a dict that fetches them from the envs only when first read (a
     step loop that never reads them saves their transport). `batchrl.envs.BatchEnv` is
     this with the builders that start the groups.
@@ -111,13 +111,6 @@ class BatchEnvBase(async_calls.AsyncCalls, env_requests.EnvCalls, gym.vector.Vec
         nested = nested or self._action_kinds is not None
         shapes = obs_tree.shapes(self.single_action_space, self.num_envs) if nested else None
         self._action_shapes = shapes  # None: a flat action space, one array.
-        # A step's obs are the one group's own where it makes them afresh each step
-        # (`Group.fresh_obs`) in the batch's space: handed out, not copied.
-        self._obs_handed_over = (
-            len(groups) == 1
-            and getattr(first, "fresh_obs", False)
-            and self.single_observation_space == first.observation_space
-        )
         # Each step's collection order, made once: envs in this process go first.
         self._step_plan = local.local_first(
             [(g, (n, part)) for n, (g, part) in enumerate(zip(groups, self._slices, strict=True))]
@@ -271,25 +264,18 @@ class BatchEnvBase(async_calls.AsyncCalls, env_requests.EnvCalls, gym.vector.Vec
 
     def _collect_step(
         self, obs: Any, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray
-    ) -> tuple[Any, infos_lib.Infos]:
-        """The results of the step in flight, written into the given arrays: its obs and infos.
-
-        `obs` None takes the one group's obs as it gives them (`_obs_handed_over`).
-        """
+    ) -> infos_lib.Infos:
+        """The results of the step in flight, written into the given arrays; its infos."""
         chunks: list[Any] = [None] * len(self._groups)
-        taken = [obs]
 
         def collect(g: Any, numbered: tuple[int, slice]) -> None:
             number, part = numbered
             results = g.step_wait()
             group_obs, reward[part], terminated[part], truncated[part], chunks[number] = results
-            if obs is None:
-                taken[0] = group_obs
-            else:
-                obs_tree.put(obs, part, group_obs)
+            obs_tree.put(obs, part, group_obs)
 
         stepper.collect_all(self._step_plan, collect)
-        return taken[0], infos_lib.Infos(chunks, self._sizes)
+        return infos_lib.Infos(chunks, self._sizes)
 
     def reset_at(
         self,

@@ -34,10 +34,6 @@ class Group(Protocol):
     action_space: gym.Space
     buffers: stepper.Buffers  # `obs` holds each env's latest observation, a tree of arrays.
     restarts: int  # Envs' hosts replaced after a crash or hang.
-    # Optional, read with a default of False: `step_wait`'s obs are arrays made for that
-    # step, which the group never writes again, so a batch of it alone hands them out as
-    # they are, no copy (`AtariGroup`: ale-py makes new arrays at every step).
-    fresh_obs: bool = False
 
     def step_async(
         self, actions: np.ndarray, autoreset: AutoresetMode, read_infos: bool = False
