@@ -1,6 +1,7 @@
 """A run keeps each phase on a thread of its own while the next one trains."""
 
 import signal
+import sys
 import threading
 import time
 
@@ -55,28 +56,36 @@ def test_a_failed_write_of_a_phase_stops_the_run_with_its_error(tmp_path, monkey
     assert checkpoint.steps(folder / "checkpoints") == [1]  # The last good one stays.
 
 
-class SlowKeeper:
-    """Keeps a phase once `release` is set, as a large checkpoint's write takes a while."""
+def waiting_in_close(frame) -> bool:
+    """Whether `frame` (a thread's innermost) is inside `KeeperThread.close`."""
+    while frame is not None:
+        if frame.f_code is KeeperThread.close.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
+class InterruptedKeeper:
+    """Keeps a phase as a second Ctrl-C comes, once the training thread waits for it."""
 
     def __init__(self):
-        self.release, self.kept = threading.Event(), []
+        self.kept = []
 
     def record(self, state, metrics):
-        self.release.wait(timeout=60)
+        main = threading.main_thread().ident
+        deadline = time.monotonic() + 60
+        while not waiting_in_close(sys._current_frames().get(main)):
+            assert time.monotonic() < deadline, "the training thread never waited in close"
+            time.sleep(0.01)
+        signal.pthread_kill(main, signal.SIGINT)  # Cuts the wait short, as a second Ctrl-C.
+        time.sleep(0.2)  # The record goes on after it, as a large checkpoint's write.
         self.kept.append(state)
 
 
 def test_a_ctrl_c_in_the_wait_for_the_last_record_is_raised_once_it_is_kept():
-    keeper = SlowKeeper()
+    keeper = InterruptedKeeper()
     thread = KeeperThread(keeper)
     thread.record(7, {})
-
-    def second_ctrl_c():  # Lands in `close`'s wait, then the record ends.
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-        time.sleep(0.5)
-        keeper.release.set()
-
-    threading.Timer(0.5, second_ctrl_c).start()
     with pytest.raises(KeyboardInterrupt):
         thread.close()
     assert keeper.kept == [7]  # Kept before the interrupt went on: nothing writes beside it.
