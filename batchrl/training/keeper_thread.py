@@ -1,13 +1,14 @@
 """KeeperThread: a run keeps each phase (its row, checkpoint, best) while the next one trains.
 
-A phase's checkpoint is serialised, hashed, written and fsynced: 76 ms for the `breakout`
-preset's 20 MB on 2 cores, an eighth of a phase at the 16.7k env steps/s of a GPU. On
-the training thread every phase would wait for it. Here `Keeper.record` runs on a
-thread of its own, one phase at a time and in order, while the next phase trains: the
-state is JAX arrays, which nothing changes in place, so the thread reads the phase's
-own. What reads the records waits for them first (`wait`): the final phase's tail of
-parameters, a callback, an interrupt's checkpoint, the run's end. A record that failed
-(a full disk) raises in the training thread at the next `record` or `wait`.
+A phase's checkpoint is serialised, hashed, written and fsynced: 40-160 ms for the
+`breakout` preset's 20 MB on 2 cores (`benchmarks/between_phases.py`), up to a quarter
+of a phase at the 16.7k env steps/s of a GPU. On the training thread every phase would
+wait for it. Here `Keeper.record` runs on a thread of its own, one phase at a time and
+in order, while the next phase trains: the state is JAX arrays (a together-run's, host
+copies made for the record), which nothing changes in place, so the thread reads the
+phase's own. What reads the records waits for them first (`wait`): the final phase's
+tail of parameters, a callback, an interrupt's checkpoint, the run's end. A record that
+failed (a full disk) raises in the training thread at the next `record` or `wait`.
 """
 
 from __future__ import annotations

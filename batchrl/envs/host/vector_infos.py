@@ -104,6 +104,7 @@ def _add_rows(
     so each key's array is made at the first row either way. A key whose array
     `_add_info` would not make from the column alone goes through it env by env.
     """
+    whole = isinstance(index, slice) and index == slice(0, num_envs, 1)  # Every env's row.
     for key, column in part.columns.items():
         dtype = None if key == "final_obs" else _made_dtype(column, key in part.python)
         array, mask = built.get(key), built.get(f"_{key}")
@@ -114,7 +115,6 @@ def _add_rows(
             for value, place in zip(column[rows], numbers, strict=True):
                 add_info(built, {key: value.item() if python else value}, int(place))
             continue
-        whole = isinstance(index, slice) and index == slice(0, num_envs, 1)
         if array is None and mask is None and whole:
             # The whole batch's first rows of `key`: a cast copy, a mask of all True.
             built[key], built[f"_{key}"] = column[rows].astype(dtype), np.ones(num_envs, np.bool_)
