@@ -15,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode
 
-from batchrl.envs.host import arguments, batch, lifecycle, local, process
+from batchrl.envs.host import arguments, batch, lifecycle, local, mujoco_warnings, process
 from batchrl.envs.host.external import ExternalProcess
 
 
@@ -138,7 +138,8 @@ class BatchEnv(batch.BatchEnvBase):
                 )
                 start += size
             if num_local:
-                here = [make() for make in constructors[len(remote) :]]
+                with mujoco_warnings.routed():  # As in a worker: no MUJOCO_LOG.TXT here.
+                    here = [make() for make in constructors[len(remote) :]]
                 groups.append(local.LocalGroup(here, observation_mode))
         except BaseException:
             for started in groups:

@@ -42,8 +42,11 @@ def test_keywords_for_a_gymnasium_id_go_to_gym_make_as_make_vec_passes_them():
         BatchEnv.external("CartPole-v1", 2, envs_per_wroker=2)
     assert str(refused.value) == (
         "env 'CartPole-v1' takes no keyword 'envs_per_wroker' in env_kwargs: it takes "
-        "sutton_barto_reward, render_mode"
+        "sutton_barto_reward, render_mode, and gym.make's disable_env_checker, max_episode_steps"
     )
+    # gym.make's own keywords, which the builders take, point a typo at the one meant.
+    with pytest.raises(ValueError, match=r"'max_episode_step' in env_kwargs \(did you mean "):
+        BatchEnv.external("CartPole-v1", 2, max_episode_step=3)
     # AsyncVectorEnv's own arguments, as code moved from it passes them: its defaults were
     # refused too. Values that say what a BatchEnv does are taken; the others named.
     cartpoles = [lambda: gym.make("CartPole-v1")] * 2

@@ -18,7 +18,7 @@ import importlib
 import inspect
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -113,11 +113,12 @@ def check_name(
         hint = f" (an id your module registers: give env='<module>:{name}', which imports it first)"
         hint = minigrid_env.hint(name) or hint
         raise ValueError(f"unknown env {name!r}: {error}{'' if known else hint}") from None
-    if make_keywords:
-        kwargs = {key: value for key, value in (kwargs or {}).items() if key not in _MAKE_KEYWORDS}
+    also = sorted(_MAKE_KEYWORDS) if make_keywords else []
+    kwargs = {key: value for key, value in (kwargs or {}).items() if key not in also}
     if kwargs:
         creator = spec.entry_point
-        _check_kwargs(name, creator if callable(creator) else load_env_creator(creator), kwargs)
+        constructor = creator if callable(creator) else load_env_creator(creator)
+        _check_kwargs(name, constructor, kwargs, also)
 
 
 def _did_you_mean(name: str, module: Any) -> str:
@@ -175,8 +176,14 @@ def named_keywords(name: str) -> frozenset[str] | None:
     return frozenset(p.name for p in parameters if p.kind in named)
 
 
-def _check_kwargs(name: str, constructor: Any, kwargs: dict[str, Any]) -> None:
-    """Raises a one-line ValueError naming each keyword `constructor` does not take."""
+def _check_kwargs(
+    name: str, constructor: Any, kwargs: dict[str, Any], also: Sequence[str] = ()
+) -> None:
+    """Raises a one-line ValueError naming each keyword `constructor` does not take.
+
+    `also`: keywords taken beside the constructor's (gym.make's own), named in the error
+    too, so that a misspelt `max_episode_step` points at the keyword meant.
+    """
     if not kwargs:
         return
     if "max_episode_steps" in kwargs:  # gym.make's, which batchrl sets from max_length.
@@ -193,9 +200,14 @@ def _check_kwargs(name: str, constructor: Any, kwargs: dict[str, Any]) -> None:
     known = [p.name for p in parameters if p.kind is not inspect.Parameter.VAR_POSITIONAL]
     unknown = [key for key in kwargs if key not in known]
     if unknown:
+        takes = f"it takes {', '.join(known) or 'none'}"
+        if also:
+            takes += f", and gym.make's {', '.join(also)}"
+        close = difflib.get_close_matches(unknown[0], [*known, *also], n=1, cutoff=0.8)
+        meant = f" (did you mean {close[0]!r}?)" if close else ""
         raise ValueError(
-            f"env {name!r} takes no keyword {', '.join(map(repr, unknown))} in env_kwargs: "
-            f"it takes {', '.join(known) or 'none'}"
+            f"env {name!r} takes no keyword {', '.join(map(repr, unknown))} in env_kwargs{meant}: "
+            f"{takes}"
         )
 
 

@@ -100,3 +100,15 @@ def test_a_mujoco_gl_mujoco_cannot_load_fails_mujocos_envs_alone_in_one_line(tmp
     assert hopper.returncode == 1 and hopper.stderr.count("\n") == 1, hopper.stderr[-2000:]
     assert "MuJoCo does not load (RuntimeError: invalid value" in hopper.stderr
     assert "MUJOCO_GL=bogus" in hopper.stderr
+
+
+def test_a_builders_envs_in_this_process_warn_as_a_workers_do(tmp_path, monkeypatch):
+    # HalfCheetah-v5's model sets an attribute MuJoCo deprecates: printed raw, and appended
+    # to a log file in the caller's folder, where the builder made its local env itself.
+    from batchrl.envs import BatchEnv
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.warns(mujoco_warnings.MujocoWarning, match="settotalmass"):
+        env = BatchEnv.external("HalfCheetah-v5", 1, local_envs=1)
+    env.close()
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
