@@ -46,6 +46,12 @@ def keep_to(cores: int) -> bool:
     global _kept  # One pool a process, made once.
     if not hasattr(os, "sched_setaffinity"):
         raise ValueError(f"learner_cores={cores} needs os.sched_setaffinity (Linux); use 0")
+    allowed = os.sched_getaffinity(0)
+    if cores > len(allowed):  # Which would keep nothing from the envs, unsaid; JAX running or not.
+        raise ValueError(
+            f"learner_cores={cores}, but this process may run on {len(allowed)} cores: "
+            f"use at most {len(allowed)}, or 0 for every core"
+        )
     if running():
         if cores == len(_kept):
             return True
@@ -55,12 +61,6 @@ def keep_to(cores: int) -> bool:
             cores,
         )
         return False
-    allowed = os.sched_getaffinity(0)
-    if cores > len(allowed):  # Which would keep nothing from the envs, unsaid.
-        raise ValueError(
-            f"learner_cores={cores}, but this process may run on {len(allowed)} cores: "
-            f"use at most {len(allowed)}, or 0 for every core"
-        )
     kept = frozenset(sorted(allowed)[:cores])
     os.sched_setaffinity(0, kept)
     try:

@@ -3,6 +3,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = """
 import os
 os.environ.pop("XLA_FLAGS", None)
@@ -61,10 +63,13 @@ def test_keep_to_puts_xla_threads_on_its_cores_and_leaves_the_rest_to_children()
     assert "JAX is already running; learner_cores=2" in result.stderr
 
 
-def test_keep_to_more_cores_than_the_process_has_is_refused_in_one_line():
+@pytest.mark.parametrize("jax_running", [False, True])
+def test_keep_to_more_cores_than_the_process_has_is_refused_in_one_line(jax_running):
+    # Once JAX runs (a notebook, a second `train` call), it was a warning, and trained.
     script = (
         "import os; from batchrl.bridge import xla_threads\n"
-        "xla_threads.keep_to(len(os.sched_getaffinity(0)) + 1)"
+        + ("import jax; jax.devices()\n" if jax_running else "")
+        + "xla_threads.keep_to(len(os.sched_getaffinity(0)) + 1)"
     )
     result = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120

@@ -1,5 +1,6 @@
 import dataclasses
 import functools
+import importlib
 import json
 import math
 import os
@@ -686,6 +687,28 @@ def test_an_id_a_module_registers_is_recorded_as_module_colon_id_and_trains(tmp_
         assert run_folder.read_config(run.rundir).env == "cues:FolderCue-v0"
     assert in_memory.config.env == "FolderCue-v0"
     assert made.metrics[-1]["train/return"] == in_memory.metrics[-1]["train/return"]
+
+
+def test_an_id_registered_beside_its_envs_module_is_recorded_by_the_registering_one(
+    tmp_path, monkeypatch
+):
+    # `regs` registers an id whose class lives in another module: the run was refused,
+    # told to register the id in a module, which it was.
+    (tmp_path / "regs.py").write_text(
+        "import gymnasium as gym\n"
+        "gym.register('SplitCue-v0', entry_point='batchrl.testing.cue:Cue', max_episode_steps=5)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    paths = [str(tmp_path), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))  # For the fresh interpreter.
+    settings = {**TINY_CLIPPED, "steps": 64, "max_length": 5}
+    try:
+        importlib.import_module("regs")
+        run = batchrl.train("blackjack", env="SplitCue-v0", logdir=tmp_path / "runs", **settings)
+    finally:
+        gym.registry.pop("SplitCue-v0", None)
+        sys.modules.pop("regs", None)
+    assert run_folder.read_config(run.rundir).env == "regs:SplitCue-v0"
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import functools
 import logging
+import pathlib
+import sys
+import sysconfig
 from collections.abc import Callable
 from typing import Any
 
@@ -243,13 +246,34 @@ def _above(limit: int | None, own: int | None) -> bool:
 
 
 def _registering_name(env_id: str) -> str | None:
-    """`module:env_id` where the module of the id's entry point registers it; else None."""
+    """`module:env_id` where a module this process imported registers the id; else None.
+
+    The module of the id's entry point is asked first, then each other imported module
+    whose source names the id and calls a `register` (the env's class in another file).
+    """
     entry_point = gym.registry[env_id].entry_point
-    module = entry_point.partition(":")[0] if isinstance(entry_point, str) else None
-    if not module or module == "__main__":
-        return None
-    named = f"{module}:{env_id}"
-    return named if make.found_afresh(named) else None
+    module = entry_point.partition(":")[0] if isinstance(entry_point, str) else ""
+    for name in dict.fromkeys([module, *_naming_modules(env_id)]):
+        if name and name != "__main__" and make.found_afresh(f"{name}:{env_id}"):
+            return f"{name}:{env_id}"
+    return None
+
+
+def _naming_modules(env_id: str) -> list[str]:
+    """Imported modules, but Python's and installed packages', naming `env_id` and `register(`."""
+    installed = tuple({sysconfig.get_path(key) for key in ("stdlib", "purelib", "platlib")})
+    found = []
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None) or ""
+        if not path.endswith(".py") or path.startswith(installed):
+            continue
+        try:
+            source = pathlib.Path(path).read_text(errors="replace")
+        except OSError:
+            continue
+        if env_id in source and "register(" in source:
+            found.append(name)
+    return found
 
 
 def _importable_name(constructor: Any) -> str | None:
