@@ -234,6 +234,21 @@ def test_restart_replaces_a_dead_or_hung_worker(how, caplog):
         np.testing.assert_array_equal(a[0], b[0])
 
 
+def test_a_worker_a_failed_call_left_dead_is_replaced_under_that_calls_error(caplog):
+    # The replacement dies in the reset it is to retry: raised. The next step found the
+    # worker dead and logged "died (exit code 3) during step", a step that never ran.
+    constructor = functools.partial(mock.FailingEnv, where="reset", how="exit", at=2)
+    with external.ExternalProcess(constructor, restart=True) as env:
+        env.reset(seed=0)
+        with pytest.raises(errors.EnvCrashedError, match=r"died \(exit code 3\) during reset"):
+            env.reset(seed=1)
+        caplog.clear()
+        *_, truncated, info = env.step(np.zeros(2, np.float32))
+    assert truncated and info["restarted"]
+    assert "died (exit code 3) during reset (an earlier call's error); restart 2" in caplog.text
+    assert "during step" not in caplog.text
+
+
 def _dies_while_starting_on_builds(counter, dying, **kwargs):
     """A CountingEnv whose worker is killed while it builds it the times listed in `dying`."""
     path = pathlib.Path(counter)

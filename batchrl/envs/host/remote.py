@@ -109,6 +109,7 @@ class RemoteGroup:
         self._pending = lifecycle.Pending.NONE
         self._pending_reset: tuple | None = None
         self._broken: str | None = None
+        self._left_dead: str | None = None  # The failure a replacing host has not yet met.
         self._interrupted: str | None = None  # The call a KeyboardInterrupt cut: a reset replaces.
         self._closed = False
 
@@ -310,14 +311,23 @@ class RemoteGroup:
         self._broken, self._interrupted = None, None
 
     def _fail(self, error: errors.EnvError) -> errors.EnvError:
-        """`error`, after retiring the host for good unless it is to be replaced."""
+        """`error`, after retiring the host for good unless it is to be replaced.
+
+        A host to be replaced is, at its next call, which finds it gone: that call's
+        log names this failure, not a death during itself.
+        """
         if not self.restart:
             self._broken = str(error).splitlines()[0]
             self._finalizer()
+        elif self._left_dead is None:
+            self._left_dead = str(error).splitlines()[0]
         return error
 
     def _recover(self, error: errors.EnvError) -> list[dict]:
         """Replaces the host after `error`; its envs begin fresh episodes, ended as truncated."""
+        if self._left_dead is not None:  # Gone since an earlier call raised, not in this one.
+            error = errors.EnvError(f"{self._left_dead} (an earlier call's error)", self.name)
+        self._left_dead = None
         count = self._replace_host(error)
         indices = list(range(self.num_envs))
         seeds = [
