@@ -59,15 +59,18 @@ def replaced(paths: Sequence[pathlib.Path]) -> list[str]:
 def unfinished(paths: Sequence[pathlib.Path]) -> list[str]:
     """Notes of the runs left out as unfinished (killed, or training still), by where.
 
-    A run a line of another file says finished (a sweep's line once it ran on) is not one.
+    A run a line of another file says finished (a sweep's line once it ran on) is not one;
+    a finished run of the same config's name and seed but other settings (`variants`),
+    counted apart, is.
     """
     lines = [line for path in paths for line in records(path) if _learning(line[1])]
-    done = {(line["config"], line["seed"]) for _, line in lines if line.get("finished")}
+    name = variants.namer(line for _, line in lines)
+    done = {(name(line), line["seed"]) for _, line in lines if line.get("finished")}
     return [
         f"{where} is left out: it stopped at env step {line.get('env_steps', 0):,}, "
         "before its budget (resume it to count it)"
         for where, line in lines
-        if not line.get("finished") and (line["config"], line["seed"]) not in done
+        if not line.get("finished") and (name(line), line["seed"]) not in done
     ]
 
 

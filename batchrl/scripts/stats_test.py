@@ -295,6 +295,12 @@ def test_a_run_stopped_before_its_budget_is_said_to_be_left_out(tmp_path, capsys
     captured = capsys.readouterr()
     assert "| `pendulum_jax` | 3 |" in captured.out
     assert captured.err == f"table: {note}"
+    # A finished seed 4 of other settings, counted apart, hid the note.
+    other = tmp_path / "other"
+    batchrl.train("pendulum_jax", steps=400, seed=4, logdir=other, learning_rate=1e-3, **settings)
+    capsys.readouterr()
+    assert table.main([str(tmp_path), str(other), "--reps", "50"]) == 0
+    assert capsys.readouterr().err == f"table: {note}"
 
 
 def test_runs_a_later_file_lists_again_are_said_and_counted_from_it(tmp_path, capsys):
