@@ -41,7 +41,15 @@ from batchrl.configs import TrainConfig, train_config
 from batchrl.envs.host import errors as env_errors
 from batchrl.scripts import action_choice, exiting, run_argument
 from batchrl.scripts.train import UsageError
-from batchrl.training import checkpoint, environments, loop, placement, run_folder, tail_average
+from batchrl.training import (
+    checkpoint,
+    environments,
+    loop,
+    placement,
+    run_folder,
+    session,
+    tail_average,
+)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -126,7 +134,7 @@ def evaluate(
     if repeats < 1:
         raise UsageError(f"--repeats must be at least 1, got {repeats}")
     try:
-        config = run_folder.read_config(rundir)
+        config = read = run_folder.read_config(rundir)
     except run_folder.RunFolderError as error:
         raise UsageError(str(error)) from None
     config = here(config)
@@ -194,6 +202,7 @@ def evaluate(
             try:
                 return loop.place(programs, checkpoint.load(path, state))
             except checkpoint.CheckpointError:
+                session.check(rundir, read)  # An edited config.yaml, named where it is the cause.
                 if path.exists() or not run_folder.busy(rundir):
                     raise
                 raise checkpoint.CheckpointError(  # Listed, then dropped as the run kept newer.
@@ -303,6 +312,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 each=lambda row: print(json.dumps(row), flush=True),
                 seed=args.seed,
             )
+    except KeyboardInterrupt:  # The rows printed stand; the envs are closed.
+        print("evaluate: interrupted", file=sys.stderr)
+        return exiting.INTERRUPTED
     except UsageError as error:
         print(f"evaluate: error: {error}", file=sys.stderr)
         return 2
@@ -321,4 +333,4 @@ if __name__ == "__main__":
     from batchrl.envs.host import mujoco_warnings
 
     mujoco_warnings.route()  # The command's own process: each of MuJoCo's warnings once.
-    sys.exit(main())
+    exiting.leave(main())

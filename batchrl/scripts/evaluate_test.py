@@ -1,10 +1,15 @@
 import dataclasses
 import json
 import pathlib
+import re
 import shutil
+import signal
+import subprocess
+import sys
 
 import pytest
 
+import batchrl
 from batchrl.scripts import evaluate, train
 from batchrl.training import checkpoint, run_folder
 
@@ -241,6 +246,35 @@ def test_an_env_not_found_here_is_named_in_one_line(run, tmp_path, capsys):
     assert out == ""
     assert err.startswith("evaluate: error: cannot import 'no_such_module'")
     assert "\n" not in err.strip()
+
+
+def test_ctrl_c_ends_it_in_one_line_its_rows_printed(run):
+    # A traceback of 57 lines, ending in the env workers' polling, and death by the signal.
+    command = [sys.executable, "-m", "batchrl.scripts.evaluate", "--logdir", str(run)]
+    command += ["--phases", "6", "--episodes", "2", "--repeats", "100000"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+        first = json.loads(p.stdout.readline())  # Its first row: scoring, not starting.
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and err == "evaluate: interrupted\n", err
+    assert first["repeat"] == 0 and all(json.loads(line)["phase"] == 6 for line in out.splitlines())
+
+
+def test_a_config_edited_since_the_run_trained_is_named_as_a_resume_names_it(run, tmp_path, capsys):
+    # The checkpoints' structure error named an array of the agent, not the edit.
+    copy = tmp_path / run.name
+    shutil.copytree(run, copy)
+    config = copy / run_folder.CONFIG
+    text = config.read_text()
+    assert "num_envs: 2\n" in text
+    config.write_text(text.replace("num_envs: 2\n", "num_envs: 3\n"))
+    assert evaluate.main(["--logdir", str(copy), "--phases", "6"]) == 1
+    out, err = capsys.readouterr()
+    edited = f"{config} was edited since run {copy.name!r} last trained: "
+    assert out == "" and err.startswith(f"evaluate: error: {edited}num_envs=3 (trained with 2)")
+    config.write_text(text.replace("- 16\n", "- 8\n", 1))  # The policy's first layer.
+    with pytest.raises(run_folder.RunFolderError, match=re.escape(f"{edited}policy_layers=")):
+        batchrl.load(copy)
 
 
 @pytest.mark.slow

@@ -31,7 +31,9 @@ import json
 import os
 import pathlib
 import re
+import signal
 import sys
+import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -303,13 +305,43 @@ def _video(path: pathlib.Path, fps: float) -> Iterator[Callable[[Any], None]]:
             # threads cannot deadlock the child.
             warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")
             writer = writing(imageio.get_writer, partial, fps=fps, macro_block_size=1)
+            started = []
+
+            def film(frame: Any) -> None:
+                if started:
+                    return writing(writer.append_data, frame)
+                with _ctrl_c_held():  # The first frame starts ffmpeg.
+                    writing(writer.append_data, frame)
+                started.append(True)
+
             try:
-                yield lambda frame: writing(writer.append_data, frame)
+                yield film
             finally:
                 writing(writer.close)
         writing(partial.replace, path)
     finally:
         partial.unlink(missing_ok=True)  # Gone once renamed; a failed one's part.
+
+
+@contextlib.contextmanager
+def _ctrl_c_held() -> Iterator[None]:
+    """A Ctrl-C in the block raised as it ends, not in it.
+
+    Starting a process (fork, exec) runs Python's at-fork callbacks, in which a
+    KeyboardInterrupt is printed as ignored and lost: one Ctrl-C in ten, sent as an
+    episode's video began, left visualize filming on.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    before = signal.signal(signal.SIGINT, lambda number, frame: caught.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+    if caught and callable(before):
+        before(signal.SIGINT, None)  # Python's own handler raises KeyboardInterrupt.
 
 
 def _videos_named(outdir: pathlib.Path) -> set[str]:
@@ -356,6 +388,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             config = dataclasses.replace(config, eval_sample=action_choice.chosen(args))
         loaded = policy.load(rundir, best=args.best, seed=args.seed)
         stats = record(config, loaded, args.episodes, pathlib.Path(args.outdir))
+    except KeyboardInterrupt:  # The episodes' videos written stand; the envs are closed.
+        print("visualize: interrupted", file=sys.stderr)
+        return exiting.INTERRUPTED
     except (UsageError, run_folder.RunFolderError) as error:
         print(f"visualize: error: {error}", file=sys.stderr)
         return 2
@@ -372,4 +407,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exiting.leave(main())

@@ -2,8 +2,10 @@ import json
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import gymnasium as gym
 import imageio.v3 as iio
@@ -92,6 +94,21 @@ def test_a_classic_control_run_films_with_nothing_on_stderr(run, tmp_path):
         json.loads((tmp_path / "videos" / "episodes.json").read_text())[0]["return"]
     )
     assert done.stderr == ""
+
+
+@pytest.mark.slow
+def test_ctrl_c_ends_it_in_one_line_the_videos_played_through_kept(run, tmp_path):
+    # A traceback of 28 lines, ending in the MP4 writer, and death by the signal.
+    videos = tmp_path / "videos"
+    command = [sys.executable, "-m", "batchrl.scripts.visualize", "--logdir", str(run)]
+    command += ["--outdir", str(videos), "--episodes", "100000"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+        while not (videos / "episode-0.mp4").exists() and p.poll() is None:
+            time.sleep(0.05)
+        p.send_signal(signal.SIGINT)
+        out, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and err == "visualize: interrupted\n", err
+    assert out == "" and (videos / "episode-0.mp4").stat().st_size > 0
 
 
 @pytest.mark.slow

@@ -42,7 +42,7 @@ from batchrl import algorithm as algorithm_lib
 from batchrl import env_spec as env_spec_lib
 from batchrl.configs import TrainConfig, train_config
 from batchrl.envs import space_data
-from batchrl.training import checkpoint, policy_obs, run_folder
+from batchrl.training import checkpoint, policy_obs, run_folder, session
 
 logger = logging.getLogger("batchrl.training")
 
@@ -297,7 +297,7 @@ def load(rundir: str | os.PathLike, *, best: bool = False, seed: int | None = No
         raise ValueError(f"best is True or False, got {best!r}")
     _check_not_forked()
     rundir, path = _checkpoint_file(pathlib.Path(rundir), best)
-    config = run_folder.read_config(rundir)
+    config = read = run_folder.read_config(rundir)
     if seed is not None:  # Checked as a run's seed is.
         config = train_config.replace(config, seed=seed)
     directory = run_folder.checkpoints(rundir)
@@ -314,10 +314,14 @@ def load(rundir: str | os.PathLike, *, best: bool = False, seed: int | None = No
     algorithm = algorithm_lib.of(config.algorithm)
     networks = algorithm.networks(config.algorithm, spec)
     target = _learner_example(algorithm, networks, config)
-    if path is not None:
-        learner = checkpoint.load(path, target, LEARNER)
-    else:
-        learner = checkpoint.load_latest(directory, target, LEARNER)[1]
+    try:
+        if path is not None:
+            learner = checkpoint.load(path, target, LEARNER)
+        else:
+            learner = checkpoint.load_latest(directory, target, LEARNER)[1]
+    except checkpoint.CheckpointError:
+        session.check(rundir, read)  # An edited config.yaml, named where it is the cause.
+        raise
     return Policy(algorithm, networks, learner, seed=config.seed, config=config)
 
 
