@@ -227,6 +227,7 @@ def test_restart_replaces_a_dead_or_hung_worker(how, caplog):
     assert results[2][0][0] == 0.0  # A fresh episode begins.
     assert results[3][0][0] == 1.0
     assert "restart 1 of this worker" in caplog.text
+    assert "earlier call" not in caplog.text  # It failed in this very step.
     assert "restart=True" not in caplog.text  # It was passed: no advice to pass it.
     # Restarts are seeded from (seed, env index, restart count): a rerun is identical.
     again, _ = run()

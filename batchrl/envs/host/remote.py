@@ -109,7 +109,7 @@ class RemoteGroup:
         self._pending = lifecycle.Pending.NONE
         self._pending_reset: tuple | None = None
         self._broken: str | None = None
-        self._left_dead: str | None = None  # The failure a replacing host has not yet met.
+        self._left_dead: errors.EnvError | None = None  # Raised; its host not yet replaced.
         self._interrupted: str | None = None  # The call a KeyboardInterrupt cut: a reset replaces.
         self._closed = False
 
@@ -308,7 +308,7 @@ class RemoteGroup:
         """A new host for one `_retire_interrupted` retired; its envs' seeds are the reset's."""
         cut = f"{self._describe()} was interrupted while waiting for {self._interrupted}"
         self._replace_host(errors.EnvError(f"{cut}, and is replaced for the reset", self.name))
-        self._broken, self._interrupted = None, None
+        self._broken, self._interrupted, self._left_dead = None, None, None
 
     def _fail(self, error: errors.EnvError) -> errors.EnvError:
         """`error`, after retiring the host for good unless it is to be replaced.
@@ -320,14 +320,15 @@ class RemoteGroup:
             self._broken = str(error).splitlines()[0]
             self._finalizer()
         elif self._left_dead is None:
-            self._left_dead = str(error).splitlines()[0]
+            self._left_dead = error
         return error
 
     def _recover(self, error: errors.EnvError) -> list[dict]:
         """Replaces the host after `error`; its envs begin fresh episodes, ended as truncated."""
-        if self._left_dead is not None:  # Gone since an earlier call raised, not in this one.
-            error = errors.EnvError(f"{self._left_dead} (an earlier call's error)", self.name)
-        self._left_dead = None
+        earlier, self._left_dead = self._left_dead, None
+        if earlier is not None and earlier is not error:  # Gone since a call that raised.
+            said = str(earlier).splitlines()[0]
+            error = errors.EnvError(f"{said} (an earlier call's error)", self.name)
         count = self._replace_host(error)
         indices = list(range(self.num_envs))
         seeds = [
