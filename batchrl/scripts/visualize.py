@@ -220,12 +220,17 @@ def first_frame(env: gym.Env, config) -> Any:
     return frame
 
 
-def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
+def record(
+    config, policy, episodes: int, outdir: pathlib.Path, stats: list[dict] | None = None
+) -> list[dict]:
     """Runs `episodes` episodes as the run evaluates; writes one MP4 each; returns stats.
 
     The policy takes its mean action, or samples where `config.eval_sample` says so.
-    Episode i starts at `reset(seed=config.seed + i)`.
+    Episode i starts at `reset(seed=config.seed + i)`. Each episode's row goes into
+    `stats` as it ends; a Ctrl-C writes `episodes.json` of those played through, then is
+    raised, so the folder's index names the videos it holds.
     """
+    stats = [] if stats is None else stats
     made = not outdir.exists()
     try:
         outdir.mkdir(parents=True, exist_ok=True)
@@ -234,21 +239,31 @@ def record(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
     except OSError as error:
         raise file_writes.write_error(outdir, error, started=False) from None
     try:
-        stats = _played(config, policy, episodes, outdir)
+        _played(config, policy, episodes, outdir, stats)
+    except KeyboardInterrupt:
+        if stats:
+            _index(outdir, stats)
+        elif made and not any(outdir.iterdir()):
+            outdir.rmdir()
+        raise
     except BaseException:
         if made and not any(outdir.iterdir()):  # No empty folder left behind.
             outdir.rmdir()
         raise
-    path = outdir / "episodes.json"
-    stale = _videos_named(outdir)  # An earlier recording's, removed once this one is written.
-    file_writes.write_atomic(path, json.dumps(stats, indent=2) + "\n")  # Whole or not at all.
-    for name in stale - {row["video"] for row in stats}:
-        (outdir / name).unlink(missing_ok=True)
+    _index(outdir, stats)
     return stats
 
 
-def _played(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
-    """`record`'s episodes, each written to its MP4 in `outdir` as it plays; their stats."""
+def _index(outdir: pathlib.Path, stats: list[dict]) -> None:
+    """Writes `episodes.json` of `stats`; an earlier recording's videos it does not name go."""
+    stale = _videos_named(outdir)  # An earlier recording's, removed once this one is written.
+    file_writes.write_atomic(outdir / "episodes.json", json.dumps(stats, indent=2) + "\n")
+    for name in stale - {row["video"] for row in stats}:
+        (outdir / name).unlink(missing_ok=True)
+
+
+def _played(config, policy, episodes: int, outdir: pathlib.Path, stats: list[dict]) -> None:
+    """`record`'s episodes, each written to its MP4 in `outdir` as it plays, its row to `stats`."""
     env = film_env(config)
     try:
         # The first episode's start, checked before any episode is played.
@@ -257,7 +272,6 @@ def _played(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
         fps = env.metadata.get("render_fps", 30)
         if config.backend != "ale":  # One frame a policy step: `action_repeat` env steps.
             fps /= config.action_repeat
-        stats = []
         deterministic = not config.eval_sample
         for episode in range(episodes):
             if episode:
@@ -278,7 +292,6 @@ def _played(config, policy, episodes: int, outdir: pathlib.Path) -> list[dict]:
             stats.append(row if deterministic else {**row, "sampled": True})
     finally:
         env.close()
-    return stats
 
 
 @contextlib.contextmanager
@@ -367,6 +380,7 @@ def _videos_named(outdir: pathlib.Path) -> set[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; returns the exit status."""
     args = parse_args(argv)
+    stats: list[dict] = []  # Each episode's row as it ends.
     try:
         if args.episodes < 1:
             raise UsageError(f"--episodes must be at least 1, got {args.episodes}")
@@ -387,8 +401,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if action_choice.chosen(args) is not None:  # As the run evaluates, or as chosen.
             config = dataclasses.replace(config, eval_sample=action_choice.chosen(args))
         loaded = policy.load(rundir, best=args.best, seed=args.seed)
-        stats = record(config, loaded, args.episodes, pathlib.Path(args.outdir))
-    except KeyboardInterrupt:  # The episodes' videos written stand; the envs are closed.
+        record(config, loaded, args.episodes, pathlib.Path(args.outdir), stats)
+    except KeyboardInterrupt:  # The episodes played through stand, indexed; envs closed.
+        _say(stats)
         print("visualize: interrupted", file=sys.stderr)
         return exiting.INTERRUPTED
     except (UsageError, run_folder.RunFolderError) as error:
@@ -401,9 +416,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         name, said = type(error).__name__, exiting.first_line(error)
         print(f"visualize: error: {name}{': ' + said if said != name else ''}", file=sys.stderr)
         return 1
+    _say(stats)
+    return 0
+
+
+def _say(stats: list[dict]) -> None:
     for row in stats:
         print(f"episode {row['episode']}: return {row['return']:.1f}, length {row['length']}")
-    return 0
 
 
 if __name__ == "__main__":

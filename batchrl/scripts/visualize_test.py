@@ -108,7 +108,12 @@ def test_ctrl_c_ends_it_in_one_line_the_videos_played_through_kept(run, tmp_path
         p.send_signal(signal.SIGINT)
         out, err = p.communicate(timeout=120)
     assert p.returncode == 130 and err == "visualize: interrupted\n", err
-    assert out == "" and (videos / "episode-0.mp4").stat().st_size > 0
+    # The episodes played through: said, indexed, filmed (their returns were lost).
+    rows = json.loads((videos / "episodes.json").read_text())
+    assert out.splitlines() == [
+        f"episode {i}: return {row['return']:.1f}, length 40" for i, row in enumerate(rows)
+    ]
+    assert rows and all((videos / row["video"]).stat().st_size > 0 for row in rows)
 
 
 @pytest.mark.slow
