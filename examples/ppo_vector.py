@@ -108,6 +108,11 @@ def train(args: Args, make: Callable[[], gym.vector.VectorEnv] | None = None) ->
             f"--total-steps {args.total_steps} trains no update: one takes num_steps x "
             f"num_envs = {args.num_steps * args.num_envs} steps"
         )
+    if args.minibatches < 1 or (args.num_steps * args.num_envs) % args.minibatches:
+        raise ValueError(
+            f"--minibatches {args.minibatches} does not split an update's num_steps x "
+            f"num_envs = {args.num_steps * args.num_envs} steps evenly: give a divisor of it"
+        )
     envs = make() if make is not None else make_envs(args.vector, args.env, args.num_envs)
     action_size = envs.single_action_space.shape[0]
     agent = Agent(action_size)

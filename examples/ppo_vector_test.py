@@ -39,3 +39,9 @@ def test_a_discrete_env_and_a_budget_of_no_update_are_named():
         train(Args(vector="sync", env="CartPole-v1", num_envs=2, total_steps=512))
     with pytest.raises(ValueError, match=r"^--total-steps 100 trains no update: one takes"):
         train(Args(vector="sync", env="Pendulum-v1", num_envs=2, total_steps=100))
+
+
+def test_minibatches_that_do_not_split_an_update_are_named():
+    # A reshape of JAX's, deep in the update, was the error.
+    with pytest.raises(ValueError, match=r"^--minibatches 3 does not split an update's num_steps"):
+        train(Args(vector="sync", env="Pendulum-v1", num_envs=2, minibatches=3))
