@@ -51,7 +51,15 @@ def check_env_name(config: TrainConfig, env: Any = None) -> None:
         elif config.backend == "ale":
             atari_options(config)  # Names the game or option that is not ale-py's.
         else:
-            make.check_name(config.env, config.env_kwargs)
+            try:
+                make.check_name(config.env, config.env_kwargs)
+            except ValueError as error:
+                if not config.env.startswith("ALE/") or "takes no keyword" not in str(error):
+                    raise
+                raise ValueError(  # An Atari preset's options, on another backend.
+                    f"{error}; those given are BatchEnv.atari's (backend='ale', as the Atari "
+                    "presets set): set backend=ale, or env_kwargs={} for Gymnasium's own env"
+                ) from None
             entry = getattr(gym.registry.get(config.env), "entry_point", None)
             if str(entry).startswith("gymnasium.envs.mujoco"):  # Imported for MuJoCo's alone.
                 mujoco_tasks = _mujoco_tasks()

@@ -85,6 +85,9 @@ def test_a_bad_game_or_option_is_refused_in_one_line_before_any_game_starts():
         environments.check_env_name(atari(env="ALE/Braekout-v5"))
     with pytest.raises(ValueError, match=r"backend='ale' builds its envs by name"):
         environments.check_env_name(atari(), env=lambda: None)
+    # An Atari preset moved to worker envs: its options were blamed as the user's own.
+    with pytest.raises(ValueError, match=r"; those given are BatchEnv.atari's \(backend='ale'"):
+        environments.check_env_name(atari(backend="processes"))
 
 
 @pytest.mark.parametrize(
