@@ -200,9 +200,9 @@ def evaluate(
 
         def load(path: pathlib.Path):
             try:
-                return loop.place(programs, checkpoint.load(path, state))
+                with session.edits_named(rundir, read):
+                    return loop.place(programs, checkpoint.load(path, state))
             except checkpoint.CheckpointError:
-                session.check(rundir, read)  # An edited config.yaml, named where it is the cause.
                 if path.exists() or not run_folder.busy(rundir):
                     raise
                 raise checkpoint.CheckpointError(  # Listed, then dropped as the run kept newer.

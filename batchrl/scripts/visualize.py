@@ -24,23 +24,19 @@ again are removed.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import ctypes.util
 import dataclasses
 import json
 import os
 import pathlib
 import re
-import signal
 import sys
-import threading
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
 
-from batchrl.scripts import action_choice, exiting, run_argument
+from batchrl.scripts import action_choice, exiting, run_argument, video_file
 from batchrl.training import file_writes, run_folder
 
 
@@ -280,7 +276,7 @@ def _played(config, policy, episodes: int, outdir: pathlib.Path, stats: list[dic
             policy.reset()
             score, length, done = 0.0, 0, False
             path = outdir / f"episode-{episode}.mp4"
-            with _video(path, fps) as film:
+            with video_file.writing(path, fps) as film:
                 film(frame)
                 while not done:
                     action = policy.act(obs, deterministic)
@@ -292,69 +288,6 @@ def _played(config, policy, episodes: int, outdir: pathlib.Path, stats: list[dic
             stats.append(row if deterministic else {**row, "sampled": True})
     finally:
         env.close()
-
-
-@contextlib.contextmanager
-def _video(path: pathlib.Path, fps: float) -> Iterator[Callable[[Any], None]]:
-    """Writes the frames given to the MP4 `path` as they come; `path` appears once whole.
-
-    Held until the episode ended, a 1,000-step MuJoCo episode's 480 x 480 frames took
-    1.2 GB. The file is written beside `path` and renamed onto it: a failed episode or a
-    full disk leaves an earlier recording's video, never a part (the file named).
-    """
-    import imageio
-
-    partial = path.with_name(f".{path.stem}.partial{path.suffix}")
-
-    def writing(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        try:
-            return call(*args, **kwargs)
-        except OSError as error:  # The writer's alone: an env's own OSError stays its own.
-            raise file_writes.write_error(path, error, started=False) from None
-
-    try:
-        with warnings.catch_warnings():
-            # imageio starts ffmpeg with fork+exec; exec follows at once, so JAX's
-            # threads cannot deadlock the child.
-            warnings.filterwarnings("ignore", message=r"os\.fork\(\) was called")
-            writer = writing(imageio.get_writer, partial, fps=fps, macro_block_size=1)
-            started = []
-
-            def film(frame: Any) -> None:
-                if started:
-                    return writing(writer.append_data, frame)
-                with _ctrl_c_held():  # The first frame starts ffmpeg.
-                    writing(writer.append_data, frame)
-                started.append(True)
-
-            try:
-                yield film
-            finally:
-                writing(writer.close)
-        writing(partial.replace, path)
-    finally:
-        partial.unlink(missing_ok=True)  # Gone once renamed; a failed one's part.
-
-
-@contextlib.contextmanager
-def _ctrl_c_held() -> Iterator[None]:
-    """A Ctrl-C in the block raised as it ends, not in it.
-
-    Starting a process (fork, exec) runs Python's at-fork callbacks, in which a
-    KeyboardInterrupt is printed as ignored and lost: one Ctrl-C in ten, sent as an
-    episode's video began, left visualize filming on.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    before = signal.signal(signal.SIGINT, lambda number, frame: caught.append(number))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, before)
-    if caught and callable(before):
-        before(signal.SIGINT, None)  # Python's own handler raises KeyboardInterrupt.
 
 
 def _videos_named(outdir: pathlib.Path) -> set[str]:

@@ -284,9 +284,8 @@ def load(rundir: str | os.PathLike, *, best: bool = False, seed: int | None = No
     phase's policy. Sampled actions draw from a key of `seed`, by default the run's own.
     Reads the run's config, env spec, spaces and the checkpoint's learner, and builds no env
     (a folder written before runs kept their spec builds one, in this process, to read it).
-    One-line errors:
-    `run_folder.RunFolderError` for a missing folder, config or checkpoint,
-    `checkpoint.CheckpointError` for a checkpoint that does not load.
+    One-line errors: `run_folder.RunFolderError` for a missing folder, config or checkpoint
+    (or a config edited since), `checkpoint.CheckpointError` for one that does not load.
     """
     if rundir is None:  # `run.rundir` of a run trained with logdir=None.
         raise run_folder.RunFolderError(
@@ -314,14 +313,11 @@ def load(rundir: str | os.PathLike, *, best: bool = False, seed: int | None = No
     algorithm = algorithm_lib.of(config.algorithm)
     networks = algorithm.networks(config.algorithm, spec)
     target = _learner_example(algorithm, networks, config)
-    try:
+    with session.edits_named(rundir, read):
         if path is not None:
             learner = checkpoint.load(path, target, LEARNER)
         else:
             learner = checkpoint.load_latest(directory, target, LEARNER)[1]
-    except checkpoint.CheckpointError:
-        session.check(rundir, read)  # An edited config.yaml, named where it is the cause.
-        raise
     return Policy(algorithm, networks, learner, seed=config.seed, config=config)
 
 

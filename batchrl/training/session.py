@@ -10,10 +10,12 @@ too) and the settings a resume may give anew (`train_config.RESUME_MAY_CHANGE`).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import pathlib
 import subprocess
+from collections.abc import Iterator
 from typing import Any
 
 from batchrl.configs import TrainConfig, train_config
@@ -104,6 +106,20 @@ def check(rundir: pathlib.Path | None, config: TrainConfig) -> None:
             f"trained: {', '.join(edited)}; put it back, or train the new settings as a "
             f"new run (--config {rundir / run_folder.CONFIG})"
         )
+
+
+@contextlib.contextmanager
+def edits_named(rundir: pathlib.Path, config: TrainConfig) -> Iterator[None]:
+    """A checkpoint that does not load in the block, refused as `check` refuses edits if any.
+
+    A structure error names an array of the agent; a config.yaml edited since the run
+    trained (`num_envs`, layers) is why, said as a resume says it.
+    """
+    try:
+        yield
+    except checkpoint.CheckpointError:
+        check(rundir, config)
+        raise
 
 
 def begin(rundir: pathlib.Path | None, config: TrainConfig) -> None:
