@@ -165,6 +165,7 @@ def read(
     paths: Sequence[pathlib.Path],
     score: str = "final",
     name: Callable[[dict], str] | None = None,
+    lacking: bool = False,
 ) -> dict[str, dict[int, float]]:
     """A score (`SCORES`) by run name and seed; a run listed twice keeps its last line.
 
@@ -172,7 +173,8 @@ def read(
     that name (`variants.namer` of `paths`' lines, unless `name` is given): such runs are
     not one config's seeds. Only a run's last line must hold the score: a sweep run again
     with --evaluate-best adds lines with the kept best policy's return below those it
-    wrote without.
+    wrote without. A run whose last line lacks it is a ValueError, or with `lacking`
+    left out.
     """
     field = SCORES[score][0]
     lines = run_lines.finished(paths)
@@ -182,6 +184,8 @@ def read(
         last[name(record), int(record["seed"])] = (where, record)
     runs: dict[str, dict[int, float]] = collections.defaultdict(dict)
     for (config, seed), (where, record) in last.items():
+        if field not in record and lacking:
+            continue
         if field not in record:
             raise ValueError(
                 f"{where} has no {field}"

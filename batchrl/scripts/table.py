@@ -221,13 +221,13 @@ def table(paths: Sequence[pathlib.Path], reps: int = REPS, per_seed: bool = Fals
         )
     if per_seed:
         return seeds_table(final)
-    kept: dict[str, dict[int, float]] = {}
-    for path in paths:
-        try:
-            for config, seeds in stats.read([path], "kept", name).items():
-                kept.setdefault(config, {}).update(seeds)
-        except ValueError:  # This file's runs were not evaluated again: no kept columns.
-            continue
+    # A config's kept columns where each of its seeds was evaluated again: a sweep run on
+    # to a raised budget with --evaluate-best keeps the lower budget's lines without.
+    kept = {
+        config: seeds
+        for config, seeds in stats.read(paths, "kept", name, lacking=True).items()
+        if seeds.keys() == final.get(config, {}).keys()
+    }
     commits = _commits(paths, name)
     task = stats.tasks(paths, name)
     lines = list(HEADER)

@@ -50,6 +50,18 @@ def test_one_row_per_preset_and_reacher_as_a_fraction_of_its_negative_target(tmp
     assert np.isclose(float(rows[0].split("|")[3].split("(")[0].replace(",", "")), 2500.0)
 
 
+def test_kept_columns_stand_for_each_config_whose_seeds_were_all_evaluated_again(tmp_path):
+    # A file whose other lines lacked kept returns (a sweep run on to a raised budget with
+    # --evaluate-best keeps the lower budget's lines) emptied every row's kept columns.
+    path = tmp_path / "results.jsonl"
+    write_lines(path, "hopper_clipped", [3000.0, 2000.0])
+    write_lines(path, "walker_clipped", [4000.0, 1000.0], kept=[4100.0, 1100.0])
+    rows = [row.split("|") for row in table.table([path], reps=100).splitlines()[2:]]
+    assert [row[1].strip() for row in rows] == ["`hopper_clipped`", "`walker_clipped`"]
+    assert rows[0][5].strip() == "" and rows[0][6].strip() == ""
+    assert rows[1][6].strip().startswith("1,100 (")  # Walker's worst kept return.
+
+
 def test_a_config_named_by_its_task_has_its_target_and_each_row_names_its_commit(tmp_path):
     path = tmp_path / "zoo.jsonl"
     write_lines(path, "HalfCheetah-v5", [6000.0, 6200.0])
