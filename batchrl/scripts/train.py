@@ -310,9 +310,11 @@ def name_of(config: str) -> str:
 
 def seed_timestamp(timestamp: str, seed: int) -> str:
     """The timestamp of seed `seed`'s folder in a together-run stamped `timestamp`."""
-    if "{seed}" not in timestamp:
+    if "{" not in timestamp and "}" not in timestamp:
         return f"{timestamp}-seed{seed}"
     try:
+        if "{seed}" not in timestamp:  # A field misspelt, or a lone brace: `a{seed`.
+            raise ValueError(timestamp)
         return timestamp.format(seed=seed)
     except (KeyError, IndexError, ValueError):  # Another field, or a lone brace.
         raise UsageError(

@@ -440,11 +440,14 @@ def test_seeds_with_set_seed_are_refused_in_one_line(tmp_path, capsys):
         "batchrl: error: --set seed=5 would give every run one seed: choose them with --seeds\n"
     )
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
-    assert train.main([*argv, "--timestamp", "a{seed}{x}"]) == 2  # Was a KeyError's traceback.
-    assert capsys.readouterr().err == (
-        "batchrl: error: --timestamp 'a{seed}{x}': a together-run's timestamp may hold {seed}, "
-        "and no other braces\n"
-    )
+    # A KeyError's traceback; then `a{seed` and `{bad}` trained into folders named so.
+    for stamp in ("a{seed}{x}", "a{seed", "{bad}"):
+        assert train.main([*argv, "--timestamp", stamp]) == 2
+        assert capsys.readouterr().err == (
+            f"batchrl: error: --timestamp {stamp!r}: a together-run's timestamp may hold "
+            "{seed}, and no other braces\n"
+        )
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
     # Seed 2 of other settings refused: seed 1's new folder, holding only its config, was left
     # behind, and the corrected command then refused seed 1 as started with other settings.
     config = configs.parse_override(configs.get("pendulum_jax"), "seed=2")
