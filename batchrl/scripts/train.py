@@ -310,17 +310,15 @@ def name_of(config: str) -> str:
 
 def seed_timestamp(timestamp: str, seed: int) -> str:
     """The timestamp of seed `seed`'s folder in a together-run stamped `timestamp`."""
-    if "{" not in timestamp and "}" not in timestamp:
-        return f"{timestamp}-seed{seed}"
-    try:
-        if "{seed}" not in timestamp:  # A field misspelt, or a lone brace: `a{seed`.
-            raise ValueError(timestamp)
-        return timestamp.format(seed=seed)
-    except (KeyError, IndexError, ValueError):  # Another field, or a lone brace.
+    others = timestamp.replace("{seed}", "")
+    if "{" in others or "}" in others:  # Another field, or a lone brace: `a{seed`.
         raise UsageError(
             f"--timestamp {timestamp!r}: a together-run's timestamp may hold {{seed}}, and no "
             "other braces"
-        ) from None
+        )
+    if others == timestamp:
+        return f"{timestamp}-seed{seed}"
+    return timestamp.replace("{seed}", str(seed))
 
 
 def _train_together(args: argparse.Namespace) -> int:
