@@ -236,14 +236,10 @@ def record(
         raise file_writes.write_error(outdir, error, started=False) from None
     try:
         _played(config, policy, episodes, outdir, stats)
-    except KeyboardInterrupt:
-        if stats:
+    except BaseException as error:
+        if isinstance(error, KeyboardInterrupt) and stats:  # Those played through, indexed.
             _index(outdir, stats)
-        elif made and not any(outdir.iterdir()):
-            outdir.rmdir()
-        raise
-    except BaseException:
-        if made and not any(outdir.iterdir()):  # No empty folder left behind.
+        elif made and not any(outdir.iterdir()):  # No empty folder left behind.
             outdir.rmdir()
         raise
     _index(outdir, stats)
