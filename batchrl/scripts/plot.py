@@ -36,7 +36,7 @@ from matplotlib.backends import backend_agg
 from matplotlib.figure import Figure
 
 from batchrl.configs import train_config
-from batchrl.scripts import variants
+from batchrl.scripts import image_out, variants
 from batchrl.training import metrics_log, results, run_folder
 
 X_KEY = "perf/env_steps"
@@ -336,11 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     unreadable, or `--out` names no image format.
     """
     args = parse_args(argv)
-    if not Path(args.out).suffix:  # Matplotlib would write OUT.png, and "wrote" name OUT.
-        formats = ", ".join(sorted(backend_agg.FigureCanvasAgg.get_supported_filetypes()))
-        print(
-            f"plot: error: --out {args.out!r} has no extension, allowed: {formats}", file=sys.stderr
-        )
+    out = Path(args.out)
+    if image_out.error(out):  # Said before the runs are read and drawn.
+        print(f"plot: error: {image_out.error(out)}", file=sys.stderr)
         return 2
     unique: dict[Path, Path] = {}  # A folder named twice (another path, a link) is one run.
     for run in runs_in([Path(run) for run in args.runs]):
@@ -379,15 +377,9 @@ def main(argv: list[str] | None = None) -> int:
     if panels is None:  # A KL beside a return on one axes would read as a flat line at 0.
         panels = len({quantity(metric) for metric in args.metrics}) > 1
     figure = draw(runs, args.metrics, args.x, args.seeds, panels)
-    out = Path(args.out)
-    file = next((folder for folder in out.parents if folder.is_file()), None)
-    if file is not None:
-        print(f"plot: error: --out {out}: {file} is a file, not a folder", file=sys.stderr)
-        return 2
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(out)
-    # A folder not writable, an unknown format, pgf without LaTeX installed.
+        image_out.save(figure, out)
+    # A folder not writable, pgf without LaTeX installed.
     except (OSError, ValueError, RuntimeError) as error:
         print(f"plot: error: {out}: {error}", file=sys.stderr)
         return 2

@@ -45,7 +45,7 @@ import numpy as np
 import scipy.stats
 
 from batchrl.configs import presets
-from batchrl.scripts import json_lines, run_lines, variants
+from batchrl.scripts import image_out, json_lines, run_lines, variants
 
 # The best published PPO at 1M steps on Gymnasium's v5 tasks: Tianshou's MuJoCo table (each
 # run's best evaluation along training, v3 tasks), and for HalfCheetah the RL Zoo's tuned
@@ -195,22 +195,6 @@ def read(
     return dict(runs)
 
 
-def image_error(out: pathlib.Path) -> str | None:
-    """The error for an `--out` that names no image format matplotlib writes, or None.
-
-    Said before the bootstrap runs; without an extension matplotlib would write OUT.png,
-    not the file named.
-    """
-    from matplotlib.backends import backend_agg
-
-    formats = backend_agg.FigureCanvasAgg.get_supported_filetypes()
-    if out.suffix[1:].lower() in formats:
-        return None
-    allowed = ", ".join(sorted(formats))
-    what = f"has extension {out.suffix!r}" if out.suffix else "has no extension"
-    return f"--out {str(out)!r} {what}, allowed: {allowed}"
-
-
 def iqm(scores: np.ndarray, axis: int = -1) -> np.ndarray:
     """The interquartile mean: the mean of the middle half of the scores."""
     return scipy.stats.trim_mean(scores, 0.25, axis=axis)
@@ -301,7 +285,7 @@ def draw_profile(
     axis.set_title(f"{len(columns)} tasks, {counts} seeds each, {policies}")
     axis.legend()
     figure.tight_layout()
-    figure.savefig(out, dpi=120)
+    image_out.save(figure, out, dpi=120)
     plt.close(figure)
 
 
@@ -331,8 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.reps < 1:  # scipy's bootstrap would say it without naming --reps.
         parser.error(f"--reps must be at least 1, got {args.reps}")
-    if args.out is not None and image_error(args.out):
-        parser.error(image_error(args.out))
+    if args.out is not None and image_out.error(args.out):
+        parser.error(image_out.error(args.out))
     files = [path / "results.jsonl" if path.is_dir() else path for path in args.results]
     for where in json_lines.cut(files):
         print(f"stats: note: {where} was cut short while written; left out", file=sys.stderr)

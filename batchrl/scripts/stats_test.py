@@ -75,6 +75,26 @@ def test_an_out_that_names_no_image_format_is_refused_before_anything_is_written
     assert f"--out {str(tmp_path / name)!r} has " in err and "allowed: " in err and "png" in err
 
 
+def test_an_out_in_a_folder_not_there_yet_is_drawn_there_and_one_below_a_file_refused(
+    tmp_path, capsys
+):
+    results = tmp_path / "results.jsonl"
+    write_runs(results, "hopper_clipped", [3000.0, 2000.0])
+    out = tmp_path / "figures" / "sweep" / "profile.png"
+    assert stats.main([str(results), "--out", str(out), "--reps", "10"]) == 0
+    assert out.stat().st_size > 10_000 and capsys.readouterr().err == ""
+    # Refused before the statistics, not after them: nothing printed, nothing drawn.
+    below = tmp_path / "results.jsonl" / "profile.png"
+    with pytest.raises(SystemExit) as exit_:
+        stats.main([str(results), "--out", str(below), "--reps", "10"])
+    captured = capsys.readouterr()
+    assert exit_.value.code == 2 and captured.out == ""
+    assert captured.err.splitlines()[-1] == (
+        f"python -m batchrl.scripts.stats: error: --out {str(below)!r}: {results} is a file, "
+        "not a folder"
+    )
+
+
 def test_best_evaluations_instead_of_final_returns(tmp_path, capsys):
     results = tmp_path / "results.jsonl"
     final = [2000.0, 3400.0, 3500.0, 1600.0]
