@@ -284,7 +284,9 @@ class Block:
                     reps = 0
                 if reps < 1:
                     raise ValueError(f"{word!r}: reps must be a positive whole number")
-            elif "=" in word:
+            elif word in ("--rows", "--where"):  # As the command says it, not "no file --rows".
+                raise ValueError(f"{word} chooses the rows of a table of --columns; none is given")
+            elif "=" in word or word.startswith("--"):
                 raise ValueError(f"{word!r}: a table block takes file names, seeds and reps=N only")
             else:
                 paths.append(folder / word)

@@ -143,6 +143,12 @@ def test_a_block_with_no_end_or_no_files_is_an_error_naming_its_line(tmp_path, c
     page.write_text("<!-- table: reps=100 -->\n<!-- end table -->\n")
     assert table.main(["--check", str(page)]) == 2
     assert f"{page}:1: <!-- table: reps=100 --> names no JSON lines" in capsys.readouterr().err
+    # A block that chooses rows, its --columns forgotten: said so, not "no file '--where'".
+    page.write_text("<!-- table: a.jsonl --where config=hopper_clipped -->\n<!-- end table -->\n")
+    assert table.main(["--check", str(page)]) == 2
+    assert capsys.readouterr().err == (
+        f"table: error: {page}:1: --where chooses the rows of a table of --columns; none is given\n"
+    )
 
 
 def test_evaluation_noise_lines_make_their_own_table(tmp_path):
