@@ -195,6 +195,25 @@ def read(
     return dict(runs)
 
 
+def scored(paths: Sequence[pathlib.Path], score: str) -> dict[str, dict[int, float]]:
+    """`read`, but for a config none of whose runs holds the score, left out with a note.
+
+    A sweep run on to a raised budget with --evaluate-best keeps the lower budget's
+    lines, a config of their own (`variants`) with no kept return. A config holding the
+    score for some seeds only is a ValueError naming a line without it.
+    """
+    final = read(paths)
+    if not final:
+        raise ValueError("no finished run in the files given")
+    runs = read(paths, score, lacking=True)
+    if not runs or any(seeds.keys() != final[config].keys() for config, seeds in runs.items()):
+        return read(paths, score)  # Raises, naming a line without the score.
+    for config in sorted(final.keys() - runs.keys()):
+        field = SCORES[score][0]
+        print(f"stats: note: {config} left out: its lines have no {field}", file=sys.stderr)
+    return runs
+
+
 def iqm(scores: np.ndarray, axis: int = -1) -> np.ndarray:
     """The interquartile mean: the mean of the middle half of the scores."""
     return scipy.stats.trim_mean(scores, 0.25, axis=axis)
@@ -323,9 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         for note in run_lines.unfinished(args.results) + run_lines.replaced(args.results):
             print(f"stats: note: {note}", file=sys.stderr)
-        runs = read(args.results, args.score)
-        if not runs:
-            raise ValueError("no finished run in the files given")
+        runs = scored(args.results, args.score)
         task = tasks(args.results)
         summaries = {
             config: _summary(seeds, task[config], args.reps)

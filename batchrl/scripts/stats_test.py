@@ -201,10 +201,27 @@ def test_only_a_runs_last_line_must_hold_the_score(tmp_path, capsys):
         2500.0,
         3300.0,
     ]
+    # The lines of a lower budget, before the sweep ran on with --evaluate-best: a config
+    # of their own, without kept returns, left out where the other is counted.
+    for seed, budget in [(0, 1000), (1, 1000), (0, 2000), (1, 2000)]:
+        record = {"benchmark": "learning", "config": "walker_clipped", "seed": seed}
+        record |= {"finished": True, "final_return": 1.0, "settings": {"steps": budget}}
+        with results.open("a") as file:
+            file.write(json.dumps(record | ({"kept_best_return": 9.0} if budget > 1000 else {})))
+            file.write("\n")
+    assert stats.main([str(results), "--score", "kept", "--reps", "50"]) == 0
+    captured = capsys.readouterr()
+    assert list(json.loads(captured.out)["configs"]) == [
+        "hopper_clipped",
+        "walker_clipped [steps=2000]",
+    ]
+    assert captured.err == (
+        "stats: note: walker_clipped [steps=1000] left out: its lines have no kept_best_return\n"
+    )
     write_runs(results, "hopper_clipped", [2100.0])  # Seed 0 trained again, not evaluated.
     assert stats.main([str(results), "--score", "kept"]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"stats: error: {results}:5 has no kept_best_return: run the sweep with --evaluate-best"
+        f"stats: error: {results}:9 has no kept_best_return: run the sweep with --evaluate-best"
     )
 
 
