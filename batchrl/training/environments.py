@@ -23,7 +23,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from batchrl import bridge
+from batchrl import bridge, extras
 from batchrl import env_spec as env_spec_lib
 from batchrl.bridge import seeds as seeds_lib
 from batchrl.configs import TrainConfig
@@ -195,7 +195,7 @@ def _check_ray(config: TrainConfig) -> None:
     except ImportError:
         actors = config.rollout_actors
         setting = f"rollout_actors={actors}" if actors else f"backend {config.backend!r}"
-        needs = f"{setting} needs ray, which is not installed: pip install -e '.[ray]'"
+        needs = f"{setting} needs ray, which is not installed: {extras.pip_install('ray')}"
         raise ValueError(needs) from None
 
 
@@ -384,7 +384,7 @@ def atari_options(config: TrainConfig, evaluation: bool = False) -> dict[str, An
         from batchrl.envs.atari import settings  # ale-py is an optional dependency.
     except ImportError as error:
         raise ValueError(
-            f"backend='ale' needs ale-py ({error}): pip install -e '.[atari]'"
+            f"backend='ale' needs ale-py ({error}): {extras.pip_install('atari')}"
         ) from None
     return settings.run_options(config.env, config.env_kwargs, config.max_length, evaluation)
 

@@ -24,6 +24,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import EnvSpec, load_env_creator
 
+from batchrl import extras
 from batchrl.envs.host import minigrid_env, wrappers
 
 # gym.make's own keywords, beside those it passes to an id's env.
@@ -133,7 +134,7 @@ def _cannot_import(module_name: str, name: str, error: ImportError) -> ValueErro
     message = f"cannot import {module_name!r} for env {name!r}: {error}"
     extra = _EXTRAS.get((error.name or "").partition(".")[0])
     if extra is not None:
-        message += f": pip install -e '.[{extra}]'"
+        message += f": {extras.pip_install(extra)}"
     return ValueError(message)
 
 

@@ -1,11 +1,13 @@
 import pickle
 import subprocess
 import sys
+import tomllib
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
+from batchrl import extras
 from batchrl.configs import overrides, presets, train_config
 from batchrl.envs import BatchEnv
 from batchrl.envs.host import make
@@ -51,6 +53,23 @@ def test_an_env_package_of_an_extra_not_installed_names_the_extra(monkeypatch):
     said = str(raised.value)
     assert said.startswith("cannot import 'gymnasium_robotics' for env 'gymnasium_robotics:")
     assert said.endswith(": pip install -e '.[robotics]'")
+
+
+def test_an_extras_command_works_from_any_folder_and_from_an_installed_copy(monkeypatch, tmp_path):
+    # Run from another folder, `pip install -e '.[robotics]'` would install that folder.
+    monkeypatch.setitem(sys.modules, "gymnasium_robotics", None)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError) as raised:
+        make.check_name(presets.get("pointmaze").env)
+    command = str(raised.value).rpartition(": ")[2]
+    assert command == f"pip install -e '{extras.CHECKOUT}[robotics]'"
+    project = tomllib.loads((extras.CHECKOUT / "pyproject.toml").read_text())["project"]
+    assert project["name"] == "batchrl" and "robotics" in project["optional-dependencies"]
+    # A copy installed from a wheel has no checkout above its package: the project's name.
+    monkeypatch.setattr(extras, "CHECKOUT", tmp_path)
+    with pytest.raises(ValueError) as raised:
+        make.check_name(presets.get("pointmaze").env)
+    assert str(raised.value).endswith(": pip install 'batchrl[robotics]'")
 
 
 def test_batch_of_an_unknown_id_fails_before_starting_workers():

@@ -20,6 +20,8 @@ from typing import Any
 
 import gymnasium as gym
 
+from batchrl import extras
+
 KEPT = ("direction", "image")
 
 
@@ -65,7 +67,7 @@ def make(env_id: str = "MiniGrid-DoorKey-5x5-v0", **kwargs: Any) -> gym.Env:
     except ImportError as error:
         missing = "is not installed" if error.name == "minigrid" else f"failed to import ({error})"
         raise ImportError(
-            f"MiniGrid's envs need minigrid, which {missing}: pip install -e '.[minigrid]'"
+            f"MiniGrid's envs need minigrid, which {missing}: {extras.pip_install('minigrid')}"
         ) from None
     _check_id(env_id)
     env = gym.wrappers.FilterObservation(gym.make(env_id, **kwargs), list(KEPT))

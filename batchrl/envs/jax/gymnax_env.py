@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from batchrl import env_spec as env_spec_lib
+from batchrl import extras
 from batchrl.env_spec import EnvSpec
 from batchrl.envs import spaces
 from batchrl.envs.jax import jax_env
@@ -193,6 +194,6 @@ def _gymnax() -> Any:
     except ImportError as error:
         missing = "is not installed" if error.name == "gymnax" else f"failed to import ({error})"
         raise ImportError(
-            f"backend 'gymnax' needs gymnax, which {missing}: pip install -e '.[gymnax]'"
+            f"backend 'gymnax' needs gymnax, which {missing}: {extras.pip_install('gymnax')}"
         ) from None
     return gymnax

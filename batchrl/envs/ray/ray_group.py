@@ -27,6 +27,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
 
+from batchrl import extras
 from batchrl.envs.host import errors, lifecycle, obs_tree, remote, stepper
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.ray import host as ray_host
@@ -45,7 +46,7 @@ def import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise ImportError("BatchEnv.ray needs Ray: pip install -e '.[ray]'") from None
+        raise ImportError(f"BatchEnv.ray needs Ray: {extras.pip_install('ray')}") from None
     return ray
 
 
