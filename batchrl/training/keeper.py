@@ -133,11 +133,13 @@ class Keeper:
         checkpoint starts again where the run began, as its checkpoint would.
         """
         logged, form = self.kept
-        if self.directory is None or int(logged.phases) == 0:
+        done = int(logged.phases)
+        if self.directory is None or done == 0:
             return
-        checkpoint.save(
-            self.directory, int(logged.phases), logged, self.config.keep_checkpoints, **form
-        )
+        # Written as the phase ended, unless between `checkpoint_every`s: not again, which
+        # would cost a large preset's time and fail where its disk has no room for two.
+        if done not in checkpoint.steps(self.directory):
+            checkpoint.save(self.directory, done, logged, self.config.keep_checkpoints, **form)
         steps = int(logged.env_steps)
         terminal.say(f"interrupted: saved a checkpoint at env step {steps} in {self.rundir}\n")
 

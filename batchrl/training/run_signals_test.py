@@ -144,11 +144,15 @@ def test_ctrl_c_in_a_phase_keeps_it_and_twice_stops_at_once(
 ):
     # Pendulum, compiled: 5 phases of 200 env steps; the signals come as `phase` starts.
     # In the last phase the run finishes: 0, as nothing is left to resume.
+    saved, save = [], checkpoint.save
+    monkeypatch.setattr(checkpoint, "save", lambda *a, **k: saved.append(a[1]) or save(*a, **k))
     with interrupt.sigint_at_call(monkeypatch, loop, "run_phase", phase, signals):
         argv = ["--logdir", str(tmp_path), "--config", "pendulum_jax", *TINY]
         assert train.main([*argv, "--set", "steps=1000"]) == (0 if kept == 5 else 130)
     folder = run_folder(tmp_path)
     assert checkpoint.steps(folder / "checkpoints")[-1] == kept
+    # Each phase's checkpoint written once: the interrupt's is the one the phase wrote.
+    assert saved == list(range(1, kept + 1))
     rows = metrics_log.read_jsonl(folder / "metrics.jsonl")
     assert [row["step"] for row in rows] == [200 * done for done in range(1, kept + 1)]
     out, err = capfd.readouterr()
