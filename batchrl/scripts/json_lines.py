@@ -2,7 +2,7 @@
 
 A sweep killed while it appends its line to results.jsonl leaves part of that line, with
 no newline after it, at the file's end; the sweep skips it when it reads the file and
-cuts it off before it appends (`sweep.append_line`), as `metrics_log.read_jsonl` skips a
+cuts it off before it appends (`append`), as `metrics_log.read_jsonl` skips a
 run's cut last row. Readers of the file skip it too (`cut` names it, for the one line a
 command says about it); any other line that does not parse is an error naming its file
 and line.
@@ -13,6 +13,9 @@ from __future__ import annotations
 import json
 import pathlib
 from collections.abc import Sequence
+from typing import Any
+
+from batchrl.training import file_writes, metrics_log
 
 
 def read(path: pathlib.Path) -> list[tuple[int, dict]]:
@@ -48,3 +51,23 @@ def cut(paths: Sequence[pathlib.Path]) -> list[str]:
             except json.JSONDecodeError:
                 found.append(f"{path}:{len(lines)}")
     return found
+
+
+def append(path: pathlib.Path, line: str) -> None:
+    """Appends `line` to a sweep's results file, on a line of its own after a cut last one.
+
+    Else its line would join the cut one into one no reader parses. A file that cannot
+    be written (a full disk) is a one-line `file_writes.WriteError` naming it.
+    """
+    try:
+        metrics_log.drop_partial_line(path)
+        with path.open("a") as file:
+            file.write(line + "\n")
+    except OSError as error:
+        raise file_writes.write_error(path, error, started=False) from None
+
+
+def written(path: pathlib.Path) -> dict[tuple[str, int], dict[str, Any]]:
+    """The last line of each (config, seed) in a sweep's results file (a cut last one skipped)."""
+    records = metrics_log.read_jsonl(path) if path.exists() else []
+    return {(record.get("config"), record.get("seed")): record for record in records}

@@ -39,8 +39,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from batchrl import configs
-from batchrl.scripts import evaluate, exiting, provenance, train
-from batchrl.training import checkpoint, metrics_log, results, run_folder, terminal, together
+from batchrl.scripts import evaluate, exiting, json_lines, provenance, train
+from batchrl.training import checkpoint, file_writes, results, run_folder, terminal, together
 
 RESULTS = "results.jsonl"
 # The exit status of a sweep that left runs to another process: sysexits' "try again later".
@@ -157,7 +157,7 @@ def run_one(
     unfinished = []
     for seed in seeds:
         done = results.read(rundir_of(args, config, seed))
-        if done.finished:
+        if done.finished and results.checkpointed(rundir_of(args, config, seed)):
             # Refuses a finished run of other settings; one of a raised budget trains on.
             _, asked = train.resumed_run(train.parse_args(train_argv(args, config, [seed])))
             if done.env_steps < asked.shape.steps:
@@ -174,9 +174,13 @@ def run_one(
         return 0, None, []
     argv = train_argv(args, config, unfinished)
     log = log_of(args, config, unfinished)
-    log.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        out = log.open("a")
+    except OSError as error:  # A read-only or full disk.
+        raise file_writes.write_error(log, error, started=False) from None
     start = time.perf_counter()
-    with log.open("a") as out:
+    with out:
         # Its own process group, so a Ctrl-C reaches it once, through us; SIGTERM if we die.
         env = {**os.environ, exiting.PARENT: str(os.getpid())}
         process = subprocess.Popen(
@@ -319,6 +323,9 @@ def _sweep(
         except train.UsageError as error:
             print(f"sweep: error: {error}", file=sys.stderr)
             return 2
+        except file_writes.WriteError as error:
+            print(f"sweep: error: {error}", file=sys.stderr)
+            return 1
         except KeyboardInterrupt:
             print("sweep: interrupted; run it again to resume", file=sys.stderr)
             return 130
@@ -329,7 +336,7 @@ def _sweep(
             print(f"sweep: error: {config} seed {named} {said}", file=sys.stderr)
             failed = code if code > 0 else 128 - code  # A shell's status for a signal.
         try:
-            written = _lines_written(pathlib.Path(args.logdir) / RESULTS)
+            written = json_lines.written(pathlib.Path(args.logdir) / RESULTS)
         except ValueError as error:  # A line other than the last that is not JSON.
             print(f"sweep: error: {error}", file=sys.stderr)
             return 2
@@ -360,8 +367,12 @@ def _sweep(
             before = written.get((train.name_of(config), seed))
             new = json.loads(line)
             stale = before is None or any(before.get(k) != new[k] for k in KEPT if k in new)
-            if seed in trained or stale:
-                append_line(pathlib.Path(args.logdir) / RESULTS, line)
+            try:
+                if seed in trained or stale:
+                    json_lines.append(pathlib.Path(args.logdir) / RESULTS, line)
+            except file_writes.WriteError as error:  # A full disk: the line is printed above.
+                print(f"sweep: error: {error}", file=sys.stderr)
+                return 1
         if failed is not None:
             return failed
     if skipped:
@@ -376,24 +387,9 @@ def _sweep(
 
 def _to_budget(rundir: pathlib.Path, done: results.Summary) -> bool:
     """Whether the run in `rundir` finished the budget its folder's config now holds."""
-    return done.finished and done.env_steps >= run_folder.read_config(rundir).steps
-
-
-def append_line(path: pathlib.Path, line: str) -> None:
-    """Appends `line` to the results file, on a line of its own after a cut last one.
-
-    A sweep killed while writing its line leaves part of it (skipped when read); the
-    next sweep cuts that part off, or its line would join it into one no reader parses.
-    """
-    metrics_log.drop_partial_line(path)
-    with path.open("a") as file:
-        file.write(line + "\n")
-
-
-def _lines_written(path: pathlib.Path) -> dict[tuple[str, int], dict[str, Any]]:
-    """The last line of each (config, seed) in the sweep's results file (a cut last one skipped)."""
-    records = metrics_log.read_jsonl(path) if path.exists() else []
-    return {(record.get("config"), record.get("seed")): record for record in records}
+    if not done.finished or not results.checkpointed(rundir):  # Not trained, say.
+        return False
+    return done.env_steps >= run_folder.read_config(rundir).steps
 
 
 if __name__ == "__main__":

@@ -135,6 +135,38 @@ def test_a_finished_run_without_its_line_gets_it_when_the_sweep_runs_again(swept
 
 
 @pytest.mark.slow
+def test_a_run_whose_last_checkpoint_was_not_written_trains_its_last_phase_again(
+    swept, tmp_path, capsys
+):
+    # As a full disk leaves it: the final phase's row written, its checkpoint not, and the
+    # failed run's line not written. Skipped as finished, its final policy was lost.
+    logdir, argv, rows, _ = swept
+    shutil.copytree(logdir, tmp_path / "sweep")
+    rundir = tmp_path / "sweep" / "seed1-pendulum_jax"
+    (rundir / "checkpoints" / "ckpt-000000000005.bin").unlink()
+    assert results.read(rundir).finished and not results.checkpointed(rundir)
+    results_file = tmp_path / "sweep" / sweep.RESULTS
+    results_file.write_text(results_file.read_text().splitlines()[0] + "\n")
+    assert sweep.main([*argv[:1], str(tmp_path / "sweep"), *argv[2:]]) == 0
+    again = lines(capsys.readouterr().out)
+    assert [row["seconds_this_invocation"] is None for row in again] == [True, False]
+    assert checkpoint.steps(rundir / "checkpoints")[-1] == 5 and results.checkpointed(rundir)
+    assert again[1]["final_return"] == rows[1]["final_return"]  # Resumed exactly.
+    assert [row["seed"] for row in lines(results_file.read_text())] == [0, 1]
+
+
+def test_a_log_it_cannot_write_is_one_line_before_any_run(tmp_path, capsys):
+    (tmp_path / "seed0-pendulum_jax.log").mkdir()  # As a read-only or full disk refuses it.
+    argv = ["--logdir", str(tmp_path), "--configs", "pendulum_jax", "--seeds", "0"]
+    assert sweep.main([*argv, "--steps", "1000", *TINY]) == 1
+    assert capsys.readouterr().err == (
+        f"sweep: error: cannot write '{tmp_path / 'seed0-pendulum_jax.log'}': Is a directory; "
+        f"make room or make '{tmp_path}' writable, then run the command again\n"
+    )
+    assert not (tmp_path / "seed0-pendulum_jax").exists()
+
+
+@pytest.mark.slow
 def test_a_results_file_cut_mid_line_is_read_whole_after_the_next_sweep(swept, tmp_path, capsys):
     # As a sweep killed while writing seed 1's line leaves its results file.
     logdir, argv, rows, _ = swept

@@ -15,7 +15,7 @@ import pathlib
 from collections.abc import Sequence
 from typing import Any
 
-from batchrl.training import metrics_log, run_folder, session
+from batchrl.training import checkpoint, metrics_log, run_folder, session
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +86,18 @@ def read(rundir: str | pathlib.Path) -> Summary:
     """The learning results of the run in `rundir`; an empty summary when it has no rows yet."""
     path = run_folder.metrics(rundir)
     return summarize(metrics_log.read_jsonl(path) if path.is_file() else [])
+
+
+def checkpointed(rundir: str | pathlib.Path) -> bool:
+    """Whether the last phase of the run's rows has its checkpoint in the folder.
+
+    A phase's row is written before its checkpoint: one that could not be written (a
+    full disk) leaves a row, and a finished run's final return, of a phase that a resume
+    trains again.
+    """
+    path = run_folder.metrics(rundir)
+    rows = phases(metrics_log.read_jsonl(path)) if path.is_file() else []
+    return len(rows) in checkpoint.steps(run_folder.checkpoints(rundir))
 
 
 def line(rundir: pathlib.Path) -> dict[str, Any]:
