@@ -689,14 +689,23 @@ def test_an_id_a_module_registers_is_recorded_as_module_colon_id_and_trains(tmp_
     assert made.metrics[-1]["train/return"] == in_memory.metrics[-1]["train/return"]
 
 
+@pytest.mark.parametrize(
+    ("name", "entry_point"),
+    [
+        ("SplitCue-v0", "batchrl.testing.cue:Cue"),
+        # A variant of Gymnasium's env under an id of the user's: recorded as the bare id,
+        # which `evaluate` then called unknown.
+        ("SplitCart-v0", "gymnasium.envs.classic_control.cartpole:CartPoleEnv"),
+    ],
+)
 def test_an_id_registered_beside_its_envs_module_is_recorded_by_the_registering_one(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, name, entry_point
 ):
     # `regs` registers an id whose class lives in another module: the run was refused,
     # told to register the id in a module, which it was.
     (tmp_path / "regs.py").write_text(
         "import gymnasium as gym\n"
-        "gym.register('SplitCue-v0', entry_point='batchrl.testing.cue:Cue', max_episode_steps=5)\n"
+        f"gym.register({name!r}, entry_point={entry_point!r}, max_episode_steps=5)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     paths = [str(tmp_path), os.environ.get("PYTHONPATH", "")]
@@ -704,11 +713,11 @@ def test_an_id_registered_beside_its_envs_module_is_recorded_by_the_registering_
     settings = {**TINY_CLIPPED, "steps": 64, "max_length": 5}
     try:
         importlib.import_module("regs")
-        run = batchrl.train("blackjack", env="SplitCue-v0", logdir=tmp_path / "runs", **settings)
+        run = batchrl.train("blackjack", env=name, logdir=tmp_path / "runs", **settings)
     finally:
-        gym.registry.pop("SplitCue-v0", None)
+        gym.registry.pop(name, None)
         sys.modules.pop("regs", None)
-    assert run_folder.read_config(run.rundir).env == "regs:SplitCue-v0"
+    assert run_folder.read_config(run.rundir).env == f"regs:{name}"
 
 
 @pytest.mark.parametrize(

@@ -11,11 +11,14 @@ limit or at `max_length`, whichever comes first, always as truncation.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import difflib
+import functools
 import importlib
 import inspect
+import pathlib
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -49,6 +52,30 @@ def register_namespace(name: str) -> None:
         gym.register_envs(importlib.import_module(module))
 
 
+def gymnasiums_own(name: str) -> bool:
+    """Whether id `name` is one Gymnasium registers, with a class of its: every process has it."""
+    spec = gym.registry.get(name)
+    entry_point = spec.entry_point if spec is not None else None
+    gymnasiums = isinstance(entry_point, str) and entry_point.startswith("gymnasium.envs.")
+    return gymnasiums and name in gymnasium_ids()
+
+
+@functools.cache
+def gymnasium_ids() -> frozenset[str]:
+    """The ids Gymnasium registers as it is imported, read from its source.
+
+    Not its registry's, nor those whose entry point is a class of Gymnasium's: the
+    caller's ids are there too, a variant of Gymnasium's Pendulum under an id of its own,
+    say, which no other process knows. An id Gymnasium's source does not write out is
+    left out, and asked of a fresh interpreter.
+    """
+    tree = ast.parse(pathlib.Path(gym.envs.__file__).read_text())
+    keywords = (k for node in ast.walk(tree) if isinstance(node, ast.Call) for k in node.keywords)
+    return frozenset(
+        k.value.value for k in keywords if k.arg == "id" and isinstance(k.value, ast.Constant)
+    )
+
+
 def found_afresh(name: str) -> bool:
     """Whether a process that imported none of the caller's modules finds Gymnasium id `name`.
 
@@ -56,9 +83,7 @@ def found_afresh(name: str) -> bool:
     that a module of the caller's registered is found by its train command's resume and
     `evaluate` only where that module registers it too, asked of a fresh interpreter.
     """
-    spec = gym.registry.get(name)
-    entry_point = spec.entry_point if spec is not None else None
-    if isinstance(entry_point, str) and entry_point.startswith("gymnasium.envs."):
+    if gymnasiums_own(name):
         return True
     if name.partition("/")[0] in _NAMESPACES and "/" in name:
         return True
@@ -281,14 +306,11 @@ def carried_spec(name: str) -> EnvSpec | None:
     `__main__:Class` entry point is resolved to the class, which reaches a worker by value.
     """
     spec = None if ":" in name else gym.registry.get(name)
-    if spec is None or name.partition("/")[0] in _NAMESPACES:
+    if spec is None or name.partition("/")[0] in _NAMESPACES or gymnasiums_own(name):
         return None
     entry_point = spec.entry_point
-    if isinstance(entry_point, str):
-        if entry_point.startswith("gymnasium.envs."):
-            return None
-        if entry_point.partition(":")[0] == "__main__":
-            return dataclasses.replace(spec, entry_point=load_env_creator(entry_point))
+    if isinstance(entry_point, str) and entry_point.partition(":")[0] == "__main__":
+        return dataclasses.replace(spec, entry_point=load_env_creator(entry_point))
     return spec
 
 

@@ -194,10 +194,13 @@ class Counting(gym.Env):
 if __name__ == "__main__":  # Registered here only: no worker runs this block.
     gym.register("CountingObj-v0", entry_point=Counting, max_episode_steps=3)
     gym.register("CountingStr-v0", entry_point="__main__:Counting", max_episode_steps=3)
+    # A variant of one of Gymnasium's envs: its entry point is Gymnasium's, its id is not.
+    cartpole = "gymnasium.envs.classic_control.cartpole:CartPoleEnv"
+    gym.register("ShortCartPole-v0", entry_point=cartpole, max_episode_steps=3)
     sys.path.insert(0, sys.argv[1])
     import counting_module  # Registers CountingMod-v0 as it is imported.
 
-    for name in ("CountingObj-v0", "CountingStr-v0", "CountingMod-v0"):
+    for name in ("CountingObj-v0", "CountingStr-v0", "CountingMod-v0", "ShortCartPole-v0"):
         with BatchEnv.external(name, 2) as ours:
             sync = gym.make_vec(name, 2, vectorization_mode="sync")
             for got, want in ((ours.reset(seed=5), sync.reset(seed=5)),):
@@ -231,6 +234,6 @@ def test_an_id_registered_where_no_worker_runs_is_made_there_as_sync_makes_it(tm
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    names = ("CountingObj-v0", "CountingStr-v0", "CountingMod-v0")
+    names = ("CountingObj-v0", "CountingStr-v0", "CountingMod-v0", "ShortCartPole-v0")
     # Equal to SyncVectorEnv's, step by step; truncated at the registered limit of 3.
     assert result.stdout.splitlines() == [f"{name} [False, False, True, False]" for name in names]
