@@ -13,6 +13,7 @@ import gymnasium as gym
 import jax
 import numpy as np
 import pytest
+import yaml
 
 import batchrl
 from batchrl import configs
@@ -57,6 +58,19 @@ def pendulum(tmp_path_factory) -> batchrl.Run:
     return batchrl.train(
         "pendulum_jax", env=classic.Pendulum, steps=400, seed=3, logdir=logdir, **TINY_PENALTY
     )
+
+
+def test_a_presets_settings_are_written_in_full_after_a_plain_import_of_batchrl():
+    # As training.md writes them; `batchrl.configs` was no attribute after `import batchrl`.
+    code = (
+        "import sys, yaml, batchrl\n"
+        "print(yaml.safe_dump(batchrl.configs.to_dict(batchrl.configs.get('cheetah'))))\n"
+        "print('jax' in sys.modules, file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert configs.from_dict(yaml.safe_load(done.stdout)) == configs.get("cheetah")
+    assert done.stderr == "False\n"  # Imported on first use, JAX with it: none of it.
 
 
 def test_train_writes_the_commands_run_folder_and_returns_its_metrics(pendulum):
