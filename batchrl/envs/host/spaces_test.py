@@ -286,6 +286,18 @@ def _replace(obs, path, value):
             },
             r'holds 2: this leaf takes 0 or 1 at obs\["parts"\]\[2\]\["bits"\]',
         ),
+        # Floats in [0, 1) for a uint8 image: written as zeros, and training went on.
+        (
+            lambda obs: {
+                **obs,
+                "parts": (
+                    *obs["parts"][:2],
+                    {**obs["parts"][2], "image": obs["parts"][2]["image"] / 255.0},
+                ),
+            },
+            r"^env 'SpaceEnv' returned an observation of dtype float64 at "
+            r'obs\["parts"\]\[2\]\["image"\], where its observation_space holds uint8: cast it',
+        ),
     ],
 )
 def test_an_observation_that_does_not_fit_its_space_names_the_leaf(misfit, message):

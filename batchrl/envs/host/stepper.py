@@ -340,6 +340,13 @@ class EnvStepper(forwarding.EnvForwarding):
                 f"env {self.name} returned an observation of shape {shape}{at}, but its "
                 f"observation_space has shape {tree.shape}{there}"
             )
+        if array.dtype != target.dtype and not np.can_cast(array.dtype, target.dtype, "same_kind"):
+            at = "" if path == "obs" else f" at {path}"  # Floats into a uint8 image, say.
+            raise ValueError(
+                f"env {self.name} returned an observation of dtype {array.dtype}{at}, where "
+                f"its observation_space holds {target.dtype}: cast it in the env (written "
+                "here, its values would be cut, as SyncVectorEnv refuses to)"
+            )
         outside = spaces.outside_space(tree, array) if tree.kind in spaces.COUNTED else None
         if outside is not None:
             at = "" if path == "obs" else f" at {path}"
