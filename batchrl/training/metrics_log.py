@@ -57,10 +57,15 @@ class Writer:
         self.logdir = Path(logdir)
         self.logdir.mkdir(parents=True, exist_ok=True)
         jsonl_path = self.logdir / JSONL_NAME
-        drop_partial_line(jsonl_path)
-        if purge_step is not None:
-            drop_rows_from(jsonl_path, purge_step)
-        self._jsonl = jsonl_path.open("a", encoding="utf-8")
+        try:  # A file made read-only, a full disk: one line naming it.
+            drop_partial_line(jsonl_path)
+            if purge_step is not None:
+                drop_rows_from(jsonl_path, purge_step)
+            self._jsonl = jsonl_path.open("a", encoding="utf-8")
+        except file_writes.WriteError:
+            raise
+        except OSError as error:
+            raise file_writes.write_error(jsonl_path, error) from error
         # EventsWriter writes and flushes synchronously. SummaryWriter hands events to a
         # background thread, so its flush() can return before the last events are on disk.
         # Zero-padded: TensorBoard reads a folder's event files in name order, and writers

@@ -67,6 +67,16 @@ def test_a_row_the_disk_cannot_take_is_one_line_naming_the_file(tmp_path):
     writer.close()  # What the failed write left is not raised again.
 
 
+def test_a_metrics_file_it_cannot_open_is_one_line_naming_it(tmp_path):
+    # A resume's metrics.jsonl made read-only (chattr +i), say: a traceback from open().
+    (tmp_path / "metrics.jsonl").mkdir()
+    with pytest.raises(file_writes.WriteError) as refused:
+        metrics_log.Writer(tmp_path, purge_step=10)
+    assert str(refused.value).startswith(
+        f"cannot write '{tmp_path / 'metrics.jsonl'}': Is a directory; the run folder keeps"
+    )
+
+
 def test_killed_run_keeps_what_it_wrote(tmp_path):
     script = textwrap.dedent(f"""
         import os
