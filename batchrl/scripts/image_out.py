@@ -5,7 +5,10 @@ is said before that, in one line, and a folder not there yet is made as the imag
 written.
 """
 
+import io
 import pathlib
+
+from batchrl.training import file_writes
 
 
 def error(out: pathlib.Path) -> str | None:
@@ -27,6 +30,14 @@ def error(out: pathlib.Path) -> str | None:
 
 
 def save(figure, out: pathlib.Path, **savefig) -> None:
-    """Writes `figure` to `out`, making the folders it names."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, **savefig)
+    """Writes `figure` to `out` whole or not at all, making the folders it names.
+
+    Drawn in memory, then written beside `out` and renamed onto it: a full disk leaves
+    the image drawn before, not a cut one. Raises the OSError that stopped the write.
+    """
+    image = io.BytesIO()
+    figure.savefig(image, format=out.suffix[1:].lower(), **savefig)
+    try:
+        file_writes.write_atomic(out, image.getvalue())
+    except file_writes.WriteError as error:  # Said by the command, not as a run folder's.
+        raise error.cause or error from None

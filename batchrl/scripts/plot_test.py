@@ -185,6 +185,29 @@ def test_a_metric_null_in_every_row_is_left_out_or_said_so_not_suggested(tmp_pat
     )
 
 
+def test_an_image_the_disk_cannot_take_leaves_the_one_drawn_before(runs, tmp_path):
+    # A full disk cut the image it overwrote: PIL then read "image file is truncated".
+    out = tmp_path / "curves.png"
+    assert plot.main([str(runs[0]), "--out", str(out)]) == 0
+    before = out.read_bytes()
+    limited = (  # Files past 20 kB refused (EFBIG), as a full disk refuses them (ENOSPC).
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))\n"
+        "from batchrl.scripts import plot\n"
+        "sys.exit(plot.main(sys.argv[1:]))\n"
+    )
+    argv = [str(runs[0]), "--metrics", "train/return", "eval/return", "--out", str(out)]
+    done = subprocess.run(
+        [sys.executable, "-B", "-c", limited, *argv], capture_output=True, text=True, timeout=120
+    )
+    assert (
+        done.returncode == 2 and done.stderr == f"plot: error: {out}: [Errno 27] File too large\n"
+    )
+    assert out.read_bytes() == before  # No temporary file left beside it either:
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["curves.png", "runs"]
+
+
 def test_an_out_with_no_extension_is_refused_not_written_elsewhere(runs, tmp_path, capsys):
     # Matplotlib would write curves.png while the command said it wrote curves.
     out = tmp_path / "curves"
