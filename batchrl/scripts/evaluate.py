@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import pathlib
 import sys
 from collections.abc import Callable, Sequence
@@ -296,6 +297,20 @@ def _runs(given: Sequence[str]) -> list[pathlib.Path]:
     return runs
 
 
+class OutputError(Exception):
+    """The rows could not be written where the command's output goes (a full disk)."""
+
+
+def print_row(row: dict) -> None:
+    """Prints one JSON row, or raises OutputError naming why it could not."""
+    try:
+        print(json.dumps(row), flush=True)
+    except OSError as error:
+        # Python's exit would flush what is left again, and say so in a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise OutputError(f"cannot write its rows: {error.strerror or error}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -309,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 args.repeats,
                 action_choice.chosen(args),
                 args.average_last,
-                each=lambda row: print(json.dumps(row), flush=True),
+                each=print_row,
                 seed=args.seed,
             )
     except KeyboardInterrupt:  # The rows printed stand; the envs are closed.
@@ -318,6 +333,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(f"evaluate: error: {error}", file=sys.stderr)
         return 2
+    except OutputError as error:  # The rows printed before it stand.
+        print(f"evaluate: error: {error}", file=sys.stderr)
+        return 1
     except checkpoint.CheckpointError as error:  # Corrupt, or not this run's.
         print(f"evaluate: error: {error}", file=sys.stderr)
         return 1

@@ -260,6 +260,21 @@ def test_ctrl_c_ends_it_in_one_line_its_rows_printed(run):
     assert first["repeat"] == 0 and all(json.loads(line)["phase"] == 6 for line in out.splitlines())
 
 
+def test_rows_the_disk_cannot_take_are_one_line(run):
+    # `evaluate RUN > rows.jsonl` on a full disk: a traceback from print().
+    command = [sys.executable, "-m", "batchrl.scripts.evaluate", "--logdir", str(run)]
+    with open("/dev/full", "w") as full:  # Every write: ENOSPC.
+        done = subprocess.run(
+            [*command, "--phases", "6", "--episodes", "2"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 1
+    assert done.stderr == "evaluate: error: cannot write its rows: No space left on device\n"
+
+
 def test_a_config_edited_since_the_run_trained_is_named_as_a_resume_names_it(run, tmp_path, capsys):
     # The checkpoints' structure error named an array of the agent, not the edit.
     copy = tmp_path / run.name
