@@ -104,6 +104,8 @@ def create(
             folder.mkdir()
             break
         except FileExistsError:
+            if timestamp is not None and (folder / CHECKPOINTS).is_dir():
+                read_config(folder)  # Its config.yaml lost, beside its checkpoints: said so.
             if timestamp is not None:
                 raise
             folder = logdir / name(f"{stamp}.{count}", config_name)
@@ -111,10 +113,8 @@ def create(
             raise file_writes.write_error(folder, error, started=False) from error
     try:
         write_config(folder, config)
-    except (
-        file_writes.WriteError
-    ) as error:  # A full disk: a folder without its config resumes never.
-        shutil.rmtree(folder, ignore_errors=True)
+    except file_writes.WriteError as error:
+        shutil.rmtree(folder, ignore_errors=True)  # A full disk: without a config, no resume.
         cause = error.__cause__ if isinstance(error.__cause__, OSError) else error
         raise file_writes.write_error(folder / CONFIG, cause, started=False) from None
     return folder

@@ -229,12 +229,17 @@ def test_a_run_whose_config_was_deleted_is_told_how_to_put_it_back(tmp_path, cap
     rundir = tmp_path / "a" / "t-pendulum_jax"
     (rundir / run_folder.CONFIG).unlink()
     capsys.readouterr()
-    assert train.main(["--logdir", str(tmp_path / "a"), "--timestamp", "t"]) == 2
-    assert capsys.readouterr().err == (
+    said = (
         f"batchrl: error: '{rundir / run_folder.CONFIG}' is missing, beside the run's "
         "checkpoints: put it back (a run started with the same --config, --seed and --set "
         "writes the same file)\n"
     )
+    assert train.main(["--logdir", str(tmp_path / "a"), "--timestamp", "t"]) == 2
+    assert capsys.readouterr().err == said
+    # With --config too, as a resume is written ("adding --timestamp T to the command that
+    # started it"): "run folder ... exists already".
+    assert train.main(["--logdir", str(tmp_path / "a"), *command, "--timestamp", "t"]) == 2
+    assert capsys.readouterr().err == said
     # As it says: the same command's new run writes the file that resumes this one.
     assert train.main(["--logdir", str(tmp_path / "b"), *command, "--timestamp", "t"]) == 0
     shutil.copy(tmp_path / "b" / "t-pendulum_jax" / run_folder.CONFIG, rundir)
