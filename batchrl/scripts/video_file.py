@@ -32,6 +32,9 @@ def writing(path: pathlib.Path, fps: float) -> Iterator[Callable[[Any], None]]:
         try:
             return call(*args, **kwargs)
         except OSError as error:  # The writer's alone: an env's own OSError stays its own.
+            if error.errno is None and "\n" in str(error):  # ffmpeg ended: imageio's text
+                # holds its command line; what ffmpeg said (a full disk) it printed above.
+                error = OSError(f"ffmpeg ended ({str(error).splitlines()[0]}, its lines above)")
             raise file_writes.write_error(path, error, started=False) from None
 
     try:

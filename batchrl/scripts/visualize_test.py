@@ -325,6 +325,21 @@ def test_an_outdir_it_cannot_write_is_one_line_naming_the_file(run, tmp_path, ca
     )
     assert not out.exists()  # No part of a video, no episodes.json, no empty new folder.
 
+    class Ended(Full):  # ffmpeg stopped by a full disk, as imageio says it: its command too.
+        def append_data(self, frame):
+            self.frames += 1
+            if self.frames == 3:
+                raise OSError("[Errno 32] Broken pipe\n\nFFMPEG COMMAND:\nffmpeg -y -f rawvideo")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(imageio, "get_writer", Ended)
+        assert visualize.main(["--logdir", str(run), "--outdir", str(out)]) == 1
+    assert capsys.readouterr().err == (
+        f"visualize: error: cannot write '{out / 'episode-0.mp4'}': ffmpeg ended ([Errno 32] "
+        f"Broken pipe, its lines above); make room or make '{out}' writable, then run the "
+        "command again\n"
+    )
+
 
 def test_an_episode_that_fails_as_it_is_filmed_leaves_the_last_video_whole(run, tmp_path, capsys):
     # Its frames were held until it ended (1.2 GB for a 1,000-step MuJoCo episode), then
