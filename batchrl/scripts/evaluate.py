@@ -348,7 +348,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from batchrl.envs.host import mujoco_warnings
-
-    mujoco_warnings.route()  # The command's own process: each of MuJoCo's warnings once.
-    exiting.leave(main())
+    exiting.command(main)

@@ -21,6 +21,7 @@ import ctypes
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 INTERRUPTED = 130  # The shell's status for a command Ctrl-C stopped.
@@ -47,6 +48,19 @@ def leave(status: int) -> NoReturn:
         with contextlib.suppress(Exception):  # Closed, or a pipe whose reader is gone.
             stream.flush()
     os._exit(status)
+
+
+def command(main: Callable[[], int]) -> NoReturn:
+    """Runs a command's `main` as its own process, `python -m` or pip's `batchrl` script.
+
+    MuJoCo's warnings routed (each once, no MUJOCO_LOG.TXT), SIGTERM when a sweep that
+    started it dies, and its exit as `leave` makes it.
+    """
+    from batchrl.envs.host import mujoco_warnings
+
+    mujoco_warnings.route()
+    terminate_with_parent()
+    leave(main())
 
 
 def terminate_with_parent() -> None:

@@ -393,8 +393,4 @@ def _checkpoint_error() -> type[Exception]:
 
 
 if __name__ == "__main__":
-    from batchrl.envs.host import mujoco_warnings
-
-    mujoco_warnings.route()  # The command's own process: each of MuJoCo's warnings once.
-    exiting.terminate_with_parent()  # A sweep's run, when the sweep dies.
-    exiting.leave(main())
+    exiting.command(main)  # Also `python -m batchrl` and `batchrl`.

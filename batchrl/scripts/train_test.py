@@ -816,6 +816,17 @@ def test_list_shows_every_preset(capsys):
     assert len({re.match(r"\S+\s+", line).end() for line in out.splitlines()}) == 1  # Aligned.
 
 
+def test_python_dash_m_batchrl_is_the_train_command(tmp_path, capsys):
+    # It was "No module named batchrl.__main__"; pip's `batchrl` command runs the same.
+    assert train.main(["--list"]) == 0
+    command = [sys.executable, "-m", "batchrl"]
+    listed = subprocess.run([*command, "--list"], capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and listed.stdout == capsys.readouterr().out
+    argv = ["--config", "pendulum_jax", "--logdir", str(tmp_path), "--set", "stepz=1"]
+    bad = subprocess.run([*command, *argv], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.startswith("batchrl: error: unknown config key")
+
+
 def test_list_keys_shows_the_values_config_and_set_give(capsys, caplog):
     # It showed the defaults whatever --config and --set said.
     argv = ["--list-keys", "--config", "cheetah_clipped", "--set", "num_envs=8"]
