@@ -57,6 +57,7 @@ class Writer:
         self.logdir = Path(logdir)
         self.logdir.mkdir(parents=True, exist_ok=True)
         jsonl_path = self.logdir / JSONL_NAME
+        first = purge_step is None and not jsonl_path.exists()  # The run's own start.
         try:  # A file made read-only, a full disk: one line naming it.
             drop_partial_line(jsonl_path)
             if purge_step is not None:
@@ -72,9 +73,12 @@ class Writer:
         # opened in the same second differ only here ("10" sorted before "9" did).
         suffix = f".{os.getpid()}.{next(_writer_ids):06d}"
         self._events = event_file_writer.EventsWriter(str(self.logdir / "events"), suffix)
-        if purge_step is not None:  # As tf.summary's purge_step: a session (re)starts there.
+        # As tf.summary's purge_step: a session (re)starts there. Also at the run's start:
+        # TensorBoard's server takes the first start it reads for the run's, purging nothing.
+        if purge_step is not None or first:
             start = self._event_pb2.SessionLog(status=self._event_pb2.SessionLog.START)
-            event = self._event_pb2.Event(wall_time=time.time(), step=purge_step, session_log=start)
+            step = 0 if purge_step is None else purge_step
+            event = self._event_pb2.Event(wall_time=time.time(), step=step, session_log=start)
             self._events.write_event(event)
             self._events.flush()
         self._closed = False

@@ -9,7 +9,8 @@ import sys
 import textwrap
 
 import pytest
-from tensorboard.backend.event_processing import event_accumulator
+from tensorboard.backend.event_processing import event_accumulator, plugin_event_accumulator
+from tensorboard.util import tensor_util
 
 from batchrl.training import file_writes, metrics_log
 
@@ -21,6 +22,22 @@ def read_scalars(logdir) -> dict[str, list[tuple[int, float]]]:
     return {
         tag: [(event.step, event.value) for event in accumulator.Scalars(tag)]
         for tag in accumulator.Tags()["scalars"]
+    }
+
+
+def served_scalars(logdir) -> dict[str, list[tuple[int, float]]]:
+    """(step, value) pairs of each scalar tag, as TensorBoard's server reads them in Python.
+
+    Its loader with `--load_fast=false`, and where its Rust data server is missing.
+    """
+    accumulator = plugin_event_accumulator.EventAccumulator(
+        str(logdir), size_guidance={"tensors": 0}
+    )
+    accumulator.Reload()
+    return {
+        tag: [(e.step, tensor_util.make_ndarray(e.tensor_proto).item()) for e in events]
+        for tag in accumulator.Tags()["tensors"]
+        if (events := accumulator.Tensors(tag)) and tag != "config/text_summary"
     }
 
 
@@ -178,14 +195,17 @@ def test_write_rejects_a_step_metric(tmp_path):
         writer.write(0, {"step": 1.0})
 
 
-def test_a_resumed_writers_purge_step_drops_the_earlier_rows_it_redoes(tmp_path):
+@pytest.mark.parametrize("read", [read_scalars, served_scalars], ids=["accumulator", "server"])
+def test_a_resumed_writers_purge_step_drops_the_earlier_rows_it_redoes(tmp_path, read):
+    # The server's loader took the first resume's mark as the run's start, and purged
+    # nothing: steps 2 and 3 shown twice, the first attempt's values among them.
     with metrics_log.Writer(tmp_path) as writer:  # Killed after step 3, checkpointed at 1.
         for step in (1, 2, 3):
             writer.write(step, {"train/return": float(step)})
     with metrics_log.Writer(tmp_path, purge_step=2) as writer:
         for step in (2, 3, 4):
             writer.write(step, {"train/return": 10.0 * step})
-    assert read_scalars(tmp_path) == {"train/return": [(1, 1.0), (2, 20.0), (3, 30.0), (4, 40.0)]}
+    assert read(tmp_path) == {"train/return": [(1, 1.0), (2, 20.0), (3, 30.0), (4, 40.0)]}
     # metrics.jsonl too holds one row a step: it held steps 2 and 3 twice.
     rows = metrics_log.read_jsonl(tmp_path / metrics_log.JSONL_NAME)
     assert [(row["step"], row["train/return"]) for row in rows] == read_scalars(tmp_path)[
