@@ -202,6 +202,7 @@ def train(
             progress.close()
             keeper.save_interrupted()
             raise
+        progress.close()  # A line a tick drew after a callback stopped the run, say.
         return finished(keeper, programs)
 
 

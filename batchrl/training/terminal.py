@@ -139,15 +139,17 @@ class Progress:
         """Redraws the terminal line with the steps estimated from the speed so far.
 
         The estimate stops at the end of the phase under way (taken to be as long as the
-        last one); the next `update` shows the counted steps again. Off a terminal, or
-        before the first update, it draws nothing.
+        last one, and not past the run's steps); the next `update` shows the counted steps
+        again. Off a terminal, before the first update, or after the last, it draws nothing.
         """
         with self._lock:
-            if not self._tty or not self._updated:
+            # After the last phase, while its checkpoint is written, its line stands last.
+            if not self._tty or not self._updated or self._steps >= self.total_steps:
                 return
             now = self._clock()
             rate = self._rate(self._steps, self._at) or 0.0
-            estimate = self._steps + min(round(rate * (now - self._at)), self._phase)
+            left = min(self._phase, self.total_steps - self._steps)
+            estimate = self._steps + min(round(rate * (now - self._at)), left)
             self._draw(self._format(estimate))
 
     @contextlib.contextmanager

@@ -94,6 +94,26 @@ def test_progress_redraws_one_line_on_a_tty():
     assert "100/100 steps" in output.split("\r")[-1]
 
 
+def test_no_tick_after_the_last_phase_nor_an_estimate_past_the_runs_steps(monkeypatch):
+    # While the last checkpoint was written, a tick drew "65,400/60,000 steps" under the
+    # last phase's line, and the shell's prompt came after it on that line.
+    monkeypatch.setattr(shutil, "get_terminal_size", lambda: os.terminal_size((200, 24)))
+    stream, clock = TtyStream(), FakeClock()
+    progress = terminal.Progress(60_000, stream=stream, clock=clock)
+    for steps in range(6_000, 54_001, 6_000):
+        clock.now += 1.0
+        progress.update(steps, {})
+    clock.now += 5.0  # Past the last phase's length: the estimate stops at the run's steps.
+    progress.tick()
+    assert "60,000/60,000 steps" in stream.getvalue().split("\r")[-1]
+    progress.update(60_000, {})
+    progress.print("phase 10")
+    drawn = stream.getvalue()
+    clock.now += 0.9
+    progress.tick()
+    assert stream.getvalue() == drawn
+
+
 @pytest.mark.parametrize(
     ("columns", "shown"),
     [
