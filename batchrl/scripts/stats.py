@@ -208,8 +208,8 @@ def scored(paths: Sequence[pathlib.Path], score: str) -> dict[str, dict[int, flo
     runs = read(paths, score, lacking=True)
     if not runs or any(seeds.keys() != final[config].keys() for config, seeds in runs.items()):
         return read(paths, score)  # Raises, naming a line without the score.
+    field = SCORES[score][0]
     for config in sorted(final.keys() - runs.keys()):
-        field = SCORES[score][0]
         print(f"stats: note: {config} left out: its lines have no {field}", file=sys.stderr)
     return runs
 

@@ -286,8 +286,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (train.UsageError, ValueError) as error:
         print(f"sweep: error: {error}", file=sys.stderr)
         return 2
-    with compilation_cache() as cache:
-        return _sweep(args, groups, about, commit, cache)
+    try:
+        with compilation_cache() as cache:
+            return _sweep(args, groups, about, commit, cache)
+    except file_writes.WriteError as error:  # A read-only or full disk: a run's log, the lines.
+        print(f"sweep: error: {error}", file=sys.stderr)
+        return 1
 
 
 def check_runs(args: argparse.Namespace, config: str) -> None:
@@ -323,9 +327,6 @@ def _sweep(
         except train.UsageError as error:
             print(f"sweep: error: {error}", file=sys.stderr)
             return 2
-        except file_writes.WriteError as error:
-            print(f"sweep: error: {error}", file=sys.stderr)
-            return 1
         except KeyboardInterrupt:
             print("sweep: interrupted; run it again to resume", file=sys.stderr)
             return 130
@@ -367,12 +368,8 @@ def _sweep(
             before = written.get((train.name_of(config), seed))
             new = json.loads(line)
             stale = before is None or any(before.get(k) != new[k] for k in KEPT if k in new)
-            try:
-                if seed in trained or stale:
-                    json_lines.append(pathlib.Path(args.logdir) / RESULTS, line)
-            except file_writes.WriteError as error:  # A full disk: the line is printed above.
-                print(f"sweep: error: {error}", file=sys.stderr)
-                return 1
+            if seed in trained or stale:  # A full disk: the line is printed above.
+                json_lines.append(pathlib.Path(args.logdir) / RESULTS, line)
         if failed is not None:
             return failed
     if skipped:

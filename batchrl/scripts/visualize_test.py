@@ -303,6 +303,8 @@ def test_an_outdir_it_cannot_write_is_one_line_naming_the_file(run, tmp_path, ca
     import imageio
 
     class Full:  # As a full disk stops ffmpeg part way through an episode.
+        error = OSError(28, "No space left on device")
+
         def __init__(self, path, *args, **kwargs):
             self.path, self.frames = pathlib.Path(path), 0
 
@@ -310,7 +312,7 @@ def test_an_outdir_it_cannot_write_is_one_line_naming_the_file(run, tmp_path, ca
             self.frames += 1
             self.path.write_bytes(b"part" * self.frames)
             if self.frames == 3:
-                raise OSError(28, "No space left on device")
+                raise self.error
 
         def close(self):
             pass
@@ -326,10 +328,7 @@ def test_an_outdir_it_cannot_write_is_one_line_naming_the_file(run, tmp_path, ca
     assert not out.exists()  # No part of a video, no episodes.json, no empty new folder.
 
     class Ended(Full):  # ffmpeg stopped by a full disk, as imageio says it: its command too.
-        def append_data(self, frame):
-            self.frames += 1
-            if self.frames == 3:
-                raise OSError("[Errno 32] Broken pipe\n\nFFMPEG COMMAND:\nffmpeg -y -f rawvideo")
+        error = OSError("[Errno 32] Broken pipe\n\nFFMPEG COMMAND:\nffmpeg -y -f rawvideo")
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(imageio, "get_writer", Ended)
