@@ -60,8 +60,16 @@ def pendulum_jax() -> TrainConfig:
 
 
 def cartpole() -> TrainConfig:
-    """CartPole-v1 with a categorical policy, 200k steps."""
-    return train_config.replace(default(), env="CartPole-v1", max_length=500, steps=200_000)
+    """CartPole-v1 with a categorical policy, 200k steps.
+
+    Rewards scaled by the std of returns (`reward_scale="return"`): every reward is 1, so
+    the seed's std of rewards is its floor and scaled rewards all clip to 10 (value loss
+    2e5-6e5). On seeds 0-4 (`cartpole_jax`) its final policies all score 500 (four of five
+    without it), its last five phases' training returns average 476-500 (425-465).
+    """
+    return train_config.replace(
+        default(), env="CartPole-v1", max_length=500, steps=200_000, reward_scale="return"
+    )
 
 
 def cartpole_jax() -> TrainConfig:
