@@ -127,9 +127,13 @@ def main() -> int:
     parser.add_argument("--steps", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--settings", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    from batchrl.scripts import exiting
+
     if args.child:
+        exiting.terminate_with_parent()  # Ends with this script, killed or timed out.
         child(args.child, args.steps, json.loads(args.settings))
         return 0
+    exiting.sigterm_exits()
     extra = dict(text.partition("=")[::2] for text in args.set)
     for text in args.set:
         if "=" not in text:
@@ -146,7 +150,12 @@ def main() -> int:
         start = time.perf_counter()
         try:
             done = subprocess.run(
-                command, capture_output=True, text=True, cwd=ROOT, timeout=args.timeout
+                command,
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env=exiting.with_parent(),
+                timeout=args.timeout,
             )
         except subprocess.TimeoutExpired:
             failed.append(name)

@@ -25,7 +25,7 @@ import time
 import psutil
 
 from batchrl import conftest  # wait_gone: the test suite's check for orphans
-from batchrl.scripts import provenance
+from batchrl.scripts import exiting, provenance
 from batchrl.training import metrics_log
 
 # Seconds a worker lives before it may be killed: a worker of the train command takes up to
@@ -59,7 +59,9 @@ def run(logdir: pathlib.Path, args: argparse.Namespace, every: float | None) -> 
     logdir.mkdir(parents=True, exist_ok=True)
     log = logdir / "stderr.txt"  # A file, not a pipe: a full pipe would stall the run.
     with log.open("w") as stderr:
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr)
+        process = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=stderr, env=exiting.with_parent()
+        )
     train = psutil.Process(process.pid)
     rng, kills, descendants = random.Random(args.seed), 0, set()
     metrics = logdir / f"run-{args.config}" / "metrics.jsonl"

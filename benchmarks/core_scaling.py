@@ -143,10 +143,12 @@ def measure(args: argparse.Namespace, part: str, cpus: list[int], settings: dict
     command = [sys.executable, __file__, "--child", part, "--cpus", json.dumps(cpus)]
     command += ["--preset", args.preset, "--settings", json.dumps(settings)]
     command += ["--phases", str(args.phases), "--env-seconds", str(args.env_seconds)]
+    from batchrl.scripts import exiting
+
     root = str(accelerator_check.ROOT)
     # This checkout's batchrl, whose commit the line names, before any installed one.
     path = os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))
-    environ = {**os.environ, "PYTHONPATH": path}
+    environ = exiting.with_parent({**os.environ, "PYTHONPATH": path})
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, cwd=root, env=environ, timeout=args.timeout
@@ -194,9 +196,13 @@ def main() -> int:
         args.phases = QUICK_PHASES if args.quick else 6
     if args.env_seconds is None:
         args.env_seconds = QUICK_ENV_SECONDS if args.quick else 5.0
+    from batchrl.scripts import exiting
+
     if args.child:
+        exiting.terminate_with_parent()  # Ends with this script, killed or timed out.
         child(args)
         return 0
+    exiting.sigterm_exits()
     if args.phases < 2:
         parser.error(f"--phases must be at least 2 (the first compiles), got {args.phases}")
     for text in args.set:

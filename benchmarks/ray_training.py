@@ -33,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 
+from batchrl.scripts import exiting
+
 try:
     from ray.cluster_utils import Cluster
 except ModuleNotFoundError:
@@ -101,7 +103,7 @@ def train(preset: str, variant: str, phases: int, address: str) -> dict:
         command += ["--logdir", logdir, "--timestamp", "t"]
         for setting in settings:
             command += ["--set", setting]
-        env = {**os.environ, "RAY_ADDRESS": address}
+        env = exiting.with_parent({**os.environ, "RAY_ADDRESS": address})
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=1800)
         if done.returncode:
             raise RuntimeError(f"{variant} on {preset} failed:\n{done.stderr[-3000:]}")
@@ -129,6 +131,7 @@ def main() -> None:
         parser.error(f"--phases must be at least 2 (the first compiles), got {args.phases}")
     if set(args.variant) & set(PINNED) and not hasattr(os, "sched_setaffinity"):
         parser.error(f"--variant {' '.join(PINNED)} needs os.sched_setaffinity (Linux)")
+    exiting.sigterm_exits()  # The cluster shut down below, not left running.
     cluster = Cluster(
         initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
     )

@@ -2,13 +2,19 @@
 
 import importlib.util
 import json
+import os
 import pathlib
+import signal
 import subprocess
 import sys
+import time
 
 import chaos
+import psutil
 import pytest
 import ray_training
+
+from batchrl import conftest
 
 HERE = pathlib.Path(__file__).parent
 
@@ -131,3 +137,26 @@ def test_gpu_round_says_its_usage_without_a_folder_for_its_lines():
     done = subprocess.run(["bash", str(HERE / "gpu_round.sh")], capture_output=True, text=True)
     assert done.returncode != 0 and done.stdout == ""
     assert "usage: gpu_round.sh OUT [WHEELS]" in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGKILL])
+def test_a_benchmark_stopped_takes_its_train_command_with_it(tmp_path, stop):
+    # `timeout` sends SIGTERM; a killed script cannot clean up, but its run, of hours, ends.
+    script = subprocess.Popen(
+        [sys.executable, str(HERE / "seeds_together.py"), "--seeds", "1", "--steps", "50000000"],
+        env={**os.environ, "TMPDIR": str(tmp_path)},  # Where its temporary folder goes.
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while not psutil.Process(script.pid).children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(3)  # Into the train command's start: its envs, JAX, the compile.
+    runs = [child.pid for child in psutil.Process(script.pid).children(recursive=True)]
+    assert runs, "seeds_together.py started no train command in 120 s"
+    script.send_signal(stop)
+    assert script.wait(timeout=60) == (143 if stop == signal.SIGTERM else -stop)
+    assert conftest.wait_gone(runs) == []
+    if stop == signal.SIGTERM:  # Its temporary folder of runs removed.
+        assert not [path for path in tmp_path.iterdir() if path.name.startswith("tmp")]

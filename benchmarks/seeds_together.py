@@ -28,6 +28,7 @@ import time
 import accelerator_check
 
 from batchrl import configs
+from batchrl.scripts import exiting
 from batchrl.training import metrics_log, results, run_folder
 
 
@@ -39,7 +40,13 @@ def timed_train(logdir: pathlib.Path, preset: str, chosen: list[str], settings: 
     for setting in settings:
         argv += ["--set", setting]
     start = time.perf_counter()
-    done = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(
+        argv,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=exiting.with_parent(),
+    )
     if done.returncode != 0:  # The train command's own one line says why.
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         sys.exit(f"seeds_together: {preset} {' '.join(chosen)} failed: {last}")
@@ -79,6 +86,7 @@ def main() -> int:
     args = parser.parse_args()
     if not 0 <= args.after_another <= args.seeds:
         parser.error(f"--after-another must be 0..--seeds ({args.seeds}), got {args.after_another}")
+    exiting.sigterm_exits()  # `timeout`'s SIGTERM: the run stopped, its folder removed.
     settings = list(args.set)
     if args.quick:
         args.seeds, args.after_another = 2, 2

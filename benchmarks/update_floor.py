@@ -185,16 +185,20 @@ def main() -> int:
         parser.error("--seeds and --steps go together: give both, or neither")
     if args.quick:
         args.phases, args.seconds = 2, 0.2
+    from batchrl.scripts import exiting
+
     if args.child:
+        exiting.terminate_with_parent()  # Ends with this script, killed or timed out.
         child(args.child, args)
         return 0
+    exiting.sigterm_exits()
     failed = 0
     for preset in args.presets:
         command = [sys.executable, __file__, "--child", preset, "--phases", str(args.phases)]
         command += ["--seconds", str(args.seconds)]
         if args.seeds and args.steps:
             command += ["--seeds", str(args.seeds), "--steps", str(args.steps)]
-        done = subprocess.run(command, capture_output=True, text=True)
+        done = subprocess.run(command, capture_output=True, text=True, env=exiting.with_parent())
         lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
         if done.returncode or not lines:  # The child's own error: its last line says why.
             failed += 1

@@ -21,7 +21,7 @@ import ctypes
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import NoReturn
 
 INTERRUPTED = 130  # The shell's status for a command Ctrl-C stopped.
@@ -61,6 +61,29 @@ def command(main: Callable[[], int]) -> NoReturn:
     mujoco_warnings.route()
     terminate_with_parent()
     leave(main())
+
+
+def with_parent(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """`environ` (this process's by default) for a child that is to end when this one does.
+
+    The child, a batchrl command or a script that calls `terminate_with_parent`, gets
+    SIGTERM from the kernel when this process dies, by a signal or its own exit.
+    """
+    return {**(os.environ if environ is None else environ), PARENT: str(os.getpid())}
+
+
+def sigterm_exits() -> None:
+    """SIGTERM ends this process as `sys.exit(143)` does: its `finally` and `with` blocks run.
+
+    For a script whose commands run as its children (the benchmarks): the child that
+    `subprocess.run` waits on is killed and its temporary folder removed, where SIGTERM's
+    default action (`timeout`'s) left both behind.
+    """
+
+    def exit_(signum: int, _frame: object) -> NoReturn:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, exit_)
 
 
 def terminate_with_parent() -> None:

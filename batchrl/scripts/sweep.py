@@ -182,7 +182,7 @@ def run_one(
     start = time.perf_counter()
     with out:
         # Its own process group, so a Ctrl-C reaches it once, through us; SIGTERM if we die.
-        env = {**os.environ, exiting.PARENT: str(os.getpid())}
+        env = exiting.with_parent()
         process = subprocess.Popen(
             [sys.executable, "-m", "batchrl.scripts.train", *argv],
             env={**env, CACHE_VARIABLE: cache} if cache else env,
