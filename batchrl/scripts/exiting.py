@@ -40,14 +40,31 @@ def first_line(error: BaseException) -> str:
 
 
 def leave(status: int) -> NoReturn:
-    """Exits with `status`; when interrupted, without waiting for XLA's programs in flight."""
+    """Exits with `status`; when interrupted, without waiting for XLA's programs in flight.
+
+    A Ctrl-C or SIGTERM in the exit (JAX's, multiprocessing's) ends it at once with
+    `status`, not with the signal's: a run that finished as `timeout` or a scheduler
+    stopped it was read as killed (143), or printed a traceback.
+    """
+
+    def decided(_signum: int, _frame: object) -> NoReturn:
+        _flush()
+        os._exit(status)
+
+    for number in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(number) != signal.SIG_IGN:  # A background job's stays ignored.
+            signal.signal(number, decided)
     if status != INTERRUPTED:
         sys.exit(status)
     atexit._run_exitfuncs()  # Python's exit runs them first too; then it frees XLA's client.
+    _flush()
+    os._exit(status)
+
+
+def _flush() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # Closed, or a pipe whose reader is gone.
             stream.flush()
-    os._exit(status)
 
 
 def command(main: Callable[[], int]) -> NoReturn:

@@ -1,4 +1,5 @@
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -76,4 +77,80 @@ def test_a_second_stop_in_an_atari_phase_frees_the_games_once_it_has_run(tmp_pat
     saved = r"interrupted: saved a checkpoint at env step 1024 in runs/"
     nothing = r"interrupted before its first phase ended: nothing saved in runs/"
     assert re.search(f"{saved}|{nothing}", done.stdout), done.stdout
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("status", [0, 1, 130])
+def test_a_signal_in_the_commands_exit_keeps_its_status(status):
+    # As `timeout` or a scheduler's SIGTERM that lands in JAX's clean-up at the exit.
+    script = textwrap.dedent(
+        f"""
+        import atexit, time
+        from batchrl.scripts import exiting
+
+        def slow_clean_up():
+            print("exiting", flush=True)
+            time.sleep(60)
+
+        atexit.register(slow_clean_up)
+        exiting.leave({status})
+        """
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline() == "exiting\n"
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == status
+
+
+# A worker env whose `close` takes seconds, and a thread that sends SIGTERM while the
+# command waits for it: after the run's last phase, as it closes its envs.
+SLOW_CLOSE = textwrap.dedent(
+    """
+    import time
+    import gymnasium as gym
+
+    class SlowClose(gym.Wrapper):
+        def __init__(self):
+            super().__init__(gym.make("Pendulum-v1", max_episode_steps=50))
+
+        def close(self):
+            time.sleep(5)
+            super().close()
+    """
+)
+IN_CLOSE = textwrap.dedent(
+    """
+    import os, runpy, signal, sys, threading, time
+    from batchrl.training import thread_stack
+
+    def stop():
+        while not any(
+            file.endswith("process.py") and name == "close"
+            for file, name in thread_stack.functions(threading.main_thread().ident) or []
+        ):
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=stop, daemon=True).start()
+    sys.argv = ["batchrl.scripts.train", *sys.argv[1:]]
+    runpy.run_module("batchrl.scripts.train", run_name="__main__", alter_sys=True)
+    """
+)
+
+
+@pytest.mark.slow
+def test_a_signal_as_a_finished_run_closes_its_envs_exits_finished(tmp_path):
+    (tmp_path / "slow_close.py").write_text(SLOW_CLOSE)
+    (tmp_path / "stop.py").write_text(IN_CLOSE)
+    command = [sys.executable, "stop.py", "--logdir", "runs", "--config", "pendulum"]
+    settings = ["env=slow_close:SlowClose", "steps=400", "max_length=50", "eval_every=1"]
+    done = subprocess.run(
+        [*command, "--timestamp", "t", "--set", *SMALL, *settings],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "finished in runs/t-pendulum: the signal came as it closed" in done.stdout
     assert "Traceback" not in done.stderr, done.stderr[-2000:]

@@ -248,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except UsageError as error:
             print(f"batchrl: error: {error}", file=sys.stderr)
             return 2
-    rundir = None
+    rundir, trained = None, False
     try:
         if not args.logdir:
             raise UsageError("give --logdir DIR: the folder that holds the runs")
@@ -265,10 +265,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             with run_folder.removed_if_refused([rundir] if rundir not in before else []):
                 run.train(rundir, config)
+                trained = True  # A signal from here on comes after its last phase.
         return 0
     except run_signals.Finished:  # A signal in its last phase: nothing to run again.
         return 0
     except KeyboardInterrupt:  # The run saved a checkpoint of its last logged state.
+        if trained:
+            return 0
         if rundir is not None:
             _say_if_nothing_saved([rundir])
         return exiting.INTERRUPTED

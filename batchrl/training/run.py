@@ -114,8 +114,27 @@ def train(
     be kept (`run_signals.signals_kept`), saves a checkpoint of it and raises KeyboardInterrupt; a
     second one stops at once, with a checkpoint of the phase before (none in the first
     phase: the folder then starts again where it began). A folder that
-    another process trains is refused in one line (`run_folder.held`).
+    another process trains is refused in one line (`run_folder.held`). A signal after
+    the last phase was kept, as the run closes its envs, finds it finished (`Finished`).
     """
+    ended: list[bool] = []  # True once its phases are all kept: what is left is to close.
+    try:
+        return _train(rundir, config, env, callback, ended)
+    except KeyboardInterrupt as stop:
+        if not any(ended) or isinstance(stop, run_signals.Finished):
+            raise
+        terminal.say(f"finished in {rundir or 'memory'}: the signal came as it closed\n")
+        raise run_signals.Finished(f"{stop} after the run's last phase") from None
+
+
+def _train(
+    rundir: pathlib.Path | None,
+    config: TrainConfig,
+    env: Any,
+    callback: Callable[[dict[str, Any]], Any] | None,
+    ended: list[bool],
+) -> Run:
+    """`train`'s run; `ended` gets True once its last phase is kept."""
     with contextlib.ExitStack() as opened:
         opened.enter_context(run_folder.held(rundir))  # Before any env worker starts.
         session.check(rundir, config)  # Its settings the last session's, before any is built.
@@ -202,6 +221,7 @@ def train(
             progress.close()
             keeper.save_interrupted()
             raise
+        ended.append(int(keeper.logged.phases) == total)
         progress.close()  # A line a tick drew after a callback stopped the run, say.
         return finished(keeper, programs)
 
