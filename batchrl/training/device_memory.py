@@ -17,8 +17,12 @@ from batchrl.training import host_memory
 
 
 def nbytes(tree: Any) -> int:
-    """Bytes of every array in `tree` (arrays or `jax.ShapeDtypeStruct`s)."""
-    return sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(tree))
+    """Bytes of the arrays in `tree` (arrays or `jax.ShapeDtypeStruct`s), each array once.
+
+    Seeds built together share one storage array (`together_memory.one_storage`).
+    """
+    leaves = {id(leaf): leaf for leaf in jax.tree.leaves(tree)}
+    return sum(leaf.size * leaf.dtype.itemsize for leaf in leaves.values())
 
 
 def human(count: int) -> str:

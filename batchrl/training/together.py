@@ -117,7 +117,7 @@ def build(
     check_placement(programs.where, first)
     together_memory.check_storage(programs, len(configs))
     states = [state] + [loop.initial_state(programs, config, env) for config in configs[1:]]
-    return make(programs, env, len(configs)), states
+    return make(programs, env, len(configs)), together_memory.one_storage(states)
 
 
 def make(

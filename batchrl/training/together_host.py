@@ -154,7 +154,7 @@ def build(
             keys, split_simulation(train, runs), split_simulation(evaluation, runs), strict=True
         )
     ]
-    return make(programs, env, runs), states
+    return make(programs, env, runs), together_memory.one_storage(states)
 
 
 def make(programs: loop.Programs, env: simulate.CompiledBatch, runs: int) -> together.Together:

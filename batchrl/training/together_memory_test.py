@@ -46,3 +46,21 @@ def test_a_solo_run_whose_phase_needs_more_than_is_free_is_refused_before_it_run
         str(refused.value),
     )
     assert not any(tmp_path.iterdir())  # Nothing trained, no folder left.
+
+
+def test_seeds_built_together_hold_their_storage_once_beside_the_stacked_copy():
+    # A seed's own storage each beside the stacked one held twice what `check_storage`
+    # counts: 60 `pendulum_jax` seeds that passed it were killed by the system unsaid.
+    from batchrl.configs import presets, train_config
+    from batchrl.training import environments, together
+
+    config = train_config.replace(presets.get("pendulum_jax"), update_every=30, num_envs=4)
+    configs = [train_config.replace(config, seed=seed) for seed in range(4)]
+    env, _ = environments.build(config)
+    group, states = together.build(configs, env)
+    stacked = group.stack(states)
+    rest = [state.replace(agent=state.agent.replace(storage=())) for state in states]
+    storage = group.solo.storage_bytes
+    assert device_memory.nbytes(stacked.agent.storage) == 4 * storage
+    held = device_memory.nbytes([states, stacked])
+    assert held == device_memory.nbytes(rest) + storage + device_memory.nbytes(stacked)
