@@ -44,6 +44,9 @@ def typed(name: str, kind: Any, value: Any) -> Any:
         return float(value)
     if kind is str and isinstance(value, str):
         return value
+    if kind is str and isinstance(value, bool):  # YAML 1.1 reads on, off, yes, no as bools.
+        quoted = "'on'" if value else "'off'"
+        raise ValueError(f"{name}={value!r}: expected str; in a YAML file quote it: {quoted}")
     expected = getattr(kind, "__name__", str(kind))
     raise ValueError(f"{name}={value!r}: expected {expected}")
 

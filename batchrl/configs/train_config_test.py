@@ -257,6 +257,19 @@ def test_badly_typed_yaml_is_a_one_line_error(change, message):
         train_config.from_dict(data)
 
 
+@pytest.mark.parametrize(("written", "quoted"), [("on", "'on'"), ("no", "'off'")])
+def test_an_unquoted_yaml_word_read_as_a_bool_says_to_quote_it(written, quoted):
+    # YAML 1.1 reads `overlap: on` as True: "expected str" alone did not say why.
+    text = yaml.safe_dump(train_config.to_dict(presets.get("pendulum_jax")), sort_keys=False)
+    text = text.replace("overlap: auto", f"overlap: {written}")
+    with pytest.raises(ValueError) as refused:
+        train_config.from_dict(yaml.safe_load(text))
+    value = written == "on"
+    assert str(refused.value) == (
+        f"overlap={value}: expected str; in a YAML file quote it: {quoted}"
+    )
+
+
 def test_numpy_and_jax_integers_and_whole_floats_are_ints_and_other_values_are_refused():
     config = presets.get("pendulum_jax")
     for value in (np.int64(3), np.uint8(3), jnp.int32(3), np.arange(5)[3], 3.0, np.float64(3)):
