@@ -17,6 +17,7 @@ import copy
 import os
 import resource
 import signal
+import subprocess
 import time
 from typing import Any
 
@@ -370,3 +371,15 @@ class UnstableEnv(gym.Env):
 def filmed_pendulum() -> gym.Env:
     """Pendulum-v1 rendering RGB frames, made by a function that takes no render_mode."""
     return gym.make("Pendulum-v1", render_mode="rgb_array")
+
+
+class ChildSignals(CountingEnv):
+    """A CountingEnv whose `child_signals` reads the signal masks of a process it starts."""
+
+    def child_signals(self) -> dict[str, int]:
+        """The SigIgn and SigBlk masks (bit n-1 for signal n) of a child `cat`'s status."""
+        status = subprocess.run(
+            ["cat", "/proc/self/status"], capture_output=True, text=True, check=True
+        ).stdout
+        fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+        return {name: int(fields[name], 16) for name in ("SigIgn", "SigBlk")}

@@ -511,6 +511,16 @@ def test_a_users_process_from_the_workers_fork_server_still_ends_at_sigterm():
         assert env.step(np.zeros(1, np.float32))[0].shape == (3,)
 
 
+def test_a_process_an_env_starts_ends_at_sigint_and_sigterm():
+    # A worker shields itself from a job's Ctrl-C and SIGTERM; an env's own helper (a
+    # simulator's server) inherited an ignored signal through its exec, and outlived
+    # `terminate()`, the env's close and the run.
+    with external.ExternalProcess(mock.ChildSignals) as env:
+        masks = env.call("child_signals")
+    stops = (1 << signal.SIGINT - 1) | (1 << signal.SIGTERM - 1)
+    assert masks["SigIgn"] & stops == 0 and masks["SigBlk"] & stops == 0, masks
+
+
 def test_a_worker_a_ctrl_c_cut_off_is_replaced_by_the_next_reset(tmp_path):
     # Ctrl-C in a notebook's loop over `step`, then `reset`: a SyncVectorEnv goes on, an
     # AsyncVectorEnv stays stuck with its step in flight; the worker whose answer was cut

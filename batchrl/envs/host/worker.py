@@ -56,9 +56,11 @@ def main(
     """
     _die_with_parent(parent_pid, bell)
     # Ctrl-C at a terminal and a scheduler's SIGTERM reach every process of the job: the
-    # parent finishes its phase with its workers, saves, then ends them.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # parent finishes its phase with its workers, saves, then ends them. Caught, not
+    # ignored: a process an env starts gets them back (an ignored signal outlives exec).
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, _unheeded)
+        signal.siginterrupt(number, False)  # An env's own system calls go on, as ignored.
     mujoco_warnings.route()  # Each once a worker, and no MUJOCO_LOG.TXT in the user's folder.
     envs = None
     try:
@@ -191,6 +193,10 @@ def _send_error(conn: Connection, error: BaseException) -> None:
     with contextlib.suppress(OSError, EOFError, ValueError):
         kind = type(error)
         conn.send(("error", (kind.__name__, str(error), text, kind.__module__, kind.__qualname__)))
+
+
+def _unheeded(_signum: int, _frame: object) -> None:
+    """A job's Ctrl-C or SIGTERM in a worker: nothing; the parent ends it."""
 
 
 def _die_with_parent(parent_pid: int, bell: Connection) -> None:
