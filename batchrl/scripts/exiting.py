@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import faulthandler
 import os
 import signal
 import sys
@@ -71,10 +72,12 @@ def command(main: Callable[[], int]) -> NoReturn:
     """Runs a command's `main` as its own process, `python -m` or pip's `batchrl` script.
 
     MuJoCo's warnings routed (each once, no MUJOCO_LOG.TXT), SIGTERM when a sweep that
-    started it dies, and its exit as `leave` makes it.
+    started it dies, and its exit as `leave` makes it. A crash in C (an env's binding
+    that segfaults as it is built) prints where it was, where the command ended unsaid.
     """
     from batchrl.envs.host import mujoco_warnings
 
+    faulthandler.enable()
     mujoco_warnings.route()
     terminate_with_parent()
     leave(main())

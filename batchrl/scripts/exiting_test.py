@@ -154,3 +154,22 @@ def test_a_signal_as_a_finished_run_closes_its_envs_exits_finished(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "finished in runs/t-pendulum: the signal came as it closed" in done.stdout
     assert "Traceback" not in done.stderr, done.stderr[-2000:]
+
+
+def test_an_env_that_crashes_in_c_as_it_is_built_says_where(tmp_path):
+    # Built once in the command's own process to read its spaces: it ended unsaid (-11).
+    crash = "import ctypes\nimport gymnasium as gym\n\n\nclass Crash(gym.Env):\n"
+    (tmp_path / "crash.py").write_text(
+        crash + "    def __init__(self):\n        ctypes.string_at(0)\n"
+    )
+    command = [sys.executable, "-m", "batchrl.scripts.train", "--logdir", "runs"]
+    done = subprocess.run(
+        [*command, "--config", "pendulum", "--set", "env=crash:Crash"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == -signal.SIGSEGV
+    assert "Fatal Python error: Segmentation fault" in done.stderr, done.stderr[-2000:]
+    assert f'File "{tmp_path / "crash.py"}", line 7 in __init__' in done.stderr
