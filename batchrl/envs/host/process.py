@@ -71,7 +71,7 @@ class ProcessGroup(remote.RemoteGroup):
         self._blob = lifecycle.pickled(list(constructors), observation_mode, first_index)
         self._init_remote(self.num_envs)
         self._process, self._pid, self._mapping = None, None, None
-        self._closing = False  # Whether the worker was asked to close its envs.
+        self._closing, self._closing_since = False, 0.0  # Asked to close its envs, and when.
         self._start()
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -133,7 +133,7 @@ class ProcessGroup(remote.RemoteGroup):
             self._fetch_owed(keep_newest=0, timeout=lifecycle.CLOSE_TIMEOUT)
             with contextlib.suppress(OSError, ValueError):
                 self._conn.send(("close",))
-            self._closing = True
+            self._closing, self._closing_since = True, time.monotonic()
 
     def _end_busy_host(self) -> None:
         # Its close would be read once the call in flight ends: 1 s a worker after Ctrl-C.
@@ -152,16 +152,18 @@ class ProcessGroup(remote.RemoteGroup):
         """Stops the worker once its envs have closed, as Gymnasium's vector envs wait.
 
         An env's `close` may write files (a video's last frames): the worker gets the
-        timeout a step gets (None: no limit), and is then killed with a warning.
+        timeout a step gets (None: no limit), counted from `close_begin` (a batch's stuck
+        workers took it one after another), and is then killed with a warning.
         """
         if self._closed:
             return
         try:
             self.close_begin()
+            left = self.timeout and max(self._closing_since + self.timeout - time.monotonic(), 0)
             if self._pending is not lifecycle.Pending.NONE and self._process.is_alive():
                 self._process.kill()  # Busy with a call dropped unanswered.
             elif self._closing and not multiprocessing.connection.wait(
-                [self._process.sentinel], self.timeout
+                [self._process.sentinel], left
             ):
                 logger.warning(
                     "%s did not close its envs within %s s and was killed",

@@ -344,6 +344,20 @@ def test_a_close_past_the_timeout_is_killed_with_a_warning(tmp_path, caplog):
     assert record.getMessage().endswith("did not close its envs within 0.5 s and was killed")
 
 
+def test_a_batchs_workers_stuck_in_close_get_the_timeout_side_by_side(tmp_path, caplog):
+    # Each got its timeout after the one before: 16 stuck workers at 60 s, 16 minutes.
+    from batchrl.envs import BatchEnv
+
+    env = functools.partial(mock.WitnessEnv, close_seconds=60)
+    batch = BatchEnv.external([env] * 4, envs_per_worker=1, timeout=3.0)
+    pids = [g.pid for g in batch.groups]
+    start = time.monotonic()
+    batch.close()
+    assert time.monotonic() - start < 9.0  # Not 12 s: one timeout, with room for the load.
+    assert not wait_gone(pids)
+    assert len([r for r in caplog.records if "did not close" in r.getMessage()]) == 4
+
+
 def test_a_slow_start_gets_the_timeout_where_it_is_longer(monkeypatch):
     # The start's limit was fixed: a worker building envs for longer than it failed
     # whatever timeout was given, and was told to raise the timeout.
