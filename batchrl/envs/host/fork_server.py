@@ -35,8 +35,18 @@ TIED_TO = "BATCHRL_FORK_SERVER_TIED_TO"
 
 
 def _in_fork_server() -> bool:
-    """Whether this process is multiprocessing's fork server, whose main calls its `main`."""
-    return getattr(sys.modules.get("__main__"), "main", None) is multiprocessing.forkserver.main
+    """Whether this process is multiprocessing's fork server, importing its preloads.
+
+    Not a process it forked, which runs below the server's `main` too (`_serve_one`): one
+    that imports batchrl as it starts (a user's script that imports it, run again in a
+    forkserver child of theirs) blocked SIGTERM in itself and every process it started.
+    """
+    names, frame = set(), sys._getframe()
+    while frame is not None:
+        if frame.f_code.co_filename == multiprocessing.forkserver.__file__:
+            names.add(frame.f_code.co_name)
+        frame = frame.f_back
+    return "main" in names and "_serve_one" not in names
 
 
 def _unblock_sigterm() -> None:

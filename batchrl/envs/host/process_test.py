@@ -7,6 +7,8 @@ import os
 import pathlib
 import pickle
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -449,13 +451,6 @@ if __name__ == "__main__":
     ],
 )
 def test_no_worker_outlives_its_parent(ending, tmp_path):
-    import os
-    import signal
-    import subprocess
-    import sys
-
-    import psutil
-
     script = tmp_path / "parent.py"
     script.write_text(ORPHAN_SCRIPT)
     hold = {"HOLD_GIL": "1"} if ending == "sigkill_gil_held" else {}
@@ -533,6 +528,30 @@ def test_a_process_an_env_starts_ends_at_sigint_and_sigterm():
         masks = env.call("child_signals")
     stops = (1 << signal.SIGINT - 1) | (1 << signal.SIGTERM - 1)
     assert masks["SigIgn"] & stops == 0 and masks["SigBlk"] & stops == 0, masks
+
+
+USERS_FORKSERVER = """
+import multiprocessing
+import batchrl.envs  # At the top: a forkserver child of the user's imports it again.
+
+def show():
+    print(next(line for line in open("/proc/self/status") if line.startswith("SigBlk")))
+
+if __name__ == "__main__":
+    process = multiprocessing.get_context("forkserver").Process(target=show)
+    process.start()
+    process.join()
+"""
+
+
+def test_importing_batchrl_leaves_sigterm_to_a_users_own_forkserver_processes(tmp_path):
+    # They blocked SIGTERM, and every process they started (SB3's SubprocVecEnv's too).
+    (tmp_path / "users.py").write_text(USERS_FORKSERVER)
+    done = subprocess.run(
+        [sys.executable, "users.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    blocked = int(done.stdout.split()[-1], 16)
+    assert blocked & (1 << signal.SIGTERM - 1) == 0, done.stdout + done.stderr[-2000:]
 
 
 def test_a_worker_a_ctrl_c_cut_off_is_replaced_by_the_next_reset(tmp_path):
