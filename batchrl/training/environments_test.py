@@ -2,6 +2,7 @@ import dataclasses
 import functools
 import os
 import pathlib
+import signal
 import sys
 import threading
 import time
@@ -387,6 +388,26 @@ class HangingPendulum(gym.Wrapper):
             while True:
                 time.sleep(1)
         return super().step(action)
+
+
+def test_a_worker_that_hangs_after_a_ctrl_c_stops_the_run_as_interrupted(tmp_path, caplog):
+    # One Ctrl-C waits for the phase in flight; a worker hung in it failed the run at its
+    # timeout (the command's exit 1, the signal unsaid), where it was asked to stop.
+    marker = tmp_path / "hung"
+    tiny = dict(num_envs=2, envs_per_worker=2, update_every=2, max_length=20, steps=400)
+    tiny |= dict(policy_layers=(8,), value_layers=(8,), worker_timeout=1.5, logdir=None)
+
+    def ctrl_c_once_it_hangs():
+        while not marker.exists():
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ctrl_c_once_it_hangs, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        batchrl.train("pendulum", env=functools.partial(HangingPendulum, marker), **tiny)
+    (warned,) = [r.getMessage() for r in caplog.records if "the signal asked" in r.getMessage()]
+    assert "did not answer step within 1.5 s and was killed" in warned
+    assert not wait_gone([int(marker.read_text())])
 
 
 def test_worker_timeout_is_the_default_of_worker_envs():

@@ -180,6 +180,7 @@ def _train(
                 keeper,
                 progress.ticking(),
                 run_signals.signals_kept() as received,
+                run_signals.stopping_over_env_errors(received),
                 KeeperThread(keeper) as kept,  # Left first: its records end under the handlers.
             ):
                 for done in range(int(state.phases) + 1, total + 1):

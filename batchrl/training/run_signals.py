@@ -16,6 +16,7 @@ says so, and on the second raises KeyboardInterrupt out of the phase.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import socket
@@ -23,8 +24,10 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from batchrl.envs.host import polling
+from batchrl.envs.host import errors, polling
 from batchrl.training import compile_signals
+
+logger = logging.getLogger(__name__)
 
 _STOPS = (signal.SIGINT, signal.SIGTERM)
 
@@ -172,3 +175,20 @@ def raise_received(received: list[int]) -> None:
     """Raises KeyboardInterrupt if `signals_kept` received a signal: the run stops here."""
     if received:
         raise KeyboardInterrupt(f"signal {signal.Signals(received[0]).name}")
+
+
+@contextlib.contextmanager
+def stopping_over_env_errors(received: list[int]) -> Iterator[None]:
+    """A phase a signal asked to stop after, failed by its envs, stops the run as asked.
+
+    A worker that hangs after a Ctrl-C or SIGTERM failed the run at its timeout (exit 1,
+    the signal unsaid): now the error is a warning, and the run is interrupted (130),
+    the phase before kept.
+    """
+    try:
+        yield
+    except errors.EnvError as error:
+        if not received:
+            raise
+        logger.warning("%s; the run stops, as the signal asked", error)
+        raise KeyboardInterrupt(f"signal {signal.Signals(received[0]).name}") from None

@@ -182,6 +182,7 @@ def _train(
                 opened.enter_context(keeper)
             opened.enter_context(progress.ticking())
             received = opened.enter_context(run_signals.signals_kept())
+            opened.enter_context(run_signals.stopping_over_env_errors(received))
             for thread in threads:  # Left first: the last records end under the handlers.
                 opened.enter_context(thread)
             restart = run.first_restart(group.solo, config, states[0])  # As `run.train`'s.
