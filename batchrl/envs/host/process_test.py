@@ -346,17 +346,23 @@ def test_a_close_past_the_timeout_is_killed_with_a_warning(tmp_path, caplog):
     assert record.getMessage().endswith("did not close its envs within 0.5 s and was killed")
 
 
-def test_a_batchs_workers_stuck_in_close_get_the_timeout_side_by_side(tmp_path, caplog):
+def test_a_batchs_workers_stuck_in_close_get_the_timeout_side_by_side(caplog, monkeypatch):
     # Each got its timeout after the one before: 16 stuck workers at 60 s, 16 minutes.
     from batchrl.envs import BatchEnv
+    from batchrl.envs.host import process
 
     env = functools.partial(mock.WitnessEnv, close_seconds=60)
-    batch = BatchEnv.external([env] * 4, envs_per_worker=1, timeout=3.0)
+    batch = BatchEnv.external([env] * 4, envs_per_worker=1, timeout=5.0)
     pids = [g.pid for g in batch.groups]
-    start = time.monotonic()
+    waits, wait = [], multiprocessing.connection.wait
+    monkeypatch.setattr(
+        process.multiprocessing.connection,
+        "wait",
+        lambda objects, timeout=None: waits.append(timeout or 0.0) or wait(objects, timeout),
+    )
     batch.close()
-    assert time.monotonic() - start < 9.0  # Not 12 s: one timeout, with room for the load.
-    assert not wait_gone(pids)
+    # The first worker's wait takes the timeout; the others' is spent by then, not 5 s more.
+    assert len([timeout for timeout in waits if timeout > 2.5]) == 1 and not wait_gone(pids)
     assert len([r for r in caplog.records if "did not close" in r.getMessage()]) == 4
 
 
