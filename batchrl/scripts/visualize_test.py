@@ -317,27 +317,20 @@ def test_an_outdir_it_cannot_write_is_one_line_naming_the_file(run, tmp_path, ca
         def close(self):
             pass
 
-    out = tmp_path / "videos"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(imageio, "get_writer", Full)
-        assert visualize.main(["--logdir", str(run), "--outdir", str(out)]) == 1
-    assert capsys.readouterr().err == (
-        f"visualize: error: cannot write '{out / 'episode-0.mp4'}': No space left on device; "
-        f"make room or make '{out}' writable, then run the command again\n"
-    )
-    assert not out.exists()  # No part of a video, no episodes.json, no empty new folder.
-
     class Ended(Full):  # ffmpeg stopped by a full disk, as imageio says it: its command too.
         error = OSError("[Errno 32] Broken pipe\n\nFFMPEG COMMAND:\nffmpeg -y -f rawvideo")
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(imageio, "get_writer", Ended)
-        assert visualize.main(["--logdir", str(run), "--outdir", str(out)]) == 1
-    assert capsys.readouterr().err == (
-        f"visualize: error: cannot write '{out / 'episode-0.mp4'}': ffmpeg ended ([Errno 32] "
-        f"Broken pipe, its lines above); make room or make '{out}' writable, then run the "
-        "command again\n"
-    )
+    out = tmp_path / "videos"
+    ended = "ffmpeg ended ([Errno 32] Broken pipe, its lines above)"
+    for writer, why in ((Full, "No space left on device"), (Ended, ended)):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(imageio, "get_writer", writer)
+            assert visualize.main(["--logdir", str(run), "--outdir", str(out)]) == 1
+        assert capsys.readouterr().err == (
+            f"visualize: error: cannot write '{out / 'episode-0.mp4'}': {why}; make room or "
+            f"make '{out}' writable, then run the command again\n"
+        )
+        assert not out.exists()  # No part of a video, no episodes.json, no empty new folder.
 
 
 def test_an_episode_that_fails_as_it_is_filmed_leaves_the_last_video_whole(run, tmp_path, capsys):
