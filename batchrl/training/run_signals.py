@@ -191,4 +191,4 @@ def stopping_over_env_errors(received: list[int]) -> Iterator[None]:
         if not received:
             raise
         logger.warning("%s; the run stops, as the signal asked", error)
-        raise KeyboardInterrupt(f"signal {signal.Signals(received[0]).name}") from None
+        raise_received(received)
