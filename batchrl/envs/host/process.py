@@ -3,9 +3,8 @@
 Actions and results cross through shared memory, a step is asked for and answered by
 one byte each way (no pickling on the per-step path), its infos follow the answer on
 the command pipe where the caller reads them at once and else stay in the worker until
-read (`infos.Owed`), and every other command goes through the command pipe. A
-dead worker is detected at once, a hung one after `timeout` seconds; `restart=True`
-replaces either by a fresh, deterministically seeded worker.
+read (`infos.Owed`), and every other command goes through the command pipe. A dead worker
+is detected at once, a hung one after `timeout` seconds; `restart=True` replaces either.
 """
 
 from __future__ import annotations
@@ -395,6 +394,7 @@ class ProcessGroup(remote.RemoteGroup):
                 return
             except errors.EnvCrashedError as error:
                 if not tries_left:
-                    raise
+                    ended = f"{lifecycle.RESTART_TRIES} replacements in a row died so"
+                    raise errors.reworded(error, f"{error}: {ended}") from None
                 self.restarts += 1
                 logger.warning("%s; restart %d of this worker", error, self.restarts)

@@ -279,6 +279,8 @@ def test_a_replacement_that_dies_while_starting_is_replaced_again(tmp_path, dyin
         else:
             with pytest.raises(errors.EnvCrashedError, match=r"died .* during start") as caught:
                 env.step(np.zeros(2, np.float32))
+            # The last line says the crash ended a loop of restarts, not a first start.
+            assert str(caught.value).endswith(": 3 replacements in a row died so")
             assert "restart=True" not in str(caught.value)  # It is on: no advice to turn it on.
 
 
