@@ -1,14 +1,18 @@
 """The one env a run builds in this process to read its spaces: what else it tells, its close.
 
-Its own step limit (which `environments.check_run` holds `max_length` to), the
-Gymnasium normalisers in its wrappers that batchrl would repeat, and a close that may
-raise or hang, which is said and passed as a worker's is.
+Its build, which may hang, under a worker's start timeout; its own step limit (which
+`environments.check_run` holds `max_length` to), the Gymnasium normalisers in its
+wrappers that batchrl would repeat, and a close that may raise or hang, which is said
+and passed as a worker's is.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import signal
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -21,6 +25,57 @@ _NORMALISERS = {
     "NormalizeObservation": "normalize_observations",
     "NormalizeReward": "normalize_rewards",
 }
+
+
+# Seconds a build runs before it is said to be running still, in a line of its own.
+SAY_AFTER = 10.0
+
+
+class BuildTimeoutError(Exception):
+    """The env's constructor did not return within the start timeout; says so in one line."""
+
+
+@contextlib.contextmanager
+def build_limit(name: str, timeout: float | None) -> Iterator[None]:
+    """Ends a build of env `name` in this process that runs past `timeout` s: BuildTimeoutError.
+
+    A worker gets as long to build its envs; a constructor that waited for a server that
+    never came hung the train command silently, before it printed anything. After
+    `SAY_AFTER` s a line says what it waits for. SIGALRM interrupts sleeps and waits on
+    sockets, not C code that never returns to Python; only the main thread takes
+    signals, and a handler of the user's own is left alone: there the build may wait on.
+    """
+    usable = threading.current_thread() is threading.main_thread()
+    if not usable or timeout is None or signal.getsignal(signal.SIGALRM) != signal.SIG_DFL:
+        yield
+        return
+    said = timeout <= SAY_AFTER  # The first alarm says it, the next ends the build.
+
+    def alarm(signum: int, frame: Any) -> None:
+        nonlocal said
+        if said:
+            raise BuildTimeoutError(
+                f"env {name!r} did not return from its constructor within {timeout:g} s, built "
+                "in this process to read its spaces as a worker would: a larger "
+                "worker_timeout gives both longer"
+            )
+        said = True
+        logger.warning(
+            "env %r has not returned from its constructor after %g s (built in this process "
+            "to read its spaces); waiting up to %g s",
+            name,
+            SAY_AFTER,
+            timeout,
+        )
+
+    signal.signal(signal.SIGALRM, alarm)
+    first = min(SAY_AFTER, timeout)
+    signal.setitimer(signal.ITIMER_REAL, first, max(timeout - first, 0.01))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, signal.SIG_DFL)
 
 
 def own_limit(one: gym.Env) -> int | None:

@@ -157,10 +157,13 @@ def _checked(config: TrainConfig, env: Any) -> tuple[EnvSpec, int | None]:
             with BatchEnv.atari(config.env, 1, threads=1, **config.env_kwargs) as game:
                 observed = game.single_observation_space, game.single_action_space
                 return spaces.env_spec(*observed, config.env), None
+        building = env_probe.build_limit(config.env, lifecycle.start_timeout(config.worker_timeout))
         try:
-            with mujoco_warnings.routed():
+            with mujoco_warnings.routed(), building:
                 # No `max_length`: its own limit read, not the cut one (`check_run` says).
                 one = make.Make(env or config.env, None, kwargs=config.env_kwargs)()
+        except env_probe.BuildTimeoutError as error:
+            raise ValueError(str(error)) from None
         except ImportError:
             raise  # An extra not installed: named in one line by _extra_named.
         except make.NotAnEnvError as error:

@@ -21,7 +21,7 @@ from batchrl.conftest import wait_gone
 from batchrl.envs import EnvTimeoutError
 from batchrl.envs.atari import atari_group
 from batchrl.envs.host import lifecycle
-from batchrl.training import environments
+from batchrl.training import env_probe, environments
 
 FIRE = 1  # In Space Invaders' minimal action set.
 
@@ -180,6 +180,53 @@ def test_a_jax_native_env_that_cannot_be_made_is_named_in_one_line(name, message
     config = dataclasses.replace(presets.get("pendulum_jax"), env=name)
     with pytest.raises(ValueError, match=f"^{message}$"):
         environments.check_env(config)
+
+
+class WaitingForItsServer(gym.Wrapper):
+    """Pendulum-v1 whose constructor sleeps `seconds`, as one waiting for a simulator."""
+
+    def __init__(self, seconds: float):
+        time.sleep(seconds)
+        super().__init__(gym.make("Pendulum-v1"))
+
+
+def test_an_env_whose_constructor_hangs_is_said_then_ended_in_one_line(caplog, monkeypatch):
+    # Built in the train command's own process to read its spaces, it hung the command
+    # for good before it printed a line; a worker gets START_TIMEOUT to build its envs.
+    monkeypatch.setattr(lifecycle, "START_TIMEOUT", 1.0)
+    monkeypatch.setattr(env_probe, "SAY_AFTER", 0.3)
+    env = f"{__name__}:WaitingForItsServer"
+    config = dataclasses.replace(
+        presets.get("pendulum"), env=env, env_kwargs={"seconds": 600}, worker_timeout=0.5
+    )
+    # pytest-timeout's SIGALRM handler, as a user's own, would be left alone (below).
+    timeout_handler = signal.signal(signal.SIGALRM, signal.SIG_DFL)
+    try:
+        with pytest.raises(ValueError) as refused:
+            environments.check_env(config)
+        assert signal.getsignal(signal.SIGALRM) == signal.SIG_DFL  # As it was.
+        assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+    finally:
+        signal.signal(signal.SIGALRM, timeout_handler)
+    assert str(refused.value) == (
+        f"env {env!r} did not return from its constructor within 1 s, built in this process "
+        "to read its spaces as a worker would: a larger worker_timeout gives both longer"
+    )
+    assert [record.getMessage() for record in caplog.records] == [
+        f"env {env!r} has not returned from its constructor after 0.3 s (built in this "
+        "process to read its spaces); waiting up to 1 s"
+    ]
+    # A user's own SIGALRM handler is left alone, and a slow build waited for.
+    caplog.clear()
+    own = lambda signum, frame: None  # noqa: E731
+    monkeypatch.setattr(lifecycle, "START_TIMEOUT", 0.2)
+    previous = signal.signal(signal.SIGALRM, own)
+    try:
+        slow = dataclasses.replace(config, env_kwargs={"seconds": 0.5})
+        assert environments.check_env(slow).action_shape == (1,)
+        assert signal.getsignal(signal.SIGALRM) is own and not caplog.records
+    finally:
+        signal.signal(signal.SIGALRM, previous)
 
 
 class ClosingBadly(gym.Wrapper):
