@@ -30,7 +30,7 @@ import accelerator_check
 import core_scaling
 
 from batchrl.scripts import exiting
-from batchrl.training import metrics_log, results, run_folder
+from batchrl.training import metrics_log, results, run_folder, session
 
 
 def trained(logdir: pathlib.Path, preset: str, stamp: str, settings: list[str], seed: int) -> None:
@@ -59,6 +59,7 @@ def summary(folders: list[pathlib.Path]) -> dict:
         updates = [row for row in rows if "train/kl" in row]
         first = next(row for row in rows if row.get("eval/return") is not None)
         runs.append({
+            "trained_at": session.commit_of(folder),  # The commit that last trained it.
             "final_return": round(results.read(folder).final_return, 2),
             "first_eval_step": first["step"],
             "first_eval_return": round(first["eval/return"], 2),
