@@ -94,9 +94,18 @@ class Keeper:
             self.writer.write(env_steps, metrics)
         self.rows.append({"step": env_steps, **metrics})
         self.kept = (state, form)  # One store: an interrupt sees the pair or the one before.
+        score = metrics.get("eval/return", math.nan)
+        if metrics.get("eval/count", 0) > 0 and not math.isfinite(score):
+            logger.warning(
+                "phase %d's evaluation of %d episodes returned %s: the env's rewards under "
+                "evaluation were not finite; none of it is kept as the best",
+                done,
+                metrics["eval/count"],
+                score,
+            )
         if self.directory is not None:
-            score = metrics.get("eval/return", math.nan)
-            best = score > self.best  # False for NaN: a phase that was not evaluated.
+            # False for NaN, a phase not evaluated (no episode ended), and for infinities.
+            best = math.isfinite(score) and score > self.best
             every = done % self.config.checkpoint_every == 0 or done == self.config.phases
             if best or every:
                 self.writer.sync()  # A checkpoint on disk has its rows on disk before it.
