@@ -555,6 +555,25 @@ class _ArrayTerminated(mock.CountingEnv):
         return obs, reward, np.array([terminated]), *rest
 
 
+class _NoneReward(mock.CountingEnv):
+    """Returns a reward of None, which numpy wrote as NaN: training then blamed its normaliser."""
+
+    def step(self, action):
+        obs, _, *rest = super().step(action)
+        return obs, None, *rest
+
+
+@pytest.mark.parametrize("workers", [True, False], ids=["workers", "local"])
+def test_a_reward_of_none_is_named(workers):
+    envs = [_NoneReward, _NoneReward]
+    build = BatchEnv.external(envs) if workers else BatchEnv.from_envs([e() for e in envs])
+    with build as batch:
+        batch.reset(seed=0)
+        message = "env '_NoneReward' returned a reward of None, but a reward is one number"
+        with pytest.raises(errors.EnvRaisedError if workers else ValueError, match=message):
+            batch.step(np.zeros((2, 2), np.float32))
+
+
 @pytest.mark.parametrize("workers", [True, False], ids=["workers", "local"])
 @pytest.mark.parametrize(
     ("env", "field"), [(_ArrayReward, "reward"), (_ArrayTerminated, "terminated")]

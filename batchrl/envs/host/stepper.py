@@ -291,6 +291,10 @@ class EnvStepper(forwarding.EnvForwarding):
 
     def _write_scalars(self, field: str, values: list) -> None:
         """Writes each env's `field` (its reward, say); a ValueError names one not a number."""
+        if field == "reward" and any(value is None for value in values):  # Else NaN, unsaid.
+            raise ValueError(
+                f"env {self.name} returned a reward of None, but a reward is one number"
+            )
         try:
             getattr(self.buffers, field)[:] = values
         except ValueError:  # numpy's names neither the env nor the field.
