@@ -94,12 +94,18 @@ def main() -> int:
             settings = [f"{key}={value}" for key, value in {**base, "overlap": setting}.items()]
             trained(logdir, args.preset, stamp, settings, seed)
             folders[setting].append(next(logdir.glob(f"{stamp}-*")))
+    summaries = [{"overlap": name, **summary(runs)} for name, runs in folders.items()]
     line = {
         "benchmark": "overlap_returns",
         "preset": args.preset,
         "settings": base,
         "seeds": args.seeds,
-        "results": [{"overlap": name, **summary(runs)} for name, runs in folders.items()],
+        "results": summaries,
+        # Each seed's final return with overlap over its return without.
+        "on_over_off": [
+            round(on / off, 3) if off else None
+            for off, on in zip(*(result["final_return"] for result in summaries), strict=True)
+        ],
         "versions": accelerator_check.versions(),
         "commit": accelerator_check.commit(),
     }

@@ -27,6 +27,8 @@ def test_a_second_call_reads_the_finished_runs_and_gives_the_same_line(tmp_path)
         (kl,), (clip_fraction,) = result["mean_kl"], result["mean_clip_fraction"]
         assert kl > 0 and 0 < clip_fraction < 1
         assert result["first_eval_step"] == [first["settings"]["steps"]]  # After its last phase.
+    (off,), (on,) = (result["final_return"] for result in first["results"])
+    assert first["on_over_off"] == [round(on / off, 3) if off else None]
     rows = (tmp_path / "cheetah_clipped" / "on_s0-cheetah_clipped" / "metrics.jsonl").read_text()
     assert line() == first  # Read again, not trained again: the same rows.
     assert (
