@@ -153,11 +153,14 @@ def learn(
     """An update when the rollout is full, then an empty rollout.
 
     Only the learner passes through the update's condition; the rollout is only read.
-    `behind`: the rollout was acted by an older policy than the learner's (`update`).
+    `behind` (the rollout was acted by an older policy) changes nothing: the ratio is
+    taken against the log-probs stored while acting either way, and the KL it reports
+    against the learner's policy at the update's start.
     """
+    del behind
     learner = jax.lax.cond(
         _full(networks, state.storage),
-        lambda: update(networks, state.learner, state.storage.rollout, state.total_updates, behind),
+        lambda: update(networks, state.learner, state.storage.rollout, state.total_updates),
         lambda: state.learner,
     )
     return clear(networks, state.replace(learner=learner))
@@ -184,22 +187,8 @@ def update(
     learner: learner_lib.Learner,
     rollout: Rollout,
     total_updates: int,
-    behind: bool = False,
 ) -> learner_lib.Learner:
-    """One PPO update on the full rollout: GAE, then epochs of shuffled minibatches.
-
-    The ratio is taken against the log-probs stored while acting. With `behind`, the
-    rollout was acted one policy version before the learner's (`training.overlap`): the
-    clip then bounds the step from the learner's policy at the update's start, each step
-    weighted by that policy's probability over the acting one's
-    (`losses.decoupled_clipped_policy_loss`). Clipped about the acting policy, a
-    `cheetah_clipped` update moved the policy by a KL of 0.12-0.14 where one not behind
-    moved it by 0.016-0.019 (the lag let each update step past the clip range, whose
-    bigger steps made the next lag bigger), and early learning slowed: 191-709 at 81,920
-    steps against 1,994-2,356 (seeds 0-2, `benchmarks/overlap_returns.py`). The clip
-    fraction and KL it reports are against the learner's policy at the update's start
-    (behind) or the acting one's (not).
-    """
+    """One PPO update on the full rollout: GAE, then epochs of shuffled minibatches."""
     config = networks.config
     steps, num_envs = rollout.reward.shape
     features = functools.partial(networks.features, learner.obs_norm)
@@ -223,8 +212,6 @@ def update(
         "old_dist": old_dist,
         **advantages(learner.params, value.reshape(steps, num_envs)),
     }
-    if behind:  # The log-probs of the learner's policy at the update's start.
-        data["proximal_log_prob"] = networks.log_prob(old_dist, data["action"])
     # CleanRL's anneal_lr: Adam's step scaled by 1 - updates/total, 1/N at the last of N.
     lr_scale = jnp.maximum(1.0 - progress, 0.0) if config.anneal_learning_rate else 1.0
 
@@ -235,18 +222,9 @@ def update(
         advantage = minibatch["advantage"]
         if config.normalize_advantages:
             advantage = losses.standardize(advantage)
-        if behind:
-            policy_loss = losses.decoupled_clipped_policy_loss(
-                log_prob,
-                minibatch["proximal_log_prob"],
-                minibatch["log_prob"],
-                advantage,
-                config.clip_ratio,
-            )
-        else:
-            policy_loss = losses.clipped_policy_loss(
-                log_prob, minibatch["log_prob"], advantage, config.clip_ratio
-            )
+        policy_loss = losses.clipped_policy_loss(
+            log_prob, minibatch["log_prob"], advantage, config.clip_ratio
+        )
         value_loss = losses.value_loss(
             value, minibatch["target"], minibatch["value"], config.clip_value
         )
@@ -259,9 +237,7 @@ def update(
             "train/entropy": entropy,
             "train/kl": kl,
             "train/clip_fraction": losses.clip_fraction(
-                log_prob,
-                minibatch["proximal_log_prob" if behind else "log_prob"],
-                config.clip_ratio,
+                log_prob, minibatch["log_prob"], config.clip_ratio
             ),
         }
 

@@ -76,27 +76,6 @@ def clipped_policy_loss(
     return -masked_mean(jnp.minimum(ratio * advantage, clipped * advantage), mask)
 
 
-def decoupled_clipped_policy_loss(
-    log_prob: jax.Array,
-    proximal_log_prob: jax.Array,
-    behaviour_log_prob: jax.Array,
-    advantage: jax.Array,
-    clip_ratio: float,
-) -> jax.Array:
-    """The clipped surrogate with its trust region about a proximal policy, not the actor's.
-
-    For steps acted by an older policy than the one the update starts from: each step's
-    term is weighted by pi_prox / pi_behaviour, so the gradient stays that of the ratio
-    against the acting policy, while the clip bounds pi_new / pi_prox, the update's own
-    step (Hilton et al., 2021, "Batch size-invariance for policy optimization"). With
-    pi_prox equal to the acting policy it is `clipped_policy_loss`.
-    """
-    weight = jax.lax.stop_gradient(jnp.exp(proximal_log_prob - behaviour_log_prob))
-    ratio = jnp.exp(log_prob - proximal_log_prob)
-    clipped = jnp.clip(ratio, 1.0 - clip_ratio, 1.0 + clip_ratio)
-    return -jnp.mean(weight * jnp.minimum(ratio * advantage, clipped * advantage))
-
-
 def clip_fraction(log_prob: jax.Array, old_log_prob: jax.Array, clip_ratio: float) -> jax.Array:
     """The share of samples whose probability ratio left [1 - clip_ratio, 1 + clip_ratio]."""
     ratio = probability_ratio(log_prob, old_log_prob, None)

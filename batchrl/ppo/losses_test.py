@@ -91,30 +91,6 @@ def test_clipped_loss_ignores_ratios_beyond_the_clip_in_the_improving_direction(
     assert float(loss) == pytest.approx(-(1.2 * 1.0 + 0.8 * -1.0) / 2)
 
 
-def test_the_decoupled_loss_clips_about_the_proximal_policy_and_weights_by_the_actors():
-    advantage = np.array([1.0, -1.0, 2.0], np.float32)
-    behaviour = np.log(np.array([0.5, 0.4, 0.3], np.float32))
-    proximal = np.log(np.array([0.7, 0.3, 0.3], np.float32))
-
-    def decoupled(log_prob):
-        return losses.decoupled_clipped_policy_loss(log_prob, proximal, behaviour, advantage, 0.2)
-
-    # At the update's start its gradient is that of the ratio to the acting policy:
-    # d(-mean(pi / pi_behaviour * A)) / d(log pi) = -(pi / pi_behaviour) * A / n.
-    gradient = jax.grad(decoupled)(jnp.asarray(proximal))
-    expected = -np.exp(proximal - behaviour) * advantage / 3
-    np.testing.assert_allclose(gradient, expected, rtol=1e-6)
-    # The clip bounds the step from the proximal policy: past 1.2 times its probability
-    # the first step is still, though against the acting policy its ratio is only 1.4.
-    moved = jnp.asarray(proximal).at[0].add(np.log(1.25))
-    assert float(jax.grad(decoupled)(moved)[0]) == 0.0
-    # With the proximal policy the acting one, it is the clipped loss.
-    log_prob = np.log(np.array([0.9, 0.2, 0.35], np.float32))
-    same = losses.decoupled_clipped_policy_loss(log_prob, behaviour, behaviour, advantage, 0.2)
-    plain = losses.clipped_policy_loss(log_prob, behaviour, advantage, 0.2)
-    assert float(same) == pytest.approx(float(plain), rel=1e-6)
-
-
 def test_value_loss_clipping_takes_the_larger_error():
     value, old, target = jnp.array([2.0]), jnp.array([0.0]), jnp.array([3.0])
     assert float(losses.value_loss(value, target)) == pytest.approx(0.5)

@@ -10,13 +10,13 @@ other on XLA's CPU; from two threads they run at once.
 
 What the lag changes:
 - The clipped objective's ratio is taken against the log-probs stored while acting
-  (`clipped.Rollout.log_prob`), so it corrects for the lag, but its clip about the
-  learner's policy at the update's start (`clipped.update`'s `behind`): clipped about
-  the acting policy, each update stepped past the clip range and made the next lag
-  bigger (`cheetah_clipped`: KL 0.12-0.14 an update against 0.016-0.019). Advantages use
-  values recomputed under the learner's parameters at the update, fresher than acting's
-  by one update; the bootstrap values at truncations and at the rollout's last row are
-  acting's, as without overlap.
+  (`clipped.Rollout.log_prob`), so it corrects for the lag as for any update's own
+  steps; its clip is about the acting policy too, so an update may step further from
+  the learner's own policy than without the lag (`cheetah_clipped`: KL 0.12-0.14 an
+  update against 0.016-0.019; docs/training.md, "What overlap does to learning").
+  Advantages use values recomputed under the learner's parameters at the update,
+  fresher than acting's by one update; the bootstrap values at truncations and at the
+  rollout's last row are acting's, as without overlap.
 - The penalty objective's ratio is taken against the stored distributions too, but its
   KL against the learner's own policy at the update's start (`penalty.update`'s
   `behind`): the step its adaptive coefficient sizes, with no lag in it. Its episode
