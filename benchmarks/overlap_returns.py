@@ -23,32 +23,14 @@ import argparse
 import json
 import pathlib
 import statistics
-import subprocess
 import sys
 
 import accelerator_check
 import core_scaling
+import seeds_together
 
 from batchrl.scripts import exiting
 from batchrl.training import metrics_log, results, run_folder, session
-
-
-def trained(logdir: pathlib.Path, preset: str, stamp: str, settings: list[str], seed: int) -> None:
-    """Runs (or resumes, or finds finished) the train command for one run folder."""
-    argv = [sys.executable, "-m", "batchrl.scripts.train", "--logdir", str(logdir)]
-    argv += ["--config", preset, "--seed", str(seed), "--timestamp", stamp]
-    for setting in settings:
-        argv += ["--set", setting]
-    done = subprocess.run(
-        argv,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=exiting.with_parent(),
-    )
-    if done.returncode != 0:  # The train command's own one line says why.
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        sys.exit(f"overlap_returns: {preset} {stamp} failed: {last}")
 
 
 def summary(folders: list[pathlib.Path]) -> dict:
@@ -92,7 +74,7 @@ def main() -> int:
         for setting in ("off", "on"):
             stamp = f"{setting}_s{seed}"
             settings = [f"{key}={value}" for key, value in {**base, "overlap": setting}.items()]
-            trained(logdir, args.preset, stamp, settings, seed)
+            seeds_together.timed_train(logdir, args.preset, ["--seed", str(seed)], settings, stamp)
             folders[setting].append(next(logdir.glob(f"{stamp}-*")))
     summaries = [{"overlap": name, **summary(runs)} for name, runs in folders.items()]
     line = {

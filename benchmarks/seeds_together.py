@@ -32,9 +32,20 @@ from batchrl.scripts import exiting
 from batchrl.training import metrics_log, results, run_folder
 
 
-def timed_train(logdir: pathlib.Path, preset: str, chosen: list[str], settings: list[str]) -> float:
-    """Seconds the train command takes to run `preset` with `chosen` seed arguments."""
-    stamp = "s{seed}" if chosen[0] == "--seeds" else f"s{chosen[1]}"
+def timed_train(
+    logdir: pathlib.Path,
+    preset: str,
+    chosen: list[str],
+    settings: list[str],
+    stamp: str | None = None,
+) -> float:
+    """Seconds the train command takes to run `preset` with `chosen` seed arguments.
+
+    `stamp` names the run folder (default `s` and the seed); a folder trained to its
+    budget already is read in a few seconds, not trained again.
+    """
+    if stamp is None:
+        stamp = "s{seed}" if chosen[0] == "--seeds" else f"s{chosen[1]}"
     argv = [sys.executable, "-m", "batchrl.scripts.train", "--logdir", str(logdir)]
     argv += ["--config", preset, *chosen, "--timestamp", stamp]
     for setting in settings:
@@ -49,7 +60,8 @@ def timed_train(logdir: pathlib.Path, preset: str, chosen: list[str], settings: 
     )
     if done.returncode != 0:  # The train command's own one line says why.
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        sys.exit(f"seeds_together: {preset} {' '.join(chosen)} failed: {last}")
+        script = pathlib.Path(sys.argv[0]).stem  # This script, or one that calls this.
+        sys.exit(f"{script}: {preset} {' '.join(chosen)} failed: {last}")
     return round(time.perf_counter() - start, 2)
 
 
