@@ -97,9 +97,10 @@ class Keeper:
         score = metrics.get("eval/return", math.nan)
         if metrics.get("eval/count", 0) > 0 and not math.isfinite(score):
             logger.warning(
-                "phase %d's evaluation of %d episodes returned %s: the env's rewards under "
-                "evaluation were not finite; none of it is kept as the best",
+                "phase %d's evaluation (seed %d) of %d episodes returned %s: the env's rewards "
+                "under evaluation were not finite; none of it is kept as the best",
                 done,
+                self.config.seed,
                 metrics["eval/count"],
                 score,
             )

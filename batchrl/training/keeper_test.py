@@ -21,8 +21,8 @@ def test_an_evaluation_that_returned_no_finite_score_is_said_and_never_kept_best
     kept = keeper.Keeper(folder, config, state, algorithm_lib.of(config.algorithm))
     kept.record(state.replace(phases=1), {"eval/return": score, "eval/count": 2.0})
     assert [record.getMessage() for record in caplog.records] == [
-        f"phase 1's evaluation of 2 episodes returned {score}: the env's rewards under "
-        "evaluation were not finite; none of it is kept as the best"
+        f"phase 1's evaluation (seed 0) of 2 episodes returned {score}: the env's rewards "
+        "under evaluation were not finite; none of it is kept as the best"
     ]
     assert not (run_folder.checkpoints(folder) / checkpoint.BEST).exists()
     caplog.clear()  # A phase that ended no episode was not evaluated: nothing to say.

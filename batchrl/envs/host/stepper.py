@@ -291,10 +291,6 @@ class EnvStepper(forwarding.EnvForwarding):
 
     def _write_scalars(self, field: str, values: list) -> None:
         """Writes each env's `field` (its reward, say); a ValueError names one not a number."""
-        if field == "reward" and any(value is None for value in values):  # Else NaN, unsaid.
-            raise ValueError(
-                f"env {self.name} returned a reward of None, but a reward is one number"
-            )
         try:
             getattr(self.buffers, field)[:] = values
         except ValueError:  # numpy's names neither the env nor the field.
@@ -306,6 +302,11 @@ class EnvStepper(forwarding.EnvForwarding):
                 f"({type(shaped[0]).__name__}), but a {field} is one "
                 f"{'number' if field == 'reward' else 'bool'}"
             ) from None
+        # A None was written as NaN, unsaid; written, the values are numbers `in` compares.
+        if field == "reward" and None in values:
+            raise ValueError(
+                f"env {self.name} returned a reward of None, but a reward is one number"
+            )
 
     def _write_obs(self, where: int | slice, obs: Any) -> None:
         """Writes one env's observation (`where` an index) or a list of all (`where` a slice)."""
