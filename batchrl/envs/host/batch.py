@@ -26,6 +26,7 @@ from batchrl.envs.host import (
     async_calls,
     env_checks,
     env_requests,
+    fan_out,
     local,
     obs_tree,
     stepper,
@@ -259,8 +260,14 @@ class BatchEnvBase(async_calls.AsyncCalls, env_requests.EnvCalls, gym.vector.Vec
             env_spec.check_action_kinds(checked, like)
         self._expect_open()
         actions = actions_lib.sent(actions, checked, like, as_given)
-        for g, part in zip(self._groups, self._slices, strict=True):
-            g.step_async(obs_tree.take(actions, part), mode, read_infos)
+        sent = 0
+        try:
+            for g, part in zip(self._groups, self._slices, strict=True):
+                g.step_async(obs_tree.take(actions, part), mode, read_infos)
+                sent += 1
+        except BaseException as error:
+            fan_out.abandon(self._groups[:sent], error)
+            raise
 
     def _collect_step(
         self, obs: Any, reward: np.ndarray, terminated: np.ndarray, truncated: np.ndarray
@@ -274,7 +281,7 @@ class BatchEnvBase(async_calls.AsyncCalls, env_requests.EnvCalls, gym.vector.Vec
             group_obs, reward[part], terminated[part], truncated[part], chunks[number] = results
             obs_tree.put(obs, part, group_obs)
 
-        stepper.collect_all(self._step_plan, collect)
+        fan_out.collect_all(self._step_plan, collect)
         return infos_lib.Infos(chunks, self._sizes)
 
     def reset_at(
@@ -310,11 +317,15 @@ class BatchEnvBase(async_calls.AsyncCalls, env_requests.EnvCalls, gym.vector.Vec
         self._expect_open()
         seed_of = dict(zip(indices.tolist(), seeds, strict=True))
         sent = []
-        for number, (g, part) in enumerate(zip(self._groups, self._slices, strict=True)):
-            mine = indices[self._owner[indices] == number]
-            if len(mine):
-                g.reset_async(list(mine - part.start), [seed_of[int(i)] for i in mine], options)
-                sent.append((g, mine))
+        try:
+            for number, (g, part) in enumerate(zip(self._groups, self._slices, strict=True)):
+                mine = indices[self._owner[indices] == number]
+                if len(mine):
+                    g.reset_async(list(mine - part.start), [seed_of[int(i)] for i in mine], options)
+                    sent.append((g, mine))
+        except BaseException as error:
+            fan_out.abandon((g for g, _ in sent), error)
+            raise
         return sent
 
     def _collect_reset(
@@ -332,7 +343,7 @@ class BatchEnvBase(async_calls.AsyncCalls, env_requests.EnvCalls, gym.vector.Vec
             for row, info in zip(rows, group_infos, strict=True):
                 infos[row] = info
 
-        stepper.collect_all(local.local_first(sent), collect)
+        fan_out.collect_all(local.local_first(sent), collect)
         self._reset_done(indices)
         return obs, infos
 

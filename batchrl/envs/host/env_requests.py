@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from batchrl.envs.host import arguments, remote
+from batchrl.envs.host import arguments, fan_out, remote
 
 
 class EnvCalls:
@@ -98,27 +98,41 @@ class EnvRequests:
         self._ask()
 
     def results(self) -> tuple[Any, ...]:
-        """Every env's result, in order, once the rounds left are asked and answered."""
+        """Every env's result, in order, once the rounds left are asked and answered.
+
+        After a Ctrl-C, the hosts asked and not yet answered are not waited on: each is
+        retired, and the batch's next reset replaces it (`fan_out`).
+        """
         while True:
-            for k in self._here if self._error is None else ():
-                group, index = self._located[k]
-                try:
-                    self._results[k] = getattr(group, self._method)(index, *self._args)
-                except Exception as raised:
-                    self._error = raised
-                    break
-            self._here = []
-            for k in self._asked:
-                try:
-                    self._results[k] = self._located[k][0].answer()
-                except Exception as raised:
-                    self._error = self._error or raised
-            self._asked = []
+            try:
+                self._answer_here()
+            except BaseException:
+                fan_out.abandon(self._located[k][0] for k in self._asked)
+                raise
+            asked, self._asked = [(self._located[k][0], k) for k in self._asked], []
+            try:
+                fan_out.collect_all(asked, self._take_answer)
+            except Exception as raised:
+                self._error = self._error or raised
             if self._error is not None:
                 raise self._error
             if not self._rounds:
                 return tuple(self._results)
             self._ask()
+
+    def _answer_here(self) -> None:
+        """The envs in this process answer, while the hosts asked compute, till one raises."""
+        for k in self._here if self._error is None else ():
+            group, index = self._located[k]
+            try:
+                self._results[k] = getattr(group, self._method)(index, *self._args)
+            except Exception as raised:
+                self._error = raised
+                break
+        self._here = []
+
+    def _take_answer(self, group: Any, k: int) -> None:
+        self._results[k] = group.answer()
 
     def _ask(self) -> None:
         """Asks each host for its next env's answer; stops at a host that cannot be asked."""
@@ -130,5 +144,8 @@ class EnvRequests:
                 self._error = raised
                 self._rounds = {}
                 return
+            except BaseException:  # A Ctrl-C: the hosts asked so far are not waited on.
+                fan_out.abandon(self._located[k][0] for k in self._asked)
+                raise
             self._asked.append(places.pop(0))
         self._rounds = {key: places for key, places in self._rounds.items() if places}

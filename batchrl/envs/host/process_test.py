@@ -592,6 +592,43 @@ def test_a_worker_a_ctrl_c_cut_off_is_replaced_by_the_next_reset(tmp_path):
         env.close()
 
 
+def test_ctrl_c_in_a_later_workers_wait_leaves_a_batch_the_next_reset_mends(monkeypatch):
+    # Ctrl-C while the batch waited on its second worker, the first's step collected: the
+    # next step reached the first worker, was refused by the second, and left the first
+    # with a step in flight; every reset after it was refused, the batch lost for good.
+    from batchrl.testing import interrupt
+
+    make = functools.partial(mock.CountingEnv, duration=50)
+    env = BatchEnv.external([make] * 4, envs_per_worker=2)
+    fresh = gym.vector.SyncVectorEnv([make] * 4)
+    try:
+        env.reset(seed=0)
+        first, second = env.groups
+        cut = interrupt.ctrl_c_at_call(monkeypatch, second, "_wait_answer", 1)
+        with pytest.raises(KeyboardInterrupt), cut:
+            env.step(np.zeros((4, 2), np.float32))
+        with pytest.raises(errors.EnvError, match=r"interrupted while waiting for step \(a reset"):
+            env.step(np.zeros((4, 2), np.float32))
+        with pytest.raises(errors.EnvError, match=r"left with its step unanswered as another"):
+            first.step_async(np.zeros((2, 2), np.float32))  # Abandoned when the step was refused.
+        obs, _ = env.reset(seed=3)
+        np.testing.assert_array_equal(obs, fresh.reset(seed=3)[0])
+        np.testing.assert_array_equal(
+            env.step(np.zeros((4, 2), np.float32))[0], fresh.step(np.zeros((4, 2)))[0]
+        )
+        # Ctrl-C while a request waited on the first worker: the second, asked too, is
+        # not waited on, and neither answer is read as a later request's.
+        cut = interrupt.ctrl_c_at_call(monkeypatch, first, "_receive_answer", 1)
+        with pytest.raises(KeyboardInterrupt), cut:
+            env.call("step", np.zeros(2, np.float32))
+        obs, _ = env.reset(seed=5)
+        np.testing.assert_array_equal(obs, fresh.reset(seed=5)[0])
+        assert env.get_attr("steps") == (0, 0, 0, 0)
+    finally:
+        env.close()
+        fresh.close()
+
+
 def test_ctrl_c_is_not_held_a_second_for_each_worker_busy_in_a_step(tmp_path, monkeypatch):
     # Each retired worker was told to close, which it reads only once its step ends, and
     # killed 1 s later: 8 busy workers held the KeyboardInterrupt 8 s, 32 workers 32 s.

@@ -110,7 +110,7 @@ class RemoteGroup:
         self._pending_reset: tuple | None = None
         self._broken: str | None = None
         self._left_dead: errors.EnvError | None = None  # Raised; its host not yet replaced.
-        self._interrupted: str | None = None  # The call a KeyboardInterrupt cut: a reset replaces.
+        self._interrupted: str | None = None  # What cut its call off: a reset replaces it.
         self._closed = False
 
     # -- the transport, supplied by subclasses ----------------------------------------------
@@ -250,6 +250,10 @@ class RemoteGroup:
         self._expect_pending(lifecycle.Pending.REQUEST)
         try:
             return self._receive_request(self._asked)
+        except (KeyboardInterrupt, SystemExit):
+            if self._interrupted is None:  # Its answer would be read as the next call's.
+                self._retire_interrupted(self._asked)
+            raise
         finally:
             self._call_done()
 
@@ -283,30 +287,36 @@ class RemoteGroup:
         """
         return "" if self.restart else advice.format(restart=_RESTART)
 
-    def _retire_interrupted(self, command: str) -> None:
+    def _retire_interrupted(self, command: str, why: str | None = None) -> None:
         """Retires the host after a KeyboardInterrupt in the wait for `command`'s answer.
 
         Its answer may still come, and would be read as the next call's: the host is done
         with, and the batch's next reset replaces it (Ctrl-C in a notebook's loop over
         `step`, then `reset`, as on a `SyncVectorEnv`); other calls are refused till then.
+        `why`: what else cut the call off, in words.
         """
-        self._broken = f"interrupted while waiting for {command} (a reset replaces it)"
-        self._interrupted = command
+        self._interrupted = why or f"interrupted while waiting for {command}"
+        self._broken = f"{self._interrupted} (a reset replaces it)"
         self._end_busy_host()
 
     def _end_busy_host(self) -> None:
         """Ends a host busy with a call whose answer is not to be read: at once, where it can."""
         self._finalizer()
 
-    def abandon(self) -> None:
-        """Leaves the call in flight unanswered, as a KeyboardInterrupt in its wait would."""
+    def abandon(self, why: str | None = None) -> None:
+        """Leaves the call in flight unanswered, as a KeyboardInterrupt in its wait would.
+
+        `why`, with `{call}` for the call's name, says what else left it (`fan_out.abandon`).
+        """
         if self._pending is not lifecycle.Pending.NONE:
-            self._retire_interrupted(self._pending.value)
+            request = self._pending is lifecycle.Pending.REQUEST
+            call = self._asked if request else self._pending.value
+            self._retire_interrupted(call, why and why.format(call=call))
             self._call_done()
 
     def _replace_interrupted(self) -> None:
         """A new host for one `_retire_interrupted` retired; its envs' seeds are the reset's."""
-        cut = f"{self._describe()} was interrupted while waiting for {self._interrupted}"
+        cut = f"{self._describe()} was {self._interrupted}"
         self._replace_host(errors.EnvError(f"{cut}, and is replaced for the reset", self.name))
         self._broken, self._interrupted, self._left_dead = None, None, None
 

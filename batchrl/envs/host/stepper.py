@@ -378,23 +378,3 @@ class EnvStepper(forwarding.EnvForwarding):
             f"env {self.name} returned an observation without {path} ({shown}), but its "
             "observation_space has it"
         )
-
-
-def collect_all(requests: Sequence[tuple[Any, Any]], collect: Callable) -> None:
-    """Calls `collect(group, part)` for every request, even after one fails, then raises.
-
-    So no answer is left in flight when a worker fails. After a KeyboardInterrupt, a
-    group that can `abandon` its call does, not waited on (to its timeout, where its
-    envs hang): the batch's next reset replaces it.
-    """
-    failure = None
-    for g, part in requests:
-        if isinstance(failure, KeyboardInterrupt) and hasattr(g, "abandon"):
-            g.abandon()
-            continue
-        try:
-            collect(g, part)
-        except BaseException as error:
-            failure = failure or error
-    if failure is not None:
-        raise failure
