@@ -94,6 +94,8 @@ def test_the_run_folder_given_as_the_argument_reads_as_logdir(run, capsys):
     assert evaluate.main([str(run), *args]) == 0
     flagged, argument = lines(capsys)
     assert argument == flagged
+    assert evaluate.main([str(run), "--logdir", str(run), *args]) == 0  # Once, not twice.
+    assert lines(capsys) == [flagged]
     with pytest.raises(SystemExit):
         evaluate.main(args)
     assert "required: RUN (or --logdir RUN)" in capsys.readouterr().err

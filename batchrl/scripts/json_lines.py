@@ -24,7 +24,7 @@ def read(path: pathlib.Path) -> list[tuple[int, dict]]:
     Raises:
         ValueError: if a line that is not the cut last one does not parse.
     """
-    text = path.read_text()
+    text = _text(path)
     lines = text.splitlines()
     records = []
     for number, line in enumerate(lines, 1):
@@ -39,11 +39,19 @@ def read(path: pathlib.Path) -> list[tuple[int, dict]]:
     return records
 
 
+def _text(path: pathlib.Path) -> str:
+    """The file's text, or a one-line ValueError for one that is not text (an image, say)."""
+    try:
+        return path.read_text()
+    except UnicodeDecodeError:
+        raise ValueError(f"{path} is not a file of JSON lines: it is not text") from None
+
+
 def cut(paths: Sequence[pathlib.Path]) -> list[str]:
     """`FILE:LINE` of each file's last line that a write stopped part way through."""
     found = []
     for path in paths:
-        text = path.read_text() if path.is_file() else ""
+        text = _text(path) if path.is_file() else ""
         lines = text.splitlines()
         if lines and not text.endswith("\n"):
             try:

@@ -21,6 +21,7 @@ def parse(
     parser.add_argument("--logdir", nargs="+" if many else None, help=f"{what}, as RUN")
     args = parser.parse_args(argv)
     given = [*args.runs, *([] if args.logdir is None else _listed(args.logdir))]
+    given = list(dict.fromkeys(given))  # A folder named twice (RUN and --logdir RUN): once.
     if not given:
         parser.error("the following arguments are required: RUN (or --logdir RUN)")
     if not many and len(given) > 1:

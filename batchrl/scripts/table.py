@@ -364,7 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.reps < 1:  # scipy's bootstrap would say it without naming --reps.
         parser.error(f"--reps must be at least 1, got {args.reps}")
     if bool(args.paths) == bool(args.update or args.check):
-        parser.error("give either JSON lines or --update/--check PAGE, not both")
+        both = "not both" if args.paths else "none was given"
+        parser.error(f"give either JSON lines or --update/--check PAGE, {both}")
     if (args.rows or args.where) and not args.columns:
         parser.error("--rows and --where choose the rows of a table of --columns")
     if args.columns and (args.seeds or not args.paths):
@@ -372,9 +373,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.columns and folder_error(args.paths):
         parser.error(folder_error(args.paths))
     files = [path / "results.jsonl" if path.is_dir() else path for path in args.paths]
-    for where in json_lines.cut(files):
-        print(f"table: note: {where} was cut short while written; left out", file=sys.stderr)
     try:
+        for where in json_lines.cut(files):
+            print(f"table: note: {where} was cut short while written; left out", file=sys.stderr)
         # Runs counted once, and those left out unfinished, as `stats` says them.
         notes = run_lines.unfinished(args.paths) + run_lines.replaced(args.paths)
         for note in [] if args.columns else notes:

@@ -347,6 +347,21 @@ def test_a_line_that_is_not_json_is_named_by_file_and_line(tmp_path, capsys):
     assert capsys.readouterr().err == f"table: error: {path}:3 is not a JSON line\n"
 
 
+def test_a_file_that_is_not_text_or_no_file_at_all_is_one_line(tmp_path, capsys):
+    # An image given by mistake was a UnicodeDecodeError's traceback; nothing given was
+    # told to give "JSON lines or a page, not both".
+    image = tmp_path / "returns.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n")
+    assert table.main([str(image)]) == 2
+    assert capsys.readouterr().err == (
+        f"table: error: {image} is not a file of JSON lines: it is not text\n"
+    )
+    with pytest.raises(SystemExit):
+        table.main([])
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.endswith("error: give either JSON lines or --update/--check PAGE, none was given")
+
+
 def test_a_cut_last_line_of_a_sweep_killed_while_writing_it_is_left_out(tmp_path, capsys):
     # The sweep itself reads past it and cuts it off before it appends its next line.
     path = tmp_path / "results.jsonl"

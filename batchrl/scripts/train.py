@@ -35,6 +35,7 @@ from batchrl.envs.host import errors as env_errors
 from batchrl.scripts import exiting
 from batchrl.training import (
     api,
+    api_arguments,
     compile_signals,
     device_memory,
     file_writes,
@@ -334,7 +335,7 @@ def _train_together(args: argparse.Namespace) -> int:
                 f"--set {assignment} would give every run one seed: choose them with --seeds"
             )
     try:
-        api.check_seeds(args.seeds)
+        api_arguments.check_seeds(args.seeds)
     except ValueError as error:
         raise UsageError(str(error).replace("seeds must", "--seeds must")) from None
     ones = [

@@ -203,7 +203,7 @@ def test_one_run_folder_as_the_argument_or_logdir(run, tmp_path, capsys):
     assert visualize.main([str(run), "--outdir", str(out), "--episodes", "1"]) == 0
     assert json.loads((out / "episodes.json").read_text())
     with pytest.raises(SystemExit):
-        visualize.main([str(run), "--logdir", str(run), "--outdir", str(out)])
+        visualize.main([str(run), "--logdir", str(tmp_path), "--outdir", str(out)])
     assert "one run folder at a time, got 2" in capsys.readouterr().err
 
 

@@ -17,7 +17,6 @@ horizon follow from it.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import datetime
 import logging
@@ -31,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 from batchrl import configs
 from batchrl.bridge import xla_threads
 from batchrl.configs import TrainConfig, backends, config_checks, train_config
-from batchrl.training import compile_signals, given_env, run_folder, session
+from batchrl.envs.host import lifecycle
+from batchrl.training import api_arguments, compile_signals, given_env, run_folder, session
 
 if TYPE_CHECKING:
     from batchrl.training.run import Run
@@ -71,7 +71,8 @@ def train(
         seeds: Seeds to train together in one program (`training.together`), each a run
             of its own folder `<logdir>/<timestamp>-seed<seed>-<config>`; in place of `seed`.
             A list, a range or an array of ints (`np.arange(10)`).
-        logdir: The folder that holds run folders; None trains in memory.
+        logdir: The folder that holds run folders (a run's own is refused); None trains in
+            memory.
         callback: Called with each phase's metrics row (`{"step": env steps, ...}`) once
             it is kept, as SB3's callbacks are after each rollout: to log it elsewhere
             (`wandb.log`), or to stop early by returning False (the phase checkpointed).
@@ -88,12 +89,15 @@ def train(
             checkpointed, with `logdir`); a second Ctrl-C at once, the phase before kept
             (none in the first).
     """
+    lifecycle.check_not_a_workers_start()
+    api_arguments.check_callback(callback)
     if seeds is not None:
         if seed is not None:
             raise ValueError(f"give seed or seeds, not both: seed={seed}, seeds={list(seeds)}")
         if callback is not None:
             raise ValueError("callback is called with one run's rows: give seed, not seeds")
-        return _train_together(config, env, steps, check_seeds(seeds), logdir, settings)
+        seeds = api_arguments.check_seeds(seeds)
+        return _train_together(config, env, steps, seeds, logdir, settings)
     config, name, given = configure(config, env=env, steps=steps, seed=seed, **settings)
     config = given_env.recordable(config, given, logdir)
     config, rundir = start(config, name, logdir, env=given)
@@ -145,8 +149,10 @@ def resume(
         "learner_cores": learner_cores,
     }
     given = {key: value for key, value in given.items() if value is not None}
+    lifecycle.check_not_a_workers_start()
+    api_arguments.check_callback(callback)
     solo = isinstance(rundir, str | os.PathLike)
-    rundirs = [pathlib.Path(folder) for folder in ([rundir] if solo else rundir)]
+    rundirs = api_arguments.rundirs(rundir)
     if callback is not None and not solo:
         raise ValueError("callback is a solo run's: resume a together-run's seeds without it")
     configs = [_resumed_config(folder, given) for folder in rundirs]
@@ -180,21 +186,6 @@ def _all_rows(done: Run) -> Run:
     # The file's null (no episode ended in the phase) as `train` gives it: NaN, a float.
     rows = [{key: math.nan if v is None else v for key, v in row.items()} for row in rows]
     return dataclasses.replace(done, metrics=rows)
-
-
-def check_seeds(seeds: Any) -> list[int]:
-    """`seeds` as a list, or a one-line ValueError: at least one, each once (a folder each)."""
-    try:
-        seeds = list(seeds)
-    except TypeError:  # seeds=5: a count of seeds, or one seed, meant.
-        raise ValueError(f"seeds is a list of seeds such as [0, 1, 2], got {seeds!r}") from None
-    seeds = [train_config.typed("seed", int, seed) for seed in seeds]  # np.arange(3)'s as ints.
-    twice = sorted(seed for seed, count in collections.Counter(seeds).items() if count > 1)
-    if not seeds or twice:
-        given = seeds if len(seeds) <= 20 else f"{len(seeds)} seeds"
-        why = "none given" if not seeds else f"{twice[:20]} given twice"
-        raise ValueError(f"seeds must be one or more distinct seeds, got {given}: {why}")
-    return seeds
 
 
 def _train_together(
@@ -301,7 +292,7 @@ def start(
     and the folder. A refused env or space leaves no folder behind; a setting the backend
     ignores, and evaluations that cut every training episode short, are one-line warnings.
     """
-    _check_logdir(logdir)
+    api_arguments.check_logdir(logdir)
     for line in [*backends.unused(config), config_checks.split_rollouts(config)]:
         if line:
             logger.warning("%s", line)
@@ -328,7 +319,7 @@ def start_together(
     A refused config or env leaves no folder behind; `overlap=on`, which a together-run's
     one program never does, is a one-line warning.
     """
-    _check_logdir(logdir)
+    api_arguments.check_logdir(logdir)
     limit_xla_threads(configs[0])
     from batchrl.training import together  # After the limit.
 
@@ -361,12 +352,6 @@ def say_overlap_together(config: TrainConfig) -> None:
             "overlap='on' is not used when seeds train together: their one program acts "
             "and learns in turn (train each seed on its own to overlap)"
         )
-
-
-def _check_logdir(logdir: str | os.PathLike | None) -> None:
-    """A one-line ValueError for a logdir of no name, which put runs in the working folder."""
-    if logdir is not None and not os.fspath(logdir):
-        raise ValueError("logdir '' names no folder: give one, or None to keep no run folder")
 
 
 def limit_xla_threads(config: TrainConfig) -> None:

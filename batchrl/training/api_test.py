@@ -17,6 +17,7 @@ import yaml
 
 import batchrl
 from batchrl import configs
+from batchrl.envs.host import lifecycle
 from batchrl.envs.jax import classic, gymnax_env
 from batchrl.scripts import evaluate, train
 from batchrl.testing import cue, mock
@@ -766,6 +767,47 @@ def test_a_logdir_or_timestamp_no_folder_can_be_named_by_is_one_line(tmp_path, m
         with pytest.raises(ValueError, match=r"^a run's timestamp is a non-empty name without"):
             run_folder.create(tmp_path, configs.get("pendulum_jax"), "pendulum_jax", stamp)
     assert not any(tmp_path.iterdir())
+
+
+def test_arguments_no_run_takes_are_one_line_before_any_folder_is_made(pendulum):
+    # A run's own folder as logdir held the new run inside it, out of sight of the scripts
+    # that read that folder; a callback, logdir or rundir of another type failed in
+    # Python's words, the callback after a whole phase had trained.
+    rundir, logdir = pendulum.rundir, pendulum.rundir.parent
+    with pytest.raises(ValueError) as error:
+        batchrl.train("pendulum_jax", steps=200, logdir=rundir)
+    assert str(error.value) == (
+        f"logdir {str(rundir)!r} is a run's folder (it holds config.yaml): give the folder "
+        f"that holds runs, such as {str(logdir.resolve())!r}"
+    )
+    with pytest.raises(ValueError, match=r"^logdir is a folder's path, or None .*; got 5$"):
+        batchrl.train("pendulum_jax", steps=200, logdir=5)
+    with pytest.raises(ValueError, match=r"^callback is a function of each phase's .*; got 5$"):
+        batchrl.train("pendulum_jax", steps=200, logdir=logdir, callback=5)
+    assert run_folder.runs_in(logdir) == [rundir] and not run_folder.runs_in(rundir)
+    resumed = r"^rundir is a run folder's path, or a list of a together-run's; got "
+    for given, got in [([], r"\[\]"), (5, "5"), (pendulum, "a Run: give its rundir")]:
+        with pytest.raises(ValueError, match=resumed + got + "$"):
+            batchrl.resume(given)
+    with pytest.raises(ValueError, match=r"^rundir is None: a run trained with logdir=None has"):
+        batchrl.resume(None)
+    with pytest.raises(ValueError, match=r"^rundir is a run folder's or a checkpoint's .*; got 5$"):
+        batchrl.load(5)
+
+
+def test_a_script_that_trains_outside_its_main_guard_trains_nothing_in_its_workers(tmp_path):
+    # Each worker runs the script again as it starts: its `train` made a run folder there
+    # before its envs refused to start (and a JAX-native preset trained whole, in every
+    # worker). The worker now stops at `train` itself, and the parent's refused run
+    # leaves no folder either.
+    script = tmp_path / "script.py"
+    script.write_text('import batchrl\n\nbatchrl.train("pendulum", steps=200, logdir="runs")\n')
+    run = [sys.executable, str(script)]
+    done = subprocess.run(run, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert f"RuntimeError: {lifecycle.MAIN_GUARD}" in done.stderr.splitlines()
+    assert done.stderr.splitlines()[-1].endswith(lifecycle.MAIN_GUARD)
+    assert not list((tmp_path / "runs").glob("*"))
 
 
 @pytest.mark.slow

@@ -11,6 +11,7 @@ The terminal's view of a run is `terminal`'s.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import logging
@@ -203,12 +204,18 @@ def read_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
             record = json.loads(line)
         except json.JSONDecodeError as error:
             if number == len(lines):
-                _log.warning("%s: skipped a truncated last line %d", path, number)
+                _say_truncated(str(path), number)
                 break
             raise ValueError(f"{path}: line {number} is not valid JSON: {error}") from error
         _check_record(path, number, record)
         records.append(record)
     return records
+
+
+@functools.cache
+def _say_truncated(path: str, number: int) -> None:
+    """Warns of a file's cut last line once a process, however often scripts read the file."""
+    _log.warning("%s: skipped a truncated last line %d", path, number)
 
 
 def _check_record(path: str | os.PathLike, number: int, record: Any) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import subprocess
 import sys
@@ -127,15 +128,18 @@ def test_writing_metrics_leaves_torch_unimported(tmp_path):
     assert read_scalars(tmp_path) == {"train/return": [(5, 1.5)]}
 
 
-def test_read_jsonl_skips_a_truncated_last_line(tmp_path):
+def test_read_jsonl_skips_a_truncated_last_line(tmp_path, caplog):
     path = tmp_path / "metrics.jsonl"
     path.write_text(
         '{"step": 0, "train/return": 1.0}\n{"step": 1, "train/return": 2.0}\n{"step": 2, "tr'
     )
-    assert metrics_log.read_jsonl(path) == [
-        {"step": 0, "train/return": 1.0},
-        {"step": 1, "train/return": 2.0},
-    ]
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):  # As `table` reads a run's metrics several times, warned once.
+            assert metrics_log.read_jsonl(path) == [
+                {"step": 0, "train/return": 1.0},
+                {"step": 1, "train/return": 2.0},
+            ]
+    assert caplog.messages == [f"{path}: skipped a truncated last line 3"]
 
 
 def test_read_jsonl_rejects_a_bad_line_before_the_last(tmp_path):

@@ -287,11 +287,10 @@ def load(rundir: str | os.PathLike, *, best: bool = False, seed: int | None = No
     One-line errors: `run_folder.RunFolderError` for a missing folder, config or checkpoint
     (or a config edited since), `checkpoint.CheckpointError` for one that does not load.
     """
-    if rundir is None:  # `run.rundir` of a run trained with logdir=None.
-        raise run_folder.RunFolderError(
-            "rundir is None: a run trained with logdir=None has no folder; its `run.policy` "
-            "is the policy"
-        )
+    if not isinstance(rundir, str | os.PathLike):  # None: a logdir=None run's `run.rundir`.
+        none = "a run trained with logdir=None has no folder; its `run.policy` is the policy"
+        path = f"rundir is a run folder's or a checkpoint's path; got {rundir!r}"
+        raise run_folder.RunFolderError(f"rundir is None: {none}" if rundir is None else path)
     if not isinstance(best, bool | np.bool_):  # "False", from a flag or a file, was true.
         raise ValueError(f"best is True or False, got {best!r}")
     _check_not_forked()

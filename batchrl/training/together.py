@@ -79,12 +79,12 @@ def check_configs(configs: Sequence[train_config.TrainConfig]) -> None:
         raise ValueError(
             f"seeds train together on this machine's envs, got rollout_actors={actors}: {alone}"
         )
-    first = dataclasses.replace(configs[0], seed=0)
+    names = [field.name for field in dataclasses.fields(configs[0]) if field.name != "seed"]
     for config in configs[1:]:
-        if dataclasses.replace(config, seed=0) != first:
+        if differ := [name for name in names if getattr(config, name) != getattr(configs[0], name)]:
             raise ValueError(
                 f"the runs trained together differ in more than their seed: seed {config.seed}'s "
-                f"config is not seed {configs[0].seed}'s"
+                f"{', '.join(differ)} differ from seed {configs[0].seed}'s"
             )
 
 

@@ -300,7 +300,7 @@ def test_the_first_phases_train_seconds_count_the_compile_before_it(monkeypatch)
 def test_configs_that_differ_beyond_their_seed_are_refused():
     config = config_of("pendulum_jax", PENALTY, 0)
     other = dataclasses.replace(config, seed=1, num_envs=8)
-    with pytest.raises(ValueError, match="differ in more than their seed"):
+    with pytest.raises(ValueError, match=r"seed: seed 1's num_envs differ from seed 0's$"):
         together.check_configs([config, other])
     with pytest.raises(ValueError, match=r"must differ, got \[0, 0\]"):
         together.check_configs([config, config])

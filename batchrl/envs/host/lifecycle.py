@@ -62,7 +62,7 @@ def context(name: str | None) -> multiprocessing.context.BaseContext:
             f"unknown start method {name!r}: use one of {CONTEXTS} (plain fork is unsafe once "
             f"JAX's threads run)"
         )
-    _check_not_a_workers_start()
+    check_not_a_workers_start()
     _check_main_runs_again()
     method = multiprocessing.get_context(name)
     if name == "forkserver":
@@ -72,13 +72,15 @@ def context(name: str | None) -> multiprocessing.context.BaseContext:
     return method
 
 
-def _check_not_a_workers_start() -> None:
+def check_not_a_workers_start() -> None:
     """Exits, said in one line, where this process is a worker running the main script again.
 
     A worker runs the main script before its envs: one that builds worker envs at its top
     level, not under `if __name__ == "__main__":`, would start workers from every worker
     as it starts, which Python refuses in a paragraph on "bootstrapping" instead. Said in
     one line, not a traceback from every worker: the parent's error names the cause too.
+    `batchrl.train` and `resume` ask first: a JAX-native run above the guard trained whole
+    in every worker, and left its folder there.
     """
     # multiprocessing's own mark of a process that runs its parent's main module again.
     if getattr(multiprocessing.process.current_process(), "_inheriting", False):

@@ -1,0 +1,76 @@
+"""The arguments of `batchrl.train` and `batchrl.resume`, checked before any folder exists.
+
+Each bad one is a one-line error that names it and what the function takes.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import pathlib
+import reprlib
+from collections.abc import Sequence
+from typing import Any
+
+from batchrl.configs import train_config
+from batchrl.training import run_folder
+
+
+def check_seeds(seeds: Any) -> list[int]:
+    """`seeds` as a list, or a one-line ValueError: at least one, each once (a folder each)."""
+    try:
+        seeds = list(seeds)
+    except TypeError:  # seeds=5: a count of seeds, or one seed, meant.
+        raise ValueError(f"seeds is a list of seeds such as [0, 1, 2], got {seeds!r}") from None
+    seeds = [train_config.typed("seed", int, seed) for seed in seeds]  # np.arange(3)'s as ints.
+    twice = sorted(seed for seed, count in collections.Counter(seeds).items() if count > 1)
+    if not seeds or twice:
+        given = seeds if len(seeds) <= 20 else f"{len(seeds)} seeds"
+        why = "none given" if not seeds else f"{twice[:20]} given twice"
+        raise ValueError(f"seeds must be one or more distinct seeds, got {given}: {why}")
+    return seeds
+
+
+def rundirs(rundir: Any) -> list[pathlib.Path]:
+    """The run folders `resume` was given, or a one-line error naming what it got instead."""
+    if isinstance(rundir, str | os.PathLike):
+        return [pathlib.Path(rundir)]
+    if rundir is None:  # `run.rundir` of a run trained with logdir=None.
+        raise run_folder.RunFolderError(
+            "rundir is None: a run trained with logdir=None has no folder to resume from"
+        )
+    paths = isinstance(rundir, Sequence) and not isinstance(rundir, bytes)
+    if paths and rundir and all(isinstance(one, str | os.PathLike) for one in rundir):
+        return [pathlib.Path(one) for one in rundir]
+    got = reprlib.repr(rundir)
+    if hasattr(rundir, "rundir"):  # A `Run`, whose repr holds every metrics row.
+        got = f"a {type(rundir).__name__}: give its rundir"
+    raise ValueError(f"rundir is a run folder's path, or a list of a together-run's; got {got}")
+
+
+def check_callback(callback: Any) -> None:
+    """A one-line ValueError for a callback that cannot be called, before any folder exists."""
+    if callback is not None and not callable(callback):
+        raise ValueError(
+            f"callback is a function of each phase's metrics row, or None; got {callback!r}"
+        )
+
+
+def check_logdir(logdir: str | os.PathLike | None) -> None:
+    """A one-line ValueError for a logdir that is no folder of runs.
+
+    One of no name put runs in the working folder; a run's own folder held the new run
+    inside it, where `evaluate`, `plot` and `table` of that folder did not see it.
+    """
+    if logdir is None:
+        return
+    if not isinstance(logdir, str | os.PathLike):
+        raise ValueError(f"logdir is a folder's path, or None to keep no folder; got {logdir!r}")
+    if not os.fspath(logdir):
+        raise ValueError("logdir '' names no folder: give one, or None to keep no run folder")
+    if (pathlib.Path(logdir) / run_folder.CONFIG).is_file():
+        parent = str(pathlib.Path(logdir).resolve().parent)
+        raise ValueError(
+            f"logdir {os.fspath(logdir)!r} is a run's folder (it holds {run_folder.CONFIG}): "
+            f"give the folder that holds runs, such as {parent!r}"
+        )
