@@ -109,6 +109,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--steps and --set steps=... both set the budget: give one")
     if pathlib.Path(args.logdir).exists() and not pathlib.Path(args.logdir).is_dir():
         parser.error(f"--logdir {args.logdir} is a file, not a folder of runs")
+    if (pathlib.Path(args.logdir) / run_folder.CONFIG).is_file():  # Its lines went in there.
+        parser.error(f"--logdir {args.logdir} is a run's folder: give the folder of its runs")
     return args
 
 

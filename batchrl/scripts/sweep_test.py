@@ -209,6 +209,11 @@ def test_settings_the_sweep_cannot_honour_are_refused_before_any_run(
     with pytest.raises(SystemExit):
         sweep.main(["--logdir", str(tmp_path / "file"), "--configs", "pendulum_jax"])
     assert "is a file, not a folder of runs" in capsys.readouterr().err
+    (tmp_path / "run").mkdir()  # A run's folder: the sweep's lines and logs went in there.
+    (tmp_path / "run" / "config.yaml").write_text("")
+    with pytest.raises(SystemExit):
+        sweep.main(["--logdir", str(tmp_path / "run"), "--configs", "pendulum_jax"])
+    assert "is a run's folder: give the folder of its runs" in capsys.readouterr().err
     # Two files of one name would train one folder a seed, the second refused after the first.
     for folder, rate in (("a", 1e-3), ("b", 1e-4)):
         (tmp_path / folder).mkdir()
