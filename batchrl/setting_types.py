@@ -23,7 +23,10 @@ def typed(name: str, kind: Any, value: Any) -> Any:
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        return typed(name, next(a for a in args if a is not type(None)), value)
+        try:
+            return typed(name, next(a for a in args if a is not type(None)), value)
+        except ValueError as error:  # YAML's None is null: `None` there is a string.
+            raise ValueError(f"{error}, or null" if type(None) in args else str(error)) from None
     if origin is tuple and isinstance(value, list | tuple):
         return tuple(typed(name, args[0], v) for v in value)
     if origin is dict:
@@ -48,6 +51,8 @@ def typed(name: str, kind: Any, value: Any) -> Any:
         quoted = "'on'" if value else "'off'"
         raise ValueError(f"{name}={value!r}: expected str; in a YAML file quote it: {quoted}")
     expected = getattr(kind, "__name__", str(kind))
+    if origin is tuple:  # YAML has no tuples.
+        expected = "a list such as [64, 64]"
     raise ValueError(f"{name}={value!r}: expected {expected}")
 
 

@@ -58,7 +58,10 @@ def _parse(name: str, kind: Any, text: str) -> Any:
         if text.strip().lower() in ("none", "null", "") and type(None) in args:
             return None
         options = [a for a in args if a is not type(None)]
-        return _parse(name, options[0], text)
+        try:
+            return _parse(name, options[0], text)
+        except ValueError as error:
+            raise ValueError(f"{error}, or none" if type(None) in args else str(error)) from None
     if origin is dict:
         try:
             value = load_yaml(text)
@@ -97,6 +100,8 @@ def _parse(name: str, kind: Any, text: str) -> Any:
             return float(text)
         except ValueError:
             raise ValueError(f"{name}={text!r}: expected a number") from None
+    if len(text) > 1 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]  # Quoted, as `--list-keys` shows a string.
     return text
 
 

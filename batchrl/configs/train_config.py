@@ -265,7 +265,8 @@ def set_fields(config: TrainConfig, settings: Iterable[tuple[str, Any]], parse: 
     the defaults of those given after. The objective comes first, so its own settings
     apply to it; a name given twice keeps its last value.
     """
-    settings = sorted(settings, key=lambda item: _bare(item[0]) != "objective")
+    objective = [item for item in settings if _bare(item[0]) == "objective"][-1:]
+    settings = objective + [item for item in settings if _bare(item[0]) != "objective"]
     runs: dict[str, Any] = {}
     algorithm: dict[str, Any] = {}
     for name, value in settings:

@@ -193,6 +193,7 @@ def test_set_reads_integers_exactly_and_in_scientific_notation():
         ("kl_cutoff_coef=inf", r"^kl_cutoff_coef must be a finite number, got inf$"),
         ("ray_actors=31", r"^ray_actors must be at most num_envs=30, got 31$"),
         ("final_discount=0.5", r"^final_discount is a setting of objective 'clipped'"),
+        ("max_grad_norm=abc", r"^max_grad_norm='abc': expected a number, or none$"),
     ],
 )
 def test_bad_settings_are_one_line_errors(assignment, message):
@@ -243,6 +244,9 @@ def test_yaml_round_trips_typed(name):
         ({"update_epochs": "8"}, "update_epochs='8': expected int"),
         ({"policy_layers": [64, "x"]}, "policy_layers='x': expected int"),
         ({"squash_mean": 1}, "squash_mean=1: expected bool"),
+        # YAML has no tuples, and its None is null: "None" there is a string.
+        ({"policy_layers": 64}, r"^policy_layers=64: expected a list such as \[64, 64\]$"),
+        ({"max_grad_norm": "None"}, r"^max_grad_norm='None': expected float, or null$"),
         ({"kl_target": 0.1}, "kl_target is a setting of objective 'kl_penalty'"),
     ],
 )
@@ -255,6 +259,17 @@ def test_badly_typed_yaml_is_a_one_line_error(change, message):
     data["num_envs"] = "8"
     with pytest.raises(ValueError, match="num_envs='8': expected int"):
         train_config.from_dict(data)
+
+
+def test_the_last_objective_given_wins_and_a_quoted_text_is_its_text():
+    # Each objective was applied in turn: switched and switched back, a preset lost the
+    # settings only its own objective has (reacher's update_every=60 became 30).
+    reacher = presets.get("reacher")
+    back = ["objective=clipped", "objective=kl_penalty"]
+    assert overrides.parse_overrides(reacher, back) == reacher
+    # `--list-keys` shows texts quoted; copied into --set, the quotes were kept.
+    for text in ("activation='tanh'", 'activation="tanh"'):
+        assert overrides.parse_override(reacher, text).algorithm.activation == "tanh"
 
 
 @pytest.mark.parametrize(("written", "quoted"), [("on", "'on'"), ("no", "'off'")])

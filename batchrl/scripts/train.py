@@ -196,9 +196,9 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
     anew = train_config.RESUME_MAY_CHANGE
     may_change = (*anew, "steps") if "steps" in given else anew  # --set steps raises it.
     differ = [
-        f"{name}={asked.get(name)!r} (saved {kept.get(name)!r})"
-        for name in {**kept, **asked}
-        if asked.get(name) != kept.get(name) and name not in may_change
+        f"{name}={asked[name]!r} (saved {kept[name]!r})"
+        for name in kept  # Not another objective's own keys: `objective` says them.
+        if name in asked and asked[name] != kept[name] and name not in may_change
     ]
     if differ:
         raise UsageError(

@@ -163,6 +163,10 @@ def test_a_resume_may_change_how_it_meets_a_hung_worker_and_where_it_runs_only(t
         r"learner_devices and learner_cores anew; other settings train in another --logdir$",
     ):
         train.resumed_run(train.parse_args([*start, *changes, "--set", "num_envs=4"]))
+    # The other objective: its own settings and the saved one's were each listed as None.
+    said = r"settings: objective='clipped' \(saved 'kl_penalty'\); a resume keeps them"
+    with pytest.raises(train.UsageError, match=said):
+        train.resumed_run(train.parse_args([*start, "--set", "objective=clipped"]))
     assert run_folder_lib.read_config(run).worker_timeout == 60.0  # The folder keeps its start.
     # A run begun on a GPU goes on where there is none, as the missing GPU's error advises.
     cpu = ["--set", "device=cpu", "acting_device=cpu", "learner_cores=1"]
