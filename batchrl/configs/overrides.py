@@ -25,8 +25,17 @@ class _Loader(yaml.SafeLoader):
     """`yaml.safe_load`'s YAML, with numbers JSON writes read as numbers: `1e-3`, `2E5`.
 
     YAML 1.1, which PyYAML reads, wants a dot in a float (`1.0e-3`) and keeps `1e-3` a
-    string, which an env's constructor then gets in place of its number.
+    string, which an env's constructor then gets in place of its number. A key given
+    twice in one mapping is an error, where PyYAML keeps the last without a word.
     """
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        keys = [self.construct_object(key, deep=True) for key, _ in node.value]
+        for n, key in enumerate(keys):
+            if key in keys[:n]:  # Said at its second place.
+                mark = node.value[n][0].start_mark
+                raise yaml.constructor.ConstructorError(None, None, f"{key!r} given twice", mark)
+        return super().construct_mapping(node, deep=deep)
 
 
 class _Dumper(yaml.SafeDumper):

@@ -176,6 +176,15 @@ def test_numbers_in_a_hand_written_config_read_as_set_reads_them(tmp_path):
     assert run_folder.read_config(tmp_path) == config
 
 
+def test_a_key_given_twice_in_a_config_file_is_named_where_it_is_given_again(tmp_path):
+    # PyYAML keeps the last value of a key given twice, without a word.
+    path = tmp_path / "mine.yaml"
+    path.write_text("env: Pendulum-v1\nseed: 1\nalgorithm: {learning_rate: 1e-3}\nseed: 2\n")
+    with pytest.raises(run_folder.RunFolderError) as error:
+        run_folder.read_config_file(path)
+    assert str(error.value) == f"cannot read {str(path)!r}: 'seed' given twice (line 4, column 1)"
+
+
 def test_unreadable_configs_are_one_line(tmp_path):
     with pytest.raises(run_folder.RunFolderError, match="does not exist"):
         run_folder.read_config(tmp_path / "nope")
