@@ -352,7 +352,7 @@ def _announce(
         devices = f"acting in {rollout_actors} Ray actors, learning on {learner}"
     if programs.overlap:
         devices += " (overlapped, acting one version behind)"
-    compiling = "compiling the first phase"
+    compiling = "compiling its programs"
     if reuse.taken_again(programs):
         compiling = "programs an earlier run here compiled"
     terminal.say(f"{where}; {devices}; storage {storage}{budget}; {compiling}\n")

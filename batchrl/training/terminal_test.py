@@ -63,6 +63,21 @@ def test_the_speed_and_eta_leave_out_the_first_phase_and_its_compile_once_past_i
     assert "10,000 steps/s" in second and "ETA 0:00:08" in second
 
 
+def test_the_speed_leaves_out_the_first_evaluations_compile_too():
+    # With eval_every=2 the first evaluation compiles its program in the second phase: the
+    # line read 1,294 steps/s where the phases ran at 5,848 and 8,786.
+    stream, clock = io.StringIO(), FakeClock()
+    progress = terminal.Progress(100_000, stream=stream, clock=clock)
+    for seconds, evaluated in ((17.0, 0.0), (1.0, 0.0), (12.0, 11.0), (1.0, 0.0)):
+        clock.now += seconds
+        progress.update(
+            10_000 * (len(stream.getvalue().splitlines()) + 1), {"perf/eval_seconds": evaluated}
+        )
+    *_, before, after = stream.getvalue().splitlines()
+    assert "1,538 steps/s" in before  # 20k steps in 13 s, from the first update on.
+    assert "10,000 steps/s" in after and "ETA 0:00:06" in after
+
+
 def test_progress_speed_counts_only_steps_after_initial_steps():
     stream, clock = io.StringIO(), FakeClock()
     progress = terminal.Progress(1_000, initial_steps=600, stream=stream, clock=clock)

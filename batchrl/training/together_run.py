@@ -376,7 +376,7 @@ def _announce(
     print(
         f"{terminal.counted(group.seeds, 'seed')} together, {where}; {programs.where.describe()}; "
         f"storage {storage} ({device_memory.human(programs.storage_bytes)} a seed){budget}; "
-        "compiling the first phase",
+        "compiling their programs",
         flush=True,
     )
 
