@@ -187,24 +187,30 @@ class PenaltyConfig(Common):
         """Steps per minibatch row: a whole episode for a GRU, else chunk_length at most."""
         return max_length if self.recurrent else min(self.chunk_length, max_length)
 
+    def memory_length(self, max_length: int) -> int:
+        """Steps an episode memory slot holds: `max_length` in whole chunks, rounded up.
+
+        An env's own time limit sets `max_length` (MountainCarContinuous's 999, a
+        JAX-native env's), which the preset's chunk_length need not divide; the rows past
+        it hold padding, which the update skips.
+        """
+        chunk = self.chunk(max_length)
+        return -(-max_length // chunk) * chunk
+
     def check(self, shape: RunShape) -> None:
-        """Chunks must divide the longest episode, and minibatches the learner's devices."""
-        if shape.max_length % self.chunk(shape.max_length):
-            below = max(d for d in range(1, self.chunk_length) if shape.max_length % d == 0)
-            raise ValueError(
-                f"chunk_length = {self.chunk_length} must divide max_length = {shape.max_length}: "
-                f"set chunk_length={below} (the largest divisor below), or {shape.max_length}"
-            )
-        # The update's minibatches: batch_size rows, or every row of a smaller memory
-        # (`penalty.update`: a slot an episode to keep and one an env, in chunks).
+        """The update's minibatches must split over the learner's devices."""
+        # batch_size rows, or every row of a smaller memory (`penalty.update`: a slot an
+        # episode to keep and one an env, in chunks).
         chunk = self.chunk(shape.max_length)
-        rows = (self.update_every + shape.num_envs) * (shape.max_length // chunk)
+        rows = (self.update_every + shape.num_envs) * (
+            self.memory_length(shape.max_length) // chunk
+        )
         batch = min(self.batch_size, rows)
         if batch % self.learner_devices:  # Before any folder, naming the settings.
-            chunks = "" if self.recurrent else " * max_length / chunk_length"  # Or episodes.
+            per = "" if self.recurrent else " * ceil(max_length / chunk_length)"  # Or episodes.
             raise ValueError(
                 f"minibatches of min(batch_size = {self.batch_size}, (update_every + "
-                f"num_envs){chunks} = {rows}) = {batch} rows do not split over "
+                f"num_envs){per} = {rows}) = {batch} rows do not split over "
                 f"learner_devices = {self.learner_devices}"
             )
 

@@ -108,7 +108,9 @@ def init(
     return PenaltyState(
         learner=learner_lib.init(networks, key, METRICS),
         running=acting.running(networks, num_envs),
-        storage=episode_memory.init(example, num_envs, config.update_every, shape.max_length),
+        storage=episode_memory.init(
+            example, num_envs, config.update_every, config.memory_length(shape.max_length)
+        ),
         penalty=jnp.asarray(config.kl_init_penalty, jnp.float32),
     )
 

@@ -167,18 +167,21 @@ def test_recurrent_needs_the_penalty_objective_and_box_actions():
         config_lib.ClippedConfig(recurrent=True)  # The clipped objective has no such setting.
 
 
-def test_chunks_must_divide_episodes():
-    shape = config_lib.RunShape(num_envs=4, max_length=1000, steps=1)
-    with pytest.raises(ValueError) as error:
-        config_lib.PenaltyConfig(chunk_length=300).check(shape)
-    assert str(error.value) == (  # Which value to set, not only that it failed.
-        "chunk_length = 300 must divide max_length = 1000: set chunk_length=250 (the largest "
-        "divisor below), or 1000"
-    )
-    with pytest.raises(ValueError, match="chunk_length = 300 must divide max_length = 1000"):
-        env = jax_env.VmapBatch(classic.make("Pendulum-v1"), 4)
-        config = config_lib.PenaltyConfig(chunk_length=300)
-        loop.build(loop_runs.config_for(config, env, max_length=1000, steps=1), env)
+def test_an_episode_limit_chunks_do_not_divide_is_kept_in_whole_chunks():
+    # An env's own limit sets max_length (MountainCarContinuous's 999, a JAX-native env's
+    # 60), which the preset's chunk_length of 50 did not divide: the run was refused.
+    config = config_lib.PenaltyConfig(chunk_length=50, update_every=2)
+    assert [config.memory_length(n) for n in (60, 100, 999, 30)] == [100, 100, 1000, 30]
+    recurrent = config_lib.PenaltyConfig(chunk_length=50, recurrent=True)
+    assert recurrent.memory_length(999) == 999  # A whole episode a row.
+    env = jax_env.VmapBatch(jax_env.TimeLimit(classic.make("Pendulum-v1").env, 60), 4)
+    run = loop_runs.config_for(config, env, max_length=60, steps=480)
+    programs, state = loop.build(run, env, train_steps=120, eval_steps=60)
+    assert state.agent.storage.max_length == 100
+    for _ in range(2):
+        state, metrics = loop.run_phase(programs, state, eval_episodes=1)
+    assert int(state.agent.learner.updates) == 4 and metrics["train/length"] == 60
+    assert all(np.isfinite(metrics[name]) for name in penalty.METRICS)
     assert config_lib.PenaltyConfig(chunk_length=500).chunk(200) == 200
     assert config_lib.PenaltyConfig(chunk_length=50, recurrent=True).chunk(200) == 200
 

@@ -795,6 +795,13 @@ def test_arguments_no_run_takes_are_one_line_before_any_folder_is_made(pendulum)
         batchrl.load(5)
 
 
+def test_a_jax_native_env_on_a_host_backend_is_told_the_backend_it_needs():
+    # It was told "a Gymnasium env is given as a constructor", which it never was.
+    said = r"^backend='processes' needs a Gymnasium env's constructor, got TimeLimit \(a JAX"
+    with pytest.raises(ValueError, match=said + r"-native env: set backend='jax'\)$"):
+        batchrl.train("pendulum_jax", env=classic.make("Pendulum-v1"), backend="processes")
+
+
 def test_a_script_that_trains_outside_its_main_guard_trains_nothing_in_its_workers(tmp_path):
     # Each worker runs the script again as it starts: its `train` made a run folder there
     # before its envs refused to start (and a JAX-native preset trained whole, in every

@@ -223,7 +223,9 @@ def _check_given(config: TrainConfig, env: Any) -> None:
             f"max_length), got {type(env).__name__}"
         )
     if not native and not callable(env):
-        raise ValueError(f"a Gymnasium env is given as a constructor, got {type(env).__name__}")
+        jax = " (a JAX-native env: set backend='jax')" * isinstance(env, jax_env.Env)
+        got = f"got {type(env).__name__}{jax}"
+        raise ValueError(f"backend={config.backend!r} needs a Gymnasium env's constructor, {got}")
     if not native and config.backend in ("mujoco", "ale"):
         backend = config.backend
         raise ValueError(f"backend={backend!r} builds its envs by name: give env as an id")

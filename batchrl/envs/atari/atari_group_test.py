@@ -219,7 +219,7 @@ def test_close_ends_the_games_threads_even_in_a_step():
 @pytest.mark.parametrize(
     ("game", "options", "message"),
     [
-        ("braekout", {}, r"unknown Atari game 'braekout': name a ROM of ale-py \(.*breakout"),
+        ("braekout", {}, r"unknown Atari game 'braekout': .*; did you mean 'breakout'\?$"),
         ("CartPole-v1", {}, r"unknown Atari game 'CartPole-v1'"),
         # CleanRL's id: a known game, of ale-py's single env.
         ("BreakoutNoFrameskip-v4", {}, r"'BreakoutNoFrameskip-v4' is an id of ale-py's single "),

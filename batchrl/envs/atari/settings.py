@@ -11,6 +11,7 @@ its autoreset mode, and the whole batch each step (no `batch_size`).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 import numbers
 from typing import Any
@@ -30,7 +31,7 @@ _SINGLE_ENTRY_POINT = "ale_py.env:AtariEnv"  # Of every id; only v5 ids have the
 WHOLE_GAMES = {"episodic_life": False, "life_loss_info": False, "reward_clipping": False}
 # AtariVectorEnv's keywords that the batch sets, and why a caller cannot.
 _SET_BY_THE_BATCH = {
-    "num_threads": "give BatchEnv.atari's threads instead",
+    "num_threads": "give BatchEnv.atari's threads (a run's env_threads) instead",
     "autoreset_mode": "give BatchEnv.atari's autoreset_mode instead",
     "batch_size": "a BatchEnv steps every env each step",
 }
@@ -138,10 +139,12 @@ def _game(game: str) -> tuple[str, dict[str, Any]]:
             f"game {rom!r}{v5}, and its settings as options"
         )
     if spec is None or spec.vector_entry_point != _VECTOR_ENTRY_POINT:
-        known = ", ".join(roms.get_all_rom_ids())
+        v5 = [name for name in gym.registry if name.startswith("ALE/") and name.endswith("-v5")]
+        close = difflib.get_close_matches(game, [*roms.get_all_rom_ids(), *v5], n=1)
+        close = f"; did you mean {close[0]!r}?" if close else ""  # Not all 104 ROMs listed.
         raise ValueError(
-            f"unknown Atari game {game!r}: name a ROM of ale-py ({known}) or its v5 id, as "
-            f"'breakout' or 'ALE/Breakout-v5'"
+            f"unknown Atari game {game!r}: name a ROM of ale-py or its v5 id, as 'breakout' or "
+            f"'ALE/Breakout-v5'{close}"
         )
     kwargs = dict(spec.kwargs)
     return kwargs.pop("game"), kwargs

@@ -8,6 +8,7 @@ wrong shape, dtype or return is one line naming the function and the value, not 
 
 from __future__ import annotations
 
+import numbers
 import os
 import traceback
 from typing import Any
@@ -25,7 +26,8 @@ _JAX_FOLDERS = tuple(os.path.dirname(module.__file__) + os.sep for module in (ja
 def check(env: jax_env.Env) -> None:
     """A one-line ValueError for the first thing `env`'s reset or step returns amiss."""
     name = type(getattr(env, "env", env)).__name__
-    if not isinstance(env.max_length, int) or env.max_length < 1:
+    whole = isinstance(env.max_length, numbers.Integral) and not isinstance(env.max_length, bool)
+    if not whole or env.max_length < 1:  # numpy's ints too, as Gymnasium's TimeLimit takes.
         got = env.max_length
         raise ValueError(f"env {name}'s max_length must be an int of at least 1, got {got!r}")
     spec = env.env_spec

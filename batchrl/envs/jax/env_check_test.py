@@ -5,6 +5,7 @@ import re
 from typing import ClassVar
 
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import batchrl
@@ -82,8 +83,10 @@ def test_what_a_jax_envs_reset_or_step_returns_amiss_is_one_line_naming_it(env, 
 
 
 def test_a_sound_env_passes_in_its_time_limit_too():
-    for env in (Broken(), jax_env.TimeLimit(classic.CartPole(), 50)):
-        env_check.check(env)
+    # A numpy int as the limit too, as Gymnasium's TimeLimit takes one.
+    for limit in (50, np.int64(50)):
+        env_check.check(jax_env.TimeLimit(classic.CartPole(), limit))
+    env_check.check(Broken())
 
 
 def test_an_env_objects_time_limit_is_the_runs_unless_a_keyword_sets_one():
