@@ -415,8 +415,8 @@ def test_an_empty_timestamp_is_refused_not_a_new_run(tmp_path, capsys):
         ),
         (
             ["--config", "pendulum", "--set", "batch_size=15", "learner_devices=2"],
-            "minibatches of min(batch_size = 15, (update_every + num_envs) * max_length / "
-            "chunk_length = 240) = 15 rows do not split over learner_devices = 2",
+            "minibatches of min(batch_size = 15, (update_every + num_envs) * ceil(max_length / "
+            "chunk_length) = 240) = 15 rows do not split over learner_devices = 2",
         ),
         (["--timestamp", "19990101T000000"], "no run with timestamp '19990101T000000'"),
         (  # A YAML parser's "expected '<document start>'" named no way on.
