@@ -114,7 +114,8 @@ def test_env_i_seeded_with_seed_plus_i_plays_as_ale_pys_env_of_that_seed():
 
 
 def test_the_spec_builds_the_same_games_with_gymnasium():
-    with BatchEnv.atari("pong", 2, noop_max=5, frameskip=3) as ours:
+    # numpy's ints too, which ale-py alone refuses as a frameskip.
+    with BatchEnv.atari("pong", 2, noop_max=np.int64(5), frameskip=np.int64(3)) as ours:
         spec = ours.spec
         assert spec.id == "ALE/Pong-v5" and spec.kwargs["frameskip"] == 3
         assert spec.kwargs["repeat_action_probability"] == 0.0  # AtariVectorEnv's default.

@@ -95,9 +95,11 @@ def resolve(game: str, options: dict[str, Any]) -> Settings:
                 f"unknown option {name!r} of BatchEnv.atari: AtariVectorEnv takes "
                 f"{', '.join(allowed)}"
             )
-    chosen = {**allowed, **{k: v for k, v in registered.items() if k in allowed}, **options}
     for name, value in options.items():
         _check_value(name, value, allowed[name])
+    # numpy's numbers as Python's, which ale-py alone takes (its frameskip refuses np.int64).
+    options = {k: v.item() if isinstance(v, np.generic) else v for k, v in options.items()}
+    chosen = {**allowed, **{k: v for k, v in registered.items() if k in allowed}, **options}
     return Settings(rom, chosen, _spec(rom, chosen))
 
 
