@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import cloudpickle
 import numpy as np
@@ -16,6 +16,12 @@ from gymnasium.vector import AutoresetMode
 
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host import obs_tree
+
+
+class Sent(NamedTuple):
+    """A step's encoded infos (`infos.encode`) sent in its answer; None where all are empty."""
+
+    infos: tuple | None
 
 
 class Host:
@@ -54,15 +60,22 @@ class Host:
         node = ray.get_runtime_context().get_node_id()
         return node, os.getpid(), batch.single_observation_space, batch.single_action_space
 
-    def step(self, actions: np.ndarray, autoreset: AutoresetMode) -> tuple:
-        """One step of every env: obs, reward, terminated, truncated, and the workers' restarts."""
+    def step(self, actions: np.ndarray, autoreset: AutoresetMode, read: bool) -> tuple:
+        """One step of every env: obs, reward, terminated, truncated, workers' restarts, infos.
+
+        The infos are `Sent` where the caller reads them at once (`read`), else kept here
+        until asked for (None).
+        """
         results = (self._obs, self._reward, self._terminated, self._truncated)
         # Counted as the parent counts it, even if an env raises: step numbers name infos.
         self._steps += 1
         self._kept.pop(self._steps - infos_lib.KEPT_STEPS, None)
         # As the parent's batch sent them: in the space's dtypes when it trains.
-        self._kept[self._steps] = self._batch.step_into(actions, *results, autoreset, as_given=True)
-        return (*results, self._batch.restarts)
+        infos = self._batch.step_into(actions, *results, autoreset, read, as_given=True)
+        if read:  # In this answer: a second call would cost as much again.
+            return (*results, self._batch.restarts, Sent(infos_lib.encode(list(infos))))
+        self._kept[self._steps] = infos
+        return (*results, self._batch.restarts, None)
 
     def infos(self, step: int) -> Any:
         """The encoded infos of `step` (`infos.encode`), kept for the last KEPT_STEPS steps."""

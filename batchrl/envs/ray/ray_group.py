@@ -5,7 +5,8 @@ process (`process.ProcessGroup`), so `BatchEnv` steps actors as it steps workers
 actor is sent its actions first, then each is collected, and a batch step costs one Ray
 call per actor, not per env. Inside, an actor is a `BatchEnv.external` over its envs;
 the parent gives every env its seed, so a batch gives the same results on Ray as on
-local workers. Infos stay in the actor until read, as they stay in workers. A dead
+local workers. Infos the caller reads at once come in the step's answer; others stay in
+the actor until read, as they stay in workers. A dead
 actor or a lost node is `EnvCrashedError`, a silent actor `EnvTimeoutError`, and
 `restart=True` replaces an actor on a live node, its envs reseeded as a restarted
 worker's are.
@@ -169,7 +170,7 @@ class RayGroup(remote.RemoteGroup):
         """Closes the actor's envs and workers, then ends the actor."""
         if self._closed:
             return
-        if self._broken is None:
+        if self._broken is None and import_ray().is_initialized():
             self._fetch_owed(keep_newest=0)
             with contextlib.suppress(errors.EnvError):
                 self._get(self._actor.close.remote(), "close", ACTOR_GRACE)
@@ -181,24 +182,27 @@ class RayGroup(remote.RemoteGroup):
 
     def _send_step(self, actions: np.ndarray, autoreset: AutoresetMode, read: bool) -> None:
         self._sent = time.monotonic()
-        self._ref = self._actor.step.remote(actions, autoreset)  # Serialized at the call.
+        # Serialized at the call. Infos the caller reads at once come in its answer.
+        self._ref = self._remote("step", actions, autoreset, read)
 
     def _receive_step(self) -> Any:
         buffers = self.buffers
-        obs, reward, terminated, truncated, restarts = self._get(
+        obs, reward, terminated, truncated, restarts, sent = self._get(
             self._ref, "step", self._wait, since=True
         )
         obs_tree.put(buffers.obs, Ellipsis, obs)
         buffers.reward[...] = reward
         buffers.terminated[...], buffers.truncated[...] = terminated, truncated
         self._current_restarts = restarts
+        if sent is not None:
+            return sent.infos  # Encoded; None where every env's infos are empty.
         infos = infos_lib.Owed(functools.partial(self._fetch, self._generation, self._steps))
         self._ledger.add(self._steps, infos)
         return infos
 
     def _send_reset(self, indices: list[int], seeds: list, options: dict | None) -> None:
         self._sent = time.monotonic()
-        self._ref = self._actor.reset.remote(indices, seeds, options)
+        self._ref = self._remote("reset", indices, seeds, options)
 
     def _receive_reset(self, indices: list[int]) -> list[dict]:
         obs, infos = self._get(self._ref, "reset", self._wait, since=True)
@@ -212,7 +216,23 @@ class RayGroup(remote.RemoteGroup):
 
     def _send_request(self, method: str, *args: Any) -> None:
         """Asks the actor for its `method(*args)`."""
-        self._ref = getattr(self._actor, method).remote(*args)
+        self._ref = self._remote(method, *args)
+
+    def _remote(self, method: str, *args: Any) -> Any:
+        """The ref of the actor's `method(*args)`, sent; an EnvError if Ray was shut down.
+
+        Ray would start a fresh Ray of its own for the call, then fail it: the actor died
+        with the Ray the caller shut down.
+        """
+        if not import_ray().is_initialized():
+            self._broken = "Ray was shut down"
+            raise errors.EnvError(
+                f"{self._describe()} is gone: Ray was shut down (ray.shutdown()) while the "
+                "batch was open; close the batch first",
+                self.name,
+                method,
+            )
+        return getattr(self._actor, method).remote(*args)
 
     def _receive_request(self, command: str) -> Any:
         return self._get(self._ref, command, self._wait)
@@ -228,7 +248,7 @@ class RayGroup(remote.RemoteGroup):
                 self.name,
                 "infos",
             )
-        return self._get(self._actor.infos.remote(step), "infos", self._wait)
+        return self._get(self._remote("infos", step), "infos", self._wait)
 
     def _fetch_owed(self, keep_newest: int) -> None:
         """Fetches the owed infos that something still holds, but for the `keep_newest` last."""

@@ -135,6 +135,28 @@ def test_infos_are_fetched_when_read_and_after_later_steps(cluster):
         np.testing.assert_array_equal(infos["seed"], [7, 8, 9, 10])
 
 
+def test_infos_read_at_once_come_in_the_steps_answer(cluster):
+    # They took a second call per actor per step, which cost as much again, and an actor
+    # lost between the two calls lost a step it had answered ("died during infos").
+    actions = np.random.default_rng(0).uniform(-1, 1, (2, 3)).astype(np.float32)
+
+    def step(env):
+        env.reset(seed=3)
+        results = (np.empty((2, 11)), np.empty(2), np.empty(2, bool), np.empty(2, bool))
+        return env.step_into(actions, *results, read_infos=True)
+
+    with BatchEnv.ray("Hopper-v5", 2, actors=1) as on_ray:
+        ours = step(on_ray)
+        actor = _hosts()[0].pid
+        os.kill(actor, signal.SIGKILL)
+        assert wait_gone([actor]) == []
+        ours = list(ours)  # Read once the actor is gone.
+    with BatchEnv.external("Hopper-v5", 2) as local:
+        theirs = list(step(local))
+    assert ours == theirs
+    assert "x_position" in ours[0]
+
+
 def test_an_env_exception_keeps_the_workers_traceback(cluster):
     failing = functools.partial(mock.FailingEnv, where="step", how="raise", at=2)
     with BatchEnv.ray(failing, 2, actors=2) as env:
@@ -389,6 +411,34 @@ def test_without_a_cluster_it_starts_a_local_ray_and_stops_it_at_close(tmp_path)
     assert dashboard in ("None", "''")  # No web UI for a Ray the run starts and stops.
     assert "os.fork" not in result.stderr, result.stderr[-3000:]
     assert stopped == "False"
+
+
+def test_a_batch_open_when_ray_is_shut_down_says_so_and_closes_without_a_new_ray():
+    # Each call started a fresh Ray of its own, dashboard and all, then failed with Ray's
+    # bare Exception "Can't find actor", close among them.
+    script = (
+        "import numpy as np, ray\n"
+        "from batchrl.envs import BatchEnv, EnvError\n"
+        "if __name__ == '__main__':\n"
+        "    env = BatchEnv.ray('Pendulum-v1', 2)\n"
+        "    env.reset(seed=0)\n"
+        "    ray.shutdown()\n"
+        "    for _ in range(2):\n"
+        "        try:\n"
+        "            env.step(np.zeros((2, 1), np.float32))\n"
+        "        except EnvError as error:\n"
+        "            print(error)\n"
+        "    env.close()\n"
+        "    print(ray.is_initialized())\n"
+    )
+    result = _with_a_ray_of_its_own([sys.executable, "-c", script])
+    assert result.returncode == 0, result.stderr[-3000:]
+    first, then, started = result.stdout.splitlines()[-3:]
+    gone = r"^env 'Pendulum-v1' \(envs 0-1, Ray actor on node \w{8}\) is gone: Ray was shut down "
+    assert re.match(gone + r"\(ray\.shutdown\(\)\) while the batch was open; close", first)
+    assert then.endswith("is unusable after: Ray was shut down"), then
+    assert started == "False"
+    assert "Started a local Ray instance" not in result.stderr
 
 
 # Starts a local Ray and presses Ctrl-C once Ray's agents run, before `ray.init` returns;
