@@ -435,21 +435,30 @@ def test_checkpoints_past_the_one_resumed_that_do_not_load_are_set_aside(tmp_pat
     batchrl.load(run.rundir)  # Its newest checkpoint, the resumed run's last.
 
 
-def test_a_best_policy_that_does_not_load_is_set_aside_and_replaced(tmp_path, caplog):
+@pytest.mark.parametrize("kind", ["garbage", "another run's"])
+def test_a_best_policy_that_does_not_load_is_set_aside_and_replaced(tmp_path, caplog, kind):
     # Garbage in best.bin was kept on without a word, past every phase that scored less
-    # than the rows' best, and `evaluate --best` found it only later.
+    # than the rows' best, and `evaluate --best` found it only later. Another run's, of
+    # other layers, was kept on as well, and `load(best=True)` refused it.
     settings = dict(TINY_PENALTY, phase_steps=200, eval_every=1)
-    run = batchrl.train("pendulum_jax", steps=400, logdir=tmp_path, **settings)
+    run = batchrl.train("pendulum_jax", steps=400, logdir=tmp_path / "run", **settings)
     best = run.rundir / "checkpoints" / "best.bin"
-    best.write_bytes(b"not a checkpoint")
+    if kind == "garbage":
+        best.write_bytes(b"not a checkpoint")
+        why = "bad magic: not a batchrl checkpoint"
+    else:
+        settings["policy_layers"] = (8,)
+        other = batchrl.train("pendulum_jax", steps=200, logdir=tmp_path / "other", **settings)
+        best.write_bytes((other.rundir / "checkpoints" / "best.bin").read_bytes())
+        why = "structure mismatch at /agent/learner/params"
+    copied = best.read_bytes()
     caplog.set_level("WARNING", logger="batchrl")
     batchrl.resume(run.rundir, steps=600)
     said = [record.getMessage() for record in caplog.records]
-    assert [text for text in said if "skipped-best.bin" in text] == [
-        f"{best}: bad magic: not a batchrl checkpoint; set aside as skipped-best.bin: the next "
-        "evaluation is kept"
-    ]
-    assert (best.parent / "skipped-best.bin").read_bytes() == b"not a checkpoint"
+    (aside,) = [text for text in said if "skipped-best.bin" in text]
+    assert aside.startswith(f"{best}: {why}")
+    assert aside.endswith("; set aside as skipped-best.bin: the next evaluation is kept")
+    assert (best.parent / "skipped-best.bin").read_bytes() == copied
     batchrl.load(run.rundir, best=True)  # Phase 3's, evaluated after the resume.
 
 

@@ -35,6 +35,7 @@ logger = logging.getLogger("batchrl.training")
 # `evaluate --best`) reads none of it and no resume starts from `best.bin`. The seed's
 # `humanoid` holds up to 147 MB of running episodes there.
 _STORAGE = (("agent", "storage"),)
+_LEARNER = ("agent", "learner")  # What `load` reads of `best.bin`: the policy.
 
 
 class Keeper:
@@ -248,11 +249,12 @@ def _say_rows_replaced(rundir: pathlib.Path) -> None:
     path = run_folder.metrics(rundir)
     rows = results.phases(metrics_log.read_jsonl(path)) if path.exists() else []
     if rows:
+        held = "1 phase's row" if len(rows) == 1 else f"{len(rows)} phases' rows"
         logger.warning(
-            "%s holds %d phases' rows but no checkpoint: the run trains again from its start "
-            "and writes them anew",
+            "%s holds %s but no checkpoint: the run trains again from its start and writes "
+            "them anew",
             rundir.name,
-            len(rows),
+            held,
         )
 
 
@@ -327,13 +329,16 @@ def _best_return(rundir: pathlib.Path, state: loop.RunState) -> float:
     A resumed run re-does the phases after its checkpoint, and `best.bin` follows their
     rows. A `best.bin` of a phase up to `state`'s counts with the score it holds: rows
     that said it may be gone (a deleted metrics.jsonl), and a later phase that scored
-    less would replace the best policy the run had. One that does not load is set aside,
-    and the next evaluated phase is kept in its place.
+    less would replace the best policy the run had. One that does not load into this
+    run's policy (corrupt, or another run's) is set aside, and the next evaluated phase is
+    kept in its place.
     """
     scores = list(_eval_returns(rundir, int(state.env_steps)).values())
     path = run_folder.checkpoints(rundir) / checkpoint.BEST
     try:  # None yet: the rows decide.
         phase, score = checkpoint.best_of(path) if path.exists() else (None, None)
+        if phase is not None:  # Another run's would have stood for this run's best.
+            checkpoint.load(path, state.agent.learner, _LEARNER)
     except checkpoint.CheckpointError as error:  # Kept on, unsaid, past any later phase.
         path.rename(path.with_name(f"skipped-{path.name}"))
         logger.warning("%s; set aside as skipped-%s: the next evaluation is kept", error, path.name)

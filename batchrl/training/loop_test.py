@@ -159,14 +159,16 @@ def test_a_resume_whose_checkpoints_none_load_says_what_to_do(tmp_path):
 def test_rows_in_a_folder_of_no_checkpoint_are_said_to_be_written_anew(tmp_path, caplog):
     env = jax_mock.CountingBatch(DURATIONS)
     programs, state = built(env, max_length=4)
-    rows = "".join(f'{{"step": {step}, "train/return": 1.0}}\n' for step in (8, 16))
-    run_folder.metrics(tmp_path).write_text(rows)  # Its checkpoints deleted, say.
-    with caplog.at_level(logging.WARNING, "batchrl.training"):
-        assert keeper.restore(tmp_path, programs, state, env.env_spec) is state
-    said = f"{tmp_path.name} holds 2 phases' rows but no checkpoint: the run trains again"
-    assert [r.getMessage() for r in caplog.records] == [
-        f"{said} from its start and writes them anew"
-    ]
+    for steps, held in [((8, 16), "2 phases' rows"), ((8,), "1 phase's row")]:
+        rows = "".join(f'{{"step": {step}, "train/return": 1.0}}\n' for step in steps)
+        run_folder.metrics(tmp_path).write_text(rows)  # Its checkpoints deleted, say.
+        with caplog.at_level(logging.WARNING, "batchrl.training"):
+            assert keeper.restore(tmp_path, programs, state, env.env_spec) is state
+        said = f"{tmp_path.name} holds {held} but no checkpoint: the run trains again"
+        assert [r.getMessage() for r in caplog.records] == [
+            f"{said} from its start and writes them anew"
+        ]
+        caplog.clear()
 
 
 @pytest.mark.parametrize("objective", ["kl_penalty", "clipped"])
