@@ -119,7 +119,8 @@ def evaluate(
     """The mean return and length over at least `episodes` episodes of each checkpoint.
 
     `each` is called with each row as soon as it is made: a later checkpoint that fails
-    to load then costs only its own rows.
+    to load then costs only its own rows. Of every kept checkpoint, one that does not
+    load is skipped with a note (unless none before it loaded, and it is the last).
 
     The checkpoints are `phases` and, with `best`, the best-evaluated state; every kept
     checkpoint when neither is given. With `repeats` above 1, each checkpoint is scored
@@ -215,8 +216,19 @@ def evaluate(
         if normalizer_from is not None:
             obs_norm = load(checkpoint.path_for(directory, normalizer_from)).agent.learner.obs_norm
         rows = []
-        for path in paths:
-            saved = load(path)
+        for number, path in enumerate(paths):
+            try:
+                saved = load(path)
+            except checkpoint.CheckpointError as error:
+                # Every kept phase asked: one that does not load costs its rows, not the rest.
+                if (
+                    phases
+                    or path.name == checkpoint.BEST
+                    or (number == len(paths) - 1 and not rows)
+                ):
+                    raise
+                print(f"evaluate: note: {error}; skipped", file=sys.stderr)
+                continue
             agent = saved.agent
             if average_last > 1:
                 earlier = [

@@ -322,11 +322,26 @@ def test_a_checkpoint_the_training_run_drops_meanwhile_is_said_so(run, tmp_path,
     with run_folder.held(copy), pytest.MonkeyPatch.context() as patch:
         patch.setattr(checkpoint, "load", dropped_first)
         assert evaluate.main(["--logdir", str(copy), "--episodes", "2"]) == 1
-    path = checkpoint.path_for(run_folder.checkpoints(copy), 4)
+    path = lambda phase: checkpoint.path_for(run_folder.checkpoints(copy), phase)  # noqa: E731
+    said = "was removed as the run trains on (keep_checkpoints): evaluate its phases still kept"
     assert capsys.readouterr().err == (
-        f"evaluate: error: {path} was removed as the run trains on (keep_checkpoints): evaluate "
-        "its phases still kept, or evaluate once it ends\n"
+        f"evaluate: note: {path(4)} {said}, or evaluate once it ends; skipped\n"
+        f"evaluate: note: {path(5)} {said}, or evaluate once it ends; skipped\n"
+        f"evaluate: error: {path(6)} {said}, or evaluate once it ends\n"
     )
+
+
+def test_a_kept_checkpoint_that_does_not_load_costs_its_rows_not_the_others(run, tmp_path, capsys):
+    # Every kept phase asked for: the first that did not load ended the command, and the
+    # runs after it in a folder of seeds were never scored.
+    copy = tmp_path / run.name
+    shutil.copytree(run, copy)
+    path = checkpoint.path_for(run_folder.checkpoints(copy), 5)
+    path.write_bytes(path.read_bytes()[:1000])
+    assert evaluate.main(["--logdir", str(copy), "--episodes", "2"]) == 0
+    out, err = capsys.readouterr()
+    assert [json.loads(line)["phase"] for line in out.splitlines()] == [4, 6]
+    assert err.startswith(f"evaluate: note: {path}: truncated") and err.endswith("; skipped\n")
 
 
 def test_a_run_trained_on_a_device_this_machine_lacks_is_scored_on_its_default(
