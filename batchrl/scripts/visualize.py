@@ -342,7 +342,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"visualize: error: {error}", file=sys.stderr)
         return 1
     except Exception as error:
+        from batchrl.training import checkpoint  # Imported with the policy: after the GL.
+
         name, said = type(error).__name__, exiting.first_line(error)
+        if isinstance(error, checkpoint.CheckpointError):  # Its text names file and fault.
+            name = said
         print(f"visualize: error: {name}{': ' + said if said != name else ''}", file=sys.stderr)
         return 1
     _say(stats)

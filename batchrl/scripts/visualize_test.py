@@ -198,6 +198,18 @@ def test_missing_run_or_checkpoint_is_one_line(tmp_path, capsys):
     assert err == "visualize: error: --seed must be a whole number in [0, 2**31), got -2\n"
 
 
+def test_a_corrupt_best_policy_is_one_line_naming_the_file(run, tmp_path, capsys):
+    # It read "CheckpointError: <path>: truncated ...", the class's name before its text.
+    copy = tmp_path / run.name
+    shutil.copytree(run, copy)
+    best = copy / "checkpoints" / "best.bin"
+    best.write_bytes(best.read_bytes()[:100])
+    args = ["--logdir", str(copy), "--outdir", str(tmp_path / "out"), "--best"]
+    assert visualize.main(args) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"visualize: error: {best}: truncated") and err.count("\n") == 1
+
+
 def test_one_run_folder_as_the_argument_or_logdir(run, tmp_path, capsys):
     out = tmp_path / "argument"
     assert visualize.main([str(run), "--outdir", str(out), "--episodes", "1"]) == 0
