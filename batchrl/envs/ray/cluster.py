@@ -35,6 +35,9 @@ def build(
     # Checked here, not in the actors, where a bad one would read as an env's failure.
     envs_per_worker = arguments.check_envs_per_worker(envs_per_worker)
     actors = _check_actors(actors, len(constructors))
+    # Before Ray starts (seconds): by the layout where `actors` sets it, else as far as
+    # it can be without the cluster's nodes.
+    _check_local_envs(local_envs, _fewest(len(constructors), actors or 1))
     ray_group.SESSION.join()
     groups: list[ray_group.RayGroup] = []
     try:
@@ -46,7 +49,7 @@ def build(
                 f"pass actors from 1 to {len(constructors)}"
             )
         bounds = [len(constructors) * k // count for k in range(count + 1)]
-        _check_local_envs(local_envs, min(hi - lo for lo, hi in itertools.pairwise(bounds)))
+        _check_local_envs(local_envs, _fewest(len(constructors), count))
         host_options = {
             "envs_per_worker": envs_per_worker,
             "local_envs": local_envs,
@@ -88,6 +91,11 @@ def _check_actors(actors: Any, num_envs: int) -> int | None:
     ):
         raise ValueError(f"actors must be between 1 and num_envs={num_envs}, got {actors!r}")
     return int(actors)
+
+
+def _fewest(num_envs: int, count: int) -> int:
+    """The fewest envs an actor holds of `num_envs` split evenly over `count` actors."""
+    return num_envs // count
 
 
 def _check_local_envs(local_envs: Any, fewest: int) -> None:

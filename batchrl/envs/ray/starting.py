@@ -63,6 +63,12 @@ def reach(address: str, named: bool = True) -> None:
         )
     host, colon, port = address.removeprefix("ray://").rpartition(":")
     if not colon or not port.isdigit():
+        if named and address not in ("", "auto", "local") and not address.startswith("ray://"):
+            raise ValueError(  # Ray's own: "Invalid address format: foo".
+                f"RAY_ADDRESS={address!r} is not an address: give the cluster's head as "
+                "HOST:6379 (ray://HOST:10001 for Ray Client), 'auto' for the cluster started "
+                "last on this machine, or 'local' to start Ray in this process"
+            )
         return
     try:
         with socket.create_connection((host.strip("[]"), int(port)), REACH_SECONDS) as head:

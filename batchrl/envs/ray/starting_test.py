@@ -32,6 +32,9 @@ def test_an_address_nothing_answers_at_is_one_line_naming_it():
     )
     for left_to_ray in ("", "auto", "local"):
         starting.reach(left_to_ray)
+    for malformed in ("localhost", "1.2.3", "head:port"):  # Ray's "Invalid address format".
+        with pytest.raises(ValueError, match=rf"^RAY_ADDRESS={malformed!r} is not an address"):
+            starting.reach(malformed)
     # The dashboard's address, as `ray job submit` takes it: "Name or service not known".
     with pytest.raises(ValueError, match=r"^RAY_ADDRESS='http://127.0.0.1:8265' is a dashb"):
         starting.reach("http://127.0.0.1:8265")
@@ -109,3 +112,15 @@ def test_a_refused_connection_says_what_to_check_by_whether_a_token_is_set(monke
         assert "must be the cluster's, and the address its head's HOST:6379" in said
     else:
         assert "started with RAY_AUTH_MODE=token needs it set here too" in said
+
+
+@pytest.mark.parametrize(("actors", "fewest"), [(2, 2), (None, 5)])
+def test_a_bad_local_envs_is_refused_before_ray_is_reached(monkeypatch, actors, fewest):
+    # Ray started (seconds), or RAY_ADDRESS was reached, before the argument was read.
+    from batchrl.envs import BatchEnv
+
+    with closed_port() as port:
+        monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+        words = rf"^local_envs applies per actor: .* from 0 to {fewest} .*, got 6$"
+        with pytest.raises(ValueError, match=words):
+            BatchEnv.ray("Pendulum-v1", 5, actors=actors, local_envs=6)
