@@ -112,10 +112,14 @@ def make(name: str, **params: Any) -> jax_env.TimeLimit:
         ValueError: gymnax has no env `name` (the message lists those it has), or its
             parameters no field of a name in `params`.
         ImportError: gymnax is not installed, or a module it imports is missing (named).
+            Or the env reads or downloads data it cannot here (MNISTBandit's, offline).
     """
     if name not in names():
         raise ValueError(f"unknown gymnax env {name!r}; gymnax has: {', '.join(names())}")
-    env, defaults = _gymnax().make(name)
+    try:
+        env, defaults = _gymnax().make(name)
+    except OSError as error:  # A URLError's text holds only its reason.
+        raise ValueError(f"gymnax env {name!r} cannot be made here: {error!r}") from error
     return wrap(env, with_params(name, defaults, params), name)
 
 

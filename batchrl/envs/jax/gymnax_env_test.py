@@ -1,7 +1,9 @@
 """gymnax envs as JAX-native envs: stepped as gymnax steps them, time limits truncated."""
 
 import dataclasses
+import os
 import re
+import socket
 
 import gymnax
 import jax
@@ -134,6 +136,28 @@ def test_the_acrobot_preset_learns_within_two_phases():
     # to -88 after two phases (seed 1 was still at -269 after one); the full preset ends
     # near -83 (seeds 0-2: -82.8, -83.6, -82.1).
     assert metrics[-1]["eval/return"] >= -150, [m["eval/return"] for m in metrics]
+
+
+@pytest.mark.slow  # A train command's start: seconds.
+def test_an_env_whose_data_cannot_be_downloaded_is_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    # MNISTBandit downloads MNIST as it is made: offline, the train command's traceback
+    # ended in urllib. Here its downloads go through a proxy that refuses them.
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        proxy = f"http://127.0.0.1:{held.getsockname()[1]}"
+        script = [sys.executable, "-m", "batchrl.scripts.train", "--logdir", str(tmp_path)]
+        script += ["--config", "pendulum_jax", "--set", "backend=gymnax"]
+        script += ["env=MNISTBandit-bsuite", "steps=100"]
+        environ = {**os.environ, "https_proxy": proxy, "http_proxy": proxy, "no_proxy": ""}
+        done = subprocess.run(script, capture_output=True, text=True, env=environ, cwd=tmp_path)
+    assert done.returncode == 1, done.stderr[-2000:]
+    assert re.fullmatch(
+        r"batchrl: error: gymnax env 'MNISTBandit-bsuite' cannot be made here: URLError\(.*\)\n",
+        done.stderr,
+    ), done.stderr[-2000:]
 
 
 def test_a_module_gymnax_needs_and_lacks_is_named_in_the_error():
