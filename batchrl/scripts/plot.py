@@ -355,9 +355,13 @@ def main(argv: list[str] | None = None) -> int:
         del runs[label]
     missing = [m for m in args.metrics if not any(series(r, m, args.x)[0] for r in runs.values())]
     known = sorted({key for records in runs.values() for row in records for key in row})
-    if set(missing) <= set(known) and len(missing) < len(args.metrics):  # Some null so far.
-        for metric in missing:  # No training episode ended yet, say: the others are drawn.
-            print(f"plot: note: {metric} is null in every row so far; left out", file=sys.stderr)
+    # Null so far (no training episode ended), or a default not yet written (no phase
+    # evaluated): the others are drawn. A metric asked for by a name no row has is a typo.
+    default = args.metrics == list(DEFAULT_METRICS)
+    if (default or set(missing) <= set(known)) and len(missing) < len(args.metrics):
+        for metric in missing:
+            why = "is null in every row" if metric in known else "has no value in any row"
+            print(f"plot: note: {metric} {why} so far; left out", file=sys.stderr)
         args.metrics = [metric for metric in args.metrics if metric not in missing]
         missing = []
     if missing:

@@ -164,6 +164,24 @@ def test_a_metric_no_run_has_or_an_unknown_format_exits_2_with_one_line(runs, tm
     assert len(error.splitlines()) == 1
 
 
+def test_runs_not_yet_evaluated_draw_their_train_returns_by_default(tmp_path, capsys):
+    # A run stopped before its first evaluation (pendulum_jax evaluates every 10 phases)
+    # had no plot of the defaults: "no run has a value of metric 'eval/return'; did you
+    # mean 'train/return'?", the other default.
+    run = tmp_path / "early"
+    fake_run(run, offset=-800.0)
+    lines = (run / "metrics.jsonl").read_text().splitlines()[:2]
+    rows = [{k: v for k, v in json.loads(line).items() if k != "eval/return"} for line in lines]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "c.png"
+    assert plot.main([str(run), "--out", str(out)]) == 0
+    assert capsys.readouterr().err == (
+        "plot: note: eval/return has no value in any row so far; left out\n"
+    )
+    assert_png(out)
+    assert plot.main([str(run), "--metrics", "eval/return", "--out", str(out)]) == 2
+
+
 def test_a_metric_null_in_every_row_is_left_out_or_said_so_not_suggested(tmp_path, capsys):
     # A tiny acrobot run ended no training episode: "no run has a value of metric
     # 'train/return'; did you mean 'train/return'?", and no image of its eval returns.
