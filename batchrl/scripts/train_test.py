@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import batchrl
 from batchrl import configs
 from batchrl.conftest import wait_gone
 from batchrl.scripts import train
@@ -386,6 +387,36 @@ def test_an_empty_timestamp_is_refused_not_a_new_run(tmp_path, capsys):
         train.main(["--logdir", str(tmp_path), "--config", "pendulum_jax", "--timestamp", " "])
     assert "--timestamp names a run to start or resume, got ' '" in capsys.readouterr().err
     assert not any(tmp_path.iterdir())
+
+
+def test_a_new_runs_timestamp_that_names_other_runs_or_seeds_is_refused(tmp_path, capsys):
+    # A together-run resumed without --seeds started a new seed-0 run beside its seeds,
+    # and `--timestamp T1-seed1` without --seed 1 a seed-0 run in a folder named seed 1.
+    for seed in (0, 2):
+        (tmp_path / f"T1-seed{seed}-pendulum_jax").mkdir()
+    base = ["--logdir", str(tmp_path), "--config", "pendulum_jax", *TINY]
+    assert train.main([*base, "--timestamp", "T1"]) == 1
+    assert capsys.readouterr().err == (
+        "batchrl: error: run 'T1' of pendulum_jax trained seeds 0 2 together: resume them "
+        "with --seeds 0 2 (a list of their folders to batchrl.resume), or give a new run "
+        "another timestamp\n"
+    )
+    assert train.main([*base, "--timestamp", "T1-seed1"]) == 1
+    assert capsys.readouterr().err == (
+        "batchrl: error: timestamp 'T1-seed1' names seed 1, and the run's seed is 0: give "
+        "seed=1 (--seed 1) or another timestamp\n"
+    )
+    # {seed} stood in the folder's name.
+    assert train.main([*base, "--seed", "7", "--timestamp", "s{seed}"]) == 2
+    assert "a timestamp holds {seed} with --seeds alone, got 's{seed}'" in capsys.readouterr().err
+    assert sorted(path.name for path in tmp_path.iterdir()) == [
+        "T1-seed0-pendulum_jax",
+        "T1-seed2-pendulum_jax",
+    ]
+    with pytest.raises(
+        ValueError, match=r"^seeds is a list of seeds such as \[0, 1, 2\], got '01'$"
+    ):
+        batchrl.train("pendulum_jax", seeds="01", logdir=tmp_path)
 
 
 @pytest.mark.parametrize(

@@ -304,6 +304,8 @@ def start(
         logger.warning("%s", line)
     if logdir is None:
         return config, None
+    if timestamp is not None:
+        api_arguments.check_new_timestamp(logdir, timestamp, name, config.seed)
     return config, run_folder.create(logdir, config, name, timestamp)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import collections
 import os
 import pathlib
+import re
 import reprlib
 from collections.abc import Sequence
 from typing import Any
@@ -19,6 +20,8 @@ from batchrl.training import run_folder
 def check_seeds(seeds: Any) -> list[int]:
     """`seeds` as a list, or a one-line ValueError: at least one, each once (a folder each)."""
     try:
+        if isinstance(seeds, str | bytes):  # "012": its characters were read as seeds.
+            raise TypeError(seeds)
         seeds = list(seeds)
     except TypeError:  # seeds=5: a count of seeds, or one seed, meant.
         raise ValueError(f"seeds is a list of seeds such as [0, 1, 2], got {seeds!r}") from None
@@ -73,4 +76,35 @@ def check_logdir(logdir: str | os.PathLike | None) -> None:
         raise ValueError(
             f"logdir {os.fspath(logdir)!r} is a run's folder (it holds {run_folder.CONFIG}): "
             f"give the folder that holds runs, such as {parent!r}"
+        )
+
+
+def check_new_timestamp(logdir: str | os.PathLike, timestamp: str, name: str, seed: int) -> None:
+    """A one-line ValueError for a new solo run's timestamp that another run's folders hold.
+
+    The seeds of a together-run stamped `timestamp` (a resume that left out `--seeds`
+    started a new seed-0 run beside them), or a timestamp naming another seed than the
+    run's (`T-seed1` for seed 0), which `stats` and `plot` would then file under a seed
+    it does not train.
+    """
+    logdir = pathlib.Path(logdir)
+    together = sorted(
+        int(match.group(1))
+        for path in (logdir.iterdir() if logdir.is_dir() else [])
+        if (
+            match := re.fullmatch(rf"{re.escape(timestamp)}-seed(\d+)-{re.escape(name)}", path.name)
+        )
+    )
+    if together:
+        seeds = " ".join(map(str, together))
+        raise ValueError(
+            f"run {timestamp!r} of {name} trained seeds {seeds} together: resume them with "
+            f"--seeds {seeds} (a list of their folders to batchrl.resume), or give a new run "
+            "another timestamp"
+        )
+    named = re.search(r"(?:^|-)seed(\d+)$", timestamp)
+    if named and int(named.group(1)) != seed:
+        raise ValueError(
+            f"timestamp {timestamp!r} names seed {named.group(1)}, and the run's seed is "
+            f"{seed}: give seed={named.group(1)} (--seed {named.group(1)}) or another timestamp"
         )

@@ -62,6 +62,8 @@ def name(timestamp: str, config: str) -> str:
             f"a run's timestamp is a non-empty name without '/' or control characters, its "
             f"folder's name at most 255 bytes, got {timestamp!r}"
         )
+    if "{seed}" in timestamp:  # A together-run's seeds fill it in; a solo run's stayed.
+        raise ValueError(f"a timestamp holds {{seed}} with --seeds alone, got {timestamp!r}")
     return folder
 
 

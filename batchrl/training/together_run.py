@@ -333,7 +333,10 @@ def _common_phase(
                 f"seed {config.seed} at phase {phase}"
                 for config, phase in zip(configs, phases, strict=True)
             )
-            each = " and ".join(f"--timestamp {run_folder.parse(f.name)[0]}" for f in rundirs)
+            each = ", ".join(  # With its seed: the folder named for it starts seed 0 else.
+                f"--seed {c.seed} --timestamp {run_folder.parse(f.name)[0]}"
+                for c, f in zip(configs, rundirs, strict=True)
+            )
             # A seed new to the run, or whose folder is gone, is the one to name.
             new = [str(c.seed) for c, p in zip(configs, phases, strict=True) if p == common == 0]
             why = (

@@ -166,7 +166,7 @@ def test_seeds_that_keep_no_common_phase_are_refused_in_one_line(tmp_path, capsy
     assert capsys.readouterr().err == (
         "batchrl: error: the seeds resume from different phases (seed 1 at phase 1, seed 2 at "
         "phase 2) and seed 2 keeps no checkpoint of phase 1: resume each on its own "
-        "(--timestamp s1 and --timestamp s2; a sweep: without --together)\n"
+        "(--seed 1 --timestamp s1, --seed 2 --timestamp s2; a sweep: without --together)\n"
     )
     assert train.main(["--logdir", str(tmp_path), "--timestamp", "s1"]) == 0
 
@@ -184,10 +184,14 @@ def test_a_deleted_seed_folder_does_not_send_the_other_seeds_back_to_the_start(t
     assert capsys.readouterr().err == (
         "batchrl: error: the seeds resume from different phases (seed 1 at phase 2, seed 2 at "
         "phase 0) and seed 2 trained none: resume each on its own "
-        "(--timestamp s1 and --timestamp s2; a sweep: without --together)\n"
+        "(--seed 1 --timestamp s1, --seed 2 --timestamp s2; a sweep: without --together)\n"
     )
     assert (tmp_path / "s1-pendulum_jax" / "metrics.jsonl").read_text() == rows
     assert not (tmp_path / "s2-pendulum_jax").exists()
+    # As told: seed 2 starts on its own, in the folder of its name (it started seed 0).
+    alone = [*args[:4], "--seed", "2", "--timestamp", "s2", *args[9:]]
+    assert train.main(alone) == 0
+    assert run_folder.read_config(tmp_path / "s2-pendulum_jax").seed == 2
 
 
 def test_a_together_run_resumes_with_its_folders_timestamp_added(tmp_path, capsys, caplog):
