@@ -323,9 +323,9 @@ def start_together(
     """
     api_arguments.check_logdir(logdir)
     limit_xla_threads(configs[0])
-    from batchrl.training import together  # After the limit.
+    from batchrl.training import together_checks  # After the limit.
 
-    together.check_configs(configs)
+    together_checks.check_configs(configs)
     say_overlap_together(configs[0])
     checked, _ = start(configs[0], name, None, env=env)  # Once: the seeds share the env.
     configs = [dataclasses.replace(one, max_length=checked.max_length) for one in configs]

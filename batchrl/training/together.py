@@ -25,7 +25,7 @@ import numpy as np
 from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
 from batchrl.configs import train_config
-from batchrl.training import loop, phase_row, placement, together_memory
+from batchrl.training import loop, phase_row, together_checks, together_memory
 from batchrl.training import phase as phase_lib
 
 
@@ -61,60 +61,18 @@ class Together:
     program: Any = None
 
 
-def check_configs(configs: Sequence[train_config.TrainConfig]) -> None:
-    """A one-line ValueError unless `configs` differ in their seeds only, all distinct."""
-    if not configs:
-        raise ValueError("a together-run needs at least one seed, got none")
-    seeds = [config.seed for config in configs]
-    if len(set(seeds)) != len(seeds):
-        raise ValueError(f"the seeds of a together-run must differ, got {seeds}")
-    alone = "train each seed on its own (train without --seeds, or sweep without --together)"
-    if configs[0].backend == "ale":
-        raise ValueError(
-            "seeds train together on one batch of envs, each seed's seeded as its solo run's, "
-            f"and backend='ale' (Atari's batch) seeds all its games from one seed: {alone}"
-        )
-    if configs[0].rollout_actors:
-        actors = configs[0].rollout_actors
-        raise ValueError(
-            f"seeds train together on this machine's envs, got rollout_actors={actors}: {alone}"
-        )
-    names = [field.name for field in dataclasses.fields(configs[0]) if field.name != "seed"]
-    for config in configs[1:]:
-        if differ := [name for name in names if getattr(config, name) != getattr(configs[0], name)]:
-            raise ValueError(
-                f"the runs trained together differ in more than their seed: seed {config.seed}'s "
-                f"{', '.join(differ)} differ from seed {configs[0].seed}'s"
-            )
-
-
-def check_placement(where: Any, config: train_config.TrainConfig) -> None:
-    """A one-line ValueError for a placement whose seeds cannot map together.
-
-    Names the settings `config` placed `where` by and the values that put both on one device.
-    """
-    if where.split:
-        acting, learner = placement.name_of(where.acting), placement.name_of(where.learner)
-        raise ValueError(
-            "seeds on a JAX-native env train together only acting and learning on one device, "
-            f"got acting_device={config.acting_device!r} (acting on {acting}) and "
-            f"device={config.device!r} (learning on {learner}): set acting_device=auto to act "
-            f"where they learn, or device={acting} to learn where they act"
-        )
-
-
 def build(
     configs: Sequence[train_config.TrainConfig], env: simulate.CompiledBatch
 ) -> tuple[Together, list[loop.RunState]]:
     """The programs of `configs`' seeds on `env`, and each seed's fresh solo state.
 
-    The configs differ in their seeds only (`check_configs`); the storage of all of them
+    The configs differ in their seeds only (`together_checks`); the storage of all of them
     must fit the learner's memory (`together_memory.check_storage`).
     """
-    check_configs(configs)
+    together_checks.check_configs(configs)
     first = dataclasses.replace(configs[0], overlap="off")  # One program: nothing to overlap.
     programs, state = loop.build(first, env)
-    check_placement(programs.where, first)
+    together_checks.check_placement(programs.where, first)
     together_memory.check_storage(programs, len(configs))
     states = [state] + [loop.initial_state(programs, config, env) for config in configs[1:]]
     return make(programs, env, len(configs)), together_memory.one_storage(states)

@@ -37,6 +37,7 @@ from batchrl.training import (
     tail_average,
     terminal,
     together,
+    together_checks,
     together_host,
     together_memory,
 )
@@ -61,7 +62,7 @@ def train(
     """
     if len(rundirs) != len(configs):
         raise ValueError(f"{len(configs)} configs need as many run folders, got {len(rundirs)}")
-    together.check_configs(configs)  # Before any env worker starts.
+    together_checks.check_configs(configs)  # Before any env worker starts.
     finished = [_finished(r, c) for r, c in zip(rundirs, configs, strict=True)]
     if any(finished) and not all(finished):  # Seeds added to finished ones train alone.
         parts = {

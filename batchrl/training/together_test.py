@@ -31,6 +31,7 @@ from batchrl.training import (
     run,
     run_folder,
     together,
+    together_checks,
     together_host,
     together_memory,
     together_run,
@@ -304,22 +305,27 @@ def test_the_first_phases_train_seconds_count_the_compile_before_it(monkeypatch)
 def test_configs_that_differ_beyond_their_seed_are_refused():
     config = config_of("pendulum_jax", PENALTY, 0)
     other = dataclasses.replace(config, seed=1, num_envs=8)
-    with pytest.raises(ValueError, match=r"seed: seed 1's num_envs differ from seed 0's$"):
-        together.check_configs([config, other])
+    with pytest.raises(ValueError, match=r"seed: seed 1's num_envs=8 \(seed 0's 4\)$"):
+        together_checks.check_configs([config, other])
+    # An algorithm's setting by its own name: it read "seed 1's algorithm differ ...".
+    other = train_config.replace(config, seed=1, learning_rate=1e-3)
+    rate = config.algorithm.learning_rate
+    with pytest.raises(ValueError, match=rf"seed 1's learning_rate=0\.001 \(seed 0's {rate}\)$"):
+        together_checks.check_configs([config, other])
     with pytest.raises(ValueError, match=r"must differ, got \[0, 0\]"):
-        together.check_configs([config, config])
+        together_checks.check_configs([config, config])
 
 
 def test_seeds_on_rollout_actors_are_refused_in_one_line():
     settings = ["objective=clipped", "rollout_actors=2"]
     configs = [config_of("cartpole", settings, seed) for seed in (0, 1)]
     with pytest.raises(ValueError, match=r"^seeds train together .*rollout_actors=2: train each"):
-        together.check_configs(configs)
+        together_checks.check_configs(configs)
     # Met in `train --seeds` too, not only in a sweep.
     with pytest.raises(
         ValueError, match=r"\(train without --seeds, or sweep without --together\)$"
     ):
-        together.check_configs(configs)
+        together_checks.check_configs(configs)
 
 
 def test_a_split_placement_is_refused_naming_the_settings_to_change():
@@ -328,7 +334,7 @@ def test_a_split_placement_is_refused_naming_the_settings_to_change():
     where = placement.Placement(acting=acting, learner=learner)
     config = config_of("pendulum_jax", ["acting_device=cpu:0", "device=cpu:1"], 0)
     with pytest.raises(ValueError) as raised:
-        together.check_placement(where, config)
+        together_checks.check_placement(where, config)
     assert str(raised.value) == (
         "seeds on a JAX-native env train together only acting and learning on one device, got "
         "acting_device='cpu:0' (acting on cpu:0) and device='cpu:1' (learning on cpu:1): "
