@@ -45,7 +45,9 @@ def leave(status: int) -> NoReturn:
 
     A Ctrl-C or SIGTERM in the exit (JAX's, multiprocessing's) ends it at once with
     `status`, not with the signal's: a run that finished as `timeout` or a scheduler
-    stopped it was read as killed (143), or printed a traceback.
+    stopped it was read as killed (143), or printed a traceback. In Python's own
+    teardown, past the point where it hands the signals back to their defaults (freeing
+    XLA's client, near a second), they are ignored: there the process ends as it would.
     """
 
     def decided(_signum: int, _frame: object) -> NoReturn:
@@ -56,6 +58,11 @@ def leave(status: int) -> NoReturn:
         if signal.getsignal(number) != signal.SIG_IGN:  # A background job's stays ignored.
             signal.signal(number, decided)
     if status != INTERRUPTED:
+        atexit._run_exitfuncs()  # Under `decided`, as Python's exit would run them next.
+        # Python keeps a signal ignored through its teardown; a handler of its own, it
+        # sets back to the default there, which ended the process as killed.
+        for number in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(number, signal.SIG_IGN)
         sys.exit(status)
     atexit._run_exitfuncs()  # Python's exit runs them first too; then it frees XLA's client.
     _flush()

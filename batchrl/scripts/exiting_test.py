@@ -102,6 +102,31 @@ def test_a_signal_in_the_commands_exit_keeps_its_status(status):
     assert process.wait(timeout=30) == status
 
 
+@pytest.mark.parametrize("status", [0, 1])
+def test_a_signal_in_pythons_teardown_keeps_the_commands_status(status):
+    # Past the point where Python hands the signals back to their defaults (freeing XLA's
+    # client, near a second, is there), a SIGTERM ended a finished run as killed (-15).
+    script = textwrap.dedent(
+        f"""
+        import gc, os, signal, time
+        from batchrl.scripts import exiting
+
+        class Late:  # Collected in the teardown, after the signals are handed back.
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.5)
+
+        late = Late()
+        late.cycle = late
+        del late
+        gc.disable()
+        exiting.leave({status})
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=60)
+    assert done.returncode == status, done.stderr[-2000:]
+
+
 # A worker env whose `close` takes seconds, and a thread that sends SIGTERM while the
 # command waits for it: after the run's last phase, as it closes its envs.
 SLOW_CLOSE = textwrap.dedent(
