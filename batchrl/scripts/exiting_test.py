@@ -102,6 +102,51 @@ def test_a_signal_in_the_commands_exit_keeps_its_status(status):
     assert process.wait(timeout=30) == status
 
 
+# The train command with a Ctrl-C that lands in a garbage collector's callback (JAX has
+# one) as the run starts, before its first phase: where Python prints it and drops it.
+IN_GC_CALLBACK = textwrap.dedent(
+    """
+    import gc, os, runpy, signal, sys
+    from batchrl.training import environments
+
+    fired = []
+
+    def callback(phase, info):
+        if phase == "start" and fired == [False]:
+            fired[0] = True
+            os.kill(os.getpid(), signal.SIGINT)
+            for _ in range(1000):  # Its handler runs here, inside the callback.
+                pass
+
+    def check_run(*args, _check_run=environments.check_run, **kwargs):
+        fired.append(False)
+        gc.collect()
+        return _check_run(*args, **kwargs)
+
+    gc.callbacks.append(callback)
+    environments.check_run = check_run
+    sys.argv = ["batchrl.scripts.train", *sys.argv[1:]]
+    runpy.run_module("batchrl.scripts.train", run_name="__main__", alter_sys=True)
+    """
+)
+
+
+def test_a_ctrl_c_dropped_in_a_gc_callback_as_the_run_starts_still_stops_it(tmp_path):
+    # It went nowhere: "Exception ignored in: <function _xla_gc_callback ...>", and the
+    # run trained to its end (exit status 0).
+    (tmp_path / "start.py").write_text(IN_GC_CALLBACK)
+    command = [sys.executable, "start.py", "--logdir", "runs", "--config", "pendulum_jax"]
+    done = subprocess.run(
+        [*command, "--set", *SMALL, "max_length=50", "steps=200000"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert "phase 1 " not in done.stdout
+
+
 @pytest.mark.parametrize("status", [0, 1])
 def test_a_signal_in_pythons_teardown_keeps_the_commands_status(status):
     # Past the point where Python hands the signals back to their defaults (freeing XLA's

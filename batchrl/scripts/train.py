@@ -256,11 +256,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.seeds:
             return _train_together(args)
         before = _folders(args.logdir)
-        if args.timestamp:
-            rundir, config = resumed_run(args)
-        else:
-            rundir, config = new_run(args)
-        with compile_signals.stopping():
+        with compile_signals.stopping():  # From its start: a Ctrl-C JAX drops is sent again.
+            if args.timestamp:
+                rundir, config = resumed_run(args)
+            else:
+                rundir, config = new_run(args)
             api.limit_xla_threads(config)  # A resumed run has not been through `api.start`.
             from batchrl.training import run  # Starts JAX's backends: after the thread limit.
 
@@ -341,29 +341,29 @@ def _train_together(args: argparse.Namespace) -> int:
     ones = [
         argparse.Namespace(**{**vars(args), "seed": seed, "seeds": None}) for seed in args.seeds
     ]
-    before = _folders(args.logdir)
-    if args.timestamp:
-        runs = []
-        try:
-            for one in ones:
-                one.timestamp = seed_timestamp(args.timestamp, one.seed)
-                runs.append(resumed_run(one))
-            api.say_overlap_together(runs[0][1])  # New folders skip `api.start_together`.
-        except Exception:  # A seed refused: the folders made for the seeds before it go.
-            for rundir, _ in runs:
-                if rundir not in before:
-                    shutil.rmtree(rundir, ignore_errors=True)
-            raise
-    else:
-        if not args.config:
-            raise UsageError(
-                "give --config NAME for a new run (see --list), or --timestamp to resume"
-            )
-        first = requested_config(ones[0])  # Once: its warnings said once, not a seed each.
-        seed_configs = [train_config.replace(first, seed=one.seed) for one in ones]
-        seed_configs, rundirs = api.start_together(seed_configs, config_name(args), args.logdir)
-        runs = list(zip(rundirs, seed_configs, strict=True))
-    with compile_signals.stopping():
+    with compile_signals.stopping():  # From its start: a Ctrl-C JAX drops is sent again.
+        before = _folders(args.logdir)
+        if args.timestamp:
+            runs = []
+            try:
+                for one in ones:
+                    one.timestamp = seed_timestamp(args.timestamp, one.seed)
+                    runs.append(resumed_run(one))
+                api.say_overlap_together(runs[0][1])  # New folders skip `api.start_together`.
+            except Exception:  # A seed refused: the folders made for the seeds before it go.
+                for rundir, _ in runs:
+                    if rundir not in before:
+                        shutil.rmtree(rundir, ignore_errors=True)
+                raise
+        else:
+            if not args.config:
+                raise UsageError(
+                    "give --config NAME for a new run (see --list), or --timestamp to resume"
+                )
+            first = requested_config(ones[0])  # Once: its warnings said once, not a seed each.
+            seed_configs = [train_config.replace(first, seed=one.seed) for one in ones]
+            seed_configs, rundirs = api.start_together(seed_configs, config_name(args), args.logdir)
+            runs = list(zip(rundirs, seed_configs, strict=True))
         api.limit_xla_threads(runs[0][1])
         from batchrl.training import together_run  # Starts JAX's backends: after the limit.
 
