@@ -8,9 +8,12 @@ its phase ("died (exit code 255) during reset") instead.
 
 Imported by the fork server alone, as it starts (`lifecycle.PRELOAD`): the server blocks
 SIGTERM, so one sent to it waits unseen, and it ends, as ever, when the parent's end of its
-pipe closes. Each process it forks unblocks SIGTERM at once: a user's own processes from
-the same server end at SIGTERM as before, one sent before the unblock included (blocked,
-it waited; ignored, it would have been lost). Workers ignore it themselves (`worker.main`).
+pipe closes. It blocks SIGINT too: multiprocessing ignores it in the server only once the
+preloads are imported, and a job's Ctrl-C in those seconds printed the server's traceback
+(and a helper's that MuJoCo's import starts) under the command's one line. Each process it
+forks unblocks both at once: a user's own processes from the same server end at them as
+before, one sent before the unblock included (blocked, it waited; ignored, it would have
+been lost). Workers ignore them themselves (`worker.main`).
 
 Every worker holds the server's "alive" pipe, so the server lives while they do, and the
 kernel kills a worker when the server dies (`worker._die_with_parent`). A worker stuck in
@@ -24,12 +27,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import multiprocessing.forkserver
+import multiprocessing.resource_tracker
 import os
 import signal
 import sys
 import threading
 
 _PR_SET_PDEATHSIG = 1
+_BLOCKED = {signal.SIGTERM, signal.SIGINT}  # In the server; each process it forks unblocks.
 # Set while the parent's main thread starts the server: the pid the server's life is tied to.
 TIED_TO = "BATCHRL_FORK_SERVER_TIED_TO"
 
@@ -49,8 +54,8 @@ def _in_fork_server() -> bool:
     return "main" in names and "_serve_one" not in names
 
 
-def _unblock_sigterm() -> None:
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+def _unblock_signals() -> None:
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _BLOCKED)
 
 
 def start_tied() -> None:
@@ -63,9 +68,16 @@ def start_tied() -> None:
     if threading.current_thread() is not threading.main_thread():
         return
     os.environ[TIED_TO] = str(os.getpid())
+    # Blocked from its start, in every thread it makes: numpy's import starts OpenBLAS's
+    # before this module's own block, and the kernel gave that thread a SIGTERM sent to
+    # the server, whose default action ended the server, its workers with it. The resource
+    # tracker first: starting it unblocks both here.
+    multiprocessing.resource_tracker.ensure_running()
+    kept = signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)
     try:
         multiprocessing.forkserver.ensure_running()
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, kept)
         os.environ.pop(TIED_TO, None)
 
 
@@ -95,7 +107,7 @@ def _preload_mujoco() -> None:
 
 if _in_fork_server():
     # The mask is the forking thread's, which a child starts with: the server's one thread.
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-    os.register_at_fork(after_in_child=_unblock_sigterm)
+    signal.pthread_sigmask(signal.SIG_BLOCK, _BLOCKED)
+    os.register_at_fork(after_in_child=_unblock_signals)
     _tie_to_parent()
     _preload_mujoco()

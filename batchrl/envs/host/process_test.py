@@ -538,6 +538,46 @@ def test_a_process_an_env_starts_ends_at_sigint_and_sigterm():
     assert masks["SigIgn"] & stops == 0 and masks["SigBlk"] & stops == 0, masks
 
 
+# A job's Ctrl-C and SIGTERM that reach the fork server at once as it starts, then a
+# process from it.
+SIGNALS_AS_THE_SERVER_STARTS = """
+import multiprocessing, os, signal
+from batchrl.envs.host import lifecycle
+
+def show():
+    print(next(line for line in open("/proc/self/status") if line.startswith("SigBlk")))
+
+if __name__ == "__main__":
+    context = lifecycle.context("forkserver")
+    server = multiprocessing.forkserver._forkserver._forkserver_pid
+    os.kill(server, signal.SIGINT)
+    os.kill(server, signal.SIGTERM)
+    process = context.Process(target=show)
+    process.start()
+    process.join()
+    os.kill(server, signal.SIGTERM)  # Once its preloads ran, and every thread they start.
+    process = context.Process(target=show)
+    process.start()
+    process.join()
+"""
+
+
+def test_a_job_signal_as_the_fork_server_starts_leaves_it_serving_without_a_word(tmp_path):
+    # Multiprocessing ignores Ctrl-C in the server only after its preloads: a job's Ctrl-C
+    # in those seconds printed the server's traceback under the command's one line. And
+    # the server's SIGTERM, blocked in its main thread alone, reached the thread numpy's
+    # import starts (OpenBLAS's), whose default action ended the server and its workers.
+    (tmp_path / "start.py").write_text(SIGNALS_AS_THE_SERVER_STARTS)
+    done = subprocess.run(
+        [sys.executable, "start.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0 and done.stderr == "", done.stderr[-2000:]
+    lines = [line for line in done.stdout.splitlines() if line]
+    assert len(lines) == 2, done.stdout
+    for line in lines:  # Its processes take both as before.
+        assert int(line.split()[-1], 16) & (1 << signal.SIGINT - 1 | 1 << signal.SIGTERM - 1) == 0
+
+
 USERS_FORKSERVER = """
 import multiprocessing
 import batchrl.envs  # At the top: a forkserver child of the user's imports it again.
