@@ -286,7 +286,10 @@ def draw_profile(
         if task[config] in TARGETS
     }
     if not named:
-        raise ValueError("no run of a task with a target: nothing to profile")
+        raise ValueError(
+            "no run of a task with a target, a return to divide its scores by: nothing to "
+            f"profile (the tasks with one: {', '.join(TARGETS)})"
+        )
     columns = list(named.values())
     taus = np.linspace(0.0, 2.5, 251)
     rng = np.random.default_rng(0)
