@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from batchrl.scripts import train
 from batchrl.training import compile_signals
 
 # A thread that presses Ctrl-C PRESSES times once the main thread waits for an XLA compile.
@@ -115,6 +116,26 @@ def test_ctrl_c_before_the_first_phase_stops_training_with_130(tmp_path, how):
         (rundir,) = tmp_path.iterdir()
         said = f"interrupted before its first phase ended: nothing saved in {rundir}\n"
         assert done.stdout.endswith(said), done.stdout
+
+
+@pytest.mark.slow  # A run, then its resume's start: seconds.
+def test_a_resumed_run_pressed_in_its_first_compile_says_what_it_keeps(tmp_path):
+    # A new run's folder said "nothing saved"; a resumed one's stop said nothing at all.
+    command = ["--logdir", str(tmp_path), "--config", "cartpole_jax", "--timestamp", "t"]
+    command += ["--set", "num_envs=4", "steps=2000"]
+    assert train.main(command) == 0
+    script = PRESS.replace("PRESSES", "1") + TRAINING_PRESSED_IN_ITS_FIRST_COMPILE["command"]
+    done = subprocess.run(
+        [sys.executable, "-c", script, *command[:-1], "steps=4000"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=UNCACHED,
+    )
+    assert done.returncode == 130, done.stderr
+    rundir = tmp_path / "t-cartpole_jax"
+    said = f"interrupted before its first phase ended: {rundir} keeps its checkpoints, which "
+    assert done.stdout.endswith(said + "a resume goes on from\n"), done.stdout
 
 
 def test_a_stop_is_sent_again_only_in_its_block_and_only_if_none_came_since():

@@ -28,6 +28,7 @@ from typing import Any
 
 from batchrl.configs import TrainConfig
 from batchrl.training import (
+    checkpoint,
     device_memory,
     environments,
     loop,
@@ -118,9 +119,17 @@ def train(
     the last phase was kept, as the run closes its envs, finds it finished (`Finished`).
     """
     ended: list[bool] = []  # True once its phases are all kept: what is left is to close.
+    # Phases, once begun, say what a stop kept (`Keeper.save_interrupted`); before, a
+    # resumed run's stop (in its first compile) said nothing.
+    begun: list[bool] = []
     try:
-        return _train(rundir, config, env, callback, ended)
+        return _train(rundir, config, env, callback, ended, begun)
     except KeyboardInterrupt as stop:
+        if not begun and rundir is not None and checkpoint.steps(run_folder.checkpoints(rundir)):
+            terminal.say(
+                f"interrupted before its first phase ended: {rundir} keeps its checkpoints, "
+                "which a resume goes on from\n"
+            )
         if not any(ended) or isinstance(stop, run_signals.Finished):
             raise
         terminal.say(f"finished in {rundir or 'memory'}: the signal came as it closed\n")
@@ -133,8 +142,9 @@ def _train(
     env: Any,
     callback: Callable[[dict[str, Any]], Any] | None,
     ended: list[bool],
+    begun: list[bool],
 ) -> Run:
-    """`train`'s run; `ended` gets True once its last phase is kept."""
+    """`train`'s run; `begun` gets True as its phases begin, `ended` once the last is kept."""
     with contextlib.ExitStack() as opened:
         opened.enter_context(run_folder.held(rundir))  # Before any env worker starts.
         session.check(rundir, config)  # Its settings the last session's, before any is built.
@@ -175,6 +185,7 @@ def _train(
         keeper = Keeper(rundir, config, state, programs.algorithm)
         restart = first_restart(programs, config, state)
         restarted = restarts_before(rundir, int(state.env_steps))
+        begun.append(True)
         try:
             with (
                 keeper,
