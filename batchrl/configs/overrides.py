@@ -143,6 +143,16 @@ def steps_argument(text: str) -> int:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def seed_argument(text: str) -> int:
+    """One of a command's `--seeds`: a whole number; argparse's error naming the form else."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"a seed is a whole number, got {text!r}: give the seeds apart, such as --seeds 0 1 2 3"
+        ) from None
+
+
 def add_argument(parser: argparse.ArgumentParser) -> None:
     """The commands' `--set`: several `key=value` after one, or the flag given again."""
     parser.add_argument(

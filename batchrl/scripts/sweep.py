@@ -62,7 +62,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="presets' names, or run folders or config YAML files to start from",
     )
     parser.add_argument(
-        "--seeds", nargs="+", type=int, default=[0], metavar="SEED", help="a run each (default: 0)"
+        "--seeds",
+        nargs="+",
+        type=configs.overrides.seed_argument,
+        default=[0],
+        metavar="SEED",
+        help="a run each (default: 0)",
     )
     parser.add_argument(
         "--steps",

@@ -64,7 +64,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, help="run seed (new runs only)")
     parser.add_argument(
         "--seeds",
-        type=int,
+        type=configs.overrides.seed_argument,
         nargs="+",
         metavar="SEED",
         help="train these seeds together in one program, a run folder each "

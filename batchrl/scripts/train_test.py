@@ -18,7 +18,7 @@ import pytest
 import batchrl
 from batchrl import configs
 from batchrl.conftest import wait_gone
-from batchrl.scripts import train
+from batchrl.scripts import sweep, train
 from batchrl.testing import interrupt, mock
 from batchrl.training import checkpoint, file_writes, metrics_log
 from batchrl.training import run_folder as run_folder_lib
@@ -382,6 +382,16 @@ def test_a_full_disk_at_the_start_says_to_run_the_command_again(tmp_path, capsys
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("command", [train, sweep])
+def test_a_range_of_seeds_is_told_the_seeds_apart(tmp_path, capsys, command):
+    # argparse's own words: "invalid int value: '0-3'".
+    with pytest.raises(SystemExit):
+        command.main(["--logdir", str(tmp_path), "--config", "pendulum_jax", "--seeds", "0-3"])
+    said = "argument --seeds: a seed is a whole number, got '0-3': give the seeds apart, such "
+    assert said + "as --seeds 0 1 2 3\n" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
 def test_an_empty_timestamp_is_refused_not_a_new_run(tmp_path, capsys):
     with pytest.raises(SystemExit):
         train.main(["--logdir", str(tmp_path), "--config", "pendulum_jax", "--timestamp", " "])
@@ -618,7 +628,7 @@ def test_an_interrupt_that_leaves_jax_unusable_still_saves_its_checkpoint(
 # The train command, stopped (SIGSTOP) by itself once its first checkpoint is written.
 _STOPS_AFTER_ITS_FIRST_CHECKPOINT = """
 import os, signal, sys
-from batchrl.scripts import train
+from batchrl.scripts import sweep, train
 from batchrl.training import checkpoint
 
 save = checkpoint.save
