@@ -160,8 +160,8 @@ def groups(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[list[dict[st
     return grouped
 
 
-def seeds_apart(runs: dict[str, Path]) -> list[str]:
-    """The labels of runs `--seeds` leaves out: a seed given again; a RunError for a mix.
+def seeds_apart(runs: dict[str, Path]) -> list[tuple[str, str]]:
+    """The runs `--seeds` leaves out, each with the run of its seed drawn; a RunError for a mix.
 
     A run's folder is named after its config, which `--set` keeps: runs of one name on
     other envs or settings would be averaged as seeds of one curve; a RunError names what
@@ -195,7 +195,11 @@ def seeds_apart(runs: dict[str, Path]) -> list[str]:
                     f"{configs[again].get('steps')}), seed {flat['seed']} of {name!r}, as one: "
                     "plot each budget's runs apart"
                 )
-        apart += [label for label, flat in configs.items() if last[flat["seed"]] != label]
+        apart += [
+            (label, last[flat["seed"]])
+            for label, flat in configs.items()
+            if last[flat["seed"]] != label
+        ]
     return apart
 
 
@@ -350,8 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     except RunError as error:
         print(f"plot: error: {error}", file=sys.stderr)
         return 2
-    for label in apart:  # As stats counts a run's last line.
-        print(f"plot: note: {label} left out: a later run has its seed", file=sys.stderr)
+    for label, kept in apart:  # As stats counts a run's last line.
+        said = f"{label} left out: {kept}, given after it, has its seed (a folder's runs by name)"
+        print(f"plot: note: {said}", file=sys.stderr)
         del runs[label]
     missing = [m for m in args.metrics if not any(series(r, m, args.x)[0] for r in runs.values())]
     known = sorted({key for records in runs.values() for row in records for key in row})

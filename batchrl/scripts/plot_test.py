@@ -396,10 +396,11 @@ def test_a_seed_given_twice_is_drawn_once_its_last_run(tmp_path, capsys):
     )
     err = capsys.readouterr().err
     for seed in range(2):
-        again = tmp_path / "a" / f"seed{seed}-pendulum_jax"
-        assert f"plot: note: {again} left out: a later run has its seed" in err
+        again, kept = (tmp_path / logdir / f"seed{seed}-pendulum_jax" for logdir in "ab")
+        said = f"plot: note: {again} left out: {kept}, given after it, has its seed (a folder's"
+        assert said in err
     # One seed run again to another budget is another run, not a repeat: refused, as
-    # stats counts the two budgets apart (one was left out as "a later run has its seed").
+    # stats counts the two budgets apart (one was left out as a repeat).
     longer = train_config.replace(config, seed=1, steps=config.steps * 2)
     run_folder.write_config(tmp_path / "b" / "seed1-pendulum_jax", longer)
     args = [str(tmp_path / "a"), str(tmp_path / "b"), "--seeds", *metric, "--out", str(out)]
