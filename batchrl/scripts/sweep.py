@@ -40,7 +40,7 @@ from typing import Any
 
 from batchrl import configs
 from batchrl.scripts import evaluate, exiting, json_lines, provenance, train
-from batchrl.training import checkpoint, file_writes, results, run_folder, terminal, together
+from batchrl.training import checkpoint, file_writes, results, run_folder, terminal, together_checks
 
 RESULTS = "results.jsonl"
 # The exit status of a sweep that left runs to another process: sysexits' "try again later".
@@ -313,7 +313,7 @@ def check_runs(args: argparse.Namespace, config: str) -> None:
         for seed in args.seeds
     ]
     if args.together and len(configs) > 1:
-        together.check_configs(configs)
+        together_checks.check_configs(configs)
 
 
 def _sweep(
