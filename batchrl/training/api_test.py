@@ -386,6 +386,7 @@ def test_a_budget_that_rounds_up_to_whole_phases_says_so_in_the_first_line(capsy
     assert "rounded" not in capsys.readouterr().out
 
 
+@pytest.mark.slow  # Five short runs: tens of seconds.
 def test_a_budget_that_ends_before_the_first_update_is_a_one_line_warning(tmp_path, caplog):
     # 100 steps of 4 envs end before 4 episodes of 50: the untrained policy's scores were
     # returned without a word, as were the clipped objective's 64 steps of a 160-step update.

@@ -106,6 +106,7 @@ def test_the_host_runs_a_jax_native_run_as_whole_programs_not_op_by_op():
     assert len(lowered) - first <= 12, len(lowered) - first
 
 
+@pytest.mark.slow  # An Atari run and its resume: tens of seconds.
 def test_a_resumed_atari_run_begins_new_episodes_in_its_new_games(tmp_path, monkeypatch):
     # Atari's games live outside the checkpoint: after a restore its first phase restarts
     # them, so it acts on their frames, not on the saved ones, and counts new episodes.

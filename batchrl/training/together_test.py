@@ -151,6 +151,7 @@ def test_an_interrupted_together_run_resumes_exactly(
         assert b"__fresh__" in expected
 
 
+@pytest.mark.slow  # Three together-runs: seconds each.
 def test_seeds_that_keep_no_common_phase_are_refused_in_one_line(tmp_path, capsys):
     args = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--seeds", "1", "2"]
     args += ["--timestamp", "s{seed}", *(x for a in PENALTY for x in ("--set", a))]
@@ -172,6 +173,7 @@ def test_seeds_that_keep_no_common_phase_are_refused_in_one_line(tmp_path, capsy
     assert train.main(["--logdir", str(tmp_path), "--timestamp", "s1"]) == 0
 
 
+@pytest.mark.slow  # Three runs: seconds each.
 def test_a_deleted_seed_folder_does_not_send_the_other_seeds_back_to_the_start(tmp_path, capsys):
     args = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--seeds", "1", "2"]
     args += ["--timestamp", "s{seed}", *(x for a in PENALTY for x in ("--set", a))]
@@ -250,6 +252,7 @@ def test_a_sweep_too_big_for_memory_is_one_line(monkeypatch):
     assert message.endswith("at most 3 seeds fit")
 
 
+@pytest.mark.slow  # Compiles a phase of seeds: tens of seconds.
 def test_a_phase_too_big_for_memory_is_refused_naming_seeds_that_do_fit(monkeypatch):
     # A device of `size` bytes: what is free is what its live arrays leave. Collected
     # first: an interrupted run's arrays, or an earlier test's, freed whenever the
@@ -662,6 +665,7 @@ def test_the_train_commands_line_for_a_together_runs_env_error_names_its_seed(tm
     assert (int(seed), int(own)) == ((3, 5)[int(first) // 2], int(first) % 2)
 
 
+@pytest.mark.slow  # Three runs: tens of seconds.
 def test_seeds_added_to_finished_ones_train_alone(tmp_path, capsys):
     settings = [item for assignment in PENALTY for item in ("--set", assignment)]
     argv = ["--config", "pendulum_jax", "--timestamp", "T", *settings]
