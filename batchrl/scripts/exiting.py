@@ -22,6 +22,7 @@ import faulthandler
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from typing import NoReturn
 
@@ -58,6 +59,9 @@ def leave(status: int) -> NoReturn:
         if signal.getsignal(number) != signal.SIG_IGN:  # A background job's stays ignored.
             signal.signal(number, decided)
     if status != INTERRUPTED:
+        for thread in threading.enumerate():  # As Python's exit joins them before its exit
+            if not thread.daemon and thread is not threading.main_thread():  # functions.
+                thread.join()
         atexit._run_exitfuncs()  # Under `decided`, as Python's exit would run them next.
         # Python keeps a signal ignored through its teardown; a handler of its own, it
         # sets back to the default there, which ended the process as killed.

@@ -147,6 +147,25 @@ def test_a_ctrl_c_dropped_in_a_gc_callback_as_the_run_starts_still_stops_it(tmp_
     assert "phase 1 " not in done.stdout
 
 
+def test_a_finished_commands_threads_end_before_its_exit_functions_run():
+    # As in Python's own exit: logging's and multiprocessing's clean-up after the threads.
+    script = textwrap.dedent(
+        """
+        import atexit, threading, time
+        from batchrl.scripts import exiting
+
+        ended = []
+        atexit.register(lambda: print("threads ended first:", bool(ended), flush=True))
+        threading.Thread(target=lambda: (time.sleep(0.3), ended.append(True))).start()
+        exiting.leave(0)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert (done.returncode, done.stdout) == (0, "threads ended first: True\n"), done.stderr
+
+
 @pytest.mark.parametrize("status", [0, 1])
 def test_a_signal_in_pythons_teardown_keeps_the_commands_status(status):
     # Past the point where Python hands the signals back to their defaults (freeing XLA's
