@@ -34,17 +34,14 @@ def check_configs(configs: Sequence[train_config.TrainConfig]) -> None:
     first = train_config.flat(configs[0])  # The algorithm's settings by their own names.
     for config in configs[1:]:
         flat = train_config.flat(config)
-        if differ := [name for name, value in flat.items() if value != first.get(name)]:
+        if differ := [k for k, v in flat.items() if k != "seed" and v != first.get(k)]:
             said = ", ".join(
-                f"{name}={flat[name]!r} (seed {configs[0].seed}'s {first.get(name)!r})"
-                for name in differ
-                if name != "seed"
+                f"{k}={flat[k]!r} (seed {configs[0].seed}'s {first.get(k)!r})" for k in differ
             )
-            if said:
-                raise ValueError(
-                    f"the runs trained together differ in more than their seed: seed "
-                    f"{config.seed}'s {said}"
-                )
+            raise ValueError(
+                f"the runs trained together differ in more than their seed: seed "
+                f"{config.seed}'s {said}"
+            )
 
 
 def check_placement(where: Any, config: train_config.TrainConfig) -> None:

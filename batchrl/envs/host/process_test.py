@@ -540,13 +540,18 @@ def test_a_process_an_env_starts_ends_at_sigint_and_sigterm():
 
 # A job's Ctrl-C and SIGTERM that reach the fork server at once as it starts, then a
 # process from it.
-SIGNALS_AS_THE_SERVER_STARTS = """
-import multiprocessing, os, signal
-from batchrl.envs.host import lifecycle
-
+# Prints the signals a process blocks, as /proc lists them.
+SHOW_BLOCKED = """
 def show():
     print(next(line for line in open("/proc/self/status") if line.startswith("SigBlk")))
-
+"""
+SIGNALS_AS_THE_SERVER_STARTS = (
+    """
+import multiprocessing, os, signal
+from batchrl.envs.host import lifecycle
+"""
+    + SHOW_BLOCKED
+    + """
 if __name__ == "__main__":
     context = lifecycle.context("forkserver")
     server = multiprocessing.forkserver._forkserver._forkserver_pid
@@ -560,6 +565,7 @@ if __name__ == "__main__":
     process.start()
     process.join()
 """
+)
 
 
 def test_a_job_signal_as_the_fork_server_starts_leaves_it_serving_without_a_word(tmp_path):
@@ -578,18 +584,19 @@ def test_a_job_signal_as_the_fork_server_starts_leaves_it_serving_without_a_word
         assert int(line.split()[-1], 16) & (1 << signal.SIGINT - 1 | 1 << signal.SIGTERM - 1) == 0
 
 
-USERS_FORKSERVER = """
+USERS_FORKSERVER = (
+    """
 import multiprocessing
 import batchrl.envs  # At the top: a forkserver child of the user's imports it again.
-
-def show():
-    print(next(line for line in open("/proc/self/status") if line.startswith("SigBlk")))
-
+"""
+    + SHOW_BLOCKED
+    + """
 if __name__ == "__main__":
     process = multiprocessing.get_context("forkserver").Process(target=show)
     process.start()
     process.join()
 """
+)
 
 
 def test_importing_batchrl_leaves_sigterm_to_a_users_own_forkserver_processes(tmp_path):
