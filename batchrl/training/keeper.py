@@ -22,6 +22,7 @@ from batchrl.envs import space_data
 from batchrl.parts import episode_memory
 from batchrl.training import (
     checkpoint,
+    kept_best,
     loop,
     metrics_log,
     results,
@@ -31,11 +32,7 @@ from batchrl.training import (
 )
 
 logger = logging.getLogger("batchrl.training")
-# The rollout or episode memory, which `best.bin` always leaves out: a policy (`load`,
-# `evaluate --best`) reads none of it and no resume starts from `best.bin`. The seed's
-# `humanoid` holds up to 147 MB of running episodes there.
-_STORAGE = (("agent", "storage"),)
-_LEARNER = ("agent", "learner")  # What `load` reads of `best.bin`: the policy.
+_STORAGE = kept_best.STORAGE  # Left out of `best.bin`, and of a checkpoint while empty.
 
 
 class Keeper:
@@ -58,7 +55,7 @@ class Keeper:
     ):
         self.rundir, self.config, self.algorithm = rundir, config, algorithm
         self.directory = None if rundir is None else run_folder.checkpoints(rundir)
-        self.best = -math.inf if rundir is None else _best_return(rundir, state)
+        self.best = -math.inf if rundir is None else kept_best.best_return(rundir, state)
         # TensorBoard drops the rows past the state it re-does them from: past a checkpoint,
         # or all of them when the run starts again with rows but no checkpoint (killed first).
         written = rundir is not None and run_folder.metrics(rundir).exists()
@@ -198,14 +195,16 @@ def restore(
         run_folder.write_spaces(rundir, space_data.pair_to_data(spec.spaces))
     if restored is None:
         _say_rows_replaced(rundir)
+        kept_best.set_aside_later(rundir, 0)
         return state
     _set_aside_newer(directory, restored[0])
+    kept_best.set_aside_later(rundir, restored[0])
     state = loop.place(programs, restored[1])
     logger.warning(
         "resumed %s at env step %d (phase %d)", rundir.name, int(state.env_steps), int(state.phases)
     )
     _say_rows_missing(rundir, int(state.env_steps))
-    _keep_best_of(rundir, state, programs.algorithm)
+    kept_best.keep_best_of(rundir, state)
     return state
 
 
@@ -258,30 +257,6 @@ def _say_rows_replaced(rundir: pathlib.Path) -> None:
         )
 
 
-def _keep_best_of(
-    rundir: pathlib.Path, restored: loop.RunState, algorithm: algorithm_lib.Algorithm
-) -> None:
-    """Writes `best.bin` from the restored phase if that scored best and `best.bin` lacks it.
-
-    A second Ctrl-C that lands in `Keeper.record` before the phase's `best.bin` is
-    written still checkpoints that phase (`save_interrupted`), which a resume does not
-    train again: its best is lost unless written here.
-    """
-    env_steps = int(restored.env_steps)
-    scores = _eval_returns(rundir, env_steps)
-    score = scores.get(env_steps)
-    # The first phase of the best score is the best, as in `Keeper.record`: not a tie.
-    if score is None or any(steps < env_steps and scores[steps] >= score for steps in scores):
-        return
-    directory = run_folder.checkpoints(rundir)
-    try:
-        best_phase = checkpoint.step_of(directory / checkpoint.BEST)
-    except (OSError, checkpoint.CheckpointError):
-        best_phase = None
-    if best_phase != int(restored.phases):
-        checkpoint.save_best(directory, int(restored.phases), restored, _STORAGE, score)
-
-
 def _form(algorithm: algorithm_lib.Algorithm, state: loop.RunState) -> dict[str, Any]:
     """How a checkpoint of `state` keeps its storage (`checkpoint.save`'s keywords).
 
@@ -323,42 +298,6 @@ def _earlier_params(
     return kept[::-1]
 
 
-def _best_return(rundir: pathlib.Path, state: loop.RunState) -> float:
-    """The highest evaluation return of the phases up to `state`'s; -inf before any.
-
-    A resumed run re-does the phases after its checkpoint, and `best.bin` follows their
-    rows. A `best.bin` of a phase up to `state`'s counts with the score it holds: rows
-    that said it may be gone (a deleted metrics.jsonl), and a later phase that scored
-    less would replace the best policy the run had. One that does not load into this
-    run's policy (corrupt, or another run's) is set aside, and the next evaluated phase is
-    kept in its place.
-    """
-    scores = list(_eval_returns(rundir, int(state.env_steps)).values())
-    path = run_folder.checkpoints(rundir) / checkpoint.BEST
-    try:  # None yet: the rows decide.
-        phase, score = checkpoint.best_of(path) if path.exists() else (None, None)
-        if phase is not None:  # Another run's would have stood for this run's best.
-            checkpoint.load(path, state.agent.learner, _LEARNER)
-    except checkpoint.CheckpointError as error:  # Kept on, unsaid, past any later phase.
-        path.rename(path.with_name(f"skipped-{path.name}"))
-        logger.warning("%s; set aside as skipped-%s: the next evaluation is kept", error, path.name)
-        return -math.inf
-    if score is not None and phase <= int(state.phases):
-        scores.append(score)
-    return max(scores, default=-math.inf)
-
-
 def _updated(rows: list[dict[str, Any]]) -> bool:
     """Whether any of the phases' `rows` trained an update: its loss is in the row."""
     return any(row.get("train/kl") is not None for row in rows)
-
-
-def _eval_returns(rundir: pathlib.Path, env_steps: int) -> dict[int, float]:
-    """The evaluation return of each evaluated phase up to `env_steps`, by its env steps."""
-    path = run_folder.metrics(rundir)
-    rows = results.phases(metrics_log.read_jsonl(path)) if path.exists() else []
-    return {
-        row["step"]: row["eval/return"]
-        for row in rows
-        if row["step"] <= env_steps and row.get("eval/return") is not None
-    }
