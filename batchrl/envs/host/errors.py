@@ -5,6 +5,7 @@ They pickle with every field, so they cross processes and Ray actors as they are
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import pathlib
 import re
@@ -18,6 +19,8 @@ _LIBRARIES = tuple(
     {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
     | {str(pathlib.Path(__file__).parents[2])}
 )
+# Set on an env's exception: the env's place among its group's envs, which the error names.
+_ENV_INDEX = "batchrl_env_index"
 
 
 class SpaceMismatchError(ValueError, RuntimeError):
@@ -142,6 +145,19 @@ def rose_at(text: str) -> str:
     own = [frame for frame in frames if not frame[0].startswith(_LIBRARIES)]
     file, line = (own or frames or [("", "")])[-1]
     return f" at {file}:{line}" if file else ""
+
+
+def mark_env(error: BaseException, index: int) -> None:
+    """Notes on `error` the place of the env it rose in among its group's envs, once."""
+    if not hasattr(error, _ENV_INDEX):
+        with contextlib.suppress(AttributeError, TypeError):  # A type of no attributes.
+            setattr(error, _ENV_INDEX, index)
+
+
+def env_index(error: BaseException) -> int | None:
+    """The place `mark_env` noted on `error`; None where no env of a group raised it."""
+    index = getattr(error, _ENV_INDEX, None)
+    return index if isinstance(index, int) else None
 
 
 def raised(

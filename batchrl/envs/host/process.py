@@ -328,11 +328,11 @@ class ProcessGroup(remote.RemoteGroup):
             except (EOFError, OSError):
                 raise self._fail(self._died(command)) from None
             if status == "error":
-                error_type, message, text, module, qualname = payload
+                error_type, message, text, module, qualname, index = payload
                 if error_type == errors.SpaceMismatchError.__name__:  # The batch's, not the env's.
                     raise errors.SpaceMismatchError(message)
                 raise errors.raised(
-                    f"{error_type}: {message} (raised by {self._describe()} during {command}"
+                    f"{error_type}: {message} (raised by {self._describe(index)} during {command}"
                     f"{errors.rose_at(text)})"
                     f"\n\nTraceback in the worker:\n{text}",
                     self.name,

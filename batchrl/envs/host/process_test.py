@@ -159,6 +159,22 @@ def test_an_envs_exception_is_of_its_own_type_too(kind, caught_as):
     assert again.remote_traceback == error.remote_traceback
 
 
+@pytest.mark.parametrize(("where", "at"), [("reset", 1), ("step", 2), ("reset", 2)])
+def test_an_envs_error_names_that_env_among_its_workers_envs(where, at):
+    # A worker of several envs named them all ("envs 2-3"), not the one that raised. The
+    # second reset is the autoreset after a 3-step episode.
+    makers = [functools.partial(mock.FailingEnv, where, at=10**6)] * 3
+    makers.append(functools.partial(mock.FailingEnv, where, at=at))
+    with BatchEnv.external(makers, envs_per_worker=2) as env:
+        with pytest.raises(errors.EnvRaisedError) as caught:
+            env.reset(seed=0)
+            for _ in range(4):
+                env.step(env.action_space.sample())
+    said = str(caught.value)
+    assert said.startswith(f"ValueError: FailingEnv failed on purpose in {where} (raised by ")
+    assert "raised by env 'FailingEnv' (env 3, worker pid " in said, said
+
+
 def _full_range_actions() -> gym.Env:
     return mock.ActionEcho(gym.spaces.Box(-(2**31), 2**31 - 1, (2,), np.int32))
 

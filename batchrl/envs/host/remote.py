@@ -54,9 +54,12 @@ class RemoteGroup:
     def _where(self) -> str:
         raise NotImplementedError
 
-    def _describe(self) -> str:  # What `DESCRIBED_ENVS` reads back.
+    def _describe(self, index: int | None = None) -> str:  # What `DESCRIBED_ENVS` reads back.
+        """The group's envs, or its env at `index` (an error's, `errors.env_index`), and where."""
         last = self.first_index + self.num_envs - 1
-        envs = f"env {last}" if self.num_envs == 1 else f"envs {self.first_index}-{last}"
+        envs = f"envs {self.first_index}-{last}"
+        if self.num_envs == 1 or (index is not None and 0 <= index < self.num_envs):
+            envs = f"env {self.first_index + (index or 0)}"
         return f"env {self.name} ({envs}, {self._where()})"
 
     def _expect_idle(self, command: str) -> None:

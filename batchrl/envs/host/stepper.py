@@ -21,7 +21,7 @@ from batchrl import env_spec
 from batchrl.envs import spaces
 from batchrl.envs.host import actions as actions_lib
 from batchrl.envs.host import autoreset as autoreset_lib
-from batchrl.envs.host import env_checks, forwarding, lifecycle, make
+from batchrl.envs.host import env_checks, errors, forwarding, lifecycle, make
 from batchrl.envs.host import infos as infos_lib
 
 logger = logging.getLogger("batchrl.envs")
@@ -224,17 +224,21 @@ class EnvStepper(forwarding.EnvForwarding):
         buffers = self.buffers
         actions = actions_lib.per_env(buffers.action if given is None else given, len(self.envs))
         due = self._autoreset.due(autoreset)
+        results = []
         try:
             if due is not None:
-                results = [
-                    self._reset_for_step(env) if reset else env.step(a)
-                    for env, a, reset in zip(self.envs, actions, due, strict=True)
-                ]
+                for env, a, reset in zip(self.envs, actions, due, strict=True):
+                    results.append(self._reset_for_step(env) if reset else env.step(a))
             else:
-                results = [env.step(a) for env, a in zip(self.envs, actions, strict=True)]
+                for env, a in zip(self.envs, actions, strict=True):
+                    results.append(env.step(a))
             obs, reward, terminated, truncated, infos = map(list, zip(*results, strict=True))
-        except ValueError as error:
-            said = env_checks.step_error(error, self.name)
+        except BaseException as error:
+            said = (
+                env_checks.step_error(error, self.name) if isinstance(error, ValueError) else None
+            )
+            if len(results) < len(self.envs):  # The env that raised: the first of no result.
+                errors.mark_env(said or error, len(results))
             if said is None:
                 raise
             raise said from None
@@ -248,7 +252,7 @@ class EnvStepper(forwarding.EnvForwarding):
             # are views of its data, which the reset rewrites), and the infos may be read
             # steps later.
             final_obs, final_info = copy.deepcopy(obs[i]), copy.deepcopy(infos[i])
-            obs[i], reset_info = env_checks.reset(self.envs[i], self.name)
+            obs[i], reset_info = self._reset(i)
             infos[i] = autoreset_lib.final(final_obs, final_info, reset_info)
         self._write_obs(slice(None), obs)
         return env_checks.owned_infos(infos, self.name)
@@ -263,11 +267,18 @@ class EnvStepper(forwarding.EnvForwarding):
         """Resets the envs at `indices` (positions in this group); writes obs to the buffers."""
         infos = []
         for i, seed in zip(indices, seeds, strict=True):
-            obs, info = env_checks.reset(self.envs[i], self.name, seed=seed, options=options)
+            obs, info = self._reset(i, seed=seed, options=options)
             self._write_obs(i, obs)
             infos.append(infos_lib.owned(info))
         self._autoreset.reset(list(indices))
         return infos
+
+    def _reset(self, index: int, **kwargs: Any) -> tuple[Any, dict]:
+        try:
+            return env_checks.reset(self.envs[index], self.name, **kwargs)
+        except BaseException as error:
+            errors.mark_env(error, index)
+            raise
 
     def _env(self, index: int) -> gym.Env:
         return self.envs[index]

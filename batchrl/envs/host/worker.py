@@ -24,7 +24,7 @@ from multiprocessing.connection import Connection
 
 import cloudpickle
 
-from batchrl.envs.host import forwarding, mujoco_warnings, polling, shared, stepper
+from batchrl.envs.host import errors, forwarding, mujoco_warnings, polling, shared, stepper
 from batchrl.envs.host import infos as infos_lib
 
 _PR_SET_PDEATHSIG = 1
@@ -192,7 +192,10 @@ def _send_error(conn: Connection, error: BaseException) -> None:
     text = "".join(traceback.format_exception(error))
     with contextlib.suppress(OSError, EOFError, ValueError):
         kind = type(error)
-        conn.send(("error", (kind.__name__, str(error), text, kind.__module__, kind.__qualname__)))
+        index = errors.env_index(error)  # The env of the group that raised it, where one did.
+        conn.send(
+            ("error", (kind.__name__, str(error), text, kind.__module__, kind.__qualname__, index))
+        )
 
 
 def _unheeded(_signum: int, _frame: object) -> None:

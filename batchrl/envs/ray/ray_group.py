@@ -290,7 +290,8 @@ class RayGroup(remote.RemoteGroup):
                 raise self._fail(cause) from None
             text = str(error)  # Ray's text of the error, with the actor's traceback.
             raise errors.raised(
-                f"{type(cause).__name__}: {cause} (raised by {self._describe()} during "
+                f"{type(cause).__name__}: {cause} (raised by "
+                f"{self._describe(errors.env_index(cause))} during "
                 f"{command}{errors.rose_at(text)})\n\nIn the actor:\n{text}",
                 self.name,
                 command,
