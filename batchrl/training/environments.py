@@ -1,11 +1,10 @@
 """Builds the batched env a TrainConfig names: JAX-native, Gymnasium envs, a MuJoCo batch or Atari.
 
-Gymnasium envs are named as `envs.make` reads them and built with the wrappers the
-config asks for; episodes end at the env's own time limit or at `max_length` env steps,
-whichever comes first. Atari games (backend 'ale') take `env_kwargs` as
-`BatchEnv.atari`'s options for training, and evaluation plays them on envs of its own
-(`build_eval`, and `visualize` on one Gymnasium env that plays as they do): whole games,
-rewards unclipped, so it scores the game's own score.
+Gymnasium envs are named as `envs.make` reads them, built with the wrappers the config
+asks for; episodes end at the env's own time limit or at `max_length` steps, the first.
+Atari games (backend 'ale') take `env_kwargs` as `BatchEnv.atari`'s options for training;
+evaluation plays them on envs of its own (`build_eval`; `visualize` on one Gymnasium env
+that plays as they do): whole games, rewards unclipped, scoring the game's own score.
 JAX-native envs are named as their kind registers them, or as `module:qualname` of a
 function or class that makes one. Where no name can say what the env is (a lambda, an
 env object), the caller passes it: a Gymnasium env constructor, or a `jax_env.Env`.
@@ -54,6 +53,10 @@ def check_env_name(config: TrainConfig, env: Any = None) -> None:
             try:
                 make.check_name(config.env, config.env_kwargs)
             except ValueError as error:
+                if str(error).startswith("unknown env") and gymnax_env.registers(config.env):
+                    raise ValueError(
+                        f"env {config.env!r} is gymnax's: set backend=gymnax"
+                    ) from None
                 if not config.env.startswith("ALE/") or "takes no keyword" not in str(error):
                     raise
                 raise ValueError(  # An Atari preset's options, on another backend.
@@ -206,8 +209,7 @@ def _check_ray(config: TrainConfig) -> None:
 def _extra_named() -> Iterator[None]:
     """An env's ImportError (an extra not installed: gymnax, minigrid) as a ValueError.
 
-    Their messages are one line naming the extra to install, which the train command
-    prints as it prints every refused env, not as a traceback.
+    Its one line names the extra to install: the train command prints it, not a traceback.
     """
     try:
         yield
@@ -227,8 +229,7 @@ def _check_given(config: TrainConfig, env: Any) -> None:
         got = f"got {type(env).__name__}{jax}"
         raise ValueError(f"backend={config.backend!r} needs a Gymnasium env's constructor, {got}")
     if not native and config.backend in ("mujoco", "ale"):
-        backend = config.backend
-        raise ValueError(f"backend={backend!r} builds its envs by name: give env as an id")
+        raise ValueError(f"backend={config.backend!r} builds its envs by name: give env as an id")
 
 
 def _jax_native(config: TrainConfig, env: Any = None) -> jax_env.Env:

@@ -165,11 +165,13 @@ def test_an_envs_error_names_that_env_among_its_workers_envs(where, at):
     # second reset is the autoreset after a 3-step episode.
     makers = [functools.partial(mock.FailingEnv, where, at=10**6)] * 3
     makers.append(functools.partial(mock.FailingEnv, where, at=at))
-    with BatchEnv.external(makers, envs_per_worker=2) as env:
-        with pytest.raises(errors.EnvRaisedError) as caught:
-            env.reset(seed=0)
-            for _ in range(4):
-                env.step(env.action_space.sample())
+    with (
+        BatchEnv.external(makers, envs_per_worker=2) as env,
+        pytest.raises(errors.EnvRaisedError) as caught,
+    ):
+        env.reset(seed=0)
+        for _ in range(4):
+            env.step(env.action_space.sample())
     said = str(caught.value)
     assert said.startswith(f"ValueError: FailingEnv failed on purpose in {where} (raised by ")
     assert "raised by env 'FailingEnv' (env 3, worker pid " in said, said

@@ -15,6 +15,7 @@ dtype), keeping each leaf's kind from gymnax's space; some envs' spaces say othe
 from __future__ import annotations
 
 import dataclasses
+import difflib
 from typing import Any
 
 import flax.struct
@@ -105,6 +106,14 @@ def names() -> list[str]:
     return list(_gymnax().registered_envs)
 
 
+def registers(name: str) -> bool:
+    """Whether gymnax is installed and registers an env `name` (MinAtar's, say)."""
+    try:
+        return name in names()
+    except ImportError:
+        return False
+
+
 def make(name: str, **params: Any) -> jax_env.TimeLimit:
     """The gymnax env `name` with gymnax's default parameters but `params`, and its time limit.
 
@@ -115,7 +124,9 @@ def make(name: str, **params: Any) -> jax_env.TimeLimit:
             Or the env reads or downloads data it cannot here (MNISTBandit's, offline).
     """
     if name not in names():
-        raise ValueError(f"unknown gymnax env {name!r}; gymnax has: {', '.join(names())}")
+        close = difflib.get_close_matches(name, names(), n=1)
+        close = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown gymnax env {name!r}{close}; gymnax has: {', '.join(names())}")
     try:
         env, defaults = _gymnax().make(name)
     except OSError as error:  # A URLError's text holds only its reason.

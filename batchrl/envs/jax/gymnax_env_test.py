@@ -120,9 +120,26 @@ def test_a_batch_runs_in_a_compiled_rollout_with_resets():
     assert terminated.sum() >= 16 * 2  # Random CartPole episodes last about 20 steps.
 
 
-def test_an_unknown_gymnax_env_is_named_before_training():
-    config = TrainConfig(env="Acrobot-v9", backend="gymnax")
-    with pytest.raises(ValueError, match=r"unknown gymnax env 'Acrobot-v9'; gymnax has: .*Acro"):
+@pytest.mark.parametrize(
+    ("env", "close"),
+    [
+        ("Acrobot-v9", " \\(did you mean 'Acrobot-v1'\\?\\)"),
+        ("Breakout-Minatar", " \\(did you mean 'Breakout-MinAtar'\\?\\)"),
+        ("Zzz", ""),
+    ],
+)
+def test_an_unknown_gymnax_env_is_named_before_training(env, close):
+    config = TrainConfig(env=env, backend="gymnax")
+    with pytest.raises(ValueError, match=rf"unknown gymnax env '{env}'{close}; gymnax has: .*Acro"):
+        environments.check_env_name(config)
+
+
+def test_a_gymnax_env_on_a_gymnasium_backend_is_told_its_backend():
+    # Gymnasium's "doesn't exist" came with a hint to give a module that registers it.
+    config = TrainConfig(env="Breakout-MinAtar", backend="processes")
+    with pytest.raises(
+        ValueError, match=r"^env 'Breakout-MinAtar' is gymnax's: set backend=gymnax$"
+    ):
         environments.check_env_name(config)
 
 
