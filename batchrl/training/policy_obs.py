@@ -158,6 +158,8 @@ def _check_values(path: str, leaf: env_spec_lib.ObsLeaf, array: np.ndarray) -> N
     # The policy's dtype, as compiled code takes it.
     allowed = f"this leaf takes {dtype} values, {info.min} to {info.max}"
     if array.dtype.kind == "f":  # As Gymnasium's Box.contains refuses it.
+        if leaf.low is not None and leaf.high is not None:  # Its Box's, not its dtype's.
+            allowed = f"this leaf takes {dtype} values, {leaf.low:g} to {leaf.high:g}"
         raise ValueError(f"{path} is {array.dtype}: {allowed} (not scaled)")
     bad = (array < info.min) | (array > info.max)
     if np.any(bad):
