@@ -115,8 +115,12 @@ def _as_json(value: object) -> object:
     return json.loads(json.dumps(value))
 
 
-def tasks(paths: Sequence[pathlib.Path], name: Callable[[dict], str] | None = None) -> dict:
-    """Each run name's task (`task_of`), from its finished runs' lines in `paths`.
+def tasks(
+    paths: Sequence[pathlib.Path],
+    name: Callable[[dict], str] | None = None,
+    of: Callable[[str, str | None, dict | None], str | None] = task_of,
+) -> dict:
+    """Each run name's task (`task_of`, or `of`), from its finished runs' lines in `paths`.
 
     Runs named alike trained one env: a name's runs that differ in their env are named
     apart (`variants`), so its last line's env is every one's.
@@ -126,10 +130,22 @@ def tasks(paths: Sequence[pathlib.Path], name: Callable[[dict], str] | None = No
     found = {}
     for _, record in lines:
         settings = record.get("settings") or {}
-        found[name(record)] = task_of(
-            record["config"], settings.get("env"), settings.get("env_kwargs")
-        )
+        found[name(record)] = of(record["config"], settings.get("env"), settings.get("env_kwargs"))
     return found
+
+
+def env_apart(config: str, env: str | None, env_kwargs: dict | None = None) -> str | None:
+    """The env a run of `config` trained, where not its preset's own; None where it was.
+
+    Its env's id, with its `env_kwargs` where the id is the preset's (`HalfCheetah-v5
+    {"ctrl_cost_weight": 0.0}`): a `breakout` run on Pong's env, a task of no target, was
+    named `breakout` alone.
+    """
+    config = variants.config_of(config)
+    own = _preset_env(config)
+    if env is None or env == config or _as_json((env, env_kwargs or {})) == own:
+        return None
+    return f"{env} {json.dumps(env_kwargs or {})}" if own is not None and env == own[0] else env
 
 
 def reference(task: str) -> str:

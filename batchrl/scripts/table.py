@@ -1,13 +1,13 @@
 """The docs' tables, made from JSON lines rather than typed.
 
 One row per preset (per preset and settings, where runs of one preset's name were
-trained with other settings: `variants`): its seeds, the IQM of the final policies'
-returns with a 95 % bootstrap interval, the worst seed, both as fractions of the best published PPO
-(`stats.TARGETS`), the same for the kept best policies where the sweep evaluated
-them (`sweep --evaluate-best`), and the commit the runs' code was on (a run folder's
-`session.json`; runs trained before folders and sweeps recorded it, or outside a git
-checkout, say "not recorded"). The interval's bootstrap draws from a
-fixed seed, so the same lines make the same table.
+trained with other settings: `variants`; "on X" where not on its own env): its seeds,
+the IQM of the final policies' returns with a 95 % bootstrap interval, the worst seed,
+both as fractions of the best published PPO (`stats.TARGETS`), the same for the kept
+best policies where the sweep evaluated them (`sweep --evaluate-best`), and the commit
+the runs' code was on (a run folder's `session.json`; runs trained before folders and
+sweeps recorded it, or outside a git checkout, say "not recorded"). The interval's
+bootstrap draws from a fixed seed, so the same lines make the same table.
 
     python -m batchrl.scripts.table runs/heldout/results.jsonl [more.jsonl ...]
     python -m batchrl.scripts.table runs/heldout      # run folders, as `stats` reads them
@@ -90,10 +90,8 @@ def _with_fraction(value: float, target: float | None) -> str:
 
 def _short(commit: str | None) -> str:
     """A commit as the page names it: 7 hex digits (and "-dirty"), "not recorded" if none."""
-    if not commit:
-        return "not recorded"
-    found = re.fullmatch(r"([0-9a-f]{7})[0-9a-f]*(-dirty)?", commit)
-    return found.group(1) + (found.group(2) or "") if found else commit
+    found = commit and re.fullmatch(r"([0-9a-f]{7})[0-9a-f]*(-dirty)?", commit)
+    return found.group(1) + (found.group(2) or "") if found else commit or "not recorded"
 
 
 def row(
@@ -103,16 +101,18 @@ def row(
     reps: int,
     commits: Sequence[str | None],
     task: str | None,
+    env: str | None = None,
 ) -> str:
     """The table's line of one preset from its seeds' final (and kept best) returns.
 
-    `task`: the task its scores are held to (`stats.tasks`), None for none with a target.
+    `task`: the task its scores are held to (`stats.tasks`), None for none with a target;
+    `env`: the env it trained where not its preset's (`stats.env_apart`).
     """
     target = stats.TARGETS.get(task) if task else None
     summary = stats.summarize(final, target, reps)
     low, high = summary["iqm_95ci"]
     named = stats.task_of(config)  # A preset trained on another env says which.
-    elsewhere = f" on {task}" if task and task != named else ""
+    elsewhere = f" on {task}" if task and task != named else f" on {env}" if env else ""
     cells = [
         f"`{config}`{elsewhere}",
         _seeds(summary["seeds"]),
@@ -230,8 +230,9 @@ def table(paths: Sequence[pathlib.Path], reps: int = REPS, per_seed: bool = Fals
     }
     commits = _commits(paths, name)
     task = stats.tasks(paths, name)
+    env = stats.tasks(paths, name, stats.env_apart)
     lines = list(HEADER)
-    lines += [row(c, final[c], kept.get(c), reps, commits[c], task[c]) for c in final]
+    lines += [row(c, final[c], kept.get(c), reps, commits[c], task[c], env[c]) for c in final]
     return "\n".join(lines)
 
 

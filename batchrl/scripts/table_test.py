@@ -429,3 +429,25 @@ def test_sweeps_of_one_preset_at_other_settings_make_a_row_each(tmp_path, capsys
         ["| `hopper_clipped [learning_rate=0.001]`", "100, 101"],
     ]
     assert captured.err == ""  # Not "listed again": they are other runs.
+
+
+def test_a_presets_run_on_an_env_of_no_target_says_the_env_it_trained(tmp_path, capsys):
+    # A `breakout` run given Pong's env was the row `breakout`, as if it were Breakout's.
+    path = tmp_path / "results.jsonl"
+    trained = [
+        ("breakout", {"env": "ALE/Pong-v5"}),
+        ("cheetah_clipped", {"env": "HalfCheetah-v5", "env_kwargs": {"ctrl_cost_weight": 0.0}}),
+        ("hopper_clipped", {"env": "Hopper-v5"}),  # Its own: named alone.
+    ]
+    for config, settings in trained:
+        write_lines(path, config, [1.0])
+        lines = path.read_text().splitlines()
+        line = json.loads(lines[-1]) | {"settings": settings}
+        path.write_text("\n".join([*lines[:-1], json.dumps(line)]) + "\n")
+    assert table.main([str(path), "--reps", "50"]) == 0
+    rows = [row.split(" | ")[0] for row in capsys.readouterr().out.splitlines()[2:]]
+    assert rows == [
+        "| `breakout` on ALE/Pong-v5",
+        '| `cheetah_clipped` on HalfCheetah-v5 {"ctrl_cost_weight": 0.0}',
+        "| `hopper_clipped`",
+    ]
