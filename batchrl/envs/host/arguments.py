@@ -258,7 +258,8 @@ _WORDS_OF_1_4 = tuple(int(part) for part in gym.__version__.split(".")[:2]) >= (
 def check_mask(mask: Any, num_envs: int) -> np.ndarray:
     """The indices of a reset mask, a bool array [num_envs] with at least one True.
 
-    Refused as the installed Gymnasium's vector envs refuse it, with their words.
+    Refused as the installed Gymnasium's vector envs refuse it, with their words; a list
+    of bools, which they refuse for not being an ndarray, is read as its array.
     """
     mask = np.asarray(mask)
     what = "`options['reset_mask']` must" if _WORDS_OF_1_4 else "`options['reset_mask': mask]` must"
