@@ -147,7 +147,8 @@ class Common:
         if spec.discrete and spec.action is None:
             say(("init_std",), "on discrete actions: a categorical policy has no std")
         leaves = env_spec.leaves(spec.observation)
-        if not any(leaf.kind == env_spec.IMAGE for leaf in leaves):
+        # A CNN named by the run refuses such an observation (`networks.encoder`), said so.
+        if not any(leaf.kind == env_spec.IMAGE for leaf in leaves) and self.cnn in ("auto", "none"):
             say(("shared_encoder", "image_channels"), "on observations without images")
         if getattr(self, "recurrent", False):
             say(("chunk_length",), "with recurrent: a GRU policy trains on whole episodes")

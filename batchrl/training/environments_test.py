@@ -408,6 +408,8 @@ def test_the_step_limit_a_constructor_sets_is_taken_as_an_ids_is(caplog, given):
             ],
         ),
         ("breakout", {"image_channels": "first", "shared_encoder": False}, []),
+        # A CNN named on no image is refused, not told "no images" before its refusal.
+        ("cartpole_jax", {"cnn": "nature", "shared_encoder": True}, []),
         (
             "pendulum_jax",
             {"recurrent": True, "chunk_length": 20},
