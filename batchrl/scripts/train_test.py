@@ -124,15 +124,17 @@ def test_keeps_the_state_of_its_best_evaluated_phase(finished_run):
         assert saved_state(path) == saved_state(checkpoint.path_for(path.parent, best))
 
 
-def test_resuming_a_finished_run_trains_no_further(finished_run, capsys):
+def test_resuming_a_finished_run_trains_no_further(finished_run, capsys, caplog):
     files = sorted(finished_run.iterdir())
     capsys.readouterr()
+    caplog.set_level("WARNING", logger="batchrl")
     code = train.main(
         ["--logdir", str(finished_run.parent), "--timestamp", finished_run.name.split("-")[0]]
     )
     assert code == 0
     assert len(metrics_log.read_jsonl(finished_run / "metrics.jsonl")) == 5
     assert capsys.readouterr().out == f"run folder {finished_run} has trained all its 5 phases\n"
+    assert not [record for record in caplog.records if "resumed" in record.getMessage()]
     assert sorted(finished_run.iterdir()) == files  # No event file of no events.
 
 

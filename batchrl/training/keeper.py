@@ -200,12 +200,24 @@ def restore(
     _set_aside_newer(directory, restored[0])
     kept_best.set_aside_later(rundir, restored[0])
     state = loop.place(programs, restored[1])
-    logger.warning(
-        "resumed %s at env step %d (phase %d)", rundir.name, int(state.env_steps), int(state.phases)
-    )
     _say_rows_missing(rundir, int(state.env_steps))
     kept_best.keep_best_of(rundir, state)
     return state
+
+
+def say_resumed(rundir: pathlib.Path | None, state: loop.RunState) -> None:
+    """The line of a run resumed from its checkpoint, once it is known to train on.
+
+    Said by `restore`, it came before a refusal of the resume, or before "has trained all
+    its phases".
+    """
+    if rundir is not None and int(state.phases):
+        logger.warning(
+            "resumed %s at env step %d (phase %d)",
+            rundir.name,
+            int(state.env_steps),
+            int(state.phases),
+        )
 
 
 def _set_aside_newer(directory: pathlib.Path, step: int) -> None:

@@ -40,7 +40,7 @@ from batchrl.training import (
     terminal,
     together_memory,
 )
-from batchrl.training.keeper import Keeper, restore
+from batchrl.training.keeper import Keeper, restore, say_resumed
 from batchrl.training.keeper_thread import KeeperThread
 from batchrl.training.policy import Policy
 
@@ -171,6 +171,7 @@ def _train(
             trained = f"all its {total} phases" if total > 1 else "its 1 phase"
             terminal.say(f"run folder {rundir} has trained {trained}\n")
             return Run(rundir, config, [], state, programs)
+        say_resumed(rundir, state)
         session.begin(rundir, config)  # Once restored: a failed resume writes none.
         progress = terminal.Progress(
             total_steps=total * programs.train_steps * programs.num_envs,

@@ -1,10 +1,9 @@
 """Training N seeds together, each still a run of its own folder.
 
-Each seed keeps the folder a solo run of it would write (config, env spec, metrics and
-TensorBoard events, checkpoints, best), through the solo run's `Keeper`, so `evaluate`,
-`plot`, `table` and `visualize` read it unchanged, and its rows are the solo run's.
-Their phases run as one program (`training.together`). A killed together-run saves every
-seed's last logged state and resumes together, from the phase all seeds reached.
+Each seed keeps the folder its solo run would write (config, env spec, metrics, events,
+checkpoints, best) through the solo run's `Keeper`, read unchanged by `evaluate`, `plot`,
+`table` and `visualize`; their phases run as one program (`training.together`). A killed
+together-run saves each seed's last logged state and resumes from the phase all reached.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ from batchrl.training import (
     together_memory,
 )
 from batchrl.training.diverged_seeds import DivergedError
-from batchrl.training.keeper import Keeper, restore
+from batchrl.training.keeper import Keeper, restore, say_resumed
 from batchrl.training.keeper_thread import KeeperThread, wait_all
 
 logger = logging.getLogger("batchrl.training")
@@ -160,7 +159,8 @@ def _train(
             run.Run(rundir, seed_config, [], state, programs)
             for rundir, seed_config, state in zip(rundirs, configs, states, strict=True)
         ]
-    for rundir, seed_config in zip(rundirs, configs, strict=True):
+    for rundir, seed_config, state in zip(rundirs, configs, states, strict=True):
+        say_resumed(rundir, state)
         session.begin(rundir, seed_config)  # Once restored, as `run.train`.
     phase_steps = programs.train_steps * programs.num_envs
     progress = terminal.Progress(
