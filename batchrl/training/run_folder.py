@@ -292,7 +292,7 @@ def read_config(rundir: str | os.PathLike) -> train_config.TrainConfig:
     rundir = pathlib.Path(rundir)
     if rundir.is_file():  # A checkpoint or config.yaml, as SB3 loads a model's file.
         holder = next((str(p) for p in rundir.parents if _holds_config(p)), None)
-        give = f"give {holder!r}, the run folder holding it" if holder else "give its run folder"
+        give = f"give {holder!r}, the run folder holding it" if holder else "give a run folder"
         raise RunFolderError(f"{str(rundir)!r} is a file, not a run folder: {give}")
     if not rundir.is_dir():
         raise RunFolderError(f"run folder {str(rundir)!r} does not exist")

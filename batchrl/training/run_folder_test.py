@@ -1,6 +1,7 @@
 import dataclasses
 import os
 import pathlib
+import re
 import shutil
 import signal
 import stat
@@ -253,3 +254,12 @@ def test_a_run_whose_config_was_deleted_is_told_how_to_put_it_back(tmp_path, cap
     assert train.main(["--logdir", str(tmp_path / "b"), *command, "--timestamp", "t"]) == 0
     shutil.copy(tmp_path / "b" / "t-pendulum_jax" / run_folder.CONFIG, rundir)
     assert train.main(["--logdir", str(tmp_path / "a"), "--timestamp", "t"]) == 0
+
+
+def test_a_file_in_no_run_folder_is_told_to_give_a_run_folder(tmp_path):
+    # "give its run folder" named a folder a stray file outside any run does not have.
+    stray = tmp_path / "garbage.bin"
+    stray.write_bytes(b"not a run")
+    said = f"{str(stray)!r} is a file, not a run folder: give a run folder"
+    with pytest.raises(run_folder.RunFolderError, match=f"^{re.escape(said)}$"):
+        run_folder.read_config(stray)
