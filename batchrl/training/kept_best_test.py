@@ -5,19 +5,9 @@ import pytest
 
 import batchrl
 from batchrl.training import checkpoint, kept_best, metrics_log
+from batchrl.training.api_test import TINY_PENALTY
 
-TINY = dict(
-    num_envs=4,
-    update_every=4,
-    max_length=50,
-    eval_episodes=4,
-    final_episodes=4,
-    policy_layers=(16, 16),
-    value_layers=(16, 16),
-    phase_steps=200,
-    eval_every=1,
-    keep_checkpoints=4,
-)
+TINY = dict(TINY_PENALTY, phase_steps=200, eval_every=1, keep_checkpoints=4)
 
 
 @pytest.fixture(scope="module")
