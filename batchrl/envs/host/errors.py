@@ -139,12 +139,15 @@ def rose_at(text: str) -> str:
     The one line of an env's error then says where in the user's env it rose, which the
     train command's one line kept nowhere else: the last frame outside Python's library,
     installed packages and batchrl (an env's `json.loads` failing names the env's call),
-    or the last frame where every frame is theirs (a Gymnasium env's own check).
+    or the last frame where every frame is theirs (a Gymnasium env's own check); none
+    for a check of batchrl's envs' hosts (a 4-tuple step refused), where the env returned.
     """
     frames = _FRAME.findall(text)
     own = [frame for frame in frames if not frame[0].startswith(_LIBRARIES)]
     file, line = (own or frames or [("", "")])[-1]
-    return f" at {file}:{line}" if file else ""
+    # batchrl's check of what an env returned, whose words name the env: no place of it.
+    checked = not own and file.startswith(str(pathlib.Path(__file__).parent))
+    return f" at {file}:{line}" if file and not checked else ""
 
 
 def mark_env(error: BaseException, index: int) -> None:
