@@ -7,9 +7,9 @@ the whole batch. A `Group`, so `BatchEnv` steps it as any other group.
 
 The games autoreset as ale-py's NEXT_STEP does, a game that ended starting anew in place
 of its next step. SAME_STEP is that, with the games that ended reset at once; DISABLED
-leaves the resets to the caller (a game stepped again without one starts anew, as in
-NEXT_STEP). With `life_loss_info`, a lost life ends the episode (terminated) and the game
-plays on, as ale-py does: a reset without a seed of such a game goes on from where it is,
+leaves the resets to the caller (`BatchEnv` refuses a step of a game that ended). With
+`life_loss_info`, a lost life ends the episode (terminated) and the game plays on, as
+ale-py does: a reset without a seed of such a game goes on from where it is,
 as Stable-Baselines3's EpisodicLifeEnv does, and only a game over starts a new game.
 """
 
@@ -79,6 +79,7 @@ class AtariGroup:
         self._mode = AutoresetMode.DISABLED
         self._pending_reset: tuple | None = None
         self._reset_once = False
+        self._unread = False  # A step sent whose results no `step_wait` read: a Ctrl-C's.
         # Set by what calls the games from compiled programs (`bridge.ale_ffi`): blocks
         # until those dispatched so far have run, so that closing never frees games that
         # a queued call still steps (it would wait forever on the freed threads).
@@ -94,6 +95,7 @@ class AtariGroup:
     ) -> None:
         """Sends the actions: the games step in their threads while other groups step."""
         vector = self._open()
+        self._drop_unread(vector)
         if not self._reset_once:
             raise gym.error.ResetNeeded("BatchEnv.atari's games step only after a reset")
         space = self.action_space
@@ -108,10 +110,12 @@ class AtariGroup:
         self.buffers.action[...] = actions
         self._mode = autoreset
         vector.send(self.buffers.action)
+        self._unread = True
 
     def step_wait(self) -> Step:
         """The step's results in the buffers; SAME_STEP resets the games that ended at once."""
         obs, reward, terminated, truncated, info = self._open().recv()
+        self._unread = False
         order = _env_order(info)
         if isinstance(order, slice) and obs.flags.writeable:
             # ale-py's arrays are the step's own (the next `recv` makes new ones), and the
@@ -200,6 +204,16 @@ class AtariGroup:
             raise gym.error.ClosedEnvironmentError("these games of BatchEnv.atari are closed")
         return self.vector_env
 
+    def _drop_unread(self, vector: AtariVectorEnv) -> None:
+        """Reads the results of a step a Ctrl-C cut off before `step_wait`, and drops them.
+
+        ale-py answers each call with the oldest results not yet read: left there, every
+        later step (and a reset's first) returned the step before it, for good.
+        """
+        if self._unread:
+            self._unread = False
+            vector.recv()
+
     def _game_ends(self, lives_before: np.ndarray) -> np.ndarray:
         """[k] bool: the envs whose game this step ended, which ale-py resets at their next step.
 
@@ -224,6 +238,7 @@ class AtariGroup:
         episode goes on from where it is.
         """
         vector = self._open()
+        self._drop_unread(vector)
         indices = np.asarray(indices, np.int64)
         seeds = [_check_seed(seed) for seed in seeds]
         fresh = (np.array(seeds, np.int64) != _NO_SEED) | ~self._playing_on[indices]

@@ -200,6 +200,24 @@ def test_a_steps_obs_edited_in_place_leave_a_later_masked_reset_as_the_step_gave
     np.testing.assert_array_equal(again[1], given[1])
 
 
+def test_a_step_a_ctrl_c_left_unread_leaves_the_next_reset_as_a_fresh_batchs():
+    # ale-py answers each call with the oldest results not read: every step after the
+    # reset returned the step before it, for good.
+    with (
+        BatchEnv.atari("breakout", 2, threads=1) as env,
+        BatchEnv.atari("breakout", 2, threads=1) as fresh,
+    ):
+        env.reset(seed=0)
+        env._groups[0].step_async(np.ones(2, np.int64), AutoresetMode.NEXT_STEP)  # Cut off.
+        for batch in (env, fresh):
+            batch.reset(seed=0)
+        for t in range(3):
+            actions = np.full(2, t % 4, np.int64)
+            got, want = env.step(actions), fresh.step(actions)
+            np.testing.assert_array_equal(got[0], want[0])
+            assert_same_infos(got[4], want[4], f"step {t}")
+
+
 def task_count():
     return len(os.listdir("/proc/self/task"))
 
