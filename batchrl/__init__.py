@@ -29,3 +29,8 @@ def __getattr__(name: str) -> Any:
     if name in _PUBLIC:
         return getattr(importlib.import_module(_PUBLIC[name]), name)
     raise AttributeError(f"module 'batchrl' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The module's names and those imported on first use, for `dir` and tab completion."""
+    return sorted({*globals(), *__all__})

@@ -63,9 +63,11 @@ def pendulum(tmp_path_factory) -> batchrl.Run:
 
 def test_a_presets_settings_are_written_in_full_after_a_plain_import_of_batchrl():
     # As training.md writes them; `batchrl.configs` was no attribute after `import batchrl`.
+    # dir() and tab completion name what is imported on first use, importing none of it.
     code = (
         "import sys, yaml, batchrl\n"
         "print(yaml.safe_dump(batchrl.configs.to_dict(batchrl.configs.get('cheetah'))))\n"
+        "assert {'train', 'resume', 'load', 'Run', 'Policy', 'configs'} <= set(dir(batchrl))\n"
         "print('jax' in sys.modules, file=sys.stderr)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
