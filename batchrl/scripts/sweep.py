@@ -4,22 +4,22 @@
         --seeds 0 1 2 [--steps 1000000] [--set key=value ...] [--together]
 
 Run (config, seed) lives in LOGDIR/seed<seed>-<config>/ (a CONFIG given as a run folder
-or YAML file is named as its runs are) and is trained by the train command with
-`--timestamp seed<seed>`, so a sweep stopped at any moment and run again skips finished
-runs (trained on to a raised `--steps`) and resumes interrupted ones. Each config's
-settings and seeds are checked before the first run trains. A run another process
-trains is left to it, said in one line, and the sweep then exits with status 75
-(`SKIPPED`), not 0, as that run's line is missing. Each run's line (stdout, and appended
-to LOGDIR/results.jsonl) gives its evaluation curve, the final policy's return (of the
-mean action, or of sampled ones with `eval_sample`: "sampled": true), the mean of the
-last 5 evaluations, wall-clock, env-steps/s, the machine and the versions. The train
-command's output goes to LOGDIR/seed<seed>-<config>.log. The runs keep XLA's compiled
-programs in a cache of the sweep's own (`compilation_cache`).
+or YAML file is named as its runs are), trained by the train command with `--timestamp
+seed<seed>`: a sweep stopped at any moment and run again skips finished runs (trained on
+to a raised `--steps`) and resumes the others. Each config's settings and seeds, and the
+settings of its runs already in LOGDIR, are checked before the first run trains. A run
+another process trains is left to it, said, and the sweep exits with status 75
+(`SKIPPED`), as its line is missing. Each run's line (stdout, and appended to
+LOGDIR/results.jsonl) gives its evaluation curve, the final policy's return (of the mean
+action, or sampled ones with `eval_sample`: "sampled": true), the mean of the last 5
+evaluations, wall-clock, env-steps/s, the machine and the versions. The train command's
+stdout goes to LOGDIR/seed<seed>-<config>.log, its warnings and errors to the sweep's
+stderr; XLA's compiled programs to a cache of the sweep's own (`compilation_cache`).
 `--evaluate-best N` also evaluates each run's best-evaluated policy (`best.bin`) on N
 episodes, as `evaluate --best` does, into `kept_best_return` and its phase and episodes.
-`--together` trains each config's unfinished seeds together in one program (the train
-command's `--seeds`), into the same folders; their lines carry "seeds_together" and the
-shared wall-clock, and the output goes to LOGDIR/seeds<s>_<s>...-<config>.log.
+`--together` trains each config's unfinished seeds together in one program (`--seeds`),
+into the same folders, their lines with "seeds_together" and the shared wall-clock, the
+output in LOGDIR/seeds<s>_<s>...-<config>.log.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import contextlib
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -75,11 +76,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="budget of env steps, 1e6 too (default: the preset's)",
     )
     configs.overrides.add_argument(parser)
-    parser.add_argument(
-        "--together",
-        action="store_true",
-        help="train each config's seeds together in one program",
-    )
+    together = "train each config's seeds together in one program"
+    parser.add_argument("--together", action="store_true", help=together)
     parser.add_argument(
         "--evaluate-best",
         type=int,
@@ -94,13 +92,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     }
     if "seed" in keys:
         parser.error("--set seed=... would give every run one seed: choose them with --seeds")
-    counts = collections.Counter(args.seeds)
-    twice = sorted(seed for seed, count in counts.items() if count > 1)
-    if twice:
-        parser.error(f"--seeds must be distinct seeds (a folder each), got {twice} twice")
-    twice = [config for config, count in collections.Counter(args.configs).items() if count > 1]
-    if twice:
-        parser.error(f"--configs must be distinct configs (a run each), got {twice} twice")
+    for option, given, each in (("seeds", args.seeds, "folder"), ("configs", args.configs, "run")):
+        if twice := sorted({value for value in given if given.count(value) > 1}):
+            parser.error(f"--{option} must be distinct {option} (a {each} each), got {twice} twice")
     by_name = collections.defaultdict(list)  # Two files of one name make one folder a seed.
     for config in args.configs:
         with contextlib.suppress(train.UsageError):  # Named with its error at its run.
@@ -314,6 +308,11 @@ def check_runs(args: argparse.Namespace, config: str) -> None:
     ]
     if args.together and len(configs) > 1:
         together_checks.check_configs(configs)
+    # Its runs in the logdir, of any seed: a new seed's run of other settings was let in.
+    name = re.compile(rf"seed(\d+)-{re.escape(train.name_of(config))}")
+    for folder in sorted(pathlib.Path(args.logdir).glob("seed*")):
+        if (found := name.fullmatch(folder.name)) and (folder / run_folder.CONFIG).is_file():
+            train.resumed_run(train.parse_args(train_argv(args, config, [int(found.group(1))])))
 
 
 def _sweep(

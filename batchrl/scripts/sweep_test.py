@@ -343,6 +343,18 @@ def test_a_finished_run_asked_for_with_other_settings_is_refused(swept, capsys):
     assert "learning_rate=0.001 (saved 0.0001)" in err and len(err.strip().splitlines()) == 1
 
 
+def test_a_new_seed_with_other_settings_beside_the_runs_is_refused_before_it_trains(swept, capsys):
+    # Trained in, it made the logdir's runs two variants, which `plot --seeds` refused.
+    logdir, argv, _, _ = swept
+    seeds = argv.index("--seeds")
+    new = [*argv[: seeds + 1], "7", *argv[seeds + 3 :], "--set", "learning_rate=0.001"]
+    assert sweep.main(new) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sweep: error: run 'seed0-pendulum_jax' was started with other ")
+    assert "learning_rate=0.001 (saved 0.0001)" in err and len(err.strip().splitlines()) == 1
+    assert not (logdir / "seed7-pendulum_jax").exists()
+
+
 @pytest.mark.slow
 def test_a_run_another_process_trains_is_left_to_it_and_the_sweep_goes_on(swept, tmp_path, capsys):
     # Seed 0 as a second sweep finds it: unfinished, and trained by the first.
