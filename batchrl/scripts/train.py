@@ -11,9 +11,8 @@ shell over the functions `batchrl.train` runs (`training.api`). As in the seed, 
 `--timestamp T` to the command that started a run resumes it (and starts run T-<config>
 if there is none); a resume whose --config, --seed or --set, or hand edits of its config.yaml
 (`training.session`), differ from the saved config names the keys and stops. It restores
-parameters, optimiser, normalisers, KL penalty, counters, random keys and episode memory from
-the last good checkpoint (exactly, on JAX-native envs). Ctrl-C or SIGTERM checkpoints the
-phase in flight and exits. Bad input: one line.
+the whole training state from the last good checkpoint (exact on JAX-native envs). Ctrl-C
+or SIGTERM checkpoints the phase in flight and exits. Bad input: one line.
 """
 
 from __future__ import annotations
@@ -346,9 +345,10 @@ def _train_together(args: argparse.Namespace) -> int:
         if args.timestamp:
             runs = []
             try:
-                for one in ones:
-                    one.timestamp = seed_timestamp(args.timestamp, one.seed)
-                    runs.append(resumed_run(one))
+                with terminal.said_once():  # A seed each, the warnings would be said again.
+                    for one in ones:
+                        one.timestamp = seed_timestamp(args.timestamp, one.seed)
+                        runs.append(resumed_run(one))
                 api.say_overlap_together(runs[0][1])  # New folders skip `api.start_together`.
             except Exception:  # A seed refused: the folders made for the seeds before it go.
                 for rundir, _ in runs:

@@ -8,13 +8,14 @@ phase for the log.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import shutil
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TextIO
 
 
@@ -304,3 +305,33 @@ def _duration(seconds: float) -> str:
     minutes, seconds = divmod(round(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}:{minutes:02d}:{seconds:02d}"
+
+
+@contextlib.contextmanager
+def said_once(name: str = "batchrl") -> Iterator[None]:
+    """Drops a log record of logger `name` or below whose message was said already inside.
+
+    The seeds of a together-run each start or resume a run of one config: its warnings (an
+    env's own step limit, say) were said once a seed.
+    """
+    said: set[str] = set()
+
+    def first(record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        new = message not in said
+        said.add(message)
+        return new
+
+    loggers = [logging.getLogger(name)]
+    loggers += [
+        logger
+        for key, logger in logging.Logger.manager.loggerDict.items()
+        if key.startswith(f"{name}.") and isinstance(logger, logging.Logger)
+    ]
+    for logger in loggers:
+        logger.addFilter(first)
+    try:
+        yield
+    finally:
+        for logger in loggers:
+            logger.removeFilter(first)

@@ -711,3 +711,15 @@ def test_batchrl_resume_given_a_together_runs_folders_trains_them_on_together(tm
         assert [mine[0], *mine[2:]] == [theirs[0], *theirs[2:]]
     with pytest.raises(ValueError, match=r"^callback is a solo run's"):
         batchrl.resume([run.rundir for run in first], callback=print)
+
+
+def test_the_seeds_warnings_are_said_once_when_their_folders_are_named(tmp_path, caplog):
+    # Each seed's run started on its own under --timestamp (a sweep's --together): the
+    # env's step limit was said once a seed.
+    settings = [item for assignment in PENALTY for item in ("--set", assignment)]
+    args = ["--logdir", str(tmp_path), "--config", "pendulum_jax", "--seeds", "1", "2", "3"]
+    caplog.set_level("WARNING", logger="batchrl")
+    assert train.main([*args, "--timestamp", "s{seed}", *settings, "--set", "steps=200"]) == 0
+    said = [record.getMessage() for record in caplog.records]
+    limit = "env 'Pendulum-v1' has its own limit of 200 steps, above max_length=50"
+    assert len([line for line in said if line.startswith(limit)]) == 1, said
