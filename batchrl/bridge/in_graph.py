@@ -40,7 +40,7 @@ import numpy as np
 from batchrl import env_spec as env_spec_lib
 from batchrl.bridge import one_block, surfaced
 from batchrl.bridge.host_call import DeviceError, host_call, weakly
-from batchrl.bridge.seeds import check_env_seeds, run_env_seeds
+from batchrl.bridge.seeds import check_env_seeds, resumed_env_seeds, run_env_seeds
 from batchrl.envs import spaces
 from batchrl.envs.host import batch as batch_lib
 from batchrl.envs.host import batch_taken
@@ -140,6 +140,7 @@ class InGraphBatchEnv:
         # The token the host's last call wrote. Counted from 0 by every bridge, so that a
         # run's checkpoints are the same bytes whatever bridges its process made before.
         self._issued: int | None = None
+        self._restart_seeds: list[int] | None = None  # The next restart's (`resumed_after`).
         host_spec = spaces.env_spec(
             batch_env.single_observation_space,
             batch_env.single_action_space,
@@ -206,6 +207,14 @@ class InGraphBatchEnv:
             return raising(*args, **kwargs)
 
         return placed
+
+    def resumed_after(self, phase: int) -> None:
+        """Seeds the next restart of every env from its seed and `phase`, once.
+
+        A run resumed after `phase` builds its envs as its start did: restarted unseeded,
+        they began the episodes of its first phase, and of its first evaluation, again.
+        """
+        self._restart_seeds = resumed_env_seeds(self.env_seeds, phase)
 
     def init(self, key: jax.Array) -> tuple[BridgeState, Any]:
         """Resets every env, env i with `env_seeds[i]`; `key` is unused (envs seed themselves)."""
@@ -281,7 +290,11 @@ class InGraphBatchEnv:
             self._check_newest(token)
         indices = np.flatnonzero(mask)
         start = time.perf_counter()
-        fresh = self.batch_env.reset_at(indices)[0]
+        if self._restart_seeds is not None and mask.all():
+            seeds, self._restart_seeds = self._restart_seeds, None
+            fresh = self.batch_env.reset(seed=seeds)[0]
+        else:
+            fresh = self.batch_env.reset_at(indices)[0]
         self.env_seconds += time.perf_counter() - start
         for out, old, new in zip(outputs[1:], obs, env_spec_lib.leaves(fresh), strict=True):
             out[...] = old

@@ -41,3 +41,11 @@ def check_env_seeds(env_seeds: Sequence[int] | None, num_envs: int) -> list[int]
     if len(given) != num_envs:
         raise ValueError(f"env_seeds holds {len(given)} seeds for {num_envs} envs: give one an env")
     return given
+
+
+def resumed_env_seeds(env_seeds: Sequence[int], phase: int) -> list[int]:
+    """Seeds for envs a run resumed after `phase` restarts: each env's seed mixed with it.
+
+    Restarted unseeded, envs built as at the run's start began its first episodes again.
+    """
+    return [int(np.random.SeedSequence([seed, phase]).generate_state(1)[0]) for seed in env_seeds]

@@ -1,10 +1,12 @@
 import dataclasses
 import logging
 
+import gymnasium as gym
 import jax
 import numpy as np
 import pytest
 
+import batchrl
 from batchrl import configs
 from batchrl.envs.jax import classic, jax_env
 from batchrl.ppo import config as config_lib
@@ -126,6 +128,46 @@ def test_a_resumed_atari_run_begins_new_episodes_in_its_new_games(tmp_path, monk
     assert int(resumed.state.phases) == 2
     # Breakout's first episodes outlast 32 steps: counted from the restart, 16 at most.
     assert np.asarray(resumed.state.train.length).max() <= 16
+
+
+class StartLog(gym.Env):
+    """An env that appends each episode's random start to the file at `path`."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def __init__(self, path: str):
+        self.path, self.start = path, 0.0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.start = float(self.np_random.uniform(-1.0, 1.0))
+        with open(self.path, "a") as file:
+            file.write(f"{self.start!r}\n")
+        return np.array([self.start], np.float32), {}
+
+    def step(self, action):
+        return np.array([self.start], np.float32), -abs(self.start), False, False, {}
+
+
+@pytest.mark.slow  # A run on worker envs, and its resume: ten seconds and more.
+def test_a_resumed_run_on_worker_envs_does_not_begin_its_first_episodes_again(tmp_path):
+    # Built as at the run's start and restarted unseeded, the envs of every resume began
+    # the episodes of the run's first phase, and of its first evaluation, again.
+    path = tmp_path / "starts.txt"
+    settings = dict(num_envs=2, update_every=2, max_length=50, eval_every=1)
+    settings |= dict(eval_episodes=2, final_episodes=2, policy_layers=(8,), value_layers=(8,))
+    run = batchrl.train(
+        "pendulum", env=f"{__name__}:StartLog", env_kwargs={"path": str(path)},
+        steps=100, logdir=tmp_path, **settings,
+    )  # fmt: skip
+    first = path.read_text().splitlines()
+    batchrl.resume(run.rundir, steps=200)
+    resumed = path.read_text().splitlines()[len(first) :]
+    # Each build resets the 2 envs twice, seeded (training and evaluation share them).
+    built = set(first[:4])
+    assert set(resumed[:4]) == built and len(resumed) > 4
+    assert (set(resumed) - built).isdisjoint(first), (first, resumed)
 
 
 def test_a_resume_whose_checkpoints_none_load_says_what_to_do(tmp_path):

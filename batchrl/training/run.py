@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from batchrl import bridge
 from batchrl.configs import TrainConfig
 from batchrl.training import (
     checkpoint,
@@ -168,10 +169,10 @@ def _train(
         check_not_lowered(rundir, config, int(state.phases))
         total = config.phases
         if int(state.phases) >= total:  # Resumed after its last phase: nothing to write.
-            trained = f"all its {total} phases" if total > 1 else "its 1 phase"
-            terminal.say(f"run folder {rundir} has trained {trained}\n")
+            terminal.say(f"run folder {rundir} has trained {terminal.phases_said(total)}\n")
             return Run(rundir, config, [], state, programs)
         say_resumed(rundir, state)
+        seed_restarts(int(state.phases), env, eval_env)
         session.begin(rundir, config)  # Once restored: a failed resume writes none.
         progress = terminal.Progress(
             total_steps=total * programs.train_steps * programs.num_envs,
@@ -291,6 +292,16 @@ def restarts_before(rundir: pathlib.Path | None, env_steps: int) -> float:
         return 0.0
     rows = [row for row in metrics_log.read_jsonl(path) if row.get("step", 0) <= env_steps]
     return float(rows[-1].get("perf/worker_restarts", 0.0)) if rows else 0.0
+
+
+def seed_restarts(phases: int, *envs: Any) -> None:
+    """Seeds the first restart of each host env of a run resumed after `phases` anew.
+
+    Built as at the run's start, they began its first episodes again (`resumed_after`).
+    """
+    for env in envs:
+        if phases and isinstance(env, bridge.InGraphBatchEnv):
+            env.resumed_after(phases)
 
 
 def first_restart(programs: loop.Programs, config: TrainConfig, state: loop.RunState) -> bool:

@@ -335,3 +335,8 @@ def said_once(name: str = "batchrl") -> Iterator[None]:
     finally:
         for logger in loggers:
             logger.removeFilter(first)
+
+
+def phases_said(total: int) -> str:
+    """What a finished run trained, as its resume says it: "all its 5 phases", "its 1 phase"."""
+    return f"all its {total} phases" if total > 1 else "its 1 phase"

@@ -153,12 +153,12 @@ def _train(
     total, count = config.phases, len(configs)
     if begun >= total:  # Resumed after its last phase, as `run.train`: nothing to write.
         for rundir in rundirs:
-            trained = f"all its {total} phases" if total > 1 else "its 1 phase"
-            print(f"run folder {rundir} has trained {trained}", flush=True)
+            print(f"run folder {rundir} has trained {terminal.phases_said(total)}", flush=True)
         return [
             run.Run(rundir, seed_config, [], state, programs)
             for rundir, seed_config, state in zip(rundirs, configs, states, strict=True)
         ]
+    run.seed_restarts(begun, env)  # Its envs, shared by evaluation, restart first.
     for rundir, seed_config, state in zip(rundirs, configs, states, strict=True):
         say_resumed(rundir, state)
         session.begin(rundir, seed_config)  # Once restored, as `run.train`.
