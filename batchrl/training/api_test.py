@@ -355,6 +355,16 @@ def test_a_vector_env_or_a_partial_given_as_env_is_said_for_what_it_is():
         "run folder cannot record: give the id as env, its keywords as env_kwargs, or "
         "logdir=None"
     )
+    # One of a class said it had no module:qualname, its class's in plain sight.
+    partial = functools.partial(mock.CountingEnv, 5, end="truncated")
+    config, _, given = api.configure("pendulum", env=partial)
+    with pytest.raises(ValueError) as error:
+        given_env.recordable(config, given, "runs")
+    assert str(error.value) == (
+        "env 'CountingEnv' is a functools.partial, which a run folder cannot record: give "
+        "env='batchrl.testing.mock:CountingEnv', env_kwargs={'end': 'truncated'} (its "
+        "positional arguments among them), or logdir=None"
+    )
 
 
 @pytest.mark.slow

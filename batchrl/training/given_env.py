@@ -86,6 +86,15 @@ def recordable(config: TrainConfig, given: Any, logdir: Any) -> TrainConfig:
             f"env {config.env!r} is a functools.partial of {what}, which a run folder cannot "
             "record: give the id as env, its keywords as env_kwargs, or logdir=None"
         )
+    inner = getattr(given, "func", None)
+    if isinstance(given, functools.partial) and "<" not in getattr(inner, "__qualname__", "<"):
+        name = f"{inner.__module__}:{inner.__qualname__}"
+        keywords = f", env_kwargs={given.keywords!r}" * bool(given.keywords)
+        keywords += " (its positional arguments among them)" * bool(given.args)
+        raise ValueError(
+            f"env {config.env!r} is a functools.partial, which a run folder cannot record: "
+            f"give env={name!r}{keywords}, or logdir=None"
+        )
     from batchrl.envs.jax import jax_env
 
     kind = type(given.env if isinstance(given, jax_env.TimeLimit) else given)
