@@ -240,8 +240,8 @@ def _bare(name: str) -> str:
 def set_field(config: TrainConfig, name: str, value: Any, parse: Any) -> TrainConfig:
     """`config` with `name` (a field of the run or its algorithm) set by `parse(name, kind, v)`."""
     bare = _bare(name)
-    if bare == "objective":
-        return _with_objective(config, value)
+    if bare == "objective":  # Read as every string setting is (`--set 'objective="clipped"'`).
+        return _with_objective(config, parse(bare, str, value))
     if name in backends.DEPRECATED:
         value = parse(name, str, value)
         backend = backends.backend_of(name, value, config.backend)

@@ -106,6 +106,9 @@ def test_set_objective_changes_the_algorithm_keeping_what_both_share():
     assert config.algorithm.discount == 0.95 and config.num_envs == 30
     assert config.algorithm.clip_ratio == 0.2  # The clipped objective's own default.
     assert config.env == "Pendulum-v1"
+    # Quoted, as every other string setting may be: it was "unknown objective '\"clipped\"'".
+    quoted = overrides.parse_override(presets.get("pendulum"), 'objective="clipped"')
+    assert quoted == config
 
 
 def test_switching_the_objective_says_which_of_its_own_settings_it_drops(caplog):
