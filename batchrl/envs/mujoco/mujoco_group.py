@@ -208,6 +208,8 @@ class MujocoGroup(forwarding.EnvForwarding):
                 f"its {name}()"
                 + (', options={"reset_mask": mask} for some' if name == "reset" else "")
             )
+        if name == "render" and self._rngs[index] is None:  # As OrderEnforcing refuses it.
+            raise gym.error.ResetNeeded(f"{self.name}: cannot render before reset: call reset()")
         self._load(index)  # Whatever `attribute` reads: what is stored back is env `index`'s.
         value = super().call(index, name, args, kwargs)
         self._store(index)

@@ -175,10 +175,16 @@ def test_a_call_that_sets_the_state_moves_its_env_as_on_gymnasiums():
 RENDER = """
 from batchrl.scripts import visualize
 visualize.choose_headless_gl()  # Before MuJoCo loads, as the visualize script does.
+import gymnasium as gym
 import numpy as np
 from batchrl.envs import BatchEnv
 
 with BatchEnv.mujoco("HalfCheetah-v5", 2, render_mode="rgb_array") as env:
+    try:  # As Gymnasium's OrderEnforcing: frames of the model's initial state, unseeded.
+        env.render()
+        raise AssertionError("rendered before reset")
+    except gym.error.ResetNeeded as error:
+        assert str(error) == "HalfCheetah-v5: cannot render before reset: call reset()"
     env.reset(seed=0)
     for _ in range(30):
         env.step(np.stack([np.ones(6, np.float32), -np.ones(6, np.float32)]))
