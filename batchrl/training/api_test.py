@@ -348,23 +348,31 @@ def test_a_vector_env_or_a_partial_given_as_env_is_said_for_what_it_is():
     partial = functools.partial(gym.make, "Pendulum-v1", g=3.0)
     config, _, given = api.configure("pendulum", env=partial)
     assert config.env == "Pendulum-v1" and given is partial
-    with pytest.raises(ValueError) as error:
-        given_env.recordable(config, given, "runs")
-    assert str(error.value) == (
+    assert refusal(partial) == (
         "env 'Pendulum-v1' is a functools.partial of gym.make('Pendulum-v1', ...), which a "
         "run folder cannot record: give the id as env, its keywords as env_kwargs, or "
         "logdir=None"
     )
     # One of a class said it had no module:qualname, its class's in plain sight.
-    partial = functools.partial(mock.CountingEnv, 5, end="truncated")
-    config, _, given = api.configure("pendulum", env=partial)
-    with pytest.raises(ValueError) as error:
-        given_env.recordable(config, given, "runs")
-    assert str(error.value) == (
+    assert refusal(functools.partial(mock.CountingEnv, 5, end="truncated")) == (
         "env 'CountingEnv' is a functools.partial, which a run folder cannot record: give "
         "env='batchrl.testing.mock:CountingEnv', env_kwargs={'end': 'truncated'} (its "
         "positional arguments among them), or logdir=None"
     )
+    # One of a script's class: not env='__main__:Mine', which no other process imports.
+    mine = type("Mine", (mock.CountingEnv,), {"__module__": "__main__"})
+    assert refusal(functools.partial(mine, duration=5)) == (
+        "env 'Mine' is defined in this script, which the train command and evaluate never "
+        "run: define it in a module and give env='module:Mine', or logdir=None"
+    )
+
+
+def refusal(env) -> str:
+    """Why a run folder cannot record `env` given to the pendulum preset, in one line."""
+    config, _, given = api.configure("pendulum", env=env)
+    with pytest.raises(ValueError) as error:
+        given_env.recordable(config, given, "runs")
+    return str(error.value)
 
 
 @pytest.mark.slow

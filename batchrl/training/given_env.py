@@ -57,7 +57,8 @@ def recordable(config: TrainConfig, given: Any, logdir: Any) -> TrainConfig:
             "evaluate never run: register it in a module and give env='module:"
             f"{config.env}', or logdir=None"
         )
-    if getattr(given, "__module__", None) == "__main__":
+    # A partial's own module is functools': its function's says where it is defined.
+    if getattr(getattr(given, "func", given), "__module__", None) == "__main__":
         # A lambda's or a nested function's name is none an import finds.
         name = config.env if config.env.isidentifier() else "name"
         raise ValueError(
