@@ -311,17 +311,11 @@ def name_of(config: str) -> str:
         raise UsageError(str(error)) from None
 
 
-def seed_timestamp(timestamp: str, seed: int) -> str:
-    """The timestamp of seed `seed`'s folder in a together-run stamped `timestamp`."""
-    others = timestamp.replace("{seed}", "")
-    if "{" in others or "}" in others:  # Another field, or a lone brace: `a{seed`.
-        raise UsageError(
-            f"--timestamp {timestamp!r}: a together-run's timestamp may hold {{seed}}, and no "
-            "other braces"
-        )
-    if others == timestamp:
-        return f"{timestamp}-seed{seed}"
-    return timestamp.replace("{seed}", str(seed))
+def _seed_timestamp(timestamp: str, seed: int) -> str:
+    try:
+        return api_arguments.seed_timestamp(timestamp, seed)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
 
 
 def _train_together(args: argparse.Namespace) -> int:
@@ -347,7 +341,7 @@ def _train_together(args: argparse.Namespace) -> int:
             try:
                 with terminal.said_once():  # A seed each, the warnings would be said again.
                     for one in ones:
-                        one.timestamp = seed_timestamp(args.timestamp, one.seed)
+                        one.timestamp = _seed_timestamp(args.timestamp, one.seed)
                         runs.append(resumed_run(one))
                 api.say_overlap_together(runs[0][1])  # New folders skip `api.start_together`.
             except Exception:  # A seed refused: the folders made for the seeds before it go.

@@ -108,3 +108,22 @@ def check_new_timestamp(logdir: str | os.PathLike, timestamp: str, name: str, se
             f"timestamp {timestamp!r} names seed {named.group(1)}, and the run's seed is "
             f"{seed}: give seed={named.group(1)} (--seed {named.group(1)}) or another timestamp"
         )
+
+
+def seed_timestamp(timestamp: str, seed: int) -> str:
+    """The timestamp of seed `seed`'s folder in a together-run stamped `timestamp`."""
+    others = timestamp.replace("{seed}", "")
+    if "{" in others or "}" in others:  # Another field, or a lone brace: `a{seed`.
+        raise ValueError(
+            f"--timestamp {timestamp!r}: a together-run's timestamp may hold {{seed}}, and no "
+            "other braces"
+        )
+    if others != timestamp:
+        return timestamp.replace("{seed}", str(seed))
+    if named := re.fullmatch(r"(.+)-seed(\d+)", timestamp):  # `T-seed1-seed0-...` was made.
+        raise ValueError(
+            f"--timestamp {timestamp!r} names seed {named[2]}'s folder of together-run "
+            f"{named[1]!r}: resume the run with --timestamp {named[1]} and its --seeds, or "
+            f"seed {named[2]} alone with --seed {named[2]}"
+        )
+    return f"{timestamp}-seed{seed}"

@@ -460,6 +460,12 @@ def test_seeds_with_set_seed_are_refused_in_one_line(tmp_path, capsys):
             f"batchrl: error: --timestamp {stamp!r}: a together-run's timestamp may hold "
             "{seed}, and no other braces\n"
         )
+    # One seed's folder named as the together-run's trained new `K-seed1-seed1-...` runs.
+    assert train.main([*argv, "--timestamp", "K-seed1"]) == 2
+    assert capsys.readouterr().err == (
+        "batchrl: error: --timestamp 'K-seed1' names seed 1's folder of together-run 'K': "
+        "resume the run with --timestamp K and its --seeds, or seed 1 alone with --seed 1\n"
+    )
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
     # Seed 2 of other settings refused: seed 1's new folder, holding only its config, was left
     # behind, and the corrected command then refused seed 1 as started with other settings.
