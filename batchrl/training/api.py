@@ -40,7 +40,7 @@ logger = logging.getLogger("batchrl.training")
 
 
 def train(
-    config: str | TrainConfig,
+    config: str | os.PathLike | TrainConfig,
     *,
     env: Any = None,
     steps: int | None = None,
@@ -189,7 +189,7 @@ def _all_rows(done: Run) -> Run:
 
 
 def _train_together(
-    config: str | TrainConfig,
+    config: str | os.PathLike | TrainConfig,
     env: Any,
     steps: int | None,
     seeds: list[int],
@@ -210,7 +210,7 @@ def _train_together(
 
 
 def configure(
-    config: str | TrainConfig,
+    config: str | os.PathLike | TrainConfig,
     *,
     env: Any = None,
     steps: int | None = None,
@@ -218,12 +218,15 @@ def configure(
     **settings: Any,
 ) -> tuple[TrainConfig, str, Any]:
     """The run's config, its folder's config name, and the env to pass when no name says it."""
-    if isinstance(config, str):
-        config, name = named_config(config)
+    if isinstance(config, str | os.PathLike):  # `run.rundir`, a Path, names a run folder.
+        config, name = named_config(os.fspath(config))
     elif isinstance(config, TrainConfig):  # Its values read as a file's as it was made.
         name = None
     else:
-        raise TypeError(f"config is a preset's name or a TrainConfig, got {type(config).__name__}")
+        raise TypeError(
+            "config is a preset's name, a run folder or YAML file, or a TrainConfig, got "
+            f"{type(config).__name__}"
+        )
     given, before = None, config
     if env is not None:
         config, given = given_env.with_env(config, env)

@@ -119,6 +119,13 @@ def test_a_run_folder_or_a_yaml_file_is_a_config_to_start_from(pendulum, tmp_pat
         dataclasses.replace(config, seed=4),
         name,
     )
+    # `run.rundir` itself, a Path, as `load` and `resume` take it: a TypeError named str only.
+    assert api.configure(pendulum.rundir / "config.yaml", seed=4)[:2] == (
+        dataclasses.replace(config, seed=4),
+        name,
+    )
+    with pytest.raises(TypeError, match=r"^config is a preset's name, a run folder or YAML"):
+        api.configure(3)
     mine = tmp_path / "my settings.yaml"  # A file of one's own, written as config.yaml is.
     mine.write_text((pendulum.rundir / "config.yaml").read_text())
     assert api.named_config(str(mine)) == (config, "my_settings")
