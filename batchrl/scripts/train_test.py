@@ -1039,11 +1039,11 @@ def test_config_keys_given_as_flags_are_told_to_go_after_set(capsys):
     argv = ["--config", "pendulum", "--env", "CartPole-v1", "--total-timesteps=1e6"]
     with pytest.raises(SystemExit) as exited:
         train.main([*argv, "--learning-rate", "3e-4", "--normalize-rewards", "--bogus", "3"])
-    err = capsys.readouterr().err.splitlines()[-1]
+    err = capsys.readouterr().err  # One line: the usage lines before it were dropped.
     assert exited.value.code == 2 and err == (
         "batchrl: error: unrecognized arguments: --env CartPole-v1 --total-timesteps=1e6 "
         "--learning-rate 3e-4 --normalize-rewards --bogus 3; config keys go after --set: --set "
-        "env=CartPole-v1 steps=1e6 learning_rate=3e-4 normalize_rewards=VALUE"
+        "env=CartPole-v1 steps=1e6 learning_rate=3e-4 normalize_rewards=VALUE\n"
     )
     with pytest.raises(SystemExit):  # Nothing to set: argparse's own words.
         train.main(["--bogus", "3"])
