@@ -113,6 +113,7 @@ class BatchEnv(batch.BatchEnvBase):
         mode = arguments.check_autoreset_mode(autoreset_mode)
         observation_mode = arguments.check_observation_mode(observation_mode)
         constructors = arguments.constructors(env, num_envs, env_kwargs)
+        restart = arguments.check_restart(restart)
         num_local = arguments.check_local_envs(local_envs, len(constructors))
         remote = constructors[: len(constructors) - num_local]
         sizes = arguments.worker_sizes(

@@ -136,6 +136,13 @@ def check_envs_per_worker(envs_per_worker: Any) -> int | None:
     return int(envs_per_worker)
 
 
+def check_restart(restart: Any) -> bool:
+    """`restart` as a bool, or a ValueError naming it: a string such as "no" read as True."""
+    if not isinstance(restart, bool | np.bool_):
+        raise ValueError(f"restart must be True or False, got {restart!r}")
+    return bool(restart)
+
+
 def check_timeout(timeout: Any) -> float | None:
     """`timeout` as positive, finite seconds (None: no limit), or a ValueError naming it."""
     if timeout is None:

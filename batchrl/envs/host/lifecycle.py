@@ -203,8 +203,10 @@ def terminate(
         doorbell.close()
 
 
-def pickled(constructors: list[Any], observation_mode: Any, first_index: int) -> bytes:
-    """The worker's constructors and mode, cloudpickled.
+def pickled(
+    constructors: list[Any], observation_mode: Any, first_index: int, to: str = "a worker process"
+) -> bytes:
+    """The worker's constructors and mode, cloudpickled, to be sent `to` a worker or actor.
 
     Raises:
         TypeError: one line naming the env whose constructor cannot be pickled (a lock or
@@ -219,9 +221,9 @@ def pickled(constructors: list[Any], observation_mode: Any, first_index: int) ->
             cloudpickle.dumps(constructor)
         except Exception as error:
             name = constructor_name(constructor)
+            here = ", or step it in this process (local_envs)" if "worker" in to else ""
             raise TypeError(
-                f"env {first_index + index}'s constructor {name} cannot be sent to a worker "
-                f"process ({type(error).__name__}: {error}): build what it holds inside it, "
-                "or step it in this process (local_envs)"
+                f"env {first_index + index}'s constructor {name} cannot be sent to {to} "
+                f"({type(error).__name__}: {error}): build what it holds inside it{here}"
             ) from None
     return cloudpickle.dumps((constructors, observation_mode))  # The mode's own error.

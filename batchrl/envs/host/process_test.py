@@ -735,6 +735,8 @@ def test_a_constructor_that_cannot_be_sent_or_builds_no_env_is_one_line(tmp_path
         "'_thread.lock' object): build what it holds inside it, or step it in this process "
         "(local_envs)"
     )
+    with pytest.raises(ValueError, match=r"^restart must be True or False, got 'no'$"):
+        BatchEnv.external("Pendulum-v1", 2, restart="no")  # A string is true: restarts on.
     vector = functools.partial(gym.make_vec, "Pendulum-v1", 2)
     for made, what in ((lambda: "not an env", "str"), (vector, "SyncVectorEnv")):
         with pytest.raises(errors.EnvRaisedError) as error:

@@ -32,9 +32,11 @@ def build(
     observation_mode = arguments.check_observation_mode(observation_mode)
     constructors = arguments.constructors(env, num_envs, env_kwargs)
     timeout = arguments.check_timeout(timeout)
+    restart = arguments.check_restart(restart)
     # Checked here, not in the actors, where a bad one would read as an env's failure.
     envs_per_worker = arguments.check_envs_per_worker(envs_per_worker)
     actors = _check_actors(actors, len(constructors))
+    actor_options = _check_actor_options(actor_options)
     # Before Ray starts (seconds): by the layout where `actors` sets it, else as far as
     # it can be without the cluster's nodes.
     _check_local_envs(local_envs, _fewest(len(constructors), actors or 1))
@@ -64,7 +66,7 @@ def build(
                     timeout=timeout,
                     restart=restart,
                     host_options=host_options,
-                    actor_options=dict(actor_options or {}),
+                    actor_options=actor_options,
                     build=cls.external,
                 )
             )
@@ -91,6 +93,18 @@ def _check_actors(actors: Any, num_envs: int) -> int | None:
     ):
         raise ValueError(f"actors must be between 1 and num_envs={num_envs}, got {actors!r}")
     return int(actors)
+
+
+def _check_actor_options(options: Any) -> dict[str, Any]:
+    """`options` as a dict of `.options()` keywords (None: none), or a ValueError naming it."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict) or not all(isinstance(key, str) for key in options):
+        raise ValueError(
+            f"actor_options is a dict of Ray's actor options such as {{'num_cpus': 1}}, got "
+            f"{options!r}"
+        )
+    return dict(options)
 
 
 def _fewest(num_envs: int, count: int) -> int:

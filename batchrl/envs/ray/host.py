@@ -35,7 +35,8 @@ class Host:
         self, build: Callable[..., Any], blob: bytes, first_index: int, options: dict[str, Any]
     ):
         try:
-            self._batch = build(cloudpickle.loads(blob), first_index=first_index, **options)
+            constructors, _ = cloudpickle.loads(blob)  # `lifecycle.pickled`'s (envs, mode).
+            self._batch = build(constructors, first_index=first_index, **options)
         except Exception as error:  # A worker's, or the batch's own (a bad argument).
             # Raised by `describe`: an actor whose __init__ raised reports only its text.
             self._failure = error

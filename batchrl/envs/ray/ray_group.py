@@ -23,7 +23,6 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import cloudpickle
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
@@ -116,7 +115,7 @@ class RayGroup(remote.RemoteGroup):
         self.restart = restart
         self.name = lifecycle.constructor_name(constructors[0])
         self._wait = None if timeout is None else timeout + ACTOR_GRACE
-        self._blob = cloudpickle.dumps(list(constructors))
+        self._blob = lifecycle.pickled(list(constructors), None, first_index, to="a Ray actor")
         self._build = build  # BatchEnv.external, which the actor runs on its node.
         self._options = {**host_options, "timeout": timeout, "restart": restart}
         self._actor_options = {"num_cpus": 0, "max_restarts": 0, **actor_options}

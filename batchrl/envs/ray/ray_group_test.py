@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import types
 
 import gymnasium as gym
@@ -333,6 +334,10 @@ def test_bad_actor_counts_are_named(cluster):
         ({"envs_per_worker": 0}, "envs_per_worker must be a whole number of at least 1, got 0"),
         ({"local_envs": 3}, r"local_envs applies per actor: .* from 0 to 2 .*, got 3$"),
         ({"local_envs": "all"}, r"local_envs applies per actor: .* or 'auto', got 'all'$"),
+        # A string is true: "no" had turned restarts on.
+        ({"restart": "no"}, r"^restart must be True or False, got 'no'$"),
+        # dict()'s "dictionary update sequence element #0 has length 8; 2 is required".
+        ({"actor_options": ["num_cpus"]}, r"^actor_options is a dict of Ray's actor options"),
     ],
 )
 def test_bad_worker_layouts_are_named_as_arguments_not_as_an_envs_failure(cluster, given, words):
@@ -340,6 +345,24 @@ def test_bad_worker_layouts_are_named_as_arguments_not_as_an_envs_failure(cluste
     with pytest.raises(ValueError, match=words) as raised:
         BatchEnv.ray("Pendulum-v1", 5, actors=2, **given)
     assert not isinstance(raised.value, EnvError)
+    assert _hosts() == []
+
+
+def test_a_constructor_that_cannot_be_sent_to_an_actor_is_named(cluster):
+    # cloudpickle's bare "cannot pickle '_thread.lock' object", as workers' once was.
+    lock = threading.Lock()
+
+    def locked() -> gym.Env:
+        with lock:
+            return gym.make("Pendulum-v1")
+
+    with pytest.raises(TypeError) as error:
+        BatchEnv.ray([lambda: gym.make("Pendulum-v1"), locked], actors=1)
+    assert str(error.value) == (
+        "env 1's constructor from test_a_constructor_that_cannot_be_sent_to_an_actor_is_named."
+        "<locals>.locked cannot be sent to a Ray actor (TypeError: cannot pickle '_thread.lock' "
+        "object): build what it holds inside it"
+    )
     assert _hosts() == []
 
 

@@ -37,6 +37,12 @@ def init(ray: Any, **options: Any) -> None:
     try:
         _init(ray, **options)
     except ConnectionError as error:
+        if "Could not find any running Ray instance" in str(error):  # Nothing refused: none.
+            raise ValueError(
+                f"no Ray cluster runs on this machine for RAY_ADDRESS={address!r} to join: "
+                "start one (ray start --head), name its head as HOST:6379, or unset "
+                "RAY_ADDRESS to start Ray in this process (docs/cluster.md)"
+            ) from None
         advice = (  # Set here: the token differs, or the address is not the cluster's own.
             "the token here (RAY_AUTH_TOKEN, ~/.ray/auth_token) must be the cluster's, and "
             "the address its head's HOST:6379, not its dashboard's or Ray Client's"

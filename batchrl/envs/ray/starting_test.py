@@ -114,6 +114,25 @@ def test_a_refused_connection_says_what_to_check_by_whether_a_token_is_set(monke
         assert "started with RAY_AUTH_MODE=token needs it set here too" in said
 
 
+def test_auto_with_no_cluster_running_is_told_so_not_of_a_token(monkeypatch):
+    # "Ray refused to connect ... needs RAY_AUTH_MODE=token": nothing had refused anything.
+    def none_runs(ray, **options):  # Ray 2.60's words for RAY_ADDRESS=auto with no cluster.
+        raise ConnectionError(
+            "Could not find any running Ray instance. Please specify the one to connect to by "
+            "setting `--address` flag or `RAY_ADDRESS` environment variable."
+        )
+
+    monkeypatch.setattr(starting, "_init", none_runs)
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    with pytest.raises(ValueError) as error:
+        starting.init(None)
+    assert str(error.value) == (
+        "no Ray cluster runs on this machine for RAY_ADDRESS='auto' to join: start one (ray "
+        "start --head), name its head as HOST:6379, or unset RAY_ADDRESS to start Ray in this "
+        "process (docs/cluster.md)"
+    )
+
+
 @pytest.mark.parametrize(("actors", "fewest"), [(2, 2), (None, 5)])
 def test_a_bad_local_envs_is_refused_before_ray_is_reached(monkeypatch, actors, fewest):
     # Ray started (seconds), or RAY_ADDRESS was reached, before the argument was read.
