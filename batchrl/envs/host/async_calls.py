@@ -157,7 +157,8 @@ class AsyncCalls:
         return obs, np.empty(n, reward_dtype), np.empty(n, bool), np.empty(n, bool)
 
     def _expect_no_call(self, call: str) -> None:
-        """Gymnasium's `AlreadyPendingCallError` when a call is in flight."""
+        """Gymnasium's `AlreadyPendingCallError` when a call is in flight; closed: that first."""
+        self._expect_open()  # Not "reset them first", which a closed batch cannot.
         if self._waiting is not None:
             name = self._waiting[0]
             raise gym.error.AlreadyPendingCallError(

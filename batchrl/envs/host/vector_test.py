@@ -359,6 +359,15 @@ def test_seeds_scalar_actions_and_closed_batches_behave_as_in_gymnasium():
     with pytest.raises(gym.error.ClosedEnvironmentError, match="this BatchEnv is closed"):
         ours.reset()
     theirs.close()
+    # Closed with an ended episode unreset (DISABLED): step said "reset them first", and
+    # reset then said closed.
+    with BatchEnv.external("CartPole-v1", 2, autoreset_mode="disabled") as ours:
+        ours.reset(seed=0)
+        while not any(ours.step(np.array([0, 0]))[2]):  # Pushed one way, the pole falls.
+            pass
+    for step in (ours.step, ours.step_async):
+        with pytest.raises(gym.error.ClosedEnvironmentError, match="this BatchEnv is closed"):
+            step(np.array([0, 0]))
 
 
 @pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
