@@ -71,6 +71,8 @@ def test_a_cycle_is_found_where_there_is_one(tmp_path):
 def test_ray_is_entered_only_through_batch_env_ray_and_rollout_actors():
     """Only `BatchEnv.ray` (`batchrl.envs.builders`) and rollout actors import the Ray side.
 
+    The rollout actor, itself built by Ray, ends with its raylet as env actors do.
+
     The train run reaches rollout actors by a deferred import, so it loads no Ray module
     unless asked.
     """
@@ -81,7 +83,11 @@ def test_ray_is_entered_only_through_batch_env_ray_and_rollout_actors():
         if not name.startswith("batchrl.envs.ray")
         and any(t.startswith("batchrl.envs.ray") for t in imported(name, path, known))
     }
-    assert entering == {"batchrl.envs.builders", "batchrl.training.rollout_actors"}
+    assert entering == {
+        "batchrl.envs.builders",
+        "batchrl.training.rollout_actors",
+        "batchrl.training.rollout_actor",
+    }
     ray_imports = set().union(
         *(imported(n, p, known) for n, p in known.items() if n.startswith("batchrl.envs.ray"))
     )

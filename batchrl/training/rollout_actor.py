@@ -24,6 +24,7 @@ import numpy as np
 
 from batchrl import algorithm as algorithm_lib
 from batchrl import simulate
+from batchrl.envs.ray import raylet_watch
 from batchrl.training import environments
 
 
@@ -49,6 +50,7 @@ class RolloutActor:
     """
 
     def __init__(self, blob: bytes, first: int, count: int, replaced: int = 0):
+        raylet_watch.end_with_raylet()
         self._batch_env = self._eval_batch_env = None
         self._failure: Exception | None = None
         try:

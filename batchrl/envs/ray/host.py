@@ -16,6 +16,7 @@ from gymnasium.vector import AutoresetMode
 
 from batchrl.envs.host import infos as infos_lib
 from batchrl.envs.host import obs_tree
+from batchrl.envs.ray import raylet_watch
 
 
 class Sent(NamedTuple):
@@ -34,6 +35,7 @@ class Host:
     def __init__(
         self, build: Callable[..., Any], blob: bytes, first_index: int, options: dict[str, Any]
     ):
+        raylet_watch.end_with_raylet()
         try:
             constructors, _ = cloudpickle.loads(blob)  # `lifecycle.pickled`'s (envs, mode).
             self._batch = build(constructors, first_index=first_index, **options)

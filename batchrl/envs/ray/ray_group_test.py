@@ -316,6 +316,25 @@ def test_a_lost_node_is_replaced_with_restart_and_the_run_goes_on(cluster, grace
             cluster.remove_node(node)
 
 
+def test_an_actor_whose_raylet_dies_ends_with_its_workers(cluster):
+    # Its raylet killed, the idle actor ran on for good, reparented, with its forkserver
+    # and workers: nothing of Ray's could end it, and close's ray.kill went nowhere.
+    node = cluster.add_node(num_cpus=1)
+    cluster.wait_for_nodes()
+    try:
+        with BatchEnv.ray(_counting(duration=50), 3) as env:  # One actor per node.
+            env.reset(seed=0)
+            (pid,) = [actor.pid for actor in _hosts() if actor.node_id == node.node_id]
+            family = [pid, *(child.pid for child in psutil.Process(pid).children(True))]
+            assert len(family) >= 2  # A worker at least, beside the actor.
+            (raylet,) = node.all_processes["raylet"]
+            os.kill(raylet.process.pid, signal.SIGKILL)
+            assert not wait_gone(family, seconds=30)
+    finally:
+        if node in cluster.worker_nodes:
+            cluster.remove_node(node)
+
+
 def test_bad_actor_counts_are_named(cluster):
     with pytest.raises(ValueError, match="actors must be between 1 and num_envs=2, got 3"):
         BatchEnv.ray("Pendulum-v1", 2, actors=3)
