@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import types
 
 import gymnasium as gym
@@ -333,6 +334,10 @@ def test_an_actor_whose_raylet_dies_ends_with_its_workers(cluster):
     finally:
         if node in cluster.worker_nodes:
             cluster.remove_node(node)
+        # Listed live until its health checks fail: later tests would place actors there.
+        deadline = time.monotonic() + 120
+        while node.node_id in ray_group.alive_nodes() and time.monotonic() < deadline:
+            time.sleep(0.5)
 
 
 def test_bad_actor_counts_are_named(cluster):
