@@ -43,6 +43,37 @@ def test_different_bounds_batch_and_step_as_sync_vector_env_does(build):
         theirs.close()
 
 
+class Largest(gym.Env):
+    """Observes the largest value its own space holds: Discrete(n, start) in a Dict."""
+
+    action_space = Discrete(2)
+
+    def __init__(self, n: int, start: int = 0):
+        self.observation_space = Dict({"count": Discrete(n, start=start)})
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        space = self.observation_space["count"]
+        return {"count": space.start + space.n - 1}, {}
+
+    def step(self, action):
+        return self.reset()[0], 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("build", BUILDERS.values(), ids=BUILDERS.keys())
+def test_different_counts_are_each_checked_by_the_envs_own_space(build):
+    # Envs sharing a worker (or this process) were checked by the first env's Discrete(2):
+    # env 1's 2 was "outside its observation_space", where SyncVectorEnv batched it.
+    fns = [functools.partial(Largest, n, start) for n, start in ((2, 0), (3, 0), (4, -2))]
+    with build(fns, observation_mode="different") as ours:
+        theirs = SyncVectorEnv(fns, observation_mode="different")
+        assert ours.observation_space == theirs.observation_space
+        got, want = ours.reset(seed=0)[0]["count"], theirs.reset(seed=0)[0]["count"]
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(got, [1, 2, 1])
+        np.testing.assert_array_equal(ours.step(np.zeros(3, np.int64))[0]["count"], want)
+
+
 @pytest.mark.parametrize("build", BUILDERS.values(), ids=BUILDERS.keys())
 def test_different_bounds_are_refused_in_one_line_when_spaces_must_be_the_same(build):
     message = (

@@ -206,6 +206,13 @@ class EnvStepper(forwarding.EnvForwarding):
                 env_checks.same_spaces(
                     self.name, first, spaces.env_name(env), env, observation_mode
                 )
+            # observation_mode="different": each env's values checked by its own space's
+            # bounds (Discrete(3) beside Discrete(5)), not by the first env's.
+            trees = [
+                spaces.observation_tree(env.observation_space, self.name, variable=True)
+                for env in self.envs
+            ]
+            self._own_trees = None if all(t == trees[0] for t in trees) else trees
         except BaseException:
             self.close()
             raise
@@ -322,7 +329,12 @@ class EnvStepper(forwarding.EnvForwarding):
     def _write_obs(self, where: int | slice, obs: Any) -> None:
         """Writes one env's observation (`where` an index) or a list of all (`where` a slice)."""
         observations = obs if isinstance(where, slice) else [obs]
-        self._write_leaves(self.buffers.obs, where, observations, self._observation, "obs")
+        if self._own_trees is None:
+            self._write_leaves(self.buffers.obs, where, observations, self._observation, "obs")
+            return
+        rows = range(len(self.envs))[where] if isinstance(where, slice) else [where]
+        for row, one in zip(rows, observations, strict=True):
+            self._write_leaves(self.buffers.obs, row, [one], self._own_trees[row], "obs")
 
     def _write_leaves(
         self, target: Any, where: int | slice, observations: list, tree: Any, path: str
