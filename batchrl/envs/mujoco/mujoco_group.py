@@ -47,6 +47,13 @@ class MujocoGroup(forwarding.EnvForwarding):
         skip = env_kwargs.get("frame_skip", 1)  # 0 divides by zero in Gymnasium's env.
         if isinstance(skip, bool) or not isinstance(skip, int | np.integer) or skip < 1:
             raise ValueError(f"frame_skip must be a whole number, at least 1, got {skip!r}")
+        mode = env_kwargs.get("render_mode")
+        if mode not in (None, "rgb_array", "depth_array"):  # Drawn by Gymnasium's env's step.
+            raise ValueError(
+                f"BatchEnv.mujoco draws a frame when render() asks: render_mode None, "
+                f"'rgb_array' or 'depth_array', got {mode!r} (windows and frame lists need "
+                "Gymnasium's envs stepping: BatchEnv.external)"
+            )
         # The task's settings, spaces, spec and renderer are those of Gymnasium's own env.
         with mujoco_warnings.routed():
             self._template = gym.make(env_id, **env_kwargs)

@@ -223,6 +223,11 @@ def test_bad_ids_and_settings_are_named():
     taken = "it takes xml_file, .*healthy_reward, .*render_mode, .*max_episode_steps"
     with pytest.raises(ValueError, match=f"Hopper-v5 takes no keyword 'healthy_rewards': {taken}"):
         BatchEnv.mujoco("Hopper-v5", 2, healthy_rewards=0.5)
+    # Frame lists are filled by Gymnasium's env's step, which the batch never calls: env 0
+    # kept its reset's frame, env 1 none.
+    for mode in ("rgb_array_list", "human"):
+        with pytest.raises(ValueError, match=rf"^BatchEnv.mujoco .*got '{mode}' \(windows"):
+            BatchEnv.mujoco("Hopper-v5", 2, render_mode=mode)
     with BatchEnv.mujoco("Hopper-v5", 2) as env:
         assert env.get_attr("frame_skip") == (4, 4)
         with pytest.raises(AttributeError, match="cannot set 'frame_skip' per env"):
