@@ -88,7 +88,14 @@ def pin_thread() -> set[int]:
 
 
 def limit() -> bool:
-    """Makes XLA's CPU backend use one thread; returns False if JAX is already running."""
+    """Makes XLA's CPU backend use one thread; False if JAX already runs without the flag.
+
+    A flag of the user's own (`--xla_cpu_multi_thread_eigen=true`) is kept, and is no
+    cause to warn: it was set before JAX started, as is this one once set.
+    """
+    current = os.environ.get("XLA_FLAGS", "")
+    if "xla_cpu_multi_thread_eigen" in current:
+        return True
     if running():
         logger.warning(
             "XLA's thread pool is already running; set XLA_FLAGS='%s' before JAX starts "
@@ -96,7 +103,5 @@ def limit() -> bool:
             FLAGS,
         )
         return False
-    current = os.environ.get("XLA_FLAGS", "")
-    if "xla_cpu_multi_thread_eigen" not in current:
-        os.environ["XLA_FLAGS"] = f"{current} {FLAGS}".strip()
+    os.environ["XLA_FLAGS"] = f"{current} {FLAGS}".strip()
     return True

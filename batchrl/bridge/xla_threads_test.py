@@ -6,25 +6,30 @@ import sys
 import pytest
 
 SCRIPT = """
-import os
-os.environ.pop("XLA_FLAGS", None)
+import os, sys
+flags = sys.argv[1]
+os.environ.pop("XLA_FLAGS", None) if flags == "none" else os.environ.update(XLA_FLAGS=flags)
 from batchrl.bridge import xla_threads
-assert xla_threads.limit()
+if flags == "none":  # Set here, before JAX starts.
+    assert xla_threads.limit()
+    assert "--xla_cpu_multi_thread_eigen=false" in os.environ["XLA_FLAGS"]
 import jax.numpy as jnp
 jnp.ones(3).block_until_ready()
-assert "--xla_cpu_multi_thread_eigen=false" in os.environ["XLA_FLAGS"]
-assert not xla_threads.limit()  # Too late once JAX runs: says so instead of pretending.
-print("ok")
+print(xla_threads.limit())
+os.environ.pop("XLA_FLAGS")
+print(xla_threads.limit())  # JAX started without the flag: too late, said so.
 """
 
 
-def test_limit_sets_flags_before_jax_starts_and_refuses_after():
+@pytest.mark.parametrize("flags", ["none", "--xla_cpu_multi_thread_eigen=true"])
+def test_limit_sets_flags_before_jax_starts_and_refuses_after(flags):
+    # The user's own flag, set before JAX started, was told to be set before JAX starts.
     result = subprocess.run(
-        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", SCRIPT, flags], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "ok"
-    assert "already running" in result.stderr
+    assert result.stdout.split() == ["True", "False"]
+    assert result.stderr.count("already running") == 1
 
 
 KEEP_TO = """

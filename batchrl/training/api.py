@@ -365,7 +365,7 @@ def limit_xla_threads(config: TrainConfig) -> None:
     One thread where host envs step (`xla_threads.limit`), and all of them on
     `learner_cores` cores where it is set (`xla_threads.keep_to`), which starts JAX.
     """
-    if not config.jax_native and xla_threads.FLAGS not in os.environ.get("XLA_FLAGS", ""):
+    if not config.jax_native:
         xla_threads.limit()
     if config.learner_cores:
         xla_threads.keep_to(config.learner_cores)
