@@ -138,7 +138,15 @@ def main() -> int:
     for text in args.set:
         if "=" not in text:
             parser.error(f"--set takes key=value, got {text!r}")
-    failed = []
+    from batchrl.configs import overrides, presets
+
+    for name in args.only:  # Here, in one line: each check's child printed its traceback.
+        for key, value in extra.items():
+            try:
+                overrides.parse_override(presets.get(CHECKS[name][0]), f"{key}={value}")
+            except ValueError as error:
+                parser.error(f"{name}: {error}")
+    failed, devices = [], []
     for name in args.only:
         _, full, quick, settings = CHECKS[name]
         settings = {**settings, **(QUICK.get(name, {}) if args.quick else {}), **extra}
@@ -172,6 +180,13 @@ def main() -> int:
         line = json.loads(lines[-1])
         line["process_seconds"] = round(time.perf_counter() - start, 1)
         print(json.dumps(line), flush=True)
+        devices += line["devices"]
+    if devices and all(device.startswith("cpu") for device in devices):  # Not a GPU's pass.
+        print(
+            "no accelerator: JAX found only its CPU, where every check above ran (on a GPU, "
+            "install JAX's CUDA build: pip install -e '.[cuda]')",
+            file=sys.stderr,
+        )
     return 1 if failed else 0
 
 

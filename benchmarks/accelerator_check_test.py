@@ -31,5 +31,6 @@ def test_the_quick_check_trains_every_backend_and_reports_each_run():
         # No accelerator here: every run acts and learns on the CPU, in one program.
         assert line["placement"] == "acting on cpu:0, learning on cpu:0", line
         assert line["devices"][0].startswith("cpu:0")
+    assert done.stderr.splitlines()[-1].startswith("no accelerator: JAX found only its CPU")
     mujoco = [line for line in lines if line["check"].endswith("_clipped")]
     assert all(line["settings"]["backend"] == "mujoco" for line in mujoco)

@@ -217,6 +217,12 @@ def main() -> int:
         quick = accelerator_check.QUICK.get(args.preset, {})
         settings = {"eval_episodes": 1, "final_episodes": 1, **settings, **quick}
     settings.update(text.partition("=")[::2] for text in args.set)
+    try:  # Here, in one line: each core count's child printed its traceback.
+        build_config(args.preset, settings, args.phases)
+    except ValueError as error:
+        parser.error(str(error))
+    if args.env_seconds <= 0:
+        parser.error(f"--env-seconds must be positive, got {args.env_seconds}")
     first: dict | None = None
     failed = False
     for count in counts:
