@@ -25,6 +25,7 @@ update one step on the whole rollout) bounds what overlapping the update can giv
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib.util
 import json
 import os
@@ -35,6 +36,7 @@ from batchrl.bridge import xla_threads
 
 xla_threads.limit()  # Before JAX starts: its thread pool would take the workers' cores.
 
+import accelerator_check  # noqa: E402
 import gymnasium as gym  # noqa: E402
 import jax  # noqa: E402
 
@@ -280,6 +282,8 @@ def main() -> None:
                 "presets_on_backends": on_backends,
                 "jax": jax.__version__,
                 "gymnasium": gym.__version__,
+                "commit": accelerator_check.commit(),  # The docs' table picks rows by it.
+                "date": datetime.date.today().isoformat(),
             }
         )
     )

@@ -24,6 +24,7 @@ end). A long run's speed is its steady one; a run of few phases pays the ends on
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import pathlib
@@ -32,6 +33,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+
+import accelerator_check
 
 from batchrl.scripts import exiting
 
@@ -169,6 +172,8 @@ def main() -> None:
                 "steady_env_steps_per_sec": steady_median,
                 "steady_rounds": steady,
                 "python": platform.python_version(),
+                "commit": accelerator_check.commit(),  # The docs' table picks rows by it.
+                "date": datetime.date.today().isoformat(),
             }
             if local:  # The steady ratios to local workers: of the medians, and each round's.
                 steady_local = steady_median["local_workers"]
