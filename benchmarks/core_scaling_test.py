@@ -20,22 +20,6 @@ def test_the_default_core_counts_are_powers_of_two_then_all():
     assert core_scaling.default_cores(8) == [1, 2, 4, 8]
 
 
-@pytest.mark.parametrize(
-    ("script", "given", "said"),
-    [
-        ("core_scaling.py", ["--set", "overlap=maybe"], "unknown overlap 'maybe'"),
-        ("core_scaling.py", ["--preset", "nosuch"], "unknown config 'nosuch'"),
-        ("accelerator_check.py", ["--set", "foo=bar"], "pendulum_jax: unknown config key 'foo'"),
-    ],
-)
-def test_bad_settings_are_one_line_before_any_run(script, given, said):
-    # Each core count's (each check's) child printed a traceback of 30 lines, exit 1.
-    command = [sys.executable, str(SCRIPT.with_name(script)), *given]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2 and not done.stdout
-    assert done.stderr.splitlines()[-1].startswith(f"{script}: error: {said}")
-
-
 @pytest.mark.slow
 def test_the_quick_run_on_one_core_reports_train_and_env_speed():
     done = subprocess.run(

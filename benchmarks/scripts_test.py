@@ -19,6 +19,26 @@ from batchrl import conftest
 HERE = pathlib.Path(__file__).parent
 
 
+@pytest.mark.parametrize(
+    ("script", "given", "said"),
+    [
+        ("core_scaling.py", ["--set", "overlap=maybe"], "unknown overlap 'maybe'"),
+        ("core_scaling.py", ["--preset", "nosuch"], "unknown config 'nosuch'"),
+        ("accelerator_check.py", ["--set", "foo=bar"], "pendulum_jax: unknown config key 'foo'"),
+        # A whole training run, then a ZeroDivisionError, or a meaningless `together`.
+        ("update_floor.py", ["--phases", "1"], "--phases must be at least 2"),
+        ("update_floor.py", ["--seconds", "0"], "--seconds must be positive, got 0"),
+        ("update_floor.py", ["--seeds", "-1", "--steps", "9"], "--seeds must be 2 or more"),
+    ],
+)
+def test_bad_settings_are_one_line_before_any_run(script, given, said):
+    # Each core count's (each check's) child printed a traceback of 30 lines, exit 1.
+    command = [sys.executable, str(HERE / script), *given]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and not done.stdout
+    assert done.stderr.splitlines()[-1].startswith(f"{script}: error: {said}")
+
+
 def test_ray_training_runs_each_preset_on_the_backends_its_env_has():
     fitting = {
         preset: [variant for variant in ray_training.VARIANTS if ray_training.fits(preset, variant)]

@@ -185,6 +185,14 @@ def main() -> int:
         parser.error("--seeds and --steps go together: give both, or neither")
     if args.quick:
         args.phases, args.seconds = 2, 0.2
+    if args.phases < 2:  # A phase after the first (which compiles) is timed.
+        parser.error(f"--phases must be at least 2 (the first compiles), got {args.phases}")
+    if args.seconds <= 0:
+        parser.error(f"--seconds must be positive, got {args.seconds:g}")
+    if args.seeds is not None and (args.seeds < 2 or args.steps < 1):
+        parser.error(
+            f"--seeds must be 2 or more, --steps 1 or more: got {args.seeds}, {args.steps}"
+        )
     from batchrl.scripts import exiting
 
     if args.child:
