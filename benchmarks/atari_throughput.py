@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable
 
 import ale_py
+import flags
 import gymnasium as gym
 import numpy as np
 
@@ -227,10 +228,10 @@ def measure(game: str, num_envs: int, cores: int, seconds: float, rounds: int, e
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=1.0, help="per measurement")
-    parser.add_argument("--rounds", type=int, default=7, help="alternating repeats")
-    parser.add_argument("--games", nargs="*", default=GAMES)
-    parser.add_argument("--sizes", nargs="*", type=int, default=[8, 32])
+    parser.add_argument("--seconds", type=flags.positive_float, default=1.0, help="per measurement")
+    parser.add_argument("--rounds", type=flags.positive_int, default=7, help="alternating repeats")
+    parser.add_argument("--games", nargs="+", default=GAMES)
+    parser.add_argument("--sizes", nargs="+", type=flags.positive_int, default=[8, 32])
     args = parser.parse_args()
     cores = len(os.sched_getaffinity(0))
     envpool, envpool_missing = load_envpool(args.games)

@@ -26,6 +26,8 @@ import statistics
 import time
 import warnings
 
+import flags
+
 from batchrl.bridge import xla_threads
 
 xla_threads.limit()  # As in training: one XLA thread beside the envs.
@@ -104,9 +106,9 @@ def measure(backend: str, num_envs: int, rounds: int, seconds: float) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--num-envs", type=int, default=32)
+    parser.add_argument("--rounds", type=flags.positive_int, default=5)
+    parser.add_argument("--seconds", type=flags.positive_float, default=3.0)
+    parser.add_argument("--num-envs", type=flags.positive_int, default=32)
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, got {args.rounds}")

@@ -26,6 +26,7 @@ import math
 import statistics
 import time
 
+import flags
 import jax
 
 from batchrl.configs import presets
@@ -135,9 +136,13 @@ def measure(names: list[str], phases: int, repeats: int) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--presets", nargs="+", default=PRESETS)
-    parser.add_argument("--phases", type=int, default=2, help="timed phases after the first")
-    parser.add_argument("--repeats", type=int, default=3, help="timed updates a preset")
+    parser.add_argument("--presets", nargs="+", choices=PRESETS, default=PRESETS)
+    parser.add_argument(
+        "--phases", type=flags.positive_int, default=2, help="timed phases after the first"
+    )
+    parser.add_argument(
+        "--repeats", type=flags.positive_int, default=3, help="timed updates a preset"
+    )
     args = parser.parse_args()
     results = measure(args.presets, args.phases, args.repeats)
     line = {

@@ -35,6 +35,7 @@ import sys
 import tempfile
 
 import accelerator_check
+import flags
 
 from batchrl.scripts import exiting
 
@@ -127,7 +128,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", nargs="*", choices=list(PRESETS), default=list(PRESETS))
     parser.add_argument("--phases", type=int, default=6)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=flags.positive_int, default=3)
     parser.add_argument("--variant", nargs="*", choices=list(VARIANTS), default=list(VARIANTS))
     args = parser.parse_args()
     if args.phases < 2:

@@ -29,6 +29,10 @@ HERE = pathlib.Path(__file__).parent
         ("update_floor.py", ["--phases", "1"], "--phases must be at least 2"),
         ("update_floor.py", ["--seconds", "0"], "--seconds must be positive, got 0"),
         ("update_floor.py", ["--seeds", "-1", "--steps", "9"], "--seeds must be 2 or more"),
+        ("atari_throughput.py", ["--rounds", "0"], "argument --rounds: must be a whole"),
+        ("env_halves.py", ["--seconds", "0"], "argument --seconds: must be a number above 0"),
+        ("ray_training.py", ["--rounds", "0"], "argument --rounds: must be a whole number"),
+        ("minatar_speed.py", ["--presets", "pendulum_jax"], "argument --presets: invalid choice"),
     ],
 )
 def test_bad_settings_are_one_line_before_any_run(script, given, said):
