@@ -142,7 +142,9 @@ def test_rl_zoo_refuses_a_finished_run_of_another_budget(tmp_path, monkeypatch, 
 def test_a_missing_peer_is_one_line_naming_it_and_its_install(script, peer, imported_before):
     # The peer made unimportable, as on a machine without it. Where a package the script
     # imports before it is missing too (torch on CI's Python 3.12), that one is named.
-    run = f"import runpy, sys; sys.modules[{peer!r}] = None; runpy.run_path(sys.argv[1])"
+    # The script's folder first on the path, as `python benchmarks/<script>.py` puts it.
+    run = f"import runpy, sys; sys.modules[{peer!r}] = None; sys.path.insert(0, {str(HERE)!r}); "
+    run += "runpy.run_path(sys.argv[1])"
     done = subprocess.run(
         [sys.executable, "-c", run, str(HERE / f"{script}.py")],
         capture_output=True,
