@@ -206,12 +206,8 @@ class EnvStepper(forwarding.EnvForwarding):
                 env_checks.same_spaces(
                     self.name, first, spaces.env_name(env), env, observation_mode
                 )
-            # observation_mode="different": each env's values checked by its own space's
-            # bounds (Discrete(3) beside Discrete(5)), not by the first env's.
-            trees = [
-                spaces.observation_tree(env.observation_space, self.name, variable=True)
-                for env in self.envs
-            ]
+            # observation_mode="different": each env checked by its own space's bounds.
+            trees = [spaces.observation_tree(e.observation_space, variable=True) for e in self.envs]
             self._own_trees = None if all(t == trees[0] for t in trees) else trees
         except BaseException:
             self.close()
