@@ -11,7 +11,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import types
 
 import gymnasium as gym
@@ -317,27 +316,18 @@ def test_a_lost_node_is_replaced_with_restart_and_the_run_goes_on(cluster, grace
             cluster.remove_node(node)
 
 
-def test_an_actor_whose_raylet_dies_ends_with_its_workers(cluster):
-    # Its raylet killed, the idle actor ran on for good, reparented, with its forkserver
-    # and workers: nothing of Ray's could end it, and close's ray.kill went nowhere.
-    node = cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    try:
-        with BatchEnv.ray(_counting(duration=50), 3) as env:  # One actor per node.
-            env.reset(seed=0)
-            (pid,) = [actor.pid for actor in _hosts() if actor.node_id == node.node_id]
-            family = [pid, *(child.pid for child in psutil.Process(pid).children(True))]
-            assert len(family) >= 2  # A worker at least, beside the actor.
-            (raylet,) = node.all_processes["raylet"]
-            os.kill(raylet.process.pid, signal.SIGKILL)
-            assert not wait_gone(family, seconds=30)
-    finally:
-        if node in cluster.worker_nodes:
-            cluster.remove_node(node)
-        # Listed live until its health checks fail: later tests would place actors there.
-        deadline = time.monotonic() + 120
-        while node.node_id in ray_group.alive_nodes() and time.monotonic() < deadline:
-            time.sleep(0.5)
+def test_each_actor_is_its_raylets_child_which_its_watch_checks(cluster):
+    # `raylet_watch` ends an actor whose parent dies (raylet_watch_test.py): the parent it
+    # watches must be its node's raylet, not a process of Ray's that outlives it.
+    raylets = {
+        node.node_id: node.all_processes["raylet"][0].process.pid
+        for node in [cluster.head_node, *cluster.worker_nodes]
+    }
+    with BatchEnv.ray(_counting(duration=50), 2):  # One actor per node.
+        hosts = _hosts()
+        assert len(hosts) == 2
+        for host in hosts:
+            assert psutil.Process(host.pid).ppid() == raylets[host.node_id]
 
 
 def test_bad_actor_counts_are_named(cluster):
