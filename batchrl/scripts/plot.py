@@ -24,23 +24,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import difflib
-import itertools
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from matplotlib import lines, ticker
+from matplotlib import colormaps, lines, ticker
 from matplotlib.backends import backend_agg
 from matplotlib.figure import Figure
 
 from batchrl.configs import train_config
-from batchrl.scripts import image_out, variants
-from batchrl.training import metrics_log, results, run_folder
+from batchrl.scripts import curve_points, image_out, variants
+from batchrl.scripts.curve_points import HOURS, groups, quantity, seed_band, seed_count, series
+from batchrl.training import metrics_log, run_folder
 
-X_KEY = "perf/env_steps"
-HOURS = "hours"
 DEFAULT_METRICS = ("train/return", "eval/return")
 LINE_STYLES = ("-", "--", ":", "-.")
 MARKERS = ("o", "s", "^", "D")  # A curve of one point, in place of its line style.
@@ -67,97 +65,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--panels",
         action=argparse.BooleanOptionalAction,
-        help="one panel per metric, over a shared x axis (default: where the metrics are "
-        "different quantities, as eval/return and train/kl; one axes for train/return and "
-        "eval/return)",
+        help="one panel per quantity, over a shared x axis (default: where the metrics are "
+        "different quantities, as eval/return and train/kl; train/return and eval/return "
+        "share one)",
     )
     return parser.parse_args(argv)
-
-
-def series(
-    records: Sequence[dict[str, Any]], metric: str, x: str = "steps"
-) -> tuple[list[float], list[float]]:
-    """Points (env steps or hours, value) of one metric, in run order.
-
-    Records without the metric or env steps, or with null in either, are skipped. When env
-    steps go back (a run resumed from a checkpoint older than its last records), the points
-    it re-does replace the earlier ones, as TensorBoard's purge does. Hours are the sum of
-    the phases' train and eval seconds up to and including the point's phase.
-
-    Args:
-        records: the lines of a metrics.jsonl.
-        metric: the key to draw.
-        x: "steps" or "hours".
-
-    Returns:
-        The x and y values, x increasing.
-    """
-    kept = results.phases([{**r, "step": r[X_KEY]} for r in records if r.get(X_KEY) is not None])
-    xs, ys, seconds = [], [], 0.0
-    for record in kept:
-        seconds += (record.get("perf/train_seconds") or 0.0) + (
-            record.get("perf/eval_seconds") or 0.0
-        )
-        if record.get(metric) is None:
-            continue
-        xs.append(seconds / 3600.0 if x == HOURS else record[X_KEY])
-        ys.append(record[metric])
-    return xs, ys
-
-
-def seed_band(
-    curves: Sequence[tuple[list[float], list[float]]],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Mean, lowest and highest of several seeds' curves, at each x over the seeds there.
-
-    The curves are interpolated linearly onto every x value of any curve, each within its
-    own range only, so seeds evaluated at the same steps are not moved at all, and a seed
-    still training, or seeds that ran at different speeds (against wall-clock), keep all
-    their points: past a seed's last point the band is the others'. (The band over the
-    range all seeds shared cut a sweep to its slowest seed, and to nothing by hours when
-    a later seed's compiles were cached.)
-
-    Args:
-        curves: (x, y) of each seed, x increasing.
-
-    Returns:
-        x, mean, low, high: [N] each; NaN at an x between points no seed spans both of.
-    """
-    curves = [(np.asarray(x, float), np.asarray(y, float)) for x, y in curves if len(x)]
-    if not curves:
-        empty = np.zeros(0)
-        return empty, empty, empty, empty
-    grid = np.unique(np.concatenate([x for x, _ in curves]))
-    present = np.stack([(grid >= x[0]) & (grid <= x[-1]) for x, _ in curves])
-    values = np.where(present, np.stack([np.interp(grid, x, y) for x, y in curves]), np.nan)
-    band = [grid, np.nanmean(values, 0), np.nanmin(values, 0), np.nanmax(values, 0)]
-    # Between points no seed spans, a gap (NaN), not a line from one seed to another.
-    apart = np.flatnonzero(~(present[:, 1:] & present[:, :-1]).any(0)) + 1
-    middle = (grid[apart - 1] + grid[apart]) / 2
-    grid, mean, low, high = (np.insert(row, apart, np.nan) for row in band)
-    grid[apart + np.arange(len(apart))] = middle
-    return grid, mean, low, high
-
-
-def seed_count(members: Sequence[list[dict[str, Any]]], metrics: Sequence[str], x: str) -> str:
-    """The seeds a group's curves average: a seed with no point of a metric yet is none of its.
-
-    `2-3 seeds` where the metrics' curves average different numbers (a run of a sweep
-    still before its first evaluation has train returns and no eval returns).
-    """
-    counts = sorted({sum(bool(series(m, metric, x)[0]) for m in members) for metric in metrics})
-    if counts[-1] <= 1:
-        return "1 seed"
-    number = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-    return f"{number} seeds, mean and range"
-
-
-def groups(runs: dict[str, list[dict[str, Any]]]) -> dict[str, list[list[dict[str, Any]]]]:
-    """Runs grouped by their folder name's config part (`seed0-cheetah` -> `cheetah`)."""
-    grouped: dict[str, list[list[dict[str, Any]]]] = {}
-    for label, records in runs.items():
-        grouped.setdefault(run_folder.parse(Path(label).name)[1], []).append(records)
-    return grouped
 
 
 def seeds_apart(runs: dict[str, Path]) -> list[tuple[str, str]]:
@@ -248,11 +160,6 @@ def load(run: Path) -> list[dict[str, Any]]:
         raise RunError(str(error)) from error
 
 
-def quantity(metric: str) -> str:
-    """What a metric measures, its key's last part: `return` for train/ and eval/return."""
-    return metric.rsplit("/", 1)[-1]
-
-
 def draw(
     runs: dict[str, list[dict[str, Any]]],
     metrics: Sequence[str],
@@ -264,59 +171,57 @@ def draw(
 
     Args:
         runs: the records of each run, by legend name.
-        metrics: the keys to draw, one line style each (one panel each with `panels`).
+        metrics: the keys to draw, one line style each on an axes they share.
         x: "steps" or "hours".
         seeds: draw each group of seeds (see `groups`) as its mean and a min-max band.
-        panels: one axes per metric, stacked over a shared x axis, for quantities of
-            different scales (a return, a KL, an entropy) read side by side.
+        panels: one axes per quantity (`return`, `kl`), stacked over a shared x axis, for
+            quantities of different scales read side by side.
 
     Returns:
         The figure, on an Agg canvas.
     """
-    rows = len(metrics) if panels else 1
+    order = list(dict.fromkeys(quantity(metric) for metric in metrics)) if panels else [""]
+    shared = [[m for m in metrics if not panels or quantity(m) == q] for q in order]
+    rows = len(shared)
     figure = Figure(figsize=(8, 5 if rows == 1 else 1.6 * rows + 1), dpi=100, layout="constrained")
     backend_agg.FigureCanvasAgg(figure)
     stack = figure.subplots(rows, 1, sharex=True, squeeze=False)[:, 0]
     curves = groups(runs) if seeds else {label: [records] for label, records in runs.items()}
-    handles, pointed = [], set()  # The metrics some curve draws as one point, marked.
+    handles, pointed = [], set()  # The metrics some curve draws as lone points, marked.
     for index, (label, members) in enumerate(curves.items()):
-        colour = f"C{index % 10}"
-        styles = itertools.cycle(["-"] if panels else LINE_STYLES)
-        for number, (metric, style) in enumerate(zip(metrics, styles, strict=False)):
-            axes = stack[number if panels else 0]
-            one = MARKERS[0 if panels else number % len(MARKERS)]  # A line of one point is none.
-            if not seeds:
-                xs, ys = series(members[0], metric, x)
-                if len(xs) == 1:
-                    pointed.add(number)
-                axes.plot(xs, ys, color=colour, linestyle=style, marker=one if len(xs) == 1 else "")
-                continue
-            grid, mean, low, high = seed_band([series(m, metric, x) for m in members])
-            axes.fill_between(grid, low, high, color=colour, alpha=0.2, linewidth=0)
-            marker = one if len(grid) == 1 else ""
-            if len(grid) == 1:
-                pointed.add(number)
-            axes.plot(grid, mean, color=colour, linestyle=style, linewidth=1.5, marker=marker)
-            if len(grid) == 1:  # Its band as a bar: a band of one point is invisible.
-                axes.vlines(grid, low, high, color=colour, alpha=0.4)
+        colour = colours(len(curves))[index]
+        for row, metric in ((row, m) for row, ms in enumerate(shared) for m in ms):
+            axes, rank = stack[row], shared[row].index(metric)
+            style, one = LINE_STYLES[rank % len(LINE_STYLES)], MARKERS[rank % len(MARKERS)]
+            if seeds:
+                grid, mean, low, high = seed_band([series(m, metric, x) for m in members])
+                axes.fill_between(grid, low, high, color=colour, alpha=0.2, linewidth=0)
+            else:
+                grid, mean = (np.asarray(values, float) for values in series(members[0], metric, x))
+            lone = curve_points.alone(mean)  # No line reaches them: a marker each.
+            pointed.update([metric] if len(lone) else [])
+            marker = one if len(lone) else ""
+            axes.plot(
+                grid, mean, color=colour, linestyle=style, marker=marker, markevery=list(lone)
+            )
+            if seeds and len(lone):  # Their band as a bar: a band of one x is invisible.
+                axes.vlines(grid[lone], low[lone], high[lone], color=colour, linestyles=style)
         name = f"{label} ({seed_count(members, metrics, x)})" if seeds else label
         handles.append(lines.Line2D([], [], color=colour, label=name))
-    if panels:
-        for axes, metric in zip(stack, metrics, strict=True):
-            axes.set_ylabel(metric, fontsize="small")
-    elif len(metrics) == 1:  # One metric: it names the axis, the legend names the runs.
-        stack[0].set_ylabel(metrics[0])
-    else:
-        for number, (metric, style) in enumerate(
-            zip(metrics, itertools.cycle(LINE_STYLES), strict=False)
-        ):
-            marker = MARKERS[number % len(MARKERS)] if number in pointed else ""
+    for axes, drawn in zip(stack, shared, strict=True):
+        quantities = {quantity(metric) for metric in drawn}
+        # One metric names its axis; several share a quantity's name and a style each.
+        axes.set_ylabel(
+            drawn[0] if len(drawn) == 1 else quantities.pop() if len(quantities) == 1 else "value",
+            fontsize="small" if rows > 1 else None,
+        )
+        for rank, metric in enumerate(drawn if len(drawn) > 1 else []):
+            marker = MARKERS[rank % len(MARKERS)] if metric in pointed else ""
+            style = LINE_STYLES[rank % len(LINE_STYLES)]
             handles.append(
                 lines.Line2D([], [], color="0.3", linestyle=style, marker=marker, label=metric)
             )
-        quantities = {quantity(metric) for metric in metrics}
-        stack[0].set_ylabel(quantities.pop() if len(quantities) == 1 else "value")
-    if panels:  # Beside the panels: inside the first, many runs' names hid its curves.
+    if rows > 1 or len(handles) > 8:  # Beside the axes: inside, many names hid curves.
         figure.legend(handles=handles, fontsize="small", loc="outside right upper")
     else:
         stack[0].legend(handles=handles, fontsize="small")
@@ -326,6 +231,15 @@ def draw(
             axes.xaxis.set_major_formatter(ticker.EngFormatter(sep=""))
         axes.grid(alpha=0.3)
     return figure
+
+
+def colours(count: int) -> list:
+    """A colour for each of `count` curves, none twice: tab10's, tab20's past 10, then a map's."""
+    if count <= 10:
+        return [f"C{index}" for index in range(count)]
+    if count <= 20:
+        return [colormaps["tab20"](index) for index in range(count)]
+    return [colormaps["turbo"](index / (count - 1)) for index in range(count)]
 
 
 def has_points(records: list[dict[str, Any]], args: argparse.Namespace) -> bool:

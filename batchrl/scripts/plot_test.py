@@ -8,9 +8,10 @@ import sys
 
 import numpy as np
 import pytest
+from matplotlib import collections
 
 from batchrl.configs import presets, train_config
-from batchrl.scripts import plot
+from batchrl.scripts import curve_points, plot
 from batchrl.training import run_folder
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -129,8 +130,8 @@ def test_series_skips_nulls_and_keeps_the_redone_points_of_a_resumed_run():
         {"perf/env_steps": 300, "train/return": 3.5},
         {"perf/env_steps": 400, "train/return": 4.5},
     ]
-    assert plot.series(records, "train/return") == ([100, 300, 400], [1.0, 3.5, 4.5])
-    assert plot.series(records, "eval/return") == ([], [])
+    assert curve_points.series(records, "train/return") == ([100, 300, 400], [1.0, 3.5, 4.5])
+    assert curve_points.series(records, "eval/return") == ([], [])
 
 
 def test_legend_uses_paths_when_folder_names_clash(tmp_path):
@@ -451,12 +452,14 @@ def test_a_run_named_twice_by_other_paths_is_one_seed(tmp_path, monkeypatch):
 
 def test_hours_on_x_add_up_the_phases_train_and_eval_seconds(tmp_path):
     seed_run(tmp_path / "seed0-cheetah", 0.0, seconds=360.0)
-    xs, ys = plot.series(plot.load(tmp_path / "seed0-cheetah"), "eval/return", x="hours")
+    xs, ys = curve_points.series(plot.load(tmp_path / "seed0-cheetah"), "eval/return", x="hours")
     assert xs == pytest.approx([0.1, 0.2, 0.3, 0.4]) and ys == [0.0, 10.0, 20.0, 30.0]
 
 
 def test_seed_band_interpolates_seeds_evaluated_at_other_points():
-    grid, mean, low, high = plot.seed_band([([0, 2, 4], [0, 2, 4]), ([1, 3, 5], [10, 30, 50])])
+    grid, mean, low, high = curve_points.seed_band(
+        [([0, 2, 4], [0, 2, 4]), ([1, 3, 5], [10, 30, 50])]
+    )
     assert list(grid) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]  # Every seed's points.
     assert list(low) == [0.0, 1.0, 2.0, 3.0, 4.0, 50.0]  # At 0 and 5, the one seed there.
     assert list(high) == [0.0, 10.0, 20.0, 30.0, 40.0, 50.0]
@@ -467,11 +470,11 @@ def test_seeds_keep_every_point_where_their_ranges_part():
     # A seed still training cut the others to its one point; seeds sharing no hours (a
     # later seed's compiles cached) drew nothing at all.
     live = [([6, 12, 18, 24], [1, 2, 3, 4]), ([6, 12, 18, 24], [3, 4, 5, 6]), ([6], [5])]
-    grid, mean, low, high = plot.seed_band(live)
+    grid, mean, low, high = curve_points.seed_band(live)
     assert list(grid) == [6, 12, 18, 24] and list(mean) == [3.0, 3.0, 4.0, 5.0]
     assert list(low) == [1, 2, 3, 4] and list(high) == [5, 4, 5, 6]
     apart = [([2.5, 4.5], [1, 2]), ([7.5, 10.5], [3, 4]), ([25.5, 28.5], [5, 6])]
-    grid, mean, low, _ = plot.seed_band(apart)
+    grid, mean, low, _ = curve_points.seed_band(apart)
     assert list(grid) == [2.5, 4.5, 6.0, 7.5, 10.5, 18.0, 25.5, 28.5]
     # No line from one seed's last point to the next seed's first: a gap between.
     assert np.array_equal(mean, [1, 2, np.nan, 3, 4, np.nan, 5, 6], equal_nan=True)
@@ -527,3 +530,57 @@ def test_an_out_below_a_file_is_one_line_naming_the_file(runs, tmp_path, capsys)
     assert capsys.readouterr().err == (
         f"plot: error: --out {str(out)!r}: {tmp_path / 'sweep.out'} is a file, not a folder\n"
     )
+
+
+def test_seeds_whose_points_no_other_seed_spans_are_marked_with_their_range(tmp_path):
+    # By hours a seed whose compiles were not cached parts from the rest: its points and
+    # theirs were NaN-separated single points, drawn as nothing under a legend entry.
+    # Each seed has evaluated once so far.
+    sweep = tmp_path / "sweep"
+    for seed, seconds in enumerate((36.0, 9.0, 9.0)):
+        seed_run(sweep / f"seed{seed}-cheetah", 10.0 * seed, seconds=seconds)
+    records = {str(path): plot.load(path)[:1] for path in sorted(sweep.iterdir())}
+    (axes,) = plot.draw(records, ["eval/return"], x="hours", seeds=True).axes
+    mean = axes.lines[0]
+    x, y = np.asarray(mean.get_xdata()), np.asarray(mean.get_ydata())
+    assert mean.get_marker() == plot.MARKERS[0] and mean.get_markevery() == [0, 2]
+    assert list(x[[0, 2]] * 3600) == pytest.approx([9.0, 36.0]) and np.isnan(y[1])
+    assert list(y[[0, 2]]) == [15.0, 0.0]  # Seeds 1 and 2's mean; seed 0 alone.
+    (bars,) = [c for c in axes.collections if isinstance(c, collections.LineCollection)]
+    assert [list(segment[:, 1]) for segment in bars.get_segments()] == [[10, 20], [0, 0]]
+    legend = [text.get_text() for text in axes.get_legend().get_texts()]
+    assert legend == ["cheetah (1-2 seeds, mean and range)"]  # Not 3 at any hour.
+
+
+def test_metrics_of_one_quantity_share_a_panel_in_styles_of_their_own(runs):
+    records = {path.name: plot.load(path) for path in runs}
+    figure = plot.draw(records, ["train/kl", "train/return", "eval/return"], panels=True)
+    kl, returns = figure.axes
+    assert [kl.get_ylabel(), returns.get_ylabel()] == ["train/kl", "return"]
+    assert [line.get_linestyle() for line in returns.lines] == ["-", "--"] * 2
+    (legend,) = figure.legends
+    texts = [text.get_text() for text in legend.get_texts()]
+    assert texts == ["clipped", "penalty", "train/return", "eval/return"]
+
+
+def test_many_runs_each_have_a_colour_and_the_legend_stands_beside_them(tmp_path):
+    records = {}
+    for number in range(12):
+        fake_run(tmp_path / f"run{number}", offset=float(number))
+        records[f"run{number}"] = plot.load(tmp_path / f"run{number}")
+    figure = plot.draw(records, ["train/return"])
+    colours = {tuple(line.get_color()) for line in figure.axes[0].lines}
+    assert len(colours) == 12  # tab10 gave two runs each of two colours.
+    assert figure.axes[0].get_legend() is None and len(figure.legends) == 1
+
+
+def test_one_points_ranges_of_two_metrics_are_told_apart_by_their_styles(tmp_path):
+    sweep = tmp_path / "sweep"
+    for seed in range(2):
+        seed_run(sweep / f"seed{seed}-cheetah", 10.0 * seed, seconds=9.0)
+    records = {str(path): plot.load(path)[:1] for path in sorted(sweep.iterdir())}
+    for rows in records.values():
+        rows[0]["train/return"] = rows[0]["eval/return"] + 5
+    (axes,) = plot.draw(records, ["train/return", "eval/return"], seeds=True).axes
+    bars = [c for c in axes.collections if isinstance(c, collections.LineCollection)]
+    assert [bar.get_linestyle()[0][1] is None for bar in bars] == [True, False]
