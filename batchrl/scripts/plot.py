@@ -35,7 +35,7 @@ from matplotlib.backends import backend_agg
 from matplotlib.figure import Figure
 
 from batchrl.configs import train_config
-from batchrl.scripts import curve_points, image_out, variants
+from batchrl.scripts import curve_points, image_out, run_lines, variants
 from batchrl.scripts.curve_points import HOURS, groups, quantity, seed_band, seed_count, series
 from batchrl.training import metrics_log, run_folder
 
@@ -150,8 +150,8 @@ def load(run: Path) -> list[dict[str, Any]]:
         raise RunError(f"run folder not found: {run}")
     path = run_folder.metrics(run)
     if not path.is_file():
-        if (run / run_folder.CONFIG).is_file():  # A run that has kept no phase yet.
-            raise RunError(f"run folder {run} has no {path.name} yet")
+        if run_lines.unkept(run):  # Runs that have kept no phase yet.
+            raise RunError(run_lines.unkept(run))
         give = "give run folders or their folder"
         raise RunError(f"{run} has no {path.name} in it or a folder in it: {give}")
     try:

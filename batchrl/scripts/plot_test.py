@@ -276,6 +276,10 @@ def test_run_folder_without_metrics_exits_2_with_one_line(tmp_path, capsys):
         f"plot: error: run folder {empty} has no metrics.jsonl yet\n"
     )
     assert not (tmp_path / "curves.png").exists()
+    assert plot.main([str(tmp_path), "--out", str(tmp_path / "curves.png")]) == 2
+    assert capsys.readouterr().err == (
+        f"plot: error: the run folders in {tmp_path} (empty) have no metrics.jsonl yet\n"
+    )
 
 
 def test_a_run_with_no_rows_yet_is_said_so(tmp_path, capsys):

@@ -106,7 +106,25 @@ def records(path: pathlib.Path) -> list[tuple[str, dict]]:
     rundirs = [folder for folder in inside if run_folder.metrics(folder).is_file()]
     if not rundirs:
         raise ValueError(
-            f"{path} holds no run folder and no results.jsonl: give a sweep's results.jsonl, "
-            "its folder, run folders or the folder that holds them"
+            unkept(path)
+            or (
+                f"{path} holds no run folder and no results.jsonl: give a sweep's results.jsonl, "
+                "its folder, run folders or the folder that holds them"
+            )
         )
     return [(str(rundir), results.line(rundir)) for rundir in rundirs]
+
+
+def unkept(folder: pathlib.Path) -> str | None:
+    """The line for a run folder, or a folder of them, with no metrics.jsonl yet, or None.
+
+    A run writes its config at start and its first metrics line when its first phase is
+    kept: a folder of runs started and not yet there is no folder of something else.
+    """
+    if (folder / run_folder.CONFIG).is_file():
+        return f"run folder {folder} has no {run_folder.METRICS} yet"
+    started = run_folder.runs_in(folder) if folder.is_dir() else []
+    if not started:
+        return None
+    names = ", ".join(run.name for run in started[:3]) + (", ..." if len(started) > 3 else "")
+    return f"the run folders in {folder} ({names}) have no {run_folder.METRICS} yet"

@@ -9,7 +9,7 @@ from scipy import stats as scipy_stats
 import batchrl
 from batchrl.configs import presets, train_config
 from batchrl.scripts import stats, sweep, table
-from batchrl.training import session
+from batchrl.training import run_folder, session
 
 
 def write_runs(path, config, returns, best=None):
@@ -238,6 +238,22 @@ def test_reps_below_one_are_refused_in_one_line(tmp_path, capsys):
     error = capsys.readouterr().err.splitlines()[-1]
     assert error.endswith("error: --reps must be at least 1, got 0")
     assert not (tmp_path / "profile.png").exists()
+
+
+def test_runs_that_have_kept_no_phase_are_said_so_not_no_runs(tmp_path, capsys):
+    # A run started and stopped before its first phase: its config, no metrics.jsonl.
+    logdir = tmp_path / "runs"
+    run = logdir / "20261208T012810-pendulum_jax"
+    run.mkdir(parents=True)
+    run_folder.write_config(run, presets.get("pendulum_jax"))
+    for script in (stats, table):
+        name = script.__name__.rsplit(".", 1)[1]
+        assert script.main([str(run)]) == 2
+        said = f"{name}: error: run folder {run} has no metrics.jsonl yet\n"
+        assert capsys.readouterr().err == said
+        assert script.main([str(logdir)]) == 2
+        said = f"the run folders in {logdir} ({run.name}) have no metrics.jsonl yet\n"
+        assert capsys.readouterr().err == f"{name}: error: {said}"
 
 
 def test_a_sweeps_folder_is_read_through_its_lines_and_an_empty_one_is_refused(tmp_path, capsys):
