@@ -33,11 +33,12 @@ def save(figure, out: pathlib.Path, **savefig) -> None:
     """Writes `figure` to `out` whole or not at all, making the folders it names.
 
     Drawn in memory, then written beside `out` and renamed onto it: a full disk leaves
-    the image drawn before, not a cut one. Raises the OSError that stopped the write.
+    the image drawn before, not a cut one. Raises the `file_writes.WriteError` that names
+    `out` (not the temporary file the OS refused) and what would let it through.
     """
     image = io.BytesIO()
     figure.savefig(image, format=out.suffix[1:].lower(), **savefig)
     try:
         file_writes.write_atomic(out, image.getvalue())
-    except file_writes.WriteError as error:  # Said by the command, not as a run folder's.
-        raise error.cause or error from None
+    except file_writes.WriteError as error:  # Said as the command's, not a run folder's.
+        raise file_writes.write_error(out, error.cause, started=False) from None

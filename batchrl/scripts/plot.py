@@ -37,7 +37,7 @@ from matplotlib.figure import Figure
 from batchrl.configs import train_config
 from batchrl.scripts import curve_points, image_out, run_lines, variants
 from batchrl.scripts.curve_points import HOURS, groups, quantity, seed_band, seed_count, series
-from batchrl.training import metrics_log, run_folder
+from batchrl.training import file_writes, metrics_log, run_folder
 
 DEFAULT_METRICS = ("train/return", "eval/return")
 LINE_STYLES = ("-", "--", ":", "-.")
@@ -302,8 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     figure = draw(runs, args.metrics, args.x, args.seeds, panels)
     try:
         image_out.save(figure, out)
-    # A folder not writable, pgf without LaTeX installed.
-    except (OSError, ValueError, RuntimeError) as error:
+    except file_writes.WriteError as error:  # A folder not writable: it names `out`.
+        print(f"plot: error: {error}", file=sys.stderr)
+        return 2
+    except (OSError, ValueError, RuntimeError) as error:  # pgf without LaTeX installed.
         print(f"plot: error: {out}: {error}", file=sys.stderr)
         return 2
     print(f"wrote {out}")

@@ -221,7 +221,10 @@ def test_an_image_the_disk_cannot_take_leaves_the_one_drawn_before(runs, tmp_pat
         [sys.executable, "-B", "-c", limited, *argv], capture_output=True, text=True, timeout=120
     )
     assert (
-        done.returncode == 2 and done.stderr == f"plot: error: {out}: [Errno 27] File too large\n"
+        done.returncode == 2
+        and done.stderr
+        == f"plot: error: cannot write '{out}': File too large; make room or "
+        f"make '{tmp_path}' writable, then run the command again\n"
     )
     assert out.read_bytes() == before  # No temporary file left beside it either:
     assert sorted(path.name for path in tmp_path.iterdir()) == ["curves.png", "runs"]

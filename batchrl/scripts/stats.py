@@ -386,6 +386,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, ValueError) as error:
         print(f"stats: error: {error}", file=sys.stderr)
         return 2
+    print(f"stats: wrote {args.out}", file=sys.stderr)  # Stdout holds the JSON line alone.
     return 0
 
 

@@ -82,7 +82,7 @@ def test_an_out_in_a_folder_not_there_yet_is_drawn_there_and_one_below_a_file_re
     write_runs(results, "hopper_clipped", [3000.0, 2000.0])
     out = tmp_path / "figures" / "sweep" / "profile.png"
     assert stats.main([str(results), "--out", str(out), "--reps", "10"]) == 0
-    assert out.stat().st_size > 10_000 and capsys.readouterr().err == ""
+    assert out.stat().st_size > 10_000 and capsys.readouterr().err == f"stats: wrote {out}\n"
     # Refused before the statistics, not after them: nothing printed, nothing drawn.
     below = tmp_path / "results.jsonl" / "profile.png"
     with pytest.raises(SystemExit) as exit_:
@@ -389,7 +389,7 @@ def test_statistics_print_when_the_profile_cannot_be_drawn(tmp_path, capsys):
     assert stats.main([str(results), "--reps", "50", "--out", str(tmp_path / "p.png")]) == 0
     assert capsys.readouterr().err == (
         "stats: note: the profile leaves out pendulum_jax: no target (stats.TARGETS) to "
-        "divide their scores by\n"
+        f"divide their scores by\nstats: wrote {tmp_path / 'p.png'}\n"
     )
 
 

@@ -378,7 +378,7 @@ def test_a_full_disk_at_the_start_says_to_run_the_command_again(tmp_path, capsys
     error = capsys.readouterr().err
     assert re.fullmatch(
         r"batchrl: error: cannot write '.*/env_spec\.json': No space left on device; make room "
-        r"or make '.*' writable, then run the command again\n",
+        r"on its disk, then run the command again\n",
         error,
     )
     assert not any(tmp_path.iterdir())

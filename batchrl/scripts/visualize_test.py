@@ -333,14 +333,15 @@ def test_an_outdir_it_cannot_write_is_one_line_naming_the_file(run, tmp_path, ca
         error = OSError("[Errno 32] Broken pipe\n\nFFMPEG COMMAND:\nffmpeg -y -f rawvideo")
 
     out = tmp_path / "videos"
-    ended = "ffmpeg ended ([Errno 32] Broken pipe, its lines above)"
-    for writer, why in ((Full, "No space left on device"), (Ended, ended)):
+    ended = "ffmpeg ended ([Errno 32] Broken pipe, its lines above); make room or make"
+    ended += f" '{out}' writable"  # Its errno is not the OSError's: either may be why.
+    for writer, why in ((Full, "No space left on device; make room on its disk"), (Ended, ended)):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(imageio, "get_writer", writer)
             assert visualize.main(["--logdir", str(run), "--outdir", str(out)]) == 1
         assert capsys.readouterr().err == (
-            f"visualize: error: cannot write '{out / 'episode-0.mp4'}': {why}; make room or "
-            f"make '{out}' writable, then run the command again\n"
+            f"visualize: error: cannot write '{out / 'episode-0.mp4'}': {why}, then run the "
+            "command again\n"
         )
         assert not out.exists()  # No part of a video, no episodes.json, no empty new folder.
 

@@ -8,6 +8,7 @@ no JAX.
 
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
 import tempfile
@@ -35,10 +36,20 @@ def write_error(path: pathlib.Path, error: OSError, started: bool = True) -> Wri
     said = f"cannot write {str(path)!r}: {error.strerror or error}"
     if isinstance(error, NotADirectoryError):  # A file where the path needs a folder.
         return WriteError(f"{said}; a file stands in its path", path, error)
+    if isinstance(error, IsADirectoryError):
+        return WriteError(f"{said}; a folder stands at its path", path, error)
     kept = "the run folder keeps its last good files: " if started else ""
     then = "resume the run (--timestamp)" if started else "run the command again"
-    said += f"; {kept}make room or make {str(path.parent)!r} writable, then {then}"
-    return WriteError(said, path, error)
+    folder = repr(str(path.parent))
+    fix = {  # What would let the write through, where the error says.
+        errno.ENOSPC: "make room on its disk",
+        errno.EDQUOT: "make room within its quota",
+        errno.EACCES: f"make {folder} writable",
+        errno.EPERM: f"make {folder} writable",
+        errno.EROFS: f"write to a disk mounted writable, not {folder}",
+        errno.ENOENT: f"write to a folder that can be made, not {folder}",
+    }.get(error.errno, f"make room or make {folder} writable")
+    return WriteError(f"{said}; {kept}{fix}, then {then}", path, error)
 
 
 def write_atomic(path: pathlib.Path, data: bytes | str) -> None:

@@ -90,8 +90,8 @@ def test_a_metrics_file_it_cannot_open_is_one_line_naming_it(tmp_path):
     (tmp_path / "metrics.jsonl").mkdir()
     with pytest.raises(file_writes.WriteError) as refused:
         metrics_log.Writer(tmp_path, purge_step=10)
-    assert str(refused.value).startswith(
-        f"cannot write '{tmp_path / 'metrics.jsonl'}': Is a directory; the run folder keeps"
+    assert str(refused.value) == (
+        f"cannot write '{tmp_path / 'metrics.jsonl'}': Is a directory; a folder stands at its path"
     )
 
 

@@ -1,4 +1,5 @@
 import dataclasses
+import errno
 import os
 import pathlib
 import re
@@ -133,8 +134,8 @@ def test_a_run_folder_the_command_cannot_write_is_one_line(tmp_path, monkeypatch
     error = capsys.readouterr().err
     folder = tmp_path / "t-pendulum_jax"
     assert error == (
-        f"batchrl: error: cannot write '{folder / 'config.yaml'}': Permission denied; make room "
-        f"or make '{folder}' writable, then run the command again\n"
+        f"batchrl: error: cannot write '{folder / 'config.yaml'}': Permission denied; make "
+        f"'{folder}' writable, then run the command again\n"
     )
     # A folder without its config, which no command resumed or started again, is not left.
     assert not folder.exists()
@@ -263,3 +264,23 @@ def test_a_file_in_no_run_folder_is_told_to_give_a_run_folder(tmp_path):
     said = f"{str(stray)!r} is a file, not a run folder: give a run folder"
     with pytest.raises(run_folder.RunFolderError, match=f"^{re.escape(said)}$"):
         run_folder.read_config(stray)
+
+
+@pytest.mark.parametrize(
+    ("number", "fix"),
+    [
+        (errno.ENOSPC, "make room on its disk"),
+        (errno.EACCES, "make '/data/run' writable"),
+        (errno.EROFS, "write to a disk mounted writable, not '/data/run'"),
+        (errno.ENOENT, "write to a folder that can be made, not '/data/run'"),  # Under /proc.
+        (errno.EIO, "make room or make '/data/run' writable"),
+    ],
+)
+def test_a_write_error_says_what_would_let_the_write_through(number, fix):
+    # "make room" was said of a folder that could not be made, or a read-only disk.
+    error = OSError(number, os.strerror(number))
+    said = file_writes.write_error(pathlib.Path("/data/run/config.yaml"), error, started=False)
+    assert str(said) == (
+        f"cannot write '/data/run/config.yaml': {os.strerror(number)}; {fix}, then run the "
+        "command again"
+    )
