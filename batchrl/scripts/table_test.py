@@ -360,6 +360,15 @@ def test_a_file_that_is_not_text_or_no_file_at_all_is_one_line(tmp_path, capsys)
         table.main([])
     error = capsys.readouterr().err.splitlines()[-1]
     assert error.endswith("error: give either JSON lines or --update/--check PAGE, none was given")
+    # The JSON lines after --columns: read as one of its columns.
+    write_lines(tmp_path / "results.jsonl", "hopper_clipped", [3000.0])
+    with pytest.raises(SystemExit):
+        table.main(["--columns", "seed", str(tmp_path / "results.jsonl")])
+    error = capsys.readouterr().err.splitlines()[-1]
+    taken = repr(str(tmp_path / "results.jsonl"))
+    assert error.endswith(f"none was given ({taken} was read as a column: end --columns with --)")
+    assert table.main(["--columns", "seed", "--", str(tmp_path / "results.jsonl")]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "| 100 |"  # write_lines' first seed.
 
 
 def test_a_cut_last_line_of_a_sweep_killed_while_writing_it_is_left_out(tmp_path, capsys):
