@@ -131,7 +131,7 @@ def check_finite(learner: Learner, metrics: dict[str, float], env_steps: int) ->
             else "lower the learning rate or check the env's observations and rewards"
         )
         raise FloatingPointError(
-            f"{', '.join(bad)} became non-finite by env step {env_steps}; {hint}"
+            f"{', '.join(bad)} became non-finite by env step {int(env_steps):,}; {hint}"
         )
 
 

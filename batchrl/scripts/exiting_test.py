@@ -74,7 +74,7 @@ def test_a_second_stop_in_an_atari_phase_frees_the_games_once_it_has_run(tmp_pat
     settings = ["backend=ale", "cnn=minatar", "steps=2048", "phase_steps=1024"]
     done = _stopped(tmp_path, "breakout", settings, wait=0.2)
     # The first phase may end before the second stop: then it is saved, else nothing is.
-    saved = r"interrupted: saved a checkpoint at env step 1024 in runs/"
+    saved = r"interrupted: saved a checkpoint at env step 1,024 in runs/"
     nothing = r"interrupted before its first phase ended: nothing saved in runs/"
     assert re.search(f"{saved}|{nothing}", done.stdout), done.stdout
     assert "Traceback" not in done.stderr, done.stderr[-2000:]

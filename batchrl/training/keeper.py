@@ -131,7 +131,7 @@ class Keeper:
         done = int(logged.phases)
         if done not in checkpoint.steps(self.directory):  # Between `checkpoint_every`s.
             checkpoint.save(self.directory, done, logged, self.config.keep_checkpoints, **form)
-        terminal.say(f"stopped by the callback at env step {int(logged.env_steps)}\n")
+        terminal.say(f"stopped by the callback at env step {int(logged.env_steps):,}\n")
 
     def save_interrupted(self) -> None:
         """Checkpoints the last logged state, on Ctrl-C or SIGTERM, and says in which folder.
@@ -149,7 +149,7 @@ class Keeper:
         if done not in checkpoint.steps(self.directory):
             checkpoint.save(self.directory, done, logged, self.config.keep_checkpoints, **form)
         steps = int(logged.env_steps)
-        terminal.say(f"interrupted: saved a checkpoint at env step {steps} in {self.rundir}\n")
+        terminal.say(f"interrupted: saved a checkpoint at env step {steps:,} in {self.rundir}\n")
 
     @property
     def logged(self) -> loop.RunState:
@@ -213,9 +213,9 @@ def say_resumed(rundir: pathlib.Path | None, state: loop.RunState) -> None:
     """
     if rundir is not None and int(state.phases):
         logger.warning(
-            "resumed %s at env step %d (phase %d)",
+            "resumed %s at env step %s (phase %d)",
             rundir.name,
-            int(state.env_steps),
+            f"{int(state.env_steps):,}",
             int(state.phases),
         )
 
