@@ -179,7 +179,7 @@ def _all_keys() -> set[str]:
 
 def is_key(name: str) -> bool:
     """Whether `name` is a key `--set` takes, for some objective (`algorithm.` prefix too)."""
-    return _bare(name) in _all_keys()
+    return bare_key(name) in _all_keys()
 
 
 def _with_objective(config: TrainConfig, objective: str) -> TrainConfig:
@@ -232,14 +232,14 @@ def _check_key(name: str, algorithm: ppo_config.Common) -> None:
     raise ValueError(f"unknown config key {name!r}{hint} ({listed})")
 
 
-def _bare(name: str) -> str:
+def bare_key(name: str) -> str:
     """`name` without its `algorithm.` prefix."""
     return name[len(_PREFIX) :] if name.startswith(_PREFIX) else name
 
 
 def set_field(config: TrainConfig, name: str, value: Any, parse: Any) -> TrainConfig:
     """`config` with `name` (a field of the run or its algorithm) set by `parse(name, kind, v)`."""
-    bare = _bare(name)
+    bare = bare_key(name)
     if bare == "objective":  # Read as every string setting is (`--set 'objective="clipped"'`).
         return _with_objective(config, parse(bare, str, value))
     if name in backends.DEPRECATED:
@@ -263,14 +263,20 @@ def set_fields(config: TrainConfig, settings: Iterable[tuple[str, Any]], parse: 
     Checked once, all applied: settings that constrain each other (num_envs,
     steps_per_update, num_minibatches) hold in any order, not checked one by one against
     the defaults of those given after. The objective comes first, so its own settings
-    apply to it; a name given twice keeps its last value.
+    apply to it. A name given twice (`num_envs=4 num_envs=8`, `kl_target` and
+    `algorithm.kl_target`) is a ValueError, as in a YAML file: which one was meant?
     """
-    objective = [item for item in settings if _bare(item[0]) == "objective"][-1:]
-    settings = objective + [item for item in settings if _bare(item[0]) != "objective"]
+    settings, seen = list(settings), {}
+    for name, value in settings:
+        if seen.setdefault(bare_key(name), value) is not value:
+            said = f"{seen[bare_key(name)]!r} and {value!r}"
+            raise ValueError(f"{bare_key(name)} is given twice, as {said}: give it once")
+    objective = [item for item in settings if bare_key(item[0]) == "objective"][-1:]
+    settings = objective + [item for item in settings if bare_key(item[0]) != "objective"]
     runs: dict[str, Any] = {}
     algorithm: dict[str, Any] = {}
     for name, value in settings:
-        bare = _bare(name)
+        bare = bare_key(name)
         if bare == "objective" or name in backends.DEPRECATED:
             config = set_field(dataclasses.replace(config, **runs), name, value, parse)
             runs = {}

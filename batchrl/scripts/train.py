@@ -191,7 +191,7 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
     asked, kept = configs.flat(requested), configs.flat(saved)
     if requested.max_length > saved.max_length:  # The start may have taken the env's limit.
         asked["max_length"] = max_length_taken(requested)
-    given = {assignment.partition("=")[0].strip() for assignment in args.set}
+    given = {train_config.bare_key(setting.partition("=")[0].strip()) for setting in args.set}
     anew = train_config.RESUME_MAY_CHANGE
     may_change = (*anew, "steps") if "steps" in given else anew  # --set steps raises it.
     differ = [

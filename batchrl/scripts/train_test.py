@@ -175,6 +175,10 @@ def test_a_resume_may_change_how_it_meets_a_hung_worker_and_where_it_runs_only(t
     cpu = ["--set", "device=cpu", "acting_device=cpu", "learner_cores=1"]
     _, config = train.resumed_run(train.parse_args([*start, *cpu]))
     assert (config.device, config.acting_device, config.learner_cores) == ("cpu", "cpu", 1)
+    # An algorithm key by its long name: dropped, the run trained on one device.
+    for key in ("learner_devices", "algorithm.learner_devices"):
+        _, config = train.resumed_run(train.parse_args([*start, "--set", f"{key}=2"]))
+        assert config.algorithm.learner_devices == 2
 
 
 def test_a_resume_with_the_starting_command_keeps_what_the_start_set_anew(tmp_path):
