@@ -35,10 +35,12 @@ def check(config: Any) -> None:
     # The compiled run holds these as int32: JAX's default integers.
     if not 0 <= config.seed < 2**31:
         raise ValueError(f"seed must be in [0, 2**31), got {config.seed}")
-    for name in ("steps", "max_length", "phase_steps"):
-        if getattr(config, name) >= 2**31:
-            value = getattr(config, name)
-            raise ValueError(f"{name} must be below 2**31 (2,147,483,648), got {value:,}")
+    for owner in (config, config.algorithm):  # Every count: update_epochs=3e9 too.
+        for field in dataclasses.fields(owner):
+            value = getattr(owner, field.name)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 2**31:
+                said = f"{field.name} must be below 2**31 (2,147,483,648), got {value:,}"
+                raise ValueError(said)
     for field in dataclasses.fields(config.algorithm):  # NaN passes every comparison.
         value = getattr(config.algorithm, field.name)
         if isinstance(value, float) and math.isnan(value):

@@ -164,8 +164,8 @@ def test_set_reads_integers_exactly_and_in_scientific_notation():
     config = presets.get("pendulum")
     assert overrides.parse_override(config, "steps=2_147_483_647").steps == 2**31 - 1
     assert overrides.parse_override(config, "seed=123456789").seed == 123456789
-    exact = overrides.parse_override(config, "eval_episodes=9_007_199_254_740_993")  # 2**53 + 1
-    assert exact.eval_episodes == 2**53 + 1
+    with pytest.raises(ValueError, match=r"eval_episodes .*, got 9,007,199,254,740,993$"):
+        overrides.parse_override(config, "eval_episodes=9_007_199_254_740_993")  # 2**53 + 1
     assert overrides.parse_override(config, "steps=1e6").steps == 1_000_000
     assert overrides.parse_override(config, "steps=2.5e5").steps == 250_000
 
@@ -187,6 +187,8 @@ def test_set_reads_integers_exactly_and_in_scientific_notation():
         ("steps=3e9", r"steps must be below 2\*\*31 \(2,147,483,648\), got 3,000,000,000"),
         ("max_length=3e9", r"max_length must be below 2\*\*31 \(2,147,483,648\), got 3,000"),
         ("phase_steps=2147483648", r"phase_steps must be below 2\*\*31 \(2,147,483,648\)"),
+        ("update_epochs=3e9", r"^update_epochs must be below 2\*\*31 \(2,147,483,648\), got 3,0"),
+        ("eval_episodes=3e9", r"^eval_episodes must be below 2\*\*31 \(2,147,483,648\), got 3,0"),
         ("entropy_coef=nan", r"^entropy_coef must be a number, got nan$"),
         ("kl_cutoff_coef=NaN", r"^kl_cutoff_coef must be a number, got nan$"),
         ("learning_rate=inf", r"^learning_rate must be a positive, finite number, got inf$"),
