@@ -1,9 +1,10 @@
-"""Stable-Baselines3's and CleanRL's names for batchrl's settings, for an unknown key's hint.
+"""Stable-Baselines3's, CleanRL's and PureJaxRL's names for batchrl's settings, for hints.
 
 A hint by spelling alone sent users to another setting: `clip_range` (the ratio's clip)
 to `clip_value` (the value loss's), `n_steps` (steps per env per update) to `steps` (the
 whole budget), `batch_size` (a minibatch's rows) to the penalty objective's. Each name
 here says batchrl's setting of the same meaning, and how its units differ where they do.
+Looked up in lower case: PureJaxRL's config spells them in capitals (`CLIP_EPS`, `LR`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ PEER_NAMES = {
     "minibatch_size": "num_minibatches, a count (num_envs x steps_per_update / minibatch_size)",
     "clip_range": "clip_ratio",
     "clip_coef": "clip_ratio",
+    "clip_eps": "clip_ratio",
+    "lr": "learning_rate",
+    "env_name": "env",
     "clip_range_vf": "clip_value",
     "clip_vloss": "clip_value (a number, the clip; unset, none)",
     "ent_coef": "entropy_coef",
@@ -39,16 +43,16 @@ PEER_NAMES = {
 
 
 def hint(name: str) -> str | None:
-    """An unknown key's hint where `name` is Stable-Baselines3's or CleanRL's; else None."""
-    said = PEER_NAMES.get(name)
-    return None if said is None else f", Stable-Baselines3's or CleanRL's name: batchrl's is {said}"
+    """An unknown key's hint where `name` is Stable-Baselines3's, CleanRL's or PureJaxRL's."""
+    said = PEER_NAMES.get(name.lower())
+    return None if said is None else f", another library's name: batchrl's is {said}"
 
 
 def setting(name: str) -> str | None:
-    """The key of batchrl for Stable-Baselines3's or CleanRL's `name`, its values as given.
+    """The key of batchrl for another library's `name` (`PEER_NAMES`), its values as given.
 
     None where `name` is not theirs, or where its value means otherwise (`batch_size`, a
     minibatch's rows, is a count of minibatches here).
     """
-    said = PEER_NAMES.get(name)
+    said = PEER_NAMES.get(name.lower())
     return said if said is not None and said.isidentifier() else None

@@ -319,8 +319,8 @@ def get(name: str) -> TrainConfig:
     said to be an env, with the presets that train it.
     """
     if name not in PRESETS:
-        close = difflib.get_close_matches(str(name), PRESETS, n=1, cutoff=0.8)
-        hint = f"did you mean {close[0]!r}? Or " if close else _env_hint(str(name))
+        close = difflib.get_close_matches(str(name).lower(), PRESETS, n=1, cutoff=0.8)
+        hint = _env_hint(str(name)) or (f"did you mean {close[0]!r}? Or " if close else "")
         raise ValueError(f"unknown config {name!r}: {hint}choose one of {', '.join(PRESETS)}")
     return PRESETS[name]()
 

@@ -227,7 +227,7 @@ def _check_key(name: str, algorithm: ppo_config.Common) -> None:
                 f"{bare} is a setting of objective {other!r}, but this config's objective is "
                 f"{algorithm.objective!r} (set objective={other} first)"
             )
-    close = difflib.get_close_matches(bare, _all_keys(), n=1)
+    close = difflib.get_close_matches(bare.lower(), _all_keys(), n=1)  # STEPS: steps.
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise ValueError(f"unknown config key {name!r}{hint} ({listed})")
 

@@ -225,13 +225,15 @@ def test_a_final_discount_below_the_discount_is_refused_in_one_line():
         ("batch_size=64", r"num_minibatches, a count \(num_envs x steps_per_update / "),
         ("gamma=0.9", "discount"),  # No hint at all before.
         ("total_timesteps=100", "steps"),
+        ("clip_eps=0.2", "clip_ratio"),  # PureJaxRL's: "did you mean 'clip_value'?"
+        ("LR=3e-4", "learning_rate"),  # PureJaxRL's, in its capitals.
     ],
 )
 def test_stable_baselines3_and_cleanrl_names_are_given_batchrls(assignment, ours):
     # batch_size said "a setting of objective 'kl_penalty' (set objective=kl_penalty
     # first)", which made a clipped preset the penalty objective.
     name = assignment.partition("=")[0]
-    said = rf"^unknown config key '{name}', Stable-Baselines3's or CleanRL's name: batchrl's is "
+    said = rf"^unknown config key '{name}', another library's name: batchrl's is "
     with pytest.raises(ValueError, match=said + ours):
         overrides.parse_override(presets.get("cheetah_clipped"), assignment)
 

@@ -444,6 +444,8 @@ def test_a_new_runs_timestamp_that_names_other_runs_or_seeds_is_refused(tmp_path
             "config 'pendulm_jax': did you mean 'pendulum_jax'? Or choose",
         ),
         (["--config", "pendulum", "--set", "lerning_rate=1"], "did you mean 'learning_rate'"),
+        (["--config", "PENDULUM"], "config 'PENDULUM': did you mean 'pendulum'? Or choose"),
+        (["--config", "pendulum", "--set", "STEPS=5"], "key 'STEPS'; did you mean 'steps'?"),
         (["--config", "pendulum", "--set", "num_envs=many"], "num_envs='many': expected an"),
         (["--config", "pendulum", "--set", "env=Nope-v0"], "unknown env 'Nope-v0'"),
         (["--config", "pendulum_jax", "--set", "action_repeat=2"], "needs backend='processes'"),
