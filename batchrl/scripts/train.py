@@ -193,7 +193,7 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
         asked["max_length"] = max_length_taken(requested)
     given = {train_config.bare_key(setting.partition("=")[0].strip()) for setting in args.set}
     anew = train_config.RESUME_MAY_CHANGE
-    may_change = (*anew, "steps") if "steps" in given else anew  # --set steps raises it.
+    may_change = (*anew, "steps")  # Taken where --set gives them: --set steps=N raises it.
     differ = [
         f"{name}={asked[name]!r} (saved {kept[name]!r})"
         for name in kept  # Not another objective's own keys: `objective` says them.
@@ -206,7 +206,7 @@ def resumed_run(args: argparse.Namespace) -> tuple[pathlib.Path, configs.TrainCo
             f"{', '.join(anew[:-1])} and {anew[-1]} anew; other settings train in "
             "another --logdir"
         )
-    if requested.steps != saved.steps:
+    if "steps" in given and requested.steps != saved.steps:
         try:
             session.check_raised_budget(rundir.name, saved, requested.steps)
         except ValueError as error:
