@@ -61,14 +61,14 @@ class BatchEnv(batch.BatchEnvBase):
         for position, env in enumerate(envs):
             if isinstance(env, ExternalProcess):
                 if here:
-                    groups.append(local.LocalGroup(here, observation_mode))
+                    groups.append(local.LocalGroup(here, observation_mode, position - len(here)))
                     here = []
                 env.group.first_index = position
                 groups.append(env.group)
             else:
                 here.append(env)
         if here:
-            groups.append(local.LocalGroup(here, observation_mode))
+            groups.append(local.LocalGroup(here, observation_mode, len(envs) - len(here)))
         return cls(groups, autoreset_mode=autoreset_mode, observation_mode=observation_mode)
 
     @classmethod
@@ -141,7 +141,7 @@ class BatchEnv(batch.BatchEnvBase):
             if num_local:
                 with mujoco_warnings.routed():  # As in a worker: no MUJOCO_LOG.TXT here.
                     here = [make() for make in constructors[len(remote) :]]
-                groups.append(local.LocalGroup(here, observation_mode))
+                groups.append(local.LocalGroup(here, observation_mode, first_index + len(remote)))
         except BaseException:
             for started in groups:
                 started.close()

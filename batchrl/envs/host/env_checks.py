@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
 
 from batchrl.envs import spaces
 from batchrl.envs.host import errors
@@ -20,16 +21,32 @@ from batchrl.envs.host import infos as infos_lib
 _FOUR_VALUES = "not enough values to unpack (expected 5, got 4)"
 
 
-def step_error(error: ValueError, name: str) -> ValueError | None:
-    """The old Gym API's step said in one line, where stepping env `name` raised `error`.
+def step_error(error: BaseException, results: list, count: int, name: str) -> ValueError | None:
+    """The one-line error for a step of no 5 values, where stepping `count` envs raised `error`.
 
-    None for an error of the env's own.
+    Raised by an env (fewer `results` than envs): the old Gym API's step, unpacked by a
+    Gymnasium wrapper. Raised unpacking the `results`: the first env whose result is not
+    5 values, marked as the env that raised it (one env of several may be old). None for
+    an error of the env's own.
     """
-    if str(error) != _FOUR_VALUES:
+    if not isinstance(error, ValueError):
         return None
-    return ValueError(
-        f"env {name} returned 4 values from step, as the old Gym API did: Gymnasium's step "
-        "returns (obs, reward, terminated, truncated, info)"
+    lengths = [len(r) if isinstance(r, tuple | list) else None for r in results]
+    if len(results) < count:
+        index, length = (len(results), 4) if str(error) == _FOUR_VALUES else (None, None)
+    else:
+        index = next((i for i, length in enumerate(lengths) if length != 5), None)
+        length = None if index is None else lengths[index]
+    if index is None:
+        return None
+    old = ", as the old Gym API did" if length == 4 else ""
+    what = f"{length} values" if length is not None else f"a {type(results[index]).__name__}"
+    return errors.marked(
+        ValueError(
+            f"env {name} returned {what} from step{old}: Gymnasium's step returns (obs, "
+            "reward, terminated, truncated, info)"
+        ),
+        index,
     )
 
 
@@ -58,9 +75,33 @@ def owned_infos(infos: list, name: str) -> list[dict]:
     try:
         return [infos_lib.owned(one) for one in infos]
     except AttributeError:  # An info with no `values`: said if it is not a dict.
-        for one in infos:
-            info(one, name, "step")
+        for index, one in enumerate(infos):
+            try:
+                info(one, name, "step")
+            except TypeError as error:
+                raise errors.marked(error, index) from None
         raise
+
+
+def write_scalars(buffer: Any, values: list, field: str, name: str) -> None:
+    """Writes each env's `field` (its reward, say); a ValueError names one not a number.
+
+    Marked with the place of the env that returned it (`errors.mark_env`).
+    """
+    try:
+        buffer[:] = values
+    except ValueError:  # numpy's names neither the env nor the field.
+        shaped = [index for index, value in enumerate(values) if np.ndim(value)]
+        if not shaped:
+            raise
+        one = values[shaped[0]]
+        what = "number" if field == "reward" else "bool"
+        said = f"env {name} returned a {field} of shape {np.shape(one)} ({type(one).__name__}), "
+        raise errors.marked(ValueError(f"{said}but a {field} is one {what}"), shaped[0]) from None
+    # A None was written as NaN, unsaid; written, the values are numbers `in` compares.
+    if field == "reward" and None in values:
+        said = f"env {name} returned a reward of None, but a reward is one number"
+        raise errors.marked(ValueError(said), values.index(None))
 
 
 def same_spaces(

@@ -157,6 +157,12 @@ def mark_env(error: BaseException, index: int) -> None:
             setattr(error, _ENV_INDEX, index)
 
 
+def marked(error: BaseException, index: int) -> BaseException:
+    """`error`, marked as raised by the env at `index` of its group (`mark_env`)."""
+    mark_env(error, index)
+    return error
+
+
 def env_index(error: BaseException) -> int | None:
     """The place `mark_env` noted on `error`; None where no env of a group raised it."""
     index = getattr(error, _ENV_INDEX, None)

@@ -206,14 +206,14 @@ def terminate(
 def pickled(
     constructors: list[Any], observation_mode: Any, first_index: int, to: str = "a worker process"
 ) -> bytes:
-    """The worker's constructors and mode, cloudpickled, to be sent `to` a worker or actor.
+    """The worker's constructors, mode and first env's place, cloudpickled, sent `to` a worker.
 
     Raises:
         TypeError: one line naming the env whose constructor cannot be pickled (a lock or
             an open file among what it holds), found constructor by constructor.
     """
     try:
-        return cloudpickle.dumps((constructors, observation_mode))
+        return cloudpickle.dumps((constructors, observation_mode, first_index))
     except Exception:
         pass
     for index, constructor in enumerate(constructors):

@@ -17,9 +17,11 @@ from batchrl.envs.host.group import Step
 class LocalGroup(forwarding.EnvForwarding):
     """Envs stepped in this process, stepped and reset as a worker's envs are."""
 
-    def __init__(self, envs: Sequence[gym.Env], observation_mode: Any = "same"):
+    def __init__(
+        self, envs: Sequence[gym.Env], observation_mode: Any = "same", first_index: int = 0
+    ):
         constructors = [lambda env=env: env for env in envs]
-        self._group = stepper.EnvStepper(constructors, observation_mode)
+        self._group = stepper.EnvStepper(constructors, observation_mode, first_index)
         self.num_envs = len(envs)
         self.name = self._group.name
         self.observation_space = self._group.observation_space

@@ -362,6 +362,52 @@ def _limited(call):
     return gym.wrappers.TimeLimit(_OldApi(call), max_episode_steps=50)
 
 
+class _Counted(mock.SpaceEnv):
+    """An env whose step returns `count` values, or breaks a check of batchrl's (`broken`)."""
+
+    def __init__(self, count=5, broken=None):
+        super().__init__(Box(-1.0, 1.0, (2,), np.float32), duration=5)
+        self.count, self.broken = count, broken
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self.broken == "obs":
+            obs = np.zeros(3, np.float32)
+        reward = None if self.broken == "reward" else reward
+        return (obs, reward, terminated or truncated, info, {}, {})[: self.count]
+
+
+@pytest.mark.parametrize(
+    ("bad", "said"),
+    [
+        ({"count": 4}, r"env '_Counted' returned 4 values from step, as the old Gym API did: "),
+        ({"count": 6}, r"env '_Counted' returned 6 values from step: Gymnasium's step returns "),
+        ({"broken": "obs"}, r"env '_Counted' returned an observation of shape \(3,\), but its "),
+        ({"broken": "reward"}, r"env '_Counted' returned a reward of None, but a reward is one "),
+    ],
+)
+@pytest.mark.parametrize("build", [from_envs, workers], ids=["here", "in_a_worker"])
+def test_the_one_env_of_several_that_breaks_the_api_is_named(build, bad, said):
+    # Its 4 values beside the others' 5 were "zip() argument 2 is shorter than argument
+    # 1", and batchrl's own checks named the worker's envs 0-1, not env 1.
+    makers = [_Counted, functools.partial(_Counted, **bad)]
+    with build(makers, AutoresetMode.NEXT_STEP) as env:
+        env.reset(seed=0)
+        with pytest.raises((ValueError, errors.EnvRaisedError), match=said) as caught:
+            env.step(np.zeros((2, 2), np.float32))
+    if build is workers:
+        assert "(raised by env '_Counted' (env 1, worker pid " in str(caught.value)
+
+
+def test_envs_of_other_spaces_are_named_by_their_places():
+    envs = [functools.partial(mock.SpaceEnv, Box(-1.0, 1.0, (n,), np.float32)) for n in (2, 2, 3)]
+    for build in (BatchEnv.external, lambda makers: from_envs(makers, AutoresetMode.NEXT_STEP)):
+        with pytest.raises(errors.SpaceMismatchError) as caught:
+            build(envs)
+        assert "of 'SpaceEnv' (env 0) is Box(" in str(caught.value)
+        assert "and of 'SpaceEnv' (env 2) is Box(-1.0, 1.0, (3,), float32)" in str(caught.value)
+
+
 class _Squares(Box):
     """A Box of the user's own class: Gymnasium's vector envs batch it as a Box."""
 

@@ -174,6 +174,15 @@ def put_objects(tree: Any, values: list[np.ndarray], index: Any = Ellipsis) -> N
         target[index] = value
 
 
+def _first(rows: Sequence[int], observations: list, bad: Callable[[Any], Any]) -> tuple[int, Any]:
+    """The row and value of the first of `observations` (written at `rows`) that is `bad`.
+
+    Where a check of them all failed: an error names the env that returned it (`marked`).
+    """
+    found = ((row, o) for row, o in zip(rows, observations, strict=True) if bad(o))
+    return next(found, (rows[0], observations[0]))
+
+
 def _aligned(offset: int) -> int:
     return -(-offset // _ALIGN) * _ALIGN
 
@@ -186,7 +195,10 @@ class EnvStepper(forwarding.EnvForwarding):
     """
 
     def __init__(
-        self, constructors: Sequence[Callable[[], gym.Env]], observation_mode: Any = "same"
+        self,
+        constructors: Sequence[Callable[[], gym.Env]],
+        observation_mode: Any = "same",
+        first_index: int = 0,  # The first env's place in its batch, as errors name it.
     ):
         self.envs: list[gym.Env] = []
         self._closed = False
@@ -202,9 +214,13 @@ class EnvStepper(forwarding.EnvForwarding):
             self._observation = spaces.observation_tree(
                 self.observation_space, self.name, variable=True
             )
-            for env in self.envs[1:]:
+            for index, env in enumerate(self.envs[1:], first_index + 1):
                 env_checks.same_spaces(
-                    self.name, first, spaces.env_name(env), env, observation_mode
+                    f"{self.name} (env {first_index})",
+                    first,
+                    f"{spaces.env_name(env)} (env {index})",
+                    env,
+                    observation_mode,
                 )
             # observation_mode="different": each env checked by its own space's bounds.
             trees = [spaces.observation_tree(e.observation_space, variable=True) for e in self.envs]
@@ -237,18 +253,19 @@ class EnvStepper(forwarding.EnvForwarding):
                     results.append(env.step(a))
             obs, reward, terminated, truncated, infos = map(list, zip(*results, strict=True))
         except BaseException as error:
-            said = (
-                env_checks.step_error(error, self.name) if isinstance(error, ValueError) else None
-            )
+            said = env_checks.step_error(error, results, len(self.envs), self.name)
             if len(results) < len(self.envs):  # The env that raised: the first of no result.
                 errors.mark_env(said or error, len(results))
             if said is None:
                 raise
             raise said from None
         # Written first: a flag that is not one bool is named before the autoreset reads it.
-        self._write_scalars("reward", reward)
-        self._write_scalars("terminated", terminated)
-        self._write_scalars("truncated", truncated)
+        for field, values in (
+            ("reward", reward),
+            ("terminated", terminated),
+            ("truncated", truncated),
+        ):
+            env_checks.write_scalars(getattr(buffers, field), values, field, self.name)
         ended = self._autoreset.stepped(autoreset, buffers.terminated, buffers.truncated)
         for i in ended:
             # Copies, taken before the reset: an env may reuse its arrays (MuJoCo's infos
@@ -303,25 +320,6 @@ class EnvStepper(forwarding.EnvForwarding):
                 name = spaces.env_name(env)
                 logger.warning("env %s raised %s in close(): %s", name, type(error).__name__, error)
 
-    def _write_scalars(self, field: str, values: list) -> None:
-        """Writes each env's `field` (its reward, say); a ValueError names one not a number."""
-        try:
-            getattr(self.buffers, field)[:] = values
-        except ValueError:  # numpy's names neither the env nor the field.
-            shaped = [value for value in values if np.ndim(value)]
-            if not shaped:
-                raise
-            raise ValueError(
-                f"env {self.name} returned a {field} of shape {np.shape(shaped[0])} "
-                f"({type(shaped[0]).__name__}), but a {field} is one "
-                f"{'number' if field == 'reward' else 'bool'}"
-            ) from None
-        # A None was written as NaN, unsaid; written, the values are numbers `in` compares.
-        if field == "reward" and None in values:
-            raise ValueError(
-                f"env {self.name} returned a reward of None, but a reward is one number"
-            )
-
     def _write_obs(self, where: int | slice, obs: Any) -> None:
         """Writes one env's observation (`where` an index) or a list of all (`where` a slice)."""
         observations = obs if isinstance(where, slice) else [obs]
@@ -340,11 +338,13 @@ class EnvStepper(forwarding.EnvForwarding):
         `tree` is the observation's tree of `ObsLeaf`; an observation that does not fit it
         is named by the path of the first leaf that does not.
         """
+        rows = [where] if isinstance(where, int) else range(len(observations))  # Their envs.
         if isinstance(tree, dict | tuple):
             keys = list(tree) if isinstance(tree, dict) else range(len(tree))
             for key in keys:
                 name = env_spec.key_path(key) if isinstance(tree, dict) else f"[{key}]"
-                parts = [self._part(o, key, tree, path + name) for o in observations]
+                pairs = zip(rows, observations, strict=True)
+                parts = [self._part(o, key, tree, path + name, row) for row, o in pairs]
                 self._write_leaves(target[key], where, parts, tree[key], path + name)
             return
         if isinstance(tree, spaces.Variable):
@@ -357,30 +357,28 @@ class EnvStepper(forwarding.EnvForwarding):
             array = np.asarray(observations if isinstance(where, slice) else observations[0])
         except ValueError:  # Observations of different shapes.
             array = None
+        at, there = ("", "") if path == "obs" else (f" at {path}", " there")
         if array is None or array.shape != expected:
-            shape = next((np.shape(o) for o in observations if np.shape(o) != tree.shape), None)
-            at, there = ("", "") if path == "obs" else (f" at {path}", " there")
-            raise ValueError(
-                f"env {self.name} returned an observation of shape {shape}{at}, but its "
-                f"observation_space has shape {tree.shape}{there}"
-            )
+            row, one = _first(rows, observations, lambda o: np.shape(o) != tree.shape)
+            said = f"env {self.name} returned an observation of shape {np.shape(one)}{at}, "
+            said += f"but its observation_space has shape {tree.shape}{there}"
+            raise errors.marked(ValueError(said), row)
         if array.dtype != target.dtype and not np.can_cast(array.dtype, target.dtype, "same_kind"):
-            at = "" if path == "obs" else f" at {path}"  # Floats into a uint8 image, say.
-            raise ValueError(
+            row, _ = _first(rows, observations, lambda o: np.asarray(o).dtype == array.dtype)
+            said = (  # Floats into a uint8 image, say.
                 f"env {self.name} returned an observation of dtype {array.dtype}{at}, where "
                 f"its observation_space holds {target.dtype}: cast it in the env (written "
                 "here, its values would be cut, as SyncVectorEnv refuses to)"
             )
+            raise errors.marked(ValueError(said), row)
         outside = spaces.outside_space(tree, array) if tree.kind in spaces.COUNTED else None
         if outside is not None:
-            at = "" if path == "obs" else f" at {path}"
-            raise ValueError(
-                f"env {self.name} returned an observation that {outside}{at}, as its "
-                "observation_space says"
-            )
+            row, _ = _first(rows, observations, lambda o: spaces.outside_space(tree, np.asarray(o)))
+            said = f"env {self.name} returned an observation that {outside}{at}, as its "
+            raise errors.marked(ValueError(f"{said}observation_space says"), row)
         target[where] = array
 
-    def _part(self, obs: Any, key: Any, tree: Any, path: str) -> Any:
+    def _part(self, obs: Any, key: Any, tree: Any, path: str, row: int) -> Any:
         """`obs[key]`, or a ValueError naming `path` when the observation has no such part."""
         nests = (
             isinstance(obs, Mapping) if isinstance(tree, dict) else isinstance(obs, tuple | list)
@@ -393,7 +391,5 @@ class EnvStepper(forwarding.EnvForwarding):
             shown = f"a {type(obs).__name__} of {len(obs)}"
         else:
             shown = f"of type {type(obs).__name__}"  # Its value may be an image: not shown.
-        raise ValueError(
-            f"env {self.name} returned an observation without {path} ({shown}), but its "
-            "observation_space has it"
-        )
+        said = f"env {self.name} returned an observation without {path} ({shown}), but its "
+        raise errors.marked(ValueError(f"{said}observation_space has it"), row)

@@ -37,7 +37,7 @@ class Host:
     ):
         raylet_watch.end_with_raylet()
         try:
-            constructors, _ = cloudpickle.loads(blob)  # `lifecycle.pickled`'s (envs, mode).
+            constructors, _, _ = cloudpickle.loads(blob)  # `lifecycle.pickled`'s (envs, ...).
             self._batch = build(constructors, first_index=first_index, **options)
         except Exception as error:  # A worker's, or the batch's own (a bad argument).
             # Raised by `describe`: an actor whose __init__ raised reports only its text.
