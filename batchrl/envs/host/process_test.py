@@ -159,6 +159,35 @@ def test_an_envs_exception_is_of_its_own_type_too(kind, caught_as):
     assert again.remote_traceback == error.remote_traceback
 
 
+class _Exits(mock.CountingEnv):
+    """Calls `sys.exit(2)`, or raises KeyboardInterrupt, at its second step."""
+
+    def __init__(self, kind: str):
+        super().__init__()
+        self.kind, self.stepped = kind, 0
+
+    def step(self, action):
+        self.stepped += 1
+        if self.stepped == 2:
+            raise SystemExit(2) if self.kind == "exit" else KeyboardInterrupt
+        return super().step(action)
+
+
+@pytest.mark.parametrize(("kind", "said"), [("exit", "SystemExit: 2"), ("interrupt", "Keyboard")])
+def test_an_envs_own_exit_is_its_error_and_its_worker_serves_on(kind, said):
+    # Its worker ended, racing its error to this process: "died (exit code 0)" or not.
+    makers = [mock.CountingEnv, functools.partial(_Exits, kind)]
+    with BatchEnv.external(makers) as env:
+        env.reset(seed=0)
+        env.step(env.action_space.sample())
+        with pytest.raises(errors.EnvRaisedError) as caught:
+            env.step(env.action_space.sample())
+        assert str(caught.value).startswith(said)
+        assert "(raised by env '_Exits' (env 1, worker pid " in str(caught.value)
+        env.reset(seed=1)  # Served on, as after any exception of its env.
+        env.step(env.action_space.sample())
+
+
 @pytest.mark.parametrize(("where", "at"), [("reset", 1), ("step", 2), ("reset", 2)])
 def test_an_envs_error_names_that_env_among_its_workers_envs(where, at):
     # A worker of several envs named them all ("envs 2-3"), not the one that raised. The

@@ -77,6 +77,12 @@ def main(
         conn.close()
 
 
+# What an env's call may raise, said to the parent as the env's: its `sys.exit()` and
+# KeyboardInterrupt too (signals are unheeded here, so one is the env's own). Ended by
+# them, the worker's exit raced its error to the parent: "died (exit code 0)" or not.
+_ENVS_OWN = (Exception, SystemExit, KeyboardInterrupt)
+
+
 def _serve(
     conn: Connection, envs: stepper.EnvStepper, spin: float, bell: Connection, answer: Connection
 ) -> None:
@@ -97,7 +103,7 @@ def _serve(
             kept.pop(steps - infos_lib.KEPT_STEPS, None)
             try:
                 infos = envs.step(autoreset)
-            except Exception as error:
+            except _ENVS_OWN as error:
                 _send_error(conn, error)
                 continue
             filled = any(infos)
@@ -148,7 +154,7 @@ def _serve(
                 raise ValueError(f"unknown worker command {command!r}")
         except (EOFError, BrokenPipeError, ConnectionResetError):
             raise
-        except Exception as error:
+        except _ENVS_OWN as error:
             _send_error(conn, error)
 
 
