@@ -288,10 +288,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _checkpoint_error(),
         file_writes.WriteError,  # A full disk, a read-only folder: the file and what to do.
     ) as error:
-        print(f"batchrl: error: {exiting.first_line(error)}", file=sys.stderr)
+        said = env_errors.line_here(error) or exiting.first_line(error)  # An env's, as a worker's.
+        print(f"batchrl: error: {said}", file=sys.stderr)
         return 1
-    except RuntimeError as error:  # XLA's allocator: arrays larger than the device's memory.
-        message = device_memory.out_of_memory(error)
+    except Exception as error:  # XLA's allocator past the device's memory, or an env's here.
+        message = device_memory.out_of_memory(error) or env_errors.line_here(error)
         if message is None:
             raise
         print(f"batchrl: error: {message}", file=sys.stderr)

@@ -488,11 +488,16 @@ def test_bad_input_is_one_line_without_traceback(tmp_path, capsys, args, message
     assert not any(tmp_path.iterdir())  # No folder a corrected command would be refused by.
 
 
-def test_an_env_raising_in_its_worker_is_one_line_naming_the_line_that_raised(tmp_path, capsys):
+@pytest.mark.parametrize("where", ["worker process", "this process"])
+def test_an_env_raising_is_one_line_naming_the_env_and_the_line_that_raised(
+    where, tmp_path, capsys
+):
     # The line kept the error and the env but dropped the worker's traceback: where in
-    # the user's env it rose was nowhere in what the command printed.
+    # the user's env it rose was nowhere in what the command printed. An env stepped in
+    # this process (local_envs) said "step boom" alone: no env, no type, no line.
     settings = ["env=batchrl.testing.mock:FailingEnv", "env_kwargs={where: step, at: 3}"]
     settings += ["num_envs=2", "max_length=20", "policy_layers=8", "value_layers=8"]
+    settings += ["local_envs=2"] if where == "this process" else []
     code = train.main(["--logdir", str(tmp_path), "--config", "pendulum", "--set", *settings])
     err = capsys.readouterr().err.strip()
     lines, first = inspect.getsourcelines(mock.FailingEnv._fail)
@@ -500,6 +505,7 @@ def test_an_env_raising_in_its_worker_is_one_line_naming_the_line_that_raised(tm
     assert code == 1 and len(err.splitlines()) == 1, err
     assert err.startswith("batchrl: error: ValueError: FailingEnv failed on purpose in step")
     assert err.endswith(f"during step at {mock.__file__}:{raising})"), err
+    assert "(raised by env 'FailingEnv' (env 0, " in err and f"{where[:6]}" in err
 
 
 def test_a_corrupt_checkpoint_is_reported_and_the_previous_one_used(finished_run, tmp_path, capsys):

@@ -11,6 +11,7 @@ import pathlib
 import re
 import sys
 import sysconfig
+import traceback
 from typing import Any
 
 _FRAME = re.compile(r'^\s*File "(.+?)", line (\d+)', re.MULTILINE)
@@ -21,6 +22,7 @@ _LIBRARIES = tuple(
 )
 # Set on an env's exception: the env's place among its group's envs, which the error names.
 _ENV_INDEX = "batchrl_env_index"
+_RAISED_HERE = "batchrl_raised_here"  # `note_here`'s: which env in this process, in what.
 
 
 class SpaceMismatchError(ValueError, RuntimeError):
@@ -155,6 +157,26 @@ def mark_env(error: BaseException, index: int) -> None:
     if not hasattr(error, _ENV_INDEX):
         with contextlib.suppress(AttributeError, TypeError):  # A type of no attributes.
             setattr(error, _ENV_INDEX, index)
+
+
+def note_here(error: BaseException, env: str, command: str) -> None:
+    """Notes on an exception of an env in this process which env raised it, and in what.
+
+    A command says it in the line a worker's env's error has (`line_here`); the error
+    itself stays the env's own, as `SyncVectorEnv` raises it.
+    """
+    with contextlib.suppress(AttributeError, TypeError):  # A type of no attributes.
+        setattr(error, _RAISED_HERE, f"{env} during {command}")
+
+
+def line_here(error: BaseException) -> str | None:
+    """The one line for an exception `note_here` noted, as a worker's env's reads; else None."""
+    where = getattr(error, _RAISED_HERE, None)
+    if not isinstance(where, str):
+        return None
+    first = next((line for line in str(error).splitlines() if line.strip()), "")
+    rose = rose_at("".join(traceback.format_exception(error)))
+    return f"{type(error).__name__}: {first} (raised by {where}{rose})"
 
 
 def marked(error: BaseException, index: int) -> BaseException:

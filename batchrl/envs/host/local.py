@@ -10,7 +10,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 
 from batchrl.envs.host import actions as actions_lib
-from batchrl.envs.host import forwarding, obs_tree, stepper
+from batchrl.envs.host import errors, forwarding, obs_tree, stepper
 from batchrl.envs.host.group import Step
 
 
@@ -22,7 +22,7 @@ class LocalGroup(forwarding.EnvForwarding):
     ):
         constructors = [lambda env=env: env for env in envs]
         self._group = stepper.EnvStepper(constructors, observation_mode, first_index)
-        self.num_envs = len(envs)
+        self.num_envs, self.first_index = len(envs), first_index
         self.name = self._group.name
         self.observation_space = self._group.observation_space
         self.action_space = self._group.action_space
@@ -45,7 +45,11 @@ class LocalGroup(forwarding.EnvForwarding):
         self._autoreset = autoreset
 
     def step_wait(self) -> Step:
-        infos = self._group.step(self._autoreset, self._given)
+        try:
+            infos = self._group.step(self._autoreset, self._given)
+        except Exception as error:
+            self._note(error, "step")
+            raise
         buffers = self.buffers
         return buffers.obs, buffers.reward, buffers.terminated, buffers.truncated, infos
 
@@ -56,8 +60,19 @@ class LocalGroup(forwarding.EnvForwarding):
 
     def reset_wait(self) -> tuple[Any, list[dict]]:
         indices, seeds, options = self._reset
-        infos = self._group.reset(indices, seeds, options)
+        try:
+            infos = self._group.reset(indices, seeds, options)
+        except Exception as error:
+            self._note(error, "reset")
+            raise
         return obs_tree.take(self.buffers.obs, indices), infos
+
+    def _note(self, error: BaseException, command: str) -> None:
+        """Notes which env raised `error` and in what, for a command's one line."""
+        index, last = errors.env_index(error), self.first_index + self.num_envs - 1
+        envs = f"envs {self.first_index}-{last}" if index is None else ""
+        envs = envs or f"env {self.first_index + index}"
+        errors.note_here(error, f"env {self.name} ({envs}, in this process)", command)
 
     def _env(self, index: int) -> gym.Env:
         return self._group.envs[index]
