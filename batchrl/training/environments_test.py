@@ -522,6 +522,33 @@ def test_a_jax_native_envs_unknown_keyword_is_one_line_naming_its_settings(prese
     assert str(error.value).startswith(said) and "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("preset", "kwargs", "said"),
+    [
+        ("pendulum_jax", {"g": "x"}, "env 'Pendulum-v1' takes g as a number (its default is 10.0)"),
+        (
+            "acrobot_gymnax",
+            {"max_steps_in_episode": 1.5},
+            "gymnax env 'Acrobot-v1' takes max_steps_in_episode as a whole number, got 1.5",
+        ),
+        (
+            "acrobot_gymnax",
+            {"max_steps_in_episode": -5},
+            "gymnax env 'Acrobot-v1' takes max_steps_in_episode of 1 or more, got -5",
+        ),
+    ],
+)
+def test_a_jax_native_envs_setting_of_the_wrong_type_is_one_line_before_compiling(
+    preset, kwargs, said
+):
+    # A string for Pendulum's g was a TypeError's traceback from its compiled step; 1.5
+    # steps an episode trained episodes of 1, said as the duration's own limit of 1.
+    config = train_config.replace(presets.get(preset), env_kwargs=kwargs)
+    with pytest.raises(ValueError) as error:
+        environments.check_env(config)
+    assert str(error.value).startswith(said) and "\n" not in str(error.value)
+
+
 class ShortAcrobot(acrobot.Acrobot):
     """A gymnax `Environment` of a user's own: gymnax's Acrobot of 30 steps an episode."""
 

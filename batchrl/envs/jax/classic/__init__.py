@@ -1,6 +1,7 @@
 """JAX-native classic control envs, one per file, matching Gymnasium step for step."""
 
 import dataclasses
+import numbers
 from typing import Any
 
 from batchrl.envs.jax import jax_env
@@ -18,7 +19,7 @@ def make(name: str, **kwargs: Any) -> jax_env.TimeLimit:
 
     Raises:
         ValueError: `name` is not a JAX-native env, or it has no setting of a name in
-            `kwargs`.
+            `kwargs`, or one of another type than its default's.
     """
     if name not in _ENVS:
         known = ", ".join(sorted(_ENVS))
@@ -31,6 +32,15 @@ def make(name: str, **kwargs: Any) -> jax_env.TimeLimit:
     if unknown:
         takes = f"its settings: {', '.join(settings)}" if settings else "it has no settings"
         raise ValueError(f"env {name!r} takes no keyword {unknown[0]!r}; {takes}")
+    defaults = {field.name: field.default for field in dataclasses.fields(_ENVS[name])}
+    for key, value in kwargs.items():  # Else a TypeError deep in its compiled step.
+        kind = bool if isinstance(defaults[key], bool) else numbers.Real
+        if not isinstance(value, kind) or (kind is numbers.Real and isinstance(value, bool)):
+            what = "true or false" if kind is bool else "a number"
+            raise ValueError(
+                f"env {name!r} takes {key} as {what} (its default is {defaults[key]!r}), "
+                f"got {value!r}"
+            )
     return jax_env.TimeLimit(_ENVS[name](**kwargs))
 
 
