@@ -144,13 +144,13 @@ def steps_argument(text: str) -> int:
 
 
 def seed_argument(text: str) -> int:
-    """One of a command's `--seeds`: a whole number; argparse's error naming the form else."""
+    """A command's `--seed`, or one of its `--seeds`, as `--set seed=` reads it (`1e3` too)."""
     try:
-        return int(text)
+        return _parse("seed", int, text)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"a seed is a whole number, got {text!r}: give the seeds apart, such as --seeds 0 1 2 3"
-        ) from None
+        several = any(mark in text[1:] for mark in ",-: ")  # `0,1`, `0-3`: a list, a range.
+        apart = ": give the seeds apart, such as --seeds 0 1 2 3" if several else ""
+        raise argparse.ArgumentTypeError(f"a seed is a whole number, got {text!r}{apart}") from None
 
 
 def add_argument(parser: argparse.ArgumentParser) -> None:

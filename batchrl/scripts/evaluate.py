@@ -40,7 +40,7 @@ import gymnasium as gym
 
 from batchrl.configs import TrainConfig, train_config
 from batchrl.envs.host import errors as env_errors
-from batchrl.scripts import action_choice, exiting, run_argument
+from batchrl.scripts import action_choice, command_line, exiting, run_argument
 from batchrl.scripts.train import UsageError
 from batchrl.training import (
     checkpoint,
@@ -54,7 +54,7 @@ from batchrl.training import (
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = command_line.ArgumentParser(
         prog="python -m batchrl.scripts.evaluate", description=__doc__.splitlines()[0]
     )
     parser.add_argument(

@@ -35,7 +35,7 @@ from matplotlib.backends import backend_agg
 from matplotlib.figure import Figure
 
 from batchrl.configs import train_config
-from batchrl.scripts import curve_points, image_out, run_lines, variants
+from batchrl.scripts import command_line, curve_points, image_out, run_lines, variants
 from batchrl.scripts.curve_points import HOURS, groups, quantity, seed_band, seed_count, series
 from batchrl.training import file_writes, metrics_log, run_folder
 
@@ -46,7 +46,7 @@ MARKERS = ("o", "s", "^", "D")  # A curve of one point, in place of its line sty
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """Parses the command line."""
-    parser = argparse.ArgumentParser(
+    parser = command_line.ArgumentParser(
         prog="python -m batchrl.scripts.plot", description=__doc__.splitlines()[0]
     )
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run folder with metrics.jsonl")

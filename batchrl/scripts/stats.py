@@ -34,7 +34,6 @@ lists again.
 
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import pathlib
@@ -45,7 +44,7 @@ import numpy as np
 import scipy.stats
 
 from batchrl.configs import presets
-from batchrl.scripts import image_out, json_lines, run_lines, variants
+from batchrl.scripts import command_line, image_out, json_lines, run_lines, variants
 
 # The best published PPO at 1M steps on Gymnasium's v5 tasks: Tianshou's MuJoCo table (each
 # run's best evaluation along training, v3 tasks), and for HalfCheetah the RL Zoo's tuned
@@ -328,7 +327,7 @@ def draw_profile(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = command_line.ArgumentParser(
         prog="python -m batchrl.scripts.stats", description=__doc__.splitlines()[0]
     )
     parser.add_argument(

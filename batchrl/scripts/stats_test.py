@@ -90,8 +90,7 @@ def test_an_out_in_a_folder_not_there_yet_is_drawn_there_and_one_below_a_file_re
     captured = capsys.readouterr()
     assert exit_.value.code == 2 and captured.out == ""
     assert captured.err.splitlines()[-1] == (
-        f"python -m batchrl.scripts.stats: error: --out {str(below)!r}: {results} is a file, "
-        "not a folder"
+        f"stats: error: --out {str(below)!r}: {results} is a file, not a folder"
     )
 
 

@@ -40,7 +40,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from batchrl import configs
-from batchrl.scripts import evaluate, exiting, json_lines, provenance, train
+from batchrl.scripts import command_line, evaluate, exiting, json_lines, provenance, train
 from batchrl.training import checkpoint, file_writes, results, run_folder, terminal, together_checks
 
 RESULTS = "results.jsonl"
@@ -51,7 +51,7 @@ CACHE_VARIABLE = "JAX_COMPILATION_CACHE_DIR"  # JAX reads its persistent cache's
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = command_line.ArgumentParser(
         prog="python -m batchrl.scripts.sweep", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--logdir", required=True, help="folder that holds the sweep's runs")

@@ -57,7 +57,7 @@ import shlex
 import sys
 from collections.abc import Callable, Sequence
 
-from batchrl.scripts import columns, json_lines, run_lines, stats, variants
+from batchrl.scripts import columns, command_line, json_lines, run_lines, stats, variants
 from batchrl.training import file_writes
 
 HEADER = (
@@ -341,7 +341,7 @@ def update_page(page: pathlib.Path) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = command_line.ArgumentParser(
         prog="python -m batchrl.scripts.table", description=__doc__.splitlines()[0]
     )
     parser.add_argument(

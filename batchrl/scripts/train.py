@@ -31,7 +31,7 @@ from batchrl import configs
 from batchrl.configs import train_config
 from batchrl.envs import spaces
 from batchrl.envs.host import errors as env_errors
-from batchrl.scripts import exiting
+from batchrl.scripts import command_line, exiting
 from batchrl.training import (
     api,
     api_arguments,
@@ -51,7 +51,7 @@ class UsageError(Exception):
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="batchrl", description=__doc__.splitlines()[0])
+    parser = command_line.ArgumentParser(prog="batchrl", description=__doc__.splitlines()[0])
     parser.add_argument("--logdir", help="folder that holds the runs")
     parser.add_argument(
         "--config",
@@ -60,7 +60,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--timestamp", help="resume the run with this timestamp (with --config: start it if new)"
     )
-    parser.add_argument("--seed", type=int, help="run seed (new runs only)")
+    parser.add_argument(
+        "--seed", type=configs.overrides.seed_argument, help="run seed (new runs only)"
+    )
     parser.add_argument(
         "--seeds",
         type=configs.overrides.seed_argument,

@@ -488,6 +488,17 @@ def test_bad_input_is_one_line_without_traceback(tmp_path, capsys, args, message
     assert not any(tmp_path.iterdir())  # No folder a corrected command would be refused by.
 
 
+def test_a_bad_argument_is_one_line_and_seed_reads_as_set_reads_it(capsys):
+    # argparse's usage block came first; --seed 1e3 was refused where --set seed=1e3 is not.
+    with pytest.raises(SystemExit) as exit_:
+        train.parse_args(["--config", "pendulum", "--seed", "abc"])
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == (
+        "batchrl: error: argument --seed: a seed is a whole number, got 'abc'\n"
+    )
+    assert train.parse_args(["--config", "pendulum", "--seed", "1e3"]).seed == 1000
+
+
 @pytest.mark.parametrize("where", ["worker process", "this process"])
 def test_an_env_raising_is_one_line_naming_the_env_and_the_line_that_raised(
     where, tmp_path, capsys

@@ -36,7 +36,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from batchrl.scripts import action_choice, exiting, run_argument, video_file
+from batchrl.scripts import action_choice, command_line, exiting, run_argument, video_file
 from batchrl.training import file_writes, run_folder
 
 
@@ -90,7 +90,7 @@ def _gl_lacking(chosen: str) -> str | None:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = command_line.ArgumentParser(
         prog="python -m batchrl.scripts.visualize", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--outdir", required=True, help="where videos and episodes.json go")
