@@ -175,10 +175,9 @@ def parse_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> a
     if unknown:
         said = f"unrecognized arguments: {' '.join(unknown)}"
         settings = _as_settings(unknown)
-        if not settings:
-            parser.error(said)  # argparse's usage lines, then its words.
-        said += f"; config keys go after --set: --set {' '.join(settings)}"
-        parser.exit(2, f"{parser.prog}: error: {said}\n")  # The fix is said: one line.
+        if settings:
+            said += f"; config keys go after --set: --set {' '.join(settings)}"
+        parser.error(said)
     return args
 
 
