@@ -74,6 +74,8 @@ def _parse(name: str, kind: Any, text: str) -> Any:
     if origin is dict:
         try:
             value = load_yaml(text)
+        except yaml.constructor.ConstructorError as error:  # A key given twice, say.
+            raise ValueError(f"{name}={text!r}: {error.problem}") from None
         except yaml.YAMLError:
             value = text
         return train_config.typed(name, kind, value)

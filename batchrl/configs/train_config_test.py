@@ -189,6 +189,7 @@ def test_set_reads_integers_exactly_and_in_scientific_notation():
         ("phase_steps=2147483648", r"phase_steps must be below 2\*\*31 \(2,147,483,648\)"),
         ("update_epochs=3e9", r"^update_epochs must be below 2\*\*31 \(2,147,483,648\), got 3,0"),
         ("eval_episodes=3e9", r"^eval_episodes must be below 2\*\*31 \(2,147,483,648\), got 3,0"),
+        ("env_kwargs={g: 2.0, g: 3}", r"^env_kwargs='\{g: 2.0, g: 3\}': 'g' given twice$"),
         ("entropy_coef=nan", r"^entropy_coef must be a number, got nan$"),
         ("kl_cutoff_coef=NaN", r"^kl_cutoff_coef must be a number, got nan$"),
         ("learning_rate=inf", r"^learning_rate must be a positive, finite number, got inf$"),
