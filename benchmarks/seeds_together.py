@@ -99,7 +99,7 @@ def main() -> int:
     if not 0 <= args.after_another <= args.seeds:
         parser.error(f"--after-another must be 0..--seeds ({args.seeds}), got {args.after_another}")
     exiting.sigterm_exits()  # `timeout`'s SIGTERM: the run stopped, its folder removed.
-    settings = list(args.set)
+    settings = []
     if args.quick:
         args.seeds, args.after_another = 2, 2
         settings += ["num_envs=4", "max_length=50", "final_episodes=4", "eval_episodes=4"]
@@ -110,6 +110,9 @@ def main() -> int:
         args.steps = 400
     if args.steps is not None:
         settings.append(f"steps={args.steps}")
+    # One value a key, the user's --set over these (the train command refuses a key twice).
+    keyed = {setting.partition("=")[0]: setting for setting in [*settings, *args.set]}
+    settings = list(keyed.values())
     seeds = [str(seed) for seed in range(args.seeds)]
     with tempfile.TemporaryDirectory() as folder:
         root = pathlib.Path(folder)

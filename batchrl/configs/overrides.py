@@ -150,7 +150,7 @@ def seed_argument(text: str) -> int:
     try:
         return _parse("seed", int, text)
     except ValueError:
-        several = any(mark in text[1:] for mark in ",-: ")  # `0,1`, `0-3`: a list, a range.
+        several = re.fullmatch(r"\s*\d+(\s*[-,: ]\s*\d+)+\s*", text)  # `0,1`, `0-3`.
         apart = ": give the seeds apart, such as --seeds 0 1 2 3" if several else ""
         raise argparse.ArgumentTypeError(f"a seed is a whole number, got {text!r}{apart}") from None
 

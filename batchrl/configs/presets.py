@@ -320,7 +320,10 @@ def get(name: str) -> TrainConfig:
     """
     if name not in PRESETS:
         close = difflib.get_close_matches(str(name).lower(), PRESETS, n=1, cutoff=0.8)
-        hint = _env_hint(str(name)) or (f"did you mean {close[0]!r}? Or " if close else "")
+        near = f"did you mean {close[0]!r}? Or " if close else ""
+        # An env's id (CartPole-v1) is told the presets that train it; `pendulum-v1` is near.
+        exact = str(name) in {make().env for make in PRESETS.values()}
+        hint = _env_hint(str(name)) if exact or not near else near
         raise ValueError(f"unknown config {name!r}: {hint}choose one of {', '.join(PRESETS)}")
     return PRESETS[name]()
 

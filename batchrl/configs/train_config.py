@@ -263,12 +263,12 @@ def set_fields(config: TrainConfig, settings: Iterable[tuple[str, Any]], parse: 
     Checked once, all applied: settings that constrain each other (num_envs,
     steps_per_update, num_minibatches) hold in any order, not checked one by one against
     the defaults of those given after. The objective comes first, so its own settings
-    apply to it. A name given twice (`num_envs=4 num_envs=8`, `kl_target` and
-    `algorithm.kl_target`) is a ValueError, as in a YAML file: which one was meant?
+    apply to it. A name given twice with two values (`num_envs=4 num_envs=8`, `kl_target`
+    and `algorithm.kl_target`) is a ValueError: which one was meant?
     """
     settings, seen = list(settings), {}
     for name, value in settings:
-        if seen.setdefault(bare_key(name), value) is not value:
+        if seen.setdefault(bare_key(name), value) != value:
             said = f"{seen[bare_key(name)]!r} and {value!r}"
             raise ValueError(f"{bare_key(name)} is given twice, as {said}: give it once")
     objective = [item for item in settings if bare_key(item[0]) == "objective"][-1:]

@@ -145,7 +145,7 @@ def test_settings_that_constrain_each_other_hold_in_any_order(order):
     assert config == train_config.replace(pendulum, objective="clipped", **typed)
     assert (config.num_envs, config.algorithm.num_minibatches) == (4, 2)
     assert config.algorithm.steps_per_update == 25
-    three = [setting.replace("=2", "=3") for setting in order]
+    three = [setting.replace("num_minibatches=2", "num_minibatches=3") for setting in order]
     with pytest.raises(ValueError, match=r"^num_minibatches = 3 must divide num_envs \* "):
         overrides.parse_overrides(pendulum, ["objective=clipped", *three])
 
@@ -281,6 +281,7 @@ def test_a_setting_given_twice_is_refused_and_a_quoted_text_is_its_text():
             overrides.parse_overrides(reacher, twice)
         said = f"{name} is given twice, as {first!r} and {second!r}: give it once"
         assert str(refused.value) == said
+    assert overrides.parse_overrides(reacher, ["num_envs=16", "num_envs=16"]).num_envs == 16
     with pytest.raises(ValueError, match=r"^num_envs is given twice, as 4 and 8: give it once$"):
         train_config.set_fields(
             reacher, [("num_envs", 4), ("num_envs", 8)], lambda *given: given[2]

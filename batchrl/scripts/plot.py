@@ -36,7 +36,6 @@ from matplotlib.figure import Figure
 
 from batchrl.configs import train_config
 from batchrl.scripts import command_line, curve_points, image_out, run_lines, variants
-from batchrl.scripts.curve_points import HOURS, groups, quantity, seed_band, seed_count, series
 from batchrl.training import file_writes, metrics_log, run_folder
 
 DEFAULT_METRICS = ("train/return", "eval/return")
@@ -59,7 +58,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"metrics to draw (default: {' '.join(DEFAULT_METRICS)})",
     )
     parser.add_argument(
-        "--x", choices=("steps", HOURS), default="steps", help="env steps or training hours"
+        "--x",
+        choices=("steps", curve_points.HOURS),
+        default="steps",
+        help="env steps or training hours",
     )
     parser.add_argument("--seeds", action="store_true", help="a config's seeds: mean and band")
     parser.add_argument(
@@ -82,7 +84,7 @@ def seeds_apart(runs: dict[str, Path]) -> list[tuple[str, str]]:
     A folder whose config cannot be read is left to its name.
     """
     apart = []
-    for name, members in groups({label: [label] for label in runs}).items():
+    for name, members in curve_points.groups({label: [label] for label in runs}).items():
         configs: dict[str, Any] = {}
         for (label,) in members:
             with contextlib.suppress(run_folder.RunFolderError):
@@ -180,13 +182,19 @@ def draw(
     Returns:
         The figure, on an Agg canvas.
     """
-    order = list(dict.fromkeys(quantity(metric) for metric in metrics)) if panels else [""]
-    shared = [[m for m in metrics if not panels or quantity(m) == q] for q in order]
+    order = (
+        list(dict.fromkeys(curve_points.quantity(metric) for metric in metrics)) if panels else [""]
+    )
+    shared = [[m for m in metrics if not panels or curve_points.quantity(m) == q] for q in order]
     rows = len(shared)
     figure = Figure(figsize=(8, 5 if rows == 1 else 1.6 * rows + 1), dpi=100, layout="constrained")
     backend_agg.FigureCanvasAgg(figure)
     stack = figure.subplots(rows, 1, sharex=True, squeeze=False)[:, 0]
-    curves = groups(runs) if seeds else {label: [records] for label, records in runs.items()}
+    curves = (
+        curve_points.groups(runs)
+        if seeds
+        else {label: [records] for label, records in runs.items()}
+    )
     handles, pointed = [], set()  # The metrics some curve draws as lone points, marked.
     for index, (label, members) in enumerate(curves.items()):
         colour = colours(len(curves))[index]
@@ -194,10 +202,15 @@ def draw(
             axes, rank = stack[row], shared[row].index(metric)
             style, one = LINE_STYLES[rank % len(LINE_STYLES)], MARKERS[rank % len(MARKERS)]
             if seeds:
-                grid, mean, low, high = seed_band([series(m, metric, x) for m in members])
+                grid, mean, low, high = curve_points.seed_band(
+                    [curve_points.series(m, metric, x) for m in members]
+                )
                 axes.fill_between(grid, low, high, color=colour, alpha=0.2, linewidth=0)
             else:
-                grid, mean = (np.asarray(values, float) for values in series(members[0], metric, x))
+                grid, mean = (
+                    np.asarray(values, float)
+                    for values in curve_points.series(members[0], metric, x)
+                )
             lone = curve_points.alone(mean)  # No line reaches them: a marker each.
             pointed.update([metric] if len(lone) else [])
             marker = one if len(lone) else ""
@@ -206,10 +219,10 @@ def draw(
             )
             if seeds and len(lone):  # Their band as a bar: a band of one x is invisible.
                 axes.vlines(grid[lone], low[lone], high[lone], color=colour, linestyles=style)
-        name = f"{label} ({seed_count(members, metrics, x)})" if seeds else label
+        name = f"{label} ({curve_points.seed_count(members, metrics, x)})" if seeds else label
         handles.append(lines.Line2D([], [], color=colour, label=name))
     for axes, drawn in zip(stack, shared, strict=True):
-        quantities = {quantity(metric) for metric in drawn}
+        quantities = {curve_points.quantity(metric) for metric in drawn}
         # One metric names its axis; several share a quantity's name and a style each.
         axes.set_ylabel(
             drawn[0] if len(drawn) == 1 else quantities.pop() if len(quantities) == 1 else "value",
@@ -225,9 +238,11 @@ def draw(
         figure.legend(handles=handles, fontsize="small", loc="outside right upper")
     else:
         stack[0].legend(handles=handles, fontsize="small")
-    stack[-1].set_xlabel("hours training and evaluating" if x == HOURS else "env steps")
+    stack[-1].set_xlabel(
+        "hours training and evaluating" if x == curve_points.HOURS else "env steps"
+    )
     for axes in stack:
-        if x != HOURS:
+        if x != curve_points.HOURS:
             axes.xaxis.set_major_formatter(ticker.EngFormatter(sep=""))
         axes.grid(alpha=0.3)
     return figure
@@ -244,7 +259,7 @@ def colours(count: int) -> list:
 
 def has_points(records: list[dict[str, Any]], args: argparse.Namespace) -> bool:
     """Whether a run has a value of any metric asked for (a run just started has none)."""
-    return any(series(records, metric, args.x)[0] for metric in args.metrics)
+    return any(curve_points.series(records, metric, args.x)[0] for metric in args.metrics)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -272,7 +287,11 @@ def main(argv: list[str] | None = None) -> int:
         said = f"{label} left out: {kept}, given after it, has its seed (a folder's runs by name)"
         print(f"plot: note: {said}", file=sys.stderr)
         del runs[label]
-    missing = [m for m in args.metrics if not any(series(r, m, args.x)[0] for r in runs.values())]
+    missing = [
+        m
+        for m in args.metrics
+        if not any(curve_points.series(r, m, args.x)[0] for r in runs.values())
+    ]
     known = sorted({key for records in runs.values() for row in records for key in row})
     # Null so far (no training episode ended), or a default not yet written (no phase
     # evaluated): the others are drawn. A metric asked for by a name no row has is a typo.
@@ -298,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         del runs[label]  # A legend entry with no line, or "(1 seed)" of none.
     panels = args.panels
     if panels is None:  # A KL beside a return on one axes would read as a flat line at 0.
-        panels = len({quantity(metric) for metric in args.metrics}) > 1
+        panels = len({curve_points.quantity(metric) for metric in args.metrics}) > 1
     figure = draw(runs, args.metrics, args.x, args.seeds, panels)
     try:
         image_out.save(figure, out)

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import pathlib
 import re
 import shlex
@@ -279,7 +280,7 @@ class Block:
             if word == "seeds":
                 per_seed = True
             elif word.startswith("reps="):
-                reps = int(word[len("reps=") :]) if word[len("reps=") :].isdigit() else 0
+                reps = int(word[len("reps=") :]) if word[len("reps=") :].isdecimal() else 0
                 if reps < 1:
                     raise ValueError(f"{word!r}: reps must be a positive whole number")
             elif word in ("--rows", "--where"):  # As the command says it, not "no file --rows".
@@ -363,9 +364,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--reps must be at least 1, got {args.reps}")
     if bool(args.paths) == bool(args.update or args.check):
         both = "not both" if args.paths else "none was given"
-        taken = [column for column in args.columns or [] if pathlib.Path(column).exists()]
-        if taken and not args.paths:  # `--columns a b sweep`: the path read as a column.
-            both += f" ({taken[0]!r} was read as a column: end --columns with --)"
+        taken = [c for c in args.columns or [] if not args.paths and os.path.exists(c)]
+        both += f" ({taken[0]!r} was read as a column: end --columns with --)" if taken else ""
         parser.error(f"give either JSON lines or --update/--check PAGE, {both}")
     if (args.rows or args.where) and not args.columns:
         parser.error("--rows and --where choose the rows of a table of --columns")

@@ -8,6 +8,7 @@ import threading
 import time
 
 import gymnasium as gym
+import jax.numpy as jnp
 import numpy as np
 import psutil
 import pytest
@@ -21,6 +22,7 @@ from batchrl.conftest import wait_gone
 from batchrl.envs import EnvTimeoutError
 from batchrl.envs.atari import atari_group
 from batchrl.envs.host import lifecycle
+from batchrl.envs.jax import classic as jax_classic
 from batchrl.training import env_probe, environments
 
 FIRE = 1  # In Space Invaders' minimal action set.
@@ -536,6 +538,11 @@ def test_a_jax_native_envs_unknown_keyword_is_one_line_naming_its_settings(prese
             {"max_steps_in_episode": -5},
             "gymnax env 'Acrobot-v1' takes max_steps_in_episode of 1 or more, got -5",
         ),
+        (
+            "acrobot_gymnax",
+            {"max_steps_in_episode": float("inf")},
+            "gymnax env 'Acrobot-v1' takes max_steps_in_episode as a whole number, got inf",
+        ),
     ],
 )
 def test_a_jax_native_envs_setting_of_the_wrong_type_is_one_line_before_compiling(
@@ -547,6 +554,15 @@ def test_a_jax_native_envs_setting_of_the_wrong_type_is_one_line_before_compilin
     with pytest.raises(ValueError) as error:
         environments.check_env(config)
     assert str(error.value).startswith(said) and "\n" not in str(error.value)
+
+
+def test_a_jax_native_envs_settings_of_their_own_kinds_are_taken():
+    # A list (Acrobot's torques), a JAX scalar: each taken as before the checks of kinds.
+    torques = {"available_torque": [-2.0, 0.0, 2.0], "max_steps_in_episode": 30.0}
+    config = train_config.replace(presets.get("acrobot_gymnax"), env_kwargs=torques)
+    environments.check_env(config)
+    pendulum = jax_classic.make("Pendulum-v1", g=jnp.float32(9.8))
+    assert float(pendulum.env.g) == pytest.approx(9.8)
 
 
 class ShortAcrobot(acrobot.Acrobot):

@@ -211,15 +211,11 @@ class Policy:
         if state is None:
             self._acting = self._begin(self._acting, jnp.ones(size, bool))
         else:
-            given = np.asarray(state, np.float32)
-            given = given[None] if single and given.ndim == carry.ndim - 1 else given
-            if given.shape != carry.shape:
-                want = carry.shape[1:] if single else carry.shape
-                raise ValueError(f"state has shape {np.shape(state)}: this policy's is {want}")
+            given = policy_obs.carry(state, carry.shape, single)
             running = self._acting.running.replace(carry=jnp.asarray(given))
             self._acting = self._acting.replace(running=running)
         if episode_start is not None:
-            starts = np.asarray(episode_start, bool)
+            starts = policy_obs.flags(episode_start, "episode_start")
             if starts.size != size:  # Its reset was skipped, and the carry went on.
                 raise ValueError(
                     f"episode_start has shape {starts.shape}: the policy acts on {size} envs"
@@ -248,17 +244,14 @@ class Policy:
     def reset(self, mask: Any = None) -> None:
         """Starts the episodes of every env, or of those `mask` [N] marks (a recurrent policy)."""
         _check_not_forked()
-        raw = np.ones(1, bool) if mask is None else np.asarray(mask)
-        other = raw[~np.isin(raw, (0, 1))] if raw.dtype != bool else ()
-        if len(other):  # 2 was read as True; checked before the first act too.
-            raise ValueError(f"reset's mask holds {other[0].item()!r}: True/False or 1/0 only")
+        raw = np.ones(1, bool) if mask is None else policy_obs.flags(mask, "reset's mask")
         if self._acting is None:  # Every env starts afresh at the first act.
             return
         size = _num_envs(self._acting)
         raw = np.ones(size, bool) if mask is None else raw
         if raw.size != size:
             raise ValueError(f"reset's mask has shape {raw.shape}: the policy acts on {size} envs")
-        mask = raw.astype(bool).reshape(size)
+        mask = raw.reshape(size)
         with self._lock:
             self._acting = self._begin(self._acting, jnp.asarray(mask))
 

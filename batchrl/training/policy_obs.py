@@ -164,3 +164,41 @@ def _check_values(path: str, leaf: env_spec_lib.ObsLeaf, array: np.ndarray) -> N
     bad = (array < info.min) | (array > info.max)
     if np.any(bad):
         raise ValueError(f"{path} holds {array[bad][0].item()!r}: {allowed}")
+
+
+def carry(state: Any, shape: tuple[int, ...], single: bool) -> np.ndarray:
+    """A recurrent `predict`'s `state` as its carry [N, ...] of `shape`, checked.
+
+    One env's carry (`single`) gains its batch axis. A carry of no numbers, of NaN or
+    infinities (or past float32's range) is a one-line ValueError: acted on, it drew NaN
+    actions, and NaN carries after them.
+    """
+    try:
+        given = np.asarray(state, np.float64)
+    except (TypeError, ValueError):
+        what = f"of dtype {state.dtype}" if hasattr(state, "dtype") else f"a {type(state).__name__}"
+        said = f"state is {what}: a carry is an array of floats, as predict returns"
+        raise ValueError(said) from None
+    given = given[None] if single and given.ndim == len(shape) - 1 else given
+    if given.shape != shape:
+        want = shape[1:] if single else shape
+        raise ValueError(f"state has shape {np.shape(state)}: this policy's is {want}")
+    bad = given[~(np.abs(given) <= np.finfo(np.float32).max)]
+    if bad.size:
+        raise ValueError(f"state holds {bad[0].item()!r}: a carry holds finite float32 numbers")
+    return given.astype(np.float32)
+
+
+def flags(values: Any, what: str) -> np.ndarray:
+    """`values` as bools: `reset`'s mask, `predict`'s `episode_start`; 0 and 1 count as ones.
+
+    Anything else is a one-line ValueError: 2, NaN and "no" were read as True.
+    """
+    raw = np.asarray(values)
+    flat = raw.ravel()
+    other = flat[~np.isin(flat, (0, 1))] if raw.dtype != bool else flat[:0]
+    if other.size or raw.dtype.kind not in "biuf":
+        shown = (other if other.size else flat)[0] if flat.size else values
+        shown = shown.item() if isinstance(shown, np.generic) else shown
+        raise ValueError(f"{what} holds {shown!r}: True/False or 1/0 only")
+    return raw.astype(bool)

@@ -2,6 +2,7 @@ import concurrent.futures
 import dataclasses
 import multiprocessing
 import pickle
+import re
 import shutil
 
 import gymnasium as gym
@@ -163,6 +164,16 @@ def test_predict_carries_the_state_it_is_given_as_sb3s_recurrent_policies_do(cap
         policy.predict(first, state, [True, True, True])
     with pytest.raises(ValueError, match=r"^state has shape \(2, 7\): this policy's is \(2, 16\)"):
         policy.predict(first, np.zeros((2, 7)))
+    # A NaN, infinite or overflowing carry drew NaN actions and carries, unsaid; 2, NaN or
+    # "no" in episode_start started an episode, as reset's mask refuses them.
+    for bad, said in [(np.nan, "nan"), (np.inf, "inf"), (1e39, "1e+39")]:
+        with pytest.raises(ValueError, match=rf"^state holds {re.escape(said)}: a carry holds "):
+            policy.predict(first, np.full((2, 16), bad))
+    with pytest.raises(ValueError, match=r"^state is a dict: a carry is an array of floats"):
+        policy.predict(first, {"h": state})
+    for bad in ([2, 0], [np.nan, 0], ["no", "no"]):
+        with pytest.raises(ValueError, match=r"^episode_start holds .*: True/False or 1/0 only$"):
+            policy.predict(first, state, bad)
     assert "a recurrent policy acted on" not in caplog.text  # predict's carry is `state`.
     # act keeps the carry inside, and a pickled copy carries it on.
     policy.act(first)

@@ -92,8 +92,11 @@ class BatchEnvBase(async_calls.AsyncCalls, env_requests.EnvCalls, gym.vector.Vec
         self.autoreset_mode = arguments.check_autoreset_mode(autoreset_mode)
         self.observation_mode = arguments.check_observation_mode(observation_mode)
         first, starts = groups[0], np.cumsum([0] + [g.num_envs for g in groups])
-        for other, start in zip(groups[1:], starts[1:-1], strict=True):  # Named by place.
-            named = (f"{first.name} (env 0)", first, f"{other.name} (env {start})", other)
+        places = [
+            getattr(g, "first_index", start) for g, start in zip(groups, starts, strict=False)
+        ]
+        for other, start in zip(groups[1:], places[1:], strict=True):  # Named by place.
+            named = (f"{first.name} (env {places[0]})", first, f"{other.name} (env {start})", other)
             env_checks.same_spaces(*named, observation_mode)
         self.num_envs = sum(g.num_envs for g in groups)
         self.single_action_space: gym.Space = first.action_space

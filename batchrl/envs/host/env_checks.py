@@ -8,7 +8,8 @@ at no cost to the steps that keep it.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NoReturn
 
 import gymnasium as gym
 import numpy as np
@@ -141,3 +142,61 @@ def same_layout_as_given(single: gym.Space, name: str, space: gym.Space) -> None
             f"the single observation space of observation_mode, {single}, does not share its "
             f"kinds, shapes and dtypes with {name}'s, {space}"
         )
+
+
+def refuse_observation(
+    name: str, where: Any, observations: list, tree: Any, dtype: Any, path: str, what: str
+) -> NoReturn:
+    """Raises the one-line ValueError for the first observation whose `what` does not fit.
+
+    `what`: its "shape", its "dtype" (floats into a uint8 image: `dtype`, the buffer's,
+    does not take it) or its "values" (a count no space holds) against leaf `tree`. The
+    observations are env `name`'s, written at `where` (an env's place, or a slice of them
+    all); the error is marked with the place of the env that returned it
+    (`errors.mark_env`). Worked out only here, off the path of steps that fit.
+    """
+    at, there = ("", "") if path == "obs" else (f" at {path}", " there")
+    bad = {
+        "shape": lambda o: np.shape(o) != tree.shape,
+        "dtype": lambda o: not np.can_cast(np.asarray(o).dtype, dtype, "same_kind"),
+        "values": lambda o: spaces.outside_space(tree, np.asarray(o)) is not None,
+    }[what]
+    index = next((i for i, obs in enumerate(observations) if bad(obs)), 0)
+    one = observations[index]
+    said = f"env {name} returned an observation "
+    if what == "shape":
+        said += f"of shape {np.shape(one)}{at}, but its observation_space has shape "
+        said += f"{tree.shape}{there}"
+    elif what == "dtype":
+        said += (
+            f"of dtype {np.asarray(one).dtype}{at}, where its observation_space holds {dtype}: "
+            "cast it in the env (written here, its values would be cut, as SyncVectorEnv "
+            "refuses to)"
+        )
+    else:
+        said += f"that {spaces.outside_space(tree, np.asarray(one))}{at}, as its "
+        said += "observation_space says"
+    raise errors.marked(ValueError(said), where if isinstance(where, int) else index)
+
+
+def holds(obs: Any, key: Any, tree: Any) -> bool:
+    """Whether observation `obs` has the part `key` of the dict or tuple leaf `tree`."""
+    if isinstance(tree, dict):
+        return isinstance(obs, Mapping) and key in obs
+    return isinstance(obs, tuple | list) and key < len(obs)
+
+
+def part(obs: Any, key: Any, tree: Any, path: str, name: str) -> Any:
+    """`obs[key]`, or a ValueError naming `path` where env `name`'s observation lacks it."""
+    if holds(obs, key, tree):
+        return obs[key]
+    if isinstance(obs, Mapping):
+        shown = f"a dict of keys {sorted(map(str, obs))}"
+    elif isinstance(obs, tuple | list):
+        shown = f"a {type(obs).__name__} of {len(obs)}"
+    else:
+        shown = f"of type {type(obs).__name__}"  # Its value may be an image: not shown.
+    raise ValueError(
+        f"env {name} returned an observation without {path} ({shown}), but its "
+        "observation_space has it"
+    )

@@ -397,6 +397,8 @@ def test_the_one_env_of_several_that_breaks_the_api_is_named(build, bad, said):
             env.step(np.zeros((2, 2), np.float32))
     if build is workers:
         assert "(raised by env '_Counted' (env 1, worker pid " in str(caught.value)
+    else:  # Its place, which a command's line names (`errors.line_here`).
+        assert errors.env_index(caught.value) == 1
 
 
 def test_envs_of_other_spaces_are_named_by_their_places():

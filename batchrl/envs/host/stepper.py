@@ -10,7 +10,7 @@ import copy
 import dataclasses
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -174,15 +174,6 @@ def put_objects(tree: Any, values: list[np.ndarray], index: Any = Ellipsis) -> N
         target[index] = value
 
 
-def _first(rows: Sequence[int], observations: list, bad: Callable[[Any], Any]) -> tuple[int, Any]:
-    """The row and value of the first of `observations` (written at `rows`) that is `bad`.
-
-    Where a check of them all failed: an error names the env that returned it (`marked`).
-    """
-    found = ((row, o) for row, o in zip(rows, observations, strict=True) if bad(o))
-    return next(found, (rows[0], observations[0]))
-
-
 def _aligned(offset: int) -> int:
     return -(-offset // _ALIGN) * _ALIGN
 
@@ -338,13 +329,19 @@ class EnvStepper(forwarding.EnvForwarding):
         `tree` is the observation's tree of `ObsLeaf`; an observation that does not fit it
         is named by the path of the first leaf that does not.
         """
-        rows = [where] if isinstance(where, int) else range(len(observations))  # Their envs.
         if isinstance(tree, dict | tuple):
             keys = list(tree) if isinstance(tree, dict) else range(len(tree))
             for key in keys:
                 name = env_spec.key_path(key) if isinstance(tree, dict) else f"[{key}]"
-                pairs = zip(rows, observations, strict=True)
-                parts = [self._part(o, key, tree, path + name, row) for row, o in pairs]
+                try:
+                    parts = [
+                        env_checks.part(o, key, tree, path + name, self.name) for o in observations
+                    ]
+                except ValueError as error:  # Marked with the env that returned it.
+                    index = next(
+                        i for i, o in enumerate(observations) if not env_checks.holds(o, key, tree)
+                    )
+                    raise errors.marked(error, where if isinstance(where, int) else index) from None
                 self._write_leaves(target[key], where, parts, tree[key], path + name)
             return
         if isinstance(tree, spaces.Variable):
@@ -357,39 +354,17 @@ class EnvStepper(forwarding.EnvForwarding):
             array = np.asarray(observations if isinstance(where, slice) else observations[0])
         except ValueError:  # Observations of different shapes.
             array = None
-        at, there = ("", "") if path == "obs" else (f" at {path}", " there")
         if array is None or array.shape != expected:
-            row, one = _first(rows, observations, lambda o: np.shape(o) != tree.shape)
-            said = f"env {self.name} returned an observation of shape {np.shape(one)}{at}, "
-            said += f"but its observation_space has shape {tree.shape}{there}"
-            raise errors.marked(ValueError(said), row)
-        if array.dtype != target.dtype and not np.can_cast(array.dtype, target.dtype, "same_kind"):
-            row, _ = _first(rows, observations, lambda o: np.asarray(o).dtype == array.dtype)
-            said = (  # Floats into a uint8 image, say.
-                f"env {self.name} returned an observation of dtype {array.dtype}{at}, where "
-                f"its observation_space holds {target.dtype}: cast it in the env (written "
-                "here, its values would be cut, as SyncVectorEnv refuses to)"
+            env_checks.refuse_observation(
+                self.name, where, observations, tree, target.dtype, path, "shape"
             )
-            raise errors.marked(ValueError(said), row)
+        if array.dtype != target.dtype and not np.can_cast(array.dtype, target.dtype, "same_kind"):
+            env_checks.refuse_observation(
+                self.name, where, observations, tree, target.dtype, path, "dtype"
+            )
         outside = spaces.outside_space(tree, array) if tree.kind in spaces.COUNTED else None
         if outside is not None:
-            row, _ = _first(rows, observations, lambda o: spaces.outside_space(tree, np.asarray(o)))
-            said = f"env {self.name} returned an observation that {outside}{at}, as its "
-            raise errors.marked(ValueError(f"{said}observation_space says"), row)
+            env_checks.refuse_observation(
+                self.name, where, observations, tree, target.dtype, path, "values"
+            )
         target[where] = array
-
-    def _part(self, obs: Any, key: Any, tree: Any, path: str, row: int) -> Any:
-        """`obs[key]`, or a ValueError naming `path` when the observation has no such part."""
-        nests = (
-            isinstance(obs, Mapping) if isinstance(tree, dict) else isinstance(obs, tuple | list)
-        )
-        if nests and (key in obs if isinstance(tree, dict) else key < len(obs)):
-            return obs[key]
-        if isinstance(obs, Mapping):
-            shown = f"a dict of keys {sorted(map(str, obs))}"
-        elif isinstance(obs, tuple | list):
-            shown = f"a {type(obs).__name__} of {len(obs)}"
-        else:
-            shown = f"of type {type(obs).__name__}"  # Its value may be an image: not shown.
-        said = f"env {self.name} returned an observation without {path} ({shown}), but its "
-        raise errors.marked(ValueError(f"{said}observation_space has it"), row)

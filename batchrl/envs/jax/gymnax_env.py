@@ -164,12 +164,15 @@ def with_params(name: str, params: Any, changes: dict[str, Any]) -> Any:
 
     def typed(key: str, value: Any) -> Any:
         now = getattr(params, key)  # An array stays one of its dtype; a Python number, one.
-        whole = isinstance(now, int) or jnp.issubdtype(getattr(now, "dtype", float), jnp.integer)
-        # Cast unchecked, 1.5 steps an episode trained episodes of 1, and "x" a traceback.
-        number = np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.number)
-        if not number or (whole and value != int(value)):
-            what = "a whole number" if whole else "a number"
-            raise ValueError(f"gymnax env {name!r} takes {key} as {what}, got {value!r}")
+        kind = np.asarray(now).dtype
+        # A number's: cast unchecked, 1.5 steps an episode trained episodes of 1, "x" a
+        # traceback. A flag's or a list's (Acrobot's torques) are cast as before.
+        if np.ndim(now) == 0 and np.issubdtype(kind, np.number):  # bool is no np.number.
+            whole = np.issubdtype(kind, np.integer)
+            real = np.ndim(value) == 0 and np.issubdtype(np.asarray(value).dtype, np.number)
+            if not real or not np.isfinite(value) or (whole and value != int(value)):
+                what = "a whole number" if whole else "a finite number"
+                raise ValueError(f"gymnax env {name!r} takes {key} as {what}, got {value!r}")
         if key == "max_steps_in_episode" and value < 1:
             raise ValueError(f"gymnax env {name!r} takes {key} of 1 or more, got {value!r}")
         return jnp.asarray(value, now.dtype) if hasattr(now, "dtype") else type(now)(value)

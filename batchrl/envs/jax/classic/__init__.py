@@ -1,8 +1,9 @@
 """JAX-native classic control envs, one per file, matching Gymnasium step for step."""
 
 import dataclasses
-import numbers
 from typing import Any
+
+import numpy as np
 
 from batchrl.envs.jax import jax_env
 from batchrl.envs.jax.classic import cartpole, pendulum
@@ -34,9 +35,11 @@ def make(name: str, **kwargs: Any) -> jax_env.TimeLimit:
         raise ValueError(f"env {name!r} takes no keyword {unknown[0]!r}; {takes}")
     defaults = {field.name: field.default for field in dataclasses.fields(_ENVS[name])}
     for key, value in kwargs.items():  # Else a TypeError deep in its compiled step.
-        kind = bool if isinstance(defaults[key], bool) else numbers.Real
-        if not isinstance(value, kind) or (kind is numbers.Real and isinstance(value, bool)):
-            what = "true or false" if kind is bool else "a number"
+        flag = isinstance(defaults[key], bool)  # A JAX or NumPy scalar is a number too.
+        kind = np.asarray(value).dtype if np.ndim(value) == 0 else None
+        flagged = kind is not None and np.issubdtype(kind, np.bool_)
+        if kind is None or flagged != flag or not (flag or np.issubdtype(kind, np.number)):
+            what = "true or false" if flag else "a number"
             raise ValueError(
                 f"env {name!r} takes {key} as {what} (its default is {defaults[key]!r}), "
                 f"got {value!r}"
