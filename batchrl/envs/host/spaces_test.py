@@ -401,6 +401,28 @@ def test_the_one_env_of_several_that_breaks_the_api_is_named(build, bad, said):
         assert errors.env_index(caught.value) == 1
 
 
+class _Typed(mock.SpaceEnv):
+    """A uint8 image's env whose step returns its observation in `dtype`."""
+
+    def __init__(self, dtype):
+        super().__init__(Box(0, 255, (2,), np.uint8), duration=5)
+        self.dtype = dtype
+
+    def step(self, action):
+        obs, *rest = super().step(action)
+        return (np.asarray(obs, self.dtype), *rest)
+
+
+def test_an_observation_of_a_dtype_the_space_cannot_hold_names_its_env_and_dtype():
+    # uint16 beside float16 batched as float32, which no env returned: env 0 was named.
+    makers = [functools.partial(_Typed, np.uint16), functools.partial(_Typed, np.float16)]
+    with from_envs(makers, AutoresetMode.NEXT_STEP) as env:
+        env.reset(seed=0)
+        with pytest.raises(ValueError, match=r"observation of dtype float16, where its ") as caught:
+            env.step(np.zeros((2, 2), np.float32))
+    assert errors.env_index(caught.value) == 1
+
+
 def test_envs_of_other_spaces_are_named_by_their_places():
     envs = [functools.partial(mock.SpaceEnv, Box(-1.0, 1.0, (n,), np.float32)) for n in (2, 2, 3)]
     for build in (BatchEnv.external, lambda makers: from_envs(makers, AutoresetMode.NEXT_STEP)):
