@@ -263,14 +263,10 @@ def set_fields(config: TrainConfig, settings: Iterable[tuple[str, Any]], parse: 
     Checked once, all applied: settings that constrain each other (num_envs,
     steps_per_update, num_minibatches) hold in any order, not checked one by one against
     the defaults of those given after. The objective comes first, so its own settings
-    apply to it. A name given twice with two values (`num_envs=4 num_envs=8`, `kl_target`
-    and `algorithm.kl_target`) is a ValueError: which one was meant?
+    apply to it. A name given twice keeps its last value, as a command line's flags do:
+    `--set $DEFAULTS --set steps=N` overrides a list of settings.
     """
-    settings, seen = list(settings), {}
-    for name, value in settings:
-        if seen.setdefault(bare_key(name), value) != value:
-            said = f"{seen[bare_key(name)]!r} and {value!r}"
-            raise ValueError(f"{bare_key(name)} is given twice, as {said}: give it once")
+    settings = list(settings)
     objective = [item for item in settings if bare_key(item[0]) == "objective"][-1:]
     settings = objective + [item for item in settings if bare_key(item[0]) != "objective"]
     runs: dict[str, Any] = {}
