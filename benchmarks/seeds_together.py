@@ -110,7 +110,7 @@ def main() -> int:
         args.steps = 400
     if args.steps is not None:
         settings.append(f"steps={args.steps}")
-    # One value a key, the user's --set over these (the train command refuses a key twice).
+    # One value a key, the user's --set over these: `--quick --set num_envs=8` trains 8.
     keyed = {setting.partition("=")[0]: setting for setting in [*settings, *args.set]}
     settings = list(keyed.values())
     seeds = [str(seed) for seed in range(args.seeds)]

@@ -216,7 +216,7 @@ def _with_objective(config: TrainConfig, objective: str) -> TrainConfig:
 
 def _check_key(name: str, algorithm: ppo_config.Common) -> None:
     """Raises the one-line ValueError for a key that is neither the run's nor `algorithm`'s."""
-    bare = name[len(_PREFIX) :] if name.startswith(_PREFIX) else name
+    bare = bare_key(name)
     listed = "python -m batchrl.scripts.train --list-keys lists them"  # Also from Python.
     peer = peer_names.hint(bare)  # Before the other objective's: batch_size means otherwise.
     if peer is not None:
